@@ -1,0 +1,185 @@
+//! The JSON-RPC 2.0 request envelope of A2A: parsing what a caller sent into a typed
+//! request, and serializing requests and responses the proxy's own way.
+
+use serde_json::{json, Map, Value};
+
+use super::{Method, RpcError};
+
+/// A parsed JSON-RPC request. Forwarding re-serializes this value: the upstream never sees
+/// the caller's raw bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcRequest {
+    /// A string, an integer or null (a notification is answered with `null` too).
+    pub id: Value,
+    pub method: Method,
+    pub params: Map<String, Value>,
+}
+
+/// Why an envelope was refused, with the id to answer with (null when it could not be read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvelopeError {
+    pub id: Value,
+    pub error: RpcError,
+}
+
+impl RpcRequest {
+    /// Parses and checks a JSON-RPC 2.0 request body.
+    pub fn parse(body: &[u8]) -> Result<RpcRequest, EnvelopeError> {
+        let refuse = |id: Value, error: RpcError| EnvelopeError { id, error };
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|_| refuse(Value::Null, RpcError::parse_error("Parse error")))?;
+        let obj = match value {
+            Value::Object(obj) => obj,
+            Value::Array(_) => {
+                return Err(refuse(
+                    Value::Null,
+                    RpcError::invalid_request(
+                        "Batch requests are not supported",
+                        "jsonrpc.batch",
+                    ),
+                ))
+            }
+            _ => {
+                return Err(refuse(
+                    Value::Null,
+                    RpcError::invalid_request("Request must be an object", "jsonrpc.envelope"),
+                ))
+            }
+        };
+        let mut obj = obj;
+        let id = match obj.remove("id") {
+            None | Some(Value::Null) => Value::Null,
+            Some(Value::String(s)) => Value::String(s),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n),
+            Some(_) => {
+                return Err(refuse(
+                    Value::Null,
+                    RpcError::invalid_request(
+                        "id must be a string, an integer or null",
+                        "jsonrpc.id",
+                    ),
+                ))
+            }
+        };
+        if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+            return Err(refuse(
+                id,
+                RpcError::invalid_request("jsonrpc must be \"2.0\"", "jsonrpc.version"),
+            ));
+        }
+        let method = match obj.get("method") {
+            Some(Value::String(name)) => match Method::from_name(name) {
+                Some(m) => m,
+                None => return Err(refuse(id, RpcError::method_not_found())),
+            },
+            _ => {
+                return Err(refuse(
+                    id,
+                    RpcError::invalid_request("method must be a string", "jsonrpc.method"),
+                ))
+            }
+        };
+        let params = match obj.remove("params") {
+            Some(Value::Object(p)) => p,
+            // GetExtendedAgentCard may omit params.
+            None => Map::new(),
+            Some(_) => {
+                return Err(refuse(
+                    id,
+                    RpcError::invalid_params("params must be an object", "jsonrpc.params"),
+                ))
+            }
+        };
+        for key in obj.keys() {
+            if key != "jsonrpc" && key != "method" {
+                return Err(refuse(
+                    id,
+                    RpcError::invalid_request(
+                        "unknown member in the request envelope",
+                        "jsonrpc.envelope",
+                    ),
+                ));
+            }
+        }
+        Ok(RpcRequest { id, method, params })
+    }
+
+    /// The proxy's own serialization of this request.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let v = json!({
+            "jsonrpc": "2.0",
+            "id": self.id,
+            "method": self.method.as_str(),
+            "params": self.params,
+        });
+        v.to_string().into_bytes()
+    }
+}
+
+/// A JSON-RPC error response body.
+pub fn error_body(id: &Value, error: &RpcError) -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
+        .to_string()
+        .into_bytes()
+}
+
+/// A JSON-RPC success response body.
+pub fn result_body(id: &Value, result: Value) -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+        .to_string()
+        .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_table() {
+        // (body, expected code or 0 for ok, expected id)
+        let cases: &[(&str, i64, Value)] = &[
+            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#, 0, json!(1)),
+            (r#"{"jsonrpc":"2.0","id":"a","method":"GetExtendedAgentCard"}"#, 0, json!("a")),
+            (r#"{"jsonrpc":"2.0","method":"ListTasks","params":{}}"#, 0, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"ListTasks","params":{}}"#, 0, Value::Null),
+            (r#"not json"#, -32700, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}} x"#, -32700, Value::Null),
+            (r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]"#, -32600, Value::Null),
+            (r#""str""#, -32600, Value::Null),
+            (r#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{}}"#, -32600, json!(1)),
+            (r#"{"id":1,"method":"GetTask","params":{}}"#, -32600, json!(1)),
+            (r#"{"jsonrpc":"2.0","id":1.5,"method":"GetTask","params":{}}"#, -32600, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":true,"method":"GetTask","params":{}}"#, -32600, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":{},"method":"GetTask","params":{}}"#, -32600, Value::Null),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#, -32601, json!(1)),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7,"params":{}}"#, -32600, json!(1)),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[]}"#, -32602, json!(1)),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{},"x":1}"#, -32600, json!(1)),
+        ];
+        for (body, code, id) in cases {
+            match RpcRequest::parse(body.as_bytes()) {
+                Ok(req) => {
+                    assert_eq!(*code, 0, "{body} parsed but expected {code}");
+                    assert_eq!(&req.id, id, "{body}");
+                    // What the proxy forwards parses back to the same request.
+                    let again = RpcRequest::parse(&req.to_bytes()).unwrap();
+                    assert_eq!(again, req);
+                }
+                Err(e) => {
+                    assert_eq!(e.error.code, *code, "{body}: {e:?}");
+                    assert_eq!(&e.id, id, "{body}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn error_body_carries_error_info() {
+        let b = error_body(&json!(7), &RpcError::task_not_found());
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["code"], -32001);
+        assert_eq!(v["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
+        assert_eq!(v["error"]["data"][0]["domain"], "a2a-protocol.org");
+    }
+}

@@ -1,0 +1,110 @@
+//! JSON-RPC error objects with the A2A codes and a google.rpc.ErrorInfo entry.
+
+use serde_json::{json, Value};
+
+use super::{ERROR_DOMAIN, ERROR_INFO_TYPE};
+
+/// A JSON-RPC error as sent to a caller: the A2A code, a short human message, and a
+/// low-cardinality reason code that goes into `error.data[0].reason` (ErrorInfo), the
+/// audit log and the metrics. Messages never carry paths, secrets or upstream addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub reason: &'static str,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>, reason: &'static str) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            reason,
+        }
+    }
+
+    /// -32700: the body is not JSON.
+    pub fn parse_error(message: impl Into<String>) -> Self {
+        Self::new(-32700, message, "jsonrpc.parse")
+    }
+    /// -32600: the envelope is not a valid JSON-RPC 2.0 request.
+    pub fn invalid_request(message: impl Into<String>, reason: &'static str) -> Self {
+        Self::new(-32600, message, reason)
+    }
+    /// -32601: not one of the 11 A2A 1.0 methods.
+    pub fn method_not_found() -> Self {
+        Self::new(-32601, "Method not found", "jsonrpc.method")
+    }
+    /// -32602: the params break a rule.
+    pub fn invalid_params(message: impl Into<String>, reason: &'static str) -> Self {
+        Self::new(-32602, message, reason)
+    }
+    /// -32603: an internal error; the message is generic on purpose.
+    pub fn internal(reason: &'static str) -> Self {
+        Self::new(-32603, "Internal error", reason)
+    }
+    /// -32001
+    pub fn task_not_found() -> Self {
+        Self::new(-32001, "Task not found", "TASK_NOT_FOUND")
+    }
+    /// -32002
+    pub fn task_not_cancelable() -> Self {
+        Self::new(-32002, "Task cannot be canceled", "TASK_NOT_CANCELABLE")
+    }
+    /// -32003
+    pub fn push_not_supported() -> Self {
+        Self::new(
+            -32003,
+            "Push Notification is not supported",
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        )
+    }
+    /// -32004
+    pub fn unsupported_operation(message: impl Into<String>) -> Self {
+        Self::new(-32004, message, "UNSUPPORTED_OPERATION")
+    }
+    /// -32005
+    pub fn content_type_not_supported(message: impl Into<String>) -> Self {
+        Self::new(-32005, message, "CONTENT_TYPE_NOT_SUPPORTED")
+    }
+    /// -32007
+    pub fn extended_card_not_configured() -> Self {
+        Self::new(
+            -32007,
+            "Extended agent card is not configured",
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        )
+    }
+    /// -32009
+    pub fn version_not_supported(got: &str) -> Self {
+        // The version string is echoed only after the caller's header was checked to be short
+        // printable ASCII by the caller of this function.
+        Self::new(
+            -32009,
+            format!("A2A version '{got}' is not supported. Expected version '1.0'."),
+            "VERSION_NOT_SUPPORTED",
+        )
+    }
+
+    /// The `error` member of a JSON-RPC response.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "code": self.code,
+            "message": self.message,
+            "data": [{
+                "@type": ERROR_INFO_TYPE,
+                "reason": self.reason,
+                "domain": ERROR_DOMAIN,
+                "metadata": {}
+            }]
+        })
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.code, self.message, self.reason)
+    }
+}
+
+impl std::error::Error for RpcError {}

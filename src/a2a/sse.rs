@@ -1,0 +1,201 @@
+//! Server-sent events (WHATWG HTML §9.2) as A2A uses them: one `data:` line per JSON-RPC
+//! response, `event: error` for an error after the stream started, `:` comments as keep-alive.
+//!
+//! The decoder splits a byte stream into whole events so the proxy can relay (and later
+//! inspect) one event at a time, never a whole stream.
+
+use bytes::{Bytes, BytesMut};
+
+/// An SSE event carrying one JSON-RPC response.
+pub fn data_event(json: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(json.len() + 10);
+    b.extend_from_slice(b"data: ");
+    b.extend_from_slice(json);
+    b.extend_from_slice(b"\r\n\r\n");
+    b.freeze()
+}
+
+/// An `event: error` frame carrying a JSON-RPC error response; the stream ends after it.
+pub fn error_event(json: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(json.len() + 24);
+    b.extend_from_slice(b"event: error\r\ndata: ");
+    b.extend_from_slice(json);
+    b.extend_from_slice(b"\r\n\r\n");
+    b.freeze()
+}
+
+/// A comment line (keep-alive). Line breaks in `text` are dropped.
+pub fn comment(text: &str) -> Bytes {
+    let clean: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    Bytes::from(format!(": {clean}\r\n\r\n"))
+}
+
+/// One decoded event: its raw bytes (as received, ending with the blank line) and fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub raw: Bytes,
+    /// The `event:` field, if any.
+    pub event: Option<String>,
+    /// The `data:` lines joined with `\n`; `None` for a comment-only block.
+    pub data: Option<String>,
+}
+
+/// The decoder refused the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseError {
+    /// One event grew beyond the limit without ending.
+    EventTooLarge,
+    /// An event is not UTF-8.
+    NotUtf8,
+}
+
+/// Incremental decoder: feed chunks as they arrive, take complete events out.
+#[derive(Debug)]
+pub struct SseDecoder {
+    buf: BytesMut,
+    max_event_bytes: usize,
+}
+
+impl SseDecoder {
+    pub fn new(max_event_bytes: usize) -> Self {
+        Self {
+            buf: BytesMut::new(),
+            max_event_bytes,
+        }
+    }
+
+    /// Adds a chunk and returns every event it completed.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some(end) = find_event_end(&self.buf) {
+            let raw = self.buf.split_to(end).freeze();
+            out.push(parse_event(raw)?);
+        }
+        if self.buf.len() > self.max_event_bytes {
+            return Err(SseError::EventTooLarge);
+        }
+        Ok(out)
+    }
+
+    /// Bytes received that do not yet form a whole event.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// The index just past the blank line that ends the first event in `buf`, if complete.
+/// Lines end in CRLF, LF or CR (a lone CR at the very end may still become CRLF, so it waits).
+fn find_event_end(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    let mut line_start = 0;
+    while i < buf.len() {
+        let eol_len = match buf[i] {
+            b'\n' => 1,
+            b'\r' => {
+                if i + 1 < buf.len() {
+                    if buf[i + 1] == b'\n' {
+                        2
+                    } else {
+                        1
+                    }
+                } else {
+                    return None;
+                }
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if i == line_start {
+            // An empty line: the event ends here.
+            return Some(i + eol_len);
+        }
+        i += eol_len;
+        line_start = i;
+    }
+    None
+}
+
+fn parse_event(raw: Bytes) -> Result<SseEvent, SseError> {
+    let text = std::str::from_utf8(&raw).map_err(|_| SseError::NotUtf8)?;
+    let mut event = None;
+    let mut data: Option<String> = None;
+    for line in text.split(['\n', '\r']) {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = match line.find(':') {
+            Some(p) => {
+                let v = &line[p + 1..];
+                (&line[..p], v.strip_prefix(' ').unwrap_or(v))
+            }
+            None => (line, ""),
+        };
+        match field {
+            "event" => event = Some(value.to_string()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_string()),
+            },
+            _ => {}
+        }
+    }
+    Ok(SseEvent { raw, event, data })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut d = SseDecoder::new(1 << 20);
+        chunks.iter().flat_map(|c| d.push(c).unwrap()).collect()
+    }
+
+    #[test]
+    fn splits_events_across_chunk_boundaries_and_line_endings() {
+        let cases: &[(&[&[u8]], usize)] = &[
+            (&[b"data: {}\r\n\r\n"], 1),
+            (&[b"data: {}\n\n"], 1),
+            (&[b"data: {}\r\r"], 0), // a final CR may still become CRLF
+            (&[b"data: {}\r\rdata"], 1),
+            (&[b"data: {}\r", b"\n\r", b"\n"], 1),
+            (&[b"data: 1\r\n\r\ndata: 2\r\n\r\n"], 2),
+            (&[b"da", b"ta: 1\r\n", b"\r\n: ping\r\n\r\n"], 2),
+            (&[b"data: incomplete\r\n"], 0),
+        ];
+        for (chunks, n) in cases {
+            assert_eq!(decode_all(chunks).len(), *n, "{chunks:?}");
+        }
+    }
+
+    #[test]
+    fn fields() {
+        let ev = decode_all(&[b"event: error\r\ndata: {\"a\":1}\r\n\r\n"]);
+        assert_eq!(ev[0].event.as_deref(), Some("error"));
+        assert_eq!(ev[0].data.as_deref(), Some("{\"a\":1}"));
+        let ev = decode_all(&[b"data: a\ndata: b\n\n"]);
+        assert_eq!(ev[0].data.as_deref(), Some("a\nb"));
+        let ev = decode_all(&[b": ping - now\r\n\r\n"]);
+        assert_eq!(ev[0].data, None);
+        // encoders round-trip
+        let ev = decode_all(&[&data_event(b"{\"x\":2}")]);
+        assert_eq!(ev[0].data.as_deref(), Some("{\"x\":2}"));
+        let ev = decode_all(&[&error_event(b"{}")]);
+        assert_eq!(ev[0].event.as_deref(), Some("error"));
+        assert_eq!(decode_all(&[&comment("a\r\nb")])[0].data, None);
+    }
+
+    #[test]
+    fn refuses_oversize_and_non_utf8() {
+        let mut d = SseDecoder::new(8);
+        assert_eq!(d.push(b"data: 0123456789"), Err(SseError::EventTooLarge));
+        let mut d = SseDecoder::new(64);
+        assert_eq!(d.push(b"data: \xff\n\n"), Err(SseError::NotUtf8));
+    }
+}

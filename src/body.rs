@@ -1,0 +1,79 @@
+//! HTTP body types shared by the server, the forwarder and the engine.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+use tokio::sync::mpsc;
+
+/// Error type of every body this crate produces.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of every response the proxy and the engine send.
+pub type BoxBody = UnsyncBoxBody<Bytes, BodyError>;
+
+/// A complete body from bytes.
+pub fn full(bytes: impl Into<Bytes>) -> BoxBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// An empty body.
+pub fn empty() -> BoxBody {
+    full(Bytes::new())
+}
+
+/// A response with a JSON body and the given status.
+pub fn json_response(status: StatusCode, bytes: impl Into<Bytes>) -> Response<BoxBody> {
+    let mut resp = Response::new(full(bytes));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A body fed chunk by chunk from a channel; it ends when every sender is dropped.
+/// Used for server-sent events: each chunk is written to the wire as soon as it is sent.
+pub struct ChannelBody {
+    rx: mpsc::Receiver<Result<Bytes, BodyError>>,
+}
+
+impl ChannelBody {
+    /// A body and the sender that feeds it. `capacity` bounds how far the producer may run ahead.
+    pub fn new(capacity: usize) -> (mpsc::Sender<Result<Bytes, BodyError>>, Self) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (tx, Self { rx })
+    }
+
+    /// Boxed, ready for a response.
+    pub fn boxed(self) -> BoxBody {
+        UnsyncBoxBody::new(self)
+    }
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Ok(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}

@@ -1,0 +1,1 @@
+//! The embedded A2A task engine (in progress).

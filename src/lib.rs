@@ -1,0 +1,8 @@
+//! a2a-edge: a security-hardened edge proxy for A2A 1.0 agents.
+//!
+//! The request's way through is in [`gate`]; each module owns one concern (see DESIGN.md).
+#![forbid(unsafe_code)]
+
+pub mod a2a;
+pub mod body;
+pub mod engine;
