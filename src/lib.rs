@@ -6,3 +6,4 @@
 pub mod a2a;
 pub mod body;
 pub mod engine;
+pub mod policy;

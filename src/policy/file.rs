@@ -1,0 +1,83 @@
+//! The policy file as written (TOML), before validation. Every table refuses unknown keys.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    pub server: ServerSection,
+    #[serde(default)]
+    pub tls: TlsSection,
+    #[serde(default)]
+    pub upstreams: Vec<UpstreamSection>,
+    #[serde(default)]
+    pub auth: AuthSection,
+    #[serde(default)]
+    pub a2a: A2aSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub listen: Spanned<String>,
+    pub public_url: Spanned<String>,
+    /// How long a shutdown waits for in-flight requests and streams.
+    pub drain_timeout_ms: Option<u64>,
+    /// Maximum time to complete a TLS handshake.
+    pub tls_handshake_timeout_ms: Option<u64>,
+    /// Maximum size of the request head (request line and headers), HTTP/1.1 and HTTP/2.
+    pub max_header_bytes: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub client_ca_file: Option<PathBuf>,
+    pub client_auth: Option<Spanned<String>>,
+    #[serde(default)]
+    pub dev: bool,
+    pub dev_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSection {
+    pub name: Spanned<String>,
+    pub url: Spanned<String>,
+    pub token_env: Option<Spanned<String>>,
+    pub connect_timeout_ms: Option<u64>,
+    /// Maximum wait for the response head (first byte) from the agent.
+    pub response_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    #[serde(default)]
+    pub allow_anonymous: bool,
+    #[serde(default)]
+    pub bearer: Vec<BearerSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BearerSection {
+    pub principal: Spanned<String>,
+    pub token_sha256: Option<Spanned<String>>,
+    pub token_env: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<PathBuf>>,
+    /// With `token_file`: create the file with a fresh random token when it is missing.
+    #[serde(default)]
+    pub generate_if_missing: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aSection {
+    pub max_body_bytes: Option<Spanned<u64>>,
+}

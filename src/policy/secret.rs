@@ -1,0 +1,103 @@
+//! Secrets named by a policy: environment variables, files (0600) and SHA-256 digests.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use base64::Engine as _;
+use ring::rand::SecureRandom;
+
+use super::GeneratedToken;
+
+/// SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// 32 random bytes from the system generator, base64url without padding (43 characters).
+/// Panics only if the operating system has no random source, which makes running unsafe.
+pub fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    #[allow(clippy::expect_used)]
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system random number generator is unavailable");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+pub fn parse_sha256_hex(hex: &str) -> Result<[u8; 32], String> {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("must be 64 hexadecimal characters (the SHA-256 of the secret)".into());
+    }
+    let mut out = [0u8; 32];
+    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
+        let s = std::str::from_utf8(chunk).map_err(|_| "not hexadecimal".to_string())?;
+        out[i] = u8::from_str_radix(s, 16).map_err(|_| "not hexadecimal".to_string())?;
+    }
+    Ok(out)
+}
+
+pub fn from_env(var: &str) -> Result<String, String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Ok(v),
+        Ok(_) => Err(format!("environment variable {var} is empty")),
+        Err(std::env::VarError::NotPresent) => Err(format!("environment variable {var} is not set")),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("environment variable {var} is not UTF-8")),
+    }
+}
+
+/// Reads a token file. When it is missing and `generate` is set, `create` writes a fresh
+/// random token (0600, parent directories 0700); without `create` (a dry run) it returns None.
+pub fn from_file(path: &Path, generate: bool, create: bool) -> Result<Option<GeneratedToken>, String> {
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            if !meta.is_file() {
+                return Err(format!("{} is not a regular file", path.display()));
+            }
+            if meta.permissions().mode() & 0o077 != 0 {
+                return Err(format!(
+                    "{} is readable or writable by others; run chmod 600 on it",
+                    path.display()
+                ));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let token = text.trim_end_matches(['\n', '\r']).to_string();
+            if token.is_empty() {
+                return Err(format!("{} is empty", path.display()));
+            }
+            Ok(Some(GeneratedToken { token, file: path.to_path_buf(), created: false }))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && generate => {
+            if !create {
+                return Ok(None);
+            }
+            let token = random_token();
+            write_private(path, format!("{token}\n").as_bytes())?;
+            Ok(Some(GeneratedToken { token, file: path.to_path_buf(), created: true }))
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Creates `path` with mode 0600 (failing if it exists), making parent directories 0700.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.write_all(bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

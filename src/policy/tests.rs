@@ -1,0 +1,114 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:8443"
+public_url = "https://127.0.0.1:8443/"
+
+[tls]
+dev = true
+
+[[upstreams]]
+name = "engine"
+url = "embedded"
+
+[auth]
+[[auth.bearer]]
+principal = "ci-bot"
+token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+"#;
+
+fn load(text: &str) -> Result<Policy, PolicyError> {
+    Policy::from_toml(Path::new("p.toml"), text, LoadMode::Check)
+}
+
+#[test]
+fn good_policy_loads_with_defaults() {
+    let p = load(GOOD).unwrap();
+    assert_eq!(p.server.listen.port(), 8443);
+    assert_eq!(p.tls.cert_file, PathBuf::from("certs/dev/server.pem"));
+    assert_eq!(p.a2a.max_body_bytes, 32 * 1024 * 1024);
+    assert_eq!(p.auth.bearer[0].token_sha256, sha256(b"test"));
+    assert!(p.summary().contains("ci-bot"));
+}
+
+#[test]
+fn errors_name_file_line_and_key() {
+    // (edit applied to GOOD: (from, to)), expected key fragment, expected line (None = any)
+    let cases: &[(&str, &str, &str, Option<usize>)] = &[
+        ("[tls]\n", "[tls]\nbogus = 1\n", "bogus", Some(7)),
+        ("listen = \"127.0.0.1:8443\"", "listen = \"localhost\"", "server.listen", Some(3)),
+        ("public_url = \"https://127.0.0.1:8443/\"", "public_url = \"http://127.0.0.1:8443/\"", "server.public_url", Some(4)),
+        ("public_url = \"https://127.0.0.1:8443/\"", "public_url = \"https://u:p@127.0.0.1:8443/\"", "server.public_url", Some(4)),
+        ("url = \"embedded\"", "url = \"ftp://x/\"", "upstreams[0].url", Some(11)),
+        ("url = \"embedded\"", "url = \"http://u:p@127.0.0.1:1/\"", "upstreams[0].url", Some(11)),
+        ("name = \"engine\"", "name = \"a b\"", "upstreams[0].name", Some(10)),
+        ("token_sha256 = \"9f86", "token_sha256 = \"zz86", "auth.bearer[0].token_sha256", Some(16)),
+        ("principal = \"ci-bot\"", "principal = \"ci-bot\"\ntoken_env = \"X\"", "auth.bearer[0].principal", Some(15)),
+        ("dev = true", "dev = false", "tls", None),
+        ("[tls]\n", "[tls]\nclient_auth = \"required\"\n", "tls.client_auth", Some(7)),
+        ("[server]\n", "[server]\nmax_header_bytes = 10\n", "server.max_header_bytes", Some(3)),
+        ("[auth]\n", "[a2a]\nmax_body_bytes = 0\n[auth]\n", "a2a.max_body_bytes", Some(14)),
+    ];
+    for (from, to, key, line) in cases {
+        assert!(GOOD.contains(from), "{from}");
+        let text = GOOD.replacen(from, to, 1);
+        let e = load(&text).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.starts_with("p.toml"), "{shown}");
+        assert!(e.key.contains(key) || e.message.contains(key), "{key}: {shown}");
+        if let Some(l) = line {
+            assert_eq!(e.line, Some(*l), "{shown}");
+        }
+    }
+}
+
+#[test]
+fn refuses_to_start_without_authentication_unless_anonymous_is_explicit() {
+    let no_auth = GOOD.split("[auth]").next().unwrap().to_string();
+    let e = load(&no_auth).unwrap_err();
+    assert_eq!(e.key, "auth");
+    assert!(e.message.contains("allow_anonymous"));
+    let anon = format!("{no_auth}[auth]\nallow_anonymous = true\n");
+    assert!(load(&anon).unwrap().auth.bearer.is_empty());
+}
+
+#[test]
+fn env_secret_must_exist() {
+    let text = GOOD.replacen(
+        "token_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        "token_env = \"A2A_EDGE_TEST_SURELY_UNSET_VAR\"",
+        1,
+    );
+    let e = load(&text).unwrap_err();
+    assert!(e.message.contains("not set"), "{e}");
+    assert!(!e.to_string().contains("9f86"));
+}
+
+#[test]
+fn token_file_is_generated_only_when_serving_and_read_back() {
+    let dir = std::env::temp_dir().join(format!("a2a-edge-policy-{}", random_token()));
+    let file = dir.join("sub").join("token");
+    let text = GOOD.replacen(
+        "token_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        &format!("token_file = {:?}\ngenerate_if_missing = true", file.display().to_string()),
+        1,
+    );
+    let checked = load(&text).unwrap();
+    assert!(checked.auth.bearer[0].generated.is_none());
+    assert!(!file.exists(), "check must not create files");
+    let served = Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).unwrap();
+    let g = served.auth.bearer[0].generated.clone().unwrap();
+    assert!(g.created);
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let again = Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).unwrap();
+    let g2 = again.auth.bearer[0].generated.clone().unwrap();
+    assert!(!g2.created);
+    assert_eq!(g.token, g2.token);
+    assert_eq!(again.auth.bearer[0].token_sha256, sha256(g.token.as_bytes()));
+    // A token file others can read is refused.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
