@@ -7,3 +7,4 @@ pub mod a2a;
 pub mod body;
 pub mod engine;
 pub mod policy;
+pub mod tls;

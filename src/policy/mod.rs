@@ -14,7 +14,7 @@ use std::time::Duration;
 use file::PolicyFile;
 use toml::Spanned;
 
-pub use secret::{random_token, sha256};
+pub use secret::{random_token, sha256, write_private};
 
 /// Why a policy was refused: names the file, the line and the key.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,85 @@
+//! TLS: rustls server and client configurations, PEM loading (rustls-pki-types), and the
+//! dev certificates. Knows nothing of A2A.
+
+pub mod dev;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// ALPN protocols served, in order of preference.
+pub const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// A certificate or key could not be loaded or used. Names the file, never key material.
+#[derive(Debug)]
+pub struct TlsError(pub String);
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Loads a PEM certificate chain (leaf first).
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| TlsError(format!("cannot read certificates from {}: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(TlsError(format!("no certificate found in {}", path.display())));
+    }
+    Ok(certs)
+}
+
+/// Loads a PEM private key (PKCS#8, PKCS#1 or SEC1).
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| TlsError(format!("cannot read a private key from {}: {e}", path.display())))
+}
+
+/// The edge's server configuration: TLS 1.3 and 1.2 only, ALPN h2 and http/1.1.
+pub fn server_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+    let certs = load_certs(cert_file)?;
+    let key = load_key(key_file)?;
+    let mut cfg = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError(format!("TLS configuration: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            TlsError(format!(
+                "certificate {} does not go with key {}: {e}",
+                cert_file.display(),
+                key_file.display()
+            ))
+        })?;
+    cfg.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(cfg))
+}
+
+/// A client configuration that trusts only the CA certificates in `ca_file`, offering the
+/// given ALPN protocols. Used by tests and tools talking to the edge.
+pub fn client_config(ca_file: &Path, alpn: &[&[u8]]) -> Result<Arc<ClientConfig>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in load_certs(ca_file)? {
+        roots
+            .add(cert)
+            .map_err(|e| TlsError(format!("bad CA certificate in {}: {e}", ca_file.display())))?;
+    }
+    let mut cfg = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError(format!("TLS configuration: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(cfg))
+}
