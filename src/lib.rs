@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod a2a;
+pub mod auth;
 pub mod body;
 pub mod engine;
 pub mod policy;

@@ -1,0 +1,60 @@
+//! Bearer tokens (RFC 6750), known to the proxy by their SHA-256 digests only.
+
+use subtle::ConstantTimeEq;
+
+use super::{AuthRejection, Principal, Scheme};
+use crate::policy::{sha256, BearerCredential};
+
+pub struct BearerScheme {
+    entries: Vec<(String, [u8; 32])>,
+}
+
+impl BearerScheme {
+    pub fn new(creds: &[BearerCredential]) -> Self {
+        Self {
+            entries: creds
+                .iter()
+                .map(|c| (c.principal.clone(), c.token_sha256))
+                .collect(),
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        !self.entries.is_empty()
+    }
+
+    /// Compares the digest of `token` with every configured digest in constant time, without
+    /// stopping at a match, so timing says nothing about which entry (if any) matched.
+    pub fn authenticate(&self, token: &str) -> Result<Principal, AuthRejection> {
+        if !is_b64token(token) {
+            return Err(AuthRejection {
+                reason: "auth.malformed",
+            });
+        }
+        let digest = sha256(token.as_bytes());
+        let mut found: Option<&str> = None;
+        for (principal, expected) in &self.entries {
+            if bool::from(digest.ct_eq(expected)) {
+                found = Some(principal);
+            }
+        }
+        match found {
+            Some(p) => Ok(Principal {
+                name: p.to_string(),
+                scheme: Scheme::Bearer,
+            }),
+            None => Err(AuthRejection {
+                reason: "auth.invalid",
+            }),
+        }
+    }
+}
+
+/// RFC 6750 `b64token`: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+fn is_b64token(t: &str) -> bool {
+    let body = t.trim_end_matches('=');
+    !body.is_empty()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+}
