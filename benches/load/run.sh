@@ -1,0 +1,311 @@
+#!/usr/bin/env bash
+# Load benchmark: wrk (HTTP/1.1 keep-alive, ~1 KB SendMessage) against
+#   direct   plain HTTP to `a2a-edge engine` (the embedded echo agent)
+#   a2a-edge TLS + bearer auth, proxying to that engine over HTTP
+#   nginx    TLS termination + proxy_pass (upstream keepalive) to that engine
+# and prints a Markdown table (also written to benches/load/results.md).
+#
+# Env:
+#   DURATION     seconds per measured run (default 15)
+#   CONNECTIONS  wrk connections (default 32)
+#   THREADS      wrk threads (default 2)
+#   WARMUP       seconds of unmeasured warm-up per target (default 2; 0 = none)
+#   A2A_EDGE_BIN use this binary instead of `cargo build --release`
+#   NGINX_WORKERS nginx worker_processes (default: nproc)
+#   RESULTS      output file (default benches/load/results.md)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+DURATION=${DURATION:-15}
+CONNECTIONS=${CONNECTIONS:-32}
+THREADS=${THREADS:-2}
+WARMUP=${WARMUP:-2}
+NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
+RESULTS=${RESULTS:-$HERE/results.md}
+READY_TIMEOUT=60
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+for v in DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
+done
+((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
+((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
+
+# ---- tools
+need_apt=()
+command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx)
+command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
+if ((${#need_apt[@]})); then
+    log "installing ${need_apt[*]}"
+    SUDO=
+    if ((EUID != 0)); then
+        command -v sudo >/dev/null 2>&1 || die "need root or sudo to apt-get install ${need_apt[*]}"
+        SUDO=sudo
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y -q "${need_apt[@]}" >/dev/null ||
+        { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q "${need_apt[@]}" >/dev/null; } ||
+        die "apt-get install ${need_apt[*]} failed"
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+command -v python3 >/dev/null 2>&1 || die "python3 is needed (port picking, parsing)"
+command -v curl >/dev/null 2>&1 || die "curl is needed (smoke requests)"
+
+# ---- binary
+if [[ -n "${A2A_EDGE_BIN:-}" ]]; then
+    BIN=$A2A_EDGE_BIN
+else
+    log "cargo build --release"
+    (cd "$ROOT" && cargo build --release --quiet)
+    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/a2a-edge"
+fi
+[[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
+
+# ---- temp dir and cleanup
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/a2a-bench.XXXXXX")
+chmod 711 "$TMP" # nginx workers (nobody when run as root) may traverse it
+PIDS=()
+stop_pid() {
+    local pid=$1
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$?
+    local i
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        stop_pid "${PIDS[i]}"
+    done
+    rm -rf "$TMP"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_for_line FILE REGEX PID -> prints first capture group
+wait_for_line() {
+    local file=$1 re=$2 pid=$3 deadline=$((SECONDS + READY_TIMEOUT)) line
+    while ((SECONDS < deadline)); do
+        if line=$(grep -m1 -oE "$re" "$file" 2>/dev/null); then
+            echo "$line"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || { log "process $pid exited; log:"; tail -n 30 "$file" >&2; return 1; }
+        sleep 0.1
+    done
+    log "timed out after ${READY_TIMEOUT}s waiting for /$re/ in $file:"
+    tail -n 30 "$file" >&2
+    return 1
+}
+
+# smoke FILE CURL-ARGS...: one request like wrk's, must be HTTP 200 with a result
+smoke() {
+    local name=$1
+    shift
+    local code
+    code=$(curl -sS -o "$TMP/smoke.$name" -w '%{http_code}' --max-time 10 \
+        -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+        -H "Authorization: Bearer $BENCH_TOKEN" \
+        --data-binary @"$BODY" "$@") || code="curl-failed"
+    if [[ $code != 200 ]] || ! grep -q '"result"' "$TMP/smoke.$name"; then
+        log "smoke request to $name failed: HTTP $code, body: $(head -c 400 "$TMP/smoke.$name" 2>/dev/null)"
+        return 1
+    fi
+    log "smoke $name: HTTP 200, $(wc -c <"$TMP/smoke.$name") bytes"
+}
+
+BENCH_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+export BENCH_TOKEN
+BODY="$HERE/sendmessage.json" # the body wrk sends (read by sendmessage.lua)
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$BODY" || die "$BODY is not valid JSON"
+
+# ---- (a) engine, plain HTTP
+log "starting engine"
+"$BIN" engine --listen 127.0.0.1:0 >"$TMP/engine.log" 2>&1 &
+PIDS+=($!)
+ENGINE_URL=$(wait_for_line "$TMP/engine.log" 'http://127\.0\.0\.1:[0-9]+/' "${PIDS[-1]}") ||
+    die "engine did not print 'engine listening on http://127.0.0.1:PORT/'"
+ENGINE_PORT=${ENGINE_URL##*:}
+ENGINE_PORT=${ENGINE_PORT%/}
+log "engine at $ENGINE_URL"
+
+# ---- (b) a2a-edge in front of the engine
+mkdir -p "$TMP/edge"
+cat >"$TMP/edge/policy.toml" <<EOF
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+
+[tls]
+dev = true
+dev_dir = "$TMP/edge/certs"
+
+[[upstreams]]
+name = "engine"
+url = "$ENGINE_URL"
+
+[auth]
+[[auth.bearer]]
+principal = "bench"
+token_env = "BENCH_TOKEN"
+EOF
+log "starting a2a-edge serve"
+"$BIN" serve --policy "$TMP/edge/policy.toml" --ready-file "$TMP/edge/ready.json" \
+    >"$TMP/edge/proxy.log" 2>&1 &
+PIDS+=($!)
+EDGE_PID=${PIDS[-1]}
+EDGE_URL=
+deadline=$((SECONDS + READY_TIMEOUT))
+while ((SECONDS < deadline)); do
+    kill -0 "$EDGE_PID" 2>/dev/null || { tail -n 30 "$TMP/edge/proxy.log" >&2; die "a2a-edge exited early"; }
+    if [[ -s "$TMP/edge/ready.json" ]]; then
+        EDGE_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["public_url"])' \
+            "$TMP/edge/ready.json" 2>/dev/null) || EDGE_URL=
+        [[ -n "$EDGE_URL" ]] && break
+    fi
+    sleep 0.1
+done
+[[ -n "$EDGE_URL" ]] || { tail -n 30 "$TMP/edge/proxy.log" >&2; die "no ready file from a2a-edge after ${READY_TIMEOUT}s"; }
+CERTS="$TMP/edge/certs"
+for f in ca.pem server.pem server.key; do
+    [[ -s "$CERTS/$f" ]] || die "dev cert file $CERTS/$f missing"
+done
+log "a2a-edge at $EDGE_URL"
+
+# ---- (c) nginx with the same certificate
+NGX="$TMP/nginx"
+mkdir -p "$NGX/tmp"
+NGINX_PORT=$(free_port)
+sed -e "s|@PREFIX@|$NGX|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
+    -e "s|@ENGINE_PORT@|$ENGINE_PORT|g" -e "s|@NGINX_PORT@|$NGINX_PORT|g" \
+    -e "s|@CERT@|$CERTS/server.pem|g" -e "s|@KEY@|$CERTS/server.key|g" \
+    "$HERE/nginx.conf.tmpl" >"$NGX/nginx.conf"
+"$NGINX" -t -q -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" ||
+    { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx config test failed"; }
+log "starting nginx on 127.0.0.1:$NGINX_PORT"
+"$NGINX" -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$NGX/stdout.log" 2>&1 &
+PIDS+=($!)
+NGINX_URL="https://127.0.0.1:$NGINX_PORT/"
+ok=
+for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
+    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx exited early"; }
+    if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "$NGINX_URL"health 2>/dev/null; then
+        ok=1
+        break
+    fi
+    sleep 0.1
+done
+[[ -n "$ok" ]] || die "nginx not answering on $NGINX_URL"
+
+# ---- smoke: every target answers the benchmark request correctly
+smoke direct "$ENGINE_URL"
+smoke a2a-edge --cacert "$CERTS/ca.pem" "$EDGE_URL"
+smoke nginx --cacert "$CERTS/ca.pem" "$NGINX_URL"
+
+# ---- measure
+declare -A OUT
+run_wrk() { # name url
+    local name=$1 url=$2
+    if ((WARMUP > 0)); then
+        log "$name: warm-up ${WARMUP}s"
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" --timeout 10s \
+            -s "$HERE/sendmessage.lua" "$url" >"$TMP/warmup.$name.txt" 2>&1 || true
+    fi
+    log "$name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency $url"
+    timeout --kill-after=10 $((DURATION + 60)) \
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s --latency \
+        -s "$HERE/sendmessage.lua" "$url" >"$TMP/wrk.$name.txt" 2>&1 ||
+        log "$name: wrk exited with status $?"
+    sed 's/^/    /' "$TMP/wrk.$name.txt" >&2
+    OUT[$name]="$TMP/wrk.$name.txt"
+}
+run_wrk direct "$ENGINE_URL"
+run_wrk a2a-edge "$EDGE_URL"
+run_wrk nginx "$NGINX_URL"
+
+# ---- header and table
+cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
+[[ -n "$cpu" ]] || cpu=$(uname -m)
+wrk_v=$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}' || true)
+nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
+edge_v=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown)
+rustc_v=$(rustc --version 2>/dev/null | awk '{print $1, $2}' || echo "rustc ?")
+ossl_v=$(openssl version 2>/dev/null | awk '{print $1, $2}' || echo "openssl ?")
+header="$(date -u '+%Y-%m-%d %H:%M:%S UTC') · nproc $(nproc) · CPU: $cpu · $wrk_v · $nginx_v · a2a-edge $edge_v ($rustc_v) · $ossl_v"
+settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS; all on one machine (wrk shares the cores)"
+
+python3 - "$header" "$settings" "$RESULTS" \
+    direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" <<'EOF'
+import json, re, sys
+
+header, settings, results = sys.argv[1:4]
+rows = []
+args = sys.argv[4:]
+for name, path in zip(args[0::2], args[1::2]):
+    text = open(path, errors="replace").read()
+    m = re.search(r"^BENCHJSON (\{.*\})$", text, re.M)
+    if not m:
+        rows.append((name, None, text.strip().splitlines()[-1:] or ["no output"]))
+        continue
+    rows.append((name, json.loads(m.group(1)), None))
+
+def ms(us):
+    return f"{us / 1000:.2f} ms"
+
+base = next((d for n, d, _ in rows if n == "direct" and d and d["requests"]), None)
+lines = [
+    f"# a2a-edge load benchmark",
+    "",
+    header,
+    "",
+    settings,
+    "",
+    "| target | req/s | p50 | p99 | errors | req/s ratio vs direct | p99 ratio vs direct |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+]
+for name, d, err in rows:
+    if d is None:
+        lines.append(f"| {name} | – | – | – | run failed: {err[0][:60]} | – | – |")
+        continue
+    rps = d["requests"] / (d["duration_us"] / 1e6) if d["duration_us"] else 0.0
+    sock = d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
+    errs = sock + d["non2xx"] + d["rpc_errors"]
+    detail = []
+    if sock:
+        detail.append(f"socket {sock}")
+    if d["non2xx"]:
+        detail.append(f"non-2xx {d['non2xx']}")
+    if d["rpc_errors"]:
+        detail.append(f"JSON-RPC error {d['rpc_errors']}")
+    errs_s = f"{errs}" + (f" ({', '.join(detail)})" if detail else "")
+    if base:
+        brps = base["requests"] / (base["duration_us"] / 1e6)
+        r_rps = f"{rps / brps:.2f}" if brps else "–"
+        r_p99 = f"{d['p99_us'] / base['p99_us']:.2f}" if base["p99_us"] else "–"
+    else:
+        r_rps = r_p99 = "–"
+    lines.append(
+        f"| {name} | {rps:,.0f} | {ms(d['p50_us'])} | {ms(d['p99_us'])} | {errs_s} | {r_rps} | {r_p99} |"
+    )
+lines.append("")
+lines.append("errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies holding a JSON-RPC error.")
+out = "\n".join(lines) + "\n"
+sys.stdout.write(out)
+with open(results, "w") as f:
+    f.write(out)
+EOF
+log "results written to $RESULTS"

@@ -1,0 +1,67 @@
+-- wrk script: POST the same ~1 KB A2A 1.0 SendMessage JSON-RPC request
+-- (sendmessage.json: fixed messageId, no contextId) on every request, count
+-- non-2xx responses and JSON-RPC error bodies, and print one
+-- machine-readable summary line (BENCHJSON {...}) from done().
+--
+-- Env: BENCH_TOKEN  bearer token (sent to every target; only a2a-edge checks it)
+--      BENCH_BODY   request body file (default: sendmessage.json beside this script)
+
+-- The body is read from sendmessage.json next to this script (override with
+-- BENCH_BODY=/path/to/body.json), so run.sh's smoke requests send the same bytes.
+local function script_dir()
+  local src = debug.getinfo(1, "S").source
+  return (src:sub(1, 1) == "@" and src:sub(2):match("(.*/)")) or "./"
+end
+local body_path = os.getenv("BENCH_BODY") or (script_dir() .. "sendmessage.json")
+local fh = assert(io.open(body_path, "rb"), "cannot open " .. body_path)
+local body = fh:read("*a")
+fh:close()
+body = body:gsub("%s+$", "")
+
+wrk.method = "POST"
+wrk.path = "/"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json"
+wrk.headers["A2A-Version"] = "1.0"
+local token = os.getenv("BENCH_TOKEN")
+if token and token ~= "" then
+  wrk.headers["Authorization"] = "Bearer " .. token
+end
+wrk.body = body
+
+-- per-thread counters (each wrk thread has its own Lua state)
+non2xx = 0
+rpcerr = 0
+
+local threads = {}
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function response(status, headers, body)
+  if status < 200 or status > 299 then
+    non2xx = non2xx + 1
+  elseif body and string.find(body, '"error"', 1, true) then
+    rpcerr = rpcerr + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local n2, re = 0, 0
+  for _, t in ipairs(threads) do
+    n2 = n2 + (t:get("non2xx") or 0)
+    re = re + (t:get("rpcerr") or 0)
+  end
+  local e = summary.errors
+  io.write(string.format(
+    'BENCHJSON {"requests":%d,"duration_us":%d,"bytes":%d,'
+      .. '"p50_us":%d,"p90_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f,'
+      .. '"err_connect":%d,"err_read":%d,"err_write":%d,"err_status":%d,"err_timeout":%d,'
+      .. '"non2xx":%d,"rpc_errors":%d,"body_bytes":%d}\n',
+    summary.requests, summary.duration, summary.bytes,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99),
+    latency.max, latency.mean,
+    e.connect, e.read, e.write, e.status, e.timeout,
+    n2, re, #wrk.body))
+end
