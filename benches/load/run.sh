@@ -13,6 +13,7 @@
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   RESULTS      output file (default benches/load/results.md)
+#   READY_TIMEOUT seconds to wait for each server to come up (default 60)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,12 +24,12 @@ THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-2}
 NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
 RESULTS=${RESULTS:-$HERE/results.md}
-READY_TIMEOUT=60
+READY_TIMEOUT=${READY_TIMEOUT:-60}
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-for v in DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS; do
+for v in DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS READY_TIMEOUT; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
 done
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
@@ -137,8 +138,9 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$BODY" || die "$BODY
 log "starting engine"
 "$BIN" engine --listen 127.0.0.1:0 >"$TMP/engine.log" 2>&1 &
 PIDS+=($!)
-ENGINE_URL=$(wait_for_line "$TMP/engine.log" 'http://127\.0\.0\.1:[0-9]+/' "${PIDS[-1]}") ||
+ENGINE_URL=$(wait_for_line "$TMP/engine.log" 'engine listening on http://127\.0\.0\.1:[0-9]+/' "${PIDS[-1]}") ||
     die "engine did not print 'engine listening on http://127.0.0.1:PORT/'"
+ENGINE_URL=${ENGINE_URL#engine listening on }
 ENGINE_PORT=${ENGINE_URL##*:}
 ENGINE_PORT=${ENGINE_PORT%/}
 log "engine at $ENGINE_URL"
@@ -176,6 +178,8 @@ while ((SECONDS < deadline)); do
         EDGE_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["public_url"])' \
             "$TMP/edge/ready.json" 2>/dev/null) || EDGE_URL=
         [[ -n "$EDGE_URL" ]] && break
+        bad_ready=$((${bad_ready:-0} + 1)) # present but unparseable: allow 3 s
+        ((bad_ready <= 30)) || die "a2a-edge ready file has no public_url: $(head -c 300 "$TMP/edge/ready.json")"
     fi
     sleep 0.1
 done

@@ -127,6 +127,14 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print(d["public_url"])' "$TMP/ready.json" 2>/dev/null) || PUBLIC_URL=
         [[ -n "$PUBLIC_URL" ]] && break
+        # present but not (yet) parseable: allow 3 s for the write to finish
+        bad_ready=$((${bad_ready:-0} + 1))
+        if ((bad_ready > 30)); then
+            show_proxy_log
+            fail "proxy-start: ready file has no public_url: $(head -c 300 "$TMP/ready.json")"
+            summary
+            exit 1
+        fi
     fi
     sleep 0.1
 done
