@@ -77,3 +77,30 @@ impl Body for ChannelBody {
         SizeHint::default()
     }
 }
+
+/// Why a body could not be collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollectError {
+    /// More than the cap arrived.
+    TooLarge,
+    /// The stream failed.
+    Read,
+}
+
+/// Reads a whole body, refusing it as soon as it grows beyond `cap` bytes.
+pub async fn collect_limited<B>(mut body: B, cap: usize) -> Result<Bytes, CollectError>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| CollectError::Read)?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > cap {
+                return Err(CollectError::TooLarge);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}

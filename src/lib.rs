@@ -6,6 +6,11 @@
 pub mod a2a;
 pub mod auth;
 pub mod body;
+pub mod card;
 pub mod engine;
+pub mod gate;
 pub mod policy;
+pub mod server;
+pub mod telemetry;
 pub mod tls;
+pub mod upstream;

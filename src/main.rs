@@ -1,1 +1,198 @@
-fn main(){}
+//! The `a2a-edge` command: `serve`, `check`, `engine`.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use a2a_edge::engine::{self, Engine, EngineConfig};
+use a2a_edge::policy::{LoadMode, Policy};
+use a2a_edge::server;
+
+const USAGE: &str = "\
+a2a-edge: a security-hardened edge proxy for A2A 1.0 agents
+
+USAGE:
+  a2a-edge serve  [--policy FILE] [--ready-file FILE]   run the proxy (default policy: policies/default.toml)
+  a2a-edge check  [--policy FILE]                       validate a policy and print what it would do
+  a2a-edge engine --listen ADDR                         run the embedded A2A task engine alone (plain HTTP)
+  a2a-edge --version | --help
+";
+
+const DEFAULT_POLICY: &str = "policies/default.toml";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let opts = match Opts::parse(&args[1..]) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("a2a-edge: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cmd.as_str() {
+        "serve" => run_async(serve(opts)),
+        "check" => check(opts),
+        "engine" => run_async(run_engine(opts)),
+        "--version" | "-V" | "version" => {
+            println!("a2a-edge {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        "--help" | "-h" | "help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("a2a-edge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Default)]
+struct Opts {
+    policy: Option<PathBuf>,
+    ready_file: Option<PathBuf>,
+    listen: Option<String>,
+}
+
+impl Opts {
+    fn parse(args: &[String]) -> Result<Opts, String> {
+        let mut o = Opts::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match a.as_str() {
+                "--policy" => o.policy = Some(PathBuf::from(value("--policy")?)),
+                "--ready-file" => o.ready_file = Some(PathBuf::from(value("--ready-file")?)),
+                "--listen" => o.listen = Some(value("--listen")?),
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        Ok(o)
+    }
+
+    fn policy_path(&self) -> PathBuf {
+        self.policy
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_POLICY))
+    }
+}
+
+fn run_async<F: std::future::Future<Output = Result<(), String>>>(f: F) -> Result<(), String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?
+        .block_on(f)
+}
+
+fn check(opts: Opts) -> Result<(), String> {
+    let path = opts.policy_path();
+    let policy = Policy::load(&path, LoadMode::Check).map_err(|e| e.to_string())?;
+    println!("{}: OK\n{}", path.display(), policy.summary());
+    Ok(())
+}
+
+async fn serve(opts: Opts) -> Result<(), String> {
+    let path = opts.policy_path();
+    let policy = Policy::load(&path, LoadMode::Serve).map_err(|e| e.to_string())?;
+    let dev_tokens: Vec<_> = policy
+        .auth
+        .bearer
+        .iter()
+        .filter_map(|b| b.generated.clone().map(|g| (b.principal.clone(), g)))
+        .collect();
+    let running = server::start(policy).await.map_err(|e| e.to_string())?;
+    let url = running.public_url.clone();
+    println!(
+        "a2a-edge listening on {url} (local address {})",
+        running.local_addr
+    );
+    if let Some(dev) = &running.dev_certs {
+        let made = if dev.created { "generated" } else { "reused" };
+        println!(
+            "dev TLS certificates {made}: trust {} (never use them in production)",
+            dev.ca_cert.display()
+        );
+    }
+    for (principal, g) in &dev_tokens {
+        let made = if g.created { "generated" } else { "read" };
+        println!(
+            "dev bearer token for principal {principal:?} ({made}, stored in {}):\n  {}",
+            g.file.display(),
+            g.token
+        );
+        let cacert = running
+            .dev_certs
+            .as_ref()
+            .map(|d| format!("--cacert {} ", d.ca_cert.display()))
+            .unwrap_or_default();
+        println!(
+            "try:\n  curl {cacert}-H 'Authorization: Bearer {}' -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' \\\n    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{{\"message\":{{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{{\"text\":\"hello\"}}]}}}}}}' \\\n    {url}",
+            g.token
+        );
+    }
+    if let Some(ready) = &opts.ready_file {
+        let info = serde_json::json!({"listen": running.local_addr.to_string(), "public_url": url.to_string()});
+        write_atomically(ready, info.to_string().as_bytes())?;
+    }
+    wait_for_signal().await?;
+    eprintln!("a2a-edge: shutting down, draining in-flight requests");
+    running.shutdown();
+    running.wait().await;
+    Ok(())
+}
+
+async fn run_engine(opts: Opts) -> Result<(), String> {
+    let listen = opts.listen.ok_or("engine needs --listen ADDR")?;
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let url = format!("http://{addr}/");
+    let engine = Engine::new(EngineConfig {
+        public_url: url.clone(),
+        ..EngineConfig::default()
+    });
+    println!("engine listening on {url}");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(engine::serve(listener, engine, async move {
+        let _ = rx.await;
+    }));
+    wait_for_signal().await?;
+    let _ = tx.send(());
+    serving
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn wait_for_signal() -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| e.to_string()),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+/// Writes a file so that readers never see it half-written.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

@@ -33,10 +33,7 @@ impl RpcRequest {
             Value::Array(_) => {
                 return Err(refuse(
                     Value::Null,
-                    RpcError::invalid_request(
-                        "Batch requests are not supported",
-                        "jsonrpc.batch",
-                    ),
+                    RpcError::invalid_request("Batch requests are not supported", "jsonrpc.batch"),
                 ))
             }
             _ => {
@@ -138,23 +135,83 @@ mod tests {
     fn envelope_table() {
         // (body, expected code or 0 for ok, expected id)
         let cases: &[(&str, i64, Value)] = &[
-            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#, 0, json!(1)),
-            (r#"{"jsonrpc":"2.0","id":"a","method":"GetExtendedAgentCard"}"#, 0, json!("a")),
-            (r#"{"jsonrpc":"2.0","method":"ListTasks","params":{}}"#, 0, Value::Null),
-            (r#"{"jsonrpc":"2.0","id":null,"method":"ListTasks","params":{}}"#, 0, Value::Null),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#,
+                0,
+                json!(1),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"a","method":"GetExtendedAgentCard"}"#,
+                0,
+                json!("a"),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"ListTasks","params":{}}"#,
+                0,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"ListTasks","params":{}}"#,
+                0,
+                Value::Null,
+            ),
             (r#"not json"#, -32700, Value::Null),
-            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}} x"#, -32700, Value::Null),
-            (r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]"#, -32600, Value::Null),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}} x"#,
+                -32700,
+                Value::Null,
+            ),
+            (
+                r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]"#,
+                -32600,
+                Value::Null,
+            ),
             (r#""str""#, -32600, Value::Null),
-            (r#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{}}"#, -32600, json!(1)),
-            (r#"{"id":1,"method":"GetTask","params":{}}"#, -32600, json!(1)),
-            (r#"{"jsonrpc":"2.0","id":1.5,"method":"GetTask","params":{}}"#, -32600, Value::Null),
-            (r#"{"jsonrpc":"2.0","id":true,"method":"GetTask","params":{}}"#, -32600, Value::Null),
-            (r#"{"jsonrpc":"2.0","id":{},"method":"GetTask","params":{}}"#, -32600, Value::Null),
-            (r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#, -32601, json!(1)),
-            (r#"{"jsonrpc":"2.0","id":1,"method":7,"params":{}}"#, -32600, json!(1)),
-            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[]}"#, -32602, json!(1)),
-            (r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{},"x":1}"#, -32600, json!(1)),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{}}"#,
+                -32600,
+                json!(1),
+            ),
+            (
+                r#"{"id":1,"method":"GetTask","params":{}}"#,
+                -32600,
+                json!(1),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1.5,"method":"GetTask","params":{}}"#,
+                -32600,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":true,"method":"GetTask","params":{}}"#,
+                -32600,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":{},"method":"GetTask","params":{}}"#,
+                -32600,
+                Value::Null,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#,
+                -32601,
+                json!(1),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":7,"params":{}}"#,
+                -32600,
+                json!(1),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[]}"#,
+                -32602,
+                json!(1),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{},"x":1}"#,
+                -32600,
+                json!(1),
+            ),
         ];
         for (body, code, id) in cases {
             match RpcRequest::parse(body.as_bytes()) {

@@ -78,7 +78,13 @@ mod tests {
             assert_eq!(Method::from_name(m.as_str()), Some(m));
             assert_eq!(Method::from_name(&m.as_str().to_lowercase()), None);
         }
-        for legacy in ["message/send", "tasks/get", "tasks/resubscribe", "", "SendMessage "] {
+        for legacy in [
+            "message/send",
+            "tasks/get",
+            "tasks/resubscribe",
+            "",
+            "SendMessage ",
+        ] {
             assert_eq!(Method::from_name(legacy), None, "{legacy:?}");
         }
     }

@@ -31,7 +31,8 @@ fn headers(values: &[&[u8]]) -> HeaderMap {
 fn bearer_table() {
     let long = format!("Bearer {}", "a".repeat(MAX_AUTHORIZATION_BYTES));
     // (header values, expected principal or rejection reason)
-    let cases: &[(&[&[u8]], Result<&str, &str>)] = &[
+    type Case<'a> = (&'a [&'a [u8]], Result<&'a str, &'a str>);
+    let cases: &[Case] = &[
         (&[b"Bearer tok-1"], Ok("ci")),
         (&[b"bearer tok-2"], Ok("ops")),
         (&[b"BEARER tok-1"], Ok("ci")),
@@ -49,7 +50,10 @@ fn bearer_table() {
         (&[b"Bearer TOK-1"], Err("auth.invalid")),
         (&[b"Basic dG9rLTE="], Err("auth.unsupported_scheme")),
         (&[b"Token tok-1"], Err("auth.unsupported_scheme")),
-        (&[b"Bearer tok-1", b"Bearer tok-1"], Err("auth.multiple_headers")),
+        (
+            &[b"Bearer tok-1", b"Bearer tok-1"],
+            Err("auth.multiple_headers"),
+        ),
     ];
     let a = auth(false);
     for (values, want) in cases {
@@ -65,9 +69,14 @@ fn bearer_table() {
 #[test]
 fn anonymous_only_without_any_credential() {
     let a = auth(true);
-    assert_eq!(a.authenticate(&headers(&[])).unwrap().scheme, Scheme::Anonymous);
     assert_eq!(
-        a.authenticate(&headers(&[b"Bearer wrong"])).unwrap_err().reason,
+        a.authenticate(&headers(&[])).unwrap().scheme,
+        Scheme::Anonymous
+    );
+    assert_eq!(
+        a.authenticate(&headers(&[b"Bearer wrong"]))
+            .unwrap_err()
+            .reason,
         "auth.invalid"
     );
     assert_eq!(auth(false).challenge(), "Bearer realm=\"a2a-edge\"");

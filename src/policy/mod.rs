@@ -203,7 +203,10 @@ impl Policy {
             s.push_str("auth     none: anonymous access allowed (allow_anonymous = true)\n");
         }
         for b in &self.auth.bearer {
-            s.push_str(&format!("auth     bearer token for principal {:?}\n", b.principal));
+            s.push_str(&format!(
+                "auth     bearer token for principal {:?}\n",
+                b.principal
+            ));
         }
         s.push_str(&format!(
             "limits   request body <= {} bytes, request head <= {} bytes\n",
@@ -228,7 +231,12 @@ impl Ctx<'_> {
             + 1
     }
 
-    fn err<T>(&self, key: &str, span: Option<std::ops::Range<usize>>, msg: String) -> Result<T, PolicyError> {
+    fn err<T>(
+        &self,
+        key: &str,
+        span: Option<std::ops::Range<usize>>,
+        msg: String,
+    ) -> Result<T, PolicyError> {
         Err(PolicyError {
             file: self.path.to_path_buf(),
             line: span.map(|s| self.line_of(s.start)),
@@ -237,7 +245,12 @@ impl Ctx<'_> {
         })
     }
 
-    fn spanned_err<T, V>(&self, key: &str, v: &Spanned<V>, msg: impl Into<String>) -> Result<T, PolicyError> {
+    fn spanned_err<T, V>(
+        &self,
+        key: &str,
+        v: &Spanned<V>,
+        msg: impl Into<String>,
+    ) -> Result<T, PolicyError> {
         self.err(key, Some(v.span()), msg.into())
     }
 
@@ -245,24 +258,40 @@ impl Ctx<'_> {
         let server = self.server(raw.server)?;
         let tls = self.tls(raw.tls)?;
         if raw.upstreams.is_empty() {
-            return self.err("upstreams", None, "at least one [[upstreams]] entry is required".into());
+            return self.err(
+                "upstreams",
+                None,
+                "at least one [[upstreams]] entry is required".into(),
+            );
         }
         let mut upstreams = Vec::new();
         for (i, u) in raw.upstreams.into_iter().enumerate() {
             let up = self.upstream(i, u)?;
             if upstreams.iter().any(|o: &UpstreamPolicy| o.name == up.name) {
-                return self.err(&format!("upstreams[{i}].name"), None, format!("duplicate upstream name {:?}", up.name));
+                return self.err(
+                    &format!("upstreams[{i}].name"),
+                    None,
+                    format!("duplicate upstream name {:?}", up.name),
+                );
             }
             upstreams.push(up);
         }
         if upstreams.len() > 1 {
-            return self.err("upstreams", None, "only one upstream is supported in this version".into());
+            return self.err(
+                "upstreams",
+                None,
+                "only one upstream is supported in this version".into(),
+            );
         }
         let auth = self.auth(raw.auth, mode)?;
         let max_body_bytes = match raw.a2a.max_body_bytes {
             None => DEFAULT_MAX_BODY_BYTES,
             Some(v) if *v.get_ref() == 0 || *v.get_ref() > MAX_MAX_BODY_BYTES => {
-                return self.spanned_err("a2a.max_body_bytes", &v, format!("must be between 1 and {MAX_MAX_BODY_BYTES}"))
+                return self.spanned_err(
+                    "a2a.max_body_bytes",
+                    &v,
+                    format!("must be between 1 and {MAX_MAX_BODY_BYTES}"),
+                )
             }
             Some(v) => v.into_inner(),
         };
@@ -281,17 +310,48 @@ impl Ctx<'_> {
     fn server(&self, s: file::ServerSection) -> Result<ServerPolicy, PolicyError> {
         let listen: SocketAddr = match s.listen.get_ref().parse() {
             Ok(a) => a,
-            Err(_) => return self.spanned_err("server.listen", &s.listen, "must be an IP address and port, e.g. \"127.0.0.1:8443\""),
+            Err(_) => {
+                return self.spanned_err(
+                    "server.listen",
+                    &s.listen,
+                    "must be an IP address and port, e.g. \"127.0.0.1:8443\"",
+                )
+            }
         };
         let public_url = match url::Url::parse(s.public_url.get_ref()) {
-            Ok(u) if u.scheme() == "https" && u.host().is_some() && u.query().is_none() && u.fragment().is_none() && u.username().is_empty() && u.password().is_none() => u,
-            Ok(_) => return self.spanned_err("server.public_url", &s.public_url, "must be an https:// URL with a host and no credentials, query or fragment"),
-            Err(e) => return self.spanned_err("server.public_url", &s.public_url, format!("not a URL: {e}")),
+            Ok(u)
+                if u.scheme() == "https"
+                    && u.host().is_some()
+                    && u.query().is_none()
+                    && u.fragment().is_none()
+                    && u.username().is_empty()
+                    && u.password().is_none() =>
+            {
+                u
+            }
+            Ok(_) => {
+                return self.spanned_err(
+                    "server.public_url",
+                    &s.public_url,
+                    "must be an https:// URL with a host and no credentials, query or fragment",
+                )
+            }
+            Err(e) => {
+                return self.spanned_err(
+                    "server.public_url",
+                    &s.public_url,
+                    format!("not a URL: {e}"),
+                )
+            }
         };
         let max_header_bytes = match s.max_header_bytes {
             None => 64 * 1024,
             Some(v) if !(1024..=1024 * 1024).contains(v.get_ref()) => {
-                return self.spanned_err("server.max_header_bytes", &v, "must be between 1024 and 1048576")
+                return self.spanned_err(
+                    "server.max_header_bytes",
+                    &v,
+                    "must be between 1024 and 1048576",
+                )
             }
             Some(v) => v.into_inner() as usize,
         };
@@ -299,7 +359,9 @@ impl Ctx<'_> {
             listen,
             public_url,
             drain_timeout: Duration::from_millis(s.drain_timeout_ms.unwrap_or(30_000)),
-            tls_handshake_timeout: Duration::from_millis(s.tls_handshake_timeout_ms.unwrap_or(10_000).max(1)),
+            tls_handshake_timeout: Duration::from_millis(
+                s.tls_handshake_timeout_ms.unwrap_or(10_000).max(1),
+            ),
             max_header_bytes,
         })
     }
@@ -311,7 +373,11 @@ impl Ctx<'_> {
             }
         }
         if t.client_ca_file.is_some() {
-            return self.err("tls.client_ca_file", None, "client certificates are not supported in this version".into());
+            return self.err(
+                "tls.client_ca_file",
+                None,
+                "client certificates are not supported in this version".into(),
+            );
         }
         if t.dev {
             let dir = t.dev_dir.unwrap_or_else(|| PathBuf::from("certs/dev"));
@@ -322,47 +388,88 @@ impl Ctx<'_> {
             });
         }
         if t.dev_dir.is_some() {
-            return self.err("tls.dev_dir", None, "only meaningful with tls.dev = true".into());
+            return self.err(
+                "tls.dev_dir",
+                None,
+                "only meaningful with tls.dev = true".into(),
+            );
         }
         match (t.cert_file, t.key_file) {
-            (Some(cert_file), Some(key_file)) => Ok(TlsPolicy { cert_file, key_file, dev_dir: None }),
-            _ => self.err("tls", None, "cert_file and key_file are required unless dev = true".into()),
+            (Some(cert_file), Some(key_file)) => Ok(TlsPolicy {
+                cert_file,
+                key_file,
+                dev_dir: None,
+            }),
+            _ => self.err(
+                "tls",
+                None,
+                "cert_file and key_file are required unless dev = true".into(),
+            ),
         }
     }
 
     fn upstream(&self, i: usize, u: file::UpstreamSection) -> Result<UpstreamPolicy, PolicyError> {
         let key = |k: &str| format!("upstreams[{i}].{k}");
         let name = u.name.get_ref().clone();
-        if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return self.spanned_err(&key("name"), &u.name, "must be 1-64 characters of letters, digits, '-', '_' or '.'");
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return self.spanned_err(
+                &key("name"),
+                &u.name,
+                "must be 1-64 characters of letters, digits, '-', '_' or '.'",
+            );
         }
         let target = if u.url.get_ref() == "embedded" {
             UpstreamTarget::Embedded
         } else {
             match url::Url::parse(u.url.get_ref()) {
-                Ok(parsed) if parsed.scheme() == "http" && parsed.host().is_some() && parsed.username().is_empty() && parsed.password().is_none() => {
+                Ok(parsed)
+                    if parsed.scheme() == "http"
+                        && parsed.host().is_some()
+                        && parsed.username().is_empty()
+                        && parsed.password().is_none() =>
+                {
                     match parsed.as_str().parse::<http::Uri>() {
                         Ok(uri) => UpstreamTarget::Http(uri),
                         Err(_) => return self.spanned_err(&key("url"), &u.url, "not a valid URI"),
                     }
                 }
                 Ok(parsed) if parsed.scheme() == "https" => {
-                    return self.spanned_err(&key("url"), &u.url, "https upstreams are not supported in this version")
+                    return self.spanned_err(
+                        &key("url"),
+                        &u.url,
+                        "https upstreams are not supported in this version",
+                    )
                 }
-                Ok(_) => return self.spanned_err(&key("url"), &u.url, "must be \"embedded\" or an http:// URL without credentials"),
+                Ok(_) => {
+                    return self.spanned_err(
+                        &key("url"),
+                        &u.url,
+                        "must be \"embedded\" or an http:// URL without credentials",
+                    )
+                }
                 Err(e) => return self.spanned_err(&key("url"), &u.url, format!("not a URL: {e}")),
             }
         };
         let token = match &u.token_env {
             None => None,
-            Some(var) => Some(secret::from_env(var.get_ref()).or_else(|m| self.spanned_err(&key("token_env"), var, m))?),
+            Some(var) => Some(
+                secret::from_env(var.get_ref())
+                    .or_else(|m| self.spanned_err(&key("token_env"), var, m))?,
+            ),
         };
         Ok(UpstreamPolicy {
             name,
             target,
             token,
             connect_timeout: Duration::from_millis(u.connect_timeout_ms.unwrap_or(5_000).max(1)),
-            response_timeout: Duration::from_millis(u.response_timeout_ms.unwrap_or(300_000).max(1)),
+            response_timeout: Duration::from_millis(
+                u.response_timeout_ms.unwrap_or(300_000).max(1),
+            ),
         })
     }
 
@@ -371,23 +478,40 @@ impl Ctx<'_> {
         for (i, b) in a.bearer.into_iter().enumerate() {
             let key = |k: &str| format!("auth.bearer[{i}].{k}");
             let principal = b.principal.get_ref().clone();
-            if principal.is_empty() || principal.len() > 128 || principal.chars().any(|c| c.is_control()) {
-                return self.spanned_err(&key("principal"), &b.principal, "must be 1-128 printable characters");
+            if principal.is_empty()
+                || principal.len() > 128
+                || principal.chars().any(|c| c.is_control())
+            {
+                return self.spanned_err(
+                    &key("principal"),
+                    &b.principal,
+                    "must be 1-128 printable characters",
+                );
             }
             if b.generate_if_missing && b.token_file.is_none() {
-                return self.spanned_err(&key("generate_if_missing"), &b.principal, "only meaningful with token_file");
+                return self.spanned_err(
+                    &key("generate_if_missing"),
+                    &b.principal,
+                    "only meaningful with token_file",
+                );
             }
             let (token_sha256, generated) = match (&b.token_sha256, &b.token_env, &b.token_file) {
                 (Some(hex), None, None) => {
-                    let d = secret::parse_sha256_hex(hex.get_ref()).or_else(|m| self.spanned_err(&key("token_sha256"), hex, m))?;
+                    let d = secret::parse_sha256_hex(hex.get_ref())
+                        .or_else(|m| self.spanned_err(&key("token_sha256"), hex, m))?;
                     (d, None)
                 }
                 (None, Some(var), None) => {
-                    let t = secret::from_env(var.get_ref()).or_else(|m| self.spanned_err(&key("token_env"), var, m))?;
+                    let t = secret::from_env(var.get_ref())
+                        .or_else(|m| self.spanned_err(&key("token_env"), var, m))?;
                     (sha256(t.as_bytes()), None)
                 }
                 (None, None, Some(path)) => {
-                    match secret::from_file(path.get_ref(), b.generate_if_missing, mode == LoadMode::Serve) {
+                    match secret::from_file(
+                        path.get_ref(),
+                        b.generate_if_missing,
+                        mode == LoadMode::Serve,
+                    ) {
                         Ok(Some(g)) => (sha256(g.token.as_bytes()), Some(g)),
                         // Check mode: the file will be generated by `serve`; this digest matches nothing.
                         Ok(None) => (sha256(random_token().as_bytes()), None),
@@ -395,13 +519,24 @@ impl Ctx<'_> {
                     }
                 }
                 _ => {
-                    return self.spanned_err(&key("principal"), &b.principal, "exactly one of token_sha256, token_env or token_file is required")
+                    return self.spanned_err(
+                        &key("principal"),
+                        &b.principal,
+                        "exactly one of token_sha256, token_env or token_file is required",
+                    )
                 }
             };
-            if bearer.iter().any(|o: &BearerCredential| o.principal == principal) {
+            if bearer
+                .iter()
+                .any(|o: &BearerCredential| o.principal == principal)
+            {
                 return self.spanned_err(&key("principal"), &b.principal, "duplicate principal");
             }
-            bearer.push(BearerCredential { principal, token_sha256, generated });
+            bearer.push(BearerCredential {
+                principal,
+                token_sha256,
+                generated,
+            });
         }
         if bearer.is_empty() && !a.allow_anonymous {
             return self.err(
@@ -410,7 +545,10 @@ impl Ctx<'_> {
                 "no authentication is configured; add a scheme (e.g. [[auth.bearer]]) or set allow_anonymous = true explicitly".into(),
             );
         }
-        Ok(AuthPolicy { allow_anonymous: a.allow_anonymous, bearer })
+        Ok(AuthPolicy {
+            allow_anonymous: a.allow_anonymous,
+            bearer,
+        })
     }
 }
 

@@ -44,14 +44,22 @@ pub fn from_env(var: &str) -> Result<String, String> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(v),
         Ok(_) => Err(format!("environment variable {var} is empty")),
-        Err(std::env::VarError::NotPresent) => Err(format!("environment variable {var} is not set")),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!("environment variable {var} is not UTF-8")),
+        Err(std::env::VarError::NotPresent) => {
+            Err(format!("environment variable {var} is not set"))
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(format!("environment variable {var} is not UTF-8"))
+        }
     }
 }
 
 /// Reads a token file. When it is missing and `generate` is set, `create` writes a fresh
 /// random token (0600, parent directories 0700); without `create` (a dry run) it returns None.
-pub fn from_file(path: &Path, generate: bool, create: bool) -> Result<Option<GeneratedToken>, String> {
+pub fn from_file(
+    path: &Path,
+    generate: bool,
+    create: bool,
+) -> Result<Option<GeneratedToken>, String> {
     match std::fs::metadata(path) {
         Ok(meta) => {
             if !meta.is_file() {
@@ -63,12 +71,17 @@ pub fn from_file(path: &Path, generate: bool, create: bool) -> Result<Option<Gen
                     path.display()
                 ));
             }
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let token = text.trim_end_matches(['\n', '\r']).to_string();
             if token.is_empty() {
                 return Err(format!("{} is empty", path.display()));
             }
-            Ok(Some(GeneratedToken { token, file: path.to_path_buf(), created: false }))
+            Ok(Some(GeneratedToken {
+                token,
+                file: path.to_path_buf(),
+                created: false,
+            }))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && generate => {
             if !create {
@@ -76,7 +89,11 @@ pub fn from_file(path: &Path, generate: bool, create: bool) -> Result<Option<Gen
             }
             let token = random_token();
             write_private(path, format!("{token}\n").as_bytes())?;
-            Ok(Some(GeneratedToken { token, file: path.to_path_buf(), created: true }))
+            Ok(Some(GeneratedToken {
+                token,
+                file: path.to_path_buf(),
+                created: true,
+            }))
         }
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
@@ -99,5 +116,6 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .mode(0o600)
         .open(path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    f.write_all(bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    f.write_all(bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -38,18 +38,73 @@ fn errors_name_file_line_and_key() {
     // (edit applied to GOOD: (from, to)), expected key fragment, expected line (None = any)
     let cases: &[(&str, &str, &str, Option<usize>)] = &[
         ("[tls]\n", "[tls]\nbogus = 1\n", "bogus", Some(7)),
-        ("listen = \"127.0.0.1:8443\"", "listen = \"localhost\"", "server.listen", Some(3)),
-        ("public_url = \"https://127.0.0.1:8443/\"", "public_url = \"http://127.0.0.1:8443/\"", "server.public_url", Some(4)),
-        ("public_url = \"https://127.0.0.1:8443/\"", "public_url = \"https://u:p@127.0.0.1:8443/\"", "server.public_url", Some(4)),
-        ("url = \"embedded\"", "url = \"ftp://x/\"", "upstreams[0].url", Some(11)),
-        ("url = \"embedded\"", "url = \"http://u:p@127.0.0.1:1/\"", "upstreams[0].url", Some(11)),
-        ("name = \"engine\"", "name = \"a b\"", "upstreams[0].name", Some(10)),
-        ("token_sha256 = \"9f86", "token_sha256 = \"zz86", "auth.bearer[0].token_sha256", Some(16)),
-        ("principal = \"ci-bot\"", "principal = \"ci-bot\"\ntoken_env = \"X\"", "auth.bearer[0].principal", Some(15)),
+        (
+            "listen = \"127.0.0.1:8443\"",
+            "listen = \"localhost\"",
+            "server.listen",
+            Some(3),
+        ),
+        (
+            "public_url = \"https://127.0.0.1:8443/\"",
+            "public_url = \"http://127.0.0.1:8443/\"",
+            "server.public_url",
+            Some(4),
+        ),
+        (
+            "public_url = \"https://127.0.0.1:8443/\"",
+            "public_url = \"https://u:p@127.0.0.1:8443/\"",
+            "server.public_url",
+            Some(4),
+        ),
+        (
+            "url = \"embedded\"",
+            "url = \"ftp://x/\"",
+            "upstreams[0].url",
+            Some(11),
+        ),
+        (
+            "url = \"embedded\"",
+            "url = \"http://u:p@127.0.0.1:1/\"",
+            "upstreams[0].url",
+            Some(11),
+        ),
+        (
+            "name = \"engine\"",
+            "name = \"a b\"",
+            "upstreams[0].name",
+            Some(10),
+        ),
+        (
+            "token_sha256 = \"9f86",
+            "token_sha256 = \"zz86",
+            "auth.bearer[0].token_sha256",
+            Some(16),
+        ),
+        (
+            "principal = \"ci-bot\"",
+            "principal = \"ci-bot\"\ntoken_env = \"X\"",
+            "auth.bearer[0].principal",
+            Some(15),
+        ),
         ("dev = true", "dev = false", "tls", None),
-        ("[tls]\n", "[tls]\nclient_auth = \"required\"\n", "tls.client_auth", Some(7)),
-        ("[server]\n", "[server]\nmax_header_bytes = 10\n", "server.max_header_bytes", Some(3)),
-        ("[auth]\n", "[a2a]\nmax_body_bytes = 0\n[auth]\n", "a2a.max_body_bytes", Some(14)),
+        (
+            "[tls]\n",
+            "[tls]\nclient_auth = \"required\"\n",
+            "tls.client_auth",
+            Some(7),
+        ),
+        (
+            "[server]\n",
+            "[server]\nmax_header_bytes = 10\n",
+            "server.max_header_bytes",
+            Some(3),
+        ),
+        (
+            "[auth]\n",
+            "[a2a]\nmax_body_bytes = 0\n[auth]\n",
+            "a2a.max_body_bytes",
+            Some(14),
+        ),
     ];
     for (from, to, key, line) in cases {
         assert!(GOOD.contains(from), "{from}");
@@ -57,7 +112,10 @@ fn errors_name_file_line_and_key() {
         let e = load(&text).unwrap_err();
         let shown = e.to_string();
         assert!(shown.starts_with("p.toml"), "{shown}");
-        assert!(e.key.contains(key) || e.message.contains(key), "{key}: {shown}");
+        assert!(
+            e.key.contains(key) || e.message.contains(key),
+            "{key}: {shown}"
+        );
         if let Some(l) = line {
             assert_eq!(e.line, Some(*l), "{shown}");
         }
@@ -92,7 +150,10 @@ fn token_file_is_generated_only_when_serving_and_read_back() {
     let file = dir.join("sub").join("token");
     let text = GOOD.replacen(
         "token_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
-        &format!("token_file = {:?}\ngenerate_if_missing = true", file.display().to_string()),
+        &format!(
+            "token_file = {:?}\ngenerate_if_missing = true",
+            file.display().to_string()
+        ),
         1,
     );
     let checked = load(&text).unwrap();
@@ -101,12 +162,18 @@ fn token_file_is_generated_only_when_serving_and_read_back() {
     let served = Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).unwrap();
     let g = served.auth.bearer[0].generated.clone().unwrap();
     assert!(g.created);
-    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let again = Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).unwrap();
     let g2 = again.auth.bearer[0].generated.clone().unwrap();
     assert!(!g2.created);
     assert_eq!(g.token, g2.token);
-    assert_eq!(again.auth.bearer[0].token_sha256, sha256(g.token.as_bytes()));
+    assert_eq!(
+        again.auth.bearer[0].token_sha256,
+        sha256(g.token.as_bytes())
+    );
     // A token file others can read is refused.
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).is_err());

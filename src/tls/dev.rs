@@ -31,7 +31,12 @@ pub fn ensure(dir: &Path) -> Result<DevCerts, TlsError> {
         created: false,
     };
     let ca_key_file = dir.join("ca.key");
-    let all = [&files.ca_cert, &ca_key_file, &files.server_cert, &files.server_key];
+    let all = [
+        &files.ca_cert,
+        &ca_key_file,
+        &files.server_cert,
+        &files.server_key,
+    ];
     if all.iter().all(|p| p.is_file()) {
         return Ok(files);
     }
@@ -68,7 +73,9 @@ pub fn ensure(dir: &Path) -> Result<DevCerts, TlsError> {
         .push(DnType::CommonName, "localhost");
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    let server_cert = server.signed_by(&server_key, &ca_cert, &ca_key).map_err(gen)?;
+    let server_cert = server
+        .signed_by(&server_key, &ca_cert, &ca_key)
+        .map_err(gen)?;
 
     let write = |p: &Path, s: String| write_private(p, s.as_bytes()).map_err(TlsError);
     write(&ca_key_file, ca_key.serialize_pem())?;
@@ -88,7 +95,8 @@ mod tests {
 
     #[test]
     fn generates_once_with_private_keys_and_a_usable_chain() {
-        let dir = std::env::temp_dir().join(format!("a2a-edge-dev-{}", crate::policy::random_token()));
+        let dir =
+            std::env::temp_dir().join(format!("a2a-edge-dev-{}", crate::policy::random_token()));
         let first = ensure(&dir).unwrap();
         assert!(first.created);
         for key in [dir.join("ca.key"), first.server_key.clone()] {

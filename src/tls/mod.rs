@@ -33,17 +33,29 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| TlsError(format!("cannot read certificates from {}: {e}", path.display())))?;
+        .map_err(|e| {
+            TlsError(format!(
+                "cannot read certificates from {}: {e}",
+                path.display()
+            ))
+        })?;
     if certs.is_empty() {
-        return Err(TlsError(format!("no certificate found in {}", path.display())));
+        return Err(TlsError(format!(
+            "no certificate found in {}",
+            path.display()
+        )));
     }
     Ok(certs)
 }
 
 /// Loads a PEM private key (PKCS#8, PKCS#1 or SEC1).
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| TlsError(format!("cannot read a private key from {}: {e}", path.display())))
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        TlsError(format!(
+            "cannot read a private key from {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// The edge's server configuration: TLS 1.3 and 1.2 only, ALPN h2 and http/1.1.

@@ -1,0 +1,139 @@
+//! The Agent Card the edge publishes: the agent's card rewritten so that it points at the
+//! edge (`server.public_url` only, never `Host` or `X-Forwarded-*`), advertises the edge's
+//! security schemes, and carries no upstream signature that the rewrite has invalidated.
+
+use serde_json::{json, Map, Value};
+
+/// What the edge puts into every card it serves.
+#[derive(Debug, Clone)]
+pub struct EdgeFace {
+    /// The JSON-RPC URL callers use (`server.public_url`).
+    pub public_url: String,
+    /// `securitySchemes` of the card (ProtoJSON SecurityScheme objects by name).
+    pub security_schemes: Map<String, Value>,
+}
+
+/// Why an agent's card was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardError(pub &'static str);
+
+/// Rewrites an agent's card for the edge.
+pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
+    let Value::Object(mut card) = card else {
+        return Err(CardError("card.not_object"));
+    };
+    for required in ["name", "version"] {
+        if !card.get(required).is_some_and(Value::is_string) {
+            return Err(CardError("card.missing_field"));
+        }
+    }
+    // Only the JSON-RPC binding of A2A 1.x is served by the edge; other interfaces (REST,
+    // gRPC, 0.3) would bypass it or fail, so they are not advertised.
+    let mut iface = json!({
+        "url": face.public_url,
+        "protocolBinding": "JSONRPC",
+        "protocolVersion": "1.0",
+    });
+    if let Some(Value::Array(list)) = card.get("supportedInterfaces") {
+        let upstream_json_rpc = list.iter().find(|i| {
+            i.get("protocolBinding").and_then(Value::as_str) == Some("JSONRPC")
+                && i.get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v == "1" || v.starts_with("1."))
+        });
+        if let Some(Value::String(v)) = upstream_json_rpc.and_then(|i| i.get("protocolVersion")) {
+            iface["protocolVersion"] = Value::String(v.clone());
+        }
+    }
+    card.insert("supportedInterfaces".into(), Value::Array(vec![iface]));
+    // Legacy (0.3) fields some agents still serve next to the 1.0 ones.
+    if card.contains_key("url") {
+        card.insert("url".into(), Value::String(face.public_url.clone()));
+    }
+    if card.contains_key("preferredTransport") {
+        card.insert("preferredTransport".into(), Value::from("JSONRPC"));
+    }
+    card.remove("additionalInterfaces");
+    // An upstream signature no longer covers the rewritten card.
+    card.remove("signatures");
+    // Callers authenticate to the edge, not to the agent.
+    let names: Vec<String> = face.security_schemes.keys().cloned().collect();
+    if names.is_empty() {
+        card.remove("securitySchemes");
+        card.remove("securityRequirements");
+        card.remove("security");
+    } else {
+        card.insert(
+            "securitySchemes".into(),
+            Value::Object(face.security_schemes.clone()),
+        );
+        let reqs: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"schemes": {n.clone(): {"list": []}}}))
+            .collect();
+        card.insert("securityRequirements".into(), Value::Array(reqs));
+        card.remove("security");
+    }
+    Ok(Value::Object(card))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn face() -> EdgeFace {
+        let mut schemes = Map::new();
+        schemes.insert(
+            "bearerAuth".into(),
+            json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}}),
+        );
+        EdgeFace {
+            public_url: "https://edge.example/".into(),
+            security_schemes: schemes,
+        }
+    }
+
+    #[test]
+    fn rewrites_urls_schemes_and_drops_stale_signatures() {
+        let card = json!({
+            "name": "iac-code", "version": "0.16.0", "description": "d",
+            "supportedInterfaces": [
+                {"url": "http://127.0.0.1:18080/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": "http://127.0.0.1:18080", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+            ],
+            "url": "http://127.0.0.1:18080/", "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [{"url": "http://127.0.0.1:18080", "transport": "HTTP+JSON"}],
+            "securitySchemes": {"internal": {"httpAuthSecurityScheme": {"scheme": "bearer"}}},
+            "securityRequirements": [{"schemes": {"internal": {"list": [""]}}}],
+            "signatures": [{"protected": "x", "signature": "y"}],
+            "skills": []
+        });
+        let out = rewrite(card, &face()).unwrap();
+        assert_eq!(out["supportedInterfaces"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            out["supportedInterfaces"][0]["url"],
+            "https://edge.example/"
+        );
+        assert_eq!(out["url"], "https://edge.example/");
+        assert!(out.get("additionalInterfaces").is_none());
+        assert!(out.get("signatures").is_none());
+        assert!(out["securitySchemes"].get("internal").is_none());
+        assert_eq!(
+            out["securityRequirements"],
+            json!([{"schemes": {"bearerAuth": {"list": []}}}])
+        );
+        assert!(!out.to_string().contains("127.0.0.1"));
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_card() {
+        for bad in [
+            json!([]),
+            json!("x"),
+            json!({"name": "n"}),
+            json!({"name": 1, "version": "1"}),
+        ] {
+            assert!(rewrite(bad, &face()).is_err());
+        }
+    }
+}

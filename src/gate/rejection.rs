@@ -1,0 +1,74 @@
+//! A refused request and how it is rendered: a JSON-RPC error (HTTP 200 as A2A requires, or
+//! the HTTP status that says more, such as 413) or a plain HTTP error with a JSON body.
+
+use http::{header, HeaderValue, Response, StatusCode};
+use serde_json::{json, Value};
+
+use crate::a2a::{error_body, RpcError};
+use crate::body::{json_response, BoxBody};
+
+#[derive(Debug, Clone)]
+pub enum Rejection {
+    /// 401 `{"error":"Unauthorized"}` with a `WWW-Authenticate` challenge.
+    Unauthorized {
+        reason: &'static str,
+        challenge: HeaderValue,
+    },
+    /// A non-JSON-RPC route or a failure before a JSON-RPC id is known.
+    Http {
+        status: StatusCode,
+        message: &'static str,
+        reason: &'static str,
+        allow: Option<&'static str>,
+    },
+    /// A JSON-RPC error answering the request `id`.
+    Rpc {
+        status: StatusCode,
+        id: Value,
+        error: RpcError,
+    },
+}
+
+impl Rejection {
+    pub fn rpc(id: Value, error: RpcError) -> Self {
+        Rejection::Rpc {
+            status: StatusCode::OK,
+            id,
+            error,
+        }
+    }
+
+    /// The reason code for logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::Unauthorized { reason, .. } => reason,
+            Rejection::Http { reason, .. } => reason,
+            Rejection::Rpc { error, .. } => error.reason,
+        }
+    }
+
+    pub fn render(self) -> Response<BoxBody> {
+        match self {
+            Rejection::Unauthorized { challenge, .. } => {
+                let mut r = json_response(StatusCode::UNAUTHORIZED, r#"{"error":"Unauthorized"}"#);
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+                r
+            }
+            Rejection::Http {
+                status,
+                message,
+                reason,
+                allow,
+            } => {
+                let body = json!({"error": message, "reason": reason}).to_string();
+                let mut r = json_response(status, body);
+                if let Some(allow) = allow {
+                    r.headers_mut()
+                        .insert(header::ALLOW, HeaderValue::from_static(allow));
+                }
+                r
+            }
+            Rejection::Rpc { status, id, error } => json_response(status, error_body(&id, &error)),
+        }
+    }
+}

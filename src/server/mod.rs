@@ -1,0 +1,184 @@
+//! The listener: accept loop, TLS handshake with a deadline, one hyper server for HTTP/1.1
+//! and HTTP/2, and a graceful drain on shutdown. Knows nothing of A2A.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::body::BoxBody;
+use crate::gate::{ConnInfo, Gate};
+use crate::policy::Policy;
+use crate::telemetry;
+use crate::tls;
+
+type HandlerFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<http::Response<BoxBody>, Infallible>> + Send>,
+>;
+
+/// The proxy could not start. The message names files and keys, never secrets.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A running proxy.
+pub struct Running {
+    pub local_addr: SocketAddr,
+    /// `server.public_url` with a port 0 replaced by the bound port.
+    pub public_url: url::Url,
+    /// Set when `tls.dev = true`.
+    pub dev_certs: Option<tls::dev::DevCerts>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests and streams finish (up to the drain timeout).
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Waits until the server has drained and stopped.
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Binds the listener and starts serving `policy`.
+pub async fn start(policy: Policy) -> Result<Running, StartError> {
+    let dev_certs = match &policy.tls.dev_dir {
+        Some(dir) => Some(tls::dev::ensure(dir).map_err(|e| StartError(e.to_string()))?),
+        None => None,
+    };
+    let tls_config = tls::server_config(&policy.tls.cert_file, &policy.tls.key_file)
+        .map_err(|e| StartError(e.to_string()))?;
+    let listener = TcpListener::bind(policy.server.listen)
+        .await
+        .map_err(|e| StartError(format!("cannot listen on {}: {e}", policy.server.listen)))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| StartError(format!("listener address: {e}")))?;
+    let mut public_url = policy.server.public_url.clone();
+    if public_url.port() == Some(0) {
+        public_url
+            .set_port(Some(local_addr.port()))
+            .map_err(|_| StartError("server.public_url: cannot set the port".into()))?;
+    }
+    let gate = Arc::new(Gate::new(&policy, &public_url).map_err(StartError)?);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let settings = ConnSettings {
+        handshake_timeout: policy.server.tls_handshake_timeout,
+        drain_timeout: policy.server.drain_timeout,
+        max_header_bytes: policy.server.max_header_bytes,
+    };
+    let task = tokio::spawn(accept_loop(
+        listener,
+        TlsAcceptor::from(tls_config),
+        gate,
+        settings,
+        shutdown_rx,
+    ));
+    Ok(Running {
+        local_addr,
+        public_url,
+        dev_certs,
+        shutdown,
+        task,
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ConnSettings {
+    handshake_timeout: Duration,
+    drain_timeout: Duration,
+    max_header_bytes: usize,
+}
+
+fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .max_buf_size(s.max_header_bytes.max(8192))
+        .keep_alive(true);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(s.max_header_bytes).unwrap_or(u32::MAX))
+        .max_concurrent_streams(128);
+    b
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    gate: Arc<Gate>,
+    settings: ConnSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = Arc::new(http_builder(&settings));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (tcp, peer) = match accepted {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of descriptors and the like: back off instead of spinning.
+                        telemetry::log("accept_error", json!({"error": e.to_string()}));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                let watcher = graceful.watcher();
+                let acceptor = acceptor.clone();
+                let gate = gate.clone();
+                let builder = builder.clone();
+                tokio::spawn(async move {
+                    let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(_)) | Err(_) => {
+                            telemetry::log("tls_handshake_failed", json!({"client": peer.ip().to_string()}));
+                            return;
+                        }
+                    };
+                    let conn = ConnInfo { peer };
+                    let svc = service_fn(move |req| {
+                        let gate = gate.clone();
+                        // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
+                        let fut: HandlerFuture = Box::pin(async move { Ok(gate.handle(conn, req).await) });
+                        fut
+                    });
+                    let connection = builder.serve_connection(TokioIo::new(tls), svc).into_owned();
+                    let _ = watcher.watch(connection).await;
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    telemetry::log("draining", json!({"connections": graceful.count()}));
+    tokio::select! {
+        _ = graceful.shutdown() => telemetry::log("drained", json!({})),
+        _ = tokio::time::sleep(settings.drain_timeout) => {
+            telemetry::log("drain_timeout", json!({"timeout_ms": settings.drain_timeout.as_millis() as u64}));
+        }
+    }
+}

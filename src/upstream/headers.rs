@@ -1,0 +1,98 @@
+//! What an agent sees of a caller's headers: an allow-list, after hop-by-hop removal.
+
+use http::header::{self, HeaderMap, HeaderName};
+
+/// Headers that are meaningful for one connection only (RFC 9110 §7.6.1), plus the
+/// non-standard ones proxies commonly treat so.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Caller headers an agent may receive. Everything else (credentials, cookies, forwarding
+/// headers, hop-by-hop headers) stays at the edge; the proxy adds its own.
+const FORWARDED: [HeaderName; 3] = [
+    HeaderName::from_static("a2a-version"),
+    HeaderName::from_static("a2a-extensions"),
+    header::ACCEPT,
+];
+
+/// Removes the hop-by-hop headers and every header that `Connection` names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// The headers to send upstream for a caller's request (without the upstream credential,
+/// which the forwarder adds).
+pub fn upstream_request_headers(caller: &HeaderMap) -> HeaderMap {
+    let mut h = caller.clone();
+    strip_hop_by_hop(&mut h);
+    let mut out = HeaderMap::new();
+    for name in FORWARDED {
+        for v in h.get_all(&name) {
+            out.append(name.clone(), v.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    #[test]
+    fn only_allowed_headers_survive() {
+        let mut h = HeaderMap::new();
+        let add = |h: &mut HeaderMap, k: &'static str, v: &'static str| {
+            h.append(k, HeaderValue::from_static(v));
+        };
+        add(&mut h, "authorization", "Bearer caller-secret");
+        add(&mut h, "x-api-key", "k");
+        add(&mut h, "cookie", "c=1");
+        add(&mut h, "x-forwarded-for", "1.2.3.4");
+        add(&mut h, "x-a2a-edge-principal", "forged");
+        add(&mut h, "a2a-version", "1.0");
+        add(&mut h, "a2a-extensions", "urn:a");
+        add(&mut h, "a2a-extensions", "urn:b, urn:c");
+        add(&mut h, "accept", "text/event-stream");
+        add(&mut h, "te", "trailers");
+        add(&mut h, "upgrade", "h2c");
+        let out = upstream_request_headers(&h);
+        assert_eq!(out.len(), 4, "{out:?}");
+        assert_eq!(out.get_all("a2a-extensions").iter().count(), 2);
+        assert_eq!(out["a2a-version"], "1.0");
+        assert!(out.get("authorization").is_none());
+    }
+
+    #[test]
+    fn connection_named_headers_are_hop_by_hop() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("close, A2A-Version"));
+        h.insert("a2a-version", HeaderValue::from_static("1.0"));
+        h.insert("accept", HeaderValue::from_static("*/*"));
+        let out = upstream_request_headers(&h);
+        assert!(out.get("a2a-version").is_none());
+        assert!(out.get("connection").is_none());
+        assert_eq!(out["accept"], "*/*");
+    }
+}

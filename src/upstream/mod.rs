@@ -1,0 +1,177 @@
+//! The agents behind the proxy: a pooled HTTP client (or the embedded engine), the headers
+//! an agent may see, and the relay of its responses (SSE event by event).
+
+mod headers;
+mod relay;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+
+pub use headers::{strip_hop_by_hop, upstream_request_headers};
+pub use relay::relay_response;
+
+use crate::body::BoxBody;
+use crate::engine::{Engine, EngineConfig};
+use crate::policy::{UpstreamPolicy, UpstreamTarget};
+
+/// Why an agent could not answer. Rendered to callers without addresses or internals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// Connection refused, reset, or DNS failure.
+    Unavailable,
+    /// No response head within the configured time.
+    Timeout,
+    /// The agent answered with something the proxy will not relay.
+    BadResponse,
+}
+
+impl UpstreamError {
+    pub fn reason(self) -> &'static str {
+        match self {
+            UpstreamError::Unavailable => "upstream.unavailable",
+            UpstreamError::Timeout => "upstream.timeout",
+            UpstreamError::BadResponse => "upstream.bad_response",
+        }
+    }
+    pub fn message(self) -> &'static str {
+        match self {
+            UpstreamError::Unavailable => "Upstream agent unavailable",
+            UpstreamError::Timeout => "Upstream agent timed out",
+            UpstreamError::BadResponse => "Upstream agent sent an invalid response",
+        }
+    }
+}
+
+enum Target {
+    Embedded(Arc<Engine>),
+    Http {
+        client: Box<Client<HttpConnector, Full<Bytes>>>,
+        /// The agent's JSON-RPC endpoint.
+        rpc: Uri,
+    },
+}
+
+/// One agent.
+pub struct Upstream {
+    pub name: String,
+    target: Target,
+    authorization: Option<HeaderValue>,
+    response_timeout: Duration,
+}
+
+impl Upstream {
+    pub fn from_policy(p: &UpstreamPolicy) -> Result<Upstream, String> {
+        let target = match &p.target {
+            UpstreamTarget::Embedded => Target::Embedded(Engine::new(EngineConfig::default())),
+            UpstreamTarget::Http(uri) => {
+                let mut connector = HttpConnector::new();
+                connector.set_connect_timeout(Some(p.connect_timeout));
+                connector.set_nodelay(true);
+                connector.enforce_http(true);
+                let client = Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(60))
+                    .pool_max_idle_per_host(64)
+                    .build(connector);
+                Target::Http {
+                    client: Box::new(client),
+                    rpc: uri.clone(),
+                }
+            }
+        };
+        let authorization = match &p.token {
+            None => None,
+            Some(t) => {
+                let mut v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
+                    format!(
+                        "upstreams {:?}: the token is not a valid header value",
+                        p.name
+                    )
+                })?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+        };
+        Ok(Upstream {
+            name: p.name.clone(),
+            target,
+            authorization,
+            response_timeout: p.response_timeout,
+        })
+    }
+
+    /// Sends a JSON-RPC body (already the proxy's own serialization) with sanitized headers.
+    pub async fn send_rpc(
+        &self,
+        mut headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, UpstreamError> {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let uri = match &self.target {
+            Target::Embedded(_) => Uri::from_static("/"),
+            Target::Http { rpc, .. } => rpc.clone(),
+        };
+        self.send(Method::POST, uri, headers, body).await
+    }
+
+    /// GETs a path on the agent (e.g. its card), with the agent's credential.
+    pub async fn get(&self, path: &'static str) -> Result<Response<BoxBody>, UpstreamError> {
+        let uri = match &self.target {
+            Target::Embedded(_) => Uri::from_static(path),
+            Target::Http { rpc, .. } => {
+                let mut parts = rpc.clone().into_parts();
+                parts.path_and_query = Some(http::uri::PathAndQuery::from_static(path));
+                Uri::from_parts(parts).map_err(|_| UpstreamError::Unavailable)?
+            }
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        self.send(Method::GET, uri, headers, Bytes::new()).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        uri: Uri,
+        mut headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, UpstreamError> {
+        if let Some(auth) = &self.authorization {
+            headers.insert(header::AUTHORIZATION, auth.clone());
+        }
+        let mut req = Request::new(body);
+        *req.method_mut() = method;
+        *req.uri_mut() = uri;
+        *req.headers_mut() = headers;
+        let exchange = async {
+            match &self.target {
+                Target::Embedded(engine) => Ok(engine.handle(req).await),
+                Target::Http { client, .. } => match client.request(req.map(Full::new)).await {
+                    Ok(resp) => Ok(resp.map(|b| {
+                        b.map_err(|e| -> crate::body::BodyError { Box::new(e) })
+                            .boxed_unsync()
+                    })),
+                    Err(e) => {
+                        crate::telemetry::log(
+                            "upstream_error",
+                            serde_json::json!({"upstream": self.name, "error": e.to_string()}),
+                        );
+                        Err(UpstreamError::Unavailable)
+                    }
+                },
+            }
+        };
+        // Bounds the wait for the response head; a stream's body is bounded elsewhere.
+        tokio::time::timeout(self.response_timeout, exchange)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout))
+    }
+}

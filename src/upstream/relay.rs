@@ -1,0 +1,117 @@
+//! Relaying an agent's response to the caller: JSON bodies bounded and whole; server-sent
+//! events one event at a time as they arrive, never buffered whole. If the agent fails in
+//! the middle of a stream, the caller gets an `event: error` frame, then the end.
+
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::UpstreamError;
+use crate::a2a::sse::{error_event, SseDecoder};
+use crate::a2a::{error_body, RpcError, SSE_CONTENT_TYPE};
+use crate::body::{collect_limited, BoxBody, ChannelBody};
+
+/// Bounds on what the proxy accepts from an agent.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayLimits {
+    pub max_json_bytes: usize,
+    pub max_event_bytes: usize,
+}
+
+impl Default for RelayLimits {
+    fn default() -> Self {
+        Self {
+            max_json_bytes: 64 * 1024 * 1024,
+            max_event_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
+/// used for an error frame if the stream breaks.
+pub async fn relay_response(
+    upstream: Response<BoxBody>,
+    id: &Value,
+    limits: RelayLimits,
+) -> Result<Response<BoxBody>, UpstreamError> {
+    if upstream.status() != StatusCode::OK {
+        crate::telemetry::log(
+            "upstream_status",
+            serde_json::json!({"status": upstream.status().as_u16()}),
+        );
+        return Err(UpstreamError::BadResponse);
+    }
+    let content_type = upstream
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    match media.as_str() {
+        "text/event-stream" => Ok(relay_sse(upstream.into_body(), id.clone(), limits)),
+        "application/json" => {
+            let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
+                .await
+                .map_err(|_| UpstreamError::BadResponse)?;
+            Ok(crate::body::json_response(StatusCode::OK, bytes))
+        }
+        _ => Err(UpstreamError::BadResponse),
+    }
+}
+
+fn relay_sse(mut body: BoxBody, id: Value, limits: RelayLimits) -> Response<BoxBody> {
+    let (tx, out) = ChannelBody::new(16);
+    tokio::spawn(async move {
+        let mut decoder = SseDecoder::new(limits.max_event_bytes);
+        let broken = |reason: &'static str| {
+            let err = RpcError::new(-32603, "Upstream stream failed", reason);
+            error_event(&error_body(&id, &err))
+        };
+        loop {
+            let frame = match body.frame().await {
+                None => break,
+                Some(Ok(f)) => f,
+                Some(Err(_)) => {
+                    let _ = tx.send(Ok(broken("upstream.stream_broken"))).await;
+                    return;
+                }
+            };
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers carry nothing for SSE
+            };
+            match decoder.push(&data) {
+                Ok(events) => {
+                    for ev in events {
+                        // The caller left: stop, dropping the agent's stream with it.
+                        if tx.send(Ok(ev.raw)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(_) => {
+                    let _ = tx.send(Ok(broken("upstream.bad_stream"))).await;
+                    return;
+                }
+            }
+        }
+        if decoder.pending() > 0 {
+            // The agent ended in the middle of an event: what it sent cannot be trusted whole.
+            let _ = tx.send(Ok(broken("upstream.stream_truncated"))).await;
+        }
+    });
+    let mut resp = Response::new(out.boxed());
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(SSE_CONTENT_TYPE),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}

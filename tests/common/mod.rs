@@ -1,0 +1,464 @@
+//! Shared test harness: temp dirs, the proxy on port 0 over real TLS, real HTTP/1.1 and
+//! HTTP/2 clients (hyper over tokio-rustls), a standalone engine and a recording upstream.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_edge::policy::{LoadMode, Policy};
+use a2a_edge::server::{self, Running};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A temp directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "a2a-edge-{tag}-{}",
+            a2a_edge::policy::random_token()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub const TOKEN: &str = "test-token-0123456789";
+pub const UPSTREAM_TOKEN: &str = "upstream-secret-abcdef";
+
+/// Options for a test proxy.
+pub struct ProxyOpts {
+    pub upstream_url: String,
+    pub extra_server: String,
+    pub extra_upstream: String,
+    pub extra_policy: String,
+    pub upstream_token_env: Option<&'static str>,
+}
+
+impl Default for ProxyOpts {
+    fn default() -> Self {
+        Self {
+            upstream_url: "embedded".into(),
+            extra_server: String::new(),
+            extra_upstream: String::new(),
+            extra_policy: String::new(),
+            upstream_token_env: None,
+        }
+    }
+}
+
+/// A proxy serving on 127.0.0.1:0 with dev certificates in a temp dir.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub public_url: String,
+    pub ca: PathBuf,
+    pub running: Option<Running>,
+    pub dir: TempDir,
+}
+
+pub fn policy_text(dir: &Path, o: &ProxyOpts) -> String {
+    let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
+    let upstream_token = match o.upstream_token_env {
+        Some(var) => format!("token_env = \"{var}\"\n"),
+        None => String::new(),
+    };
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+{extra_server}
+[tls]
+dev = true
+dev_dir = "{dir}/certs"
+
+[[upstreams]]
+name = "agent-1"
+url = "{url}"
+{upstream_token}{extra_upstream}
+[auth]
+[[auth.bearer]]
+principal = "tester"
+token_sha256 = "{token_sha}"
+{extra_policy}
+"#,
+        extra_server = o.extra_server,
+        dir = dir.display(),
+        url = o.upstream_url,
+        extra_upstream = o.extra_upstream,
+        extra_policy = o.extra_policy,
+    )
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Proxy {
+    pub async fn start(o: ProxyOpts) -> Proxy {
+        let dir = TempDir::new("proxy");
+        let text = policy_text(dir.path(), &o);
+        let policy = Policy::from_toml(Path::new("test.toml"), &text, LoadMode::Serve)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let running = server::start(policy).await.unwrap();
+        Proxy {
+            addr: running.local_addr,
+            public_url: running.public_url.to_string(),
+            ca: dir.path().join("certs/ca.pem"),
+            running: Some(running),
+            dir,
+        }
+    }
+
+    pub async fn client(&self, proto: Proto) -> Client {
+        Client::connect(self.addr, &self.ca, proto).await
+    }
+
+    /// Stops the proxy and waits for the drain.
+    pub async fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown();
+            r.wait().await;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    H1,
+    H2,
+}
+
+pub const PROTOS: [Proto; 2] = [Proto::H1, Proto::H2];
+
+enum Sender {
+    H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
+    H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+/// One TLS connection speaking HTTP/1.1 or HTTP/2 (negotiated by ALPN).
+pub struct Client {
+    sender: Sender,
+    pub alpn: Option<Vec<u8>>,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr, ca: &Path, proto: Proto) -> Client {
+        let alpn: &[&[u8]] = match proto {
+            Proto::H1 => &[b"http/1.1"],
+            Proto::H2 => &[b"h2"],
+        };
+        let cfg = a2a_edge::tls::client_config(ca, alpn).unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let negotiated = tls.get_ref().1.alpn_protocol().map(|p| p.to_vec());
+        let io = TokioIo::new(tls);
+        let sender = match proto {
+            Proto::H1 => {
+                let (s, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+                tokio::spawn(conn);
+                Sender::H1(s)
+            }
+            Proto::H2 => {
+                let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .unwrap();
+                tokio::spawn(conn);
+                Sender::H2(s)
+            }
+        };
+        Client {
+            sender,
+            alpn: negotiated,
+        }
+    }
+
+    /// Sends a request and returns the response with its body unread.
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Response<Incoming> {
+        match &mut self.sender {
+            Sender::H1(s) => {
+                s.ready().await.unwrap();
+                s.send_request(req).await.unwrap()
+            }
+            Sender::H2(s) => {
+                s.ready().await.unwrap();
+                s.send_request(req).await.unwrap()
+            }
+        }
+    }
+
+    pub async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> (StatusCode, HeaderMap, Bytes) {
+        let mut b = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(format!("https://localhost{path}"));
+        if matches!(self.sender, Sender::H1(_)) {
+            b = b.header("host", "localhost");
+        }
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let resp = self.send(b.body(Full::new(body.into())).unwrap()).await;
+        let (parts, body) = resp.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        (parts.status, parts.headers, bytes)
+    }
+
+    /// POSTs a JSON-RPC request with the test token and `A2A-Version: 1.0`.
+    pub async fn rpc(&mut self, method: &str, params: Value) -> Value {
+        let (status, _, body) = self.rpc_raw(method, params).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    pub async fn rpc_raw(&mut self, method: &str, params: Value) -> (StatusCode, HeaderMap, Bytes) {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.request("POST", "/", &rpc_headers(), body.to_string())
+            .await
+    }
+
+    /// Starts a streaming JSON-RPC call and returns the response with its body unread.
+    pub async fn rpc_stream(&mut self, method: &str, params: Value) -> Response<Incoming> {
+        let body = json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params});
+        let mut b = Request::builder().method("POST").uri("https://localhost/");
+        if matches!(self.sender, Sender::H1(_)) {
+            b = b.header("host", "localhost");
+        }
+        for (k, v) in rpc_headers() {
+            b = b.header(k, v);
+        }
+        b = b.header("accept", "text/event-stream");
+        self.send(b.body(Full::new(Bytes::from(body.to_string()))).unwrap())
+            .await
+    }
+}
+
+pub fn rpc_headers() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("authorization", "Bearer test-token-0123456789"),
+        ("a2a-version", "1.0"),
+        ("content-type", "application/json"),
+    ]
+}
+
+/// Reads server-sent events one at a time from a streaming response.
+pub struct EventReader {
+    body: Incoming,
+    decoder: a2a_edge::a2a::sse::SseDecoder,
+    queue: std::collections::VecDeque<a2a_edge::a2a::sse::SseEvent>,
+}
+
+impl EventReader {
+    pub fn new(resp: Response<Incoming>) -> EventReader {
+        EventReader {
+            body: resp.into_body(),
+            decoder: a2a_edge::a2a::sse::SseDecoder::new(1 << 24),
+            queue: Default::default(),
+        }
+    }
+
+    /// The next event with data (comments skipped), or None at the end of the stream.
+    pub async fn next(&mut self) -> Option<(Option<String>, Value)> {
+        loop {
+            while let Some(ev) = self.queue.pop_front() {
+                if let Some(data) = ev.data {
+                    return Some((ev.event, serde_json::from_str(&data).unwrap()));
+                }
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(30), self.body.frame())
+                .await
+                .expect("stream stalled")?;
+            let frame = frame.ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.queue.extend(self.decoder.push(&data).unwrap());
+            }
+        }
+    }
+
+    /// Every remaining event.
+    pub async fn rest(&mut self) -> Vec<(Option<String>, Value)> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next().await {
+            out.push(e);
+        }
+        out
+    }
+}
+
+/// A standalone engine on 127.0.0.1:0 (plain HTTP); returns its JSON-RPC URL.
+pub async fn start_engine() -> (String, tokio::sync::oneshot::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let engine = a2a_edge::engine::Engine::new(a2a_edge::engine::EngineConfig {
+        public_url: url.clone(),
+        ..Default::default()
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(a2a_edge::engine::serve(listener, engine, async move {
+        let _ = rx.await;
+    }));
+    (url, tx)
+}
+
+/// One request as the recording upstream saw it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// How the recording upstream answers.
+#[derive(Clone)]
+pub enum Reply {
+    /// A JSON-RPC result echoing the request id.
+    Echo,
+    /// Never answers.
+    Hang,
+    /// Sends the first SSE event, then breaks the connection.
+    BreakStream,
+}
+
+/// A plain-HTTP upstream that records every request it receives.
+pub struct RecordingUpstream {
+    pub url: String,
+    pub seen: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl RecordingUpstream {
+    pub async fn start(reply: Reply) -> RecordingUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let seen2 = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let seen = seen2.clone();
+                let reply = reply.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let seen = seen.clone();
+                        let reply = reply.clone();
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            let body = body.collect().await.unwrap().to_bytes();
+                            seen.lock().unwrap().push(Recorded {
+                                method: parts.method.clone(),
+                                path: parts.uri.path().to_string(),
+                                headers: parts.headers.clone(),
+                                body: body.clone(),
+                            });
+                            Ok::<_, Infallible>(answer(reply, &parts.uri, &body).await)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), svc)
+                        .await;
+                });
+            }
+        });
+        RecordingUpstream { url, seen }
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// JSON-RPC requests only (the card fetch is a GET).
+    pub fn rpc_requests(&self) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == Method::POST)
+            .collect()
+    }
+}
+
+type TestBody = a2a_edge::body::BoxBody;
+
+async fn answer(reply: Reply, uri: &http::Uri, body: &Bytes) -> Response<TestBody> {
+    let json = |v: Value| {
+        Response::builder()
+            .header("content-type", "application/json")
+            .body(
+                Full::new(Bytes::from(v.to_string()))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .unwrap()
+    };
+    if uri.path() == "/.well-known/agent-card.json" {
+        return json(json!({
+            "name": "recorder", "version": "1", "description": "records",
+            "supportedInterfaces": [{"url": "http://10.1.2.3:9/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "capabilities": {"streaming": true}, "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"], "skills": []
+        }));
+    }
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null);
+    match reply {
+        Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
+        Reply::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            json(json!({}))
+        }
+        Reply::BreakStream => {
+            let first = format!(
+                "data: {}\r\n\r\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": {"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}}})
+            );
+            // The first event is flushed, then the connection breaks mid-stream.
+            let (tx, body) = a2a_edge::body::ChannelBody::new(4);
+            tokio::spawn(async move {
+                let _ = tx.send(Ok(Bytes::from(first))).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = tx.send(Err("agent died".into())).await;
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(body.boxed())
+                .unwrap()
+        }
+    }
+}
+
+/// An address nothing listens on.
+pub async fn closed_port_url() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    format!("http://{addr}/")
+}

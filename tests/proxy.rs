@@ -1,0 +1,345 @@
+//! The walking skeleton end to end: the proxy over real TLS (HTTP/1.1 and HTTP/2) in front of
+//! the embedded engine, a standalone engine, or a recording upstream.
+
+mod common;
+
+use common::*;
+use http::StatusCode;
+use serde_json::{json, Value};
+
+fn message(text: &str) -> Value {
+    json!({"message": {"messageId": format!("m-{}", a2a_edge::policy::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+#[tokio::test]
+async fn alpn_negotiates_both_protocols_and_health_needs_no_auth() {
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let want: &[u8] = if proto == Proto::H1 {
+            b"http/1.1"
+        } else {
+            b"h2"
+        };
+        assert_eq!(c.alpn.as_deref(), Some(want));
+        let (status, headers, body) = c.request("GET", "/health", &[], "").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers["content-type"], "application/json");
+        assert_eq!(body, r#"{"status":"healthy"}"#);
+    }
+}
+
+#[tokio::test]
+async fn card_is_public_and_points_at_the_public_url() {
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let (status, headers, body) = c
+            .request("GET", "/.well-known/agent-card.json", &[], "")
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let card: Value = serde_json::from_slice(&body).unwrap();
+        let ifaces = card["supportedInterfaces"].as_array().unwrap();
+        assert_eq!(ifaces.len(), 1);
+        assert_eq!(ifaces[0]["url"], proxy.public_url.as_str());
+        assert_eq!(ifaces[0]["protocolBinding"], "JSONRPC");
+        assert_eq!(
+            card["securitySchemes"]["bearerAuth"]["httpAuthSecurityScheme"]["scheme"],
+            "Bearer"
+        );
+        let len: usize = headers["content-length"].to_str().unwrap().parse().unwrap();
+        assert_eq!(len, body.len());
+        let (status, headers, body) = c
+            .request("HEAD", "/.well-known/agent-card.json", &[], "")
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.is_empty());
+        assert_eq!(
+            headers["content-length"]
+                .to_str()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap(),
+            len
+        );
+    }
+}
+
+#[tokio::test]
+async fn card_from_an_http_upstream_never_leaks_its_address() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, body) = c
+        .request(
+            "GET",
+            "/.well-known/agent-card.json",
+            &[
+                ("host", "evil.example"),
+                ("x-forwarded-host", "evil.example"),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(!text.contains("10.1.2.3"), "{text}");
+    assert!(!text.contains("evil.example"), "{text}");
+    assert!(text.contains(&proxy.public_url), "{text}");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_get_json_errors() {
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let cases: &[(&str, &str, StatusCode, Option<&str>)] = &[
+            ("GET", "/nope", StatusCode::NOT_FOUND, None),
+            ("GET", "/iac-code/readiness", StatusCode::NOT_FOUND, None),
+            ("POST", "/message:send", StatusCode::NOT_FOUND, None),
+            ("GET", "/", StatusCode::METHOD_NOT_ALLOWED, Some("POST")),
+            (
+                "DELETE",
+                "/health",
+                StatusCode::METHOD_NOT_ALLOWED,
+                Some("GET, HEAD"),
+            ),
+            (
+                "POST",
+                "/.well-known/agent-card.json",
+                StatusCode::METHOD_NOT_ALLOWED,
+                Some("GET, HEAD"),
+            ),
+        ];
+        for (m, path, status, allow) in cases {
+            let (got, headers, body) = c.request(m, path, &rpc_headers(), "").await;
+            assert_eq!(got, *status, "{m} {path}");
+            assert_eq!(headers["content-type"], "application/json");
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert!(v["error"].is_string(), "{v}");
+            assert_eq!(headers.get("allow").map(|h| h.to_str().unwrap()), *allow);
+        }
+    }
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_get_401_and_never_reach_the_agent() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let cases: &[&[(&str, &str)]] = &[
+            &[],
+            &[("authorization", "Bearer wrong-token")],
+            &[("authorization", "Basic dGVzdDp0ZXN0")],
+            &[("authorization", "Bearer")],
+            &[("authorization", "bearer test-token-0123456789x")],
+        ];
+        for headers in cases {
+            let mut h = headers.to_vec();
+            h.push(("a2a-version", "1.0"));
+            let (status, rh, rb) = c.request("POST", "/", &h, body.clone()).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{headers:?}");
+            assert_eq!(rb, r#"{"error":"Unauthorized"}"#);
+            assert!(rh["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer"));
+        }
+    }
+    assert!(up.rpc_requests().is_empty(), "{:?}", up.rpc_requests());
+}
+
+#[tokio::test]
+async fn body_over_the_cap_is_refused_before_the_agent() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_policy: "[a2a]\nmax_body_bytes = 1024\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message(&"x".repeat(2000))}).to_string();
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let (status, _, body) = c.request("POST", "/", &rpc_headers(), big.clone()).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], -32600);
+        assert_eq!(v["error"]["data"][0]["reason"], "body.too_large");
+        // Exactly at the cap is fine.
+        let small =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+        let (status, _, _) = c.request("POST", "/", &rpc_headers(), small).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(
+        up.rpc_requests().len(),
+        2,
+        "only the small requests arrived"
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_is_answered_at_the_edge() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H2).await;
+    let cases: &[(&str, i64)] = &[
+        ("{", -32700),
+        ("[]", -32600),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{}}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}"#,
+            -32602,
+        ),
+    ];
+    for (body, code) in cases {
+        let (status, _, rb) = c.request("POST", "/", &rpc_headers(), *body).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert_eq!(v["error"]["code"], *code, "{body}: {v}");
+        assert_eq!(v["error"]["data"][0]["domain"], "a2a-protocol.org");
+    }
+    assert!(up.rpc_requests().is_empty());
+}
+
+#[tokio::test]
+async fn forwarded_requests_are_sanitized_and_reserialized() {
+    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_TOKEN_1", UPSTREAM_TOKEN);
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        upstream_token_env: Some("A2A_EDGE_TEST_UPSTREAM_TOKEN_1"),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let raw = "{ \"params\" : {\"id\":\"t-1\"}, \"method\":\"GetTask\",\n \"id\": 42, \"jsonrpc\":\"2.0\" }";
+    let mut h = rpc_headers();
+    h.extend([
+        ("cookie", "session=caller"),
+        ("x-forwarded-for", "6.6.6.6"),
+        ("a2a-extensions", "urn:a"),
+        ("a2a-extensions", "urn:b"),
+        ("x-a2a-edge-principal", "forged"),
+        ("connection", "keep-alive, x-custom"),
+        ("x-custom", "hop"),
+    ]);
+    let (status, _, body) = c.request("POST", "/", &h, raw).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["id"], 42);
+    assert_eq!(v["result"]["echo"], true);
+    let seen = up.rpc_requests();
+    assert_eq!(seen.len(), 1);
+    let r = &seen[0];
+    assert_eq!(
+        r.headers["authorization"],
+        format!("Bearer {UPSTREAM_TOKEN}").as_str()
+    );
+    assert_eq!(r.headers["a2a-version"], "1.0");
+    let ext: Vec<_> = r
+        .headers
+        .get_all("a2a-extensions")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ext.join(","), "urn:a,urn:b");
+    for gone in [
+        "cookie",
+        "x-forwarded-for",
+        "x-a2a-edge-principal",
+        "x-custom",
+    ] {
+        assert!(r.headers.get(gone).is_none(), "{gone} reached the agent");
+    }
+    let forwarded = std::str::from_utf8(&r.body).unwrap();
+    assert!(
+        !forwarded.contains(' ') && !forwarded.contains('\n'),
+        "{forwarded}"
+    );
+    let fv: Value = serde_json::from_str(forwarded).unwrap();
+    assert_eq!(
+        fv,
+        json!({"jsonrpc": "2.0", "id": 42, "method": "GetTask", "params": {"id": "t-1"}})
+    );
+}
+
+#[tokio::test]
+async fn upstream_down_or_silent_gives_a_clear_error_not_a_hang() {
+    let down = Proxy::start(ProxyOpts {
+        upstream_url: closed_port_url().await,
+        ..Default::default()
+    })
+    .await;
+    let up = RecordingUpstream::start(Reply::Hang).await;
+    let silent = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_upstream: "response_timeout_ms = 300\n".into(),
+        ..Default::default()
+    })
+    .await;
+    for (proxy, reason) in [
+        (&down, "upstream.unavailable"),
+        (&silent, "upstream.timeout"),
+    ] {
+        for proto in PROTOS {
+            let mut c = proxy.client(proto).await;
+            let v = c.rpc("GetTask", json!({"id": "t"})).await;
+            assert_eq!(v["error"]["code"], -32603, "{v}");
+            assert_eq!(v["error"]["data"][0]["reason"], reason, "{v}");
+            assert!(!v.to_string().contains("127.0.0.1"), "address leaked: {v}");
+        }
+    }
+    // The card route says so too.
+    let mut c = down.client(Proto::H1).await;
+    let (status, _, _) = c
+        .request("GET", "/.well-known/agent-card.json", &[], "")
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn agent_dying_mid_stream_gives_an_error_frame_then_the_end() {
+    let up = RecordingUpstream::start(Reply::BreakStream).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let mut events = EventReader::new(resp);
+        let (kind, first) = events.next().await.unwrap();
+        assert_eq!(kind, None);
+        assert_eq!(first["result"]["task"]["id"], "t1");
+        let rest = events.rest().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        assert_eq!(rest[0].0.as_deref(), Some("error"));
+        assert_eq!(rest[0].1["error"]["code"], -32603);
+        assert_eq!(rest[0].1["id"], "s1");
+    }
+}
