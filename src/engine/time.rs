@@ -1,0 +1,206 @@
+//! RFC 3339 UTC timestamps as ProtoJSON writes them (`2026-11-29T20:36:26.776406Z`), from
+//! `SystemTime`, without a date crate. Times are kept as microseconds since the Unix epoch.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Microseconds since the Unix epoch, now (0 if the clock is before 1970).
+pub(crate) fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for a time in microseconds since the epoch.
+pub(crate) fn format_rfc3339(micros: u64) -> String {
+    let secs = micros / 1_000_000;
+    let frac = micros % 1_000_000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Parses an RFC 3339 date-time (`T` or space separator, optional fraction of any length,
+/// `Z` or a `±HH:MM` offset) into microseconds since the epoch. Times before 1970 give 0.
+pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let part = b.get(from..from + len)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(
+            part.iter()
+                .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')),
+        )
+    };
+    let year = num(0, 4)?;
+    let month = num(5, 2)?;
+    let day = num(8, 2)?;
+    let hour = num(11, 2)?;
+    let minute = num(14, 2)?;
+    let second = num(17, 2)?;
+    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut micros = 0i64;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 6 {
+                micros = micros * 10 + i64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0 {
+            return None;
+        }
+        for _ in digits..6 {
+            micros *= 10;
+        }
+    }
+    let offset_secs = match b.get(i..)? {
+        [b'Z'] | [b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let digits = [*h1, *h2, *m1, *m2];
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let oh = i64::from((h1 - b'0') * 10 + (h2 - b'0'));
+            let om = i64::from((m1 - b'0') * 10 + (m2 - b'0'));
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let off = oh * 3600 + om * 60;
+            if *sign == b'+' {
+                off
+            } else {
+                -off
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    if secs < 0 {
+        return Some(0);
+    }
+    u64::try_from(secs * 1_000_000 + micros).ok()
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if is_leap(y) => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// (year, month, day) to days since 1970-01-01.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00.000000Z");
+        // 2026-11-29T20:36:26.776406Z
+        assert_eq!(
+            format_rfc3339(1_795_984_586_776_406),
+            "2026-11-29T20:36:26.776406Z"
+        );
+        // a leap day
+        assert_eq!(
+            format_rfc3339(951_782_400_000_001),
+            "2000-02-29T00:00:00.000001Z"
+        );
+    }
+
+    #[test]
+    fn parses_what_it_formats_and_common_forms() {
+        for us in [
+            0u64,
+            1,
+            951_782_400_000_001,
+            1_795_984_586_776_406,
+            now_micros(),
+        ] {
+            assert_eq!(parse_rfc3339(&format_rfc3339(us)), Some(us));
+        }
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:01Z"), Some(1_000_000));
+        assert_eq!(parse_rfc3339("1970-01-01T01:00:01+01:00"), Some(1_000_000));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00.5z"), Some(500_000));
+        assert_eq!(
+            parse_rfc3339("1970-01-01T00:00:00.123456789Z"),
+            Some(123_456)
+        );
+        assert_eq!(parse_rfc3339("1960-01-01T00:00:00Z"), Some(0));
+        for bad in [
+            "",
+            "2026-11-29",
+            "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-11-29T24:00:00Z",
+            "2026-11-29T20:36:26",
+            "2026-11-29T20:36:26.Z",
+            "2026-11-29T20:36:26Zjunk",
+            "2026-11-29X20:36:26Z",
+            "2026-11-29T20:36:26+1:00",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+    }
+}
