@@ -1,0 +1,227 @@
+//! The `a2a-edge` binary as a real child process: `check`, `serve` (dev credentials, ready
+//! file, SIGTERM drain with exit 0) and `engine`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use http::StatusCode;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_a2a-edge");
+
+/// Kills the child on drop, so a failing test leaves no process behind.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sigterm(child: &Child) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the process did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn check_accepts_the_shipped_policy_without_side_effects() {
+    let dir = TempDir::new("cli-check");
+    let out = Command::new(BIN)
+        .args(["check", "--policy"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("OK"), "{stdout}");
+    assert!(stdout.contains("embedded task engine"), "{stdout}");
+    assert!(
+        !dir.path().join("certs").exists(),
+        "check must not generate files"
+    );
+}
+
+#[test]
+fn check_names_file_line_and_key_of_an_error() {
+    let dir = TempDir::new("cli-bad");
+    let file = dir.path().join("bad.toml");
+    let text = policy_text(dir.path(), &ProxyOpts::default())
+        .replace("[tls]\n", "[tls]\nunknown_key = 1\n");
+    std::fs::write(&file, &text).unwrap();
+    let out = Command::new(BIN)
+        .args(["check", "--policy"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("unknown_key"))
+        .unwrap()
+        + 1;
+    assert!(stderr.contains(&format!("bad.toml:{line}")), "{stderr}");
+    assert!(stderr.contains("unknown_key"), "{stderr}");
+
+    let missing = Command::new(BIN)
+        .args(["check", "--policy", "/nonexistent/p.toml"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let bad_cmd = Command::new(BIN).arg("frobnicate").output().unwrap();
+    assert_eq!(bad_cmd.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn serve_prints_a_working_dev_credential_and_drains_on_sigterm() {
+    let dir = TempDir::new("cli-serve");
+    let policy = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+[tls]
+dev = true
+dev_dir = "{d}/certs/dev"
+[[upstreams]]
+name = "engine"
+url = "embedded"
+[auth]
+[[auth.bearer]]
+principal = "dev"
+token_file = "{d}/certs/dev/bearer-token"
+generate_if_missing = true
+"#,
+        d = dir.path().display()
+    );
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, policy).unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(["serve", "--policy"])
+            .arg(&file)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let addr = info["listen"].as_str().unwrap().parse().unwrap();
+    let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
+    let token = token.trim();
+
+    // The printed banner carries the token and a curl example.
+    let mut stdout = BufReader::new(child.0.stdout.take().unwrap());
+    let mut banner = String::new();
+    while !banner.contains("curl") {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "{banner}");
+        banner.push_str(&line);
+    }
+    assert!(banner.contains(token), "{banner}");
+
+    let ca = dir.path().join("certs/dev/ca.pem");
+    let mut c = Client::connect(addr, &ca, Proto::H2).await;
+    let auth = format!("Bearer {token}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let (status, _, rb) = c
+        .request(
+            "POST",
+            "/",
+            &[("authorization", &auth), ("a2a-version", "1.0")],
+            body,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{v}"
+    );
+
+    // The client keeps its idle HTTP/2 connection open: the drain must still finish promptly
+    // (the runtime stays free to answer the server's GOAWAY).
+    sigterm(&child.0);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0));
+    drop(c);
+}
+
+#[test]
+fn engine_runs_standalone_and_stops_on_sigterm() {
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(["engine", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("engine listening on ")
+        .unwrap()
+        .to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    use std::io::{Read, Write};
+    tcp.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    tcp.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains(r#"{"status":"healthy"}"#), "{resp}");
+    sigterm(&child.0);
+    assert_eq!(wait_exit(&mut child.0).code(), Some(0));
+}
