@@ -184,7 +184,10 @@ generate_if_missing = true
         if let Some(status) = child.0.try_wait().unwrap() {
             break status;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "no exit after SIGTERM");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no exit after SIGTERM"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(status.code(), Some(0));
