@@ -38,6 +38,20 @@ pub fn json_response(status: StatusCode, bytes: impl Into<Bytes>) -> Response<Bo
     resp
 }
 
+/// A `200` server-sent-events response around `body`, with the headers that keep proxies and
+/// caches from buffering it.
+pub fn sse_response(body: BoxBody) -> Response<BoxBody> {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::a2a::SSE_CONTENT_TYPE),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
 /// A body fed chunk by chunk from a channel; it ends when every sender is dropped.
 /// Used for server-sent events: each chunk is written to the wire as soon as it is sent.
 pub struct ChannelBody {

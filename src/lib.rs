@@ -12,5 +12,6 @@ pub mod gate;
 pub mod policy;
 pub mod server;
 pub mod telemetry;
+pub mod time;
 pub mod tls;
 pub mod upstream;

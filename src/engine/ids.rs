@@ -31,7 +31,7 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 fn fallback_bytes() -> [u8; 16] {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = super::time::now_micros();
+    let t = crate::time::now_micros();
     let mut input = [0u8; 16];
     input[..8].copy_from_slice(&n.to_le_bytes());
     input[8..].copy_from_slice(&t.to_le_bytes());

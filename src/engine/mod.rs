@@ -7,7 +7,7 @@
 //!
 //! Rooms: `rpc` (methods), `params` (checked params), `store` (tasks, turns, state machine,
 //! paging), `task` (ProtoJSON shapes), `agent` (the echo agent and its directives), `stream`
-//! (SSE), `card`, `serve`, `time`, `ids`.
+//! (SSE), `card`, `serve`, `ids` (time formatting is `crate::time`).
 
 mod agent;
 mod card;
@@ -18,7 +18,6 @@ mod serve;
 mod store;
 mod stream;
 mod task;
-mod time;
 
 #[cfg(test)]
 mod tests;

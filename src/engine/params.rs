@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 
 use super::store::{decode_page_token, ListQuery};
 use super::task::TaskState;
-use super::time;
 use crate::a2a::RpcError;
+use crate::time;
 
 /// ListTasks page size without `pageSize`.
 pub(crate) const DEFAULT_PAGE_SIZE: usize = 50;

@@ -14,9 +14,10 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use tokio::sync::{broadcast, watch};
 
+use super::ids;
 use super::task::{agent_message, Artifacts, TaskRecord, TaskState};
-use super::{ids, time};
 use crate::a2a::RpcError;
+use crate::time;
 
 /// Tasks kept in memory; beyond this the oldest finished ones are evicted.
 pub(crate) const MAX_TASKS: usize = 10_000;

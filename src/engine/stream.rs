@@ -6,31 +6,18 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::Response;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::store::Events;
-use crate::a2a::{error_body, result_body, sse, RpcError, SSE_CONTENT_TYPE};
-use crate::body::{full, BoxBody, ChannelBody};
+use crate::a2a::{error_body, result_body, sse, RpcError};
+use crate::body::{full, sse_response, BoxBody, ChannelBody};
 
 /// Events the writer may run ahead of the client before it waits.
 const BODY_CAPACITY: usize = 16;
 /// Keep-alive comment interval on a quiet stream (as sse-starlette).
 const PING_EVERY: Duration = Duration::from_secs(15);
-
-fn sse_headers(body: BoxBody) -> Response<BoxBody> {
-    let mut resp = Response::new(body);
-    *resp.status_mut() = StatusCode::OK;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(SSE_CONTENT_TYPE),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
-}
 
 fn event(id: &Value, result: Value) -> Bytes {
     sse::data_event(&result_body(id, result))
@@ -38,7 +25,7 @@ fn event(id: &Value, result: Value) -> Bytes {
 
 /// A stream of exactly one event (a bare message, or a task that is already final).
 pub(crate) fn single(id: &Value, result: Value) -> Response<BoxBody> {
-    sse_headers(full(event(id, result)))
+    sse_response(full(event(id, result)))
 }
 
 /// A stream that starts with `first` and relays `events` until the one that ends the turn.
@@ -68,7 +55,7 @@ pub(crate) fn relay(id: Value, first: Value, mut events: Events) -> Response<Box
                     }
                 },
                 _ = ping.tick() => {
-                    let now = super::time::format_rfc3339(super::time::now_micros());
+                    let now = crate::time::format_rfc3339(crate::time::now_micros());
                     if tx.send(Ok(sse::comment(&format!("ping - {now}")))).await.is_err() {
                         return;
                     }
@@ -76,5 +63,5 @@ pub(crate) fn relay(id: Value, first: Value, mut events: Events) -> Response<Box
             }
         }
     });
-    sse_headers(body.boxed())
+    sse_response(body.boxed())
 }

@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 
 use serde_json::{json, Map, Value};
 
-use super::{ids, time};
+use super::ids;
+use crate::time;
 
 /// Messages kept per task; the oldest go first.
 pub(crate) const MAX_HISTORY: usize = 1_000;

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::a2a::sse::SseDecoder;
+use crate::time;
 
 /// Guards against a hang; never a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(20);

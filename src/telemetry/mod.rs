@@ -2,18 +2,14 @@
 //! low-cardinality codes and identities, never secrets or request bodies.
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-/// Writes one log line: `{"ts_ms":…,"event":…, …fields}`.
+/// Writes one log line: `{"ts":"<RFC 3339>","event":…, …fields}`.
 pub fn log(event: &str, fields: Value) {
     let mut line = Map::new();
-    let ts_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    line.insert("ts_ms".into(), Value::from(ts_ms));
+    let ts = crate::time::format_rfc3339(crate::time::now_micros());
+    line.insert("ts".into(), Value::from(ts));
     line.insert("event".into(), Value::from(event));
     if let Value::Object(f) = fields {
         line.extend(f);

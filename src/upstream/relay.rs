@@ -2,14 +2,14 @@
 //! events one event at a time as they arrive, never buffered whole. If the agent fails in
 //! the middle of a stream, the caller gets an `event: error` frame, then the end.
 
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{header, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::UpstreamError;
 use crate::a2a::sse::{error_event, SseDecoder};
-use crate::a2a::{error_body, RpcError, SSE_CONTENT_TYPE};
-use crate::body::{collect_limited, BoxBody, ChannelBody};
+use crate::a2a::{error_body, RpcError};
+use crate::body::{collect_limited, sse_response, BoxBody, ChannelBody};
 
 /// Bounds on what the proxy accepts from an agent.
 #[derive(Debug, Clone, Copy)]
@@ -105,13 +105,5 @@ fn relay_sse(mut body: BoxBody, id: Value, limits: RelayLimits) -> Response<BoxB
             let _ = tx.send(Ok(broken("upstream.stream_truncated"))).await;
         }
     });
-    let mut resp = Response::new(out.boxed());
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(SSE_CONTENT_TYPE),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
+    sse_response(out.boxed())
 }

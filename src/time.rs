@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Microseconds since the Unix epoch, now (0 if the clock is before 1970).
-pub(crate) fn now_micros() -> u64 {
+pub fn now_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
@@ -12,7 +12,7 @@ pub(crate) fn now_micros() -> u64 {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for a time in microseconds since the epoch.
-pub(crate) fn format_rfc3339(micros: u64) -> String {
+pub fn format_rfc3339(micros: u64) -> String {
     let secs = micros / 1_000_000;
     let frac = micros % 1_000_000;
     let days = (secs / 86_400) as i64;
@@ -28,7 +28,7 @@ pub(crate) fn format_rfc3339(micros: u64) -> String {
 
 /// Parses an RFC 3339 date-time (`T` or space separator, optional fraction of any length,
 /// `Z` or a `±HH:MM` offset) into microseconds since the epoch. Times before 1970 give 0.
-pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
+pub fn parse_rfc3339(s: &str) -> Option<u64> {
     let b = s.as_bytes();
     if b.len() < 20 {
         return None;
