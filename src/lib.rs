@@ -15,3 +15,4 @@ pub mod telemetry;
 pub mod time;
 pub mod tls;
 pub mod upstream;
+pub mod validate;

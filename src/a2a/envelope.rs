@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::json::{parse_strict, JsonError, MAX_DEPTH};
 use super::{Method, RpcError};
 
 /// A parsed JSON-RPC request. Forwarding re-serializes this value: the upstream never sees
@@ -26,8 +27,14 @@ impl RpcRequest {
     /// Parses and checks a JSON-RPC 2.0 request body.
     pub fn parse(body: &[u8]) -> Result<RpcRequest, EnvelopeError> {
         let refuse = |id: Value, error: RpcError| EnvelopeError { id, error };
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|_| refuse(Value::Null, RpcError::parse_error("Parse error")))?;
+        let value = parse_strict(body, MAX_DEPTH).map_err(|e| {
+            let message = match e {
+                JsonError::Syntax => "Parse error",
+                JsonError::DuplicateKey => "Parse error: duplicate object key",
+                JsonError::TooDeep => "Parse error: nested too deep",
+            };
+            refuse(Value::Null, RpcError::new(-32700, message, e.reason()))
+        })?;
         let obj = match value {
             Value::Object(obj) => obj,
             Value::Array(_) => {

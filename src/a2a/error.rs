@@ -23,10 +23,6 @@ impl RpcError {
         }
     }
 
-    /// -32700: the body is not JSON.
-    pub fn parse_error(message: impl Into<String>) -> Self {
-        Self::new(-32700, message, "jsonrpc.parse")
-    }
     /// -32600: the envelope is not a valid JSON-RPC 2.0 request.
     pub fn invalid_request(message: impl Into<String>, reason: &'static str) -> Self {
         Self::new(-32600, message, reason)

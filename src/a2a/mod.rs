@@ -3,6 +3,7 @@
 
 pub mod envelope;
 pub mod error;
+pub mod json;
 pub mod method;
 pub mod sse;
 

@@ -1,0 +1,283 @@
+//! Typed access to JSON-RPC params: each getter checks one field and yields the sanitized
+//! value; [`Fields::finish`] returns only the fields that were checked, so unknown fields never
+//! reach an agent.
+//!
+//! | reason | when |
+//! |---|---|
+//! | `params.missing` | a required field is absent |
+//! | `params.type` | a field has the wrong JSON type |
+//! | `id.invalid` | a task, context, push-config or tenant id is not 1–128 of `[A-Za-z0-9_.:-]` |
+//! | `int.range` | an integer is out of its range (`historyLength` ≥ 0, `pageSize` 1–100, ...) |
+//! | `string.invalid` | a string is empty, too long, or holds control characters |
+
+use serde_json::{Map, Value};
+
+use crate::a2a::RpcError;
+
+/// Longest task, context or push-config id (as iac-code).
+pub const MAX_ID_LEN: usize = 128;
+
+/// Whether `s` is an A2A id as iac-code accepts it: 1–128 of `[A-Za-z0-9_.:-]`.
+pub fn is_valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ID_LEN
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+}
+
+pub(crate) fn invalid(message: impl Into<String>, reason: &'static str) -> RpcError {
+    RpcError::invalid_params(message, reason)
+}
+
+/// A params object being checked: fields move from `src` to `out` as they pass.
+pub struct Fields {
+    src: Map<String, Value>,
+    out: Map<String, Value>,
+    /// The JSON path of this object, for messages (`params.message`).
+    path: &'static str,
+}
+
+impl Fields {
+    pub fn new(src: Map<String, Value>, path: &'static str) -> Fields {
+        Fields {
+            src,
+            out: Map::new(),
+            path,
+        }
+    }
+
+    /// The object as far as it was checked; unchecked fields are dropped.
+    pub fn finish(self) -> Map<String, Value> {
+        self.out
+    }
+
+    pub fn put(&mut self, key: &str, v: Value) {
+        self.out.insert(key.to_string(), v);
+    }
+
+    fn missing(&self, key: &str) -> RpcError {
+        invalid(format!("{}.{key} is required", self.path), "params.missing")
+    }
+
+    fn wrong_type(&self, key: &str, what: &str) -> RpcError {
+        invalid(format!("{}.{key} must be {what}", self.path), "params.type")
+    }
+
+    /// Removes a field for the caller to check (no copy to the output).
+    pub fn take(&mut self, key: &str) -> Option<Value> {
+        match self.src.remove(key) {
+            // ProtoJSON treats an explicit null like an absent field.
+            Some(Value::Null) | None => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    pub fn take_required(&mut self, key: &str) -> Result<Value, RpcError> {
+        self.take(key).ok_or_else(|| self.missing(key))
+    }
+
+    pub fn object(&mut self, key: &str) -> Result<Option<Map<String, Value>>, RpcError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m)),
+            Some(_) => Err(self.wrong_type(key, "an object")),
+        }
+    }
+
+    pub fn required_object(&mut self, key: &str) -> Result<Map<String, Value>, RpcError> {
+        self.object(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    /// An optional id field, copied to the output when present.
+    pub fn id(&mut self, key: &str) -> Result<Option<String>, RpcError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::String(s)) if is_valid_id(&s) => {
+                self.put(key, Value::String(s.clone()));
+                Ok(Some(s))
+            }
+            Some(_) => Err(invalid(
+                format!("{}.{key} must be 1-{MAX_ID_LEN} characters of letters, digits, '_', '.', ':' or '-'", self.path),
+                "id.invalid",
+            )),
+        }
+    }
+
+    pub fn required_id(&mut self, key: &str) -> Result<String, RpcError> {
+        if !self.src.contains_key(key) || self.src.get(key) == Some(&Value::Null) {
+            return Err(self.missing(key));
+        }
+        self.id(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    /// An optional integer in `range`, copied to the output as an integer. Integral floats
+    /// (`10.0`) are accepted, as protobuf's JSON parser does.
+    pub fn int(
+        &mut self,
+        key: &str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Result<Option<i64>, RpcError> {
+        let Some(v) = self.take(key) else {
+            return Ok(None);
+        };
+        let n = match &v {
+            Value::Number(n) => n.as_i64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                    .map(|f| f as i64)
+            }),
+            _ => None,
+        };
+        match n {
+            Some(n) if range.contains(&n) => {
+                self.put(key, Value::from(n));
+                Ok(Some(n))
+            }
+            Some(_) => Err(invalid(
+                format!(
+                    "{}.{key} must be between {} and {}",
+                    self.path,
+                    range.start(),
+                    range.end()
+                ),
+                "int.range",
+            )),
+            None => Err(self.wrong_type(key, "an integer")),
+        }
+    }
+
+    pub fn bool(&mut self, key: &str) -> Result<Option<bool>, RpcError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => {
+                self.put(key, Value::Bool(b));
+                Ok(Some(b))
+            }
+            Some(_) => Err(self.wrong_type(key, "a boolean")),
+        }
+    }
+
+    /// An optional string of 1..=max bytes without control characters, copied to the output.
+    pub fn string(&mut self, key: &str, max: usize) -> Result<Option<String>, RpcError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => {
+                if s.is_empty() || s.len() > max || s.chars().any(char::is_control) {
+                    return Err(invalid(
+                        format!(
+                            "{}.{key} must be 1-{max} bytes without control characters",
+                            self.path
+                        ),
+                        "string.invalid",
+                    ));
+                }
+                self.put(key, Value::String(s.clone()));
+                Ok(Some(s))
+            }
+            Some(_) => Err(self.wrong_type(key, "a string")),
+        }
+    }
+
+    /// An optional array of strings (each as [`Fields::string`] would accept), at most `max_items`.
+    pub fn strings(
+        &mut self,
+        key: &str,
+        max_items: usize,
+        max_len: usize,
+        each: impl Fn(&str) -> bool,
+    ) -> Result<(), RpcError> {
+        let Some(v) = self.take(key) else {
+            return Ok(());
+        };
+        let Value::Array(items) = v else {
+            return Err(self.wrong_type(key, "an array of strings"));
+        };
+        if items.len() > max_items {
+            return Err(invalid(
+                format!("{}.{key} has more than {max_items} items", self.path),
+                "params.too_many",
+            ));
+        }
+        for item in &items {
+            match item {
+                Value::String(s)
+                    if !s.is_empty()
+                        && s.len() <= max_len
+                        && !s.chars().any(char::is_control)
+                        && each(s) => {}
+                _ => {
+                    return Err(invalid(
+                        format!("{}.{key} holds an invalid item", self.path),
+                        "params.type",
+                    ))
+                }
+            }
+        }
+        self.put(key, Value::Array(items));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn id_table() {
+        let long = "a".repeat(MAX_ID_LEN);
+        let too_long = "a".repeat(MAX_ID_LEN + 1);
+        let ok = ["a", "task-1", "ctx_2.b:c", "550e8400-e29b-41d4-a716-446655440000", long.as_str()];
+        let bad = [
+            "", too_long.as_str(), "a/b", "../x", "a b", "a\u{0}b", "é", "ａ", "a\nb", "a%2Fb",
+            "a\\b", "a?b", "a#b", "\u{200b}a", "a\u{2024}b",
+        ];
+        for s in ok {
+            assert!(is_valid_id(s), "{s:?}");
+        }
+        for s in bad {
+            assert!(!is_valid_id(s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn getters_copy_only_what_passed() {
+        let src = json!({"id": "t1", "historyLength": 3.0, "junk": 1, "flag": true, "n": null});
+        let Value::Object(m) = src else { unreachable!() };
+        let mut f = Fields::new(m, "params");
+        assert_eq!(f.required_id("id").unwrap(), "t1");
+        assert_eq!(f.int("historyLength", 0..=i32::MAX as i64).unwrap(), Some(3));
+        assert_eq!(f.bool("flag").unwrap(), Some(true));
+        assert_eq!(f.int("n", 0..=1).unwrap(), None);
+        assert_eq!(Value::Object(f.finish()), json!({"id": "t1", "historyLength": 3, "flag": true}));
+    }
+
+    #[test]
+    fn getter_errors() {
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({}), "params.missing"),
+            (json!({"id": null}), "params.missing"),
+            (json!({"id": 5}), "id.invalid"),
+            (json!({"id": "a/b"}), "id.invalid"),
+        ];
+        for (v, reason) in cases {
+            let Value::Object(m) = v.clone() else { unreachable!() };
+            let e = Fields::new(m, "params").required_id("id").unwrap_err();
+            assert_eq!(e.reason, reason, "{v}");
+            assert_eq!(e.code, -32602);
+        }
+        let ints: Vec<(Value, &str)> = vec![
+            (json!({"k": -1}), "int.range"),
+            (json!({"k": 101}), "int.range"),
+            (json!({"k": 1.5}), "params.type"),
+            (json!({"k": "5"}), "params.type"),
+            (json!({"k": 1e300}), "params.type"),
+        ];
+        for (v, reason) in ints {
+            let Value::Object(m) = v.clone() else { unreachable!() };
+            let e = Fields::new(m, "params").int("k", 0..=100).unwrap_err();
+            assert_eq!(e.reason, reason, "{v}");
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Per-method checks of A2A 1.0 params: which fields each method takes, what each must be,
+//! and the sanitized params to forward (unknown fields dropped, values normalized).
+//!
+//! | reason | when |
+//! |---|---|
+//! | `message.id` | `messageId` missing, empty, over 256 bytes or with control characters |
+//! | `message.role` | `role` other than `ROLE_USER` |
+//! | `message.parts` | `parts` missing, empty, over 256 items, or an item that is not an object |
+//! | `task_state.invalid` | `status` is not a TaskState name |
+//! | `timestamp.invalid` | `statusTimestampAfter` is not RFC 3339 |
+//! | `workspace.conflict` | request-level and message-level `iac_code.cwd` differ |
+//!
+//! plus the reasons of [`super::fields`], [`super::parts`], [`super::workspace`],
+//! [`super::metadata`] and [`super::push_url`].
+
+use serde_json::{Map, Value};
+
+use super::fields::{invalid, is_valid_id, Fields, MAX_ID_LEN};
+use super::media::MediaTypes;
+use super::metadata::{check_metadata, MetadataPolicy};
+use super::parts::{check_part, PartRules};
+use super::push_url::{check_push_url, PushUrlPolicy};
+use super::workspace::{resolve_cwd, Workspace, WorkspacePolicy};
+use crate::a2a::{Method, RpcError};
+
+/// Most parts in one message.
+pub const MAX_PARTS: usize = 256;
+const MAX_MESSAGE_ID: usize = 256;
+const MAX_PAGE_TOKEN: usize = 1024;
+const MAX_TOKEN: usize = 4096;
+const INT32_MAX: i64 = i32::MAX as i64;
+
+const TASK_STATES: [&str; 8] = [
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+];
+
+/// Everything a request is checked against, for one caller.
+pub struct Rules<'a> {
+    pub media: &'a MediaTypes,
+    pub workspace: &'a WorkspacePolicy,
+    pub metadata: &'a MetadataPolicy,
+    pub push: &'a PushUrlPolicy,
+    pub principal: &'a str,
+}
+
+/// What the checks learned that later stages need.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// A push callback URL in the request (checked; for an optional DNS check).
+    pub push_url: Option<url::Url>,
+    /// The workspace the request names, if any.
+    pub workspace: Option<Workspace>,
+}
+
+/// Checks `params` for `method` and returns the params to forward.
+pub fn check_params(
+    method: Method,
+    params: Map<String, Value>,
+    rules: &Rules,
+) -> Result<(Map<String, Value>, Checked), RpcError> {
+    let mut f = Fields::new(params, "params");
+    let mut checked = Checked::default();
+    f.id("tenant")?;
+    match method {
+        Method::SendMessage | Method::SendStreamingMessage => {
+            send_message(&mut f, rules, &mut checked)?
+        }
+        Method::GetTask => {
+            f.required_id("id")?;
+            f.int("historyLength", 0..=INT32_MAX)?;
+        }
+        Method::ListTasks => {
+            f.id("contextId")?;
+            task_state(&mut f, "status")?;
+            f.int("pageSize", 1..=100)?;
+            f.string("pageToken", MAX_PAGE_TOKEN)?;
+            f.int("historyLength", 0..=INT32_MAX)?;
+            timestamp(&mut f, "statusTimestampAfter")?;
+            f.bool("includeArtifacts")?;
+        }
+        Method::CancelTask => {
+            f.required_id("id")?;
+            metadata(&mut f, rules)?;
+        }
+        Method::SubscribeToTask => {
+            f.required_id("id")?;
+        }
+        Method::CreateTaskPushNotificationConfig => {
+            checked.push_url = Some(push_config(&mut f, rules, true)?);
+        }
+        Method::GetTaskPushNotificationConfig | Method::DeleteTaskPushNotificationConfig => {
+            f.required_id("taskId")?;
+            f.required_id("id")?;
+        }
+        Method::ListTaskPushNotificationConfigs => {
+            f.required_id("taskId")?;
+            f.int("pageSize", 1..=100)?;
+            f.string("pageToken", MAX_PAGE_TOKEN)?;
+        }
+        Method::GetExtendedAgentCard => {}
+    }
+    Ok((f.finish(), checked))
+}
+
+fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<(), RpcError> {
+    let message = f.required_object("message")?;
+    let mut m = Fields::new(message, "params.message");
+    // The workspace first: file parts are checked against it.
+    let request_meta = f.object("metadata")?;
+    let message_meta = m.object("metadata")?;
+    let mut cwds = Vec::new();
+    for meta in [&request_meta, &message_meta].into_iter().flatten() {
+        check_metadata(&Value::Object(meta.clone()), rules.principal, rules.metadata)?;
+        if let Some(cwd) = meta.get("iac_code").and_then(|v| v.get("cwd")) {
+            cwds.push(resolve_cwd(cwd, rules.workspace)?);
+        }
+    }
+    let workspace = match cwds.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        [a, b, ..] if a.logical == b.logical => Some(a.clone()),
+        _ => {
+            return Err(invalid(
+                "the request and the message name different workspaces",
+                "workspace.conflict",
+            ))
+        }
+    };
+    let logical = workspace
+        .as_ref()
+        .map(|w| Value::String(w.logical.to_string_lossy().into_owned()));
+    for (meta, target) in [(request_meta, &mut *f), (message_meta, &mut m)] {
+        if let Some(mut meta) = meta {
+            if let (Some(cwd), Some(Value::Object(iac))) = (&logical, meta.get_mut("iac_code")) {
+                if iac.contains_key("cwd") {
+                    iac.insert("cwd".into(), cwd.clone());
+                }
+            }
+            target.put("metadata", Value::Object(meta));
+        }
+    }
+
+    match m.take("messageId") {
+        Some(Value::String(id))
+            if !id.is_empty() && id.len() <= MAX_MESSAGE_ID && !id.chars().any(char::is_control) =>
+        {
+            m.put("messageId", Value::String(id))
+        }
+        _ => {
+            return Err(invalid(
+                format!("params.message.messageId must be 1-{MAX_MESSAGE_ID} bytes"),
+                "message.id",
+            ))
+        }
+    }
+    match m.take("role") {
+        Some(Value::String(r)) if r == "ROLE_USER" => {}
+        // ProtoJSON also accepts the enum number.
+        Some(Value::Number(n)) if n.as_i64() == Some(1) => {}
+        _ => {
+            return Err(invalid(
+                "params.message.role must be ROLE_USER",
+                "message.role",
+            ))
+        }
+    }
+    m.put("role", Value::from("ROLE_USER"));
+    m.id("contextId")?;
+    m.id("taskId")?;
+    m.strings("extensions", 32, 512, |s| s.contains(':'))?;
+    m.strings("referenceTaskIds", 64, MAX_ID_LEN, is_valid_id)?;
+    let parts = match m.take("parts") {
+        Some(Value::Array(p)) if !p.is_empty() && p.len() <= MAX_PARTS => p,
+        _ => {
+            return Err(invalid(
+                format!("params.message.parts must hold 1-{MAX_PARTS} parts"),
+                "message.parts",
+            ))
+        }
+    };
+    let part_rules = PartRules {
+        media: rules.media,
+        workspace: workspace.as_ref(),
+        policy: rules.workspace,
+    };
+    let mut clean = Vec::with_capacity(parts.len());
+    for part in parts {
+        let Value::Object(mut part) = part else {
+            return Err(invalid(
+                "params.message.parts must hold objects",
+                "message.parts",
+            ));
+        };
+        check_part(&mut part, &part_rules)?;
+        clean.push(Value::Object(part));
+    }
+    m.put("parts", Value::Array(clean));
+    f.put("message", Value::Object(m.finish()));
+
+    if let Some(config) = f.object("configuration")? {
+        let mut c = Fields::new(config, "params.configuration");
+        c.strings("acceptedOutputModes", 64, 255, |s| s.contains('/'))?;
+        c.int("historyLength", 0..=INT32_MAX)?;
+        c.bool("returnImmediately")?;
+        if let Some(push) = c.object("taskPushNotificationConfig")? {
+            let mut p = Fields::new(push, "params.configuration.taskPushNotificationConfig");
+            checked.push_url = Some(push_config(&mut p, rules, false)?);
+            c.put("taskPushNotificationConfig", Value::Object(p.finish()));
+        }
+        f.put("configuration", Value::Object(c.finish()));
+    }
+    checked.workspace = workspace;
+    Ok(())
+}
+
+/// A TaskPushNotificationConfig (top level of Create, or inside SendMessage's configuration,
+/// where the task id is not known yet).
+fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url::Url, RpcError> {
+    if task_required {
+        f.required_id("taskId")?;
+    } else {
+        f.id("taskId")?;
+    }
+    f.id("id")?;
+    f.id("tenant")?;
+    let url = match f.take_required("url")? {
+        Value::String(s) => check_push_url(&s, rules.push)?,
+        _ => return Err(invalid("push url must be a string", "params.type")),
+    };
+    f.put("url", Value::String(url.as_str().to_string()));
+    f.string("token", MAX_TOKEN)?;
+    if let Some(auth) = f.object("authentication")? {
+        let mut a = Fields::new(auth, "authentication");
+        a.string("scheme", 64)?;
+        a.string("credentials", MAX_TOKEN)?;
+        f.put("authentication", Value::Object(a.finish()));
+    }
+    Ok(url)
+}
+
+fn metadata(f: &mut Fields, rules: &Rules) -> Result<(), RpcError> {
+    if let Some(meta) = f.object("metadata")? {
+        let v = Value::Object(meta);
+        check_metadata(&v, rules.principal, rules.metadata)?;
+        f.put("metadata", v);
+    }
+    Ok(())
+}
+
+fn task_state(f: &mut Fields, key: &str) -> Result<(), RpcError> {
+    let name = match f.take(key) {
+        None => return Ok(()),
+        Some(Value::String(s)) if TASK_STATES.contains(&s.as_str()) => s,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(i @ 1..=8) => TASK_STATES[(i - 1) as usize].to_string(),
+            _ => return Err(invalid("status must be a TaskState", "task_state.invalid")),
+        },
+        Some(_) => return Err(invalid("status must be a TaskState", "task_state.invalid")),
+    };
+    f.put(key, Value::String(name));
+    Ok(())
+}
+
+fn timestamp(f: &mut Fields, key: &str) -> Result<(), RpcError> {
+    match f.take(key) {
+        None => Ok(()),
+        Some(Value::String(s)) if s.len() <= 64 && crate::time::parse_rfc3339(&s).is_some() => {
+            f.put(key, Value::String(s));
+            Ok(())
+        }
+        Some(_) => Err(invalid(
+            format!("{key} must be an RFC 3339 timestamp"),
+            "timestamp.invalid",
+        )),
+    }
+}

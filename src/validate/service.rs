@@ -1,0 +1,256 @@
+//! Service parameters (A2A spec §3.2.6, §3.6): `A2A-Version`, `A2A-Extensions`, and the
+//! request's `Content-Type`. Each check also yields the normalized value to forward.
+//!
+//! | reason | code | when |
+//! |---|---|---|
+//! | `content_type.unsupported` | -32005 | `Content-Type` missing, not `application/json`, or a charset other than UTF-8 |
+//! | `version.unsupported` | -32009 | `A2A-Version` missing or empty (means 0.3), malformed, or a major other than 1 |
+//! | `version.ambiguous` | -32009 | more than one `A2A-Version` header |
+//! | `extensions.malformed` | -32600 | an `A2A-Extensions` entry that is not a plausible URI, or too many |
+//! | `extensions.missing_required` | -32008 | a URI of `a2a.required_extensions` was not requested |
+
+use std::collections::BTreeSet;
+
+use http::header::{HeaderMap, CONTENT_TYPE};
+use http::HeaderValue;
+
+use crate::a2a::RpcError;
+
+pub const VERSION_HEADER: &str = "a2a-version";
+pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
+const MAX_EXTENSIONS: usize = 32;
+const MAX_EXTENSION_URI: usize = 512;
+
+/// Only `application/json`, optionally with `charset=utf-8` (any case, quoted or not).
+pub fn check_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
+    let refuse = || {
+        RpcError::new(
+            -32005,
+            "Content-Type must be application/json",
+            "content_type.unsupported",
+        )
+    };
+    let mut values = headers.get_all(CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(refuse());
+    };
+    let text = value.to_str().map_err(|_| refuse())?.to_ascii_lowercase();
+    let mut parts = text.split(';').map(str::trim);
+    if parts.next() != Some("application/json") {
+        return Err(refuse());
+    }
+    for param in parts {
+        match param.split_once('=') {
+            Some(("charset", v)) if matches!(v.trim_matches('"'), "utf-8" | "utf8") => {}
+            _ if param.is_empty() => {}
+            _ => return Err(refuse()),
+        }
+    }
+    Ok(())
+}
+
+/// Checks `A2A-Version` and returns the value to forward. Missing or empty means 0.3, which
+/// this proxy does not speak; only major version 1 is accepted (`1`, `1.0`, `1.1`, `1.0.7`).
+pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
+    let mut values = headers.get_all(VERSION_HEADER).iter();
+    let value = match (values.next(), values.next()) {
+        (_, Some(_)) => {
+            return Err(RpcError::new(
+                -32009,
+                "A2A-Version must be sent once",
+                "version.ambiguous",
+            ))
+        }
+        (None, None) => None,
+        (Some(v), None) => Some(v),
+    };
+    let text = value
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or("");
+    let shown = if text.is_empty() {
+        "0.3"
+    } else if text.len() <= 16 && text.bytes().all(|b| b.is_ascii_graphic()) {
+        text
+    } else {
+        "invalid"
+    };
+    let unsupported = || {
+        let mut e = RpcError::version_not_supported(shown);
+        e.reason = "version.unsupported";
+        e
+    };
+    let mut numbers = text.split('.');
+    let major = numbers.next().unwrap_or("");
+    let well_formed = text.len() <= 16
+        && !major.is_empty()
+        && major.bytes().all(|b| b.is_ascii_digit())
+        && numbers.all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if !well_formed || major.parse::<u32>().ok() != Some(1) {
+        return Err(unsupported());
+    }
+    HeaderValue::from_str(text).map_err(|_| unsupported())
+}
+
+/// The requested extensions (all `A2A-Extensions` lines, split on commas, trimmed, empty
+/// items dropped), after checking that every required URI is among them. Returns the
+/// normalized header to forward, if any were requested.
+pub fn check_extensions(
+    headers: &HeaderMap,
+    required: &[String],
+) -> Result<Option<HeaderValue>, RpcError> {
+    let malformed = || {
+        RpcError::invalid_request("A2A-Extensions is malformed", "extensions.malformed")
+    };
+    let mut requested = Vec::new();
+    for value in headers.get_all(EXTENSIONS_HEADER) {
+        let text = value.to_str().map_err(|_| malformed())?;
+        for uri in text.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            if uri.len() > MAX_EXTENSION_URI
+                || !uri.bytes().all(|b| b.is_ascii_graphic())
+                || !uri.contains(':')
+            {
+                return Err(malformed());
+            }
+            if !requested.contains(&uri) {
+                requested.push(uri);
+            }
+        }
+    }
+    if requested.len() > MAX_EXTENSIONS {
+        return Err(malformed());
+    }
+    let missing: BTreeSet<&str> = required
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !requested.contains(r))
+        .collect();
+    if !missing.is_empty() {
+        let list: Vec<&str> = missing.into_iter().collect();
+        return Err(RpcError::new(
+            -32008,
+            format!(
+                "Required A2A extensions were not requested: {}",
+                list.join(", ")
+            ),
+            "extensions.missing_required",
+        ));
+    }
+    if requested.is_empty() {
+        return Ok(None);
+    }
+    HeaderValue::from_str(&requested.join(", "))
+        .map(Some)
+        .map_err(|_| malformed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &[u8])]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn content_type_table() {
+        let cases: &[(&[(&str, &[u8])], bool)] = &[
+            (&[("content-type", b"application/json")], true),
+            (&[("content-type", b"Application/JSON; charset=UTF-8")], true),
+            (&[("content-type", b"application/json;charset=\"utf-8\"")], true),
+            (&[("content-type", b"application/json; charset=latin1")], false),
+            (&[("content-type", b"application/json; boundary=x")], false),
+            (&[("content-type", b"text/plain")], false),
+            (&[("content-type", b"application/jsonx")], false),
+            (&[("content-type", b"application/a2a+json")], false),
+            (&[("content-type", b"application/x-www-form-urlencoded")], false),
+            (&[], false),
+            (&[("content-type", b"application/json"), ("content-type", b"application/json")], false),
+        ];
+        for (h, ok) in cases {
+            let got = check_content_type(&headers(h));
+            assert_eq!(got.is_ok(), *ok, "{h:?}");
+            if let Err(e) = got {
+                assert_eq!(e.code, -32005);
+            }
+        }
+    }
+
+    #[test]
+    fn version_table() {
+        let cases: &[(&[&[u8]], Result<&str, &str>)] = &[
+            (&[b"1.0"], Ok("1.0")),
+            (&[b"1"], Ok("1")),
+            (&[b"1.1"], Ok("1.1")),
+            (&[b"1.0.7"], Ok("1.0.7")),
+            (&[b" 1.0 "], Ok("1.0")),
+            (&[b"01.0"], Ok("01.0")),
+            (&[], Err("version.unsupported")),
+            (&[b""], Err("version.unsupported")),
+            (&[b"0.3"], Err("version.unsupported")),
+            (&[b"2.0"], Err("version.unsupported")),
+            (&[b"1.0, 0.3"], Err("version.unsupported")),
+            (&[b"1..0"], Err("version.unsupported")),
+            (&[b"1.0-beta"], Err("version.unsupported")),
+            (&[b"abc"], Err("version.unsupported")),
+            (&[b"99999999999999999999"], Err("version.unsupported")),
+            (&[b"1.0", b"0.3"], Err("version.ambiguous")),
+            (&[b"1.0", b"1.0"], Err("version.ambiguous")),
+        ];
+        for (values, want) in cases {
+            let pairs: Vec<(&str, &[u8])> = values.iter().map(|v| ("a2a-version", *v)).collect();
+            match (check_version(&headers(&pairs)), want) {
+                (Ok(v), Ok(w)) => assert_eq!(v, *w),
+                (Err(e), Err(r)) => {
+                    assert_eq!(e.code, -32009, "{values:?}");
+                    assert_eq!(e.reason, *r, "{values:?}");
+                }
+                (got, want) => panic!("{values:?}: {got:?} vs {want:?}"),
+            }
+        }
+        // The message shows what was sent only when it is short, printable ASCII.
+        let e = check_version(&headers(&[("a2a-version", b"0.3")])).unwrap_err();
+        assert!(e.message.contains("'0.3'"));
+        let e = check_version(&headers(&[("a2a-version", b"<script>alert(1)</script>")])).unwrap_err();
+        assert!(e.message.contains("'invalid'"), "{}", e.message);
+    }
+
+    #[test]
+    fn extensions_table() {
+        let req = vec!["urn:x:a".to_string(), "urn:x:b".to_string()];
+        let long = format!("urn:{}", "a".repeat(MAX_EXTENSION_URI));
+        let many: String = (0..=MAX_EXTENSIONS).map(|i| format!("urn:e:{i},")).collect();
+        type Case<'a> = (Vec<&'a [u8]>, &'a [String], Result<Option<&'a str>, &'a str>);
+        let cases: Vec<Case> = vec![
+            (vec![], &[], Ok(None)),
+            (vec![b"urn:x:a, urn:x:b"], &req, Ok(Some("urn:x:a, urn:x:b"))),
+            (vec![b"urn:x:a", b" urn:x:b ,,"], &req, Ok(Some("urn:x:a, urn:x:b"))),
+            (vec![b"urn:x:b,urn:x:a,urn:x:a"], &req, Ok(Some("urn:x:b, urn:x:a"))),
+            (vec![b"urn:x:a"], &req, Err("extensions.missing_required")),
+            (vec![], &req, Err("extensions.missing_required")),
+            (vec![b"URN:X:A, urn:x:b"], &req, Err("extensions.missing_required")),
+            (vec![b"urn:x:a urn:x:b"], &req, Err("extensions.malformed")),
+            (vec![b"not-a-uri"], &[], Err("extensions.malformed")),
+            (vec![long.as_bytes()], &[], Err("extensions.malformed")),
+            (vec![many.as_bytes()], &[], Err("extensions.malformed")),
+        ];
+        for (values, required, want) in cases {
+            let pairs: Vec<(&str, &[u8])> = values.iter().map(|v| ("a2a-extensions", *v)).collect();
+            match (check_extensions(&headers(&pairs), required), want) {
+                (Ok(v), Ok(w)) => assert_eq!(v.as_ref().map(|v| v.to_str().unwrap()), w),
+                (Err(e), Err(r)) => assert_eq!(e.reason, r, "{values:?}"),
+                (got, want) => panic!("{values:?}: {got:?} vs {want:?}"),
+            }
+        }
+        let e = check_extensions(&HeaderMap::new(), &req).unwrap_err();
+        assert_eq!(e.code, -32008);
+        assert_eq!(e.message, "Required A2A extensions were not requested: urn:x:a, urn:x:b");
+    }
+}
