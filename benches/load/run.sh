@@ -221,6 +221,7 @@ smoke a2a-edge --cacert "$CERTS/ca.pem" "$EDGE_URL"
 smoke nginx --cacert "$CERTS/ca.pem" "$NGINX_URL"
 
 # ---- measure
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 declare -A OUT
 run_wrk() { # name url
     local name=$1 url=$2
@@ -249,7 +250,7 @@ nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
 edge_v=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown)
 rustc_v=$(rustc --version 2>/dev/null | awk '{print $1, $2}' || echo "rustc ?")
 ossl_v=$(openssl version 2>/dev/null | awk '{print $1, $2}' || echo "openssl ?")
-header="$(date -u '+%Y-%m-%d %H:%M:%S UTC') · nproc $(nproc) · CPU: $cpu · $wrk_v · $nginx_v · a2a-edge $edge_v ($rustc_v) · $ossl_v"
+header="$(date -u '+%Y-%m-%d %H:%M:%S UTC') · nproc $(nproc) · CPU: $cpu · load avg before $LOAD_BEFORE · $wrk_v · $nginx_v · a2a-edge $edge_v ($rustc_v) · $ossl_v"
 settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS; all on one machine (wrk shares the cores)"
 
 python3 - "$header" "$settings" "$RESULTS" \
