@@ -12,6 +12,8 @@
 #   WARMUP       seconds of unmeasured warm-up per target (default 2; 0 = none)
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
+#   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
+#                a2a-edge does (one JSON line per request on stderr); 0: off
 #   RESULTS      output file (default benches/load/results.md)
 #   READY_TIMEOUT seconds to wait for each server to come up (default 60)
 set -euo pipefail
@@ -23,13 +25,14 @@ CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-2}
 NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
+NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-for v in DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS READY_TIMEOUT; do
+for v in DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
 done
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
@@ -194,7 +197,12 @@ log "a2a-edge at $EDGE_URL"
 NGX="$TMP/nginx"
 mkdir -p "$NGX/tmp"
 NGINX_PORT=$(free_port)
-sed -e "s|@PREFIX@|$NGX|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" \
+if ((NGINX_ACCESS_LOG)); then
+    access_log="access_log $NGX/access.log combined;"
+else
+    access_log="access_log off;"
+fi
+sed -e "s|@PREFIX@|$NGX|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" -e "s|@ACCESS_LOG@|$access_log|g" \
     -e "s|@ENGINE_PORT@|$ENGINE_PORT|g" -e "s|@NGINX_PORT@|$NGINX_PORT|g" \
     -e "s|@CERT@|$CERTS/server.pem|g" -e "s|@KEY@|$CERTS/server.key|g" \
     "$HERE/nginx.conf.tmpl" >"$NGX/nginx.conf"
@@ -221,6 +229,20 @@ smoke a2a-edge --cacert "$CERTS/ca.pem" "$EDGE_URL"
 smoke nginx --cacert "$CERTS/ca.pem" "$NGINX_URL"
 
 # ---- measure
+# names and logs of the servers, to check after every run that none died
+# (a crash under load, or a Ctrl-C that wrk survived but the servers did not)
+SERVER_NAMES=(engine a2a-edge nginx)
+SERVER_LOGS=("$TMP/engine.log" "$TMP/edge/proxy.log" "$NGX/error.log")
+check_servers() {
+    local i
+    for i in "${!SERVER_NAMES[@]}"; do
+        if ! kill -0 "${PIDS[i]}" 2>/dev/null; then
+            log "${SERVER_NAMES[i]} (pid ${PIDS[i]}) is no longer running; last log lines:"
+            tail -n 20 "${SERVER_LOGS[i]}" >&2 2>/dev/null || true
+            die "${SERVER_NAMES[i]} died during the benchmark ($1); no results written"
+        fi
+    done
+}
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 declare -A OUT
 run_wrk() { # name url
@@ -231,12 +253,13 @@ run_wrk() { # name url
             -s "$HERE/sendmessage.lua" "$url" >"$TMP/warmup.$name.txt" 2>&1 || true
     fi
     log "$name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency $url"
-    timeout --kill-after=10 $((DURATION + 60)) \
+    timeout --foreground --kill-after=10 $((DURATION + 60)) \
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s --latency \
         -s "$HERE/sendmessage.lua" "$url" >"$TMP/wrk.$name.txt" 2>&1 ||
         log "$name: wrk exited with status $?"
     sed 's/^/    /' "$TMP/wrk.$name.txt" >&2
     OUT[$name]="$TMP/wrk.$name.txt"
+    check_servers "after the $name run"
 }
 run_wrk direct "$ENGINE_URL"
 run_wrk a2a-edge "$EDGE_URL"
@@ -251,7 +274,7 @@ edge_v=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown
 rustc_v=$(rustc --version 2>/dev/null | awk '{print $1, $2}' || echo "rustc ?")
 ossl_v=$(openssl version 2>/dev/null | awk '{print $1, $2}' || echo "openssl ?")
 header="$(date -u '+%Y-%m-%d %H:%M:%S UTC') · nproc $(nproc) · CPU: $cpu · load avg before $LOAD_BEFORE · $wrk_v · $nginx_v · a2a-edge $edge_v ($rustc_v) · $ossl_v"
-settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS; all on one machine (wrk shares the cores)"
+settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (wrk shares the cores)"
 
 python3 - "$header" "$settings" "$RESULTS" \
     direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" <<'EOF'

@@ -158,7 +158,7 @@ fi
 
 # ---- the SDK client
 status=0
-timeout --kill-after=5 "$CLIENT_TIMEOUT" \
+timeout --foreground --kill-after=5 "$CLIENT_TIMEOUT" \
     "$VENV/bin/python" -u "$HERE/sdk_client.py" --url "$PUBLIC_URL" --ca "$CA" \
     | tee "$TMP/client.out" || status=$?
 NPASS=$((NPASS + $(grep -c '^PASS ' "$TMP/client.out" || true)))
