@@ -1,1 +1,506 @@
-//! (in progress)
+//! Caller metadata that steers the agent's credentials or outbound traffic.
+//!
+//! iac-code honours `metadata.iac_code.iac_code_api_key` (the LLM key), `iac_code_model`,
+//! `llm_headers` (arbitrary headers on its outbound LLM requests) and the
+//! `alibaba_cloud_*` credentials, from `params.metadata` or else `params.message.metadata`,
+//! and echoes most of them back in task history. The policy (`[a2a.metadata]`) names the key
+//! paths a caller may not set (`denied_keys`) and per-principal exceptions (`allowed_for`).
+//!
+//! | reason | when |
+//! |---|---|
+//! | `metadata.type` | the metadata is neither an object nor `null` |
+//! | `metadata.denied_key` | a key path matching a denied pattern is present (whatever its value, `null` included) and no exception of the principal covers it |
+//! | `metadata.too_deep` | objects nested deeper than [`MAX_DEPTH`] levels |
+//!
+//! Matching rules:
+//! - A pattern is a dotted key path (`iac_code.llm_headers`); a `*` may only be the last
+//!   character of the last segment and then matches any key starting with the text before it
+//!   (`iac_code.alibaba_cloud_*`). Segments are compared exactly and case-sensitively, as the
+//!   agent reads them: `iac_code.iac_code_api_key_hint` does not match `iac_code.iac_code_api_key`,
+//!   nor does `IAC_CODE.iac_code_api_key`.
+//! - A pattern covers the whole subtree under its path: `{"iac_code":{"llm_headers":{"X":"y"}}}`
+//!   is denied by `iac_code.llm_headers`, and an exception covers its subtree too, so
+//!   `allowed_for = { ops = ["iac_code.llm_headers.X-Trace"] }` lets `ops` send that one header
+//!   while every other header stays denied. Technically: every leaf path (a value that is not a
+//!   non-empty object) is checked; it is denied when a denied pattern matches one of its
+//!   prefixes and no exception of the principal matches one of its prefixes.
+//! - Keys containing a `.` are read as the path they spell, at any level:
+//!   `{"iac_code.iac_code_api_key": x}` and `{"iac_code": {"llm_headers.Authorization": x}}` are
+//!   denied like their nested forms, so a flattening consumer cannot be used to slip a key past
+//!   the check. Empty segments are dropped (`"iac_code..iac_code_api_key"` matches too).
+//! - Arrays are not descended: the agent reads these settings from objects only, so an array
+//!   in place of an object is a value, not a container (`{"iac_code":[{"iac_code_api_key":x}]}`
+//!   passes; `{"iac_code":{"llm_headers":[]}}` is denied, because the key is present).
+//! - `null` metadata is the same as no metadata (ProtoJSON reads `null` as unset).
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::a2a::RpcError;
+
+/// The deepest object nesting walked (the metadata object itself is level 1).
+pub const MAX_DEPTH: usize = 32;
+
+/// One dotted key-path pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pattern {
+    /// As written in the policy, for messages.
+    text: String,
+    /// The segments; the last one without its `*` when `prefix_last`.
+    segments: Vec<String>,
+    /// The last segment ended with `*`: prefix match on it.
+    prefix_last: bool,
+}
+
+impl Pattern {
+    fn parse(text: &str) -> Result<Pattern, String> {
+        if text.is_empty() {
+            return Err("a metadata key pattern is empty".to_string());
+        }
+        if text.chars().any(char::is_control) {
+            return Err("a metadata key pattern contains a control character".to_string());
+        }
+        let parts: Vec<&str> = text.split('.').collect();
+        let last = parts.len() - 1;
+        let mut segments = Vec::with_capacity(parts.len());
+        let mut prefix_last = false;
+        for (i, part) in parts.iter().enumerate() {
+            if part.is_empty() {
+                return Err(format!(
+                    "metadata key pattern '{text}' has an empty segment"
+                ));
+            }
+            match part.find('*') {
+                None => segments.push((*part).to_string()),
+                Some(pos) if i == last && pos == part.len() - 1 => {
+                    prefix_last = true;
+                    segments.push(part[..pos].to_string());
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "metadata key pattern '{text}': '*' is allowed only as the last character"
+                    ))
+                }
+            }
+        }
+        Ok(Pattern {
+            text: text.to_string(),
+            segments,
+            prefix_last,
+        })
+    }
+
+    /// Whether the pattern matches the first `segments.len()` segments of `path`.
+    fn matches_prefix_of(&self, path: &[&str]) -> bool {
+        if path.len() < self.segments.len() {
+            return false;
+        }
+        let last = self.segments.len() - 1;
+        self.segments
+            .iter()
+            .zip(path)
+            .enumerate()
+            .all(|(i, (want, got))| {
+                if i == last && self.prefix_last {
+                    got.starts_with(want.as_str())
+                } else {
+                    want == got
+                }
+            })
+    }
+}
+
+/// The compiled `[a2a.metadata]` policy: denied key patterns and per-principal exceptions.
+#[derive(Debug, Clone)]
+pub struct MetadataPolicy {
+    denied: Vec<Pattern>,
+    allowed_for: BTreeMap<String, Vec<Pattern>>,
+}
+
+impl MetadataPolicy {
+    /// The default `denied_keys`: the keys through which a caller sets the agent's LLM key,
+    /// model, outbound LLM headers and cloud credentials.
+    pub fn default_denied() -> Vec<String> {
+        [
+            "iac_code.iac_code_api_key",
+            "iac_code.llm_headers",
+            "iac_code.iac_code_model",
+            "iac_code.alibaba_cloud_*",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect()
+    }
+
+    /// Compiles the patterns. Patterns are dotted key paths; a `*` is allowed only as the last
+    /// character of the last segment (prefix match on that segment). An invalid pattern or an
+    /// empty principal name is an error (a message for the operator).
+    pub fn new(
+        denied: &[String],
+        allowed_for: &BTreeMap<String, Vec<String>>,
+    ) -> Result<MetadataPolicy, String> {
+        let denied = denied
+            .iter()
+            .map(|p| Pattern::parse(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut compiled = BTreeMap::new();
+        for (principal, patterns) in allowed_for {
+            if principal.is_empty() {
+                return Err("metadata allowed_for has an empty principal name".to_string());
+            }
+            let patterns = patterns
+                .iter()
+                .map(|p| Pattern::parse(p))
+                .collect::<Result<Vec<_>, _>>()?;
+            compiled.insert(principal.clone(), patterns);
+        }
+        Ok(MetadataPolicy {
+            denied,
+            allowed_for: compiled,
+        })
+    }
+
+    /// The denied pattern that rejects `leaf` for `principal`, if any.
+    fn denial(&self, leaf: &[&str], principal: &str) -> Option<&Pattern> {
+        let denied = self.denied.iter().find(|p| p.matches_prefix_of(leaf))?;
+        let excepted = self
+            .allowed_for
+            .get(principal)
+            .is_some_and(|allowed| allowed.iter().any(|p| p.matches_prefix_of(leaf)));
+        if excepted {
+            None
+        } else {
+            Some(denied)
+        }
+    }
+}
+
+/// Checks one metadata object (`params.metadata`, `params.message.metadata`, ...) for
+/// `principal`. See the module documentation for the matching rules. The error names the
+/// policy pattern that matched, never a value from the request.
+pub fn check_metadata(
+    metadata: &Value,
+    principal: &str,
+    policy: &MetadataPolicy,
+) -> Result<(), RpcError> {
+    match metadata {
+        Value::Null => Ok(()),
+        Value::Object(map) => {
+            let mut path = Vec::new();
+            walk(map, &mut path, 1, principal, policy)
+        }
+        _ => Err(RpcError::invalid_params(
+            "Metadata must be an object",
+            "metadata.type",
+        )),
+    }
+}
+
+fn walk<'a>(
+    map: &'a Map<String, Value>,
+    path: &mut Vec<&'a str>,
+    depth: usize,
+    principal: &str,
+    policy: &MetadataPolicy,
+) -> Result<(), RpcError> {
+    if depth > MAX_DEPTH {
+        return Err(RpcError::invalid_params(
+            "Metadata is nested too deeply",
+            "metadata.too_deep",
+        ));
+    }
+    for (key, value) in map {
+        let before = path.len();
+        path.extend(key.split('.').filter(|s| !s.is_empty()));
+        match value {
+            Value::Object(inner) if !inner.is_empty() => {
+                walk(inner, path, depth + 1, principal, policy)?
+            }
+            _ => {
+                if let Some(pattern) = policy.denial(path, principal) {
+                    return Err(RpcError::invalid_params(
+                        format!("Metadata key is not allowed: {}", pattern.text),
+                        "metadata.denied_key",
+                    ));
+                }
+            }
+        }
+        path.truncate(before);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy(allowed: &[(&str, &[&str])]) -> MetadataPolicy {
+        let allowed_for = allowed
+            .iter()
+            .map(|(p, pats)| {
+                (
+                    (*p).to_string(),
+                    pats.iter().map(|s| (*s).to_string()).collect(),
+                )
+            })
+            .collect();
+        MetadataPolicy::new(&MetadataPolicy::default_denied(), &allowed_for).unwrap()
+    }
+
+    fn reason(metadata: Value, principal: &str, policy: &MetadataPolicy) -> Option<&'static str> {
+        match check_metadata(&metadata, principal, policy) {
+            Ok(()) => None,
+            Err(e) => {
+                assert_eq!(e.code, -32602);
+                assert!(!e.message.contains("sk-secret"), "{}", e.message);
+                Some(e.reason)
+            }
+        }
+    }
+
+    const DENIED: Option<&str> = Some("metadata.denied_key");
+
+    #[test]
+    fn table() {
+        let p = policy(&[("ops", &["iac_code.iac_code_model"])]);
+        let v = "sk-secret";
+        let rows: Vec<(Value, Option<&str>)> = vec![
+            // Each default key, nested as the agent reads it.
+            (json!({"iac_code": {"iac_code_api_key": v}}), DENIED),
+            (
+                json!({"iac_code": {"llm_headers": {"Authorization": v}}}),
+                DENIED,
+            ),
+            (json!({"iac_code": {"llm_headers": {}}}), DENIED),
+            (json!({"iac_code": {"llm_headers": []}}), DENIED),
+            (json!({"iac_code": {"iac_code_model": "m"}}), DENIED),
+            (
+                json!({"iac_code": {"alibaba_cloud_access_key_id": v}}),
+                DENIED,
+            ),
+            (
+                json!({"iac_code": {"alibaba_cloud_access_key_secret": v}}),
+                DENIED,
+            ),
+            (
+                json!({"iac_code": {"alibaba_cloud_security_token": v}}),
+                DENIED,
+            ),
+            (
+                json!({"iac_code": {"alibaba_cloud_region_id": "cn-hangzhou"}}),
+                DENIED,
+            ),
+            (json!({"iac_code": {"alibaba_cloud_": v}}), DENIED),
+            // Presence is enough, whatever the value.
+            (json!({"iac_code": {"iac_code_api_key": null}}), DENIED),
+            (json!({"iac_code": {"iac_code_api_key": ""}}), DENIED),
+            (
+                json!({"iac_code": {"iac_code_api_key": {"nested": v}}}),
+                DENIED,
+            ),
+            // Dotted keys are read as paths, at any level; empty segments are dropped.
+            (json!({"iac_code.iac_code_api_key": v}), DENIED),
+            (
+                json!({"iac_code": {"llm_headers.Authorization": v}}),
+                DENIED,
+            ),
+            (json!({"iac_code.llm_headers.X-Evil": v}), DENIED),
+            (json!({"iac_code..iac_code_api_key": v}), DENIED),
+            (json!({".iac_code.iac_code_api_key.": v}), DENIED),
+            (json!({"iac_code.": {"iac_code_api_key": v}}), DENIED),
+            (json!({"": {"iac_code": {"iac_code_api_key": v}}}), DENIED),
+            // Allowed next to denied: the denied key still rejects.
+            (
+                json!({"iac_code": {"cwd": "/srv/w", "iac_code_api_key": v}}),
+                DENIED,
+            ),
+            // Near misses that pass.
+            (json!({"iac_code": {"iac_code_api_key_hint": "x"}}), None),
+            (json!({"iac_code": {"iac_code_api_ke": "x"}}), None),
+            (json!({"iac_code": {"cwd": "/srv/w"}}), None),
+            (json!({"iac_code": {"llm_header": "x"}}), None),
+            (json!({"iac_code": {"alibaba_cloud": "x"}}), None),
+            (
+                json!({"iac_code": {"Alibaba_cloud_access_key_id": "x"}}),
+                None,
+            ),
+            (json!({"IAC_CODE": {"iac_code_api_key": "x"}}), None),
+            (json!({"iac_code_api_key": "x"}), None),
+            (
+                json!({"other": {"iac_code": {"iac_code_api_key": "x"}}}),
+                None,
+            ),
+            (json!({"iac_code": "a string"}), None),
+            (json!({"iac_code": {}}), None),
+            (json!({"iac_code": null}), None),
+            // Arrays are values, not containers.
+            (json!({"iac_code": [{"iac_code_api_key": "x"}]}), None),
+            (json!({}), None),
+            (Value::Null, None),
+            // Not an object.
+            (json!("iac_code"), Some("metadata.type")),
+            (
+                json!([{"iac_code": {"iac_code_api_key": v}}]),
+                Some("metadata.type"),
+            ),
+            (json!(1), Some("metadata.type")),
+            (json!(true), Some("metadata.type")),
+        ];
+        let mut failures = Vec::new();
+        for (metadata, expected) in rows {
+            let got = reason(metadata.clone(), "alice", &p);
+            if got != expected {
+                failures.push(format!("{metadata}: expected {expected:?}, got {got:?}"));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn message_names_the_pattern_not_the_value() {
+        let p = policy(&[]);
+        let e = check_metadata(
+            &json!({"iac_code": {"alibaba_cloud_access_key_secret": "sk-secret"}}),
+            "alice",
+            &p,
+        )
+        .unwrap_err();
+        assert_eq!(e.reason, "metadata.denied_key");
+        assert_eq!(
+            e.message,
+            "Metadata key is not allowed: iac_code.alibaba_cloud_*"
+        );
+    }
+
+    #[test]
+    fn exceptions_are_per_principal() {
+        let p = policy(&[
+            ("ops", &["iac_code.iac_code_model"]),
+            ("gw", &["iac_code.llm_headers.X-Trace"]),
+        ]);
+        let model = json!({"iac_code": {"iac_code_model": "qwen"}});
+        assert_eq!(reason(model.clone(), "ops", &p), None);
+        assert_eq!(reason(model.clone(), "alice", &p), DENIED);
+        assert_eq!(reason(model, "gw", &p), DENIED);
+        // The exception covers only its own path.
+        assert_eq!(
+            reason(json!({"iac_code": {"iac_code_api_key": "k"}}), "ops", &p),
+            DENIED
+        );
+        // A sub-path exception carves one header out of a denied subtree.
+        let trace = json!({"iac_code": {"llm_headers": {"X-Trace": "1"}}});
+        assert_eq!(reason(trace.clone(), "gw", &p), None);
+        assert_eq!(reason(trace, "ops", &p), DENIED);
+        assert_eq!(
+            reason(json!({"iac_code": {"llm_headers.X-Trace": "1"}}), "gw", &p),
+            None
+        );
+        assert_eq!(
+            reason(
+                json!({"iac_code": {"llm_headers": {"X-Trace": "1", "Authorization": "k"}}}),
+                "gw",
+                &p
+            ),
+            DENIED
+        );
+        // The denied node itself (not a header under it) is still denied.
+        assert_eq!(
+            reason(json!({"iac_code": {"llm_headers": "k"}}), "gw", &p),
+            DENIED
+        );
+        // Principal names are exact.
+        assert_eq!(
+            reason(json!({"iac_code": {"iac_code_model": "q"}}), "OPS", &p),
+            DENIED
+        );
+    }
+
+    #[test]
+    fn glob_exceptions_and_broad_denials() {
+        let denied = vec!["iac_code".to_string(), "tenant.*".to_string()];
+        let allowed: BTreeMap<String, Vec<String>> = [(
+            "ops".to_string(),
+            vec!["iac_code.cwd".to_string(), "iac_code.thinking".to_string()],
+        )]
+        .into_iter()
+        .collect();
+        let p = MetadataPolicy::new(&denied, &allowed).unwrap();
+        let cwd = json!({"iac_code": {"cwd": "/w", "thinking": {"enabled": true}}});
+        assert_eq!(reason(cwd.clone(), "ops", &p), None);
+        assert_eq!(reason(cwd, "alice", &p), DENIED);
+        assert_eq!(
+            reason(
+                json!({"iac_code": {"cwd": "/w", "user_id": "u"}}),
+                "ops",
+                &p
+            ),
+            DENIED
+        );
+        assert_eq!(reason(json!({"iac_code": "x"}), "ops", &p), DENIED);
+        assert_eq!(
+            reason(json!({"tenant": {"anything": 1}}), "ops", &p),
+            DENIED
+        );
+        assert_eq!(reason(json!({"tenant": 1}), "ops", &p), None);
+        // A lone `*` denies every key.
+        let all = MetadataPolicy::new(&["*".to_string()], &BTreeMap::new()).unwrap();
+        assert_eq!(reason(json!({"a": 1}), "x", &all), DENIED);
+        assert_eq!(reason(json!({}), "x", &all), None);
+    }
+
+    #[test]
+    fn depth_limit() {
+        fn nested(levels: usize) -> Value {
+            let mut v = json!("leaf");
+            for _ in 0..levels {
+                v = json!({ "k": v });
+            }
+            v
+        }
+        let p = policy(&[]);
+        assert_eq!(reason(nested(MAX_DEPTH), "alice", &p), None);
+        assert_eq!(
+            reason(nested(MAX_DEPTH + 1), "alice", &p),
+            Some("metadata.too_deep")
+        );
+        // Deep arrays are not walked, so not counted.
+        let mut deep_array = json!("leaf");
+        for _ in 0..100 {
+            deep_array = json!([deep_array]);
+        }
+        assert_eq!(reason(json!({ "a": deep_array }), "alice", &p), None);
+    }
+
+    #[test]
+    fn invalid_patterns() {
+        let none = BTreeMap::new();
+        for bad in [
+            "", "a..b", ".a", "a.", "a.*.b", "*a", "a*b", "a.b*c", "a.**", "a\nb",
+        ] {
+            assert!(
+                MetadataPolicy::new(&[bad.to_string()], &none).is_err(),
+                "{bad:?}"
+            );
+            let allowed: BTreeMap<String, Vec<String>> =
+                [("ops".to_string(), vec![bad.to_string()])]
+                    .into_iter()
+                    .collect();
+            assert!(MetadataPolicy::new(&[], &allowed).is_err(), "{bad:?}");
+        }
+        for good in ["*", "a", "a.b*", "iac_code.alibaba_cloud_*", "a-b.c_d"] {
+            assert!(
+                MetadataPolicy::new(&[good.to_string()], &none).is_ok(),
+                "{good:?}"
+            );
+        }
+        let empty_principal: BTreeMap<String, Vec<String>> =
+            [(String::new(), vec!["a".to_string()])]
+                .into_iter()
+                .collect();
+        assert!(MetadataPolicy::new(&[], &empty_principal).is_err());
+        assert!(MetadataPolicy::new(&MetadataPolicy::default_denied(), &BTreeMap::new()).is_ok());
+    }
+}
