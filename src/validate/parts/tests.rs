@@ -1,0 +1,855 @@
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+use url::Url;
+
+use super::*;
+use crate::validate::workspace::resolve_cwd;
+use crate::validate::workspace::testdir::TestDir;
+
+const MIB: usize = 1 << 20;
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn media() -> MediaTypes {
+    MediaTypes::new(&[], &[]).unwrap()
+}
+
+fn run(part: &Value, rules: &PartRules) -> Result<Map<String, Value>, RpcError> {
+    let mut map = part.as_object().unwrap().clone();
+    let before = map.clone();
+    let result = check_part(&mut map, rules);
+    match result {
+        Ok(()) => Ok(map),
+        Err(e) => {
+            assert_eq!(map, before, "a rejected part is left untouched");
+            Err(e)
+        }
+    }
+}
+
+/// Rows of (part, expected reason); every error must be -32602 and leak nothing of `secret`.
+fn assert_rejected(rows: &[(Value, &str)], rules: &PartRules, secret: &str) {
+    for (part, reason) in rows {
+        let shown = {
+            let s = part.to_string();
+            if s.chars().count() > 200 {
+                format!("{}…", s.chars().take(200).collect::<String>())
+            } else {
+                s
+            }
+        };
+        match run(part, rules) {
+            Ok(_) => panic!("accepted {shown}, wanted {reason}"),
+            Err(e) => {
+                assert_eq!(e.reason, *reason, "part {shown}");
+                assert_eq!(e.code, -32602, "part {shown}");
+                assert!(
+                    !secret.is_empty() && !e.message.contains(secret),
+                    "leak: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// Lexical rules with no workspace, for the inline part kinds.
+fn with_inline_rules<T>(f: impl FnOnce(&PartRules) -> T) -> T {
+    let media = media();
+    let policy = WorkspacePolicy::new(vec![PathBuf::from("/srv/ws")], false).unwrap();
+    let rules = PartRules {
+        media: &media,
+        workspace: None,
+        policy: &policy,
+    };
+    f(&rules)
+}
+
+#[test]
+fn shape_rows() {
+    with_inline_rules(|rules| {
+        let rows: Vec<(Value, &str)> = vec![
+            (json!({}), "part.shape"),
+            (json!({"mediaType": "text/plain"}), "part.shape"),
+            (json!({"kind": "text"}), "part.shape"),
+            // A2A 0.3 file part: no 1.0 content field
+            (
+                json!({"kind": "file", "file": {"uri": "file:///x"}}),
+                "part.shape",
+            ),
+            (json!({"text": "a", "raw": "YQ=="}), "part.shape"),
+            (json!({"text": "a", "data": {}}), "part.shape"),
+            (json!({"text": "a", "url": "file:///x"}), "part.shape"),
+            (json!({"raw": "YQ==", "data": null}), "part.shape"),
+            (
+                json!({"text": "a", "raw": "YQ==", "url": "u", "data": 1}),
+                "part.shape",
+            ),
+            // wrong JSON types
+            (json!({"text": 1}), "part.shape"),
+            (json!({"text": null}), "part.shape"),
+            (json!({"text": ["a"]}), "part.shape"),
+            (json!({"raw": []}), "part.shape"),
+            (json!({"raw": null}), "part.shape"),
+            (json!({"url": {}}), "part.shape"),
+            (json!({"url": true}), "part.shape"),
+            (json!({"text": "a", "mediaType": 5}), "part.shape"),
+            (json!({"text": "a", "mediaType": null}), "part.shape"),
+            (
+                json!({"text": "a", "mediaType": ["text/plain"]}),
+                "part.shape",
+            ),
+            (json!({"text": "a", "filename": 5}), "part.shape"),
+            (json!({"text": "a", "filename": null}), "part.shape"),
+            (json!({"text": "a", "metadata": "x"}), "part.shape"),
+            (json!({"text": "a", "metadata": []}), "part.shape"),
+            (json!({"text": "a", "metadata": null}), "part.shape"),
+            // filename
+            (json!({"text": "a", "filename": "a/b"}), "part.filename"),
+            (
+                json!({"text": "a", "filename": "/etc/passwd"}),
+                "part.filename",
+            ),
+            (json!({"text": "a", "filename": "a\\b"}), "part.filename"),
+            (json!({"text": "a", "filename": "a\u{0}b"}), "part.filename"),
+            (json!({"text": "a", "filename": "a\nb"}), "part.filename"),
+            (json!({"text": "a", "filename": "a\u{7f}"}), "part.filename"),
+            (json!({"text": "a", "filename": "a\u{9b}"}), "part.filename"),
+            (
+                json!({"text": "a", "filename": "\u{202E}gnp.exe"}),
+                "part.filename",
+            ),
+            (json!({"text": "a", "filename": ".."}), "part.filename"),
+            (json!({"text": "a", "filename": "."}), "part.filename"),
+            (
+                json!({"text": "a", "filename": "a".repeat(256)}),
+                "part.filename",
+            ),
+            (
+                json!({"text": "a", "filename": "é".repeat(128)}),
+                "part.filename",
+            ),
+        ];
+        assert_rejected(&rows, rules, "/srv/ws");
+
+        let ok = [
+            json!({"text": "a", "filename": "report.txt"}),
+            json!({"text": "a", "filename": ""}),
+            json!({"text": "a", "filename": "a".repeat(255)}),
+            json!({"text": "a", "filename": "ünïcode ½.txt"}),
+            json!({"text": "a", "filename": "..."}),
+            json!({"text": "a", "metadata": {"k": [1, 2]}}),
+            json!({"text": ""}),
+        ];
+        for part in ok {
+            run(&part, rules).unwrap_or_else(|e| panic!("{part}: {e}"));
+        }
+    });
+}
+
+#[test]
+fn normalization_of_the_forwarded_part() {
+    with_inline_rules(|rules| {
+        // Unknown keys dropped (ProtoJSON aliases too); mediaType set.
+        let got = run(
+            &json!({"text": "hi", "kind": "text", "media_type": "image/png", "extra": {"a": 1},
+                    "filename": "f.txt", "metadata": {"m": 1}}),
+            rules,
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(got),
+            json!({"text": "hi", "mediaType": "text/plain", "filename": "f.txt", "metadata": {"m": 1}})
+        );
+        let rows: &[(Value, &str)] = &[
+            (json!({"text": "a"}), "text/plain"),
+            (json!({"text": "a", "mediaType": ""}), "text/plain"),
+            (
+                json!({"text": "a", "mediaType": "TEXT/PLAIN"}),
+                "text/plain",
+            ),
+            (
+                json!({"text": "a", "mediaType": "text/plain;charset=utf-8"}),
+                "text/plain",
+            ),
+            (
+                json!({"text": "a", "mediaType": "Text/Markdown; charset=\"UTF-8\""}),
+                "text/markdown",
+            ),
+            (
+                json!({"raw": "aGk=", "mediaType": "Image/PNG"}),
+                "image/png",
+            ),
+            (
+                json!({"data": {"a": 1}, "mediaType": "application/JSON"}),
+                "application/json",
+            ),
+        ];
+        for (part, want) in rows {
+            let got = run(part, rules).unwrap_or_else(|e| panic!("{part}: {e}"));
+            assert_eq!(got.get("mediaType"), Some(&json!(want)), "part {part}");
+        }
+    });
+}
+
+#[test]
+fn media_type_rows() {
+    with_inline_rules(|rules| {
+        let rows: Vec<(Value, &str)> = vec![
+            (
+                json!({"text": "a", "mediaType": "text/html"}),
+                "part.media_type",
+            ),
+            (
+                json!({"text": "a", "mediaType": "textplain"}),
+                "part.media_type",
+            ),
+            (
+                json!({"text": "a", "mediaType": " text/plain"}),
+                "part.media_type",
+            ),
+            (
+                json!({"text": "a", "mediaType": "text/plain; charset=latin1"}),
+                "part.charset",
+            ),
+            (
+                json!({"text": "a", "mediaType": "text/plain; format=flowed"}),
+                "part.media_param",
+            ),
+            // text with a multimodal type
+            (
+                json!({"text": "a", "mediaType": "image/png"}),
+                "part.media_type",
+            ),
+            (
+                json!({"text": "a", "mediaType": "application/octet-stream"}),
+                "part.media_type",
+            ),
+            (
+                json!({"raw": "YQ==", "mediaType": "text/html"}),
+                "part.media_type",
+            ),
+            (
+                json!({"url": "file:///srv/ws/a", "mediaType": "video/mp4"}),
+                "part.media_type",
+            ),
+            // data with a text type other than application/json (a missing type is text/plain)
+            (json!({"data": {"a": 1}}), "part.media_type"),
+            (
+                json!({"data": {"a": 1}, "mediaType": "text/plain"}),
+                "part.media_type",
+            ),
+            (
+                json!({"data": {"a": 1}, "mediaType": "text/markdown"}),
+                "part.media_type",
+            ),
+            (
+                json!({"data": "x", "mediaType": "application/yaml"}),
+                "part.media_type",
+            ),
+        ];
+        assert_rejected(&rows, rules, "/srv/ws");
+    });
+}
+
+#[test]
+fn raw_and_data_rows() {
+    let exact_text = b64(&vec![b'a'; MIB]);
+    let over_text = b64(&vec![b'a'; MIB + 1]);
+    let exact_bin = b64(&vec![0xffu8; 5 * MIB]);
+    let over_bin = b64(&vec![0xffu8; 5 * MIB + 1]);
+    let bin_bytes = b64(&[0x89, b'P', b'N', b'G', 0xff, 0x00]);
+    // A JSON string of n - 2 characters serializes to n bytes.
+    let exact_data = json!("a".repeat(MIB - 2));
+    let over_data = json!("a".repeat(MIB - 1));
+    assert_eq!(serde_json::to_vec(&exact_data).unwrap().len(), MIB);
+    // Far over the limits: refused before decoding.
+    let huge = "A".repeat(8 * MIB);
+
+    with_inline_rules(|rules| {
+        let ok: Vec<Value> = vec![
+            json!({"raw": b64(b"hello")}),
+            json!({"raw": "aGVsbG8=", "mediaType": "text/markdown"}),
+            json!({"raw": b64("ünï".as_bytes()), "mediaType": "application/json"}),
+            json!({"raw": ""}),
+            json!({"raw": exact_text}),
+            json!({"raw": bin_bytes, "mediaType": "image/png"}),
+            json!({"raw": bin_bytes, "mediaType": "application/octet-stream"}),
+            json!({"raw": bin_bytes, "mediaType": "audio/ogg"}),
+            json!({"raw": exact_bin, "mediaType": "image/jpeg"}),
+            json!({"data": {"k": [1, 2]}, "mediaType": "application/json"}),
+            json!({"data": [1, "two", null], "mediaType": "application/json"}),
+            json!({"data": "s", "mediaType": "application/json"}),
+            json!({"data": null, "mediaType": "application/json"}),
+            json!({"data": exact_data, "mediaType": "application/json"}),
+            json!({"data": {"bytes": bin_bytes}, "mediaType": "image/png"}),
+            json!({"data": {"base64": bin_bytes}, "mediaType": "image/gif"}),
+            json!({"data": {"bytes": exact_bin}, "mediaType": "image/webp"}),
+            json!({"data": {"bytes": ""}, "mediaType": "image/png"}),
+        ];
+        for part in &ok {
+            run(part, rules).unwrap_or_else(|e| panic!("{:.200}: {e}", part.to_string()));
+        }
+
+        let rows: Vec<(Value, &str)> = vec![
+            // base64 tricks (text and binary)
+            (json!({"raw": "aGVsbG8"}), "part.base64"), // missing padding
+            (json!({"raw": "aGVsbG8=="}), "part.base64"), // extra padding
+            (json!({"raw": "aGVsbA"}), "part.base64"),  // missing "=="
+            (json!({"raw": "aGVs bG8="}), "part.base64"), // inner space
+            (json!({"raw": "aGVsbG8=\n"}), "part.base64"), // trailing newline
+            (json!({"raw": " aGVsbG8="}), "part.base64"), // leading space
+            (json!({"raw": "aGVs\r\nbG8="}), "part.base64"), // MIME line break
+            (json!({"raw": "aGVsbG9="}), "part.base64"), // non-canonical trailing bits
+            (json!({"raw": b64(&[b'h', 0x80])}), "part.utf8"),
+            (
+                json!({"raw": "-_8=", "mediaType": "image/png"}),
+                "part.base64",
+            ), // url-safe alphabet
+            (
+                json!({"raw": "+/8", "mediaType": "image/png"}),
+                "part.base64",
+            ), // no padding
+            (json!({"raw": "aGVsbG8=aGk="}), "part.base64"), // padding in the middle
+            (
+                json!({"raw": "aGVsbG8=", "mediaType": "image/png "}),
+                "part.media_type",
+            ),
+            (json!({"raw": "%%%%"}), "part.base64"),
+            // UTF-8
+            (json!({"raw": b64(&[0xff, 0xfe])}), "part.utf8"),
+            (json!({"raw": b64(&[0xc3])}), "part.utf8"),
+            (json!({"raw": b64(&[0xed, 0xa0, 0x80])}), "part.utf8"), // surrogate
+            (json!({"raw": b64(&[0xc0, 0xaf])}), "part.utf8"),       // overlong "/"
+            // sizes
+            (json!({"raw": over_text}), "part.too_large"),
+            (json!({"raw": huge}), "part.too_large"),
+            (
+                json!({"raw": over_bin, "mediaType": "image/png"}),
+                "part.too_large",
+            ),
+            (
+                json!({"raw": huge, "mediaType": "image/png"}),
+                "part.too_large",
+            ),
+            (
+                json!({"data": over_data, "mediaType": "application/json"}),
+                "part.too_large",
+            ),
+            (
+                json!({"data": {"bytes": over_bin}, "mediaType": "image/png"}),
+                "part.too_large",
+            ),
+            (
+                json!({"data": {"base64": huge}, "mediaType": "image/png"}),
+                "part.too_large",
+            ),
+            // binary data shape
+            (
+                json!({"data": "aGk=", "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (
+                json!({"data": ["aGk="], "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (
+                json!({"data": null, "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (json!({"data": {}, "mediaType": "image/png"}), "part.shape"),
+            (
+                json!({"data": {"b64": "aGk="}, "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (
+                json!({"data": {"bytes": 5}, "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (
+                json!({"data": {"bytes": null}, "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (
+                json!({"data": {"bytes": "aGk=", "base64": "aGk="}, "mediaType": "image/png"}),
+                "part.shape",
+            ),
+            (
+                json!({"data": {"bytes": "aGk"}, "mediaType": "image/png"}),
+                "part.base64",
+            ),
+            (
+                json!({"data": {"base64": "aG k="}, "mediaType": "image/png"}),
+                "part.base64",
+            ),
+            (
+                json!({"data": {"bytes": "-_8="}, "mediaType": "audio/wav"}),
+                "part.base64",
+            ),
+        ];
+        assert_rejected(&rows, rules, "/srv/ws");
+    });
+}
+
+#[test]
+fn compact_length_counter() {
+    assert!(!compact_len_exceeds(&json!({"a": 1}), 7));
+    assert!(compact_len_exceeds(&json!({"a": 1}), 6));
+    assert!(!compact_len_exceeds(&json!(null), 4));
+    assert!(
+        compact_len_exceeds(&json!("é"), 3),
+        "UTF-8 bytes, not characters"
+    );
+}
+
+/// The filesystem fixture of the file URL tests.
+struct Files {
+    dir: TestDir,
+    proj: PathBuf,
+    media: MediaTypes,
+    policy: WorkspacePolicy,
+    workspace: Workspace,
+}
+
+impl Files {
+    fn rules(&self) -> PartRules<'_> {
+        PartRules {
+            media: &self.media,
+            workspace: Some(&self.workspace),
+            policy: &self.policy,
+        }
+    }
+    fn p(&self) -> &str {
+        self.proj.to_str().unwrap()
+    }
+}
+
+fn files() -> Files {
+    let dir = TestDir::new("parts");
+    let root = dir.mkdir("ws");
+    let proj = dir.mkdir("ws/proj");
+    dir.mkdir("ws/proj/sub");
+    dir.mkdir("ws/other");
+    dir.mkdir("outside");
+    dir.mkdir("ws/proj/%2e%2e");
+    dir.write("ws/proj/a.txt", b"hello");
+    dir.write("ws/proj/%2e%2e/x.txt", b"x");
+    dir.write("ws/proj/name with space#?.txt", b"s");
+    dir.write("ws/proj/ünï.txt", b"u");
+    dir.write("ws/proj/exact.txt", &vec![b'a'; MIB]);
+    dir.write("ws/proj/over.txt", &vec![b'a'; MIB + 1]);
+    dir.write("ws/proj/bad.txt", &[b'a', 0xff, 0xfe]);
+    dir.write("ws/proj/empty.txt", b"");
+    dir.sized("ws/proj/img.png", MAX_BINARY_FILE_BYTES);
+    dir.sized("ws/proj/img_over.png", MAX_BINARY_FILE_BYTES + 1);
+    dir.mkfifo("ws/proj/fifo");
+    dir.write("ws/other/o.txt", b"o");
+    dir.write("outside/secret.txt", b"secret");
+    dir.symlink(dir.join("outside/secret.txt"), "ws/proj/link_out");
+    dir.symlink(dir.join("outside"), "ws/proj/dirlink");
+    dir.symlink("a.txt", "ws/proj/link_in");
+    dir.symlink("../other/o.txt", "ws/proj/link_other");
+    dir.symlink("loop_b", "ws/proj/loop_a");
+    dir.symlink("loop_a", "ws/proj/loop_b");
+    dir.symlink("fifo", "ws/proj/link_fifo");
+    dir.symlink("/dev/null", "ws/proj/devnull");
+    let media = media();
+    let policy = WorkspacePolicy::new(vec![root], true).unwrap();
+    let workspace = resolve_cwd(&json!(proj.to_str().unwrap()), &policy).unwrap();
+    Files {
+        dir,
+        proj,
+        media,
+        policy,
+        workspace,
+    }
+}
+
+fn real_url(p: &Path) -> String {
+    Url::from_file_path(std::fs::canonicalize(p).unwrap())
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn file_url_filesystem_rows() {
+    let f = files();
+    let rules = f.rules();
+    let p = f.p();
+    let base = f.dir.path.to_str().unwrap();
+
+    // Accepted: (url, mediaType, the file whose real URL is forwarded).
+    let a = f.proj.join("a.txt");
+    let ok: Vec<(String, &str, PathBuf)> = vec![
+        (format!("file://{p}/a.txt"), "text/plain", a.clone()),
+        (format!("FILE://{p}/a.txt"), "text/plain", a.clone()),
+        (format!("file://{p}/./a.txt"), "text/plain", a.clone()),
+        (format!("file://{p}//a.txt"), "text/plain", a.clone()),
+        (format!("file://{p}/sub/../a.txt"), "text/plain", a.clone()),
+        (format!("file://{p}/%61.txt"), "text/plain", a.clone()),
+        // `..` after a symlink collapses lexically: proj/dirlink/.. is proj, not outside/..
+        (
+            format!("file://{p}/dirlink/../a.txt"),
+            "text/plain",
+            a.clone(),
+        ),
+        // %2F decodes to a separator; `..` formed that way is normalized and stays inside
+        (
+            format!("file://{p}/sub%2F..%2Fa.txt"),
+            "text/plain",
+            a.clone(),
+        ),
+        // %2e%2e is a `..` segment (WHATWG); here it stays inside
+        (
+            format!("file://{p}/%2e%2e/proj/a.txt"),
+            "text/markdown",
+            a.clone(),
+        ),
+        // a symlink inside the workspace to a file inside it: forwarded by its real path
+        (format!("file://{p}/link_in"), "text/plain", a.clone()),
+        // double encoding decodes once: the literal directory "%2e%2e"
+        (
+            format!("file://{p}/%252e%252e/x.txt"),
+            "text/plain",
+            f.proj.join("%2e%2e/x.txt"),
+        ),
+        (
+            Url::from_file_path(f.proj.join("name with space#?.txt"))
+                .unwrap()
+                .to_string(),
+            "text/plain",
+            f.proj.join("name with space#?.txt"),
+        ),
+        (
+            format!("file://{p}/ünï.txt"),
+            "text/plain",
+            f.proj.join("ünï.txt"),
+        ),
+        (
+            format!("file://{p}/exact.txt"),
+            "text/plain",
+            f.proj.join("exact.txt"),
+        ),
+        (
+            format!("file://{p}/empty.txt"),
+            "text/plain",
+            f.proj.join("empty.txt"),
+        ),
+        (
+            format!("file://{p}/bad.txt"),
+            "application/octet-stream",
+            f.proj.join("bad.txt"),
+        ),
+        (
+            format!("file://{p}/over.txt"),
+            "image/png",
+            f.proj.join("over.txt"),
+        ),
+        (
+            format!("file://{p}/img.png"),
+            "image/png",
+            f.proj.join("img.png"),
+        ),
+    ];
+    for (url, media_type, file) in ok {
+        let got = run(&json!({"url": url, "mediaType": media_type}), &rules)
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(got.get("url"), Some(&json!(real_url(&file))), "url {url}");
+        // The forwarded URL decodes (as the agent does) to the checked file.
+        let back = Url::parse(got["url"].as_str().unwrap())
+            .unwrap()
+            .to_file_path()
+            .unwrap();
+        assert_eq!(back, std::fs::canonicalize(&file).unwrap());
+    }
+
+    let long_url = format!("file://{p}/{}", "a".repeat(MAX_URL_BYTES));
+    let long_path = format!("file://{p}/{}", "a/".repeat(2100)); // < 8 KiB, path > 4096
+    assert!(long_path.len() < MAX_URL_BYTES);
+    let t = |url: String| json!({"url": url});
+    let img = |url: String| json!({"url": url, "mediaType": "image/png"});
+    let rows: Vec<(Value, &str)> = vec![
+        // traversal and encodings
+        (
+            t(format!("file://{p}/../other/o.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/%2e%2e/other/o.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/%2E%2E/%2e%2E/outside/secret.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/.%2e/.%2e/outside/secret.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/..%2F..%2Foutside/secret.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!(
+                "file://{p}/sub%2F..%2F..%2F..%2Foutside%2Fsecret.txt"
+            )),
+            "part.outside_workspace",
+        ),
+        (
+            t("file:///a%2F..%2F..%2Fetc%2Fpasswd".to_string()),
+            "part.outside_workspace",
+        ),
+        (
+            t("file:///../../etc/passwd".to_string()),
+            "part.outside_workspace",
+        ),
+        (
+            t("file:///etc/passwd".to_string()),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{base}/outside/secret.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/%252e%252e/%252e%252e/x.txt")),
+            "part.file_missing",
+        ),
+        // symlink escapes
+        (t(format!("file://{p}/link_out")), "part.outside_workspace"),
+        (
+            t(format!("file://{p}/dirlink/secret.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/link_other")),
+            "part.outside_workspace",
+        ),
+        (t(format!("file://{p}/devnull")), "part.outside_workspace"),
+        // no existence oracle outside
+        (
+            t(format!("file://{p}/dirlink/missing.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{base}/outside/missing.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t("file:///nonexistent-a2a-edge/x.txt".to_string()),
+            "part.outside_workspace",
+        ),
+        // missing, loops
+        (t(format!("file://{p}/missing.txt")), "part.file_missing"),
+        (
+            t(format!("file://{p}/sub/missing/deeper.txt")),
+            "part.file_missing",
+        ),
+        (t(format!("file://{p}/a.txt/x")), "part.file_missing"),
+        (t(format!("file://{p}/loop_a")), "part.file_missing"),
+        (t(format!("file://{p}/loop_a/x")), "part.file_missing"),
+        // not regular
+        (t(format!("file://{p}/sub")), "part.file_not_regular"),
+        (t(format!("file://{p}/")), "part.file_not_regular"),
+        (t(format!("file://{p}/fifo")), "part.file_not_regular"),
+        (t(format!("file://{p}/link_fifo")), "part.file_not_regular"),
+        (img(format!("file://{p}/fifo")), "part.file_not_regular"),
+        // sizes and UTF-8
+        (t(format!("file://{p}/over.txt")), "part.too_large"),
+        (img(format!("file://{p}/img_over.png")), "part.too_large"),
+        (t(format!("file://{p}/img.png")), "part.too_large"),
+        (t(format!("file://{p}/bad.txt")), "part.utf8"),
+        // encoded NUL, control characters, non-UTF-8
+        (t(format!("file://{p}/a.txt%00.png")), "part.url_encoding"),
+        (t(format!("file://{p}/%00")), "part.url_encoding"),
+        (t(format!("file://{p}/a%0A.txt")), "part.url_encoding"),
+        (t(format!("file://{p}/a%1B.txt")), "part.url_encoding"),
+        (t(format!("file://{p}/%FF.txt")), "part.url_encoding"),
+        (t(format!("file://{p}/%C0%AF.txt")), "part.url_encoding"),
+        // unicode look-alikes are literal names, neither separators nor `..`
+        (
+            t(format!(
+                "file://{p}/\u{2024}\u{2024}/\u{2024}\u{2024}/outside/secret.txt"
+            )),
+            "part.file_missing",
+        ),
+        (
+            t(format!(
+                "file://{p}/..\u{FF0F}..\u{FF0F}outside\u{FF0F}secret.txt"
+            )),
+            "part.file_missing",
+        ),
+        (
+            t(format!("file://{p}\u{FF0F}..\u{FF0F}other\u{FF0F}o.txt")),
+            "part.outside_workspace",
+        ),
+        (
+            t(format!("file://{p}/%EF%BC%8F..%EF%BC%8Fa.txt")),
+            "part.file_missing",
+        ),
+        // lengths
+        (t(long_url), "part.url_too_long"),
+        (t(long_path), "part.url_too_long"),
+        // what the WHATWG parser would rewrite silently
+        (t(format!("file://{p}/a .txt")), "part.url_syntax"),
+        (t(format!("file://{p}/a\t.txt")), "part.url_syntax"),
+        (t(format!("file://{p}/a\n.txt")), "part.url_syntax"),
+        (t(format!("file://{p}/a.txt\u{0}")), "part.url_syntax"),
+        (t(format!(" file://{p}/a.txt")), "part.url_syntax"),
+        (t(format!("file://{p}/a.txt ")), "part.url_syntax"),
+        (
+            t(format!("file://{p}\\..\\..\\outside\\secret.txt")),
+            "part.url_syntax",
+        ),
+        (t(format!("file://{p}/a\u{85}.txt")), "part.url_syntax"),
+        (t(format!("file://{p}/a.txt?x=1")), "part.url_syntax"),
+        (t(format!("file://{p}/a.txt#frag")), "part.url_syntax"),
+        (t(format!("file:{p}/a.txt")), "part.url_syntax"),
+        (
+            t(format!("file:{}/a.txt", p.trim_start_matches('/'))),
+            "part.url_syntax",
+        ),
+        // `file:/` + `/tmp/...` is `file://tmp/...`: a host
+        (t(format!("file:/{p}/a.txt")), "part.url_host"),
+        // hosts
+        (t(format!("file://localhost{p}/a.txt")), "part.url_host"),
+        (t(format!("file://LOCALHOST{p}/a.txt")), "part.url_host"),
+        (t(format!("file://host{p}/a.txt")), "part.url_host"),
+        (t(format!("file://127.0.0.1{p}/a.txt")), "part.url_host"),
+        (t(format!("file://[::1]{p}/a.txt")), "part.url_host"),
+        (t(format!("file://[::1{p}/a.txt")), "part.url_host"),
+        (t("file://\u{FF0F}etc/passwd".to_string()), "part.url_host"),
+        (
+            t("file://user@host/etc/passwd".to_string()),
+            "part.url_host",
+        ),
+        // schemes
+        (t("http://example.com/a.txt".to_string()), "part.url_scheme"),
+        (
+            t("https://example.com/a.png".to_string()),
+            "part.url_scheme",
+        ),
+        (t("HTTP://example.com/".to_string()), "part.url_scheme"),
+        (
+            t("data:text/plain;base64,aGk=".to_string()),
+            "part.url_scheme",
+        ),
+        (t("ftp://example.com/a.txt".to_string()), "part.url_scheme"),
+        (t("javascript:alert(1)".to_string()), "part.url_scheme"),
+        (t("filex:///etc/passwd".to_string()), "part.url_scheme"),
+        (t("file".to_string()), "part.url_scheme"),
+        (t(format!("{p}/a.txt")), "part.url_scheme"),
+        (t("a.txt".to_string()), "part.url_scheme"),
+        (t(String::new()), "part.url_scheme"),
+    ];
+    assert_rejected(&rows, &rules, base);
+
+    // Nothing was created on the way.
+    assert!(!f.proj.join("missing.txt").exists());
+    assert!(!f.proj.join("sub/missing").exists());
+}
+
+#[test]
+fn file_url_without_workspace_fails_closed() {
+    let f = files();
+    let rules = PartRules {
+        media: &f.media,
+        workspace: None,
+        policy: &f.policy,
+    };
+    let p = f.p();
+    let rows: Vec<(Value, &str)> = vec![
+        (
+            json!({"url": format!("file://{p}/a.txt")}),
+            "part.file_without_workspace",
+        ),
+        (
+            json!({"url": format!("file://{p}/missing.txt")}),
+            "part.file_without_workspace",
+        ),
+        // syntax errors still come first
+        (json!({"url": "https://example.com/x"}), "part.url_scheme"),
+        (json!({"url": "file://host/x"}), "part.url_host"),
+    ];
+    assert_rejected(&rows, &rules, p);
+}
+
+#[test]
+fn file_url_lexical_rows() {
+    let media = media();
+    let policy = WorkspacePolicy::new(vec![PathBuf::from("/srv/ws")], false).unwrap();
+    let workspace = resolve_cwd(&json!("/srv/ws/proj/"), &policy).unwrap();
+    let rules = PartRules {
+        media: &media,
+        workspace: Some(&workspace),
+        policy: &policy,
+    };
+    let ok: &[(&str, &str)] = &[
+        ("file:///srv/ws/proj/a.txt", "file:///srv/ws/proj/a.txt"),
+        (
+            "file:///srv/ws/proj/x/../a.txt",
+            "file:///srv/ws/proj/a.txt",
+        ),
+        (
+            "file:///srv/ws/proj/x%2F..%2Fa.txt",
+            "file:///srv/ws/proj/a.txt",
+        ),
+        (
+            "file:///srv/ws/proj/%2e%2e/proj/a.txt",
+            "file:///srv/ws/proj/a.txt",
+        ),
+        (
+            "file:///srv/ws/proj/a%20b%23.txt",
+            "file:///srv/ws/proj/a%20b%23.txt",
+        ),
+        (
+            "file:///srv/ws/proj/%252e%252e",
+            "file:///srv/ws/proj/%252e%252e",
+        ),
+        // not checked: not read, not required to exist
+        (
+            "file:///srv/ws/proj/missing/huge.bin",
+            "file:///srv/ws/proj/missing/huge.bin",
+        ),
+    ];
+    for (url, want) in ok {
+        let got = run(&json!({"url": url}), &rules).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(got.get("url"), Some(&json!(want)), "url {url}");
+    }
+    let rows: Vec<(Value, &str)> = vec![
+        (
+            json!({"url": "file:///srv/ws/other/a.txt"}),
+            "part.outside_workspace",
+        ),
+        (
+            json!({"url": "file:///srv/ws/proj-evil/a.txt"}),
+            "part.outside_workspace",
+        ),
+        (
+            json!({"url": "file:///srv/ws/proj/../proj-evil/a"}),
+            "part.outside_workspace",
+        ),
+        (
+            json!({"url": "file:///srv/ws/proj/%2e%2e/%2e%2e/etc/passwd"}),
+            "part.outside_workspace",
+        ),
+        (
+            json!({"url": "file:///srv/ws/proj/..%2F..%2Fetc"}),
+            "part.outside_workspace",
+        ),
+        (
+            json!({"url": "file:///srv/ws/proj/a%2F..%2F..%2F..%2F..%2F.."}),
+            "part.outside_workspace",
+        ),
+        (json!({"url": "file:///srv/ws"}), "part.outside_workspace"),
+        (
+            json!({"url": "file:///srv/ws/proj/a%00"}),
+            "part.url_encoding",
+        ),
+    ];
+    assert_rejected(&rows, &rules, "/srv/ws");
+}

@@ -1,0 +1,328 @@
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::testdir::TestDir;
+use super::*;
+
+/// One filesystem fixture shared by the rows of a table.
+struct Fixture {
+    dir: TestDir,
+    ws: PathBuf,
+    policy: WorkspacePolicy,
+}
+
+fn fixture() -> Fixture {
+    let dir = TestDir::new("workspace");
+    let ws = dir.mkdir("ws");
+    dir.mkdir("ws2/inner");
+    dir.mkdir("ws/proj/sub");
+    dir.mkdir("ws-evil/proj");
+    dir.mkdir("outside/dir");
+    dir.write("ws/file.txt", b"x");
+    dir.symlink(dir.join("outside"), "ws/link_out");
+    dir.symlink(dir.join("ws2"), "ws/link_in");
+    dir.symlink("proj", "ws/link_rel");
+    dir.symlink("loop_b", "ws/loop_a");
+    dir.symlink("loop_a", "ws/loop_b");
+    dir.symlink(dir.join("outside/nonexistent"), "ws/dangling");
+    let policy = WorkspacePolicy::new(vec![ws.clone(), dir.join("ws2")], true).unwrap();
+    Fixture { dir, ws, policy }
+}
+
+fn real(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap()
+}
+
+#[test]
+fn resolve_cwd_filesystem_table() {
+    let f = fixture();
+    let ws = f.ws.to_str().unwrap().to_string();
+    let base = f.dir.path.to_str().unwrap().to_string();
+
+    // Accepted: (input, expected logical, expected real).
+    let ok: Vec<(String, PathBuf, PathBuf)> = vec![
+        (
+            format!("{ws}/proj"),
+            f.ws.join("proj"),
+            real(&f.ws.join("proj")),
+        ),
+        (
+            format!("{ws}/proj/"),
+            f.ws.join("proj"),
+            real(&f.ws.join("proj")),
+        ),
+        (
+            format!("{ws}//proj/./sub//"),
+            f.ws.join("proj/sub"),
+            real(&f.ws.join("proj/sub")),
+        ),
+        (ws.clone(), f.ws.clone(), real(&f.ws)),
+        (
+            format!("{ws}/proj/../proj"),
+            f.ws.join("proj"),
+            real(&f.ws.join("proj")),
+        ),
+        (format!("{ws}/proj/sub/../.."), f.ws.clone(), real(&f.ws)),
+        // A symlink to another allowed root keeps its logical name (as the agent does).
+        (
+            format!("{ws}/link_in/inner"),
+            f.ws.join("link_in/inner"),
+            real(&f.dir.join("ws2/inner")),
+        ),
+        (
+            format!("{ws}/link_rel"),
+            f.ws.join("link_rel"),
+            real(&f.ws.join("proj")),
+        ),
+        (
+            format!("{base}/ws2"),
+            f.dir.join("ws2"),
+            real(&f.dir.join("ws2")),
+        ),
+    ];
+    for (input, logical, real_path) in ok {
+        let got = resolve_cwd(&json!(input), &f.policy);
+        assert_eq!(
+            got,
+            Ok(Workspace {
+                logical: logical.clone(),
+                real: real_path
+            }),
+            "input {input:?}"
+        );
+        assert_eq!(got.unwrap().forward_cwd(), logical.to_str().unwrap());
+    }
+
+    let too_long = format!("/{}", "a/".repeat(2100));
+    let exactly_max = format!("{ws}/{}", "b".repeat(MAX_CWD_BYTES - ws.len() - 1));
+    assert_eq!(exactly_max.len(), MAX_CWD_BYTES);
+    let many_up = format!("{ws}/{}", "../".repeat(64));
+    let rejected: Vec<(Value, &str)> = vec![
+        // wrong JSON type
+        (json!(42), "workspace.type"),
+        (json!(null), "workspace.type"),
+        (json!(true), "workspace.type"),
+        (json!([ws.clone()]), "workspace.type"),
+        (json!({"path": ws.clone()}), "workspace.type"),
+        // not absolute
+        (json!(""), "workspace.relative"),
+        (json!("relative/dir"), "workspace.relative"),
+        (json!("./proj"), "workspace.relative"),
+        (json!("../etc"), "workspace.relative"),
+        (json!("~/proj"), "workspace.relative"),
+        (json!("file:///tmp"), "workspace.relative"),
+        // NUL, control characters
+        (json!(format!("{ws}/proj\u{0}/x")), "workspace.nul"),
+        (json!("\u{0}"), "workspace.nul"),
+        (json!(format!("{ws}/a\nb")), "workspace.control"),
+        (json!(format!("{ws}/\u{1b}[31m")), "workspace.control"),
+        (json!(format!("{ws}/a\u{85}b")), "workspace.control"),
+        // length
+        (json!(too_long), "workspace.too_long"),
+        (json!(format!("{exactly_max}c")), "workspace.too_long"),
+        // the boundary itself is accepted by the length check and fails later (missing)
+        (json!(exactly_max), "workspace.missing"),
+        // `..` above the root
+        (json!("/.."), "workspace.traversal"),
+        (json!("/../etc"), "workspace.traversal"),
+        (json!(many_up), "workspace.traversal"),
+        // traversal that stays below `/` but leaves the roots
+        (
+            json!(format!("{ws}/../outside/dir")),
+            "workspace.outside_roots",
+        ),
+        (
+            json!(format!("{ws}/proj/../../outside")),
+            "workspace.outside_roots",
+        ),
+        (json!("/etc"), "workspace.outside_roots"),
+        (json!("/"), "workspace.outside_roots"),
+        // a string prefix is not containment
+        (
+            json!(format!("{base}/ws-evil/proj")),
+            "workspace.outside_roots",
+        ),
+        (json!(format!("{base}/ws-evil")), "workspace.outside_roots"),
+        // symlink escapes
+        (json!(format!("{ws}/link_out")), "workspace.outside_roots"),
+        (
+            json!(format!("{ws}/link_out/dir")),
+            "workspace.outside_roots",
+        ),
+        // no existence oracle outside the roots
+        (
+            json!(format!("{base}/outside/missing")),
+            "workspace.outside_roots",
+        ),
+        (
+            json!("/nonexistent-a2a-edge-dir/x"),
+            "workspace.outside_roots",
+        ),
+        (json!("/etc/passwd"), "workspace.outside_roots"),
+        (
+            json!(format!("{ws}/link_out/missing")),
+            "workspace.outside_roots",
+        ),
+        // missing: never created
+        (json!(format!("{ws}/missing")), "workspace.missing"),
+        (json!(format!("{ws}/missing/deeper")), "workspace.missing"),
+        (json!(format!("{ws}/file.txt/sub")), "workspace.missing"),
+        (json!(format!("{ws}/loop_a")), "workspace.missing"),
+        (json!(format!("{ws}/loop_a/x")), "workspace.missing"),
+        (json!(format!("{ws}/dangling")), "workspace.missing"),
+        // not a directory
+        (json!(format!("{ws}/file.txt")), "workspace.not_directory"),
+        // look-alikes and encodings are literal names, not separators or `..`
+        (
+            json!(format!("{ws}\u{FF0F}proj")),
+            "workspace.outside_roots",
+        ),
+        (
+            json!(format!("{ws}/\u{2024}\u{2024}/outside")),
+            "workspace.missing",
+        ),
+        (json!(format!("{ws}/%2e%2e/outside")), "workspace.missing"),
+        (json!(format!("{ws}/..%2Foutside")), "workspace.missing"),
+    ];
+    for (input, reason) in rejected {
+        let err = resolve_cwd(&input, &f.policy).unwrap_err();
+        assert_eq!(err.reason, reason, "input {input}");
+        assert_eq!(err.code, -32602);
+        assert!(!err.message.contains(&base), "message leaks a path");
+    }
+
+    // The real agent would mkdir these; the proxy must not.
+    assert!(!f.ws.join("missing").exists());
+    assert!(!f.dir.join("outside/missing").exists());
+}
+
+#[test]
+fn resolve_cwd_lexical_table() {
+    let policy = WorkspacePolicy::new(
+        vec![PathBuf::from("/srv/ws/"), PathBuf::from("/data/./a")],
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        policy.roots,
+        vec![PathBuf::from("/srv/ws"), PathBuf::from("/data/a")]
+    );
+    let ok: &[(&str, &str)] = &[
+        ("/srv/ws", "/srv/ws"),
+        ("/srv/ws/", "/srv/ws"),
+        ("/srv/ws/proj", "/srv/ws/proj"),
+        ("/srv/ws/./a//b/", "/srv/ws/a/b"),
+        ("//srv/ws/proj", "/srv/ws/proj"),
+        ("/srv/ws/a/../b", "/srv/ws/b"),
+        ("/data/a/x", "/data/a/x"),
+        // not checked: may not exist, and is not created
+        ("/srv/ws/does/not/exist", "/srv/ws/does/not/exist"),
+    ];
+    for (input, logical) in ok {
+        let got = resolve_cwd(&json!(input), &policy).unwrap();
+        assert_eq!(got.logical, PathBuf::from(logical), "input {input:?}");
+        assert_eq!(got.real, got.logical);
+    }
+    let bad: &[(&str, &str)] = &[
+        ("/srv/ws-evil", "workspace.outside_roots"),
+        ("/srv/ws-evil/x", "workspace.outside_roots"),
+        ("/srv/ws/../ws-evil", "workspace.outside_roots"),
+        ("/srv/ws/a/../../etc", "workspace.outside_roots"),
+        ("/srv", "workspace.outside_roots"),
+        ("/data/ab", "workspace.outside_roots"),
+        ("/srv/ws/../../..", "workspace.traversal"),
+        ("srv/ws", "workspace.relative"),
+    ];
+    for (input, reason) in bad {
+        let err = resolve_cwd(&json!(input), &policy).unwrap_err();
+        assert_eq!(err.reason, *reason, "input {input:?}");
+    }
+    assert!(!Path::new("/srv/ws/does/not/exist").exists());
+}
+
+#[test]
+fn policy_new_rules() {
+    let dir = TestDir::new("workspace-policy");
+    let ws = dir.mkdir("ws");
+    dir.write("file", b"x");
+    dir.symlink(&ws, "link");
+
+    assert!(WorkspacePolicy::new(vec![], false).is_err());
+    assert!(WorkspacePolicy::new(vec![PathBuf::new()], false).is_err());
+    assert!(WorkspacePolicy::new(vec![PathBuf::from("/..")], false).is_err());
+
+    // Relative roots are made absolute against the process directory.
+    let p = WorkspacePolicy::new(vec![PathBuf::from("rel/./dir")], false).unwrap();
+    assert_eq!(
+        p.roots,
+        vec![std::env::current_dir().unwrap().join("rel/dir")]
+    );
+
+    // Checked: canonicalized, deduplicated; missing or non-directory roots are errors naming them.
+    let p =
+        WorkspacePolicy::new(vec![dir.join("link"), ws.clone(), dir.join("ws/.")], true).unwrap();
+    assert_eq!(p.roots, vec![real(&ws)]);
+    let missing = dir.join("missing");
+    let err = WorkspacePolicy::new(vec![missing.clone()], true).unwrap_err();
+    assert!(err.contains(missing.to_str().unwrap()), "{err}");
+    let err = WorkspacePolicy::new(vec![dir.join("file")], true).unwrap_err();
+    assert!(err.contains("not a directory"), "{err}");
+    assert!(!missing.exists());
+
+    // Unchecked: the same roots are taken as written.
+    let p = WorkspacePolicy::new(vec![missing.clone()], false).unwrap();
+    assert_eq!(p.roots, vec![missing]);
+}
+
+#[test]
+fn default_roots_follow_the_environment_variable() {
+    use std::ffi::OsStr;
+    let cwd = PathBuf::from("/proc-cwd");
+    let tmp = PathBuf::from("/tmp");
+    let defaults = vec![cwd.clone(), tmp.clone()];
+    let rows: &[(Option<&str>, Vec<PathBuf>)] = &[
+        (None, defaults.clone()),
+        (Some(""), defaults.clone()),
+        (Some(":"), defaults.clone()),
+        (Some("/a"), vec![PathBuf::from("/a")]),
+        (
+            Some("/a::/b:"),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")],
+        ),
+        // commas are not separators (as the agent)
+        (Some("/a,/b"), vec![PathBuf::from("/a,/b")]),
+    ];
+    for (value, want) in rows {
+        let got = roots_from_env(value.map(OsStr::new), Some(cwd.clone()), tmp.clone());
+        assert_eq!(&got, want, "value {value:?}");
+    }
+    assert_eq!(roots_from_env(None, None, tmp.clone()), vec![tmp]);
+    // The real function returns something usable.
+    assert!(!WorkspacePolicy::default_roots().is_empty());
+}
+
+#[test]
+fn normalize_lexically_rows() {
+    let rows: &[(&str, Option<&str>)] = &[
+        ("/", Some("/")),
+        ("/a/b", Some("/a/b")),
+        ("/a/b/", Some("/a/b")),
+        ("//a//b//", Some("/a/b")),
+        ("/a/./b/.", Some("/a/b")),
+        ("/a/../b", Some("/b")),
+        ("/a/..", Some("/")),
+        ("/..", None),
+        ("/a/../..", None),
+        ("a/b", None),
+        ("", None),
+        ("/a/.../b", Some("/a/.../b")),
+    ];
+    for (input, want) in rows {
+        assert_eq!(
+            normalize_lexically(Path::new(input)),
+            want.map(PathBuf::from),
+            "input {input:?}"
+        );
+    }
+}
