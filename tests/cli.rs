@@ -165,7 +165,11 @@ generate_if_missing = true
         .request(
             "POST",
             "/",
-            &[("authorization", &auth), ("a2a-version", "1.0")],
+            &[
+                ("authorization", &auth),
+                ("a2a-version", "1.0"),
+                ("content-type", "application/json"),
+            ],
             body,
         )
         .await;

@@ -192,7 +192,7 @@ async fn a_subscriber_sees_the_cancel_of_a_running_task() {
 }
 
 #[tokio::test]
-async fn version_header_is_passed_through_and_checked_by_the_agent() {
+async fn a_missing_version_header_is_refused_at_the_edge() {
     let (proxies, _stop) = proxies().await;
     for proxy in &proxies {
         let mut c = proxy.client(Proto::H1).await;
@@ -202,13 +202,21 @@ async fn version_header_is_passed_through_and_checked_by_the_agent() {
             .request(
                 "POST",
                 "/",
-                &[("authorization", "Bearer test-token-0123456789")],
+                &[
+                    ("authorization", "Bearer test-token-0123456789"),
+                    ("content-type", "application/json"),
+                ],
                 body,
             )
             .await;
         assert_eq!(status, StatusCode::OK);
         let v: Value = serde_json::from_slice(&rb).unwrap();
         assert_eq!(v["error"]["code"], -32009, "{v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "version.unsupported",
+            "{v}"
+        );
+        assert_eq!(v["id"], 9);
     }
 }
 

@@ -143,7 +143,11 @@ mod tests {
     fn strict_table() {
         let deep_ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         let deep_bad = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
-        let deep_obj = format!("{}1{}", r#"{"a":"#.repeat(MAX_DEPTH + 1), "}".repeat(MAX_DEPTH + 1));
+        let deep_obj = format!(
+            "{}1{}",
+            r#"{"a":"#.repeat(MAX_DEPTH + 1),
+            "}".repeat(MAX_DEPTH + 1)
+        );
         let cases: Vec<(&[u8], Result<(), JsonError>)> = vec![
             (br#"{"a":1,"b":[1,2,{"c":null}]}"#, Ok(())),
             (b" {} \n", Ok(())),
@@ -173,8 +177,11 @@ mod tests {
 
     #[test]
     fn accepted_values_round_trip() {
-        let v = parse_strict(br#"{"n":1.5e3,"i":-7,"u":18446744073709551615,"s":"\u00e9\n"}"#, 8)
-            .unwrap();
+        let v = parse_strict(
+            br#"{"n":1.5e3,"i":-7,"u":18446744073709551615,"s":"\u00e9\n"}"#,
+            8,
+        )
+        .unwrap();
         let again = parse_strict(v.to_string().as_bytes(), 8).unwrap();
         assert_eq!(v, again);
     }

@@ -11,6 +11,7 @@ mod rejection;
 mod route;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -28,9 +29,19 @@ use crate::card::{self, EdgeFace};
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::upstream::{self, relay_response, Upstream, UpstreamError};
+use crate::validate::push_url::check_resolved;
+use crate::validate::request::{check_params, RequestPolicy};
+use crate::validate::service;
 
 /// Largest agent card the edge will read from an agent.
 const MAX_CARD_BYTES: usize = 1024 * 1024;
+
+/// What the stages learned about a request, for its log line.
+#[derive(Debug, Default)]
+struct Trace {
+    principal: Option<String>,
+    method: Option<&'static str>,
+}
 
 /// What the gate knows about the connection a request came on.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +56,7 @@ pub struct Gate {
     auth: Authenticator,
     upstream: Upstream,
     max_body_bytes: usize,
+    requests: Arc<RequestPolicy>,
 }
 
 impl Gate {
@@ -71,6 +83,7 @@ impl Gate {
             auth,
             upstream: Upstream::from_policy(first)?,
             max_body_bytes: policy.a2a.max_body_bytes,
+            requests: policy.a2a.requests.clone(),
         })
     }
 
@@ -79,30 +92,23 @@ impl Gate {
         let started = Instant::now();
         let route = classify(req.method(), req.uri().path(), &self.rpc_path);
         let head = req.method() == Method::HEAD;
-        let (outcome, principal, rpc_method) = match route {
-            Route::Health => (Ok(health()), None, None),
-            Route::Card => (self.card(head).await, None, None),
-            Route::Rpc => self.rpc(req).await,
-            Route::NotFound => (
-                Err(Rejection::Http {
-                    status: StatusCode::NOT_FOUND,
-                    message: "Not found",
-                    reason: "route.not_found",
-                    allow: None,
-                }),
-                None,
-                None,
-            ),
-            Route::MethodNotAllowed(allow) => (
-                Err(Rejection::Http {
-                    status: StatusCode::METHOD_NOT_ALLOWED,
-                    message: "Method not allowed",
-                    reason: "route.method_not_allowed",
-                    allow: Some(allow),
-                }),
-                None,
-                None,
-            ),
+        let mut trace = Trace::default();
+        let outcome = match route {
+            Route::Health => Ok(health()),
+            Route::Card => self.card(head).await,
+            Route::Rpc => self.rpc(req, &mut trace).await,
+            Route::NotFound => Err(Rejection::Http {
+                status: StatusCode::NOT_FOUND,
+                message: "Not found",
+                reason: "route.not_found",
+                allow: None,
+            }),
+            Route::MethodNotAllowed(allow) => Err(Rejection::Http {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                message: "Method not allowed",
+                reason: "route.method_not_allowed",
+                allow: Some(allow),
+            }),
         };
         let (resp, reason) = match outcome {
             Ok(r) => (r, None),
@@ -116,8 +122,8 @@ impl Gate {
             json!({
                 "client": conn.peer.ip().to_string(),
                 "route": route_name(route),
-                "method": rpc_method,
-                "principal": principal,
+                "method": trace.method,
+                "principal": trace.principal,
                 "reason": reason,
                 "status": resp.status().as_u16(),
                 "ms": started.elapsed().as_millis() as u64,
@@ -126,31 +132,54 @@ impl Gate {
         resp
     }
 
-    /// The JSON-RPC route: the stages in order.
+    /// The JSON-RPC route: the stages in order. Cheap checks come first; the body is read
+    /// only for an authenticated caller with an acceptable content type.
     async fn rpc(
         &self,
         req: Request<Incoming>,
-    ) -> (
-        Result<Response<BoxBody>, Rejection>,
-        Option<String>,
-        Option<&'static str>,
-    ) {
+        trace: &mut Trace,
+    ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
-        let principal = match self.authenticate(&parts.headers) {
-            Ok(p) => p,
-            Err(rej) => return (Err(rej), None, None),
+        let principal = self.authenticate(&parts.headers)?;
+        trace.principal = Some(principal.name.clone());
+        service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
+        let bytes = read_body(body, &parts.headers, self.max_body_bytes).await?;
+        let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
+        trace.method = Some(rpc.method.as_str());
+        let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
+        let version = service::check_version(&parts.headers).map_err(refuse)?;
+        let extensions =
+            service::check_extensions(&parts.headers, &self.requests.required_extensions)
+                .map_err(refuse)?;
+        let rpc = self.check_params(rpc, principal).await?;
+        let headers = upstream::forwarded_headers(&parts.headers, version, extensions);
+        self.forward(headers, &rpc).await
+    }
+
+    /// Checks the params of the request for its method and replaces them with the sanitized
+    /// params. File and workspace checks touch the filesystem, so they run off the reactor.
+    async fn check_params(
+        &self,
+        rpc: RpcRequest,
+        principal: Principal,
+    ) -> Result<RpcRequest, Rejection> {
+        let RpcRequest { id, method, params } = rpc;
+        let policy = self.requests.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            check_params(method, params, &policy.rules(&principal.name))
+        })
+        .await;
+        let (params, checked) = match checked {
+            Ok(Ok(ok)) => ok,
+            Ok(Err(e)) => return Err(Rejection::rpc(id, e)),
+            Err(_) => return Err(Rejection::rpc(id, RpcError::internal("validate.panicked"))),
         };
-        let name = Some(principal.name.clone());
-        let bytes = match read_body(body, &parts.headers, self.max_body_bytes).await {
-            Ok(b) => b,
-            Err(rej) => return (Err(rej), name, None),
-        };
-        let rpc = match RpcRequest::parse(&bytes) {
-            Ok(r) => r,
-            Err(e) => return (Err(Rejection::rpc(e.id, e.error)), name, None),
-        };
-        let method = Some(rpc.method.as_str());
-        (self.forward(&parts.headers, &rpc).await, name, method)
+        if let Some(url) = &checked.push_url {
+            check_resolved(url, &self.requests.push)
+                .await
+                .map_err(|e| Rejection::rpc(id.clone(), e))?;
+        }
+        Ok(RpcRequest { id, method, params })
     }
 
     fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Rejection> {
@@ -165,10 +194,9 @@ impl Gate {
     /// Sends the proxy's own serialization of the validated request with sanitized headers.
     async fn forward(
         &self,
-        caller_headers: &HeaderMap,
+        headers: HeaderMap,
         rpc: &RpcRequest,
     ) -> Result<Response<BoxBody>, Rejection> {
-        let headers = upstream::upstream_request_headers(caller_headers);
         let upstream_error = |e: UpstreamError| {
             Rejection::rpc(
                 rpc.id.clone(),

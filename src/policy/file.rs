@@ -17,6 +17,8 @@ pub struct PolicyFile {
     pub auth: AuthSection,
     #[serde(default)]
     pub a2a: A2aSection,
+    #[serde(default)]
+    pub workspace: WorkspaceSection,
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,4 +82,37 @@ pub struct BearerSection {
 #[serde(deny_unknown_fields)]
 pub struct A2aSection {
     pub max_body_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub required_extensions: Vec<Spanned<String>>,
+    pub extra_text_media_types: Option<Spanned<Vec<String>>>,
+    pub extra_multimodal_media_types: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub metadata: MetadataSection,
+    #[serde(default)]
+    pub push: PushSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataSection {
+    pub denied_keys: Option<Spanned<Vec<String>>>,
+    pub allowed_for: Option<Spanned<std::collections::BTreeMap<String, Vec<String>>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushSection {
+    /// Accept `http://` callback URLs (default: https only).
+    #[serde(default)]
+    pub allow_http: bool,
+    /// Resolve callback host names at registration and refuse private answers.
+    #[serde(default)]
+    pub resolve_names: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSection {
+    pub allowed_roots: Option<Spanned<Vec<PathBuf>>>,
+    pub check_filesystem: Option<bool>,
 }

@@ -11,7 +11,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use file::PolicyFile;
+
+use crate::validate::media::MediaTypes;
+use crate::validate::metadata::MetadataPolicy;
+use crate::validate::push_url::PushUrlPolicy;
+use crate::validate::request::RequestPolicy;
+use crate::validate::workspace::WorkspacePolicy;
 use toml::Spanned;
 
 pub use secret::{random_token, sha256, write_private};
@@ -142,6 +150,8 @@ pub struct GeneratedToken {
 #[derive(Debug, Clone)]
 pub struct A2aPolicy {
     pub max_body_bytes: usize,
+    /// Everything a JSON-RPC request is checked against.
+    pub requests: Arc<RequestPolicy>,
 }
 
 const DEFAULT_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
@@ -212,6 +222,46 @@ impl Policy {
             "limits   request body <= {} bytes, request head <= {} bytes\n",
             self.a2a.max_body_bytes, self.server.max_header_bytes
         ));
+        let r = &self.a2a.requests;
+        if !r.required_extensions.is_empty() {
+            s.push_str(&format!(
+                "a2a      required extensions: {}\n",
+                r.required_extensions.join(", ")
+            ));
+        }
+        s.push_str(&format!(
+            "parts    text-like: {}; multimodal: {}\n",
+            r.media.text().join(", "),
+            r.media.multimodal().join(", ")
+        ));
+        let roots: Vec<String> = r
+            .workspace
+            .roots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        s.push_str(&format!(
+            "workspace roots: {} ({})\n",
+            roots.join(", "),
+            if r.workspace.check_filesystem {
+                "checked on the filesystem"
+            } else {
+                "lexical checks only"
+            }
+        ));
+        s.push_str(&format!(
+            "push     callback URLs: {}{}\n",
+            if r.push.allow_http {
+                "https or http"
+            } else {
+                "https only"
+            },
+            if r.push.resolve_names {
+                ", names resolved and checked"
+            } else {
+                ""
+            }
+        ));
         s
     }
 }
@@ -254,7 +304,7 @@ impl Ctx<'_> {
         self.err(key, Some(v.span()), msg.into())
     }
 
-    fn validate(&self, raw: PolicyFile, mode: LoadMode) -> Result<Policy, PolicyError> {
+    fn validate(&self, mut raw: PolicyFile, mode: LoadMode) -> Result<Policy, PolicyError> {
         let server = self.server(raw.server)?;
         let tls = self.tls(raw.tls)?;
         if raw.upstreams.is_empty() {
@@ -284,7 +334,7 @@ impl Ctx<'_> {
             );
         }
         let auth = self.auth(raw.auth, mode)?;
-        let max_body_bytes = match raw.a2a.max_body_bytes {
+        let max_body_bytes = match raw.a2a.max_body_bytes.take() {
             None => DEFAULT_MAX_BODY_BYTES,
             Some(v) if *v.get_ref() == 0 || *v.get_ref() > MAX_MAX_BODY_BYTES => {
                 return self.spanned_err(
@@ -295,6 +345,7 @@ impl Ctx<'_> {
             }
             Some(v) => v.into_inner(),
         };
+        let requests = self.requests(raw.a2a, raw.workspace)?;
         Ok(Policy {
             source: self.path.to_path_buf(),
             server,
@@ -303,7 +354,105 @@ impl Ctx<'_> {
             auth,
             a2a: A2aPolicy {
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+                requests: Arc::new(requests),
             },
+        })
+    }
+
+    /// The request rules: `[a2a]` and `[workspace]`, with the iac-code environment variables
+    /// where the policy is silent.
+    fn requests(
+        &self,
+        a: file::A2aSection,
+        w: file::WorkspaceSection,
+    ) -> Result<RequestPolicy, PolicyError> {
+        let mut required_extensions = Vec::new();
+        for (i, uri) in a.required_extensions.iter().enumerate() {
+            let u = uri.get_ref();
+            if u.is_empty()
+                || u.len() > 512
+                || !u.contains(':')
+                || !u.bytes().all(|b| b.is_ascii_graphic() && b != b',')
+            {
+                return self.spanned_err(
+                    &format!("a2a.required_extensions[{i}]"),
+                    uri,
+                    "must be an extension URI (printable ASCII with a scheme, no commas)",
+                );
+            }
+            required_extensions.push(u.clone());
+        }
+        let extras = |given: Option<Spanned<Vec<String>>>,
+                      key: &str,
+                      env: &str|
+         -> (Vec<String>, Option<std::ops::Range<usize>>, String) {
+            match given {
+                Some(v) => (v.get_ref().clone(), Some(v.span()), key.to_string()),
+                None => (
+                    std::env::var(env)
+                        .map(|s| {
+                            s.split([',', ';'])
+                                .map(|t| t.trim().to_string())
+                                .filter(|t| !t.is_empty())
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    None,
+                    format!("{key} (from environment variable {env})"),
+                ),
+            }
+        };
+        let (text, text_span, text_key) = extras(
+            a.extra_text_media_types,
+            "a2a.extra_text_media_types",
+            "IACCODE_A2A_TEXT_MIME_TYPES",
+        );
+        let (multi, multi_span, multi_key) = extras(
+            a.extra_multimodal_media_types,
+            "a2a.extra_multimodal_media_types",
+            "IACCODE_A2A_MULTIMODAL_MIME_TYPES",
+        );
+        let media = match MediaTypes::new(&text, &[]) {
+            Err(m) => return self.err(&text_key, text_span, m),
+            Ok(_) => {
+                MediaTypes::new(&text, &multi).or_else(|m| self.err(&multi_key, multi_span, m))?
+            }
+        };
+        let denied = a
+            .metadata
+            .denied_keys
+            .as_ref()
+            .map(|d| d.get_ref().clone())
+            .unwrap_or_else(MetadataPolicy::default_denied);
+        let allowed_for = a
+            .metadata
+            .allowed_for
+            .as_ref()
+            .map(|m| m.get_ref().clone())
+            .unwrap_or_default();
+        let metadata = MetadataPolicy::new(&denied, &allowed_for).or_else(|m| {
+            let span = a.metadata.denied_keys.as_ref().map(|d| d.span()).or(a
+                .metadata
+                .allowed_for
+                .as_ref()
+                .map(|d| d.span()));
+            self.err("a2a.metadata", span, m)
+        })?;
+        let (roots, roots_span) = match &w.allowed_roots {
+            Some(r) => (r.get_ref().clone(), Some(r.span())),
+            None => (WorkspacePolicy::default_roots(), None),
+        };
+        let workspace = WorkspacePolicy::new(roots, w.check_filesystem.unwrap_or(true))
+            .or_else(|m| self.err("workspace.allowed_roots", roots_span, m))?;
+        Ok(RequestPolicy {
+            media,
+            workspace,
+            metadata,
+            push: PushUrlPolicy {
+                allow_http: a.push.allow_http,
+                resolve_names: a.push.resolve_names,
+            },
+            required_extensions,
         })
     }
 

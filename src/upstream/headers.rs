@@ -1,6 +1,6 @@
 //! What an agent sees of a caller's headers: an allow-list, after hop-by-hop removal.
 
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// Headers that are meaningful for one connection only (RFC 9110 §7.6.1), plus the
 /// non-standard ones proxies commonly treat so.
@@ -16,13 +16,10 @@ const HOP_BY_HOP: [&str; 9] = [
     "upgrade",
 ];
 
-/// Caller headers an agent may receive. Everything else (credentials, cookies, forwarding
-/// headers, hop-by-hop headers) stays at the edge; the proxy adds its own.
-const FORWARDED: [HeaderName; 3] = [
-    HeaderName::from_static("a2a-version"),
-    HeaderName::from_static("a2a-extensions"),
-    header::ACCEPT,
-];
+/// Caller headers an agent may receive as sent. Everything else (credentials, cookies,
+/// forwarding headers, hop-by-hop headers) stays at the edge; the A2A service parameters are
+/// forwarded as the edge validated and normalized them.
+const FORWARDED: [HeaderName; 1] = [header::ACCEPT];
 
 /// Removes the hop-by-hop headers and every header that `Connection` names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -41,9 +38,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The headers to send upstream for a caller's request (without the upstream credential,
-/// which the forwarder adds).
-pub fn upstream_request_headers(caller: &HeaderMap) -> HeaderMap {
+/// The headers to send upstream for a caller's request: the allow-listed caller headers, and
+/// the validated `A2A-Version` and `A2A-Extensions`. The upstream credential is added by the
+/// forwarder.
+pub fn forwarded_headers(
+    caller: &HeaderMap,
+    version: HeaderValue,
+    extensions: Option<HeaderValue>,
+) -> HeaderMap {
     let mut h = caller.clone();
     strip_hop_by_hop(&mut h);
     let mut out = HeaderMap::new();
@@ -52,13 +54,16 @@ pub fn upstream_request_headers(caller: &HeaderMap) -> HeaderMap {
             out.append(name.clone(), v.clone());
         }
     }
+    out.insert(HeaderName::from_static("a2a-version"), version);
+    if let Some(ext) = extensions {
+        out.insert(HeaderName::from_static("a2a-extensions"), ext);
+    }
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
 
     #[test]
     fn only_allowed_headers_survive() {
@@ -77,22 +82,26 @@ mod tests {
         add(&mut h, "accept", "text/event-stream");
         add(&mut h, "te", "trailers");
         add(&mut h, "upgrade", "h2c");
-        let out = upstream_request_headers(&h);
-        assert_eq!(out.len(), 4, "{out:?}");
-        assert_eq!(out.get_all("a2a-extensions").iter().count(), 2);
+        let out = forwarded_headers(
+            &h,
+            HeaderValue::from_static("1.0"),
+            Some(HeaderValue::from_static("urn:a, urn:b, urn:c")),
+        );
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out["a2a-extensions"], "urn:a, urn:b, urn:c");
         assert_eq!(out["a2a-version"], "1.0");
+        assert_eq!(out["accept"], "text/event-stream");
         assert!(out.get("authorization").is_none());
     }
 
     #[test]
     fn connection_named_headers_are_hop_by_hop() {
         let mut h = HeaderMap::new();
-        h.insert("connection", HeaderValue::from_static("close, A2A-Version"));
-        h.insert("a2a-version", HeaderValue::from_static("1.0"));
+        h.insert("connection", HeaderValue::from_static("close, Accept"));
         h.insert("accept", HeaderValue::from_static("*/*"));
-        let out = upstream_request_headers(&h);
-        assert!(out.get("a2a-version").is_none());
+        let out = forwarded_headers(&h, HeaderValue::from_static("1.0"), None);
+        assert!(out.get("accept").is_none());
         assert!(out.get("connection").is_none());
-        assert_eq!(out["accept"], "*/*");
+        assert_eq!(out["a2a-version"], "1.0");
     }
 }

@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
-pub use headers::{strip_hop_by_hop, upstream_request_headers};
+pub use headers::{forwarded_headers, strip_hop_by_hop};
 pub use relay::relay_response;
 
 use crate::body::BoxBody;

@@ -21,8 +21,7 @@ pub const MAX_ID_LEN: usize = 128;
 pub fn is_valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_ID_LEN
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
@@ -228,10 +227,29 @@ mod tests {
     fn id_table() {
         let long = "a".repeat(MAX_ID_LEN);
         let too_long = "a".repeat(MAX_ID_LEN + 1);
-        let ok = ["a", "task-1", "ctx_2.b:c", "550e8400-e29b-41d4-a716-446655440000", long.as_str()];
+        let ok = [
+            "a",
+            "task-1",
+            "ctx_2.b:c",
+            "550e8400-e29b-41d4-a716-446655440000",
+            long.as_str(),
+        ];
         let bad = [
-            "", too_long.as_str(), "a/b", "../x", "a b", "a\u{0}b", "é", "ａ", "a\nb", "a%2Fb",
-            "a\\b", "a?b", "a#b", "\u{200b}a", "a\u{2024}b",
+            "",
+            too_long.as_str(),
+            "a/b",
+            "../x",
+            "a b",
+            "a\u{0}b",
+            "é",
+            "ａ",
+            "a\nb",
+            "a%2Fb",
+            "a\\b",
+            "a?b",
+            "a#b",
+            "\u{200b}a",
+            "a\u{2024}b",
         ];
         for s in ok {
             assert!(is_valid_id(s), "{s:?}");
@@ -244,13 +262,21 @@ mod tests {
     #[test]
     fn getters_copy_only_what_passed() {
         let src = json!({"id": "t1", "historyLength": 3.0, "junk": 1, "flag": true, "n": null});
-        let Value::Object(m) = src else { unreachable!() };
+        let Value::Object(m) = src else {
+            unreachable!()
+        };
         let mut f = Fields::new(m, "params");
         assert_eq!(f.required_id("id").unwrap(), "t1");
-        assert_eq!(f.int("historyLength", 0..=i32::MAX as i64).unwrap(), Some(3));
+        assert_eq!(
+            f.int("historyLength", 0..=i32::MAX as i64).unwrap(),
+            Some(3)
+        );
         assert_eq!(f.bool("flag").unwrap(), Some(true));
         assert_eq!(f.int("n", 0..=1).unwrap(), None);
-        assert_eq!(Value::Object(f.finish()), json!({"id": "t1", "historyLength": 3, "flag": true}));
+        assert_eq!(
+            Value::Object(f.finish()),
+            json!({"id": "t1", "historyLength": 3, "flag": true})
+        );
     }
 
     #[test]
@@ -262,7 +288,9 @@ mod tests {
             (json!({"id": "a/b"}), "id.invalid"),
         ];
         for (v, reason) in cases {
-            let Value::Object(m) = v.clone() else { unreachable!() };
+            let Value::Object(m) = v.clone() else {
+                unreachable!()
+            };
             let e = Fields::new(m, "params").required_id("id").unwrap_err();
             assert_eq!(e.reason, reason, "{v}");
             assert_eq!(e.code, -32602);
@@ -275,7 +303,9 @@ mod tests {
             (json!({"k": 1e300}), "params.type"),
         ];
         for (v, reason) in ints {
-            let Value::Object(m) = v.clone() else { unreachable!() };
+            let Value::Object(m) = v.clone() else {
+                unreachable!()
+            };
             let e = Fields::new(m, "params").int("k", 0..=100).unwrap_err();
             assert_eq!(e.reason, reason, "{v}");
         }

@@ -6,5 +6,6 @@ pub mod media;
 pub mod metadata;
 pub mod parts;
 pub mod push_url;
+pub mod request;
 pub mod service;
 pub mod workspace;

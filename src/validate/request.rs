@@ -41,6 +41,30 @@ const TASK_STATES: [&str; 8] = [
     "TASK_STATE_AUTH_REQUIRED",
 ];
 
+/// The request rules of a policy, built once at load.
+#[derive(Debug, Clone)]
+pub struct RequestPolicy {
+    pub media: MediaTypes,
+    pub workspace: WorkspacePolicy,
+    pub metadata: MetadataPolicy,
+    pub push: PushUrlPolicy,
+    /// Extension URIs every request must name in `A2A-Extensions`.
+    pub required_extensions: Vec<String>,
+}
+
+impl RequestPolicy {
+    /// The rules for one caller.
+    pub fn rules<'a>(&'a self, principal: &'a str) -> Rules<'a> {
+        Rules {
+            media: &self.media,
+            workspace: &self.workspace,
+            metadata: &self.metadata,
+            push: &self.push,
+            principal,
+        }
+    }
+}
+
 /// Everything a request is checked against, for one caller.
 pub struct Rules<'a> {
     pub media: &'a MediaTypes,
@@ -117,7 +141,11 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
     let message_meta = m.object("metadata")?;
     let mut cwds = Vec::new();
     for meta in [&request_meta, &message_meta].into_iter().flatten() {
-        check_metadata(&Value::Object(meta.clone()), rules.principal, rules.metadata)?;
+        check_metadata(
+            &Value::Object(meta.clone()),
+            rules.principal,
+            rules.metadata,
+        )?;
         if let Some(cwd) = meta.get("iac_code").and_then(|v| v.get("cwd")) {
             cwds.push(resolve_cwd(cwd, rules.workspace)?);
         }
@@ -133,9 +161,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
             ))
         }
     };
-    let logical = workspace
-        .as_ref()
-        .map(|w| Value::String(w.logical.to_string_lossy().into_owned()));
+    let logical = workspace.as_ref().map(|w| Value::String(w.forward_cwd()));
     for (meta, target) in [(request_meta, &mut *f), (message_meta, &mut m)] {
         if let Some(mut meta) = meta {
             if let (Some(cwd), Some(Value::Object(iac))) = (&logical, meta.get_mut("iac_code")) {
@@ -149,7 +175,9 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
 
     match m.take("messageId") {
         Some(Value::String(id))
-            if !id.is_empty() && id.len() <= MAX_MESSAGE_ID && !id.chars().any(char::is_control) =>
+            if !id.is_empty()
+                && id.len() <= MAX_MESSAGE_ID
+                && !id.chars().any(char::is_control) =>
         {
             m.put("messageId", Value::String(id))
         }

@@ -99,9 +99,8 @@ pub fn check_extensions(
     headers: &HeaderMap,
     required: &[String],
 ) -> Result<Option<HeaderValue>, RpcError> {
-    let malformed = || {
-        RpcError::invalid_request("A2A-Extensions is malformed", "extensions.malformed")
-    };
+    let malformed =
+        || RpcError::invalid_request("A2A-Extensions is malformed", "extensions.malformed");
     let mut requested = Vec::new();
     for value in headers.get_all(EXTENSIONS_HEADER) {
         let text = value.to_str().map_err(|_| malformed())?;
@@ -161,18 +160,37 @@ mod tests {
 
     #[test]
     fn content_type_table() {
-        let cases: &[(&[(&str, &[u8])], bool)] = &[
+        type Case<'a> = (&'a [(&'a str, &'a [u8])], bool);
+        let cases: &[Case] = &[
             (&[("content-type", b"application/json")], true),
-            (&[("content-type", b"Application/JSON; charset=UTF-8")], true),
-            (&[("content-type", b"application/json;charset=\"utf-8\"")], true),
-            (&[("content-type", b"application/json; charset=latin1")], false),
+            (
+                &[("content-type", b"Application/JSON; charset=UTF-8")],
+                true,
+            ),
+            (
+                &[("content-type", b"application/json;charset=\"utf-8\"")],
+                true,
+            ),
+            (
+                &[("content-type", b"application/json; charset=latin1")],
+                false,
+            ),
             (&[("content-type", b"application/json; boundary=x")], false),
             (&[("content-type", b"text/plain")], false),
             (&[("content-type", b"application/jsonx")], false),
             (&[("content-type", b"application/a2a+json")], false),
-            (&[("content-type", b"application/x-www-form-urlencoded")], false),
+            (
+                &[("content-type", b"application/x-www-form-urlencoded")],
+                false,
+            ),
             (&[], false),
-            (&[("content-type", b"application/json"), ("content-type", b"application/json")], false),
+            (
+                &[
+                    ("content-type", b"application/json"),
+                    ("content-type", b"application/json"),
+                ],
+                false,
+            ),
         ];
         for (h, ok) in cases {
             let got = check_content_type(&headers(h));
@@ -185,7 +203,8 @@ mod tests {
 
     #[test]
     fn version_table() {
-        let cases: &[(&[&[u8]], Result<&str, &str>)] = &[
+        type Case<'a> = (&'a [&'a [u8]], Result<&'a str, &'a str>);
+        let cases: &[Case] = &[
             (&[b"1.0"], Ok("1.0")),
             (&[b"1"], Ok("1")),
             (&[b"1.1"], Ok("1.1")),
@@ -218,7 +237,8 @@ mod tests {
         // The message shows what was sent only when it is short, printable ASCII.
         let e = check_version(&headers(&[("a2a-version", b"0.3")])).unwrap_err();
         assert!(e.message.contains("'0.3'"));
-        let e = check_version(&headers(&[("a2a-version", b"<script>alert(1)</script>")])).unwrap_err();
+        let e =
+            check_version(&headers(&[("a2a-version", b"<script>alert(1)</script>")])).unwrap_err();
         assert!(e.message.contains("'invalid'"), "{}", e.message);
     }
 
@@ -226,16 +246,38 @@ mod tests {
     fn extensions_table() {
         let req = vec!["urn:x:a".to_string(), "urn:x:b".to_string()];
         let long = format!("urn:{}", "a".repeat(MAX_EXTENSION_URI));
-        let many: String = (0..=MAX_EXTENSIONS).map(|i| format!("urn:e:{i},")).collect();
-        type Case<'a> = (Vec<&'a [u8]>, &'a [String], Result<Option<&'a str>, &'a str>);
+        let many: String = (0..=MAX_EXTENSIONS)
+            .map(|i| format!("urn:e:{i},"))
+            .collect();
+        type Case<'a> = (
+            Vec<&'a [u8]>,
+            &'a [String],
+            Result<Option<&'a str>, &'a str>,
+        );
         let cases: Vec<Case> = vec![
             (vec![], &[], Ok(None)),
-            (vec![b"urn:x:a, urn:x:b"], &req, Ok(Some("urn:x:a, urn:x:b"))),
-            (vec![b"urn:x:a", b" urn:x:b ,,"], &req, Ok(Some("urn:x:a, urn:x:b"))),
-            (vec![b"urn:x:b,urn:x:a,urn:x:a"], &req, Ok(Some("urn:x:b, urn:x:a"))),
+            (
+                vec![b"urn:x:a, urn:x:b"],
+                &req,
+                Ok(Some("urn:x:a, urn:x:b")),
+            ),
+            (
+                vec![b"urn:x:a", b" urn:x:b ,,"],
+                &req,
+                Ok(Some("urn:x:a, urn:x:b")),
+            ),
+            (
+                vec![b"urn:x:b,urn:x:a,urn:x:a"],
+                &req,
+                Ok(Some("urn:x:b, urn:x:a")),
+            ),
             (vec![b"urn:x:a"], &req, Err("extensions.missing_required")),
             (vec![], &req, Err("extensions.missing_required")),
-            (vec![b"URN:X:A, urn:x:b"], &req, Err("extensions.missing_required")),
+            (
+                vec![b"URN:X:A, urn:x:b"],
+                &req,
+                Err("extensions.missing_required"),
+            ),
             (vec![b"urn:x:a urn:x:b"], &req, Err("extensions.malformed")),
             (vec![b"not-a-uri"], &[], Err("extensions.malformed")),
             (vec![long.as_bytes()], &[], Err("extensions.malformed")),
@@ -251,6 +293,9 @@ mod tests {
         }
         let e = check_extensions(&HeaderMap::new(), &req).unwrap_err();
         assert_eq!(e.code, -32008);
-        assert_eq!(e.message, "Required A2A extensions were not requested: urn:x:a, urn:x:b");
+        assert_eq!(
+            e.message,
+            "Required A2A extensions were not requested: urn:x:a, urn:x:b"
+        );
     }
 }
