@@ -1,0 +1,612 @@
+//! Request validation through the proxy, over real TLS, with a recording upstream: every
+//! rejected request gets its documented JSON-RPC error and never reaches the agent; an
+//! accepted one arrives re-serialized and normalized.
+
+mod common;
+
+use std::path::Path;
+
+use base64::Engine as _;
+use common::*;
+use http::StatusCode;
+use serde_json::{json, Value};
+
+struct Setup {
+    proxy: Proxy,
+    up: RecordingUpstream,
+    ws: String,
+    _dir: TempDir,
+}
+
+async fn setup() -> Setup {
+    let dir = TempDir::new("validation");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("a.txt"), "hello file").unwrap();
+    std::fs::write(ws.join("bad.txt"), b"\xff\xfe").unwrap();
+    std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+    std::fs::write(dir.path().join("outside/secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("outside"), ws.join("escape")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap();
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_policy: format!(
+            "[a2a]\nrequired_extensions = [\"urn:test:required\"]\n[a2a.metadata.allowed_for]\ntester = [\"iac_code.iac_code_model\"]\n[workspace]\nallowed_roots = [{:?}]\n",
+            ws.display().to_string()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let ws = std::fs::canonicalize(&ws).unwrap().display().to_string();
+    Setup {
+        proxy,
+        up,
+        ws,
+        _dir: dir,
+    }
+}
+
+fn headers() -> Vec<(&'static str, &'static str)> {
+    let mut h = rpc_headers();
+    h.push(("a2a-extensions", "urn:test:required"));
+    h
+}
+
+fn msg(parts: Value, meta: Value) -> Value {
+    json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": parts, "metadata": meta}})
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[tokio::test]
+async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
+    let s = setup().await;
+    let ws = s.ws.as_str();
+    let cwd = json!({"iac_code": {"cwd": ws}});
+    let file = |p: &str| format!("file://{ws}/{p}");
+    let big_text = b64(&vec![b'a'; (1 << 20) + 1]);
+    let long_id = "a".repeat(129);
+    // (name, method, params, expected code, expected reason)
+    let cases: Vec<(&str, &str, Value, i64, &str)> = vec![
+        (
+            "id slash",
+            "GetTask",
+            json!({"id": "a/b"}),
+            -32602,
+            "id.invalid",
+        ),
+        (
+            "id traversal",
+            "GetTask",
+            json!({"id": "../x"}),
+            -32602,
+            "id.invalid",
+        ),
+        (
+            "id too long",
+            "GetTask",
+            json!({"id": long_id}),
+            -32602,
+            "id.invalid",
+        ),
+        (
+            "id empty",
+            "CancelTask",
+            json!({"id": ""}),
+            -32602,
+            "id.invalid",
+        ),
+        (
+            "id unicode",
+            "SubscribeToTask",
+            json!({"id": "tａsk"}),
+            -32602,
+            "id.invalid",
+        ),
+        ("id missing", "GetTask", json!({}), -32602, "params.missing"),
+        (
+            "history negative",
+            "GetTask",
+            json!({"id": "t", "historyLength": -1}),
+            -32602,
+            "int.range",
+        ),
+        (
+            "page size 0",
+            "ListTasks",
+            json!({"pageSize": 0}),
+            -32602,
+            "int.range",
+        ),
+        (
+            "page size 101",
+            "ListTasks",
+            json!({"pageSize": 101}),
+            -32602,
+            "int.range",
+        ),
+        (
+            "bad status",
+            "ListTasks",
+            json!({"status": "done"}),
+            -32602,
+            "task_state.invalid",
+        ),
+        (
+            "bad context",
+            "ListTasks",
+            json!({"contextId": "c d"}),
+            -32602,
+            "id.invalid",
+        ),
+        (
+            "push ids",
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "t", "id": "x/y"}),
+            -32602,
+            "id.invalid",
+        ),
+        (
+            "role agent",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}),
+            -32602,
+            "message.role",
+        ),
+        (
+            "role lowercase",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "user", "parts": [{"text": "x"}]}}),
+            -32602,
+            "message.role",
+        ),
+        (
+            "no message id",
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}),
+            -32602,
+            "message.id",
+        ),
+        (
+            "empty parts",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}),
+            -32602,
+            "message.parts",
+        ),
+        (
+            "two contents",
+            "SendMessage",
+            msg(json!([{"text": "x", "url": "file:///tmp/x"}]), json!({})),
+            -32602,
+            "part.shape",
+        ),
+        (
+            "no content",
+            "SendMessage",
+            msg(json!([{"mediaType": "text/plain"}]), json!({})),
+            -32602,
+            "part.shape",
+        ),
+        (
+            "svg",
+            "SendMessage",
+            msg(
+                json!([{"raw": b64(b"<svg/>"), "mediaType": "image/svg+xml"}]),
+                json!({}),
+            ),
+            -32602,
+            "part.media_type",
+        ),
+        (
+            "charset latin1",
+            "SendMessage",
+            msg(
+                json!([{"text": "x", "mediaType": "text/plain; charset=latin1"}]),
+                json!({}),
+            ),
+            -32602,
+            "part.charset",
+        ),
+        (
+            "base64 whitespace",
+            "SendMessage",
+            msg(
+                json!([{"raw": "aGVs bG8=", "mediaType": "text/plain"}]),
+                json!({}),
+            ),
+            -32602,
+            "part.base64",
+        ),
+        (
+            "base64 no padding",
+            "SendMessage",
+            msg(
+                json!([{"raw": "aGVsbG8", "mediaType": "text/plain"}]),
+                json!({}),
+            ),
+            -32602,
+            "part.base64",
+        ),
+        (
+            "raw not utf8",
+            "SendMessage",
+            msg(
+                json!([{"raw": b64(b"\xff\xfe"), "mediaType": "text/plain"}]),
+                json!({}),
+            ),
+            -32602,
+            "part.utf8",
+        ),
+        (
+            "raw 1 MiB + 1",
+            "SendMessage",
+            msg(
+                json!([{"raw": big_text, "mediaType": "text/plain"}]),
+                json!({}),
+            ),
+            -32602,
+            "part.too_large",
+        ),
+        (
+            "remote url",
+            "SendMessage",
+            msg(
+                json!([{"url": "https://example.com/x.txt", "mediaType": "text/plain"}]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.url_scheme",
+        ),
+        (
+            "file with host",
+            "SendMessage",
+            msg(
+                json!([{"url": format!("file://evil{ws}/a.txt")}]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.url_host",
+        ),
+        (
+            "file traversal",
+            "SendMessage",
+            msg(json!([{"url": file("../outside/secret.txt")}]), cwd.clone()),
+            -32602,
+            "part.outside_workspace",
+        ),
+        (
+            "file encoded traversal",
+            "SendMessage",
+            msg(
+                json!([{"url": file("%2e%2e/outside/secret.txt")}]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.outside_workspace",
+        ),
+        (
+            "file symlink escape",
+            "SendMessage",
+            msg(json!([{"url": file("escape/secret.txt")}]), cwd.clone()),
+            -32602,
+            "part.outside_workspace",
+        ),
+        (
+            "file symlink to /etc",
+            "SendMessage",
+            msg(json!([{"url": file("passwd")}]), cwd.clone()),
+            -32602,
+            "part.outside_workspace",
+        ),
+        (
+            "file missing",
+            "SendMessage",
+            msg(json!([{"url": file("nope.txt")}]), cwd.clone()),
+            -32602,
+            "part.file_missing",
+        ),
+        (
+            "file is a dir",
+            "SendMessage",
+            msg(json!([{"url": file("sub")}]), cwd.clone()),
+            -32602,
+            "part.file_not_regular",
+        ),
+        (
+            "file not utf8",
+            "SendMessage",
+            msg(json!([{"url": file("bad.txt")}]), cwd.clone()),
+            -32602,
+            "part.utf8",
+        ),
+        (
+            "file nul",
+            "SendMessage",
+            msg(json!([{"url": file("a.txt%00.png")}]), cwd.clone()),
+            -32602,
+            "part.url_encoding",
+        ),
+        (
+            "file without cwd",
+            "SendMessage",
+            msg(json!([{"url": file("a.txt")}]), json!({})),
+            -32602,
+            "part.file_without_workspace",
+        ),
+        (
+            "cwd relative",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": "rel/dir"}}),
+            ),
+            -32602,
+            "workspace.relative",
+        ),
+        (
+            "cwd outside",
+            "SendMessage",
+            msg(json!([{"text": "x"}]), json!({"iac_code": {"cwd": "/etc"}})),
+            -32602,
+            "workspace.outside_roots",
+        ),
+        (
+            "cwd traversal",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": format!("{ws}/../outside")}}),
+            ),
+            -32602,
+            "workspace.outside_roots",
+        ),
+        (
+            "cwd via symlink",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": format!("{ws}/escape")}}),
+            ),
+            -32602,
+            "workspace.outside_roots",
+        ),
+        (
+            "cwd missing",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": format!("{ws}/new-dir")}}),
+            ),
+            -32602,
+            "workspace.missing",
+        ),
+        (
+            "cwd nul",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": format!("{ws}\u{0}")}}),
+            ),
+            -32602,
+            "workspace.nul",
+        ),
+        (
+            "cwd conflict",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}], "metadata": {"iac_code": {"cwd": ws}}}, "metadata": {"iac_code": {"cwd": format!("{ws}/sub")}}}),
+            -32602,
+            "workspace.conflict",
+        ),
+        (
+            "api key metadata",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"iac_code_api_key": "sk-caller"}}),
+            ),
+            -32602,
+            "metadata.denied_key",
+        ),
+        (
+            "llm headers request-level",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "metadata": {"iac_code": {"llm_headers": {"X-Evil": "1"}}}}),
+            -32602,
+            "metadata.denied_key",
+        ),
+        (
+            "dotted key",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code.alibaba_cloud_access_key_id": "AK"}),
+            ),
+            -32602,
+            "metadata.denied_key",
+        ),
+        (
+            "cancel metadata",
+            "CancelTask",
+            json!({"id": "t", "metadata": {"iac_code": {"iac_code_api_key": "k"}}}),
+            -32602,
+            "metadata.denied_key",
+        ),
+        (
+            "push loopback short",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://127.1/"}),
+            -32602,
+            "push.private_address",
+        ),
+        (
+            "push decimal ip",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://2130706433/"}),
+            -32602,
+            "push.private_address",
+        ),
+        (
+            "push hex ip",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://0x7f.1/"}),
+            -32602,
+            "push.private_address",
+        ),
+        (
+            "push mapped v6",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://[::ffff:127.0.0.1]/"}),
+            -32602,
+            "push.private_address",
+        ),
+        (
+            "push localhost dot",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://LOCALHOST./"}),
+            -32602,
+            "push.localhost",
+        ),
+        (
+            "push metadata ip",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://169.254.169.254/latest"}),
+            -32602,
+            "push.private_address",
+        ),
+        (
+            "push http",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "http://hooks.example.com/"}),
+            -32602,
+            "push.url_scheme",
+        ),
+        (
+            "push userinfo",
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t", "url": "https://u:p@hooks.example.com/"}),
+            -32602,
+            "push.url_userinfo",
+        ),
+        (
+            "push in send config",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": {"taskPushNotificationConfig": {"url": "https://10.0.0.1/"}}}),
+            -32602,
+            "push.private_address",
+        ),
+    ];
+    let mut c = s.proxy.client(Proto::H2).await;
+    for (name, method, params, code, reason) in &cases {
+        let body = json!({"jsonrpc": "2.0", "id": name, "method": method, "params": params});
+        let (status, _, rb) = c.request("POST", "/", &headers(), body.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{name}");
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert_eq!(v["id"], *name, "{name}: {v}");
+        assert_eq!(v["error"]["code"], *code, "{name}: {v}");
+        assert_eq!(v["error"]["data"][0]["reason"], *reason, "{name}: {v}");
+        let text = v.to_string();
+        assert!(!text.contains(ws), "{name}: the error leaks a path: {text}");
+        assert!(
+            !text.contains("sk-caller"),
+            "{name}: the error leaks a secret: {text}"
+        );
+    }
+    assert!(
+        s.up.rpc_requests().is_empty(),
+        "rejected requests reached the agent: {:?}",
+        s.up.rpc_requests()
+    );
+}
+
+#[tokio::test]
+async fn service_parameters_and_envelope_are_checked_first() {
+    let s = setup().await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    let ok = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+    let auth = ("authorization", "Bearer test-token-0123456789");
+    let json_ct = ("content-type", "application/json");
+    let v1 = ("a2a-version", "1.0");
+    let ext = ("a2a-extensions", "urn:test:required");
+    // (headers, body, expected code, reason)
+    let cases: Vec<(Vec<(&str, &str)>, String, i64, &str)> = vec![
+        (vec![auth, v1, ext], ok.clone(), -32005, "content_type.unsupported"),
+        (vec![auth, ("content-type", "text/plain"), v1, ext], ok.clone(), -32005, "content_type.unsupported"),
+        (vec![auth, json_ct, ext], ok.clone(), -32009, "version.unsupported"),
+        (vec![auth, json_ct, ("a2a-version", "0.3"), ext], ok.clone(), -32009, "version.unsupported"),
+        (vec![auth, json_ct, ("a2a-version", "2.0"), ext], ok.clone(), -32009, "version.unsupported"),
+        (vec![auth, json_ct, v1, ("a2a-version", "0.3"), ext], ok.clone(), -32009, "version.ambiguous"),
+        (vec![auth, json_ct, v1], ok.clone(), -32008, "extensions.missing_required"),
+        (vec![auth, json_ct, v1, ("a2a-extensions", "urn:other")], ok.clone(), -32008, "extensions.missing_required"),
+        (vec![auth, json_ct, v1, ext], r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{},"params":{}}"#.into(), -32700, "json.duplicate_key"),
+        (vec![auth, json_ct, v1, ext], r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":5,"pageSize":500}}"#.into(), -32700, "json.duplicate_key"),
+        (vec![auth, json_ct, v1, ext], format!("{}{}", "[".repeat(100), "]".repeat(100)), -32700, "json.too_deep"),
+        (vec![auth, json_ct, v1, ext], format!("{ok} trailing"), -32700, "json.syntax"),
+        (vec![auth, json_ct, v1, ext], format!("[{ok}]"), -32600, "jsonrpc.batch"),
+        (vec![auth, json_ct, v1, ext], r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#.into(), -32601, "jsonrpc.method"),
+    ];
+    for (h, body, code, reason) in &cases {
+        let (status, _, rb) = c.request("POST", "/", h, body.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert_eq!(v["error"]["code"], *code, "{h:?} {body}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], *reason,
+            "{h:?} {body}: {v}"
+        );
+    }
+    assert!(s.up.rpc_requests().is_empty());
+}
+
+#[tokio::test]
+async fn accepted_requests_arrive_normalized() {
+    let s = setup().await;
+    let ws = s.ws.as_str();
+    let mut c = s.proxy.client(Proto::H1).await;
+    let params = json!({
+        "message": {
+            "messageId": "m1", "role": "ROLE_USER", "contextId": "ctx-1",
+            "parts": [
+                {"text": "hi", "mediaType": "Text/Plain; charset=UTF-8", "unknownField": 1},
+                {"url": format!("file://{ws}/sub/../a.txt"), "mediaType": "text/plain"},
+                {"raw": b64(&[0x89, b'P', b'N', b'G']), "mediaType": "image/png"},
+                {"data": {"k": [1, 2]}, "mediaType": "application/json"}
+            ],
+            "metadata": {"iac_code": {"cwd": format!("{ws}/./sub/.."), "iac_code_model": "allowed-for-tester"}},
+            "kind": "message"
+        },
+        "configuration": {"returnImmediately": false, "historyLength": 2.0, "blocking": true},
+        "extra": "dropped"
+    });
+    let body = json!({"jsonrpc": "2.0", "id": "ok-1", "method": "SendMessage", "params": params});
+    let (status, _, rb) = c.request("POST", "/", &headers(), body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(v["result"]["echo"], true, "{v}");
+    let seen = s.up.rpc_requests();
+    assert_eq!(seen.len(), 1);
+    let fwd: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let m = &fwd["params"]["message"];
+    assert_eq!(
+        m["parts"][0],
+        json!({"text": "hi", "mediaType": "text/plain"})
+    );
+    assert_eq!(m["parts"][1]["url"], format!("file://{ws}/a.txt"));
+    assert_eq!(m["parts"][2]["mediaType"], "image/png");
+    assert_eq!(m["metadata"]["iac_code"]["cwd"], ws);
+    assert_eq!(
+        m["metadata"]["iac_code"]["iac_code_model"],
+        "allowed-for-tester"
+    );
+    assert!(m.get("kind").is_none());
+    assert!(fwd["params"].get("extra").is_none());
+    assert_eq!(
+        fwd["params"]["configuration"],
+        json!({"returnImmediately": false, "historyLength": 2})
+    );
+    assert_eq!(seen[0].headers["a2a-extensions"], "urn:test:required");
+    assert!(Path::new(ws).join("a.txt").exists());
+}
