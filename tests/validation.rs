@@ -532,7 +532,8 @@ async fn service_parameters_and_envelope_are_checked_first() {
     let v1 = ("a2a-version", "1.0");
     let ext = ("a2a-extensions", "urn:test:required");
     // (headers, body, expected code, reason)
-    let cases: Vec<(Vec<(&str, &str)>, String, i64, &str)> = vec![
+    type Case<'a> = (Vec<(&'a str, &'a str)>, String, i64, &'a str);
+    let cases: Vec<Case> = vec![
         (vec![auth, v1, ext], ok.clone(), -32005, "content_type.unsupported"),
         (vec![auth, ("content-type", "text/plain"), v1, ext], ok.clone(), -32005, "content_type.unsupported"),
         (vec![auth, json_ct, ext], ok.clone(), -32009, "version.unsupported"),
