@@ -1,0 +1,660 @@
+#!/usr/bin/env python3
+"""Interop client: the real iac-code A2A server behind a2a-edge.
+
+Plain JSON-RPC over httpx (no SDK types) so that the exact wire shapes
+(error codes, `error.data[0].reason`, SSE frames) are visible. Prints one
+line per check:
+
+    PASS name: detail [ms]      FAIL name: why [ms]
+    SKIP name: why              NOTE name: observation
+
+Usage (normally started by iac_code.sh):
+    ALICE_TOKEN=... iac_code_client.py --url https://127.0.0.1:P/ --ca ca.pem \\
+        --iac-url http://127.0.0.1:Q/ --workspace DIR --fake-log FILE \\
+        --iac-access-log FILE --iac-tasks-dir DIR [--validation auto|on|off]
+
+--validation: `on` = the edge must reject bad requests (FAIL otherwise);
+`off` = SKIP the rejection checks; `auto` (default) = probe with GetTask on
+the id `a/b`: -32602 from the edge means validation is wired, anything else
+(iac-code answers -32603) means SKIP.
+
+Exit status: 0 when no check FAILed (SKIP and NOTE do not fail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import ssl
+import sys
+import time
+import traceback
+import uuid
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+REPLY = os.environ.get('FAKE_REPLY', 'Hello from the fake LLM.')
+HTTP_TIMEOUT_S = 90.0
+
+INPUT_REQUIRED = 'TASK_STATE_INPUT_REQUIRED'
+CANCELED = 'TASK_STATE_CANCELED'
+TERMINAL = {
+    'TASK_STATE_COMPLETED',
+    'TASK_STATE_FAILED',
+    'TASK_STATE_CANCELED',
+    'TASK_STATE_REJECTED',
+}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class Skipped(Exception):
+    pass
+
+
+def expect(cond: object, msg: str) -> None:
+    if not cond:
+        raise CheckFailed(msg)
+
+
+def short(obj: object, n: int = 400) -> str:
+    s = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
+    return s if len(s) <= n else s[:n] + f'…(+{len(s) - n} chars)'
+
+
+def new_id(prefix: str) -> str:
+    return f'{prefix}-{uuid.uuid4().hex[:12]}'
+
+
+def texts_of(message: dict | None) -> list[str]:
+    if not isinstance(message, dict):
+        return []
+    return [p['text'] for p in message.get('parts') or [] if isinstance(p, dict) and 'text' in p]
+
+
+def task_texts(task: dict) -> list[str]:
+    out: list[str] = []
+    for m in task.get('history') or []:
+        out.extend(texts_of(m))
+    out.extend(texts_of((task.get('status') or {}).get('message')))
+    return out
+
+
+def event_kind(result: dict) -> str:
+    for k in ('task', 'message', 'statusUpdate', 'artifactUpdate'):
+        if k in result:
+            return k
+    return 'unknown:' + ','.join(sorted(result))
+
+
+def event_state(result: dict) -> str | None:
+    if 'task' in result:
+        return (result['task'].get('status') or {}).get('state')
+    if 'statusUpdate' in result:
+        return (result['statusUpdate'].get('status') or {}).get('state')
+    return None
+
+
+def event_task_id(result: dict) -> str | None:
+    if 'task' in result:
+        return result['task'].get('id')
+    for k in ('statusUpdate', 'artifactUpdate'):
+        if k in result:
+            return result[k].get('taskId')
+    return None
+
+
+def iter_sse(resp: httpx.Response) -> Iterator[tuple[str, str]]:
+    """Yield (event, data) per SSE event; comments are skipped."""
+    event, data = '', []
+    for line in resp.iter_lines():
+        if line == '':
+            if data:
+                yield event or 'message', '\n'.join(data)
+            event, data = '', []
+            continue
+        if line.startswith(':'):
+            continue
+        field, _, value = line.partition(':')
+        if value.startswith(' '):
+            value = value[1:]
+        if field == 'data':
+            data.append(value)
+        elif field == 'event':
+            event = value
+    if data:
+        yield event or 'message', '\n'.join(data)
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace, token: str) -> None:
+        self.url: str = args.url
+        self.iac_url: str = args.iac_url
+        self.iac_port = httpx.URL(args.iac_url).port
+        self.workspace: str = args.workspace
+        self.fake_log = Path(args.fake_log)
+        self.iac_access_log = Path(args.iac_access_log)
+        self.iac_tasks_dir = Path(args.iac_tasks_dir)
+        self.validation: str = args.validation
+        self.token = token
+        self.ssl_ctx = ssl.create_default_context(cafile=args.ca)
+        self.http = self.client(token)
+        self.passed = self.failed = self.skipped = 0
+        self.task_ids: list[str] = []
+        self.first_task: dict | None = None
+        self.validation_active: bool | None = None
+
+    # -- plumbing -----------------------------------------------------------
+
+    def client(self, token: str | None) -> httpx.Client:
+        headers = {'A2A-Version': '1.0'}
+        if token is not None:
+            headers['Authorization'] = f'Bearer {token}'
+        return httpx.Client(
+            verify=self.ssl_ctx, headers=headers, timeout=httpx.Timeout(HTTP_TIMEOUT_S)
+        )
+
+    def rpc(self, method: str, params: dict, http: httpx.Client | None = None) -> dict:
+        body = {'jsonrpc': '2.0', 'id': new_id('rpc'), 'method': method, 'params': params}
+        r = (http or self.http).post(self.url, json=body)
+        expect(r.status_code == 200, f'{method}: HTTP {r.status_code}: {short(r.text)}')
+        ctype = r.headers.get('content-type', '')
+        expect('json' in ctype, f'{method}: content-type {ctype!r}: {short(r.text)}')
+        doc = r.json()
+        expect(doc.get('id') == body['id'], f'{method}: response id {doc.get("id")!r} != {body["id"]!r}')
+        return doc
+
+    def result(self, method: str, params: dict, http: httpx.Client | None = None) -> dict:
+        doc = self.rpc(method, params, http)
+        expect('result' in doc, f'{method}: error {short(doc.get("error"))}')
+        return doc['result']
+
+    def message(self, text: str, context_id: str, metadata: dict | None = None,
+                cwd: str | None = 'workspace') -> dict:
+        md = dict(metadata or {})
+        if cwd is not None:
+            ic = dict(md.get('iac_code') or {})
+            ic.setdefault('cwd', self.workspace if cwd == 'workspace' else cwd)
+            md['iac_code'] = ic
+        msg: dict[str, Any] = {
+            'messageId': new_id('msg'),
+            'contextId': context_id,
+            'role': 'ROLE_USER',
+            'parts': [{'text': text}],
+        }
+        if md:
+            msg['metadata'] = md
+        return msg
+
+    def check(self, name: str, fn: Callable[[], str | None]) -> bool:
+        t0 = time.monotonic()
+        try:
+            detail = fn()
+        except Skipped as e:
+            self.skipped += 1
+            print(f'SKIP {name}: {e}', flush=True)
+            return False
+        except CheckFailed as e:
+            self._fail(name, str(e), t0)
+            return False
+        except Exception as e:  # noqa: BLE001
+            self._fail(name, f'{type(e).__name__}: {e}', t0)
+            if os.environ.get('INTEROP_DEBUG'):
+                traceback.print_exc()
+            return False
+        ms = (time.monotonic() - t0) * 1000
+        self.passed += 1
+        print(f'PASS {name}: {detail or "ok"} [{ms:.0f} ms]', flush=True)
+        return True
+
+    def _fail(self, name: str, msg: str, t0: float) -> None:
+        ms = (time.monotonic() - t0) * 1000
+        self.failed += 1
+        print(f'FAIL {name}: {msg} [{ms:.0f} ms]', flush=True)
+
+    @staticmethod
+    def note(name: str, text: str) -> None:
+        print(f'NOTE {name}: {text}', flush=True)
+
+    # -- what reached the upstream side ---------------------------------------
+
+    def llm_requests(self) -> list[dict]:
+        if not self.fake_log.exists():
+            return []
+        out = []
+        for line in self.fake_log.read_text(encoding='utf-8').splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get('method') == 'POST' and 'chat/completions' in rec.get('path', ''):
+                out.append(rec)
+        return out
+
+    def iac_posts(self) -> int:
+        if not self.iac_access_log.exists():
+            return 0
+        return sum(
+            1 for line in self.iac_access_log.read_text(errors='replace').splitlines()
+            if '"POST ' in line
+        )
+
+    def iac_task_files(self) -> set[str]:
+        if not self.iac_tasks_dir.is_dir():
+            return set()
+        return {p.name for p in self.iac_tasks_dir.iterdir()}
+
+    def list_all_tasks(self) -> dict[str, dict]:
+        seen: dict[str, dict] = {}
+        token = ''
+        for _ in range(50):
+            params: dict[str, Any] = {'pageSize': 100}
+            if token:
+                params['pageToken'] = token
+            res = self.result('ListTasks', params)
+            for t in res.get('tasks') or []:
+                seen[t['id']] = t
+            token = res.get('nextPageToken') or ''
+            if not token:
+                break
+        return seen
+
+    def snapshot(self) -> dict:
+        # uvicorn writes its access line around the time the response is sent:
+        # give it a moment so a POST is never counted on the wrong side
+        time.sleep(0.5)
+        return {
+            'llm': len(self.llm_requests()),
+            'posts': self.iac_posts(),
+            'task_files': self.iac_task_files(),
+        }
+
+    # -- card -----------------------------------------------------------------
+
+    def c_card(self) -> str:
+        r = self.http.get(self.url + '.well-known/agent-card.json')
+        expect(r.status_code == 200, f'HTTP {r.status_code}: {short(r.text)}')
+        card = r.json()
+        self.card_text = r.text
+        self.card = card
+        ifaces = card.get('supportedInterfaces') or []
+        expect(ifaces, f'no supportedInterfaces: {short(card)}')
+        expect(
+            ifaces[0].get('url') == self.url,
+            f'supportedInterfaces[0].url={ifaces[0].get("url")!r}, expected {self.url!r}',
+        )
+        expect(card.get('name') == 'iac-code', f'name={card.get("name")!r}, expected iac-code')
+        return (
+            f'name={card.get("name")} version={card.get("version")} '
+            f'interfaces={[(i.get("protocolBinding"), i.get("url")) for i in ifaces]} '
+            f'legacy url={card.get("url")!r}'
+        )
+
+    def c_card_no_internal_address(self) -> str:
+        text = self.card_text
+        port = str(self.iac_port)
+        hits = [m.start() for m in re.finditer(rf'(?<![0-9]){re.escape(port)}(?![0-9])', text)]
+        expect(not hits, f'internal port {port} appears in the card at offsets {hits[:5]}: '
+               + '; '.join(text[max(0, h - 40):h + 10] for h in hits[:3]))
+        expect('http://' not in text, 'card mentions a plain http:// URL: '
+               + text[max(0, text.find('http://') - 40):text.find('http://') + 60])
+        urls = sorted(set(re.findall(r'https?://[^"\s]+', text)))
+        expect(all(u.startswith(self.url) for u in urls),
+               f'card advertises URLs outside the public_url: {urls}')
+        return f'port {port} absent; URLs in the card: {urls}'
+
+    def c_card_extensions(self) -> str:
+        exts = (self.card.get('capabilities') or {}).get('extensions') or []
+        uris = [e.get('uri') for e in exts]
+        with_paths = []
+        for e in exts:
+            blob = json.dumps(e.get('params') or {})
+            paths = sorted(set(re.findall(r'/iac-code/[A-Za-z0-9_/.-]+', blob)))
+            if paths:
+                with_paths.append((e.get('uri'), paths))
+        for uri, paths in with_paths:
+            self.note('card-extension-paths', f'{uri} params still advertise {paths} '
+                      '(the proxy does not rewrite extension params yet)')
+        # Those paths are relative to the proxy's origin now; the proxy only
+        # routes JSON-RPC, so they are dead links for a caller:
+        codes = {}
+        for p in ('iac-code/readiness', 'iac-code/execution/state?contextId=x'):
+            r = self.http.get(self.url + p)
+            codes[p] = r.status_code
+            expect(r.status_code != 200,
+                   f'GET /{p} through the proxy returned 200 (iac-code route exposed): {short(r.text)}')
+        if with_paths:
+            self.note('card-extension-paths', f'through the proxy: {codes} '
+                      '(advertised execution-control/pipeline endpoints are not reachable)')
+        return f'extensions={uris}; /iac-code/* not exposed: {codes}'
+
+    def c_card_security(self) -> str:
+        card = self.card
+        schemes = card.get('securitySchemes')
+        expect(schemes, 'card advertises no securitySchemes')
+        return f'securitySchemes={short(schemes, 200)} securityRequirements={short(card.get("securityRequirements"), 200)}'
+
+    # -- turns ----------------------------------------------------------------
+
+    def c_send(self) -> str:
+        self.ctx = new_id('ctx-iac')
+        n0 = len(self.llm_requests())
+        t0 = time.monotonic()
+        res = self.result('SendMessage', {'message': self.message('hello', self.ctx)})
+        dt = time.monotonic() - t0
+        expect('task' in res, f'expected a task, got {short(res)}')
+        task = res['task']
+        st = (task.get('status') or {}).get('state')
+        texts = task_texts(task)
+        expect(st == INPUT_REQUIRED,
+               f'state {st}, expected {INPUT_REQUIRED}; texts={texts}; task={short(task, 800)}')
+        expect(REPLY in texts or REPLY in ''.join(texts),
+               f'fake reply {REPLY!r} not in history/status: {texts}')
+        expect(task.get('contextId') == self.ctx, f'contextId {task.get("contextId")!r} != {self.ctx!r}')
+        n1 = len(self.llm_requests())
+        expect(n1 == n0 + 1, f'fake LLM saw {n1 - n0} chat requests for one turn, expected 1')
+        self.task_ids.append(task['id'])
+        self.first_task = task
+        return (f'task {task["id"]} {st} in {dt:.2f}s; history texts={texts}; '
+                f'metadata.iac_code keys={sorted((task.get("metadata") or {}).get("iac_code", {}))}')
+
+    def c_followup(self) -> str:
+        expect(self.first_task, 'no first turn')
+        n0 = len(self.llm_requests())
+        res = self.result('SendMessage', {'message': self.message('second turn please', self.ctx)})
+        task = res.get('task') or {}
+        st = (task.get('status') or {}).get('state')
+        expect(st == INPUT_REQUIRED, f'state {st}: {short(task, 800)}')
+        expect(REPLY in ''.join(task_texts(task)), f'reply missing: {task_texts(task)}')
+        reqs = self.llm_requests()
+        expect(len(reqs) == n0 + 1, f'fake LLM saw {len(reqs) - n0} requests, expected 1')
+        msgs = (reqs[-1].get('body') or {}).get('messages') or []
+        flat = json.dumps(msgs, ensure_ascii=False)
+        expect('second turn please' in flat, 'the LLM request lacks the new prompt')
+        expect('hello' in flat and REPLY in flat,
+               f'the LLM request lacks the first turn (no conversation memory): roles={[m.get("role") for m in msgs]}')
+        self.task_ids.append(task['id'])
+        same = task['id'] == self.first_task['id']
+        return (f'task {task["id"]} ({"same" if same else "new"} task on context {self.ctx}) {st}; '
+                f'LLM got {len(msgs)} messages, roles={[m.get("role") for m in msgs]}')
+
+    def stream(self, http: httpx.Client, params: dict) -> Iterator[tuple[str, dict]]:
+        body = {'jsonrpc': '2.0', 'id': new_id('st'), 'method': 'SendStreamingMessage', 'params': params}
+        with http.stream('POST', self.url, json=body) as r:
+            ctype = r.headers.get('content-type', '')
+            if r.status_code != 200 or 'text/event-stream' not in ctype:
+                r.read()
+                raise CheckFailed(f'HTTP {r.status_code} {ctype!r}: {short(r.text)}')
+            for event, data in iter_sse(r):
+                doc = json.loads(data)
+                expect(doc.get('id') == body['id'], f'event id {doc.get("id")!r} != {body["id"]!r}')
+                yield event, doc
+
+    def c_stream(self) -> str:
+        ctx = new_id('ctx-stream')
+        events: list[dict] = []
+        t0 = time.monotonic()
+        first_ms = None
+        for event, doc in self.stream(self.http, {'message': self.message('hello stream', ctx)}):
+            if first_ms is None:
+                first_ms = (time.monotonic() - t0) * 1000
+            expect('result' in doc, f'error event ({event}): {short(doc)}')
+            events.append(doc['result'])
+        kinds = [event_kind(e) for e in events]
+        expect(len(events) >= 3, f'only {len(events)} events: {kinds}')
+        expect(kinds[0] == 'task', f'first event is {kinds[0]}, expected task')
+        expect(kinds[-1] == 'statusUpdate', f'last event is {kinds[-1]}')
+        last = event_state(events[-1])
+        expect(last == INPUT_REQUIRED, f'last state {last}, expected {INPUT_REQUIRED}')
+        deltas = [
+            t for e in events if 'statusUpdate' in e
+            and (e['statusUpdate'].get('status') or {}).get('state') == 'TASK_STATE_WORKING'
+            and str(((e['statusUpdate'].get('status') or {}).get('message') or {}).get('messageId', '')).endswith('-message')
+            for t in texts_of((e['statusUpdate'].get('status') or {}).get('message'))
+        ]
+        expect(len(deltas) >= 2, f'no text deltas: {kinds}')
+        expect(''.join(deltas) == REPLY, f'deltas {deltas} do not add up to {REPLY!r}')
+        ids = {event_task_id(e) for e in events} - {None}
+        expect(len(ids) == 1, f'events name several task ids: {ids}')
+        tid = ids.pop()
+        self.task_ids.append(tid)
+        states = [event_state(e) for e in events if event_state(e)]
+        return (f'{len(events)} events, first after {first_ms:.0f} ms, task {tid}; '
+                f'states={states}; deltas={deltas}')
+
+    def c_get_task(self) -> str:
+        expect(self.task_ids, 'no task from earlier checks')
+        tid = self.task_ids[0]
+        task = self.result('GetTask', {'id': tid})
+        expect(task.get('id') == tid, f'id {task.get("id")!r}')
+        st = (task.get('status') or {}).get('state')
+        expect(st == INPUT_REQUIRED, f'state {st}')
+        return f'task {tid} {st}, history={len(task.get("history") or [])} messages'
+
+    def c_list_tasks(self) -> str:
+        expect(self.task_ids, 'no task from earlier checks')
+        seen = self.list_all_tasks()
+        missing = [t for t in self.task_ids if t not in seen]
+        expect(not missing, f'ListTasks ({len(seen)} tasks) misses {missing}')
+        return f'{len(seen)} tasks, all {len(self.task_ids)} earlier tasks found'
+
+    def c_cancel_streaming(self) -> str:
+        ctx = new_id('ctx-cancel')
+        events: list[dict] = []
+        tid = None
+        cancel_state = None
+        t0 = time.monotonic()
+        with self.client(self.token) as other:
+            for event, doc in self.stream(
+                self.http, {'message': self.message('please be SLOW', ctx)}
+            ):
+                expect('result' in doc, f'error event ({event}): {short(doc)}')
+                ev = doc['result']
+                events.append(ev)
+                if tid is None:
+                    tid = event_task_id(ev)
+                    expect(tid, f'first event {event_kind(ev)} has no task id')
+                    st = event_state(ev)
+                    expect(st not in TERMINAL and st != INPUT_REQUIRED,
+                           f'SLOW turn already finished: {st}')
+                    # iac-code needs the turn to be running before it can cancel
+                    time.sleep(0.5)
+                    canceled = self.result('CancelTask', {'id': tid}, other)
+                    cancel_state = (canceled.get('status') or {}).get('state')
+                    t_cancel = time.monotonic() - t0
+                    expect(cancel_state == CANCELED,
+                           f'CancelTask returned {cancel_state}: {short(canceled, 600)}')
+        t_end = time.monotonic() - t0
+        states = [event_state(e) for e in events if event_state(e)]
+        expect(states and states[-1] == CANCELED, f'stream ended in {states[-1:]}; states={states}')
+        again = self.result('GetTask', {'id': tid})
+        st2 = (again.get('status') or {}).get('state')
+        expect(st2 == CANCELED, f'GetTask after cancel: {st2}')
+        text = texts_of((again.get('status') or {}).get('message'))
+        self.task_ids.append(tid)
+        return (f'task {tid}: cancel at {t_cancel:.2f}s, stream closed at {t_end:.2f}s '
+                f'(LLM delay {os.environ.get("FAKE_SLOW_SECONDS", "5")}s); states={states}; '
+                f'final text={text}')
+
+    # -- rejections at the edge -------------------------------------------------
+
+    def probe_validation(self) -> None:
+        doc = self.rpc('GetTask', {'id': 'a/b'})
+        err = doc.get('error') or {}
+        self.probe_doc = doc
+        if self.validation == 'on':
+            self.validation_active = True
+        elif self.validation == 'off':
+            self.validation_active = False
+        else:
+            self.validation_active = err.get('code') == -32602
+        if not self.validation_active:
+            self.note('validation', f'edge request validation not active (mode {self.validation}); '
+                      f'probe GetTask id "a/b" answered {json.dumps(doc)}')
+
+    def reject(self, name: str, method: str, params: dict, reason_prefix: str | None,
+               what: str) -> Callable[[], str]:
+        def run() -> str:
+            before = self.snapshot()
+            tasks_before = set(self.list_all_tasks())
+            before['posts'] = self.snapshot()['posts']  # after our own ListTasks
+            doc = self.rpc(method, params)
+            after = self.snapshot()
+            tasks_after = set(self.list_all_tasks())
+            reached = (after['llm'] != before['llm'] or after['posts'] != before['posts']
+                       or after['task_files'] != before['task_files'] or tasks_after != tasks_before)
+            if not self.validation_active:
+                self.note(name, f'{what}: without edge validation: {short(doc, 700)}; '
+                          f'reached iac-code={reached} (POSTs {before["posts"]}->{after["posts"]}, '
+                          f'LLM requests {before["llm"]}->{after["llm"]}, '
+                          f'new tasks {sorted(tasks_after - tasks_before)})')
+                raise Skipped('edge request validation not wired in this binary')
+            err = doc.get('error')
+            expect(err, f'{what}: accepted by the edge: {short(doc, 700)}')
+            expect(err.get('code') == -32602, f'{what}: code {err.get("code")}, expected -32602: {short(err)}')
+            data = err.get('data')
+            reason = None
+            if isinstance(data, list) and data and isinstance(data[0], dict):
+                reason = data[0].get('reason')
+            if reason_prefix is not None:
+                expect(isinstance(reason, str) and reason.startswith(reason_prefix),
+                       f'{what}: error.data[0].reason={reason!r}, expected {reason_prefix}*: {short(err)}')
+            expect(not reached,
+                   f'{what}: rejected but reached iac-code (POSTs {before["posts"]}->{after["posts"]}, '
+                   f'LLM {before["llm"]}->{after["llm"]}, tasks +{sorted(tasks_after - tasks_before)}, '
+                   f'task files +{sorted(after["task_files"] - before["task_files"])})')
+            return (f'{json.dumps(err, ensure_ascii=False)}; iac-code untouched '
+                    f'(POSTs {after["posts"]}, LLM requests {after["llm"]}, {len(tasks_after)} tasks)')
+        return run
+
+    # -- credentials ------------------------------------------------------------
+
+    def c_no_token(self) -> str:
+        with self.client(None) as http:
+            r = http.post(self.url, json={'jsonrpc': '2.0', 'id': 1, 'method': 'ListTasks', 'params': {}})
+        expect(r.status_code == 401, f'HTTP {r.status_code}: {short(r.text)}')
+        www = r.headers.get('www-authenticate', '')
+        expect('a2a-edge' in www, f'401 without the proxy\'s WWW-Authenticate ({www!r}): not from the edge?')
+        return f'HTTP 401 {r.text} WWW-Authenticate={www!r}'
+
+    def c_upstream_token_at_edge(self) -> str:
+        up = os.environ.get('IAC_UPSTREAM_TOKEN', '')
+        if not up:
+            raise Skipped('IAC_UPSTREAM_TOKEN not given to the client')
+        with self.client(up) as http:
+            r = http.post(self.url, json={'jsonrpc': '2.0', 'id': 1, 'method': 'ListTasks', 'params': {}})
+        expect(r.status_code == 401, f'iac-code\'s own token accepted by the edge: HTTP {r.status_code}')
+        return 'HTTP 401: the upstream token is not a caller credential'
+
+    def c_direct_alice(self) -> str:
+        out = []
+        with httpx.Client(timeout=10) as http:
+            hdr = {'Authorization': f'Bearer {self.token}', 'A2A-Version': '1.0'}
+            r = http.post(self.iac_url, headers=hdr,
+                          json={'jsonrpc': '2.0', 'id': 1, 'method': 'ListTasks', 'params': {}})
+            expect(r.status_code == 401, f'POST / with ALICE_TOKEN: HTTP {r.status_code}: {short(r.text)}')
+            out.append(f'POST / -> {r.status_code} {r.text}')
+            r = http.get(self.iac_url + '.well-known/agent-card.json', headers=hdr)
+            expect(r.status_code == 401, f'card with ALICE_TOKEN: HTTP {r.status_code}')
+            out.append(f'card -> {r.status_code}')
+        return '; '.join(out)
+
+    def c_llm_headers(self) -> str:
+        reqs = self.llm_requests()
+        expect(reqs, 'the fake LLM saw no request')
+        blob = self.fake_log.read_text(encoding='utf-8')
+        expect(self.token not in blob, 'ALICE_TOKEN reached the fake LLM')
+        auths: dict[str, int] = {}
+        for r in reqs:
+            h = {k.lower(): v for k, v in (r.get('headers') or {}).items()}
+            a = h.get('authorization', '<none>')
+            auths[a] = auths.get(a, 0) + 1
+        foreign = {a: n for a, n in auths.items() if a != 'Bearer sk-fake-offline-key'}
+        if foreign and not self.validation_active:
+            # Only the rejection probe sends a caller-supplied key; without edge
+            # validation iac-code uses it (reference doc, section 5/§11 table).
+            self.note('llm-credentials', f'without edge validation a caller-chosen LLM key reached '
+                      f'the model: Authorization headers seen {auths}')
+            expect(set(foreign) <= {'Bearer sk-caller-supplied-key'},
+                   f'unexpected LLM Authorization headers: {sorted(foreign)}')
+        else:
+            expect(not foreign, f'LLM Authorization headers other than the configured key: {auths}')
+        return (f'{len(reqs)} chat requests; ALICE_TOKEN absent from the LLM log; '
+                f'Authorization headers: {auths}')
+
+    # -- driver ---------------------------------------------------------------
+
+    def run(self) -> int:
+        card_ok = self.check('card', self.c_card)
+        if card_ok:
+            self.check('card-no-internal-address', self.c_card_no_internal_address)
+            self.check('card-extensions', self.c_card_extensions)
+            self.check('card-security', self.c_card_security)
+        if self.check('send-message', self.c_send):
+            self.check('send-message-followup', self.c_followup)
+        self.check('stream-message', self.c_stream)
+        self.check('get-task', self.c_get_task)
+        self.check('list-tasks', self.c_list_tasks)
+        self.check('cancel-streaming', self.c_cancel_streaming)
+
+        self.check('validation-probe', lambda: self.probe_validation() or f'mode {self.validation}, active={self.validation_active}')
+        self.check('reject-cwd-outside', self.reject(
+            'reject-cwd-outside', 'SendMessage',
+            {'message': self.message('hello from /etc', new_id('ctx-etc'), cwd='/etc')},
+            'workspace.', 'cwd=/etc'))
+        self.check('reject-metadata-api-key', self.reject(
+            'reject-metadata-api-key', 'SendMessage',
+            {'message': self.message('use my key', new_id('ctx-key'),
+                                     {'iac_code': {'iac_code_api_key': 'sk-caller-supplied-key'}})},
+            'metadata.denied_key', 'metadata.iac_code.iac_code_api_key'))
+        self.check('reject-stream-cwd-traversal', self.reject(
+            'reject-stream-cwd-traversal', 'SendStreamingMessage',
+            {'message': self.message('hello via ..', new_id('ctx-dots'),
+                                     cwd=self.workspace + '/../../../../etc')},
+            'workspace.', 'streaming, cwd=<workspace>/../../../../etc'))
+        self.check('reject-bad-task-id', self.reject(
+            'reject-bad-task-id', 'GetTask', {'id': 'a/b'}, None, 'GetTask id "a/b"'))
+
+        self.check('auth-no-token', self.c_no_token)
+        self.check('auth-upstream-token-at-edge', self.c_upstream_token_at_edge)
+        self.check('direct-alice-refused', self.c_direct_alice)
+        self.check('llm-credentials', self.c_llm_headers)
+        print(f'iac-code-client: {self.passed} passed, {self.failed} failed, '
+              f'{self.skipped} skipped', flush=True)
+        return 0 if self.failed == 0 else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--url', required=True, help="the proxy's public_url")
+    ap.add_argument('--ca', required=True, help='CA bundle (PEM) to trust')
+    ap.add_argument('--iac-url', required=True, help="iac-code's internal URL")
+    ap.add_argument('--workspace', required=True)
+    ap.add_argument('--fake-log', required=True)
+    ap.add_argument('--iac-access-log', required=True, help="iac-code's stdout (uvicorn access log)")
+    ap.add_argument('--iac-tasks-dir', required=True, help='$IAC_CODE_CONFIG_DIR/a2a/tasks')
+    ap.add_argument('--validation', choices=('auto', 'on', 'off'), default='auto')
+    ap.add_argument('--token-env', default='ALICE_TOKEN')
+    args = ap.parse_args()
+    token = os.environ.get(args.token_env)
+    if not token:
+        print(f'FAIL setup: ${args.token_env} is empty', flush=True)
+        return 2
+    if not args.url.endswith('/'):
+        args.url += '/'
+    if not args.iac_url.endswith('/'):
+        args.iac_url += '/'
+    return Runner(args, token).run()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
