@@ -179,3 +179,34 @@ fn token_file_is_generated_only_when_serving_and_read_back() {
     assert!(Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn request_rules_come_from_the_policy_or_the_iac_code_defaults() {
+    let text = GOOD.replacen(
+        "[auth]\n",
+        "[a2a]\nrequired_extensions = [\"urn:x:req\"]\nextra_text_media_types = [\"text/csv\"]\n[a2a.push]\nallow_http = true\n[workspace]\nallowed_roots = [\"/tmp\"]\ncheck_filesystem = false\n[auth]\n",
+        1,
+    );
+    let p = load(&text).unwrap();
+    let r = &p.a2a.requests;
+    assert_eq!(r.required_extensions, ["urn:x:req"]);
+    assert!(r.media.text().iter().any(|t| t == "text/csv"));
+    assert!(r.push.allow_http);
+    assert!(!r.workspace.check_filesystem);
+    let summary = p.summary();
+    assert!(
+        summary.contains("urn:x:req") && summary.contains("lexical"),
+        "{summary}"
+    );
+    // Defaults: the iac-code media types, https-only callbacks, filesystem checks.
+    let d = load(GOOD).unwrap();
+    assert!(d
+        .a2a
+        .requests
+        .media
+        .multimodal()
+        .iter()
+        .any(|t| t == "image/png"));
+    assert!(!d.a2a.requests.push.allow_http);
+    assert!(d.a2a.requests.workspace.check_filesystem);
+}
