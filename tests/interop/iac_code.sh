@@ -89,6 +89,7 @@ WS="$TMP/workspace"
 FAKE_PID=
 IAC_PID=
 PROXY_PID=
+CLIENT_PID=
 
 stop_pid() { # stop_pid PID SECONDS: TERM, wait, then KILL
     local pid=$1 secs=$2
@@ -104,6 +105,7 @@ stop_pid() { # stop_pid PID SECONDS: TERM, wait, then KILL
 }
 cleanup() {
     local rc=$?
+    stop_pid "$CLIENT_PID" 3
     stop_pid "$PROXY_PID" 5
     stop_pid "$IAC_PID" 10
     stop_pid "$FAKE_PID" 3
@@ -255,14 +257,17 @@ CA="$TMP/certs/ca.pem"
 pass "proxy-start: ready at $PUBLIC_URL"
 
 # ---- 4. the checks through the proxy
+# (in the background + wait, so that INT/TERM run the cleanup at once)
 status=0
 ALICE_TOKEN="$ALICE_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" \
-    timeout --foreground --kill-after=5 "$CLIENT_TIMEOUT" \
+    timeout --kill-after=5 "$CLIENT_TIMEOUT" \
     "$PY" -u "$HERE/iac_code_client.py" --url "$PUBLIC_URL" --ca "$CA" \
     --iac-url "$IAC_URL" --workspace "$WS" --fake-log "$TMP/fake-llm.jsonl" \
     --iac-access-log "$TMP/iac.stdout" --iac-tasks-dir "$TMP/iac-config/a2a/tasks" \
-    --validation "$IAC_VALIDATION" |
-    tee "$TMP/client.out" || status=$?
+    --validation "$IAC_VALIDATION" --tee "$TMP/client.out" &
+CLIENT_PID=$!
+wait "$CLIENT_PID" || status=$?
+CLIENT_PID=
 NPASS=$((NPASS + $(grep -c '^PASS ' "$TMP/client.out" || true)))
 NFAIL=$((NFAIL + $(grep -c '^FAIL ' "$TMP/client.out" || true)))
 NSKIP=$((NSKIP + $(grep -c '^SKIP ' "$TMP/client.out" || true)))

@@ -633,6 +633,20 @@ class Runner:
         return 0 if self.failed == 0 else 1
 
 
+class Tee:
+    def __init__(self, *streams) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for st in self.streams:
+            st.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for st in self.streams:
+            st.flush()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--url', required=True, help="the proxy's public_url")
@@ -644,7 +658,10 @@ def main() -> int:
     ap.add_argument('--iac-tasks-dir', required=True, help='$IAC_CODE_CONFIG_DIR/a2a/tasks')
     ap.add_argument('--validation', choices=('auto', 'on', 'off'), default='auto')
     ap.add_argument('--token-env', default='ALICE_TOKEN')
+    ap.add_argument('--tee', default='', help='also write the output to this file')
     args = ap.parse_args()
+    if args.tee:
+        sys.stdout = Tee(sys.stdout, open(args.tee, 'w', encoding='utf-8'))
     token = os.environ.get(args.token_env)
     if not token:
         print(f'FAIL setup: ${args.token_env} is empty', flush=True)
