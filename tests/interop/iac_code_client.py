@@ -502,7 +502,7 @@ class Runner:
                       f'probe GetTask id "a/b" answered {json.dumps(doc)}')
 
     def reject(self, name: str, method: str, params: dict, reason_prefix: str | None,
-               what: str) -> Callable[[], str]:
+               what: str, after_check: Callable[[], None] | None = None) -> Callable[[], str]:
         def run() -> str:
             before = self.snapshot()
             tasks_before = set(self.list_all_tasks())
@@ -513,11 +513,12 @@ class Runner:
             reached = (after['llm'] != before['llm'] or after['posts'] != before['posts']
                        or after['task_files'] != before['task_files'] or tasks_after != tasks_before)
             if not self.validation_active:
-                self.note(name, f'{what}: without edge validation: {short(doc, 700)}; '
+                self.note(name, f'{what}: {short(doc, 700)}; '
                           f'reached iac-code={reached} (POSTs {before["posts"]}->{after["posts"]}, '
                           f'LLM requests {before["llm"]}->{after["llm"]}, '
                           f'new tasks {sorted(tasks_after - tasks_before)})')
-                raise Skipped('edge request validation not wired in this binary')
+                raise Skipped('IAC_VALIDATION=off' if self.validation == 'off' else
+                              'edge request validation not wired in this binary')
             err = doc.get('error')
             expect(err, f'{what}: accepted by the edge: {short(doc, 700)}')
             expect(err.get('code') == -32602, f'{what}: code {err.get("code")}, expected -32602: {short(err)}')
@@ -532,6 +533,8 @@ class Runner:
                    f'{what}: rejected but reached iac-code (POSTs {before["posts"]}->{after["posts"]}, '
                    f'LLM {before["llm"]}->{after["llm"]}, tasks +{sorted(tasks_after - tasks_before)}, '
                    f'task files +{sorted(after["task_files"] - before["task_files"])})')
+            if after_check is not None:
+                after_check()
             return (f'{json.dumps(err, ensure_ascii=False)}; iac-code untouched '
                     f'(POSTs {after["posts"]}, LLM requests {after["llm"]}, {len(tasks_after)} tasks)')
         return run
@@ -621,6 +624,28 @@ class Runner:
             {'message': self.message('hello via ..', new_id('ctx-dots'),
                                      cwd=self.workspace + '/../../../../etc')},
             'workspace.', 'streaming, cwd=<workspace>/../../../../etc'))
+        self.check('reject-cwd-request-metadata', self.reject(
+            'reject-cwd-request-metadata', 'SendMessage',
+            # iac-code reads params.metadata before message.metadata (reference §6)
+            {'message': self.message('hello', new_id('ctx-reqmeta')),
+             'metadata': {'iac_code': {'cwd': '/etc'}}},
+            'workspace.', 'params.metadata.iac_code.cwd=/etc (message.metadata has the good cwd)'))
+        escape = Path(self.workspace) / 'escape'
+        if not escape.is_symlink():
+            escape.symlink_to('/etc')
+        self.check('reject-cwd-symlink-escape', self.reject(
+            'reject-cwd-symlink-escape', 'SendMessage',
+            {'message': self.message('hello', new_id('ctx-link'), cwd=str(escape))},
+            'workspace.', 'cwd=<workspace>/escape -> /etc'))
+        missing = Path(self.workspace) / 'not' / 'there'
+
+        def not_created() -> None:
+            expect(not (Path(self.workspace) / 'not').exists(),
+                   f'{missing} was created by a rejected request')
+        self.check('reject-cwd-missing', self.reject(
+            'reject-cwd-missing', 'SendMessage',
+            {'message': self.message('hello', new_id('ctx-missing'), cwd=str(missing))},
+            'workspace.', 'cwd=<workspace>/not/there (iac-code would mkdir it)', not_created))
         self.check('reject-bad-task-id', self.reject(
             'reject-bad-task-id', 'GetTask', {'id': 'a/b'}, None, 'GetTask id "a/b"'))
 
