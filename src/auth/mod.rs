@@ -1,7 +1,13 @@
 //! Authentication: every request but `/health` and the public card proves who the caller is
 //! and gets a [`Principal`]. One file per scheme. Knows nothing of JSON-RPC.
 
+pub mod api_key;
+pub mod basic;
 mod bearer;
+pub mod hash;
+pub mod jwks;
+pub mod jwt;
+pub mod mtls;
 
 use http::{header, HeaderMap, HeaderValue};
 
@@ -20,6 +26,10 @@ pub struct Principal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     Bearer,
+    Basic,
+    ApiKey,
+    Jwt,
+    Mtls,
     /// No credential, allowed only by an explicit `allow_anonymous = true`.
     Anonymous,
 }
@@ -28,6 +38,10 @@ impl Scheme {
     pub fn as_str(self) -> &'static str {
         match self {
             Scheme::Bearer => "bearer",
+            Scheme::Basic => "basic",
+            Scheme::ApiKey => "api_key",
+            Scheme::Jwt => "jwt",
+            Scheme::Mtls => "mtls",
             Scheme::Anonymous => "anonymous",
         }
     }

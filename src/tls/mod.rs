@@ -1,6 +1,7 @@
 //! TLS: rustls server and client configurations, PEM loading (rustls-pki-types), and the
 //! dev certificates. Knows nothing of A2A.
 
+pub mod client_auth;
 pub mod dev;
 
 use std::path::Path;
