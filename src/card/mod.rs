@@ -2,6 +2,12 @@
 //! edge (`server.public_url` only, never `Host` or `X-Forwarded-*`), advertises the edge's
 //! security schemes, and carries no upstream signature that the rewrite has invalidated.
 
+pub mod canonical;
+pub mod cli;
+pub mod jws;
+pub mod keys;
+pub mod verify;
+
 use serde_json::{json, Map, Value};
 
 /// What the edge puts into every card it serves.
