@@ -4,6 +4,15 @@ use crate::policy::{sha256, BearerCredential};
 fn auth(anonymous: bool) -> Authenticator {
     Authenticator::from_policy(&AuthPolicy {
         allow_anonymous: anonymous,
+        basic: vec![],
+        api_key: None,
+        jwt: None,
+        client_auth: crate::policy::ClientAuth::Off,
+        principal_header: "x-a2a-edge-principal".into(),
+        throttle: crate::policy::ThrottlePolicy {
+            failures_per_minute: 30,
+            failures_burst: 10,
+        },
         bearer: vec![
             BearerCredential {
                 principal: "ci".into(),

@@ -64,6 +64,58 @@ pub struct AuthSection {
     pub allow_anonymous: bool,
     #[serde(default)]
     pub bearer: Vec<BearerSection>,
+    #[serde(default)]
+    pub basic: Vec<BasicSection>,
+    pub api_key: Option<ApiKeySection>,
+    pub jwt: Option<JwtSection>,
+    /// The header that carries the authenticated principal to the agents.
+    pub principal_header: Option<Spanned<String>>,
+    /// Authentication failures one client address may have per minute before 429.
+    pub failures_per_minute: Option<Spanned<u32>>,
+    /// How many failures may come at once before the per-minute rate applies.
+    pub failures_burst: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicSection {
+    pub username: Spanned<String>,
+    pub password_hash: Option<Spanned<String>>,
+    pub password_env: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeySection {
+    pub header: Option<Spanned<String>>,
+    #[serde(default)]
+    pub keys: Vec<ApiKeyEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyEntry {
+    pub principal: Spanned<String>,
+    pub key_sha256: Option<Spanned<String>>,
+    pub key_env: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtSection {
+    pub issuer: Spanned<String>,
+    pub audience: Spanned<String>,
+    pub jwks_file: Option<Spanned<PathBuf>>,
+    pub jwks_url: Option<Spanned<String>>,
+    /// PEM CA bundle to trust for `jwks_url` (default: the system roots).
+    pub jwks_ca_file: Option<PathBuf>,
+    pub algorithms: Spanned<Vec<String>>,
+    pub principal_claim: Option<Spanned<String>>,
+    pub leeway_ms: Option<u64>,
+    /// Least time between two refreshes of the key set on an unknown `kid`.
+    pub jwks_min_refresh_ms: Option<u64>,
+    /// A key set fetched from `jwks_url` is refreshed when older than this.
+    pub jwks_max_age_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

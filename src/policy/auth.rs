@@ -1,0 +1,511 @@
+//! The `[auth]` table: which schemes prove a caller, and the secrets they compare against.
+//! The iac-code environment variables configure Bearer, Basic and API key when the policy
+//! leaves that scheme unset.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::file;
+use super::secret::{self, parse_sha256_hex};
+use super::{random_token, sha256, Ctx, LoadMode, PolicyError};
+use crate::auth::hash::PasswordHash;
+
+#[derive(Debug, Clone)]
+pub struct AuthPolicy {
+    pub allow_anonymous: bool,
+    pub bearer: Vec<BearerCredential>,
+    pub basic: Vec<BasicCredential>,
+    pub api_key: Option<ApiKeyPolicy>,
+    pub jwt: Option<JwtPolicy>,
+    /// Client certificates (from `[tls]`).
+    pub client_auth: ClientAuth,
+    /// The header that carries the principal to the agents (always stripped from callers).
+    pub principal_header: String,
+    pub throttle: ThrottlePolicy,
+}
+
+impl AuthPolicy {
+    /// Whether any scheme can prove a caller.
+    pub fn any_scheme(&self) -> bool {
+        !self.bearer.is_empty()
+            || !self.basic.is_empty()
+            || self.api_key.is_some()
+            || self.jwt.is_some()
+            || self.client_auth != ClientAuth::Off
+    }
+}
+
+/// `tls.client_auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    Off,
+    Optional,
+    Required,
+}
+
+/// A bearer token known by its SHA-256 digest only.
+#[derive(Clone)]
+pub struct BearerCredential {
+    pub principal: String,
+    pub token_sha256: [u8; 32],
+    /// Set only when the token came from a `token_file` (printed once for the operator).
+    pub generated: Option<GeneratedToken>,
+}
+
+impl fmt::Debug for BearerCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BearerCredential")
+            .field("principal", &self.principal)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A dev token read from or written to a `token_file`, shown to the operator at start-up.
+#[derive(Clone)]
+pub struct GeneratedToken {
+    pub token: String,
+    pub file: PathBuf,
+    pub created: bool,
+}
+
+#[derive(Clone)]
+pub struct BasicCredential {
+    pub username: String,
+    pub secret: BasicSecret,
+}
+
+#[derive(Clone)]
+pub enum BasicSecret {
+    /// An argon2id PHC string (`password_hash`).
+    Phc(String),
+    /// A password from the environment (`password_env`).
+    Plain(String),
+}
+
+impl fmt::Debug for BasicCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BasicCredential")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+pub struct ApiKeyPolicy {
+    pub header: String,
+    pub keys: Vec<(String, [u8; 32])>,
+}
+
+impl fmt::Debug for ApiKeyPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let principals: Vec<&str> = self.keys.iter().map(|(p, _)| p.as_str()).collect();
+        f.debug_struct("ApiKeyPolicy")
+            .field("header", &self.header)
+            .field("principals", &principals)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum JwksLocation {
+    File(PathBuf),
+    Url {
+        url: url::Url,
+        ca_file: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct JwtPolicy {
+    pub issuer: String,
+    pub audience: String,
+    pub jwks: JwksLocation,
+    /// Asymmetric algorithms only (`RS256`, `ES256`, `EdDSA`, ...).
+    pub algorithms: Vec<jsonwebtoken::Algorithm>,
+    pub principal_claim: String,
+    pub leeway: Duration,
+    pub min_refresh: Duration,
+    pub max_age: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ThrottlePolicy {
+    pub failures_per_minute: u32,
+    pub failures_burst: u32,
+}
+
+/// Principal names of the iac-code compatibility variables, as iac-code names its owners.
+const ENV_BEARER_PRINCIPAL: &str = "bearer";
+
+fn valid_principal(p: &str) -> bool {
+    !p.is_empty() && p.len() <= 128 && !p.chars().any(char::is_control)
+}
+
+impl Ctx<'_> {
+    pub(super) fn auth(
+        &self,
+        a: file::AuthSection,
+        client_auth: ClientAuth,
+        mode: LoadMode,
+    ) -> Result<AuthPolicy, PolicyError> {
+        let mut bearer = self.bearer(a.bearer, mode)?;
+        if bearer.is_empty() {
+            if let Ok(token) = secret::from_env("IACCODE_A2A_HTTP_TOKEN") {
+                bearer.push(BearerCredential {
+                    principal: ENV_BEARER_PRINCIPAL.into(),
+                    token_sha256: sha256(token.as_bytes()),
+                    generated: None,
+                });
+            }
+        }
+        let mut basic = self.basic(a.basic)?;
+        if basic.is_empty() {
+            if let (Ok(user), Ok(password)) = (
+                secret::from_env("IACCODE_A2A_BASIC_USERNAME"),
+                secret::from_env("IACCODE_A2A_BASIC_PASSWORD"),
+            ) {
+                if user.contains(':') || !valid_principal(&user) {
+                    return self.err(
+                        "IACCODE_A2A_BASIC_USERNAME",
+                        None,
+                        "must be 1-128 printable characters without ':'".into(),
+                    );
+                }
+                basic.push(BasicCredential {
+                    username: user,
+                    secret: BasicSecret::Plain(password),
+                });
+            }
+        }
+        let api_key = match a.api_key {
+            Some(section) => Some(self.api_key(section)?),
+            None => match secret::from_env("IACCODE_A2A_API_KEY") {
+                Ok(key) => {
+                    let header = std::env::var("IACCODE_A2A_API_KEY_HEADER")
+                        .ok()
+                        .filter(|h| !h.is_empty())
+                        .unwrap_or_else(|| "X-API-Key".into());
+                    Some(ApiKeyPolicy {
+                        keys: vec![(format!("api-key:{header}"), sha256(key.as_bytes()))],
+                        header,
+                    })
+                }
+                Err(_) => None,
+            },
+        };
+        let jwt = match a.jwt {
+            Some(j) => Some(self.jwt(j)?),
+            None => None,
+        };
+        let principal_header = match &a.principal_header {
+            None => "x-a2a-edge-principal".to_string(),
+            Some(h) => {
+                let name = h.get_ref().to_ascii_lowercase();
+                let ok = name.len() <= 64
+                    && name.starts_with("x-")
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                if !ok {
+                    return self.spanned_err(
+                        "auth.principal_header",
+                        h,
+                        "must be an X- header name of letters, digits and '-'",
+                    );
+                }
+                name
+            }
+        };
+        let per_minute = a
+            .failures_per_minute
+            .as_ref()
+            .map(|v| *v.get_ref())
+            .unwrap_or(30);
+        let burst = a
+            .failures_burst
+            .as_ref()
+            .map(|v| *v.get_ref())
+            .unwrap_or(10);
+        for (key, v, n) in [
+            (
+                "auth.failures_per_minute",
+                &a.failures_per_minute,
+                per_minute,
+            ),
+            ("auth.failures_burst", &a.failures_burst, burst),
+        ] {
+            if n == 0 {
+                return match v {
+                    Some(v) => self.spanned_err(key, v, "must be at least 1"),
+                    None => self.err(key, None, "must be at least 1".into()),
+                };
+            }
+        }
+        let policy = AuthPolicy {
+            allow_anonymous: a.allow_anonymous,
+            bearer,
+            basic,
+            api_key,
+            jwt,
+            client_auth,
+            principal_header,
+            throttle: ThrottlePolicy {
+                failures_per_minute: per_minute,
+                failures_burst: burst,
+            },
+        };
+        if !policy.any_scheme() && !policy.allow_anonymous {
+            return self.err(
+                "auth",
+                None,
+                "no authentication is configured; add a scheme (e.g. [[auth.bearer]]) or set allow_anonymous = true explicitly".into(),
+            );
+        }
+        Ok(policy)
+    }
+
+    fn bearer(
+        &self,
+        entries: Vec<file::BearerSection>,
+        mode: LoadMode,
+    ) -> Result<Vec<BearerCredential>, PolicyError> {
+        let mut bearer: Vec<BearerCredential> = Vec::new();
+        for (i, b) in entries.into_iter().enumerate() {
+            let key = |k: &str| format!("auth.bearer[{i}].{k}");
+            let principal = b.principal.get_ref().clone();
+            if !valid_principal(&principal) {
+                return self.spanned_err(
+                    &key("principal"),
+                    &b.principal,
+                    "must be 1-128 printable characters",
+                );
+            }
+            if b.generate_if_missing && b.token_file.is_none() {
+                return self.spanned_err(
+                    &key("generate_if_missing"),
+                    &b.principal,
+                    "only meaningful with token_file",
+                );
+            }
+            let (token_sha256, generated) = match (&b.token_sha256, &b.token_env, &b.token_file) {
+                (Some(hex), None, None) => {
+                    let d = parse_sha256_hex(hex.get_ref())
+                        .or_else(|m| self.spanned_err(&key("token_sha256"), hex, m))?;
+                    (d, None)
+                }
+                (None, Some(var), None) => {
+                    let t = secret::from_env(var.get_ref())
+                        .or_else(|m| self.spanned_err(&key("token_env"), var, m))?;
+                    (sha256(t.as_bytes()), None)
+                }
+                (None, None, Some(path)) => {
+                    match secret::from_file(
+                        path.get_ref(),
+                        b.generate_if_missing,
+                        mode == LoadMode::Serve,
+                    ) {
+                        Ok(Some(g)) => (sha256(g.token.as_bytes()), Some(g)),
+                        // Check mode: the file will be generated by `serve`; this digest matches nothing.
+                        Ok(None) => (sha256(random_token().as_bytes()), None),
+                        Err(m) => return self.spanned_err(&key("token_file"), path, m),
+                    }
+                }
+                _ => {
+                    return self.spanned_err(
+                        &key("principal"),
+                        &b.principal,
+                        "exactly one of token_sha256, token_env or token_file is required",
+                    )
+                }
+            };
+            if bearer.iter().any(|o| o.principal == principal) {
+                return self.spanned_err(&key("principal"), &b.principal, "duplicate principal");
+            }
+            bearer.push(BearerCredential {
+                principal,
+                token_sha256,
+                generated,
+            });
+        }
+        Ok(bearer)
+    }
+
+    fn basic(&self, entries: Vec<file::BasicSection>) -> Result<Vec<BasicCredential>, PolicyError> {
+        let mut out: Vec<BasicCredential> = Vec::new();
+        for (i, b) in entries.into_iter().enumerate() {
+            let key = |k: &str| format!("auth.basic[{i}].{k}");
+            let username = b.username.get_ref().clone();
+            if username.contains(':') || !valid_principal(&username) {
+                return self.spanned_err(
+                    &key("username"),
+                    &b.username,
+                    "must be 1-128 printable characters without ':'",
+                );
+            }
+            if out.iter().any(|o| o.username == username) {
+                return self.spanned_err(&key("username"), &b.username, "duplicate username");
+            }
+            let secret = match (&b.password_hash, &b.password_env) {
+                (Some(phc), None) => {
+                    PasswordHash::parse(phc.get_ref())
+                        .map_err(|m| m.to_string())
+                        .or_else(|m| self.spanned_err(&key("password_hash"), phc, m))?;
+                    BasicSecret::Phc(phc.get_ref().clone())
+                }
+                (None, Some(var)) => BasicSecret::Plain(
+                    secret::from_env(var.get_ref())
+                        .or_else(|m| self.spanned_err(&key("password_env"), var, m))?,
+                ),
+                _ => {
+                    return self.spanned_err(
+                        &key("username"),
+                        &b.username,
+                        "exactly one of password_hash or password_env is required",
+                    )
+                }
+            };
+            out.push(BasicCredential { username, secret });
+        }
+        Ok(out)
+    }
+
+    fn api_key(&self, section: file::ApiKeySection) -> Result<ApiKeyPolicy, PolicyError> {
+        let header = section
+            .header
+            .as_ref()
+            .map(|h| h.get_ref().clone())
+            .unwrap_or_else(|| "X-API-Key".into());
+        let lower = header.to_ascii_lowercase();
+        let reserved = [
+            "authorization",
+            "cookie",
+            "host",
+            "content-type",
+            "content-length",
+            "connection",
+            "te",
+            "upgrade",
+            "a2a-version",
+            "a2a-extensions",
+        ];
+        let ok = !header.is_empty()
+            && header.len() <= 64
+            && header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !reserved.contains(&lower.as_str());
+        if !ok {
+            return match &section.header {
+                Some(h) => self.spanned_err("auth.api_key.header", h, "must be a plain header name other than Authorization, Cookie, Host and the HTTP/A2A protocol headers"),
+                None => self.err("auth.api_key.header", None, "invalid".into()),
+            };
+        }
+        if section.keys.is_empty() {
+            return self.err(
+                "auth.api_key.keys",
+                None,
+                "at least one [[auth.api_key.keys]] entry is required".into(),
+            );
+        }
+        let mut keys: Vec<(String, [u8; 32])> = Vec::new();
+        for (i, k) in section.keys.into_iter().enumerate() {
+            let key = |n: &str| format!("auth.api_key.keys[{i}].{n}");
+            let principal = k.principal.get_ref().clone();
+            if !valid_principal(&principal) {
+                return self.spanned_err(
+                    &key("principal"),
+                    &k.principal,
+                    "must be 1-128 printable characters",
+                );
+            }
+            if keys.iter().any(|(p, _)| *p == principal) {
+                return self.spanned_err(&key("principal"), &k.principal, "duplicate principal");
+            }
+            let digest = match (&k.key_sha256, &k.key_env) {
+                (Some(hex), None) => parse_sha256_hex(hex.get_ref())
+                    .or_else(|m| self.spanned_err(&key("key_sha256"), hex, m))?,
+                (None, Some(var)) => sha256(
+                    secret::from_env(var.get_ref())
+                        .or_else(|m| self.spanned_err(&key("key_env"), var, m))?
+                        .as_bytes(),
+                ),
+                _ => {
+                    return self.spanned_err(
+                        &key("principal"),
+                        &k.principal,
+                        "exactly one of key_sha256 or key_env is required",
+                    )
+                }
+            };
+            keys.push((principal, digest));
+        }
+        Ok(ApiKeyPolicy { header, keys })
+    }
+
+    fn jwt(&self, j: file::JwtSection) -> Result<JwtPolicy, PolicyError> {
+        let nonempty = |v: &Spanned<String>, key: &str| -> Result<String, PolicyError> {
+            if v.get_ref().is_empty() || v.get_ref().len() > 1024 {
+                return self.spanned_err(key, v, "must not be empty");
+            }
+            Ok(v.get_ref().clone())
+        };
+        let issuer = nonempty(&j.issuer, "auth.jwt.issuer")?;
+        let audience = nonempty(&j.audience, "auth.jwt.audience")?;
+        let jwks = match (&j.jwks_file, &j.jwks_url) {
+            (Some(f), None) => JwksLocation::File(f.get_ref().clone()),
+            (None, Some(u)) => match url::Url::parse(u.get_ref()) {
+                Ok(url) if url.scheme() == "https" && url.host().is_some() => JwksLocation::Url {
+                    url,
+                    ca_file: j.jwks_ca_file.clone(),
+                },
+                _ => return self.spanned_err("auth.jwt.jwks_url", u, "must be an https:// URL"),
+            },
+            _ => {
+                return self.spanned_err(
+                    "auth.jwt",
+                    &j.issuer,
+                    "exactly one of jwks_file or jwks_url is required",
+                )
+            }
+        };
+        let mut algorithms = Vec::new();
+        for name in j.algorithms.get_ref() {
+            use jsonwebtoken::Algorithm::*;
+            let alg = match name.as_str() {
+                "RS256" => RS256,
+                "RS384" => RS384,
+                "RS512" => RS512,
+                "PS256" => PS256,
+                "PS384" => PS384,
+                "PS512" => PS512,
+                "ES256" => ES256,
+                "ES384" => ES384,
+                "EdDSA" => EdDSA,
+                _ => return self.spanned_err("auth.jwt.algorithms", &j.algorithms, format!("{name:?} is not allowed: use asymmetric algorithms (RS256, PS256, ES256, ES384, EdDSA, ...)")),
+            };
+            algorithms.push(alg);
+        }
+        if algorithms.is_empty() {
+            return self.spanned_err(
+                "auth.jwt.algorithms",
+                &j.algorithms,
+                "at least one algorithm is required",
+            );
+        }
+        let principal_claim = match &j.principal_claim {
+            None => "sub".to_string(),
+            Some(c) => nonempty(c, "auth.jwt.principal_claim")?,
+        };
+        Ok(JwtPolicy {
+            issuer,
+            audience,
+            jwks,
+            algorithms,
+            principal_claim,
+            leeway: Duration::from_millis(j.leeway_ms.unwrap_or(30_000).min(300_000)),
+            min_refresh: Duration::from_millis(j.jwks_min_refresh_ms.unwrap_or(10_000)),
+            max_age: Duration::from_millis(j.jwks_max_age_ms.unwrap_or(3_600_000)),
+        })
+    }
+}
