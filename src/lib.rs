@@ -9,6 +9,7 @@ pub mod body;
 pub mod card;
 pub mod engine;
 pub mod gate;
+pub mod limits;
 pub mod policy;
 pub mod server;
 pub mod telemetry;
