@@ -1,5 +1,6 @@
-//! RFC 3339 UTC timestamps as ProtoJSON writes them (`2026-11-29T20:36:26.776406Z`), from
-//! `SystemTime`, without a date crate. Times are kept as microseconds since the Unix epoch.
+//! Timestamps without a date crate: RFC 3339 UTC as ProtoJSON writes them
+//! (`2026-11-29T20:36:26.776406Z`), and HTTP-dates (RFC 9110 §5.6.7) for `Last-Modified` and
+//! `If-Modified-Since`. Times are kept as microseconds (or seconds) since the Unix epoch.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -112,6 +113,89 @@ pub fn parse_rfc3339(s: &str) -> Option<u64> {
     u64::try_from(secs * 1_000_000 + micros).ok()
 }
 
+const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) for seconds since the epoch.
+pub fn format_http_date(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Parses the three HTTP-date formats a recipient must accept (RFC 9110 §5.6.7):
+/// IMF-fixdate, RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+/// (`Sun Nov  6 08:49:37 1994`). The weekday is not checked against the date.
+pub fn parse_http_date(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let month = |name: &str| MONTHS.iter().position(|m| *m == name).map(|i| i as i64 + 1);
+    let num = |t: &str| -> Option<i64> {
+        if t.is_empty() || t.len() > 4 || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        t.parse().ok()
+    };
+    let hms = |t: &str| -> Option<(i64, i64, i64)> {
+        let mut it = t.split(':');
+        let (h, m, sec) = (it.next()?, it.next()?, it.next()?);
+        if it.next().is_some() || h.len() != 2 || m.len() != 2 || sec.len() != 2 {
+            return None;
+        }
+        Some((num(h)?, num(m)?, num(sec)?))
+    };
+    let parts: Vec<&str> = s.split_ascii_whitespace().collect();
+    let (y, mo, d, (h, mi, se)) = if let Some(rest) = s.split_once(", ").map(|(_, r)| r) {
+        let p: Vec<&str> = rest.split_ascii_whitespace().collect();
+        match p.as_slice() {
+            // IMF-fixdate
+            [d, mo, y, t, "GMT"] if d.len() == 2 && y.len() == 4 => {
+                (num(y)?, month(mo)?, num(d)?, hms(t)?)
+            }
+            // RFC 850: two-digit year, read as the nearest past century (RFC 9110 §5.6.7)
+            [dmy, t, "GMT"] => {
+                let mut it = dmy.split('-');
+                let (d, mo, yy) = (it.next()?, it.next()?, it.next()?);
+                if it.next().is_some() || d.len() != 2 || yy.len() != 2 {
+                    return None;
+                }
+                let yy = num(yy)?;
+                let (this_year, _, _) = civil_from_days((now_micros() / 86_400_000_000) as i64);
+                let mut y = this_year - this_year % 100 + yy;
+                if y > this_year + 50 {
+                    y -= 100;
+                }
+                (y, month(mo)?, num(d)?, hms(t)?)
+            }
+            _ => return None,
+        }
+    } else {
+        match parts.as_slice() {
+            // asctime
+            [_, mo, d, t, y] if d.len() <= 2 && y.len() == 4 => {
+                (num(y)?, month(mo)?, num(d)?, hms(t)?)
+            }
+            _ => return None,
+        }
+    };
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se.min(59);
+    u64::try_from(secs).ok()
+}
+
 fn is_leap(y: i64) -> bool {
     (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
 }
@@ -201,6 +285,36 @@ mod tests {
             "2026-11-29T20:36:26+1:00",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn http_dates() {
+        // RFC 9110 §5.6.7's example, in its three spellings.
+        let t = 784_111_777;
+        assert_eq!(format_http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
+        for s in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(parse_http_date(s), Some(t), "{s}");
+        }
+        assert_eq!(format_http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        let now = now_micros() / 1_000_000;
+        assert_eq!(parse_http_date(&format_http_date(now)), Some(now));
+        for bad in [
+            "",
+            "yesterday",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 31 Feb 1994 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 1969 08:49:37 GMT",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{bad:?}");
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod canonical;
 pub mod cli;
+pub mod http;
 pub mod jws;
 pub mod keys;
 pub mod verify;
