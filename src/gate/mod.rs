@@ -44,9 +44,13 @@ struct Trace {
 }
 
 /// What the gate knows about the connection a request came on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConnInfo {
     pub peer: SocketAddr,
+    /// The client presented a certificate that chains to `tls.client_ca_file`.
+    pub client_cert: bool,
+    /// The identity in that certificate (URI SAN, DNS SAN or CN), if usable.
+    pub client_identity: Option<Arc<str>>,
 }
 
 /// The pipeline with everything its stages need. Built once per policy.

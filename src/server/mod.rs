@@ -17,7 +17,10 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::BoxBody;
+use crate::auth::mtls::peer_identity;
 use crate::gate::{ConnInfo, Gate};
+use crate::policy::ClientAuth;
+use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::tls;
@@ -67,8 +70,18 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         Some(dir) => Some(tls::dev::ensure(dir).map_err(|e| StartError(e.to_string()))?),
         None => None,
     };
-    let tls_config = tls::server_config(&policy.tls.cert_file, &policy.tls.key_file)
-        .map_err(|e| StartError(e.to_string()))?;
+    let mode = match policy.tls.client_auth {
+        ClientAuth::Off => ClientAuthMode::Off,
+        ClientAuth::Optional => ClientAuthMode::Optional,
+        ClientAuth::Required => ClientAuthMode::Required,
+    };
+    let tls_config = server_config_with_client_auth(
+        &policy.tls.cert_file,
+        &policy.tls.key_file,
+        mode,
+        policy.tls.client_ca_file.as_deref(),
+    )
+    .map_err(|e| StartError(e.to_string()))?;
     let listener = TcpListener::bind(policy.server.listen)
         .await
         .map_err(|e| StartError(format!("cannot listen on {}: {e}", policy.server.listen)))?;
@@ -159,9 +172,15 @@ async fn accept_loop(
                             return;
                         }
                     };
-                    let conn = ConnInfo { peer };
+                    let (_, session) = tls.get_ref();
+                    let conn = ConnInfo {
+                        peer,
+                        client_cert: session.peer_certificates().is_some_and(|c| !c.is_empty()),
+                        client_identity: peer_identity(session).map(Arc::from),
+                    };
                     let svc = service_fn(move |req| {
                         let gate = gate.clone();
+                        let conn = conn.clone();
                         // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
                         let fut: HandlerFuture = Box::pin(async move { Ok(gate.handle(conn, req).await) });
                         fut
