@@ -1,5 +1,10 @@
 //! Authentication: every request but `/health` and the public card proves who the caller is
-//! and gets a [`Principal`]. One file per scheme. Knows nothing of JSON-RPC.
+//! and gets a [`Principal`]. One file per scheme; this file decides which ones to try. Knows
+//! nothing of JSON-RPC.
+//!
+//! Any one valid credential is enough (as iac-code): a client certificate, the
+//! `Authorization` header (Bearer static token or JWT, or Basic), or the API-key header. A
+//! presented credential that is wrong never degrades to anonymous access.
 
 pub mod api_key;
 pub mod basic;
@@ -9,18 +14,31 @@ pub mod jwks;
 pub mod jwt;
 pub mod mtls;
 
-use http::{header, HeaderMap, HeaderValue};
+use std::sync::Arc;
 
-use crate::policy::AuthPolicy;
+use http::{header, HeaderMap, HeaderValue};
+use serde_json::{json, Map, Value};
+
+use crate::policy::{AuthPolicy, BasicSecret, ClientAuth, JwksLocation};
 
 /// Upper bound on the length of an `Authorization` header value.
 pub const MAX_AUTHORIZATION_BYTES: usize = 8192;
+
+/// Password checks (argon2id, ~19 MiB each) running at once; more wait up to 5 s.
+const MAX_CONCURRENT_PASSWORD_CHECKS: usize = 4;
 
 /// Who the caller is, as proven by one credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub name: String,
     pub scheme: Scheme,
+}
+
+impl Principal {
+    /// Whether a credential proved this caller (not `allow_anonymous`).
+    pub fn is_authenticated(&self) -> bool {
+        self.scheme != Scheme::Anonymous
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,67 +71,251 @@ pub struct AuthRejection {
     pub reason: &'static str,
 }
 
+const fn reject(reason: &'static str) -> AuthRejection {
+    AuthRejection { reason }
+}
+
+/// What the connection proved before any header was read.
+#[derive(Debug, Clone, Default)]
+pub struct ConnCredentials<'a> {
+    /// A verified client certificate was presented.
+    pub client_cert: bool,
+    /// Its identity, if usable.
+    pub identity: Option<&'a str>,
+}
+
 /// Checks credentials against the policy.
 pub struct Authenticator {
     bearer: bearer::BearerScheme,
+    basic: Option<Arc<basic::BasicScheme>>,
+    /// argon2 costs tens of MiB per check: at most this many run at once.
+    basic_permits: Arc<tokio::sync::Semaphore>,
+    api_key: Option<api_key::ApiKeyScheme>,
+    jwt: Option<jwt::JwtScheme>,
+    mtls: bool,
     allow_anonymous: bool,
-    challenge: HeaderValue,
+    challenges: Vec<HeaderValue>,
+    schemes: Map<String, Value>,
 }
 
 impl Authenticator {
-    pub fn from_policy(policy: &AuthPolicy) -> Self {
-        Self {
-            bearer: bearer::BearerScheme::new(&policy.bearer),
-            allow_anonymous: policy.allow_anonymous,
-            challenge: HeaderValue::from_static("Bearer realm=\"a2a-edge\""),
-        }
-    }
-
-    /// The principal behind the request's credentials. A request with several
-    /// `Authorization` headers, or with a malformed or unknown credential, is refused even
-    /// when anonymous access is allowed: a wrong credential never degrades to anonymous.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthRejection> {
-        let mut values = headers.get_all(header::AUTHORIZATION).iter();
-        let value = match (values.next(), values.next()) {
-            (None, _) => {
-                return if self.allow_anonymous {
-                    Ok(Principal {
-                        name: "anonymous".into(),
-                        scheme: Scheme::Anonymous,
-                    })
-                } else {
-                    Err(AuthRejection {
-                        reason: "auth.missing",
-                    })
-                }
+    /// Builds the configured schemes; a JWT key set is loaded now (start-up fails if it
+    /// cannot be).
+    pub async fn new(policy: &AuthPolicy) -> Result<Authenticator, String> {
+        let bearer = bearer::BearerScheme::new(&policy.bearer);
+        let basic = if policy.basic.is_empty() {
+            None
+        } else {
+            let mut users = Vec::new();
+            for u in &policy.basic {
+                let secret = match &u.secret {
+                    BasicSecret::Phc(phc) => basic::PasswordSecret::Phc(
+                        hash::PasswordHash::parse(phc)
+                            .map_err(|e| format!("auth.basic {:?}: {e}", u.username))?,
+                    ),
+                    BasicSecret::Plain(p) => basic::PasswordSecret::Plain(p.clone()),
+                };
+                users.push(basic::BasicUser {
+                    username: u.username.clone(),
+                    secret,
+                });
             }
-            (Some(_), Some(_)) => {
-                return Err(AuthRejection {
-                    reason: "auth.multiple_headers",
-                })
-            }
-            (Some(v), None) => v,
+            Some(Arc::new(basic::BasicScheme::new(users)?))
         };
-        let (scheme, credentials) = split_authorization(value)?;
-        if scheme.eq_ignore_ascii_case("bearer") && self.bearer.is_enabled() {
-            return self.bearer.authenticate(credentials);
+        let api_key = match &policy.api_key {
+            None => None,
+            Some(a) => Some(api_key::ApiKeyScheme::new(&a.header, a.keys.clone())?),
+        };
+        let jwt = match &policy.jwt {
+            None => None,
+            Some(j) => {
+                let source = match &j.jwks {
+                    JwksLocation::File(p) => jwks::JwksSource::File(p.clone()),
+                    JwksLocation::Url { url, ca_file } => jwks::JwksSource::Url {
+                        url: url.clone(),
+                        ca_file: ca_file.clone(),
+                    },
+                };
+                let keys = jwks::JwksCache::load(source, j.min_refresh, j.max_age).await?;
+                let config = jwt::JwtConfig {
+                    issuer: j.issuer.clone(),
+                    audience: j.audience.clone(),
+                    algorithms: j.algorithms.clone(),
+                    principal_claim: j.principal_claim.clone(),
+                    leeway: j.leeway,
+                };
+                Some(jwt::JwtScheme::new(config, keys)?)
+            }
+        };
+        let mtls = policy.client_auth != ClientAuth::Off;
+
+        // The card's securitySchemes and the 401 challenges name exactly what is enabled.
+        let mut schemes = Map::new();
+        let mut challenges = Vec::new();
+        if bearer.is_enabled() {
+            schemes.insert(
+                "bearerAuth".into(),
+                json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}}),
+            );
         }
-        Err(AuthRejection {
-            reason: "auth.unsupported_scheme",
+        if jwt.is_some() {
+            schemes.insert(
+                "jwtAuth".into(),
+                json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}),
+            );
+        }
+        if bearer.is_enabled() || jwt.is_some() {
+            challenges.push(HeaderValue::from_static("Bearer realm=\"a2a-edge\""));
+        }
+        if basic.is_some() {
+            schemes.insert(
+                "basicAuth".into(),
+                json!({"httpAuthSecurityScheme": {"scheme": "Basic"}}),
+            );
+            challenges.push(HeaderValue::from_static(
+                "Basic realm=\"a2a-edge\", charset=\"UTF-8\"",
+            ));
+        }
+        if let Some(a) = &policy.api_key {
+            // As the operator spelled it (header names are case-insensitive on the wire).
+            schemes.insert(
+                "apiKeyAuth".into(),
+                json!({"apiKeySecurityScheme": {"location": "header", "name": a.header}}),
+            );
+            let challenge = format!("ApiKey realm=\"a2a-edge\", header=\"{}\"", a.header);
+            challenges.push(
+                HeaderValue::from_str(&challenge)
+                    .map_err(|_| "auth.api_key.header: not a valid header name".to_string())?,
+            );
+        }
+        if mtls {
+            schemes.insert("mtls".into(), json!({"mtlsSecurityScheme": {}}));
+        }
+        Ok(Authenticator {
+            bearer,
+            basic,
+            basic_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PASSWORD_CHECKS)),
+            api_key,
+            jwt,
+            mtls,
+            allow_anonymous: policy.allow_anonymous,
+            challenges,
+            schemes,
         })
     }
 
-    /// The `WWW-Authenticate` challenge naming the configured schemes.
-    pub fn challenge(&self) -> HeaderValue {
-        self.challenge.clone()
+    /// The principal behind the request's credentials.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        conn: ConnCredentials<'_>,
+    ) -> Result<Principal, AuthRejection> {
+        // The first refusal is reported if no credential succeeds.
+        let mut refusal: Option<AuthRejection> = None;
+
+        if self.mtls && conn.client_cert {
+            match conn.identity {
+                Some(id) => {
+                    return Ok(Principal {
+                        name: format!("mtls:{id}"),
+                        scheme: Scheme::Mtls,
+                    })
+                }
+                None => refusal = Some(reject("auth.mtls_no_identity")),
+            }
+        }
+
+        let mut values = headers.get_all(header::AUTHORIZATION).iter();
+        match (values.next(), values.next()) {
+            (None, _) => {}
+            // Two Authorization headers are ambiguous between parsers: refuse outright.
+            (Some(_), Some(_)) => return Err(reject("auth.multiple_headers")),
+            (Some(value), None) => match self.authorization(value).await {
+                Ok(p) => return Ok(p),
+                Err(e) => {
+                    refusal.get_or_insert(e);
+                }
+            },
+        }
+
+        if let Some(api) = &self.api_key {
+            match api.authenticate(headers) {
+                None => {}
+                Some(Ok(p)) => return Ok(p),
+                Some(Err(e)) => {
+                    refusal.get_or_insert(e);
+                }
+            }
+        }
+
+        match refusal {
+            Some(e) => Err(e),
+            None if self.allow_anonymous => Ok(Principal {
+                name: "anonymous".into(),
+                scheme: Scheme::Anonymous,
+            }),
+            None => Err(reject("auth.missing")),
+        }
+    }
+
+    async fn authorization(&self, value: &HeaderValue) -> Result<Principal, AuthRejection> {
+        let (scheme, credentials) = split_authorization(value)?;
+        if scheme.eq_ignore_ascii_case("bearer") {
+            if self.bearer.is_enabled() {
+                match self.bearer.authenticate(credentials) {
+                    Ok(p) => return Ok(p),
+                    Err(e)
+                        if self.jwt.is_none() || !jwt::JwtScheme::looks_like_jwt(credentials) =>
+                    {
+                        return Err(e)
+                    }
+                    Err(_) => {}
+                }
+            }
+            return match &self.jwt {
+                Some(j) => j.authenticate(credentials).await,
+                None => Err(reject("auth.unsupported_scheme")),
+            };
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            let Some(basic) = &self.basic else {
+                return Err(reject("auth.unsupported_scheme"));
+            };
+            // argon2 is deliberately slow and memory-hungry: bounded, and off the reactor.
+            let permit = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                self.basic_permits.clone().acquire_owned(),
+            )
+            .await;
+            let Ok(Ok(permit)) = permit else {
+                return Err(reject("auth.overloaded"));
+            };
+            let basic = basic.clone();
+            let credentials = credentials.to_string();
+            return tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                basic.authenticate(&credentials)
+            })
+            .await
+            .unwrap_or(Err(reject("auth.internal")));
+        }
+        Err(reject("auth.unsupported_scheme"))
+    }
+
+    /// The `WWW-Authenticate` challenges naming the configured schemes (one header line each).
+    pub fn challenges(&self) -> &[HeaderValue] {
+        &self.challenges
+    }
+
+    /// The card's `securitySchemes`: exactly the enabled schemes.
+    pub fn security_schemes(&self) -> &Map<String, Value> {
+        &self.schemes
     }
 }
 
 /// Splits `Scheme credentials`, refusing oversize, non-ASCII or control characters.
 fn split_authorization(value: &HeaderValue) -> Result<(&str, &str), AuthRejection> {
-    let malformed = AuthRejection {
-        reason: "auth.malformed",
-    };
+    let malformed = reject("auth.malformed");
     let bytes = value.as_bytes();
     if bytes.is_empty() || bytes.len() > MAX_AUTHORIZATION_BYTES {
         return Err(malformed);

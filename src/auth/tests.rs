@@ -1,18 +1,13 @@
 use super::*;
-use crate::policy::{sha256, BearerCredential};
+use crate::policy::{
+    sha256, ApiKeyPolicy, BasicCredential, BasicSecret, BearerCredential, ClientAuth,
+    ThrottlePolicy,
+};
+use base64::Engine as _;
 
-fn auth(anonymous: bool) -> Authenticator {
-    Authenticator::from_policy(&AuthPolicy {
+fn policy(anonymous: bool) -> AuthPolicy {
+    AuthPolicy {
         allow_anonymous: anonymous,
-        basic: vec![],
-        api_key: None,
-        jwt: None,
-        client_auth: crate::policy::ClientAuth::Off,
-        principal_header: "x-a2a-edge-principal".into(),
-        throttle: crate::policy::ThrottlePolicy {
-            failures_per_minute: 30,
-            failures_burst: 10,
-        },
         bearer: vec![
             BearerCredential {
                 principal: "ci".into(),
@@ -25,68 +20,167 @@ fn auth(anonymous: bool) -> Authenticator {
                 generated: None,
             },
         ],
-    })
+        basic: vec![BasicCredential {
+            username: "alice".into(),
+            secret: BasicSecret::Plain("s3cret:x".into()),
+        }],
+        api_key: Some(ApiKeyPolicy {
+            header: "X-My-Key".into(),
+            keys: vec![("robot".into(), sha256(b"key-abc"))],
+        }),
+        jwt: None,
+        client_auth: ClientAuth::Optional,
+        principal_header: "x-a2a-edge-principal".into(),
+        throttle: ThrottlePolicy {
+            failures_per_minute: 30,
+            failures_burst: 10,
+        },
+    }
 }
 
-fn headers(values: &[&[u8]]) -> HeaderMap {
+fn headers(pairs: &[(&'static str, &[u8])]) -> HeaderMap {
     let mut h = HeaderMap::new();
-    for v in values {
-        h.append(header::AUTHORIZATION, HeaderValue::from_bytes(v).unwrap());
+    for (k, v) in pairs {
+        h.append(*k, HeaderValue::from_bytes(v).unwrap());
     }
     h
 }
 
-#[test]
-fn bearer_table() {
+fn basic(user_pass: &str) -> Vec<u8> {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(user_pass)
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn credential_table() {
+    let a = Authenticator::new(&policy(false)).await.unwrap();
     let long = format!("Bearer {}", "a".repeat(MAX_AUTHORIZATION_BYTES));
-    // (header values, expected principal or rejection reason)
-    type Case<'a> = (&'a [&'a [u8]], Result<&'a str, &'a str>);
-    let cases: &[Case] = &[
-        (&[b"Bearer tok-1"], Ok("ci")),
-        (&[b"bearer tok-2"], Ok("ops")),
-        (&[b"BEARER tok-1"], Ok("ci")),
-        (&[b"Bearer  tok-1"], Ok("ci")),
-        (&[], Err("auth.missing")),
-        (&[b""], Err("auth.malformed")),
-        (&[b"Bearer"], Err("auth.malformed")),
-        (&[b"Bearer "], Err("auth.malformed")),
-        (&[b"Bearer tok-1 extra"], Err("auth.malformed")),
-        (&[b"Bearer tok\xc3\xa9"], Err("auth.malformed")),
-        (&[b"Bearer tok-1\t"], Err("auth.malformed")),
-        (&[b"Bearer t{k"], Err("auth.malformed")),
-        (&[long.as_bytes()], Err("auth.malformed")),
-        (&[b"Bearer tok-3"], Err("auth.invalid")),
-        (&[b"Bearer TOK-1"], Err("auth.invalid")),
-        (&[b"Basic dG9rLTE="], Err("auth.unsupported_scheme")),
-        (&[b"Token tok-1"], Err("auth.unsupported_scheme")),
+    let good_basic = basic("alice:s3cret:x");
+    let wrong_basic = basic("alice:nope");
+    let unknown_basic = basic("mallory:s3cret:x");
+    type Case<'a> = (Vec<(&'static str, &'a [u8])>, Result<&'a str, &'a str>);
+    let cases: Vec<Case> = vec![
+        (vec![("authorization", b"Bearer tok-1")], Ok("ci")),
+        (vec![("authorization", b"bearer tok-2")], Ok("ops")),
+        (vec![("authorization", b"BEARER tok-1")], Ok("ci")),
+        (vec![("authorization", &good_basic)], Ok("alice")),
+        (vec![("x-my-key", b"key-abc")], Ok("robot")),
+        (vec![("X-MY-KEY", b"key-abc")], Ok("robot")),
+        // Any one valid credential is enough (as iac-code).
         (
-            &[b"Bearer tok-1", b"Bearer tok-1"],
+            vec![("authorization", b"Bearer wrong"), ("x-my-key", b"key-abc")],
+            Ok("robot"),
+        ),
+        (
+            vec![("authorization", b"Bearer tok-1"), ("x-my-key", b"wrong")],
+            Ok("ci"),
+        ),
+        (vec![], Err("auth.missing")),
+        (vec![("authorization", b"")], Err("auth.malformed")),
+        (vec![("authorization", b"Bearer")], Err("auth.malformed")),
+        (
+            vec![("authorization", b"Bearer tok-1 extra")],
+            Err("auth.malformed"),
+        ),
+        (
+            vec![("authorization", b"Bearer tok\xc3\xa9")],
+            Err("auth.malformed"),
+        ),
+        (
+            vec![("authorization", long.as_bytes())],
+            Err("auth.malformed"),
+        ),
+        (
+            vec![("authorization", b"Bearer tok-3")],
+            Err("auth.invalid"),
+        ),
+        (vec![("authorization", &wrong_basic)], Err("auth.invalid")),
+        (vec![("authorization", &unknown_basic)], Err("auth.invalid")),
+        (
+            vec![("authorization", b"Basic YWxpY2U=")],
+            Err("auth.malformed"),
+        ),
+        (vec![("authorization", b"Basic !!!")], Err("auth.malformed")),
+        (
+            vec![("authorization", b"Digest x")],
+            Err("auth.unsupported_scheme"),
+        ),
+        (
+            vec![
+                ("authorization", b"Bearer tok-1"),
+                ("authorization", b"Bearer tok-1"),
+            ],
             Err("auth.multiple_headers"),
         ),
+        (vec![("x-api-key", b"key-abc")], Err("auth.missing")),
+        (vec![("x-my-key", b"key-\xff")], Err("auth.malformed")),
     ];
-    let a = auth(false);
-    for (values, want) in cases {
-        let got = a.authenticate(&headers(values));
+    for (h, want) in cases {
+        let got = a
+            .authenticate(&headers(&h), ConnCredentials::default())
+            .await;
         match (got, want) {
-            (Ok(p), Ok(name)) => assert_eq!(p.name, *name, "{values:?}"),
-            (Err(r), Err(reason)) => assert_eq!(r.reason, *reason, "{values:?}"),
-            (got, want) => panic!("{values:?}: got {got:?}, want {want:?}"),
+            (Ok(p), Ok(name)) => assert_eq!(p.name, name, "{h:?}"),
+            (Err(r), Err(reason)) => assert_eq!(r.reason, reason, "{h:?}"),
+            (got, want) => panic!("{h:?}: got {got:?}, want {want:?}"),
         }
     }
 }
 
-#[test]
-fn anonymous_only_without_any_credential() {
-    let a = auth(true);
+#[tokio::test]
+async fn client_certificates_and_anonymous() {
+    let a = Authenticator::new(&policy(true)).await.unwrap();
+    let none = headers(&[]);
+    let anon = a
+        .authenticate(&none, ConnCredentials::default())
+        .await
+        .unwrap();
+    assert_eq!(anon.scheme, Scheme::Anonymous);
+    assert!(!anon.is_authenticated());
+    // A wrong credential never degrades to anonymous.
+    let wrong = headers(&[("authorization", b"Bearer wrong")]);
+    let r = a.authenticate(&wrong, ConnCredentials::default()).await;
+    assert_eq!(r.unwrap_err().reason, "auth.invalid");
+    let cert = ConnCredentials {
+        client_cert: true,
+        identity: Some("spiffe://example.org/ci"),
+    };
+    let p = a.authenticate(&none, cert).await.unwrap();
+    assert_eq!(p.name, "mtls:spiffe://example.org/ci");
+    assert_eq!(p.scheme, Scheme::Mtls);
+    // A certificate without a usable identity is refused, unless another credential is valid.
+    let nameless = ConnCredentials {
+        client_cert: true,
+        identity: None,
+    };
+    let r = a.authenticate(&none, nameless.clone()).await;
+    assert_eq!(r.unwrap_err().reason, "auth.mtls_no_identity");
+    let ok = headers(&[("authorization", b"Bearer tok-1")]);
+    assert_eq!(a.authenticate(&ok, nameless).await.unwrap().name, "ci");
+}
+
+#[tokio::test]
+async fn challenges_and_card_schemes_name_exactly_the_enabled_schemes() {
+    let a = Authenticator::new(&policy(false)).await.unwrap();
+    let challenges: Vec<&str> = a.challenges().iter().map(|c| c.to_str().unwrap()).collect();
+    assert_eq!(challenges.len(), 3, "{challenges:?}");
+    assert!(challenges[0].starts_with("Bearer "));
+    assert!(challenges[1].starts_with("Basic "));
+    assert!(challenges[2].contains("X-My-Key"));
+    let names: Vec<&String> = a.security_schemes().keys().collect();
+    assert_eq!(names, ["bearerAuth", "basicAuth", "apiKeyAuth", "mtls"]);
     assert_eq!(
-        a.authenticate(&headers(&[])).unwrap().scheme,
-        Scheme::Anonymous
+        a.security_schemes()["apiKeyAuth"]["apiKeySecurityScheme"]["name"],
+        "X-My-Key"
     );
-    assert_eq!(
-        a.authenticate(&headers(&[b"Bearer wrong"]))
-            .unwrap_err()
-            .reason,
-        "auth.invalid"
-    );
-    assert_eq!(auth(false).challenge(), "Bearer realm=\"a2a-edge\"");
+    let mut only_bearer = policy(false);
+    only_bearer.basic.clear();
+    only_bearer.api_key = None;
+    only_bearer.client_auth = ClientAuth::Off;
+    let b = Authenticator::new(&only_bearer).await.unwrap();
+    assert_eq!(b.security_schemes().len(), 1);
+    assert_eq!(b.challenges().len(), 1);
 }

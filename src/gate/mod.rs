@@ -15,17 +15,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::{
+    header, HeaderMap, HeaderName, HeaderValue, Method as HttpMethod, Request, Response, StatusCode,
+};
 use hyper::body::Incoming;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, HEALTH_PATH};
 
-use crate::a2a::{RpcError, RpcRequest};
-use crate::auth::{Authenticator, Principal};
+use crate::a2a::{Method, RpcError, RpcRequest};
+use crate::auth::{Authenticator, ConnCredentials, Principal};
 use crate::body::{collect_limited, json_response, BoxBody, CollectError};
 use crate::card::{self, EdgeFace};
+use crate::limits::FailureThrottle;
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::upstream::{self, relay_response, Upstream, UpstreamError};
@@ -40,6 +43,7 @@ const MAX_CARD_BYTES: usize = 1024 * 1024;
 #[derive(Debug, Default)]
 struct Trace {
     principal: Option<String>,
+    scheme: Option<&'static str>,
     method: Option<&'static str>,
 }
 
@@ -61,23 +65,21 @@ pub struct Gate {
     upstream: Upstream,
     max_body_bytes: usize,
     requests: Arc<RequestPolicy>,
+    throttle: FailureThrottle,
+    principal_header: HeaderName,
 }
 
 impl Gate {
     /// `public_url` is the policy's, with a port 0 already replaced by the bound port.
-    pub fn new(policy: &Policy, public_url: &url::Url) -> Result<Gate, String> {
+    pub async fn new(policy: &Policy, public_url: &url::Url) -> Result<Gate, String> {
         let first = policy
             .upstreams
             .first()
             .ok_or_else(|| "no upstream configured".to_string())?;
-        let auth = Authenticator::from_policy(&policy.auth);
-        let mut schemes = Map::new();
-        if !policy.auth.bearer.is_empty() {
-            schemes.insert(
-                "bearerAuth".into(),
-                json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}}),
-            );
-        }
+        let auth = Authenticator::new(&policy.auth).await?;
+        let schemes = auth.security_schemes().clone();
+        let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
+            .map_err(|_| "auth.principal_header: not a header name".to_string())?;
         Ok(Gate {
             rpc_path: public_url.path().to_string(),
             face: EdgeFace {
@@ -88,6 +90,11 @@ impl Gate {
             upstream: Upstream::from_policy(first)?,
             max_body_bytes: policy.a2a.max_body_bytes,
             requests: policy.a2a.requests.clone(),
+            throttle: FailureThrottle::new(
+                policy.auth.throttle.failures_per_minute,
+                policy.auth.throttle.failures_burst,
+            ),
+            principal_header,
         })
     }
 
@@ -95,12 +102,12 @@ impl Gate {
     pub async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<BoxBody> {
         let started = Instant::now();
         let route = classify(req.method(), req.uri().path(), &self.rpc_path);
-        let head = req.method() == Method::HEAD;
+        let head = req.method() == HttpMethod::HEAD;
         let mut trace = Trace::default();
         let outcome = match route {
             Route::Health => Ok(health()),
             Route::Card => self.card(head).await,
-            Route::Rpc => self.rpc(req, &mut trace).await,
+            Route::Rpc => self.rpc(&conn, req, &mut trace).await,
             Route::NotFound => Err(Rejection::Http {
                 status: StatusCode::NOT_FOUND,
                 message: "Not found",
@@ -128,6 +135,7 @@ impl Gate {
                 "route": route_name(route),
                 "method": trace.method,
                 "principal": trace.principal,
+                "scheme": trace.scheme,
                 "reason": reason,
                 "status": resp.status().as_u16(),
                 "ms": started.elapsed().as_millis() as u64,
@@ -140,12 +148,14 @@ impl Gate {
     /// only for an authenticated caller with an acceptable content type.
     async fn rpc(
         &self,
+        conn: &ConnInfo,
         req: Request<Incoming>,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
-        let principal = self.authenticate(&parts.headers)?;
+        let principal = self.authenticate(conn, &parts.headers).await?;
         trace.principal = Some(principal.name.clone());
+        trace.scheme = Some(principal.scheme.as_str());
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
         let bytes = read_body(body, &parts.headers, self.max_body_bytes).await?;
         let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
@@ -155,8 +165,14 @@ impl Gate {
         let extensions =
             service::check_extensions(&parts.headers, &self.requests.required_extensions)
                 .map_err(refuse)?;
+        if rpc.method == Method::GetExtendedAgentCard && !principal.is_authenticated() {
+            // The extended card is for authenticated callers only (A2A spec §13.3).
+            return Err(self.unauthorized("auth.extended_card_anonymous"));
+        }
+        let principal_value = principal_header_value(&principal.name);
         let rpc = self.check_params(rpc, principal).await?;
-        let headers = upstream::forwarded_headers(&parts.headers, version, extensions);
+        let mut headers = upstream::forwarded_headers(&parts.headers, version, extensions);
+        headers.insert(self.principal_header.clone(), principal_value);
         self.forward(headers, &rpc).await
     }
 
@@ -186,13 +202,41 @@ impl Gate {
         Ok(RpcRequest { id, method, params })
     }
 
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Rejection> {
-        self.auth
-            .authenticate(headers)
-            .map_err(|r| Rejection::Unauthorized {
-                reason: r.reason,
-                challenge: self.auth.challenge(),
-            })
+    /// Who the caller is. An address that failed too often is refused with 429 before its
+    /// credentials are even looked at; each failure spends from its budget.
+    async fn authenticate(
+        &self,
+        conn: &ConnInfo,
+        headers: &HeaderMap,
+    ) -> Result<Principal, Rejection> {
+        let ip = conn.peer.ip();
+        if let Some(wait) = self.throttle.retry_after(ip) {
+            return Err(Rejection::TooManyRequests {
+                reason: "auth.throttled",
+                retry_after_secs: wait.as_secs().max(1),
+            });
+        }
+        let creds = ConnCredentials {
+            client_cert: conn.client_cert,
+            identity: conn.client_identity.as_deref(),
+        };
+        match self.auth.authenticate(headers, creds).await {
+            Ok(p) => Ok(p),
+            Err(r) => match self.throttle.record_failure(ip) {
+                Some(wait) => Err(Rejection::TooManyRequests {
+                    reason: "auth.throttled",
+                    retry_after_secs: wait.as_secs().max(1),
+                }),
+                None => Err(self.unauthorized(r.reason)),
+            },
+        }
+    }
+
+    fn unauthorized(&self, reason: &'static str) -> Rejection {
+        Rejection::Unauthorized {
+            reason,
+            challenges: self.auth.challenges().to_vec(),
+        }
     }
 
     /// Sends the proxy's own serialization of the validated request with sanitized headers.
@@ -245,6 +289,19 @@ impl Gate {
             .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         Ok(r)
     }
+}
+
+/// The principal as a header value: printable ASCII as is, anything else percent-encoded.
+fn principal_header_value(name: &str) -> HeaderValue {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_graphic() && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 fn health() -> Response<BoxBody> {

@@ -9,10 +9,15 @@ use crate::body::{json_response, BoxBody};
 
 #[derive(Debug, Clone)]
 pub enum Rejection {
-    /// 401 `{"error":"Unauthorized"}` with a `WWW-Authenticate` challenge.
+    /// 401 `{"error":"Unauthorized"}` with a `WWW-Authenticate` challenge per scheme.
     Unauthorized {
         reason: &'static str,
-        challenge: HeaderValue,
+        challenges: Vec<HeaderValue>,
+    },
+    /// 429 with `Retry-After` (seconds).
+    TooManyRequests {
+        reason: &'static str,
+        retry_after_secs: u64,
     },
     /// A non-JSON-RPC route or a failure before a JSON-RPC id is known.
     Http {
@@ -42,6 +47,7 @@ impl Rejection {
     pub fn reason(&self) -> &'static str {
         match self {
             Rejection::Unauthorized { reason, .. } => reason,
+            Rejection::TooManyRequests { reason, .. } => reason,
             Rejection::Http { reason, .. } => reason,
             Rejection::Rpc { error, .. } => error.reason,
         }
@@ -49,9 +55,21 @@ impl Rejection {
 
     pub fn render(self) -> Response<BoxBody> {
         match self {
-            Rejection::Unauthorized { challenge, .. } => {
+            Rejection::Unauthorized { challenges, .. } => {
                 let mut r = json_response(StatusCode::UNAUTHORIZED, r#"{"error":"Unauthorized"}"#);
-                r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+                for c in challenges {
+                    r.headers_mut().append(header::WWW_AUTHENTICATE, c);
+                }
+                r
+            }
+            Rejection::TooManyRequests {
+                reason,
+                retry_after_secs,
+            } => {
+                let body = json!({"error": "Too Many Requests", "reason": reason}).to_string();
+                let mut r = json_response(StatusCode::TOO_MANY_REQUESTS, body);
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
                 r
             }
             Rejection::Http {

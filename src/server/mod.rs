@@ -16,14 +16,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::body::BoxBody;
 use crate::auth::mtls::peer_identity;
+use crate::body::BoxBody;
 use crate::gate::{ConnInfo, Gate};
 use crate::policy::ClientAuth;
-use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::tls;
+use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 
 type HandlerFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<http::Response<BoxBody>, Infallible>> + Send>,
@@ -94,7 +94,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             .set_port(Some(local_addr.port()))
             .map_err(|_| StartError("server.public_url: cannot set the port".into()))?;
     }
-    let gate = Arc::new(Gate::new(&policy, &public_url).map_err(StartError)?);
+    let gate = Arc::new(Gate::new(&policy, &public_url).await.map_err(StartError)?);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let settings = ConnSettings {
         handshake_timeout: policy.server.tls_handshake_timeout,
