@@ -15,6 +15,7 @@ USAGE:
   a2a-edge serve  [--policy FILE] [--ready-file FILE]   run the proxy (default policy: policies/default.toml)
   a2a-edge check  [--policy FILE]                       validate a policy and print what it would do
   a2a-edge engine --listen ADDR                         run the embedded A2A task engine alone (plain HTTP)
+  a2a-edge hash-secret [--sha256 | --argon2id]          read a secret on stdin, print what a policy holds instead
   a2a-edge --version | --help
 ";
 
@@ -26,6 +27,10 @@ fn main() -> ExitCode {
         eprint!("{USAGE}");
         return ExitCode::from(2);
     };
+    match cmd.as_str() {
+        "hash-secret" => return hash_secret(&args[1..]),
+        _ => {}
+    }
     let opts = match Opts::parse(&args[1..]) {
         Ok(o) => o,
         Err(e) => {
@@ -180,6 +185,55 @@ async fn run_engine(opts: Opts) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())
+}
+
+/// Reads a secret on standard input (one trailing newline dropped) and prints the policy lines
+/// that stand for it, so the secret itself never enters a policy.
+fn hash_secret(args: &[String]) -> ExitCode {
+    use std::io::Read;
+    let (sha, argon) = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] => (true, true),
+        ["--sha256"] => (true, false),
+        ["--argon2id"] => (false, true),
+        _ => {
+            eprintln!("usage: a2a-edge hash-secret [--sha256 | --argon2id] < secret");
+            return ExitCode::from(2);
+        }
+    };
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().take(64 * 1024).read_to_end(&mut input) {
+        eprintln!("a2a-edge hash-secret: cannot read standard input: {e}");
+        return ExitCode::FAILURE;
+    }
+    let secret = input
+        .strip_suffix(b"\n")
+        .map(|s| s.strip_suffix(b"\r").unwrap_or(s))
+        .unwrap_or(&input);
+    if secret.is_empty() {
+        eprintln!("a2a-edge hash-secret: the secret is empty");
+        return ExitCode::FAILURE;
+    }
+    if sha {
+        let hex = a2a_edge::auth::hash::sha256_hex(secret);
+        println!(
+            "token_sha256 = \"{hex}\"   # [[auth.bearer]]; key_sha256 for [[auth.api_key.keys]]"
+        );
+    }
+    if argon {
+        match a2a_edge::auth::hash::argon2id_phc(secret) {
+            Ok(phc) => println!("password_hash = \"{phc}\"   # [[auth.basic]]"),
+            Err(e) => {
+                eprintln!("a2a-edge hash-secret: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
