@@ -48,6 +48,10 @@ pub const UPSTREAM_TOKEN: &str = "upstream-secret-abcdef";
 pub struct ProxyOpts {
     pub upstream_url: String,
     pub extra_server: String,
+    /// Lines added to `[tls]`.
+    pub extra_tls: String,
+    /// Lines added to `[auth]` (before `[[auth.bearer]]`).
+    pub extra_auth: String,
     pub extra_upstream: String,
     pub extra_policy: String,
     pub upstream_token_env: Option<&'static str>,
@@ -58,6 +62,8 @@ impl Default for ProxyOpts {
         Self {
             upstream_url: "embedded".into(),
             extra_server: String::new(),
+            extra_tls: String::new(),
+            extra_auth: String::new(),
             extra_upstream: String::new(),
             extra_policy: String::new(),
             upstream_token_env: None,
@@ -89,18 +95,22 @@ public_url = "https://127.0.0.1:0/"
 [tls]
 dev = true
 dev_dir = "{dir}/certs"
+{extra_tls}
 
 [[upstreams]]
 name = "agent-1"
 url = "{url}"
 {upstream_token}{extra_upstream}
 [auth]
+{extra_auth}
 [[auth.bearer]]
 principal = "tester"
 token_sha256 = "{token_sha}"
 {extra_policy}
 "#,
         extra_server = o.extra_server,
+        extra_tls = o.extra_tls,
+        extra_auth = o.extra_auth,
         dir = dir.display(),
         url = o.upstream_url,
         extra_upstream = o.extra_upstream,
@@ -162,37 +172,101 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(addr: SocketAddr, ca: &Path, proto: Proto) -> Client {
+        Client::try_connect(addr, ca, proto, None).await.unwrap()
+    }
+
+    /// Connects, optionally presenting a client certificate (chain, PKCS#8 key DER).
+    pub async fn try_connect(
+        addr: SocketAddr,
+        ca: &Path,
+        proto: Proto,
+        client_cert: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>)>,
+    ) -> Result<Client, String> {
         let alpn: &[&[u8]] = match proto {
             Proto::H1 => &[b"http/1.1"],
             Proto::H2 => &[b"h2"],
         };
-        let cfg = a2a_edge::tls::client_config(ca, alpn).unwrap();
-        let tcp = TcpStream::connect(addr).await.unwrap();
+        let cfg = match client_cert {
+            None => a2a_edge::tls::client_config(ca, alpn).unwrap(),
+            Some((chain, key)) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for c in a2a_edge::tls::load_certs(ca).unwrap() {
+                    roots.add(c).unwrap();
+                }
+                let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.into());
+                let mut cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain, key)
+                .unwrap();
+                cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+                std::sync::Arc::new(cfg)
+            }
+        };
+        let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
         let tls = tokio_rustls::TlsConnector::from(cfg)
             .connect(name, tcp)
             .await
-            .unwrap();
+            .map_err(|e| e.to_string())?;
         let negotiated = tls.get_ref().1.alpn_protocol().map(|p| p.to_vec());
         let io = TokioIo::new(tls);
         let sender = match proto {
             Proto::H1 => {
-                let (s, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+                let (s, conn) = hyper::client::conn::http1::handshake(io)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 tokio::spawn(conn);
                 Sender::H1(s)
             }
             Proto::H2 => {
                 let (s, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
                     .await
-                    .unwrap();
+                    .map_err(|e| e.to_string())?;
                 tokio::spawn(conn);
                 Sender::H2(s)
             }
         };
-        Client {
+        Ok(Client {
             sender,
             alpn: negotiated,
+        })
+    }
+
+    /// Like [`Client::request`], but a transport failure is an `Err`, not a panic.
+    pub async fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+        let mut b = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(format!("https://localhost{path}"));
+        if matches!(self.sender, Sender::H1(_)) {
+            b = b.header("host", "localhost");
         }
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let req = b.body(Full::new(body.into())).unwrap();
+        let resp = match &mut self.sender {
+            Sender::H1(s) => {
+                s.ready().await.map_err(|e| e.to_string())?;
+                s.send_request(req).await.map_err(|e| e.to_string())?
+            }
+            Sender::H2(s) => {
+                s.ready().await.map_err(|e| e.to_string())?;
+                s.send_request(req).await.map_err(|e| e.to_string())?
+            }
+        };
+        let (parts, body) = resp.into_parts();
+        let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((parts.status, parts.headers, bytes))
     }
 
     /// Sends a request and returns the response with its body unread.
@@ -216,19 +290,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> (StatusCode, HeaderMap, Bytes) {
-        let mut b = Request::builder()
-            .method(Method::from_bytes(method.as_bytes()).unwrap())
-            .uri(format!("https://localhost{path}"));
-        if matches!(self.sender, Sender::H1(_)) {
-            b = b.header("host", "localhost");
-        }
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        let resp = self.send(b.body(Full::new(body.into())).unwrap()).await;
-        let (parts, body) = resp.into_parts();
-        let bytes = body.collect().await.unwrap().to_bytes();
-        (parts.status, parts.headers, bytes)
+        self.try_request(method, path, headers, body).await.unwrap()
     }
 
     /// POSTs a JSON-RPC request with the test token and `A2A-Version: 1.0`.

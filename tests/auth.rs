@@ -1,0 +1,627 @@
+//! Authentication through the proxy over real TLS: every scheme, every attack shape, each
+//! refused with 401 (or a failed handshake for client certificates) and never reaching the
+//! agent; the failure throttle; and no secret in any log of a real child process.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use common::*;
+use http::StatusCode;
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, SanType,
+};
+use serde_json::{json, Value};
+
+const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
+
+/// An ES256 signing key and its public JWK.
+struct JwtKey {
+    kid: String,
+    pair: KeyPair,
+}
+
+impl JwtKey {
+    fn new(kid: &str) -> JwtKey {
+        JwtKey {
+            kid: kid.into(),
+            pair: KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap(),
+        }
+    }
+    fn jwk(&self) -> Value {
+        let raw = self.pair.public_key_raw();
+        json!({"kty": "EC", "crv": "P-256", "kid": self.kid, "alg": "ES256", "use": "sig",
+               "x": URL_SAFE_NO_PAD.encode(&raw[1..33]), "y": URL_SAFE_NO_PAD.encode(&raw[33..65])})
+    }
+    fn sign(&self, claims: &Value) -> String {
+        let mut h = Header::new(Algorithm::ES256);
+        h.kid = Some(self.kid.clone());
+        encode(
+            &h,
+            claims,
+            &EncodingKey::from_ec_der(&self.pair.serialize_der()),
+        )
+        .unwrap()
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn claims(sub: &str) -> Value {
+    json!({"iss": "https://issuer.test", "aud": "a2a-edge", "sub": sub, "exp": now() + 600, "iat": now()})
+}
+
+struct ClientPki {
+    ca_file: std::path::PathBuf,
+    good: (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>),
+    foreign: (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>),
+}
+
+fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    (p.self_signed(&key).unwrap(), key)
+}
+
+fn leaf(
+    ca: &(rcgen::Certificate, KeyPair),
+    uri: &str,
+) -> (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>) {
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.subject_alt_names = vec![SanType::URI(uri.try_into().unwrap())];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = p.signed_by(&key, &ca.0, &ca.1).unwrap();
+    (vec![cert.der().clone()], key.serialize_der())
+}
+
+fn client_pki(dir: &Path) -> ClientPki {
+    let good_ca = ca("client CA");
+    let other_ca = ca("someone else's CA");
+    let ca_file = dir.join("client-ca.pem");
+    std::fs::write(&ca_file, good_ca.0.pem()).unwrap();
+    ClientPki {
+        ca_file,
+        good: leaf(&good_ca, "spiffe://example.org/ns/prod/sa/ci"),
+        foreign: leaf(&other_ca, "spiffe://evil.example/sa/ci"),
+    }
+}
+
+struct Setup {
+    proxy: Proxy,
+    up: RecordingUpstream,
+    jwks_file: std::path::PathBuf,
+    k1: JwtKey,
+    pki: ClientPki,
+    _dir: TempDir,
+}
+
+async fn setup(client_auth: &str, throttle: &str) -> Setup {
+    let dir = TempDir::new("auth");
+    let k1 = JwtKey::new("k1");
+    let jwks_file = dir.path().join("jwks.json");
+    std::fs::write(&jwks_file, json!({"keys": [k1.jwk()]}).to_string()).unwrap();
+    let phc = a2a_edge::auth::hash::argon2id_phc(b"s3cret:pw").unwrap();
+    let key_sha = hex(&a2a_edge::policy::sha256(b"key-abc-123"));
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let extra_policy = format!(
+        r#"{throttle}
+[[auth.basic]]
+username = "alice"
+password_hash = "{phc}"
+[auth.api_key]
+header = "X-My-Key"
+[[auth.api_key.keys]]
+principal = "robot"
+key_sha256 = "{key_sha}"
+[auth.jwt]
+issuer = "https://issuer.test"
+audience = "a2a-edge"
+jwks_file = "{jwks}"
+algorithms = ["ES256"]
+jwks_min_refresh_ms = 0
+"#,
+        jwks = jwks_file.display()
+    );
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_server: String::new(),
+        extra_tls: format!(
+            "client_auth = \"{client_auth}\"\nclient_ca_file = \"{}\"\n",
+            pki.ca_file.display()
+        ),
+        extra_auth: extra_policy,
+        ..Default::default()
+    })
+    .await;
+    Setup {
+        proxy,
+        up,
+        jwks_file,
+        k1,
+        pki,
+        _dir: dir,
+    }
+}
+
+fn h<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut v = vec![("content-type", "application/json"), ("a2a-version", "1.0")];
+    v.extend_from_slice(pairs);
+    v
+}
+
+#[tokio::test]
+async fn every_scheme_admits_its_caller_and_the_agent_sees_the_principal() {
+    let s = setup("optional", "").await;
+    let basic = format!("Basic {}", STANDARD.encode("alice:s3cret:pw"));
+    let jwt = format!("Bearer {}", s.k1.sign(&claims("user-7")));
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (
+            vec![("authorization", "Bearer test-token-0123456789")],
+            "tester",
+        ),
+        (vec![("authorization", basic.as_str())], "alice"),
+        (vec![("x-my-key", "key-abc-123")], "robot"),
+        (vec![("authorization", jwt.as_str())], "jwt:user-7"),
+    ];
+    for proto in PROTOS {
+        let mut c = s.proxy.client(proto).await;
+        for (headers, principal) in &cases {
+            let (status, _, body) = c.request("POST", "/", &h(headers), BODY).await;
+            assert_eq!(
+                status,
+                StatusCode::OK,
+                "{headers:?}: {}",
+                String::from_utf8_lossy(&body)
+            );
+            let last = s.up.rpc_requests().pop().unwrap();
+            assert_eq!(last.headers["x-a2a-edge-principal"], *principal);
+            assert!(last.headers.get("x-my-key").is_none());
+            // The caller's credential never reaches the agent.
+            let sent = format!("{:?}", last.headers);
+            for (_, v) in headers.iter() {
+                assert!(!sent.contains(v), "{v} reached the agent");
+            }
+        }
+        // A client certificate alone is enough.
+        let mut c = Client::try_connect(s.proxy.addr, &s.proxy.ca, proto, Some(s.pki.good.clone()))
+            .await
+            .unwrap();
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK);
+        let last = s.up.rpc_requests().pop().unwrap();
+        assert_eq!(
+            last.headers["x-a2a-edge-principal"],
+            "mtls:spiffe://example.org/ns/prod/sa/ci"
+        );
+    }
+}
+
+#[tokio::test]
+async fn attacks_get_401_and_never_reach_the_agent() {
+    let s = setup(
+        "optional",
+        "failures_per_minute = 100000\nfailures_burst = 100000\n",
+    )
+    .await;
+    let big = format!("Bearer {}", "a".repeat(16 * 1024));
+    let none_token = format!(
+        "Bearer {}.{}.",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"none","kid":"k1","typ":"JWT"}"#),
+        URL_SAFE_NO_PAD.encode(claims("mallory").to_string())
+    );
+    let hs_with_public = {
+        let mut hd = Header::new(Algorithm::HS256);
+        hd.kid = Some("k1".into());
+        let public = s.k1.pair.public_key_raw().to_vec();
+        format!(
+            "Bearer {}",
+            encode(&hd, &claims("mallory"), &EncodingKey::from_secret(&public)).unwrap()
+        )
+    };
+    let expired = format!("Bearer {}", s.k1.sign(&json!({"iss": "https://issuer.test", "aud": "a2a-edge", "sub": "x", "exp": now() - 3600})));
+    let not_yet = format!("Bearer {}", s.k1.sign(&json!({"iss": "https://issuer.test", "aud": "a2a-edge", "sub": "x", "exp": now() + 7200, "nbf": now() + 3600})));
+    let wrong_aud = format!("Bearer {}", s.k1.sign(&json!({"iss": "https://issuer.test", "aud": "someone-else", "sub": "x", "exp": now() + 600})));
+    let wrong_iss = format!(
+        "Bearer {}",
+        s.k1.sign(
+            &json!({"iss": "https://evil.test", "aud": "a2a-edge", "sub": "x", "exp": now() + 600})
+        )
+    );
+    let no_kid = {
+        let hd = Header::new(Algorithm::ES256);
+        format!(
+            "Bearer {}",
+            encode(
+                &hd,
+                &claims("x"),
+                &EncodingKey::from_ec_der(&s.k1.pair.serialize_der())
+            )
+            .unwrap()
+        )
+    };
+    let unknown_kid = format!("Bearer {}", JwtKey::new("k9").sign(&claims("x")));
+    let basic_no_colon = format!("Basic {}", STANDARD.encode("alice"));
+    let basic_wrong = format!("Basic {}", STANDARD.encode("alice:wrong"));
+    let basic_unknown = format!("Basic {}", STANDARD.encode("bob:s3cret:pw"));
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("missing", vec![]),
+        ("empty", vec![("authorization", "")]),
+        ("wrong scheme", vec![("authorization", "Digest username=x")]),
+        (
+            "two headers",
+            vec![
+                ("authorization", "Bearer test-token-0123456789"),
+                ("authorization", "Bearer test-token-0123456789"),
+            ],
+        ),
+        ("16 KiB", vec![("authorization", big.as_str())]),
+        ("wrong token", vec![("authorization", "Bearer wrong-token")]),
+        (
+            "basic without colon",
+            vec![("authorization", basic_no_colon.as_str())],
+        ),
+        (
+            "basic bad base64",
+            vec![("authorization", "Basic YWxpY2U6c3=")],
+        ),
+        (
+            "basic wrong password",
+            vec![("authorization", basic_wrong.as_str())],
+        ),
+        (
+            "basic unknown user",
+            vec![("authorization", basic_unknown.as_str())],
+        ),
+        ("api key wrong", vec![("x-my-key", "nope")]),
+        ("api key in the query", vec![]),
+        ("jwt alg none", vec![("authorization", none_token.as_str())]),
+        (
+            "jwt hs256 with the public key",
+            vec![("authorization", hs_with_public.as_str())],
+        ),
+        ("jwt expired", vec![("authorization", expired.as_str())]),
+        (
+            "jwt not yet valid",
+            vec![("authorization", not_yet.as_str())],
+        ),
+        (
+            "jwt wrong audience",
+            vec![("authorization", wrong_aud.as_str())],
+        ),
+        (
+            "jwt wrong issuer",
+            vec![("authorization", wrong_iss.as_str())],
+        ),
+        ("jwt without kid", vec![("authorization", no_kid.as_str())]),
+        (
+            "jwt unknown kid",
+            vec![("authorization", unknown_kid.as_str())],
+        ),
+    ];
+    for proto in PROTOS {
+        let mut c = s.proxy.client(proto).await;
+        for (name, headers) in &cases {
+            let path = if *name == "api key in the query" {
+                "/?api_key=key-abc-123&X-My-Key=key-abc-123"
+            } else {
+                "/"
+            };
+            let (status, rh, body) = c.request("POST", path, &h(headers), BODY).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{name}");
+            assert_eq!(body, r#"{"error":"Unauthorized"}"#, "{name}");
+            let challenges: Vec<&str> = rh
+                .get_all("www-authenticate")
+                .iter()
+                .map(|v| v.to_str().unwrap())
+                .collect();
+            assert!(
+                challenges.iter().any(|c| c.starts_with("Bearer"))
+                    && challenges.iter().any(|c| c.starts_with("Basic")),
+                "{name}: {challenges:?}"
+            );
+        }
+        // A non-ASCII token is refused with 401, never a 500 (iac-code crashes on it).
+        let mut req_headers = h(&[]);
+        req_headers.push(("x-ignored", "1"));
+        let mut raw = http::Request::builder()
+            .method("POST")
+            .uri("https://localhost/");
+        if proto == Proto::H1 {
+            raw = raw.header("host", "localhost");
+        }
+        for (k, v) in req_headers {
+            raw = raw.header(k, v);
+        }
+        raw = raw.header(
+            "authorization",
+            http::HeaderValue::from_bytes(b"Bearer t\xc3\xa9st").unwrap(),
+        );
+        let resp = c
+            .send(
+                raw.body(http_body_util::Full::new(bytes::Bytes::from(BODY)))
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    }
+    assert!(
+        s.up.rpc_requests().is_empty(),
+        "{:?}",
+        s.up.rpc_requests().len()
+    );
+}
+
+#[tokio::test]
+async fn a_new_jwt_key_is_found_after_the_jwks_rotates() {
+    let s = setup("optional", "").await;
+    let k2 = JwtKey::new("k2");
+    let token = format!("Bearer {}", k2.sign(&claims("rotated")));
+    let mut c = s.proxy.client(Proto::H2).await;
+    let (status, _, _) = c
+        .request("POST", "/", &h(&[("authorization", token.as_str())]), BODY)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // The issuer publishes k2 next to k1 (atomically, as an operator would).
+    let tmp = s.jwks_file.with_extension("tmp");
+    std::fs::write(&tmp, json!({"keys": [s.k1.jwk(), k2.jwk()]}).to_string()).unwrap();
+    std::fs::rename(&tmp, &s.jwks_file).unwrap();
+    let (status, _, _) = c
+        .request("POST", "/", &h(&[("authorization", token.as_str())]), BODY)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        s.up.rpc_requests().pop().unwrap().headers["x-a2a-edge-principal"],
+        "jwt:rotated"
+    );
+}
+
+#[tokio::test]
+async fn client_certificates_when_required() {
+    let s = setup("required", "").await;
+    for proto in PROTOS {
+        // No certificate: the handshake (or the first read after it) fails.
+        let refused = match Client::try_connect(s.proxy.addr, &s.proxy.ca, proto, None).await {
+            Err(_) => true,
+            Ok(mut c) => c
+                .try_request(
+                    "POST",
+                    "/",
+                    &h(&[("authorization", "Bearer test-token-0123456789")]),
+                    BODY,
+                )
+                .await
+                .is_err(),
+        };
+        assert!(refused, "no certificate was accepted");
+        // A certificate from another CA: refused the same way.
+        let refused = match Client::try_connect(
+            s.proxy.addr,
+            &s.proxy.ca,
+            proto,
+            Some(s.pki.foreign.clone()),
+        )
+        .await
+        {
+            Err(_) => true,
+            Ok(mut c) => c.try_request("POST", "/", &h(&[]), BODY).await.is_err(),
+        };
+        assert!(refused, "a foreign certificate was accepted");
+        let mut c = Client::try_connect(s.proxy.addr, &s.proxy.ca, proto, Some(s.pki.good.clone()))
+            .await
+            .unwrap();
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(s.up.rpc_requests().len(), 2);
+}
+
+#[tokio::test]
+async fn repeated_failures_are_throttled_with_429() {
+    let s = setup("optional", "failures_per_minute = 1\nfailures_burst = 3\n").await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    for _ in 0..3 {
+        let (status, _, _) = c
+            .request("POST", "/", &h(&[("authorization", "Bearer guess")]), BODY)
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    let (status, headers, body) = c
+        .request("POST", "/", &h(&[("authorization", "Bearer guess")]), BODY)
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(retry >= 1);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["reason"],
+        "auth.throttled"
+    );
+    // Blocked before the credential is looked at: even the right token gets 429 now.
+    let (status, _, _) = c
+        .request(
+            "POST",
+            "/",
+            &h(&[("authorization", "Bearer test-token-0123456789")]),
+            BODY,
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(s.up.rpc_requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_extended_card_needs_an_authenticated_caller() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_auth: "allow_anonymous = true\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard","params":{}}"#;
+    let (status, _, _) = c.request("POST", "/", &h(&[]), body).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, rb) = c
+        .request(
+            "POST",
+            "/",
+            &h(&[("authorization", "Bearer test-token-0123456789")]),
+            body,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(serde_json::from_slice::<Value>(&rb).unwrap()["result"]["name"].is_string());
+    // Anonymous callers may use the other methods.
+    let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// The real binary with every scheme configured from the environment: after requests with
+/// right and wrong secrets, none of the secrets appears in its output or reached the agent.
+#[tokio::test]
+async fn no_secret_appears_in_any_log() {
+    let dir = TempDir::new("auth-logs");
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let secrets = [
+        ("T_BEARER", "bearer-secret-AAAA1111"),
+        ("T_PASSWORD", "password-secret-BBBB2222"),
+        ("T_APIKEY", "apikey-secret-CCCC3333"),
+        ("T_UPSTREAM", "upstream-secret-DDDD4444"),
+    ];
+    let policy = format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+[tls]
+dev = true
+dev_dir = "{d}/certs"
+[[upstreams]]
+name = "agent"
+url = "{url}"
+token_env = "T_UPSTREAM"
+[auth]
+[[auth.bearer]]
+principal = "b"
+token_env = "T_BEARER"
+[[auth.basic]]
+username = "alice"
+password_env = "T_PASSWORD"
+[auth.api_key]
+[[auth.api_key.keys]]
+principal = "k"
+key_env = "T_APIKEY"
+"#,
+        d = dir.path().display(),
+        url = up.url
+    );
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, policy).unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-edge"));
+    cmd.args(["serve", "--policy"])
+        .arg(&file)
+        .arg("--ready-file")
+        .arg(&ready);
+    for (k, v) in secrets {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let mut c = Client::connect(
+        info["listen"].as_str().unwrap().parse().unwrap(),
+        &dir.path().join("certs/ca.pem"),
+        Proto::H1,
+    )
+    .await;
+    let good_basic = format!(
+        "Basic {}",
+        STANDARD.encode("alice:password-secret-BBBB2222")
+    );
+    let bad_basic = format!(
+        "Basic {}",
+        STANDARD.encode("alice:password-secret-BBBB2222x")
+    );
+    let attempts: Vec<Vec<(&str, &str)>> = vec![
+        vec![("authorization", "Bearer bearer-secret-AAAA1111")],
+        vec![("authorization", "Bearer bearer-secret-AAAA1111-wrong")],
+        vec![("authorization", good_basic.as_str())],
+        vec![("authorization", bad_basic.as_str())],
+        vec![("x-api-key", "apikey-secret-CCCC3333")],
+        vec![("x-api-key", "apikey-secret-CCCC3333-wrong")],
+    ];
+    let mut ok = 0;
+    for a in &attempts {
+        let (status, _, _) = c.request("POST", "/", &h(a), BODY).await;
+        if status == StatusCode::OK {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 3);
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(
+        out.contains("\"principal\":\"alice\""),
+        "the log has the decisions: {out}"
+    );
+    let mut agent_saw = String::new();
+    for r in up.requests() {
+        agent_saw.push_str(&format!(
+            "{:?}{}",
+            r.headers,
+            String::from_utf8_lossy(&r.body)
+        ));
+    }
+    for (_, secret) in secrets {
+        let stem = &secret[..secret.len() - 4];
+        assert!(!out.contains(stem), "{secret} in the proxy's output");
+        if !secret.starts_with("upstream") {
+            assert!(!agent_saw.contains(stem), "{secret} reached the agent");
+        }
+    }
+    assert!(
+        agent_saw.contains("upstream-secret-DDDD4444"),
+        "the agent gets the proxy's own credential"
+    );
+}
