@@ -81,7 +81,8 @@ show_proxy_log() {
 }
 
 INTEROP_TOKEN=$("$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))')
-export INTEROP_TOKEN
+INTEROP_API_KEY=$("$VENV/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))')
+export INTEROP_TOKEN INTEROP_API_KEY
 
 cat >"$TMP/policy.toml" <<EOF
 [server]
@@ -100,6 +101,11 @@ url = "embedded"
 [[auth.bearer]]
 principal = "interop"
 token_env = "INTEROP_TOKEN"
+[auth.api_key]
+header = "X-API-Key"
+[[auth.api_key.keys]]
+principal = "interop-key"
+key_env = "INTEROP_API_KEY"
 EOF
 
 # ---- start the proxy
@@ -156,18 +162,26 @@ if ! grep -q "a2a-edge listening on " "$TMP/proxy.log"; then
     log "note: stdout line 'a2a-edge listening on …' not seen (yet)"
 fi
 
-# ---- the SDK client
+# ---- the SDK client: once with the bearer token, once with the API key
+run_client() {
+    local label=$1
+    shift
+    local status=0
+    log "sdk-client ($label)"
+    timeout --foreground --kill-after=5 "$CLIENT_TIMEOUT" \
+        "$VENV/bin/python" -u "$HERE/sdk_client.py" --url "$PUBLIC_URL" --ca "$CA" "$@" \
+        | sed -u "s/^\(PASS\|FAIL\) /\1 [$label] /" | tee "$TMP/client-$label.out" || status=$?
+    NPASS=$((NPASS + $(grep -c '^PASS ' "$TMP/client-$label.out" || true)))
+    NFAIL=$((NFAIL + $(grep -c '^FAIL ' "$TMP/client-$label.out" || true)))
+    if ((status == 124 || status == 137)); then
+        fail "sdk-client ($label): timed out after ${CLIENT_TIMEOUT}s"
+    elif ((status != 0)) && ! grep -q '^FAIL ' "$TMP/client-$label.out"; then
+        fail "sdk-client ($label): exited with status $status"
+    fi
+}
 status=0
-timeout --foreground --kill-after=5 "$CLIENT_TIMEOUT" \
-    "$VENV/bin/python" -u "$HERE/sdk_client.py" --url "$PUBLIC_URL" --ca "$CA" \
-    | tee "$TMP/client.out" || status=$?
-NPASS=$((NPASS + $(grep -c '^PASS ' "$TMP/client.out" || true)))
-NFAIL=$((NFAIL + $(grep -c '^FAIL ' "$TMP/client.out" || true)))
-if ((status == 124 || status == 137)); then
-    fail "sdk-client: timed out after ${CLIENT_TIMEOUT}s"
-elif ((status != 0)) && ! grep -q '^FAIL ' "$TMP/client.out"; then
-    fail "sdk-client: exited with status $status"
-fi
+run_client bearer
+run_client api-key --token-env INTEROP_API_KEY --auth-header X-API-Key
 
 # ---- graceful shutdown: SIGTERM drains and exits 0
 kill -TERM "$PROXY_PID" 2>/dev/null || true

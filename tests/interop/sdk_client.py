@@ -96,10 +96,14 @@ def event_task_id(ev: StreamResponse) -> str | None:
 
 
 class Runner:
-    def __init__(self, url: str, ca: str, token: str) -> None:
+    def __init__(
+        self, url: str, ca: str, token: str, auth_header: str | None = None
+    ) -> None:
         self.url = url
         self.ca = ca
         self.token = token
+        # None: `Authorization: Bearer <token>`; else the API-key header to put the token in.
+        self.auth_header = auth_header
         self.ssl_ctx = ssl.create_default_context(cafile=ca)
         self.passed = 0
         self.failed = 0
@@ -112,7 +116,10 @@ class Runner:
     def httpx_client(self, token: str | None) -> httpx.AsyncClient:
         headers = {}
         if token is not None:
-            headers['Authorization'] = f'Bearer {token}'
+            if self.auth_header:
+                headers[self.auth_header] = token
+            else:
+                headers['Authorization'] = f'Bearer {token}'
         return httpx.AsyncClient(
             verify=self.ssl_ctx,
             headers=headers,
@@ -422,12 +429,17 @@ def main() -> int:
         default='INTEROP_TOKEN',
         help='environment variable holding the bearer token',
     )
+    ap.add_argument(
+        '--auth-header',
+        default=None,
+        help='send the secret in this API-key header instead of Authorization: Bearer',
+    )
     args = ap.parse_args()
     token = os.environ.get(args.token_env)
     if not token:
         print(f'FAIL setup: ${args.token_env} is empty', flush=True)
         return 2
-    return asyncio.run(Runner(args.url, args.ca, token).run())
+    return asyncio.run(Runner(args.url, args.ca, token, args.auth_header).run())
 
 
 if __name__ == '__main__':
