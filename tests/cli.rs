@@ -232,3 +232,45 @@ fn engine_runs_standalone_and_stops_on_sigterm() {
     sigterm(&child.0);
     assert_eq!(wait_exit(&mut child.0).code(), Some(0));
 }
+
+#[test]
+fn iac_code_environment_variables_configure_schemes_the_policy_leaves_unset() {
+    let dir = TempDir::new("cli-env");
+    let file = dir.path().join("p.toml");
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{}/certs\"\n[[upstreams]]\nname = \"e\"\nurl = \"embedded\"\n",
+        dir.path().display()
+    );
+    std::fs::write(&file, &text).unwrap();
+    // Without any scheme the policy refuses to load ...
+    let out = Command::new(BIN)
+        .args(["check", "--policy"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allow_anonymous"));
+    // ... and the iac-code variables supply bearer, basic and API key.
+    let out = Command::new(BIN)
+        .args(["check", "--policy"])
+        .arg(&file)
+        .env("IACCODE_A2A_HTTP_TOKEN", "tok")
+        .env("IACCODE_A2A_BASIC_USERNAME", "alice")
+        .env("IACCODE_A2A_BASIC_PASSWORD", "pw")
+        .env("IACCODE_A2A_API_KEY", "key")
+        .env("IACCODE_A2A_API_KEY_HEADER", "X-My-Key")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in ["\"bearer\"", "\"alice\"", "X-My-Key"] {
+        assert!(stdout.contains(needle), "{needle}: {stdout}");
+    }
+    for secret in ["tok\n", "\"pw\"", "\"key\""] {
+        assert!(!stdout.contains(secret), "{secret}: {stdout}");
+    }
+}

@@ -186,14 +186,48 @@ impl Policy {
             };
             s.push_str(&format!("upstream {} -> {target} ({cred})\n", u.name));
         }
-        if self.auth.bearer.is_empty() {
+        let a = &self.auth;
+        if !a.any_scheme() {
             s.push_str("auth     none: anonymous access allowed (allow_anonymous = true)\n");
         }
-        for b in &self.auth.bearer {
+        for b in &a.bearer {
             s.push_str(&format!(
                 "auth     bearer token for principal {:?}\n",
                 b.principal
             ));
+        }
+        for b in &a.basic {
+            s.push_str(&format!(
+                "auth     basic password for user {:?}\n",
+                b.username
+            ));
+        }
+        if let Some(k) = &a.api_key {
+            for (p, _) in &k.keys {
+                s.push_str(&format!(
+                    "auth     API key in header {} for principal {p:?}\n",
+                    k.header
+                ));
+            }
+        }
+        if let Some(j) = &a.jwt {
+            let keys = match &j.jwks {
+                JwksLocation::File(f) => f.display().to_string(),
+                JwksLocation::Url { url, .. } => url.to_string(),
+            };
+            s.push_str(&format!(
+                "auth     JWT from issuer {:?} for audience {:?} ({:?}), keys {keys}, principal jwt:<{}>\n",
+                j.issuer, j.audience, j.algorithms, j.principal_claim
+            ));
+        }
+        if a.client_auth != ClientAuth::Off {
+            s.push_str(&format!(
+                "auth     client certificates {:?}, principal mtls:<URI SAN | DNS SAN | CN>\n",
+                a.client_auth
+            ));
+        }
+        if a.allow_anonymous && a.any_scheme() {
+            s.push_str("auth     callers without any credential are let in as \"anonymous\"\n");
         }
         s.push_str(&format!(
             "limits   request body <= {} bytes, request head <= {} bytes\n",
