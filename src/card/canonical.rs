@@ -1,1 +1,362 @@
-//! (in progress)
+//! The bytes an Agent Card signature covers.
+//!
+//! The a2a-sdk (>= 1.1) and a2a-js sign the card as the SDK sees it, not as it was served:
+//! the card is parsed into the `AgentCard` protobuf (unknown fields ignored, proto3 defaults
+//! dropped), printed back as ProtoJSON, stripped of `signatures`, pruned of every `""`, `[]`,
+//! `{}` and `null` at any depth (a container that becomes empty goes too; `false` and `0`
+//! stay), and serialized with RFC 8785 (JCS). A verifier that canonicalizes the raw served
+//! JSON instead disagrees with both SDKs whenever the card carries legacy 0.3 fields,
+//! empty-scope requirements or unknown members (reference/a2a-wire.md §6).
+//!
+//! The proto-field filter is a table of the `AgentCard` message tree (proto v1.0.1, in
+//! `canonical/schema.rs`). What the protobuf parser refuses (a string where a message belongs,
+//! two members of a oneof, a field spelled both `camelCase` and `snake_case`, extension params
+//! nested past its recursion limit) has no canonical form here either. Checked byte for byte
+//! against a2a-sdk 1.3.0 (see `verify/sdk_vectors.rs`).
+
+mod schema;
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use schema::{Kind, Message, AGENT_CARD};
+
+/// Maximum container nesting [`jcs`] accepts (the SDK's `_jcs.MAX_DEPTH`); every recursion here
+/// is bounded by it or by the protobuf limit on extension params.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a card (or a JSON value) has no canonical form, or why signing or key handling failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardError(pub String);
+
+impl fmt::Display for CardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CardError {}
+
+pub(crate) fn err(msg: impl Into<String>) -> CardError {
+    CardError(msg.into())
+}
+
+/// The a2a-sdk (>= 1.1) canonical form of a card: keep only `AgentCard` proto fields at every
+/// level (extension `params` is a `Struct`: kept as is, then pruned inside), drop `signatures`,
+/// prune `""`, `[]`, `{}` and `null` recursively, then RFC 8785 JCS.
+///
+/// A card that prunes to nothing canonicalizes to `null`, as the SDK's does.
+pub fn canonical_card(card: &Value) -> Result<Vec<u8>, CardError> {
+    let Value::Object(card) = card else {
+        return Err(err("the card is not a JSON object"));
+    };
+    let filtered = filter_message(card, &AGENT_CARD, 0)?;
+    match prune(Value::Object(filtered), 0)? {
+        Some(v) => jcs(&v),
+        None => Ok(b"null".to_vec()),
+    }
+}
+
+/// Plain RFC 8785: object members sorted by their UTF-16 code units, numbers written as
+/// ECMAScript writes IEEE 754 doubles, strings with only the mandatory escapes, no whitespace.
+/// Nesting deeper than [`MAX_DEPTH`] is an error.
+pub fn jcs(value: &Value) -> Result<Vec<u8>, CardError> {
+    let mut out = Vec::with_capacity(256);
+    write_value(value, &mut out, 0)?;
+    Ok(out)
+}
+
+/// Keeps the fields of `msg` found in `obj`, converted as the protobuf parser would. `depth`
+/// counts the containers around `obj`.
+fn filter_message(
+    obj: &Map<String, Value>,
+    msg: &Message,
+    depth: usize,
+) -> Result<Map<String, Value>, CardError> {
+    if depth > MAX_DEPTH {
+        return Err(err("the card nests too deeply"));
+    }
+    let mut out = Map::new();
+    let mut seen = vec![false; msg.fields.len()];
+    let mut oneof_set = false;
+    for (name, value) in obj {
+        // Unknown members are ignored, as `ParseDict(..., ignore_unknown_fields=True)` does.
+        let Some(i) = msg
+            .fields
+            .iter()
+            .position(|f| f.json == name.as_str() || f.proto == name.as_str())
+        else {
+            continue;
+        };
+        let field = &msg.fields[i];
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(err(format!("the field {} is given twice", field.json)));
+        }
+        if value.is_null() {
+            // ProtoJSON: null clears a field.
+            continue;
+        }
+        if msg.oneof && std::mem::replace(&mut oneof_set, true) {
+            return Err(err(format!(
+                "{} sets more than one member of a oneof",
+                msg.name
+            )));
+        }
+        if let Some(v) = convert(value, field.kind, field.json, depth + 1)? {
+            out.insert(field.json.to_string(), v);
+        }
+    }
+    Ok(out)
+}
+
+/// One field value as the protobuf parser reads it and `MessageToDict` prints it back.
+/// `None`: proto3 omits it (a non-`optional` bool set to false).
+fn convert(
+    value: &Value,
+    kind: Kind,
+    name: &str,
+    depth: usize,
+) -> Result<Option<Value>, CardError> {
+    let wrong = || err(format!("the field {name} has the wrong type"));
+    Ok(match kind {
+        Kind::Str => Some(Value::String(value.as_str().ok_or_else(wrong)?.to_string())),
+        Kind::Bool => match value {
+            Value::Bool(true) => Some(Value::Bool(true)),
+            Value::Bool(false) => None,
+            _ => return Err(wrong()),
+        },
+        Kind::OptBool => Some(Value::Bool(value.as_bool().ok_or_else(wrong)?)),
+        Kind::Msg(m) => {
+            let obj = value.as_object().ok_or_else(wrong)?;
+            Some(Value::Object(filter_message(obj, m, depth)?))
+        }
+        Kind::RepStr | Kind::RepMsg(_) => {
+            let list = value.as_array().ok_or_else(wrong)?;
+            let element = match kind {
+                Kind::RepMsg(m) => Kind::Msg(m),
+                _ => Kind::Str,
+            };
+            let mut out = Vec::with_capacity(list.len());
+            for item in list {
+                // A null element of a repeated field is a parse error, not a cleared field.
+                if item.is_null() {
+                    return Err(wrong());
+                }
+                out.extend(convert(item, element, name, depth + 1)?);
+            }
+            Some(Value::Array(out))
+        }
+        Kind::MapStr | Kind::MapMsg(_) => {
+            let obj = value.as_object().ok_or_else(wrong)?;
+            let element = match kind {
+                Kind::MapMsg(m) => Kind::Msg(m),
+                _ => Kind::Str,
+            };
+            let mut out = Map::new();
+            for (key, item) in obj {
+                if item.is_null() {
+                    return Err(wrong());
+                }
+                if let Some(v) = convert(item, element, name, depth + 1)? {
+                    out.insert(key.clone(), v);
+                }
+            }
+            Some(Value::Object(out))
+        }
+        Kind::Struct => {
+            if !value.is_object() {
+                return Err(wrong());
+            }
+            check_struct_depth(value, PARAMS_PROTO_DEPTH)?;
+            Some(value.clone())
+        }
+    })
+}
+
+/// The protobuf parser's recursion limit (`ParseDict(max_recursion_depth=100)`): every
+/// message counts, and inside a `Struct` each JSON value is a `Value` message and each
+/// container one more (`Struct` or `ListValue`). The SDK cannot parse a card past it, so such
+/// a card has no canonical form (and is never signed: no SDK could verify it).
+const PROTO_MAX_DEPTH: usize = 100;
+
+/// Where `AgentExtension.params` sits: AgentCard → AgentCapabilities → AgentExtension → Struct.
+const PARAMS_PROTO_DEPTH: usize = 4;
+
+/// Checks a `Struct` or `ListValue` at protobuf message depth `depth`, and what it holds.
+fn check_struct_depth(container: &Value, depth: usize) -> Result<(), CardError> {
+    let too_deep = || err("extension params nest too deeply");
+    if depth > PROTO_MAX_DEPTH {
+        return Err(too_deep());
+    }
+    let children: Box<dyn Iterator<Item = &Value>> = match container {
+        Value::Array(list) => Box::new(list.iter()),
+        Value::Object(obj) => Box::new(obj.values()),
+        _ => return Ok(()),
+    };
+    for child in children {
+        // The child's `Value` message.
+        if depth + 1 > PROTO_MAX_DEPTH {
+            return Err(too_deep());
+        }
+        check_struct_depth(child, depth + 2)?;
+    }
+    Ok(())
+}
+
+/// The SDK's `_clean_empty`: drops `null`, `""`, `[]` and `{}` at any depth, including the
+/// containers that become empty on the way. `false` and `0` are kept. `None`: nothing is left.
+pub(crate) fn prune(value: Value, depth: usize) -> Result<Option<Value>, CardError> {
+    if depth > MAX_DEPTH {
+        return Err(err("the card nests too deeply"));
+    }
+    Ok(match value {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::Array(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for item in list {
+                out.extend(prune(item, depth + 1)?);
+            }
+            (!out.is_empty()).then_some(Value::Array(out))
+        }
+        Value::Object(obj) => {
+            let mut out = Map::new();
+            for (key, item) in obj {
+                if let Some(v) = prune(item, depth + 1)? {
+                    out.insert(key, v);
+                }
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        other => Some(other),
+    })
+}
+
+fn write_value(value: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), CardError> {
+    // The SDK counts the containers around a value: depth 0 is the top level.
+    if depth > MAX_DEPTH {
+        return Err(err(format!(
+            "nesting exceeds the maximum depth of {MAX_DEPTH}"
+        )));
+    }
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Number(n) => {
+            let v = n
+                .as_f64()
+                .ok_or_else(|| err("a number is not an IEEE 754 double"))?;
+            out.extend_from_slice(format_number(v)?.as_bytes());
+        }
+        Value::String(s) => write_string(s, out),
+        Value::Array(list) => {
+            out.push(b'[');
+            for (i, item) in list.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out, depth + 1)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(obj) => {
+            let mut members: Vec<(&String, &Value)> = obj.iter().collect();
+            // RFC 8785 §3.2.3: UTF-16 code units, not code points (they differ above the BMP).
+            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            out.push(b'{');
+            for (i, (key, item)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(key, out);
+                out.push(b':');
+                write_value(item, out, depth + 1)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+/// RFC 8785 §3.2.2.2: escape `"`, `\` and C0 controls (short forms where JSON has them),
+/// everything else is literal UTF-8.
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\u{08}' => out.extend_from_slice(b"\\b"),
+            '\u{0c}' => out.extend_from_slice(b"\\f"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+            }
+            c => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+/// ECMA-262 `Number::toString` (7.1.12.1) for a finite double, as RFC 8785 §3.2.2.3 requires:
+/// the shortest digits that round-trip (closest to the value, ties to even), plain notation
+/// for 1e-7 <= |v| < 1e21, exponent notation with an explicit sign otherwise; -0 is `0`.
+pub(crate) fn format_number(v: f64) -> Result<String, CardError> {
+    if v == 0.0 {
+        return Ok("0".to_string());
+    }
+    let (digits, n) = shortest_digits(v.abs())?;
+    let k = digits.len() as i32;
+    let body = if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(n as usize);
+        format!("{int}.{frac}")
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let e = n - 1;
+        let e_sign = if e < 0 { '-' } else { '+' };
+        let (first, rest) = digits.split_at(1);
+        if rest.is_empty() {
+            format!("{first}e{e_sign}{}", e.abs())
+        } else {
+            format!("{first}.{rest}e{e_sign}{}", e.abs())
+        }
+    };
+    Ok(format!("{}{body}", if v < 0.0 { "-" } else { "" }))
+}
+
+/// The shortest round-trip decimal digits of a positive finite `v` and the exponent `n` with
+/// `v = 0.d1d2…dk × 10^n`. The digits come from serde_json's float printer (Ryū), which breaks
+/// ties to even as ECMAScript does; std's `{:e}` does not always (1424953923781206.25 prints
+/// as …206.3 where ECMAScript writes …206.2).
+fn shortest_digits(v: f64) -> Result<(String, i32), CardError> {
+    let bad = || err("a number has no JSON form");
+    let printed = serde_json::Number::from_f64(v).ok_or_else(bad)?.to_string();
+    let (mantissa, exp) = match printed.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().map_err(|_| bad())?),
+        None => (printed.as_str(), 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = format!("{int}{frac}");
+    if all.is_empty() || !all.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let leading = all.bytes().take_while(|b| *b == b'0').count();
+    let digits = all[leading..].trim_end_matches('0').to_string();
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let n = int.len() as i32 - leading as i32 + exp;
+    Ok((digits, n))
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,274 @@
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::card::canonical::tests::tiny_card;
+use crate::card::keys::tests::generated_pem;
+
+const WORKED_SIGNATURE: &str = "hTbnUvSkAFFQ2NTkMszqR_H7E8iwhpybvt5_P4NaTAg";
+const WORKED_PROTECTED: &str =
+    "eyJhbGciOiJIUzI1NiIsImprdSI6bnVsbCwia2lkIjoiazEiLCJ0eXAiOiJKT1NFIn0";
+
+pub(super) fn tmp_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "a2a-edge-card-cli-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs the command with a fake environment; returns the exit status (or the error) and
+/// what went to standard output.
+pub(super) fn cli(args: &[&str], env: &[(&str, &str)]) -> (Result<u8, String>, String) {
+    let vars: HashMap<String, Vec<u8>> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+        .collect();
+    let lookup = move |name: &str| vars.get(name).cloned();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let mut out = Vec::new();
+    let code = run_with(&args, &lookup, &mut out);
+    (code, String::from_utf8(out).unwrap())
+}
+
+fn write(dir: &Path, name: &str, body: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tmp_dir();
+    let card = write(&dir, "card.json", tiny_card().to_string().as_bytes());
+    let rows: Vec<Vec<&str>> = vec![
+        vec![],
+        vec!["frobnicate"],
+        vec!["sign"],
+        vec!["sign", "--in", &card],
+        vec!["sign", "--in", &card, "--kid", "k"],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--secret-env",
+            "S",
+            "--key-file",
+            "x",
+            "--alg",
+            "ES256",
+        ],
+        vec!["sign", "--in", &card, "--kid", "k", "--key-file", "x"],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--key-file",
+            "x",
+            "--alg",
+            "HS256",
+        ],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--secret-env",
+            "S",
+            "--jku",
+            "https://a/",
+            "--jku-null",
+        ],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--secret-env",
+            "S",
+            "--jwks",
+            "x",
+        ],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--secret-env",
+            "S",
+        ],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--secret-env",
+            "S",
+            "--bogus",
+            "1",
+        ],
+        vec!["sign", "--in", &card, "--kid"],
+        vec![
+            "sign",
+            "--in",
+            &card,
+            "--kid",
+            "k",
+            "--key-file",
+            "x",
+            "--alg",
+            "none",
+        ],
+        vec!["verify"],
+        vec!["verify", "--in", &card, "--url", "https://a/"],
+        vec!["verify", "--in", &card, "--secret", "k1"],
+        vec!["verify", "--in", &card, "--secret", "=S"],
+        vec!["verify", "--in", &card, "--kid", "k"],
+        vec!["jwks", "--kid", "k", "--secret-env", "S"],
+    ];
+    for args in rows {
+        let (code, out) = cli(&args, &[("S", "secret")]);
+        assert_eq!(code, Ok(2), "{args:?}");
+        assert!(out.is_empty(), "{args:?}");
+    }
+    let (code, out) = cli(&["--help"], &[]);
+    assert_eq!(code, Ok(0));
+    assert!(out.contains("a2a-edge card sign"));
+}
+
+#[test]
+fn worked_example_through_the_cli() {
+    let dir = tmp_dir();
+    let card = write(&dir, "tiny.json", tiny_card().to_string().as_bytes());
+    let (code, out) = cli(
+        &[
+            "sign",
+            "--in",
+            &card,
+            "--secret-env",
+            "CARD_SECRET",
+            "--kid",
+            "k1",
+            "--jku-null",
+        ],
+        &[("CARD_SECRET", "k")],
+    );
+    assert_eq!(code, Ok(0));
+    let signed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        signed["signatures"],
+        json!([{"protected": WORKED_PROTECTED, "signature": WORKED_SIGNATURE}])
+    );
+    let signed_file = write(&dir, "signed.json", out.as_bytes());
+    let verify = |file: &str, env: &[(&str, &str)]| {
+        cli(&["verify", "--in", file, "--secret", "k1=CARD_SECRET"], env)
+    };
+    assert_eq!(
+        verify(&signed_file, &[("CARD_SECRET", "k")]),
+        (Ok(0), "valid\n".into())
+    );
+    assert_eq!(
+        verify(&signed_file, &[("CARD_SECRET", "not-k")]),
+        (Ok(1), "signature-mismatch\n".into())
+    );
+    let mut tampered = signed.clone();
+    tampered["description"] = json!("Tiny card, changed");
+    let tampered = write(&dir, "tampered.json", tampered.to_string().as_bytes());
+    assert_eq!(
+        verify(&tampered, &[("CARD_SECRET", "k")]),
+        (Ok(1), "signature-mismatch\n".into())
+    );
+    assert_eq!(
+        cli(&["verify", "--in", &card], &[]),
+        (Ok(1), "unsigned\n".into())
+    );
+    assert_eq!(
+        cli(&["verify", "--in", &signed_file], &[]),
+        (Ok(1), "missing-key\n".into())
+    );
+    // Secrets come from the environment; a missing variable is an error, not an empty key.
+    let (code, _) = verify(&signed_file, &[]);
+    assert!(code.unwrap_err().contains("CARD_SECRET"));
+    let (code, _) = cli(
+        &["sign", "--in", &card, "--secret-env", "NOPE", "--kid", "k1"],
+        &[("NOPE", "")],
+    );
+    assert!(code.is_err());
+}
+
+#[test]
+fn key_file_sign_jwks_and_verify() {
+    let dir = tmp_dir();
+    let card = write(&dir, "card.json", tiny_card().to_string().as_bytes());
+    for alg in ["ES256", "EdDSA", "RS256"] {
+        let pem = generated_pem(SigningAlg::parse(alg).unwrap());
+        let key = write(&dir, &format!("{alg}.pem"), &pem);
+        let out_file = dir.join(format!("{alg}-signed.json"));
+        let out_str = out_file.to_string_lossy().into_owned();
+        let (code, out) = cli(
+            &[
+                "sign",
+                "--in",
+                &card,
+                "--out",
+                &out_str,
+                "--key-file",
+                &key,
+                "--alg",
+                alg,
+                "--kid",
+                alg,
+                "--jku",
+                "https://edge.example/.well-known/jwks.json",
+            ],
+            &[],
+        );
+        assert_eq!((code, out.as_str()), (Ok(0), ""), "{alg}");
+        let (code, jwks) = cli(
+            &["jwks", "--key-file", &key, "--alg", alg, "--kid", alg],
+            &[],
+        );
+        assert_eq!(code, Ok(0));
+        assert!(!jwks.contains("\"d\""), "{alg}: no private member");
+        let jwks_file = write(&dir, &format!("{alg}.jwks"), jwks.as_bytes());
+        assert_eq!(
+            cli(&["verify", "--in", &out_str, "--jwks", &jwks_file], &[]),
+            (Ok(0), "valid\n".into()),
+            "{alg}"
+        );
+    }
+    let (code, _) = cli(
+        &[
+            "sign",
+            "--in",
+            &card,
+            "--key-file",
+            "/nonexistent.pem",
+            "--alg",
+            "ES256",
+            "--kid",
+            "k",
+        ],
+        &[],
+    );
+    assert!(code.is_err());
+    let (code, _) = cli(&["verify", "--in", "/nonexistent.json"], &[]);
+    assert!(code.is_err());
+    let not_json = write(&dir, "bad.json", b"{");
+    let (code, _) = cli(&["verify", "--in", &not_json], &[]);
+    assert!(code.is_err());
+}
