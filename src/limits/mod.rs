@@ -1,6 +1,9 @@
 //! Limits: keyed rate limiters (governor) and the throttle of failed authentications.
 //! Knows nothing of A2A.
 
+pub mod concurrency;
 mod failures;
+pub mod network;
+pub mod rate;
 
 pub use failures::FailureThrottle;
