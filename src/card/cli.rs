@@ -127,6 +127,23 @@ impl Opts {
                 o.jku_null = true;
                 continue;
             }
+            const TAKES_VALUE: [&str; 12] = [
+                "--in",
+                "--out",
+                "--url",
+                "--ca-file",
+                "--kid",
+                "--secret-env",
+                "--key-file",
+                "--alg",
+                "--jku",
+                "--jwks",
+                "--jwks-url",
+                "--secret",
+            ];
+            if !TAKES_VALUE.contains(&flag.as_str()) {
+                return Err(usage(format!("unknown option {flag:?}")));
+            }
             let value = it
                 .next()
                 .cloned()
