@@ -16,6 +16,7 @@ USAGE:
   a2a-edge check  [--policy FILE]                       validate a policy and print what it would do
   a2a-edge engine --listen ADDR                         run the embedded A2A task engine alone (plain HTTP)
   a2a-edge hash-secret [--sha256 | --argon2id]          read a secret on stdin, print what a policy holds instead
+  a2a-edge card sign|verify ...                         sign or verify an Agent Card (a2a-edge card --help)
   a2a-edge --version | --help
 ";
 
@@ -28,6 +29,15 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     match cmd.as_str() {
+        "card" => {
+            return match a2a_edge::card::cli::run(&args[1..]) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("a2a-edge card: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         "hash-secret" => return hash_secret(&args[1..]),
         _ => {}
     }
