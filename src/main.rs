@@ -34,7 +34,7 @@ fn main() -> ExitCode {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("a2a-edge card: {e}");
-                    ExitCode::from(2)
+                    ExitCode::FAILURE
                 }
             }
         }

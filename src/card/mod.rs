@@ -7,6 +7,7 @@ pub mod cli;
 pub mod http;
 pub mod jws;
 pub mod keys;
+pub mod service;
 pub mod verify;
 
 use serde_json::{json, Map, Value};
@@ -18,20 +19,20 @@ pub struct EdgeFace {
     pub public_url: String,
     /// `securitySchemes` of the card (ProtoJSON SecurityScheme objects by name).
     pub security_schemes: Map<String, Value>,
+    /// Extension URIs every request must name; declared with `required: true`.
+    pub required_extensions: Vec<String>,
 }
 
-/// Why an agent's card was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CardError(pub &'static str);
+pub use canonical::CardError;
 
 /// Rewrites an agent's card for the edge.
 pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
     let Value::Object(mut card) = card else {
-        return Err(CardError("card.not_object"));
+        return Err(CardError("card.not_object".into()));
     };
     for required in ["name", "version"] {
         if !card.get(required).is_some_and(Value::is_string) {
-            return Err(CardError("card.missing_field"));
+            return Err(CardError("card.missing_field".into()));
         }
     }
     // Only the JSON-RPC binding of A2A 1.x is served by the edge; other interfaces (REST,
@@ -63,6 +64,7 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
     card.remove("additionalInterfaces");
     // An upstream signature no longer covers the rewritten card.
     card.remove("signatures");
+    require_extensions(&mut card, &face.required_extensions);
     // Callers authenticate to the edge, not to the agent.
     let names: Vec<String> = face.security_schemes.keys().cloned().collect();
     if names.is_empty() {
@@ -84,6 +86,43 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
     Ok(Value::Object(card))
 }
 
+/// Declares the policy's required extensions in `capabilities.extensions` with
+/// `required: true` (adding them when the agent does not list them).
+fn require_extensions(card: &mut Map<String, Value>, required: &[String]) {
+    if required.is_empty() {
+        return;
+    }
+    let caps = card
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !caps.is_object() {
+        *caps = Value::Object(Map::new());
+    }
+    let Some(caps) = caps.as_object_mut() else {
+        return;
+    };
+    let list = caps
+        .entry("extensions")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let Some(list) = list.as_array_mut() else {
+        return;
+    };
+    for uri in required {
+        match list
+            .iter_mut()
+            .find(|e| e.get("uri").and_then(Value::as_str) == Some(uri.as_str()))
+        {
+            Some(Value::Object(e)) => {
+                e.insert("required".into(), Value::Bool(true));
+            }
+            _ => list.push(json!({"uri": uri, "required": true})),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +136,7 @@ mod tests {
         EdgeFace {
             public_url: "https://edge.example/".into(),
             security_schemes: schemes,
+            required_extensions: vec!["urn:x:req".into()],
         }
     }
 
@@ -130,6 +170,10 @@ mod tests {
             json!([{"schemes": {"bearerAuth": {"list": []}}}])
         );
         assert!(!out.to_string().contains("127.0.0.1"));
+        assert_eq!(
+            out["capabilities"]["extensions"],
+            json!([{"uri": "urn:x:req", "required": true}])
+        );
     }
 
     #[test]

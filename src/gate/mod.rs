@@ -27,8 +27,10 @@ pub use route::{classify, Route, CARD_PATH, HEALTH_PATH};
 use crate::a2a::{Method, RpcError, RpcRequest};
 use crate::auth::{Authenticator, ConnCredentials, Principal};
 use crate::body::{collect_limited, json_response, BoxBody, CollectError};
+use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
 use crate::limits::FailureThrottle;
+use crate::policy::CardSource;
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::upstream::{self, relay_response, Upstream, UpstreamError};
@@ -60,7 +62,7 @@ pub struct ConnInfo {
 /// The pipeline with everything its stages need. Built once per policy.
 pub struct Gate {
     rpc_path: String,
-    face: EdgeFace,
+    card: CardService,
     auth: Authenticator,
     upstream: Upstream,
     max_body_bytes: usize,
@@ -82,10 +84,14 @@ impl Gate {
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
         Ok(Gate {
             rpc_path: public_url.path().to_string(),
-            face: EdgeFace {
-                public_url: public_url.to_string(),
-                security_schemes: schemes,
-            },
+            card: CardService::new(
+                policy.card.clone(),
+                EdgeFace {
+                    public_url: public_url.to_string(),
+                    security_schemes: schemes,
+                    required_extensions: policy.a2a.requests.required_extensions.clone(),
+                },
+            ),
             auth,
             upstream: Upstream::from_policy(first)?,
             max_body_bytes: policy.a2a.max_body_bytes,
@@ -106,7 +112,8 @@ impl Gate {
         let mut trace = Trace::default();
         let outcome = match route {
             Route::Health => Ok(health()),
-            Route::Card => self.card(head).await,
+            Route::Card => self.card(req.headers(), head).await,
+            Route::Jwks => self.jwks(head),
             Route::Rpc => self.rpc(&conn, req, &mut trace).await,
             Route::NotFound => Err(Rejection::Http {
                 status: StatusCode::NOT_FOUND,
@@ -256,38 +263,149 @@ impl Gate {
             .send_rpc(headers, Bytes::from(rpc.to_bytes()))
             .await
             .map_err(upstream_error)?;
-        relay_response(resp, &rpc.id, Default::default())
+        let relayed = relay_response(resp, &rpc.id, Default::default())
             .await
-            .map_err(upstream_error)
+            .map_err(upstream_error)?;
+        if rpc.method == Method::GetExtendedAgentCard {
+            return self.extended_card(relayed, &rpc.id).await;
+        }
+        Ok(relayed)
     }
 
-    /// The public Agent Card: the agent's, rewritten for the edge.
-    async fn card(&self, head: bool) -> Result<Response<BoxBody>, Rejection> {
-        let unavailable = Rejection::Http {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "Agent card unavailable",
-            reason: "card.unavailable",
-            allow: None,
+    /// The public Agent Card, from the cache the refresher keeps (fetched now if nothing was
+    /// published yet), with its validators; 304 for a matching conditional request.
+    async fn card(&self, headers: &HeaderMap, head: bool) -> Result<Response<BoxBody>, Rejection> {
+        let served = match self.card.current() {
+            Some(s) => s,
+            None => {
+                self.refresh_card().await;
+                self.card.current().ok_or(Rejection::Http {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    message: "Agent card unavailable",
+                    reason: "card.unavailable",
+                    allow: None,
+                })?
+            }
         };
+        let max_age = self.card.policy().max_age_secs;
+        let not_modified = card::http::not_modified(headers, &served.validators);
+        let mut r = if not_modified {
+            let mut r = Response::new(crate::body::empty());
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            r
+        } else {
+            let mut r = json_response(
+                StatusCode::OK,
+                if head {
+                    Bytes::new()
+                } else {
+                    served.bytes.clone()
+                },
+            );
+            r.headers_mut().insert(
+                header::CONTENT_LENGTH,
+                HeaderValue::from(served.bytes.len()),
+            );
+            r
+        };
+        let h = r.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&served.validators.etag) {
+            h.insert(header::ETAG, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&crate::time::format_http_date(
+            served.validators.last_modified,
+        )) {
+            h.insert(header::LAST_MODIFIED, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={max_age}")) {
+            h.insert(header::CACHE_CONTROL, v);
+        }
+        Ok(r)
+    }
+
+    /// The public keys that verify the card (asymmetric keys only).
+    fn jwks(&self, head: bool) -> Result<Response<BoxBody>, Rejection> {
+        let Some(bytes) = self.card.jwks() else {
+            return Err(Rejection::Http {
+                status: StatusCode::NOT_FOUND,
+                message: "Not found",
+                reason: "route.not_found",
+                allow: None,
+            });
+        };
+        let len = bytes.len();
+        let mut r = json_response(StatusCode::OK, if head { Bytes::new() } else { bytes });
+        let h = r.headers_mut();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "public, max-age={}",
+            self.card.policy().max_age_secs
+        )) {
+            h.insert(header::CACHE_CONTROL, v);
+        }
+        Ok(r)
+    }
+
+    /// Fetches (or takes from the policy) the agents' card and publishes it; the last good
+    /// card stays served when this fails.
+    pub async fn refresh_card(&self) {
+        let card = match &self.card.policy().source {
+            CardSource::Static(v) => Ok(v.clone()),
+            CardSource::Upstream => self.fetch_agent_card().await,
+        };
+        let outcome = card.and_then(|c| self.card.publish(c).map_err(|e| e.0));
+        if let Err(reason) = outcome {
+            telemetry::log("card_refresh_failed", json!({"reason": reason}));
+        }
+    }
+
+    async fn fetch_agent_card(&self) -> Result<Value, String> {
         let resp = self
             .upstream
             .get(CARD_PATH)
             .await
-            .map_err(|_| unavailable.clone())?;
+            .map_err(|e| e.reason().to_string())?;
         if resp.status() != StatusCode::OK {
-            return Err(unavailable);
+            return Err("card.upstream_status".into());
         }
         let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
             .await
-            .map_err(|_| unavailable.clone())?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|_| unavailable.clone())?;
-        let card = card::rewrite(value, &self.face).map_err(|_| unavailable)?;
-        let body = Bytes::from(card.to_string());
-        let len = body.len();
-        let mut r = json_response(StatusCode::OK, if head { Bytes::new() } else { body });
-        r.headers_mut()
-            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        Ok(r)
+            .map_err(|_| "card.upstream_body".to_string())?;
+        serde_json::from_slice(&bytes).map_err(|_| "card.upstream_json".to_string())
+    }
+
+    /// How often the refresher runs.
+    pub fn card_refresh_interval(&self) -> std::time::Duration {
+        self.card.policy().refresh_interval
+    }
+
+    /// The agent's extended card, verified, rewritten and signed like the public one.
+    async fn extended_card(
+        &self,
+        resp: Response<BoxBody>,
+        id: &Value,
+    ) -> Result<Response<BoxBody>, Rejection> {
+        let broken = || {
+            Rejection::rpc(
+                id.clone(),
+                RpcError::new(
+                    -32603,
+                    "Upstream agent sent an invalid card",
+                    "card.extended_invalid",
+                ),
+            )
+        };
+        let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
+            .await
+            .map_err(|_| broken())?;
+        let mut v: Value = serde_json::from_slice(&bytes).map_err(|_| broken())?;
+        let Some(result) = v.get_mut("result") else {
+            // A JSON-RPC error from the agent passes as it is.
+            return Ok(json_response(StatusCode::OK, bytes));
+        };
+        let card = self.card.prepare(result.take()).map_err(|_| broken())?;
+        *result = card;
+        Ok(json_response(StatusCode::OK, v.to_string()))
     }
 }
 
@@ -312,6 +430,7 @@ fn route_name(route: Route) -> &'static str {
     match route {
         Route::Health => "health",
         Route::Card => "card",
+        Route::Jwks => "jwks",
         Route::Rpc => "rpc",
         Route::NotFound => "not_found",
         Route::MethodNotAllowed(_) => "method_not_allowed",

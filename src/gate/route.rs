@@ -7,6 +7,7 @@ use http::Method;
 pub enum Route {
     Health,
     Card,
+    Jwks,
     Rpc,
     NotFound,
     MethodNotAllowed(&'static str),
@@ -14,6 +15,7 @@ pub enum Route {
 
 pub const HEALTH_PATH: &str = "/health";
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
 /// `rpc_path` is the path of `server.public_url`; it is served with and without a trailing
 /// slash (the A2A TCK appends one).
@@ -26,12 +28,14 @@ pub fn classify(method: &Method, path: &str, rpc_path: &str) -> Route {
             Route::MethodNotAllowed("GET, HEAD")
         };
     }
-    if path == CARD_PATH {
-        return if get_or_head {
-            Route::Card
-        } else {
-            Route::MethodNotAllowed("GET, HEAD")
-        };
+    for (public, route) in [(CARD_PATH, Route::Card), (JWKS_PATH, Route::Jwks)] {
+        if path == public {
+            return if get_or_head {
+                route
+            } else {
+                Route::MethodNotAllowed("GET, HEAD")
+            };
+        }
     }
     let bare = rpc_path.trim_end_matches('/');
     let is_rpc =
@@ -78,6 +82,13 @@ mod tests {
             ("GET", "/tasks", "/", Route::NotFound),
             ("GET", "/health/", "/", Route::NotFound),
             ("GET", "/.well-known/agent.json", "/", Route::NotFound),
+            ("GET", "/.well-known/jwks.json", "/", Route::Jwks),
+            (
+                "DELETE",
+                "/.well-known/jwks.json",
+                "/",
+                Route::MethodNotAllowed("GET, HEAD"),
+            ),
         ];
         for (m, path, rpc, want) in cases {
             let got = classify(&Method::from_bytes(m.as_bytes()).unwrap(), path, rpc);

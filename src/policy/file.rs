@@ -19,6 +19,48 @@ pub struct PolicyFile {
     pub a2a: A2aSection,
     #[serde(default)]
     pub workspace: WorkspaceSection,
+    #[serde(default)]
+    pub card: CardSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardSection {
+    /// "upstream" (default) or "static".
+    pub source: Option<Spanned<String>>,
+    /// How often the agents' card is fetched again.
+    pub refresh_interval_ms: Option<u64>,
+    /// `Cache-Control: public, max-age=N` of the served card and JWKS.
+    pub max_age_secs: Option<u32>,
+    /// The kid of the key that signs; the others stay published for verification.
+    pub active_kid: Option<Spanned<String>>,
+    /// `jku` of the protected header (where verifiers find the public keys).
+    pub jku: Option<Spanned<String>>,
+    #[serde(default)]
+    pub signing_keys: Vec<SigningKeySection>,
+    /// Keys that must verify the agents' own card before the edge trusts it.
+    pub upstream_keys: Option<UpstreamKeysSection>,
+    /// The card itself, with `source = "static"`.
+    #[serde(rename = "static")]
+    pub static_card: Option<Spanned<toml::Table>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningKeySection {
+    pub kid: Spanned<String>,
+    pub alg: Spanned<String>,
+    pub secret_env: Option<Spanned<String>>,
+    pub private_key_file: Option<Spanned<PathBuf>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamKeysSection {
+    /// HS256 secrets by kid: kid = "ENV_VAR_NAME".
+    #[serde(default)]
+    pub secrets_env: std::collections::BTreeMap<String, String>,
+    pub jwks_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]

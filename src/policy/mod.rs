@@ -4,6 +4,7 @@
 //! Relative paths in a policy are relative to the working directory of the process.
 
 mod auth;
+mod card;
 mod file;
 mod secret;
 
@@ -27,6 +28,7 @@ pub use auth::{
     ApiKeyPolicy, AuthPolicy, BasicCredential, BasicSecret, BearerCredential, ClientAuth,
     GeneratedToken, JwksLocation, JwtPolicy, ThrottlePolicy,
 };
+pub use card::{CardPolicy, CardSource};
 pub use secret::{random_token, sha256, write_private};
 
 /// Why a policy was refused: names the file, the line and the key.
@@ -71,6 +73,7 @@ pub struct Policy {
     pub upstreams: Vec<UpstreamPolicy>,
     pub auth: AuthPolicy,
     pub a2a: A2aPolicy,
+    pub card: CardPolicy,
 }
 
 #[derive(Debug, Clone)]
@@ -357,6 +360,7 @@ impl Ctx<'_> {
             Some(v) => v.into_inner(),
         };
         let requests = self.requests(raw.a2a, raw.workspace)?;
+        let card = self.card(raw.card)?;
         Ok(Policy {
             source: self.path.to_path_buf(),
             server,
@@ -367,6 +371,7 @@ impl Ctx<'_> {
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
                 requests: Arc::new(requests),
             },
+            card,
         })
     }
 

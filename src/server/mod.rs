@@ -96,6 +96,9 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     }
     let gate = Arc::new(Gate::new(&policy, &public_url).await.map_err(StartError)?);
     let (shutdown, shutdown_rx) = watch::channel(false);
+    // The card is published before the first request and kept fresh in the background.
+    gate.refresh_card().await;
+    tokio::spawn(card_refresher(gate.clone(), shutdown_rx.clone()));
     let settings = ConnSettings {
         handshake_timeout: policy.server.tls_handshake_timeout,
         drain_timeout: policy.server.drain_timeout,
@@ -115,6 +118,15 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         shutdown,
         task,
     })
+}
+
+async fn card_refresher(gate: Arc<Gate>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(gate.card_refresh_interval()) => gate.refresh_card().await,
+            _ = shutdown.changed() => return,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

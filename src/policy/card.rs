@@ -1,0 +1,220 @@
+//! The `[card]` table: where the card comes from, how it is signed, and how the agents' own
+//! signature is checked.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::file;
+use super::secret;
+use super::{Ctx, PolicyError};
+use crate::card::keys::{SigningAlg, SigningKey};
+use crate::card::verify::VerifyKeys;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardSource {
+    /// Fetched from the agents and rewritten.
+    Upstream,
+    /// From `[card.static]`.
+    Static(Value),
+}
+
+#[derive(Clone)]
+pub struct CardPolicy {
+    pub source: CardSource,
+    pub refresh_interval: Duration,
+    pub max_age_secs: u32,
+    /// All configured keys; `active` indexes the one that signs.
+    pub signing_keys: Vec<std::sync::Arc<SigningKey>>,
+    pub active: Option<usize>,
+    pub jku: Option<String>,
+    /// When set, the agents' card must verify with these keys first.
+    pub upstream_keys: Option<std::sync::Arc<VerifyKeys>>,
+}
+
+impl std::fmt::Debug for CardPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kids: Vec<&str> = self.signing_keys.iter().map(|k| k.kid.as_str()).collect();
+        f.debug_struct("CardPolicy")
+            .field("source", &self.source)
+            .field("signing_keys", &kids)
+            .field("active", &self.active)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx<'_> {
+    pub(super) fn card(&self, c: file::CardSection) -> Result<CardPolicy, PolicyError> {
+        let source = match c.source.as_ref().map(|s| s.get_ref().as_str()) {
+            None | Some("upstream") => {
+                if c.static_card.is_some() {
+                    return self.err(
+                        "card.static",
+                        None,
+                        "only meaningful with source = \"static\"".into(),
+                    );
+                }
+                CardSource::Upstream
+            }
+            Some("static") => match &c.static_card {
+                Some(t) => match serde_json::to_value(t.get_ref()) {
+                    Ok(v) => CardSource::Static(v),
+                    Err(e) => {
+                        return self.spanned_err("card.static", t, format!("not a card: {e}"))
+                    }
+                },
+                None => {
+                    return self.err(
+                        "card.static",
+                        None,
+                        "required with source = \"static\"".into(),
+                    )
+                }
+            },
+            Some(_) => {
+                if let Some(s) = &c.source {
+                    return self.spanned_err(
+                        "card.source",
+                        s,
+                        "must be \"upstream\" or \"static\"",
+                    );
+                }
+                CardSource::Upstream
+            }
+        };
+        let mut signing_keys = Vec::new();
+        for (i, k) in c.signing_keys.iter().enumerate() {
+            let key = |n: &str| format!("card.signing_keys[{i}].{n}");
+            let kid = k.kid.get_ref();
+            if kid.is_empty() || kid.len() > 128 || !kid.bytes().all(|b| b.is_ascii_graphic()) {
+                return self.spanned_err(
+                    &key("kid"),
+                    &k.kid,
+                    "must be 1-128 printable ASCII characters",
+                );
+            }
+            if signing_keys
+                .iter()
+                .any(|s: &std::sync::Arc<SigningKey>| s.kid == *kid)
+            {
+                return self.spanned_err(&key("kid"), &k.kid, "duplicate kid");
+            }
+            let Some(alg) = SigningAlg::parse(k.alg.get_ref()) else {
+                return self.spanned_err(
+                    &key("alg"),
+                    &k.alg,
+                    "must be HS256, RS256, ES256 or EdDSA",
+                );
+            };
+            let made = match (alg, &k.secret_env, &k.private_key_file) {
+                (SigningAlg::HS256, Some(var), None) => {
+                    let secret = secret::from_env(var.get_ref())
+                        .or_else(|m| self.spanned_err(&key("secret_env"), var, m))?;
+                    if secret.len() < 32 {
+                        return self.spanned_err(
+                            &key("secret_env"),
+                            var,
+                            "an HS256 secret must have at least 32 bytes",
+                        );
+                    }
+                    SigningKey::hs256(kid, secret.as_bytes())
+                }
+                (SigningAlg::HS256, _, _) => {
+                    return self.spanned_err(
+                        &key("alg"),
+                        &k.alg,
+                        "HS256 takes secret_env (and no private_key_file)",
+                    )
+                }
+                (_, None, Some(path)) => {
+                    let pem = std::fs::read(path.get_ref())
+                        .map_err(|e| e.to_string())
+                        .or_else(|m| {
+                            self.spanned_err(
+                                &key("private_key_file"),
+                                path,
+                                format!("cannot read {}: {m}", path.get_ref().display()),
+                            )
+                        })?;
+                    SigningKey::from_private_pem(kid, alg, &pem)
+                }
+                (_, _, _) => {
+                    return self.spanned_err(
+                        &key("alg"),
+                        &k.alg,
+                        "RS256, ES256 and EdDSA take private_key_file (and no secret_env)",
+                    )
+                }
+            };
+            let made = made
+                .map_err(|e| e.0)
+                .or_else(|m| self.spanned_err(&key("kid"), &k.kid, m))?;
+            signing_keys.push(std::sync::Arc::new(made));
+        }
+        let active = match &c.active_kid {
+            Some(a) => match signing_keys.iter().position(|k| k.kid == *a.get_ref()) {
+                Some(i) => Some(i),
+                None => {
+                    return self.spanned_err(
+                        "card.active_kid",
+                        a,
+                        "names no [[card.signing_keys]] entry",
+                    )
+                }
+            },
+            None if signing_keys.len() == 1 => Some(0),
+            None if signing_keys.is_empty() => None,
+            None => {
+                return self.err(
+                    "card.active_kid",
+                    None,
+                    "required when several signing keys are configured".into(),
+                )
+            }
+        };
+        let jku = match &c.jku {
+            None => None,
+            Some(u) => match url::Url::parse(u.get_ref()) {
+                Ok(url) if url.scheme() == "https" => Some(url.to_string()),
+                _ => return self.spanned_err("card.jku", u, "must be an https:// URL"),
+            },
+        };
+        let upstream_keys = match &c.upstream_keys {
+            None => None,
+            Some(u) => {
+                let mut keys = VerifyKeys::new();
+                for (kid, var) in &u.secrets_env {
+                    let s = secret::from_env(var)
+                        .or_else(|m| self.err("card.upstream_keys.secrets_env", None, m))?;
+                    keys.add_secret(kid, s.as_bytes());
+                }
+                if let Some(f) = &u.jwks_file {
+                    let text = std::fs::read_to_string(f)
+                        .map_err(|e| format!("cannot read {}: {e}", f.display()))
+                        .or_else(|m| self.err("card.upstream_keys.jwks_file", None, m))?;
+                    let jwks: Value = serde_json::from_str(&text)
+                        .map_err(|e| format!("{} is not JSON: {e}", f.display()))
+                        .or_else(|m| self.err("card.upstream_keys.jwks_file", None, m))?;
+                    keys.add_jwks(&jwks)
+                        .map_err(|e| e.0)
+                        .or_else(|m| self.err("card.upstream_keys.jwks_file", None, m))?;
+                }
+                if keys.is_empty() {
+                    return self.err("card.upstream_keys", None, "names no key".into());
+                }
+                Some(std::sync::Arc::new(keys))
+            }
+        };
+        Ok(CardPolicy {
+            source,
+            refresh_interval: Duration::from_millis(
+                c.refresh_interval_ms.unwrap_or(60_000).max(1_000),
+            ),
+            max_age_secs: c.max_age_secs.unwrap_or(60),
+            signing_keys,
+            active,
+            jku,
+            upstream_keys,
+        })
+    }
+}
