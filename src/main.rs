@@ -166,7 +166,26 @@ async fn serve(opts: Opts) -> Result<(), String> {
         let info = serde_json::json!({"listen": running.local_addr.to_string(), "public_url": url.to_string()});
         write_atomically(ready, info.to_string().as_bytes())?;
     }
-    wait_for_signal().await?;
+    // SIGHUP reloads the policy; SIGTERM and Ctrl-C drain and stop.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let stop = wait_for_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            r = &mut stop => { r?; break; }
+            _ = hangup.recv() => {
+                let result = match Policy::load(&path, LoadMode::Serve) {
+                    Ok(p) => running.reload(p).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                match result {
+                    Ok(()) => eprintln!("a2a-edge: policy reloaded from {}", path.display()),
+                    Err(e) => eprintln!("a2a-edge: reload refused, the running policy stays: {e}"),
+                }
+            }
+        }
+    }
     eprintln!("a2a-edge: shutting down, draining in-flight requests");
     running.shutdown();
     running.wait().await;

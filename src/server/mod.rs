@@ -50,12 +50,27 @@ pub struct Running {
     pub dev_certs: Option<tls::dev::DevCerts>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
+    gates: watch::Sender<Arc<Gate>>,
 }
 
 impl Running {
     /// Stops accepting, lets in-flight requests and streams finish (up to the drain timeout).
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);
+    }
+
+    /// Applies a new policy to every request from now on (credentials, validation rules,
+    /// card keys, upstream). The listener, TLS and server settings stay as started; a policy
+    /// that cannot be applied leaves the running one in force.
+    pub async fn reload(&self, policy: Policy) -> Result<(), StartError> {
+        let gate = Arc::new(
+            Gate::new(&policy, &self.public_url)
+                .await
+                .map_err(StartError)?,
+        );
+        gate.refresh_card().await;
+        self.gates.send_replace(gate);
+        Ok(())
     }
 
     /// Waits until the server has drained and stopped.
@@ -95,10 +110,11 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             .map_err(|_| StartError("server.public_url: cannot set the port".into()))?;
     }
     let gate = Arc::new(Gate::new(&policy, &public_url).await.map_err(StartError)?);
+    let (gates, gate_rx) = watch::channel(gate.clone());
     let (shutdown, shutdown_rx) = watch::channel(false);
     // The card is published before the first request and kept fresh in the background.
     gate.refresh_card().await;
-    tokio::spawn(card_refresher(gate.clone(), shutdown_rx.clone()));
+    tokio::spawn(card_refresher(gate_rx.clone(), shutdown_rx.clone()));
     let settings = ConnSettings {
         handshake_timeout: policy.server.tls_handshake_timeout,
         drain_timeout: policy.server.drain_timeout,
@@ -107,7 +123,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     let task = tokio::spawn(accept_loop(
         listener,
         TlsAcceptor::from(tls_config),
-        gate,
+        gate_rx,
         settings,
         shutdown_rx,
     ));
@@ -117,11 +133,13 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         dev_certs,
         shutdown,
         task,
+        gates,
     })
 }
 
-async fn card_refresher(gate: Arc<Gate>, mut shutdown: watch::Receiver<bool>) {
+async fn card_refresher(gates: watch::Receiver<Arc<Gate>>, mut shutdown: watch::Receiver<bool>) {
     loop {
+        let gate = gates.borrow().clone();
         tokio::select! {
             _ = tokio::time::sleep(gate.card_refresh_interval()) => gate.refresh_card().await,
             _ = shutdown.changed() => return,
@@ -153,7 +171,7 @@ fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    gate: Arc<Gate>,
+    gates: watch::Receiver<Arc<Gate>>,
     settings: ConnSettings,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -174,7 +192,7 @@ async fn accept_loop(
                 let _ = tcp.set_nodelay(true);
                 let watcher = graceful.watcher();
                 let acceptor = acceptor.clone();
-                let gate = gate.clone();
+                let gates = gates.clone();
                 let builder = builder.clone();
                 tokio::spawn(async move {
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
@@ -191,7 +209,8 @@ async fn accept_loop(
                         client_identity: peer_identity(session).map(Arc::from),
                     };
                     let svc = service_fn(move |req| {
-                        let gate = gate.clone();
+                        // Each request takes the gate of the policy in force now (reloads).
+                        let gate = gates.borrow().clone();
                         let conn = conn.clone();
                         // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
                         let fut: HandlerFuture = Box::pin(async move { Ok(gate.handle(conn, req).await) });

@@ -413,6 +413,18 @@ pub enum Reply {
 pub struct RecordingUpstream {
     pub url: String,
     pub seen: Arc<Mutex<Vec<Recorded>>>,
+    /// The card it serves (tests may change it); its extended card adds a skill.
+    pub card: Arc<Mutex<Value>>,
+}
+
+/// The card a recording upstream serves by default.
+pub fn recorder_card() -> Value {
+    json!({
+        "name": "recorder", "version": "1", "description": "records",
+        "supportedInterfaces": [{"url": "http://10.1.2.3:9/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": true, "extendedAgentCard": true}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": []
+    })
 }
 
 impl RecordingUpstream {
@@ -421,6 +433,8 @@ impl RecordingUpstream {
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
         let seen2 = seen.clone();
+        let card = Arc::new(Mutex::new(recorder_card()));
+        let card2 = card.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
@@ -428,10 +442,12 @@ impl RecordingUpstream {
                 };
                 let seen = seen2.clone();
                 let reply = reply.clone();
+                let card = card2.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let seen = seen.clone();
                         let reply = reply.clone();
+                        let card = card.lock().unwrap().clone();
                         async move {
                             let (parts, body) = req.into_parts();
                             let body = body.collect().await.unwrap().to_bytes();
@@ -441,7 +457,7 @@ impl RecordingUpstream {
                                 headers: parts.headers.clone(),
                                 body: body.clone(),
                             });
-                            Ok::<_, Infallible>(answer(reply, &parts.uri, &body).await)
+                            Ok::<_, Infallible>(answer(reply, card, &parts.uri, &body).await)
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -450,7 +466,7 @@ impl RecordingUpstream {
                 });
             }
         });
-        RecordingUpstream { url, seen }
+        RecordingUpstream { url, seen, card }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -468,7 +484,7 @@ impl RecordingUpstream {
 
 type TestBody = a2a_edge::body::BoxBody;
 
-async fn answer(reply: Reply, uri: &http::Uri, body: &Bytes) -> Response<TestBody> {
+async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Response<TestBody> {
     let json = |v: Value| {
         Response::builder()
             .header("content-type", "application/json")
@@ -480,17 +496,21 @@ async fn answer(reply: Reply, uri: &http::Uri, body: &Bytes) -> Response<TestBod
             .unwrap()
     };
     if uri.path() == "/.well-known/agent-card.json" {
-        return json(json!({
-            "name": "recorder", "version": "1", "description": "records",
-            "supportedInterfaces": [{"url": "http://10.1.2.3:9/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-            "capabilities": {"streaming": true}, "defaultInputModes": ["text/plain"],
-            "defaultOutputModes": ["text/plain"], "skills": []
-        }));
+        return json(card);
     }
     let id = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|v| v.get("id").cloned())
         .unwrap_or(Value::Null);
+    let method = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("method").cloned());
+    if method == Some(json!("GetExtendedAgentCard")) {
+        let mut extended = card;
+        extended["skills"] =
+            json!([{"id": "secret-skill", "name": "s", "description": "d", "tags": ["x"]}]);
+        return json(json!({"jsonrpc": "2.0", "id": id, "result": extended}));
+    }
     match reply {
         Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
         Reply::Hang => {

@@ -1,0 +1,351 @@
+//! The Agent Card through the proxy over real TLS: caching and conditional requests, stable
+//! bytes, signatures that verify with the published JWKS (and HS256 secrets), the agent's own
+//! signature checked first, the extended card, and key rotation by reload without a failed
+//! request.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_edge::card::jws::{sign_card, SignOptions};
+use a2a_edge::card::keys::SigningKey;
+use a2a_edge::card::verify::{verify_card, Verdict, VerifyKeys};
+use a2a_edge::policy::{LoadMode, Policy};
+use common::*;
+use http::StatusCode;
+use serde_json::{json, Value};
+
+const CARD: &str = "/.well-known/agent-card.json";
+const HS_SECRET: &str = "an-hs256-secret-of-at-least-32-bytes!!";
+
+fn es256_key(dir: &Path, name: &str) -> String {
+    let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let path = dir.join(format!("{name}.pem"));
+    std::fs::write(&path, pair.serialize_pem()).unwrap();
+    path.display().to_string()
+}
+
+fn card_policy(e1: &str, e2: &str, active: &str, extra: &str) -> String {
+    format!(
+        r#"[card]
+refresh_interval_ms = 1000
+active_kid = "{active}"
+{extra}
+[[card.signing_keys]]
+kid = "e1"
+alg = "ES256"
+private_key_file = "{e1}"
+[[card.signing_keys]]
+kid = "e2"
+alg = "ES256"
+private_key_file = "{e2}"
+[[card.signing_keys]]
+kid = "h1"
+alg = "HS256"
+secret_env = "A2A_EDGE_TEST_CARD_SECRET"
+"#
+    )
+}
+
+struct Setup {
+    proxy: Proxy,
+    up: RecordingUpstream,
+    dir: TempDir,
+    e1: String,
+    e2: String,
+}
+
+async fn setup(active: &str, extra: &str) -> Setup {
+    std::env::set_var("A2A_EDGE_TEST_CARD_SECRET", HS_SECRET);
+    let dir = TempDir::new("card");
+    let e1 = es256_key(dir.path(), "e1");
+    let e2 = es256_key(dir.path(), "e2");
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_policy: card_policy(&e1, &e2, active, extra),
+        ..Default::default()
+    })
+    .await;
+    Setup {
+        proxy,
+        up,
+        dir,
+        e1,
+        e2,
+    }
+}
+
+async fn fetch(
+    c: &mut Client,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, bytes::Bytes) {
+    c.request("GET", CARD, headers, "").await
+}
+
+async fn jwks_keys(c: &mut Client) -> VerifyKeys {
+    let (status, headers, body) = c.request("GET", "/.well-known/jwks.json", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["cache-control"]
+        .to_str()
+        .unwrap()
+        .contains("max-age"));
+    let jwks: Value = serde_json::from_slice(&body).unwrap();
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, ["e1", "e2"], "HS256 secrets are never published");
+    assert!(!body.iter().any(|b| *b == b'd' && false));
+    for k in jwks["keys"].as_array().unwrap() {
+        assert!(k.get("d").is_none(), "a private key part was published");
+    }
+    let mut keys = VerifyKeys::new();
+    keys.add_jwks(&jwks).unwrap();
+    keys
+}
+
+#[tokio::test]
+async fn conditional_requests_follow_rfc_9110() {
+    let s = setup("e1", "").await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    let (status, h, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let etag = h["etag"].to_str().unwrap().to_string();
+    let lm = h["last-modified"].to_str().unwrap().to_string();
+    assert_eq!(h["cache-control"], "public, max-age=60");
+    assert!(etag.starts_with("\"sha256-") && !etag.starts_with("W/"));
+    let secs = a2a_edge::time::parse_http_date(&lm).unwrap();
+    let before = a2a_edge::time::format_http_date(secs - 10);
+    let after = a2a_edge::time::format_http_date(secs + 10);
+    let weak = format!("W/{etag}");
+    let list = format!("\"nope\", {etag}");
+    let cases: Vec<(Vec<(&str, &str)>, StatusCode)> = vec![
+        (
+            vec![("if-none-match", etag.as_str())],
+            StatusCode::NOT_MODIFIED,
+        ),
+        (
+            vec![("if-none-match", weak.as_str())],
+            StatusCode::NOT_MODIFIED,
+        ),
+        (
+            vec![("if-none-match", list.as_str())],
+            StatusCode::NOT_MODIFIED,
+        ),
+        (vec![("if-none-match", "*")], StatusCode::NOT_MODIFIED),
+        (vec![("if-none-match", "\"other\"")], StatusCode::OK),
+        (
+            vec![("if-modified-since", lm.as_str())],
+            StatusCode::NOT_MODIFIED,
+        ),
+        (
+            vec![("if-modified-since", after.as_str())],
+            StatusCode::NOT_MODIFIED,
+        ),
+        (vec![("if-modified-since", before.as_str())], StatusCode::OK),
+        (vec![("if-modified-since", "not a date")], StatusCode::OK),
+        (
+            vec![
+                ("if-none-match", "\"other\""),
+                ("if-modified-since", after.as_str()),
+            ],
+            StatusCode::OK,
+        ),
+    ];
+    for proto in PROTOS {
+        let mut c = s.proxy.client(proto).await;
+        for (headers, want) in &cases {
+            let (status, h, b) = fetch(&mut c, headers).await;
+            assert_eq!(status, *want, "{headers:?}");
+            assert_eq!(h["etag"].to_str().unwrap(), etag, "{headers:?}");
+            assert_eq!(h["last-modified"].to_str().unwrap(), lm);
+            if status == StatusCode::NOT_MODIFIED {
+                assert!(b.is_empty());
+            } else {
+                assert_eq!(b, body, "stable bytes");
+            }
+        }
+        let (status, h, b) = c.request("HEAD", CARD, &[], "").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(b.is_empty());
+        assert_eq!(
+            h["content-length"].to_str().unwrap(),
+            body.len().to_string()
+        );
+        assert_eq!(h["etag"].to_str().unwrap(), etag);
+    }
+}
+
+#[tokio::test]
+async fn the_served_card_is_signed_after_every_rewrite_and_stays_stable() {
+    let s = setup("e1", "").await;
+    let mut c = s.proxy.client(Proto::H2).await;
+    let (_, h1, body) = fetch(&mut c, &[]).await;
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        s.proxy.public_url.as_str()
+    );
+    let keys = jwks_keys(&mut c).await;
+    assert_eq!(
+        verify_card(&card, &keys),
+        Verdict::Valid { kid: "e1".into() }
+    );
+    // Every field a caller acts on is covered.
+    for (path, value) in [
+        ("/name", json!("evil")),
+        ("/supportedInterfaces/0/url", json!("https://evil.example/")),
+        ("/capabilities/streaming", json!(false)),
+        ("/description", json!("x")),
+    ] {
+        let mut t = card.clone();
+        *t.pointer_mut(path).unwrap() = value;
+        assert_eq!(verify_card(&t, &keys), Verdict::SignatureMismatch, "{path}");
+    }
+    // The card is refreshed every second; ES256 signatures are randomized, yet an unchanged
+    // card keeps its bytes and validators.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (_, h2, again) = fetch(&mut c, &[]).await;
+    assert_eq!(again, body);
+    assert_eq!(h2["etag"], h1["etag"]);
+    assert_eq!(h2["last-modified"], h1["last-modified"]);
+    // A real change is picked up, with a new ETag, and signed again.
+    s.up.card.lock().unwrap()["description"] = json!("changed");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (_, h3, changed) = fetch(&mut c, &[]).await;
+    assert_ne!(h3["etag"], h1["etag"]);
+    let card: Value = serde_json::from_slice(&changed).unwrap();
+    assert_eq!(card["description"], "changed");
+    assert!(verify_card(&card, &keys).is_valid());
+}
+
+#[tokio::test]
+async fn hs256_signatures_verify_with_the_shared_secret() {
+    let s = setup("h1", "").await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    let (_, _, body) = fetch(&mut c, &[]).await;
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    let mut keys = VerifyKeys::new();
+    keys.add_secret("h1", HS_SECRET.as_bytes());
+    assert_eq!(
+        verify_card(&card, &keys),
+        Verdict::Valid { kid: "h1".into() }
+    );
+    let mut wrong = VerifyKeys::new();
+    wrong.add_secret("h1", b"not-the-secret-not-the-secret-xx");
+    assert_eq!(verify_card(&card, &wrong), Verdict::SignatureMismatch);
+}
+
+#[tokio::test]
+async fn the_agents_signature_is_checked_before_the_card_is_trusted() {
+    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_CARD_SECRET", "agent-card-secret");
+    let s = setup(
+        "e1",
+        "[card.upstream_keys]\nsecrets_env = { agent = \"A2A_EDGE_TEST_UPSTREAM_CARD_SECRET\" }",
+    )
+    .await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    // The recorder's card is unsigned: refused, nothing is served.
+    let (status, _, _) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // Signed by the agent with the expected key: verified, rewritten, re-signed by the edge.
+    let mut signed = recorder_card();
+    let key = SigningKey::hs256("agent", b"agent-card-secret").unwrap();
+    sign_card(&mut signed, &key, &SignOptions::default()).unwrap();
+    *s.up.card.lock().unwrap() = signed.clone();
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert!(verify_card(&card, &jwks_keys(&mut c).await).is_valid());
+    // Tampered after the agent signed it: the last good card stays served.
+    signed["name"] = json!("tampered");
+    *s.up.card.lock().unwrap() = signed;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (status, _, again) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again, body);
+}
+
+#[tokio::test]
+async fn the_extended_card_is_rewritten_and_signed_too() {
+    let s = setup("e2", "").await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    let v = c.rpc("GetExtendedAgentCard", json!({})).await;
+    let card = &v["result"];
+    assert_eq!(card["skills"][0]["id"], "secret-skill");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        s.proxy.public_url.as_str()
+    );
+    assert!(!v.to_string().contains("10.1.2.3"));
+    let keys = jwks_keys(&mut c).await;
+    assert_eq!(
+        verify_card(card, &keys),
+        Verdict::Valid { kid: "e2".into() }
+    );
+    // Its signature is its own: the public card's does not carry over.
+    let (_, _, public) = fetch(&mut c, &[]).await;
+    let public: Value = serde_json::from_slice(&public).unwrap();
+    assert_ne!(public["signatures"], card["signatures"]);
+}
+
+#[tokio::test]
+async fn keys_rotate_by_reload_without_a_failed_request() {
+    let s = setup("e1", "").await;
+    let addr = s.proxy.addr;
+    let ca = s.proxy.ca.clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checks = Arc::new(AtomicUsize::new(0));
+    let (stop2, checks2) = (stop.clone(), checks.clone());
+    // A client that keeps fetching the JWKS and the card and verifying, across the reload.
+    let watcher = tokio::spawn(async move {
+        let mut c = Client::connect(addr, &ca, Proto::H2).await;
+        let mut kids = Vec::new();
+        while !stop2.load(Ordering::SeqCst) {
+            let keys = jwks_keys(&mut c).await;
+            let (status, _, body) = fetch(&mut c, &[]).await;
+            assert_eq!(status, StatusCode::OK);
+            let card: Value = serde_json::from_slice(&body).unwrap();
+            match verify_card(&card, &keys) {
+                Verdict::Valid { kid } => kids.push(kid),
+                other => panic!("verification failed during rotation: {other:?}"),
+            }
+            checks2.fetch_add(1, Ordering::SeqCst);
+        }
+        kids
+    });
+    while checks.load(Ordering::SeqCst) < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Switch the active key and reload, as an operator would with SIGHUP.
+    let text = policy_text(
+        s.dir.path(),
+        &ProxyOpts {
+            upstream_url: s.up.url.clone(),
+            extra_policy: card_policy(&s.e1, &s.e2, "e2", ""),
+            ..Default::default()
+        },
+    );
+    let policy = Policy::from_toml(Path::new("rotated.toml"), &text, LoadMode::Serve).unwrap();
+    s.proxy
+        .running
+        .as_ref()
+        .unwrap()
+        .reload(policy)
+        .await
+        .unwrap();
+    let after = checks.load(Ordering::SeqCst);
+    while checks.load(Ordering::SeqCst) < after + 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let kids = watcher.await.unwrap();
+    assert_eq!(kids.first().map(String::as_str), Some("e1"));
+    assert_eq!(kids.last().map(String::as_str), Some("e2"));
+}
