@@ -101,7 +101,6 @@ async fn jwks_keys(c: &mut Client) -> VerifyKeys {
         .map(|k| k["kid"].as_str().unwrap())
         .collect();
     assert_eq!(kids, ["e1", "e2"], "HS256 secrets are never published");
-    assert!(!body.iter().any(|b| *b == b'd' && false));
     for k in jwks["keys"].as_array().unwrap() {
         assert!(k.get("d").is_none(), "a private key part was published");
     }
