@@ -12,12 +12,13 @@ mod route;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{
     header, HeaderMap, HeaderName, HeaderValue, Method as HttpMethod, Request, Response, StatusCode,
 };
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
 
@@ -26,7 +27,7 @@ pub use route::{classify, Route, CARD_PATH, HEALTH_PATH};
 
 use crate::a2a::{Method, RpcError, RpcRequest};
 use crate::auth::{Authenticator, ConnCredentials, Principal};
-use crate::body::{collect_limited, json_response, BoxBody, CollectError};
+use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
 use crate::limits::FailureThrottle;
@@ -65,7 +66,7 @@ pub struct Gate {
     card: CardService,
     auth: Authenticator,
     upstream: Upstream,
-    max_body_bytes: usize,
+    body_limits: BodyLimits,
     requests: Arc<RequestPolicy>,
     throttle: FailureThrottle,
     principal_header: HeaderName,
@@ -94,7 +95,11 @@ impl Gate {
             ),
             auth,
             upstream: Upstream::from_policy(first)?,
-            max_body_bytes: policy.a2a.max_body_bytes,
+            body_limits: BodyLimits {
+                cap: policy.a2a.max_body_bytes,
+                timeout: policy.limits.body_read_timeout,
+                min_bytes_per_second: policy.limits.min_body_bytes_per_second,
+            },
             requests: policy.a2a.requests.clone(),
             throttle: FailureThrottle::new(
                 policy.auth.throttle.failures_per_minute,
@@ -164,7 +169,7 @@ impl Gate {
         trace.principal = Some(principal.name.clone());
         trace.scheme = Some(principal.scheme.as_str());
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
-        let bytes = read_body(body, &parts.headers, self.max_body_bytes).await?;
+        let bytes = read_body(body, &parts.headers, self.body_limits).await?;
         let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
         trace.method = Some(rpc.method.as_str());
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
@@ -437,18 +442,42 @@ fn route_name(route: Route) -> &'static str {
     }
 }
 
-/// Reads the request body up to `cap` bytes; a declared or actual excess is refused with 413
-/// before (or as soon as) it crosses the cap.
-async fn read_body(body: Incoming, headers: &HeaderMap, cap: usize) -> Result<Bytes, Rejection> {
+/// How a request body must arrive.
+#[derive(Debug, Clone, Copy)]
+struct BodyLimits {
+    cap: usize,
+    /// The whole body must arrive within this time...
+    timeout: Duration,
+    /// ... and, after a short grace period, at least this fast (slow POST).
+    min_bytes_per_second: u64,
+}
+
+/// Grace period before the minimum body rate applies.
+const BODY_RATE_GRACE: Duration = Duration::from_secs(2);
+
+/// Reads the request body up to the cap; a declared or actual excess is refused with 413
+/// before (or as soon as) it crosses the cap, and a body that trickles in (slow POST) or takes
+/// too long is refused with 408.
+async fn read_body(
+    mut body: Incoming,
+    headers: &HeaderMap,
+    limits: BodyLimits,
+) -> Result<Bytes, Rejection> {
     let too_large = Rejection::Rpc {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         id: Value::Null,
         error: RpcError::invalid_request("Request body too large", "body.too_large"),
     };
+    let too_slow = Rejection::Http {
+        status: StatusCode::REQUEST_TIMEOUT,
+        message: "Request body too slow",
+        reason: "body.too_slow",
+        allow: None,
+    };
     if let Some(len) = headers.get(header::CONTENT_LENGTH) {
         let declared = len.to_str().ok().and_then(|s| s.parse::<u64>().ok());
         match declared {
-            Some(n) if n > cap as u64 => return Err(too_large),
+            Some(n) if n > limits.cap as u64 => return Err(too_large),
             Some(_) => {}
             None => {
                 return Err(Rejection::Http {
@@ -460,14 +489,39 @@ async fn read_body(body: Incoming, headers: &HeaderMap, cap: usize) -> Result<By
             }
         }
     }
-    match collect_limited(body, cap).await {
-        Ok(bytes) => Ok(bytes),
-        Err(CollectError::TooLarge) => Err(too_large),
-        Err(CollectError::Read) => Err(Rejection::Http {
-            status: StatusCode::BAD_REQUEST,
-            message: "Request body could not be read",
-            reason: "body.read",
-            allow: None,
-        }),
+    let started = Instant::now();
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= limits.timeout {
+            return Err(too_slow);
+        }
+        if elapsed > BODY_RATE_GRACE
+            && (buf.len() as f64) < limits.min_bytes_per_second as f64 * elapsed.as_secs_f64()
+        {
+            return Err(too_slow);
+        }
+        // Wake at least every half second to re-check the rate of a stalled body.
+        let wait = (limits.timeout - elapsed).min(Duration::from_millis(500));
+        let frame = match tokio::time::timeout(wait, body.frame()).await {
+            Err(_) => continue,
+            Ok(None) => break,
+            Ok(Some(Err(_))) => {
+                return Err(Rejection::Http {
+                    status: StatusCode::BAD_REQUEST,
+                    message: "Request body could not be read",
+                    reason: "body.read",
+                    allow: None,
+                })
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limits.cap {
+                return Err(too_large);
+            }
+            buf.extend_from_slice(&data);
+        }
     }
+    Ok(buf.freeze())
 }

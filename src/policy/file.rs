@@ -21,6 +21,53 @@ pub struct PolicyFile {
     pub workspace: WorkspaceSection,
     #[serde(default)]
     pub card: CardSection,
+    #[serde(default)]
+    pub limits: LimitsSection,
+    #[serde(default)]
+    pub network: NetworkSection,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateSection {
+    pub requests_per_second: f64,
+    pub burst: u32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Per principal (after authentication).
+    pub requests_per_second: Option<f64>,
+    pub burst: Option<u32>,
+    /// Per client address (before authentication).
+    pub client_ip_requests_per_second: Option<f64>,
+    pub client_ip_burst: Option<u32>,
+    /// Per principal and JSON-RPC method, e.g. `SendMessage = { requests_per_second = 2, burst = 5 }`.
+    #[serde(default)]
+    pub methods: std::collections::BTreeMap<String, RateSection>,
+    /// Per-principal overrides of `requests_per_second`/`burst`.
+    #[serde(default)]
+    pub principals: std::collections::BTreeMap<String, RateSection>,
+    pub max_connections: Option<u32>,
+    pub max_in_flight_per_principal: Option<u32>,
+    pub max_streams_per_principal: Option<u32>,
+    pub max_h2_streams_per_connection: Option<u32>,
+    pub max_headers: Option<u32>,
+    pub header_read_timeout_ms: Option<u64>,
+    pub body_read_timeout_ms: Option<u64>,
+    pub min_body_bytes_per_second: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

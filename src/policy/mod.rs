@@ -6,6 +6,7 @@
 mod auth;
 mod card;
 mod file;
+mod limits;
 mod secret;
 
 use std::fmt;
@@ -29,6 +30,7 @@ pub use auth::{
     GeneratedToken, JwksLocation, JwtPolicy, ThrottlePolicy,
 };
 pub use card::{CardPolicy, CardSource};
+pub use limits::LimitsPolicy;
 pub use secret::{random_token, sha256, write_private};
 
 /// Why a policy was refused: names the file, the line and the key.
@@ -74,6 +76,7 @@ pub struct Policy {
     pub auth: AuthPolicy,
     pub a2a: A2aPolicy,
     pub card: CardPolicy,
+    pub limits: LimitsPolicy,
 }
 
 #[derive(Debug, Clone)]
@@ -361,6 +364,7 @@ impl Ctx<'_> {
         };
         let requests = self.requests(raw.a2a, raw.workspace)?;
         let card = self.card(raw.card)?;
+        let limits = self.limits(raw.limits)?;
         Ok(Policy {
             source: self.path.to_path_buf(),
             server,
@@ -372,6 +376,7 @@ impl Ctx<'_> {
                 requests: Arc::new(requests),
             },
             card,
+            limits,
         })
     }
 

@@ -119,6 +119,10 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         handshake_timeout: policy.server.tls_handshake_timeout,
         drain_timeout: policy.server.drain_timeout,
         max_header_bytes: policy.server.max_header_bytes,
+        header_read_timeout: policy.limits.header_read_timeout,
+        max_headers: policy.limits.max_headers,
+        max_h2_streams: policy.limits.max_h2_streams_per_connection,
+        max_connections: policy.limits.max_connections,
     };
     let task = tokio::spawn(accept_loop(
         listener,
@@ -152,19 +156,31 @@ struct ConnSettings {
     handshake_timeout: Duration,
     drain_timeout: Duration,
     max_header_bytes: usize,
+    header_read_timeout: Duration,
+    max_headers: usize,
+    max_h2_streams: u32,
+    max_connections: usize,
 }
 
 fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
+    // HTTP/1.1: the header-read timeout also bounds an idle keep-alive connection (slowloris).
     b.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
+        .header_read_timeout(s.header_read_timeout)
         .max_buf_size(s.max_header_bytes.max(8192))
+        .max_headers(s.max_headers)
         .keep_alive(true);
+    // HTTP/2: bounded streams, header lists (CONTINUATION floods end at the list size), and
+    // resets (rapid reset, CVE-2023-44487): a peer that resets too many streams is dropped.
     b.http2()
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(s.max_header_bytes).unwrap_or(u32::MAX))
-        .max_concurrent_streams(128);
+        .max_concurrent_streams(s.max_h2_streams)
+        .max_pending_accept_reset_streams(Some(64))
+        .max_local_error_reset_streams(Some(256))
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
     b
 }
 
@@ -177,6 +193,7 @@ async fn accept_loop(
 ) {
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(http_builder(&settings));
+    let connections = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -189,12 +206,19 @@ async fn accept_loop(
                         continue;
                     }
                 };
+                // Over the connection limit: refuse at once rather than queue.
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections"}));
+                    drop(tcp);
+                    continue;
+                };
                 let _ = tcp.set_nodelay(true);
                 let watcher = graceful.watcher();
                 let acceptor = acceptor.clone();
                 let gates = gates.clone();
                 let builder = builder.clone();
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) | Err(_) => {

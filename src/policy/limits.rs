@@ -1,0 +1,144 @@
+//! `[limits]` and `[network]`: rates, concurrency, timeouts, header limits and which networks
+//! may connect. Bounds that must hold even when the policy is silent have defaults.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::file;
+use super::{Ctx, PolicyError};
+use crate::a2a::Method;
+use crate::limits::rate::{Rate, RateLimitsConfig};
+
+#[derive(Debug, Clone)]
+pub struct LimitsPolicy {
+    pub rates: RateLimitsConfig,
+    pub max_connections: usize,
+    pub max_in_flight_per_principal: usize,
+    pub max_streams_per_principal: usize,
+    pub max_h2_streams_per_connection: u32,
+    pub max_headers: usize,
+    pub header_read_timeout: Duration,
+    pub body_read_timeout: Duration,
+    pub min_body_bytes_per_second: u64,
+}
+
+impl Ctx<'_> {
+    pub(super) fn limits(&self, l: file::LimitsSection) -> Result<LimitsPolicy, PolicyError> {
+        let rate = |key: &str,
+                    per_second: Option<f64>,
+                    burst: Option<u32>,
+                    default: Option<Rate>|
+         -> Result<Option<Rate>, PolicyError> {
+            match (per_second, burst) {
+                (None, None) => Ok(default),
+                (Some(r), b) => {
+                    if !(r.is_finite() && r > 0.0) {
+                        return self.err(
+                            key,
+                            None,
+                            "requests_per_second must be a positive number".into(),
+                        );
+                    }
+                    let burst = b.unwrap_or_else(|| (r.ceil() as u32).max(1));
+                    if burst == 0 {
+                        return self.err(key, None, "burst must be at least 1".into());
+                    }
+                    Ok(Some(Rate {
+                        per_second: r,
+                        burst,
+                    }))
+                }
+                (None, Some(_)) => self.err(key, None, "burst needs requests_per_second".into()),
+            }
+        };
+        let per_principal = rate(
+            "limits.requests_per_second",
+            l.requests_per_second,
+            l.burst,
+            Some(Rate {
+                per_second: 50.0,
+                burst: 100,
+            }),
+        )?;
+        let per_client_ip = rate(
+            "limits.client_ip_requests_per_second",
+            l.client_ip_requests_per_second,
+            l.client_ip_burst,
+            Some(Rate {
+                per_second: 200.0,
+                burst: 400,
+            }),
+        )?;
+        let mut per_method = BTreeMap::new();
+        for (name, r) in &l.methods {
+            if Method::from_name(name).is_none() {
+                return self.err(
+                    &format!("limits.methods.{name}"),
+                    None,
+                    "not an A2A 1.0 method".into(),
+                );
+            }
+            let r = rate(
+                &format!("limits.methods.{name}"),
+                Some(r.requests_per_second),
+                Some(r.burst),
+                None,
+            )?;
+            if let Some(r) = r {
+                per_method.insert(name.clone(), r);
+            }
+        }
+        let mut principal_overrides = BTreeMap::new();
+        for (name, r) in &l.principals {
+            let r = rate(
+                &format!("limits.principals.{name}"),
+                Some(r.requests_per_second),
+                Some(r.burst),
+                None,
+            )?;
+            if let Some(r) = r {
+                principal_overrides.insert(name.clone(), r);
+            }
+        }
+        let positive = |key: &str, v: Option<u32>, default: u32| -> Result<u32, PolicyError> {
+            match v {
+                Some(0) => self.err(key, None, "must be at least 1".into()),
+                Some(n) => Ok(n),
+                None => Ok(default),
+            }
+        };
+        Ok(LimitsPolicy {
+            rates: RateLimitsConfig {
+                per_principal,
+                per_client_ip,
+                per_method,
+                principal_overrides,
+            },
+            max_connections: positive("limits.max_connections", l.max_connections, 10_000)?
+                as usize,
+            max_in_flight_per_principal: positive(
+                "limits.max_in_flight_per_principal",
+                l.max_in_flight_per_principal,
+                256,
+            )? as usize,
+            max_streams_per_principal: positive(
+                "limits.max_streams_per_principal",
+                l.max_streams_per_principal,
+                64,
+            )? as usize,
+            max_h2_streams_per_connection: positive(
+                "limits.max_h2_streams_per_connection",
+                l.max_h2_streams_per_connection,
+                128,
+            )?,
+            max_headers: positive("limits.max_headers", l.max_headers, 100)? as usize,
+            header_read_timeout: Duration::from_millis(
+                l.header_read_timeout_ms.unwrap_or(10_000).max(100),
+            ),
+            body_read_timeout: Duration::from_millis(
+                l.body_read_timeout_ms.unwrap_or(60_000).max(100),
+            ),
+            min_body_bytes_per_second: l.min_body_bytes_per_second.unwrap_or(4096),
+        })
+    }
+}
