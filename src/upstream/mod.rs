@@ -3,6 +3,7 @@
 
 mod headers;
 mod relay;
+pub mod registry;
 
 use std::sync::Arc;
 use std::time::Duration;
