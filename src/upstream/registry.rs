@@ -1,1 +1,433 @@
-//! (in progress)
+//! Who owns which task and context, and which agent serves it.
+//!
+//! The agents behind the proxy see one credential, so to them every caller is the same owner
+//! (iac-code-upstream.md §3). This registry is what keeps callers apart: it is fed from requests
+//! ([`TaskRegistry::begin_turn`]) and from answers ([`TaskRegistry::observe`],
+//! [`Turn::observe`]), and the gate asks it before anything task- or context-addressed reaches
+//! an agent. It is pure and in memory: no I/O, one lock, nothing awaits while holding it.
+//!
+//! Decisions:
+//! - **No existence oracle.** An unknown task and someone else's task give the same
+//!   [`Denial::NotFound`]; so does someone else's context. Ownership is never re-assigned: an
+//!   agent answering one caller with another caller's task or context id is ignored, counted
+//!   (`foreign_ignored`) and logged.
+//! - **Workspaces** bind at a context's first turn through the proxy, and `None` (no cwd named,
+//!   i.e. the agent's default directory) is a value of its own: a later turn naming another
+//!   value, `None` included, gets [`Denial::WorkspaceMismatch`]. A context first learned from an
+//!   answer (no turn named it yet) binds at its next turn.
+//! - **Busy contexts.** While a turn runs on a context (a [`Turn`] is alive), another message on
+//!   it gets [`Denial::ContextBusy`] unless it carries that turn's own task id (the agent queues
+//!   it). A turn whose task is not known yet (no answer seen) admits no follow-up.
+//! - **Follow-ups** with only a `taskId` are checked against (and routed to) the task's context
+//!   and agent; a `contextId` that differs from the task's gives [`Denial::ContextMismatch`].
+//! - **Bounds.** At most `max_entries` tasks and, separately, `max_entries` contexts. When full,
+//!   the least recently used entry is evicted: for tasks, those last reported finished (or in
+//!   any state but SUBMITTED/WORKING) before those the agent was still working on; entries
+//!   pinned by a running turn are never evicted. At most `max_entries` turns may be in flight
+//!   (each running context, or turn still waiting for the agent to name its new context,
+//!   counts once); beyond that a turn that would add one gets [`Denial::Full`] (a capacity
+//!   error, not a busy context: the caller did nothing wrong), checked before ownership so
+//!   that it cannot tell someone else's context from an unknown one. Hence a new context
+//!   always finds room. An answer that would need room when everything is pinned is not
+//!   recorded (`refused_full`), which fails closed: its owner then gets NotFound too.
+//! - **ListTasks** pages are keyset pages over `(status timestamp, task id)`, both descending;
+//!   see [`TaskRegistry::list`].
+//!
+//! Known limit: eviction forgets ownership. An evicted context id is unknown again, and the
+//! next caller to name it reserves it (and would reach the agent's context of that id). Size
+//! `max_entries` well above the working set and alert on `evicted_contexts`.
+
+#![forbid(unsafe_code)]
+
+mod facts;
+mod state;
+mod token;
+mod turn;
+
+#[cfg(test)]
+mod tests;
+
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::Value;
+
+use crate::a2a::RpcError;
+use facts::{Fact, MAX_OBSERVED_ID_LEN};
+use state::{Id, Running, State, Workspace};
+use token::{Cursor, Query, TokenKey};
+pub use turn::Turn;
+
+/// Index of an agent in the fleet.
+pub type UpstreamId = usize;
+
+/// Why the registry refuses a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// The task (or context) does not exist or belongs to someone else: JSON-RPC -32001,
+    /// identical in both cases.
+    NotFound,
+    /// The context is bound to another workspace.
+    WorkspaceMismatch,
+    /// A turn on this context is running through the proxy.
+    ContextBusy,
+    /// The message's `contextId` is not the context of its `taskId` (the caller's own task).
+    ContextMismatch,
+    /// A ListTasks page token that this registry did not mint for this caller and query.
+    InvalidToken,
+    /// As many turns are in flight as the registry may track; try again later.
+    Full,
+}
+
+impl Denial {
+    /// Low-cardinality reason code (ErrorInfo, metrics, audit).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Denial::NotFound => "TASK_NOT_FOUND",
+            Denial::WorkspaceMismatch => "context.workspace_mismatch",
+            Denial::ContextBusy => "context.busy",
+            Denial::ContextMismatch => "context.task_mismatch",
+            Denial::InvalidToken => "list.page_token",
+            Denial::Full => "registry.full",
+        }
+    }
+
+    /// The JSON-RPC error a caller gets (a suggestion the gate may override).
+    pub fn rpc_error(&self) -> RpcError {
+        let reason = self.reason();
+        match self {
+            Denial::NotFound => RpcError::task_not_found(),
+            Denial::WorkspaceMismatch => {
+                RpcError::invalid_params("A2A context belongs to a different workspace", reason)
+            }
+            Denial::ContextBusy => RpcError::invalid_params("Task is already working.", reason),
+            Denial::ContextMismatch => RpcError::invalid_params(
+                "The message's contextId is not the context of its task",
+                reason,
+            ),
+            Denial::InvalidToken => RpcError::invalid_params("Invalid page token", reason),
+            Denial::Full => RpcError::internal(reason),
+        }
+    }
+}
+
+/// One ListTasks page of the caller's tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPage {
+    /// Task ids with the agent that holds each, in order.
+    pub tasks: Vec<(String, UpstreamId)>,
+    /// `""` on the last page.
+    pub next_page_token: String,
+    /// How many tasks match the filters in all (not only after the cursor).
+    pub total_size: usize,
+}
+
+/// Counts for metrics and /ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistryStats {
+    pub tasks: usize,
+    pub contexts: usize,
+    pub running_contexts: usize,
+    pub pending_turns: usize,
+    /// Answers naming another caller's task or context (ignored).
+    pub foreign_ignored: u64,
+    pub evicted_tasks: u64,
+    pub evicted_contexts: u64,
+    /// Answers not recorded because everything was pinned by running turns.
+    pub refused_full: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    key: TokenKey,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update keeps the state consistent before anything could panic; a poisoned
+        // lock still guards consistent data.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The task and context registry. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct TaskRegistry {
+    shared: Arc<Shared>,
+}
+
+/// Proto3 strings: empty means absent.
+fn present(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}
+
+impl TaskRegistry {
+    /// A registry holding at most `max_entries` tasks and `max_entries` contexts (at least 1),
+    /// with a fresh random page-token key.
+    pub fn new(max_entries: usize) -> TaskRegistry {
+        TaskRegistry {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::new(max_entries)),
+                key: TokenKey::generate(),
+            }),
+        }
+    }
+
+    /// Before forwarding SendMessage/SendStreamingMessage: checks ownership, workspace and
+    /// busy state, and reserves the context. `workspace` is the normalized cwd (`None` when
+    /// the request names none). An unknown client-chosen `context_id` is reserved for
+    /// `principal` with no agent yet ([`Turn::bind_upstream`] sets it). The returned [`Turn`]
+    /// keeps the context busy until it is finished or dropped.
+    pub fn begin_turn(
+        &self,
+        principal: &str,
+        task_id: Option<&str>,
+        context_id: Option<&str>,
+        workspace: Option<&str>,
+    ) -> Result<Turn, Denial> {
+        let task_id = present(task_id);
+        let context_id = present(context_id);
+        let mut st = self.shared.lock();
+
+        // The task, when named, must be the caller's; it decides context and agent.
+        let mut task: Option<(Id, Id, UpstreamId)> = None;
+        if let Some(t) = task_id {
+            match st.tasks.get_key_value(t) {
+                Some((k, e)) if &*e.owner == principal => {
+                    task = Some((k.clone(), e.context.clone(), e.upstream));
+                }
+                _ => return Err(Denial::NotFound),
+            }
+        }
+        let context: Option<String> = match (context_id, &task) {
+            (Some(c), Some((_, tc, _))) if c != &**tc => return Err(Denial::ContextMismatch),
+            (Some(c), _) => Some(c.to_owned()),
+            (None, Some((_, tc, _))) => Some(tc.to_string()),
+            (None, None) => None,
+        };
+        let workspace_owned = workspace.map(str::to_owned);
+
+        let Some(c) = context else {
+            // A new context, named by the agent's answer ([`Turn::observe`]).
+            if !st.has_turn_room() {
+                return Err(Self::full(&mut st));
+            }
+            st.pending_turns += 1;
+            return Ok(self.turn(principal, None, workspace_owned, None));
+        };
+        if c.len() > MAX_OBSERVED_ID_LEN {
+            return Err(Denial::NotFound);
+        }
+        let task_key = task.as_ref().map(|(k, _, _)| k.clone());
+        let task_upstream = task.as_ref().map(|(_, _, u)| *u);
+
+        // Room first: only a follow-up on the caller's running task adds no turn in flight.
+        // Checking before ownership keeps Full from telling "unknown" from "someone else's".
+        let follow_up = st.contexts.get(c.as_str()).is_some_and(|e| {
+            *e.owner == *principal
+                && e.running
+                    .as_ref()
+                    .and_then(|r| r.task.as_deref())
+                    .is_some_and(|rt| Some(rt) == task_id)
+        });
+        if !follow_up && !st.has_turn_room() {
+            return Err(Self::full(&mut st));
+        }
+
+        let Some((key, e)) = st.contexts.get_key_value(c.as_str()) else {
+            // Unknown: reserve it for the caller (also when its entry was evicted but the
+            // caller's task still names it).
+            let running = Running {
+                turns: 1,
+                task: task_key,
+            };
+            let ws = Workspace::Bound(workspace_owned.clone());
+            return match st.insert_context(&c, principal, task_upstream, ws, Some(running)) {
+                Some(id) => Ok(self.turn(principal, Some(id), workspace_owned, task_upstream)),
+                None => Err(Self::full(&mut st)),
+            };
+        };
+        if *e.owner != *principal {
+            return Err(Denial::NotFound);
+        }
+        if let Workspace::Bound(bound) = &e.workspace {
+            if bound.as_deref() != workspace {
+                return Err(Denial::WorkspaceMismatch);
+            }
+        }
+        if e.running.is_some() && !follow_up {
+            return Err(Denial::ContextBusy);
+        }
+        let (key, upstream) = (key.clone(), task_upstream.or(e.upstream));
+        if let Some(e) = st.contexts.get_mut(c.as_str()) {
+            e.workspace = Workspace::Bound(workspace_owned.clone());
+        }
+        st.start_turn(&c, task_key);
+        Ok(self.turn(principal, Some(key), workspace_owned, upstream))
+    }
+
+    fn full(st: &mut State) -> Denial {
+        st.counters.refused_full += 1;
+        crate::telemetry::log("registry_full", serde_json::json!({"max": st.max}));
+        Denial::Full
+    }
+
+    fn turn(
+        &self,
+        principal: &str,
+        context: Option<Id>,
+        workspace: Option<String>,
+        upstream: Option<UpstreamId>,
+    ) -> Turn {
+        Turn {
+            shared: self.shared.clone(),
+            principal: principal.to_owned(),
+            context,
+            workspace,
+            upstream,
+        }
+    }
+
+    /// For GetTask, CancelTask, SubscribeToTask and the push-config methods: the agent that
+    /// holds the caller's task, or NotFound when it is unknown or someone else's.
+    pub fn authorize_task(&self, principal: &str, task_id: &str) -> Result<UpstreamId, Denial> {
+        let mut st = self.shared.lock();
+        let (upstream, context) = match st.tasks.get(task_id) {
+            Some(e) if &*e.owner == principal => (e.upstream, e.context.clone()),
+            _ => return Err(Denial::NotFound),
+        };
+        st.touch_task(task_id);
+        st.touch_context(&context);
+        Ok(upstream)
+    }
+
+    /// Learns from a JSON-RPC `result` (or an SSE event's): a StreamResponse, a
+    /// SendMessageResponse, or a bare Task. New tasks and contexts are bound to `principal`
+    /// and `upstream`; known ones keep their owner and agent. For the events of a turn's own
+    /// answer prefer [`Turn::observe`], which also binds a context the agent just created to
+    /// the turn's workspace and keeps it busy.
+    pub fn observe(&self, principal: &str, upstream: UpstreamId, result: &Value) {
+        if let Some(fact) = Fact::read(result) {
+            self.shared.lock().learn(principal, upstream, &fact);
+        }
+    }
+
+    /// The caller's tasks for ListTasks, newest status first (timestamp, then task id, both
+    /// descending), `page_size` (at least 1; the gate validates 1..=100 and the default)
+    /// after `page_token`. `context_id`/`status` filter; empty strings and
+    /// `TASK_STATE_UNSPECIFIED` mean no filter. A token is valid only for the caller and the
+    /// filters it was minted for ([`Denial::InvalidToken`] otherwise, also when tampered or
+    /// truncated), and for this process's lifetime.
+    ///
+    /// Paging is by keyset: the token carries the last task's `(timestamp, id)` and the next
+    /// page starts strictly after it. While the set does not change, pages have no gaps and no
+    /// duplicates. When it does: a task created or updated since (newer timestamp) sorts
+    /// before the cursor and is not on later pages (the caller sees it on a fresh listing); a
+    /// task whose timestamp moves from before the cursor to after it appears twice; an
+    /// evicted task disappears. The cursor itself stays valid even if its task is gone.
+    pub fn list(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        status: Option<&str>,
+        page_size: usize,
+        page_token: Option<&str>,
+    ) -> Result<ListPage, Denial> {
+        let context = present(context_id).unwrap_or("");
+        let status = present(status)
+            .filter(|s| *s != "TASK_STATE_UNSPECIFIED")
+            .unwrap_or("");
+        let page_size = page_size.max(1);
+        let query = Query {
+            principal,
+            context,
+            status,
+        };
+        let cursor = match present(page_token) {
+            None => None,
+            Some(t) => Some(
+                self.shared
+                    .key
+                    .open(&query, t)
+                    .ok_or(Denial::InvalidToken)?,
+            ),
+        };
+
+        let st = self.shared.lock();
+        let index = if context.is_empty() {
+            st.by_principal.get(principal)
+        } else {
+            st.by_context.get(context)
+        };
+        let Some(index) = index else {
+            return Ok(ListPage {
+                tasks: Vec::new(),
+                next_page_token: String::new(),
+                total_size: 0,
+            });
+        };
+        let matches = |id: &Id| {
+            st.tasks.get(id).is_some_and(|t| {
+                &*t.owner == principal && (status.is_empty() || *t.state == *status)
+            })
+        };
+        let total_size = if context.is_empty() && status.is_empty() {
+            index.len()
+        } else {
+            index.iter().filter(|(_, id)| matches(id)).count()
+        };
+        let upper = match cursor {
+            None => Bound::Unbounded,
+            Some(Cursor { timestamp, task_id }) => Bound::Excluded((timestamp, Id::from(task_id))),
+        };
+        let mut tasks = Vec::with_capacity(page_size.min(total_size));
+        let mut last: Option<(u64, &Id)> = None;
+        let mut more = false;
+        for (ts, id) in index.range((Bound::Unbounded, upper)).rev() {
+            if !matches(id) {
+                continue;
+            }
+            if tasks.len() == page_size {
+                more = true;
+                break;
+            }
+            let upstream = st.tasks.get(id).map_or(0, |t| t.upstream);
+            tasks.push((id.to_string(), upstream));
+            last = Some((*ts, id));
+        }
+        let next_page_token = match (more, last) {
+            (true, Some((timestamp, id))) => self.shared.key.mint(
+                &query,
+                &Cursor {
+                    timestamp,
+                    task_id: id.to_string(),
+                },
+            ),
+            _ => String::new(),
+        };
+        Ok(ListPage {
+            tasks,
+            next_page_token,
+            total_size,
+        })
+    }
+
+    pub fn stats(&self) -> RegistryStats {
+        let st = self.shared.lock();
+        RegistryStats {
+            tasks: st.tasks.len(),
+            contexts: st.contexts.len(),
+            running_contexts: st.running_contexts,
+            pending_turns: st.pending_turns,
+            foreign_ignored: st.counters.foreign_ignored,
+            evicted_tasks: st.counters.evicted_tasks,
+            evicted_contexts: st.counters.evicted_contexts,
+            refused_full: st.counters.refused_full,
+        }
+    }
+
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        self.shared.lock().check_invariants();
+    }
+}

@@ -1,0 +1,468 @@
+//! The registry's data under its one lock: tasks, contexts, the ListTasks indexes and the
+//! eviction order. Every method keeps these invariants:
+//!
+//! - each task is in `by_principal[owner]` and `by_context[context]` under `(ts, id)`;
+//! - an entry is in its LRU map exactly when it is not pinned (`lru` is `Some`);
+//! - a context is pinned while a turn runs on it, a task while it is a running turn's task;
+//! - `running_contexts` counts contexts with `running` set.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::facts::Fact;
+use super::UpstreamId;
+
+/// Shared id text: a task id lives in the map, the LRU and two indexes at once.
+pub(super) type Id = Arc<str>;
+
+/// A context's workspace, bound by the first turn that runs on it through the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Workspace {
+    /// Learned from an agent's answer only (no turn through the proxy named it yet).
+    Unbound,
+    /// `None` is a value of its own: the agent's default directory.
+    Bound(Option<String>),
+}
+
+pub(super) struct TaskEntry {
+    pub owner: Id,
+    pub upstream: UpstreamId,
+    pub context: Id,
+    /// Last known `status.state` (`""` when never seen).
+    pub state: Box<str>,
+    /// Last known `status.timestamp`, microseconds (0 when never seen).
+    pub ts: u64,
+    /// Position in `task_lru`; `None` while pinned.
+    lru: Option<(u8, u64)>,
+}
+
+pub(super) struct ContextEntry {
+    pub owner: Id,
+    pub upstream: Option<UpstreamId>,
+    pub workspace: Workspace,
+    pub running: Option<Running>,
+    /// Position in `context_lru`; `None` while a turn runs.
+    lru: Option<u64>,
+}
+
+/// The turns in flight on a context: the first one, plus follow-ups that carry its task id.
+pub(super) struct Running {
+    pub turns: usize,
+    /// The task the turn works on, once known (named by the request or first seen in answers).
+    pub task: Option<Id>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Counters {
+    pub foreign_ignored: u64,
+    pub evicted_tasks: u64,
+    pub evicted_contexts: u64,
+    pub refused_full: u64,
+}
+
+pub(super) struct State {
+    pub max: usize,
+    tick: u64,
+    pub tasks: HashMap<Id, TaskEntry>,
+    pub contexts: HashMap<Id, ContextEntry>,
+    /// Evictable tasks by (tier, last use): finished ones (tier 0) go before those the agent
+    /// last reported as submitted or working (tier 1).
+    task_lru: BTreeMap<(u8, u64), Id>,
+    /// Contexts without a running turn, by last use.
+    context_lru: BTreeMap<u64, Id>,
+    /// Per principal, `(status timestamp, task id)` ascending; read backwards for ListTasks.
+    pub by_principal: HashMap<Id, BTreeSet<(u64, Id)>>,
+    /// Per context id, the same keys (owners are checked again when listing).
+    pub by_context: HashMap<Id, BTreeSet<(u64, Id)>>,
+    pub running_contexts: usize,
+    /// Turns that started without a context: each may still create one.
+    pub pending_turns: usize,
+    pub counters: Counters,
+}
+
+/// Tier 1 (evicted last): the agent was still working on it when last heard of.
+fn tier(state: &str) -> u8 {
+    match state {
+        "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING" => 1,
+        _ => 0,
+    }
+}
+
+impl State {
+    pub fn new(max: usize) -> State {
+        State {
+            max: max.max(1),
+            tick: 0,
+            tasks: HashMap::new(),
+            contexts: HashMap::new(),
+            task_lru: BTreeMap::new(),
+            context_lru: BTreeMap::new(),
+            by_principal: HashMap::new(),
+            by_context: HashMap::new(),
+            running_contexts: 0,
+            pending_turns: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// One shared `Arc` per principal name while it owns anything.
+    fn principal_id(&self, principal: &str) -> Id {
+        match self.by_principal.get_key_value(principal) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(principal),
+        }
+    }
+
+    /// Room for one more turn-in-flight (a running context or a turn awaiting its context).
+    pub fn has_turn_room(&self) -> bool {
+        self.running_contexts + self.pending_turns < self.max
+    }
+
+    // ---- tasks ----
+
+    /// Records a new task; evicts the least recently used unpinned one when full. `None` when
+    /// every task is pinned (nothing recorded).
+    pub fn insert_task(
+        &mut self,
+        id: &str,
+        owner: &str,
+        upstream: UpstreamId,
+        context: Id,
+        state: &str,
+        ts: u64,
+    ) -> Option<Id> {
+        if self.tasks.len() >= self.max {
+            let victim = self.task_lru.first_key_value().map(|(_, v)| v.clone())?;
+            self.remove_task(&victim);
+            self.counters.evicted_tasks += 1;
+        }
+        let id: Id = Arc::from(id);
+        let owner = self.principal_id(owner);
+        let key = (tier(state), self.next_tick());
+        self.task_lru.insert(key, id.clone());
+        self.by_principal
+            .entry(owner.clone())
+            .or_default()
+            .insert((ts, id.clone()));
+        self.by_context
+            .entry(context.clone())
+            .or_default()
+            .insert((ts, id.clone()));
+        self.tasks.insert(
+            id.clone(),
+            TaskEntry {
+                owner,
+                upstream,
+                context,
+                state: state.into(),
+                ts,
+                lru: Some(key),
+            },
+        );
+        Some(id)
+    }
+
+    fn remove_task(&mut self, id: &Id) {
+        let Some(t) = self.tasks.remove(id) else {
+            return;
+        };
+        if let Some(key) = t.lru {
+            self.task_lru.remove(&key);
+        }
+        let index_key = (t.ts, id.clone());
+        if let Some(set) = self.by_principal.get_mut(&t.owner) {
+            set.remove(&index_key);
+            if set.is_empty() {
+                self.by_principal.remove(&t.owner);
+            }
+        }
+        if let Some(set) = self.by_context.get_mut(&t.context) {
+            set.remove(&index_key);
+            if set.is_empty() {
+                self.by_context.remove(&t.context);
+            }
+        }
+    }
+
+    /// Marks a use (no effect on a pinned task: it is re-queued when unpinned).
+    pub fn touch_task(&mut self, id: &str) {
+        let tick = self.next_tick();
+        let Some(t) = self.tasks.get_mut(id) else {
+            return;
+        };
+        if let Some(old) = t.lru {
+            if let Some(k) = self.task_lru.remove(&old) {
+                let key = (tier(&t.state), tick);
+                self.task_lru.insert(key, k);
+                t.lru = Some(key);
+            }
+        }
+    }
+
+    /// Applies a status seen in an answer: the state when given, the timestamp when given
+    /// (otherwise the last known one stays), keeping the indexes and the tier in step.
+    pub fn update_task(&mut self, id: &str, state: Option<&str>, ts: Option<u64>) {
+        let Some(t) = self.tasks.get_mut(id) else {
+            return;
+        };
+        if let Some(s) = state {
+            if *t.state != *s {
+                t.state = s.into();
+            }
+        }
+        if let Some(ts) = ts {
+            if ts != t.ts {
+                let (owner, context, key) = (t.owner.clone(), t.context.clone(), t.ts);
+                t.ts = ts;
+                let id: Id = match self.tasks.get_key_value(id) {
+                    Some((k, _)) => k.clone(),
+                    None => return,
+                };
+                for set in [
+                    self.by_principal.get_mut(&owner),
+                    self.by_context.get_mut(&context),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    set.remove(&(key, id.clone()));
+                    set.insert((ts, id.clone()));
+                }
+            }
+        }
+        self.touch_task(id);
+    }
+
+    fn pin_task(&mut self, id: &str) {
+        if let Some(t) = self.tasks.get_mut(id) {
+            if let Some(key) = t.lru.take() {
+                self.task_lru.remove(&key);
+            }
+        }
+    }
+
+    fn unpin_task(&mut self, id: &str) {
+        let tick = self.next_tick();
+        let Some((k, t)) = self.tasks.get_key_value(id) else {
+            return;
+        };
+        if t.lru.is_some() {
+            return;
+        }
+        let (k, key) = (k.clone(), (tier(&t.state), tick));
+        self.task_lru.insert(key, k);
+        if let Some(t) = self.tasks.get_mut(id) {
+            t.lru = Some(key);
+        }
+    }
+
+    // ---- contexts ----
+
+    /// Records a new context, running one turn when `running` is given. Evicts the least
+    /// recently used context without a turn when full; `None` when there is none.
+    pub fn insert_context(
+        &mut self,
+        id: &str,
+        owner: &str,
+        upstream: Option<UpstreamId>,
+        workspace: Workspace,
+        running: Option<Running>,
+    ) -> Option<Id> {
+        if self.contexts.len() >= self.max {
+            let (_, victim) = self.context_lru.pop_first()?;
+            self.contexts.remove(&victim);
+            self.counters.evicted_contexts += 1;
+        }
+        let id: Id = Arc::from(id);
+        let owner = self.principal_id(owner);
+        let lru = if running.is_some() {
+            self.running_contexts += 1;
+            None
+        } else {
+            let tick = self.next_tick();
+            self.context_lru.insert(tick, id.clone());
+            Some(tick)
+        };
+        let pinned_task = running.as_ref().and_then(|r| r.task.clone());
+        self.contexts.insert(
+            id.clone(),
+            ContextEntry {
+                owner,
+                upstream,
+                workspace,
+                running,
+                lru,
+            },
+        );
+        if let Some(t) = pinned_task {
+            self.pin_task(&t);
+        }
+        Some(id)
+    }
+
+    pub fn touch_context(&mut self, id: &str) {
+        let tick = self.next_tick();
+        let Some(c) = self.contexts.get_mut(id) else {
+            return;
+        };
+        if let Some(old) = c.lru {
+            if let Some(k) = self.context_lru.remove(&old) {
+                self.context_lru.insert(tick, k);
+                c.lru = Some(tick);
+            }
+        }
+    }
+
+    /// One more turn on a known context; the first one pins it (and its task, when named).
+    pub fn start_turn(&mut self, id: &str, task: Option<Id>) {
+        let Some(c) = self.contexts.get_mut(id) else {
+            return;
+        };
+        match &mut c.running {
+            Some(r) => r.turns += 1,
+            None => {
+                c.running = Some(Running {
+                    turns: 1,
+                    task: task.clone(),
+                });
+                if let Some(key) = c.lru.take() {
+                    self.context_lru.remove(&key);
+                }
+                self.running_contexts += 1;
+                if let Some(t) = task {
+                    self.pin_task(&t);
+                }
+            }
+        }
+    }
+
+    /// One turn less; the last one unpins the context and its task.
+    pub fn end_turn(&mut self, id: &str) {
+        let tick = self.next_tick();
+        let Some((k, c)) = self.contexts.get_key_value(id) else {
+            return;
+        };
+        let k = k.clone();
+        let last = match &c.running {
+            Some(r) => r.turns <= 1,
+            None => return,
+        };
+        let Some(c) = self.contexts.get_mut(id) else {
+            return;
+        };
+        if !last {
+            if let Some(r) = &mut c.running {
+                r.turns -= 1;
+            }
+            return;
+        }
+        let task = c.running.take().and_then(|r| r.task);
+        c.lru = Some(tick);
+        self.context_lru.insert(tick, k);
+        self.running_contexts -= 1;
+        if let Some(t) = task {
+            self.unpin_task(&t);
+        }
+    }
+
+    /// A running context learns its task from the agent's first answer naming one.
+    pub fn learn_running_task(&mut self, context: &str, task: &Id) {
+        let Some(c) = self.contexts.get_mut(context) else {
+            return;
+        };
+        if let Some(r) = &mut c.running {
+            if r.task.is_none() {
+                r.task = Some(task.clone());
+                self.pin_task(task);
+            }
+        }
+    }
+
+    // ---- answers ----
+
+    /// Records one observation for `principal`, never re-assigning anything.
+    pub fn learn(&mut self, principal: &str, upstream: UpstreamId, fact: &Fact<'_>) {
+        // A known task must be the caller's and stay in its context; check before touching anything.
+        let known_task = match fact.task.and_then(|t| self.tasks.get(t)) {
+            None => false,
+            Some(e) if &*e.owner == principal && Some(&*e.context) == fact.context => true,
+            Some(_) => return self.foreign(upstream, "task"),
+        };
+        let context: Option<Id> = match fact.context {
+            None => None,
+            Some(c) => match self.contexts.get_mut(c) {
+                Some(e) if &*e.owner != principal => return self.foreign(upstream, "context"),
+                Some(e) => {
+                    // A context reserved before any agent answered is bound by its first answer.
+                    e.upstream.get_or_insert(upstream);
+                    self.touch_context(c);
+                    self.contexts.get_key_value(c).map(|(k, _)| k.clone())
+                }
+                None => {
+                    let id =
+                        self.insert_context(c, principal, Some(upstream), Workspace::Unbound, None);
+                    if id.is_none() {
+                        self.counters.refused_full += 1;
+                        return;
+                    }
+                    id
+                }
+            },
+        };
+        if let (Some(t), Some(ctx)) = (fact.task, &context) {
+            if known_task {
+                self.update_task(t, fact.state, fact.timestamp);
+            } else {
+                let state = fact.state.unwrap_or("");
+                let ts = fact.timestamp.unwrap_or(0);
+                match self.insert_task(t, principal, upstream, ctx.clone(), state, ts) {
+                    Some(id) => self.learn_running_task(ctx, &id),
+                    None => self.counters.refused_full += 1,
+                }
+            }
+        }
+        if let Some(t) = fact.referenced_task {
+            if self.tasks.get(t).is_some_and(|e| &*e.owner == principal) {
+                self.touch_task(t);
+            }
+        }
+    }
+
+    fn foreign(&mut self, upstream: UpstreamId, kind: &'static str) {
+        self.counters.foreign_ignored += 1;
+        crate::telemetry::log(
+            "registry_foreign_id",
+            serde_json::json!({"upstream": upstream, "kind": kind}),
+        );
+    }
+
+    #[cfg(test)]
+    pub fn check_invariants(&self) {
+        assert!(self.tasks.len() <= self.max, "tasks over the bound");
+        assert!(self.contexts.len() <= self.max, "contexts over the bound");
+        let unpinned = self.tasks.values().filter(|t| t.lru.is_some()).count();
+        assert_eq!(unpinned, self.task_lru.len());
+        let free = self.contexts.values().filter(|c| c.lru.is_some()).count();
+        assert_eq!(free, self.context_lru.len());
+        let running = self
+            .contexts
+            .values()
+            .filter(|c| c.running.is_some())
+            .count();
+        assert_eq!(running, self.running_contexts);
+        assert_eq!(running + free, self.contexts.len());
+        let indexed: usize = self.by_principal.values().map(BTreeSet::len).sum();
+        assert_eq!(indexed, self.tasks.len());
+        let indexed: usize = self.by_context.values().map(BTreeSet::len).sum();
+        assert_eq!(indexed, self.tasks.len());
+        for (id, t) in &self.tasks {
+            assert!(self.by_principal[&t.owner].contains(&(t.ts, id.clone())));
+            assert!(self.by_context[&t.context].contains(&(t.ts, id.clone())));
+        }
+    }
+}

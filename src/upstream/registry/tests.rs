@@ -1,0 +1,929 @@
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use super::*;
+
+const A: &str = "bearer:alice";
+const B: &str = "bearer:bob";
+
+/// (first, second, outcome) rows of the turn tables.
+type Row<'a> = (Option<&'a str>, Option<&'a str>, Result<(), Denial>);
+
+fn stamp(micros: u64) -> String {
+    crate::time::format_rfc3339(micros)
+}
+
+fn bare_task(id: &str, ctx: &str, state: &str, ts: Option<u64>) -> Value {
+    let mut status = json!({ "state": state });
+    if let Some(ts) = ts {
+        status["timestamp"] = json!(stamp(ts));
+    }
+    json!({
+        "id": id, "contextId": ctx, "status": status,
+        "history": [{"messageId": "m1", "contextId": ctx, "taskId": id,
+                     "role": "ROLE_USER", "parts": [{"text": "hi"}]}]
+    })
+}
+
+fn task(id: &str, ctx: &str, state: &str, ts: Option<u64>) -> Value {
+    json!({ "task": bare_task(id, ctx, state, ts) })
+}
+
+fn status_update(id: &str, ctx: &str, state: &str, ts: Option<u64>) -> Value {
+    let mut status = json!({ "state": state });
+    if let Some(ts) = ts {
+        status["timestamp"] = json!(stamp(ts));
+    }
+    json!({ "statusUpdate": { "taskId": id, "contextId": ctx, "status": status } })
+}
+
+fn artifact_update(id: &str, ctx: &str) -> Value {
+    json!({ "artifactUpdate": { "taskId": id, "contextId": ctx, "lastChunk": true,
+        "artifact": { "artifactId": "a1", "parts": [{ "text": "x" }] } } })
+}
+
+fn message(ctx: &str, task: Option<&str>) -> Value {
+    let mut m = json!({ "messageId": "m2", "contextId": ctx, "role": "ROLE_AGENT",
+                        "parts": [{ "text": "hello" }] });
+    if let Some(t) = task {
+        m["taskId"] = json!(t);
+    }
+    json!({ "message": m })
+}
+
+/// Tasks as `list` returns them, ids only.
+fn ids(page: &ListPage) -> Vec<&str> {
+    page.tasks.iter().map(|(id, _)| id.as_str()).collect()
+}
+
+fn list_all(reg: &TaskRegistry, who: &str) -> Vec<String> {
+    let page = reg.list(who, None, None, 100, None).expect("list");
+    page.tasks.into_iter().map(|(id, _)| id).collect()
+}
+
+#[test]
+fn registry_and_turn_are_shareable() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<TaskRegistry>();
+    send_sync::<Turn>();
+}
+
+/// Someone else's task or context is refused exactly like one that does not exist, for every
+/// task-addressed method and for messages.
+#[test]
+fn principals_are_isolated_without_an_existence_oracle() {
+    let reg = TaskRegistry::new(100);
+    reg.observe(
+        A,
+        2,
+        &task("t-a", "c-a", "TASK_STATE_INPUT_REQUIRED", Some(10)),
+    );
+    assert_eq!(reg.authorize_task(A, "t-a"), Ok(2));
+
+    // (method, task id): GetTask, CancelTask, SubscribeToTask and the push-config methods all
+    // go through authorize_task.
+    let methods = [
+        "GetTask",
+        "CancelTask",
+        "SubscribeToTask",
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    ];
+    for method in methods {
+        for id in ["t-a", "absent"] {
+            assert_eq!(
+                reg.authorize_task(B, id),
+                Err(Denial::NotFound),
+                "{method} {id}"
+            );
+        }
+    }
+
+    // Messages: (task id, context id, workspace) → NotFound for B, whether A's or absent.
+    let rows: [(Option<&str>, Option<&str>, Option<&str>); 8] = [
+        (Some("t-a"), None, None),
+        (Some("t-a"), Some("c-a"), None),
+        (Some("t-a"), Some("c-a"), Some("/w")),
+        (None, Some("c-a"), None),
+        (None, Some("c-a"), Some("/w")),
+        (Some("absent"), None, None),
+        (Some("absent"), Some("c-a"), None),
+        (Some("absent"), Some("c-b"), None),
+    ];
+    for (t, c, w) in rows {
+        let got = reg.begin_turn(B, t, c, w).map(|_| ());
+        assert_eq!(got, Err(Denial::NotFound), "B {t:?} {c:?} {w:?}");
+    }
+    // B's own, unknown context works and becomes B's.
+    assert!(reg.begin_turn(B, None, Some("c-b2"), None).is_ok());
+    assert_eq!(
+        reg.begin_turn(A, None, Some("c-b2"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+
+    // Listing: B sees nothing of A's, with or without A's context as a filter.
+    for ctx in [None, Some("c-a")] {
+        let page = reg.list(B, ctx, None, 50, None).expect("list");
+        assert!(page.tasks.is_empty(), "{ctx:?}");
+        assert_eq!(page.total_size, 0);
+    }
+    assert_eq!(list_all(&reg, A), vec!["t-a"]);
+    reg.check_invariants();
+}
+
+#[test]
+fn an_unknown_client_context_is_reserved_for_its_first_user() {
+    let reg = TaskRegistry::new(100);
+    let turn = reg
+        .begin_turn(A, None, Some("chosen"), None)
+        .expect("reserve");
+    assert_eq!(turn.upstream(), None);
+    assert_eq!(turn.context_id(), Some("chosen"));
+    // While running and after: B cannot share it, and gets NotFound, not Busy.
+    assert_eq!(
+        reg.begin_turn(B, None, Some("chosen"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    turn.finish();
+    assert_eq!(
+        reg.begin_turn(B, None, Some("chosen"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    assert!(reg.begin_turn(A, None, Some("chosen"), None).is_ok());
+    // Answers from an agent cannot hand it to B either.
+    reg.observe(B, 1, &task("t-b", "chosen", "TASK_STATE_WORKING", None));
+    assert_eq!(reg.authorize_task(B, "t-b"), Err(Denial::NotFound));
+    assert_eq!(reg.stats().foreign_ignored, 1);
+    reg.check_invariants();
+}
+
+#[test]
+fn workspace_binds_at_first_use_and_none_is_a_value() {
+    // (first workspace, second workspace, second outcome)
+    let rows: [Row; 6] = [
+        (Some("/w/a"), Some("/w/a"), Ok(())),
+        (Some("/w/a"), Some("/w/b"), Err(Denial::WorkspaceMismatch)),
+        (Some("/w/a"), None, Err(Denial::WorkspaceMismatch)),
+        (None, Some("/w/a"), Err(Denial::WorkspaceMismatch)),
+        (None, None, Ok(())),
+        (Some("/w/a"), Some("/w/a/"), Err(Denial::WorkspaceMismatch)), // normalized by the gate
+    ];
+    for (first, second, want) in rows {
+        let reg = TaskRegistry::new(10);
+        reg.begin_turn(A, None, Some("c"), first)
+            .expect("first")
+            .finish();
+        let got = reg.begin_turn(A, None, Some("c"), second).map(|_| ());
+        assert_eq!(got, want, "{first:?} then {second:?}");
+        // A refused turn changes nothing: the first binding still holds.
+        assert!(reg.begin_turn(A, None, Some("c"), first).is_ok());
+        reg.check_invariants();
+    }
+
+    // A context learned from an answer binds at its first turn through the proxy.
+    let reg = TaskRegistry::new(10);
+    reg.observe(
+        A,
+        0,
+        &task("t", "learned", "TASK_STATE_INPUT_REQUIRED", None),
+    );
+    reg.begin_turn(A, None, Some("learned"), Some("/x"))
+        .expect("binds")
+        .finish();
+    assert_eq!(
+        reg.begin_turn(A, None, Some("learned"), Some("/y"))
+            .map(|_| ()),
+        Err(Denial::WorkspaceMismatch)
+    );
+    // A follow-up naming only the task is checked against the task's context.
+    assert_eq!(
+        reg.begin_turn(A, Some("t"), None, Some("/y")).map(|_| ()),
+        Err(Denial::WorkspaceMismatch)
+    );
+    assert!(reg.begin_turn(A, Some("t"), None, Some("/x")).is_ok());
+}
+
+#[test]
+fn a_running_turn_makes_its_context_busy_except_for_its_own_task() {
+    let reg = TaskRegistry::new(100);
+    reg.observe(
+        A,
+        1,
+        &task("old", "c1", "TASK_STATE_INPUT_REQUIRED", Some(1)),
+    );
+    let mut first = reg.begin_turn(A, None, Some("c1"), None).expect("first");
+    assert_eq!(first.upstream(), Some(1));
+    // Before the agent names the turn's task, nothing else may run on c1.
+    assert_eq!(
+        reg.begin_turn(A, Some("old"), Some("c1"), None).map(|_| ()),
+        Err(Denial::ContextBusy)
+    );
+    first.observe(1, &task("run", "c1", "TASK_STATE_SUBMITTED", Some(2)));
+
+    // (task id, context id, outcome) while `run` is running on c1.
+    let rows: [Row; 6] = [
+        (None, Some("c1"), Err(Denial::ContextBusy)),
+        (Some("old"), Some("c1"), Err(Denial::ContextBusy)),
+        (Some("old"), None, Err(Denial::ContextBusy)),
+        (Some("run"), Some("c1"), Ok(())),
+        (Some("run"), None, Ok(())),
+        (None, Some("c2"), Ok(())), // other contexts run concurrently
+    ];
+    for (t, c, want) in rows {
+        let got = reg.begin_turn(A, t, c, None).map(|turn| {
+            if t == Some("run") {
+                assert_eq!(turn.upstream(), Some(1), "routed to the task's agent");
+            }
+        });
+        assert_eq!(got, want, "{t:?} {c:?}");
+    }
+
+    // A follow-up on the running task keeps the context busy after the first turn ends.
+    let follow = reg
+        .begin_turn(A, Some("run"), None, None)
+        .expect("follow-up");
+    drop(first);
+    assert_eq!(
+        reg.begin_turn(A, None, Some("c1"), None).map(|_| ()),
+        Err(Denial::ContextBusy)
+    );
+    drop(follow);
+    assert!(reg.begin_turn(A, None, Some("c1"), None).is_ok());
+    assert_eq!(reg.stats().running_contexts, 0);
+    reg.check_invariants();
+}
+
+#[test]
+fn the_task_and_the_message_context_must_agree() {
+    let reg = TaskRegistry::new(10);
+    reg.observe(A, 0, &task("t1", "c1", "TASK_STATE_INPUT_REQUIRED", None));
+    reg.observe(A, 0, &task("t2", "c2", "TASK_STATE_INPUT_REQUIRED", None));
+    for ctx in ["c2", "unknown"] {
+        assert_eq!(
+            reg.begin_turn(A, Some("t1"), Some(ctx), None).map(|_| ()),
+            Err(Denial::ContextMismatch),
+            "{ctx}"
+        );
+    }
+    // B learns nothing: NotFound comes first.
+    assert_eq!(
+        reg.begin_turn(B, Some("t1"), Some("c2"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    // Empty strings are proto3 defaults: absent.
+    assert!(reg.begin_turn(A, Some("t1"), Some(""), None).is_ok());
+    assert!(reg.begin_turn(A, Some(""), Some("c2"), None).is_ok());
+}
+
+#[test]
+fn dropping_or_finishing_a_turn_releases_the_context() {
+    let reg = TaskRegistry::new(10);
+    for end in ["drop", "finish", "drop after observe"] {
+        let mut turn = reg.begin_turn(A, None, Some("c"), None).expect(end);
+        assert_eq!(reg.stats().running_contexts, 1, "{end}");
+        match end {
+            "drop" => drop(turn),
+            "finish" => turn.finish(),
+            _ => {
+                turn.observe(0, &task("t", "c", "TASK_STATE_WORKING", None));
+                drop(turn);
+            }
+        }
+        assert_eq!(reg.stats().running_contexts, 0, "{end}");
+        reg.check_invariants();
+    }
+    // A turn that never learned its context leaves no pending count behind.
+    drop(reg.begin_turn(A, None, None, None).expect("pending"));
+    assert_eq!(reg.stats().pending_turns, 0);
+}
+
+#[test]
+fn a_context_the_agent_creates_belongs_to_the_turn() {
+    let reg = TaskRegistry::new(10);
+    let mut turn = reg.begin_turn(A, None, None, Some("/w")).expect("new");
+    assert_eq!(turn.upstream(), None);
+    assert_eq!(reg.stats().pending_turns, 1);
+    assert_eq!(turn.bind_upstream(3), 3);
+    turn.observe(3, &task("t", "agent-ctx", "TASK_STATE_SUBMITTED", None));
+    turn.observe(
+        3,
+        &status_update("t", "agent-ctx", "TASK_STATE_WORKING", Some(5)),
+    );
+    assert_eq!(turn.context_id(), Some("agent-ctx"));
+    assert_eq!(reg.stats().pending_turns, 0);
+    assert_eq!(reg.stats().running_contexts, 1);
+
+    // Busy, with the task's own follow-up allowed; other callers get NotFound.
+    assert_eq!(
+        reg.begin_turn(A, None, Some("agent-ctx"), Some("/w"))
+            .map(|_| ()),
+        Err(Denial::ContextBusy)
+    );
+    let follow = reg
+        .begin_turn(A, Some("t"), Some("agent-ctx"), Some("/w"))
+        .expect("own task");
+    assert_eq!(follow.upstream(), Some(3));
+    drop(follow);
+    assert_eq!(
+        reg.begin_turn(B, None, Some("agent-ctx"), Some("/w"))
+            .map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    drop(turn);
+    // Bound to the turn's workspace and agent.
+    assert_eq!(
+        reg.begin_turn(A, None, Some("agent-ctx"), Some("/other"))
+            .map(|_| ()),
+        Err(Denial::WorkspaceMismatch)
+    );
+    let next = reg
+        .begin_turn(A, None, Some("agent-ctx"), Some("/w"))
+        .expect("free again");
+    assert_eq!(next.upstream(), Some(3));
+    assert_eq!(reg.authorize_task(A, "t"), Ok(3));
+    reg.check_invariants();
+}
+
+#[test]
+fn a_reserved_context_keeps_its_first_agent() {
+    let reg = TaskRegistry::new(10);
+    let mut turn = reg.begin_turn(A, None, Some("c"), None).expect("reserve");
+    assert_eq!(turn.bind_upstream(4), 4);
+    assert_eq!(turn.bind_upstream(5), 4, "an existing binding wins");
+    drop(turn);
+    // Even an answer from another agent does not move it.
+    reg.observe(A, 6, &message("c", None));
+    let turn = reg.begin_turn(A, None, Some("c"), None).expect("again");
+    assert_eq!(turn.upstream(), Some(4));
+}
+
+/// Each result shape: what it teaches (task recorded?, context recorded?).
+#[test]
+fn observe_reads_every_result_shape() {
+    let envelope = json!({"jsonrpc": "2.0", "id": 1,
+        "result": task("t", "c", "TASK_STATE_WORKING", Some(7))});
+    let list = json!({"tasks": [bare_task("t", "c", "TASK_STATE_WORKING", Some(7))],
+        "nextPageToken": "", "pageSize": 50, "totalSize": 1});
+    let error = json!({"jsonrpc": "2.0", "id": 1,
+        "error": {"code": -32001, "message": "Task not found"}});
+    let bare_message = json!({"messageId": "m", "contextId": "c", "role": "ROLE_AGENT",
+        "parts": [{"text": "x"}]});
+    let long = "x".repeat(300);
+    // (name, result, task known, context known, state, timestamp)
+    let rows: Vec<(&str, Value, bool, bool, &str, u64)> = vec![
+        (
+            "bare Task",
+            bare_task("t", "c", "TASK_STATE_COMPLETED", Some(9)),
+            true,
+            true,
+            "TASK_STATE_COMPLETED",
+            9,
+        ),
+        (
+            "{task}",
+            task("t", "c", "TASK_STATE_SUBMITTED", None),
+            true,
+            true,
+            "TASK_STATE_SUBMITTED",
+            0,
+        ),
+        ("{message}", message("c", None), false, true, "", 0),
+        (
+            "{message} naming a task",
+            message("c", Some("t")),
+            false,
+            true,
+            "",
+            0,
+        ),
+        ("bare Message", bare_message, false, true, "", 0),
+        (
+            "statusUpdate",
+            status_update("t", "c", "TASK_STATE_WORKING", Some(8)),
+            true,
+            true,
+            "TASK_STATE_WORKING",
+            8,
+        ),
+        (
+            "artifactUpdate",
+            artifact_update("t", "c"),
+            true,
+            true,
+            "",
+            0,
+        ),
+        (
+            "JSON-RPC envelope",
+            envelope,
+            true,
+            true,
+            "TASK_STATE_WORKING",
+            7,
+        ),
+        ("ListTasks result", list, false, false, "", 0),
+        ("error", error, false, false, "", 0),
+        (
+            "no context",
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}),
+            false,
+            false,
+            "",
+            0,
+        ),
+        (
+            "empty ids",
+            task("", "", "TASK_STATE_WORKING", None),
+            false,
+            false,
+            "",
+            0,
+        ),
+        (
+            "overlong id",
+            task(&long, "c", "TASK_STATE_WORKING", None),
+            false,
+            false,
+            "",
+            0,
+        ),
+        ("not an object", json!(["t", "c"]), false, false, "", 0),
+        (
+            "bad timestamp",
+            json!({"task": {"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_WORKING", "timestamp": "yesterday"}}}),
+            true,
+            true,
+            "TASK_STATE_WORKING",
+            0,
+        ),
+    ];
+    for (name, result, task_known, context_known, state, ts) in rows {
+        let reg = TaskRegistry::new(10);
+        reg.observe(A, 7, &result);
+        let got = reg.authorize_task(A, "t");
+        assert_eq!(got.is_ok(), task_known, "{name}: task");
+        if task_known {
+            assert_eq!(got, Ok(7), "{name}: upstream");
+            let page = reg.list(A, None, Some(state).filter(|s| !s.is_empty()), 10, None);
+            assert_eq!(ids(&page.expect("list")), vec!["t"], "{name}: state");
+            let st = reg.shared.lock();
+            assert_eq!(st.tasks["t"].ts, ts, "{name}: timestamp");
+            assert_eq!(&*st.tasks["t"].state, state, "{name}: state");
+        }
+        let st = reg.shared.lock();
+        assert_eq!(
+            st.contexts.contains_key("c"),
+            context_known,
+            "{name}: context"
+        );
+        if context_known {
+            assert_eq!(&*st.contexts["c"].owner, A, "{name}: owner");
+            assert_eq!(
+                st.contexts["c"].upstream,
+                Some(7),
+                "{name}: context upstream"
+            );
+        }
+        drop(st);
+        reg.check_invariants();
+    }
+}
+
+#[test]
+fn observe_never_reassigns_and_keeps_the_last_timestamp() {
+    let reg = TaskRegistry::new(10);
+    reg.observe(A, 0, &task("t1", "c1", "TASK_STATE_WORKING", Some(100)));
+    // (who, upstream, result): each must be ignored.
+    let foreign = [
+        (
+            B,
+            1,
+            status_update("t1", "c1", "TASK_STATE_CANCELED", Some(900)),
+        ),
+        (B, 1, task("t1", "c1", "TASK_STATE_CANCELED", Some(900))),
+        (B, 1, artifact_update("t1", "c1")),
+        (B, 1, task("t-new", "c1", "TASK_STATE_WORKING", Some(900))), // A's context
+        (B, 1, task("t1", "c-b", "TASK_STATE_WORKING", Some(900))),   // A's task elsewhere
+        (A, 1, task("t1", "c-other", "TASK_STATE_WORKING", Some(900))), // task moved context
+        (B, 1, message("c1", None)),
+    ];
+    for (n, (who, up, result)) in foreign.iter().enumerate() {
+        reg.observe(who, *up, result);
+        assert_eq!(reg.stats().foreign_ignored, n as u64 + 1, "row {n}");
+    }
+    assert_eq!(reg.authorize_task(A, "t1"), Ok(0));
+    assert_eq!(reg.authorize_task(B, "t1"), Err(Denial::NotFound));
+    assert_eq!(reg.authorize_task(B, "t-new"), Err(Denial::NotFound));
+    assert_eq!(reg.authorize_task(A, "t-new"), Err(Denial::NotFound));
+    let st = reg.shared.lock();
+    assert_eq!(
+        (&*st.tasks["t1"].state, st.tasks["t1"].ts),
+        ("TASK_STATE_WORKING", 100)
+    );
+    assert!(
+        !st.contexts.contains_key("c-b"),
+        "nothing recorded from a foreign answer"
+    );
+    drop(st);
+
+    // The owner's own updates apply; a status without timestamp keeps the last one.
+    reg.observe(
+        A,
+        5,
+        &status_update("t1", "c1", "TASK_STATE_INPUT_REQUIRED", None),
+    );
+    let st = reg.shared.lock();
+    assert_eq!(
+        (
+            &*st.tasks["t1"].state,
+            st.tasks["t1"].ts,
+            st.tasks["t1"].upstream
+        ),
+        ("TASK_STATE_INPUT_REQUIRED", 100, 0)
+    );
+    drop(st);
+    reg.check_invariants();
+}
+
+#[test]
+fn list_orders_newest_first_and_filters() {
+    let reg = TaskRegistry::new(100);
+    // (id, context, state, timestamp)
+    let rows = [
+        ("a", "c1", "TASK_STATE_COMPLETED", 10),
+        ("b", "c1", "TASK_STATE_WORKING", 30),
+        ("c", "c2", "TASK_STATE_WORKING", 20),
+        ("d", "c2", "TASK_STATE_FAILED", 30),
+        ("e", "c1", "TASK_STATE_WORKING", 0),
+    ];
+    for (id, ctx, state, ts) in rows {
+        reg.observe(A, 0, &task(id, ctx, state, Some(ts).filter(|t| *t > 0)));
+    }
+    reg.observe(B, 1, &task("z", "cb", "TASK_STATE_WORKING", Some(99)));
+
+    // (context, status, expected ids)
+    let cases: [(Option<&str>, Option<&str>, &[&str]); 9] = [
+        (None, None, &["d", "b", "c", "a", "e"]),
+        (Some(""), Some(""), &["d", "b", "c", "a", "e"]),
+        (
+            None,
+            Some("TASK_STATE_UNSPECIFIED"),
+            &["d", "b", "c", "a", "e"],
+        ),
+        (Some("c1"), None, &["b", "a", "e"]),
+        (Some("c2"), None, &["d", "c"]),
+        (None, Some("TASK_STATE_WORKING"), &["b", "c", "e"]),
+        (Some("c1"), Some("TASK_STATE_WORKING"), &["b", "e"]),
+        (Some("cb"), None, &[]),
+        (Some("nowhere"), Some("TASK_STATE_WORKING"), &[]),
+    ];
+    for (ctx, status, want) in cases {
+        let page = reg.list(A, ctx, status, 50, None).expect("list");
+        assert_eq!(ids(&page), want, "{ctx:?} {status:?}");
+        assert_eq!(page.total_size, want.len(), "{ctx:?} {status:?}");
+        assert_eq!(page.next_page_token, "");
+    }
+    // A status change moves a task in the order.
+    reg.observe(
+        A,
+        0,
+        &status_update("a", "c1", "TASK_STATE_WORKING", Some(40)),
+    );
+    assert_eq!(list_all(&reg, A), vec!["a", "d", "b", "c", "e"]);
+    // Each entry carries its agent.
+    assert_eq!(
+        reg.list(B, None, None, 5, None).expect("b").tasks,
+        vec![("z".to_owned(), 1)]
+    );
+    reg.check_invariants();
+}
+
+#[test]
+fn paging_through_250_tasks_has_no_gaps_or_duplicates() {
+    let reg = TaskRegistry::new(1000);
+    for i in 0..250u64 {
+        // Ties on the timestamp (three per value) exercise the id order.
+        let ctx = format!("c{}", i % 4);
+        reg.observe(
+            A,
+            (i % 3) as usize,
+            &task(
+                &format!("t{i:03}"),
+                &ctx,
+                "TASK_STATE_WORKING",
+                Some(1 + i / 3),
+            ),
+        );
+        reg.observe(
+            B,
+            0,
+            &task(&format!("b{i:03}"), "cb", "TASK_STATE_WORKING", Some(1 + i)),
+        );
+    }
+    let full: Vec<String> = {
+        let st = reg.shared.lock();
+        let mut v: Vec<(u64, String)> = st
+            .tasks
+            .iter()
+            .filter(|(_, t)| &*t.owner == A)
+            .map(|(id, t)| (t.ts, id.to_string()))
+            .collect();
+        v.sort();
+        v.reverse();
+        v.into_iter().map(|(_, id)| id).collect()
+    };
+    assert_eq!(full.len(), 250);
+
+    for (ctx, expected) in [(None, 250usize), (Some("c1"), 63)] {
+        for size in [1usize, 7, 100] {
+            let mut seen = Vec::new();
+            let mut token: Option<String> = None;
+            let mut pages = 0;
+            loop {
+                let page = reg
+                    .list(A, ctx, None, size, token.as_deref())
+                    .expect("page");
+                assert_eq!(page.total_size, expected);
+                assert!(page.tasks.len() <= size);
+                seen.extend(page.tasks.into_iter().map(|(id, _)| id));
+                pages += 1;
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                token = Some(page.next_page_token);
+                assert!(pages <= 250, "paging does not end");
+            }
+            let want: Vec<String> = full
+                .iter()
+                .filter(|id| {
+                    ctx.is_none() || {
+                        let n: u64 = id[1..].parse().expect("n");
+                        n % 4 == 1
+                    }
+                })
+                .cloned()
+                .collect();
+            assert_eq!(seen, want, "ctx {ctx:?} size {size}");
+            let unique: HashSet<&String> = seen.iter().collect();
+            assert_eq!(unique.len(), seen.len());
+            assert_eq!(pages, expected.div_ceil(size), "ctx {ctx:?} size {size}");
+        }
+    }
+}
+
+#[test]
+fn page_tokens_are_bound_and_tamper_proof() {
+    let reg = TaskRegistry::new(100);
+    for i in 0..10u64 {
+        reg.observe(
+            A,
+            0,
+            &task(&format!("t{i}"), "c", "TASK_STATE_WORKING", Some(i + 1)),
+        );
+    }
+    let first = reg.list(A, None, None, 3, None).expect("first");
+    let token = first.next_page_token.clone();
+    assert!(!token.is_empty());
+    assert!(token
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+    assert!(!token.contains("t6"), "opaque");
+    assert_eq!(
+        ids(&reg.list(A, None, None, 3, Some(&token)).expect("own")),
+        vec!["t6", "t5", "t4"]
+    );
+
+    let mut bad: Vec<(String, String)> = Vec::new();
+    for i in 0..token.len() {
+        let mut b = token.clone().into_bytes();
+        b[i] = if b[i] == b'A' { b'B' } else { b'A' };
+        bad.push((format!("flip {i}"), String::from_utf8(b).expect("ascii")));
+    }
+    for cut in [1, 2, 10, 43, token.len() - 1] {
+        bad.push((format!("truncated to {cut}"), token[..cut].to_owned()));
+    }
+    bad.push(("extended".into(), format!("{token}AA")));
+    bad.push(("padded".into(), format!("{token}=")));
+    bad.push((
+        "standard base64".into(),
+        token.replace('-', "+").replace('_', "/") + "+",
+    ));
+    bad.push(("garbage".into(), "not a token!".into()));
+    bad.push(("huge".into(), "A".repeat(10_000)));
+    let other = TaskRegistry::new(100);
+    other.observe(A, 0, &task("t1", "c", "TASK_STATE_WORKING", Some(1)));
+    other.observe(A, 0, &task("t2", "c", "TASK_STATE_WORKING", Some(2)));
+    let foreign_key = other
+        .list(A, None, None, 1, None)
+        .expect("other")
+        .next_page_token;
+    bad.push(("another registry's".into(), foreign_key));
+    for (name, t) in &bad {
+        assert_eq!(
+            reg.list(A, None, None, 3, Some(t)),
+            Err(Denial::InvalidToken),
+            "{name}"
+        );
+    }
+    // Another principal, or another query, cannot use it.
+    let misuse: [(&str, Option<&str>, Option<&str>); 4] = [
+        (B, None, None),
+        (A, Some("c"), None),
+        (A, None, Some("TASK_STATE_WORKING")),
+        (A, Some("other"), None),
+    ];
+    for (who, ctx, status) in misuse {
+        assert_eq!(
+            reg.list(who, ctx, status, 3, Some(&token)),
+            Err(Denial::InvalidToken),
+            "{who} {ctx:?} {status:?}"
+        );
+    }
+    // The empty token is the first page.
+    assert_eq!(reg.list(A, None, None, 3, Some("")).expect("empty"), first);
+}
+
+#[test]
+fn eviction_respects_the_bound_and_spares_running_turns() {
+    let reg = TaskRegistry::new(10);
+    // A turn running on c0 with its task t0 is pinned.
+    let mut turn = reg.begin_turn(A, None, Some("c0"), None).expect("c0");
+    turn.observe(0, &task("t0", "c0", "TASK_STATE_WORKING", Some(1)));
+    for i in 1..40u64 {
+        let state = if i % 2 == 0 {
+            "TASK_STATE_WORKING"
+        } else {
+            "TASK_STATE_COMPLETED"
+        };
+        reg.observe(
+            A,
+            0,
+            &task(&format!("t{i}"), &format!("c{i}"), state, Some(i + 1)),
+        );
+        reg.check_invariants();
+        let s = reg.stats();
+        assert!(s.tasks <= 10 && s.contexts <= 10, "{s:?}");
+    }
+    assert_eq!(reg.authorize_task(A, "t0"), Ok(0), "pinned task kept");
+    assert_eq!(
+        reg.begin_turn(A, None, Some("c0"), None).map(|_| ()),
+        Err(Denial::ContextBusy),
+        "pinned context kept, still busy"
+    );
+    // The most recent ones stay; finished ones went before working ones.
+    assert!(reg.authorize_task(A, "t39").is_ok());
+    let kept = list_all(&reg, A);
+    assert_eq!(kept.len(), 10);
+    let working = kept
+        .iter()
+        .filter(|id| id.as_str() == "t0" || id[1..].parse::<u64>().expect("n") % 2 == 0)
+        .count();
+    assert!(working >= 9, "working tasks are evicted last: {kept:?}");
+    let s = reg.stats();
+    assert_eq!(s.evicted_tasks, 30);
+    assert_eq!(s.evicted_contexts, 30);
+    drop(turn);
+    reg.check_invariants();
+}
+
+#[test]
+fn a_registry_full_of_running_turns_refuses_new_ones() {
+    let reg = TaskRegistry::new(2);
+    let t1 = reg.begin_turn(A, None, Some("c1"), None).expect("c1");
+    let mut t2 = reg.begin_turn(A, None, None, None).expect("pending");
+    // (task, context): every turn that would add one more in flight is refused.
+    let rows: [(Option<&str>, Option<&str>); 3] =
+        [(None, None), (None, Some("c3")), (None, Some("c4"))];
+    for (t, c) in rows {
+        assert_eq!(
+            reg.begin_turn(B, t, c, None).map(|_| ()),
+            Err(Denial::Full),
+            "{c:?}"
+        );
+    }
+    // The pending turn still finds room for the context the agent creates.
+    t2.observe(0, &task("x", "agent-ctx", "TASK_STATE_WORKING", None));
+    assert_eq!(t2.context_id(), Some("agent-ctx"));
+    // A follow-up on a running task adds nothing and passes.
+    let follow = reg.begin_turn(A, Some("x"), None, None).expect("follow-up");
+    // Full does not tell someone else's context from an unknown one; the owner's new turn
+    // on a free context needs room too.
+    for (who, c) in [(B, "c1"), (B, "agent-ctx"), (B, "unknown"), (A, "c1")] {
+        assert_eq!(
+            reg.begin_turn(who, None, Some(c), None).map(|_| ()),
+            Err(Denial::Full),
+            "{who} {c}"
+        );
+    }
+    // Task ids are checked first, and alike.
+    for t in ["x", "absent"] {
+        assert_eq!(
+            reg.begin_turn(B, Some(t), None, None).map(|_| ()),
+            Err(Denial::NotFound),
+            "{t}"
+        );
+    }
+    // An answer needing a third context while both are pinned is not recorded.
+    reg.observe(B, 0, &task("y", "c-b", "TASK_STATE_WORKING", None));
+    assert_eq!(reg.authorize_task(B, "y"), Err(Denial::NotFound));
+    drop((t1, t2, follow));
+    assert!(reg.begin_turn(B, None, Some("c3"), None).is_ok());
+    assert!(reg.stats().refused_full >= 4);
+    reg.check_invariants();
+}
+
+#[test]
+fn denials_render_as_a2a_errors() {
+    let rows = [
+        (Denial::NotFound, -32001, "TASK_NOT_FOUND"),
+        (
+            Denial::WorkspaceMismatch,
+            -32602,
+            "context.workspace_mismatch",
+        ),
+        (Denial::ContextBusy, -32602, "context.busy"),
+        (Denial::ContextMismatch, -32602, "context.task_mismatch"),
+        (Denial::InvalidToken, -32602, "list.page_token"),
+        (Denial::Full, -32603, "registry.full"),
+    ];
+    for (d, code, reason) in rows {
+        let e = d.rpc_error();
+        assert_eq!((e.code, e.reason), (code, reason), "{d:?}");
+    }
+    assert_eq!(
+        Denial::ContextBusy.rpc_error().message,
+        "Task is already working."
+    );
+}
+
+#[test]
+fn a_turn_learns_its_task_from_its_own_answers_only() {
+    let reg = TaskRegistry::new(10);
+    reg.observe(
+        A,
+        0,
+        &task("old", "c", "TASK_STATE_INPUT_REQUIRED", Some(1)),
+    );
+    reg.observe(
+        A,
+        0,
+        &task("elsewhere", "c2", "TASK_STATE_INPUT_REQUIRED", Some(1)),
+    );
+    let mut turn = reg.begin_turn(A, None, Some("c"), None).expect("turn");
+    // Another context's task in this turn's answers teaches nothing about this context.
+    turn.observe(
+        0,
+        &status_update("elsewhere", "c2", "TASK_STATE_WORKING", None),
+    );
+    assert_eq!(
+        reg.begin_turn(A, Some("old"), None, None).map(|_| ()),
+        Err(Denial::ContextBusy)
+    );
+    // The agent continues the known task in this turn: its follow-ups pass.
+    turn.observe(0, &status_update("old", "c", "TASK_STATE_WORKING", Some(2)));
+    assert!(reg.begin_turn(A, Some("old"), None, None).is_ok());
+    assert_eq!(
+        reg.begin_turn(A, Some("elsewhere"), Some("c2"), None)
+            .map(|_| ()),
+        Ok(())
+    );
+    drop(turn);
+    reg.check_invariants();
+}
+
+#[test]
+fn concurrent_turns_on_one_context_admit_exactly_one() {
+    let reg = TaskRegistry::new(100);
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (reg, barrier) = (reg.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let who = if i % 2 == 0 { A } else { B };
+                barrier.wait();
+                let got = reg.begin_turn(who, None, Some("shared"), None);
+                // Hold the turn until every thread has tried.
+                barrier.wait();
+                got.map(|_| ())
+            })
+        })
+        .collect();
+    let results: Vec<Result<(), Denial>> = handles
+        .into_iter()
+        .map(|h| h.join().expect("thread"))
+        .collect();
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(results
+        .iter()
+        .all(|r| matches!(r, Ok(()) | Err(Denial::ContextBusy) | Err(Denial::NotFound))));
+    assert_eq!(reg.stats().running_contexts, 0);
+    reg.check_invariants();
+}
