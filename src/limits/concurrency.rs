@@ -216,7 +216,11 @@ mod tests {
                 .collect();
             assert_eq!(limits.acquire("alice", streaming).unwrap_err(), reason);
             // The other kind is still available while this one is full.
-            let other_max = if streaming { max_in_flight } else { max_streams };
+            let other_max = if streaming {
+                max_in_flight
+            } else {
+                max_streams
+            };
             let other: Vec<_> = (0..other_max)
                 .map(|_| limits.acquire("alice", !streaming).unwrap())
                 .collect();
@@ -289,22 +293,32 @@ mod tests {
             std::future::pending::<()>().await;
         });
         started_rx.await.unwrap();
-        assert_eq!(limits.acquire("alice", true).unwrap_err(), "concurrency.streams");
+        assert_eq!(
+            limits.acquire("alice", true).unwrap_err(),
+            "concurrency.streams"
+        );
         stream.abort();
         assert!(stream.await.unwrap_err().is_cancelled());
         assert_eq!(limits.streams("alice"), 0);
 
-        // Unary requests finishing on other tasks.
+        // Unary requests finishing on other tasks, once told to.
+        let (release, released) = tokio::sync::watch::channel(false);
         let tasks: Vec<_> = (0..4)
             .map(|_| {
                 let guard = limits.acquire("alice", false).unwrap();
+                let mut released = released.clone();
                 tokio::spawn(async move {
-                    tokio::task::yield_now().await;
+                    let _ = released.wait_for(|r| *r).await;
                     drop(guard);
                 })
             })
             .collect();
-        assert_eq!(limits.acquire("alice", false).unwrap_err(), "concurrency.in_flight");
+        assert_eq!(
+            limits.acquire("alice", false).unwrap_err(),
+            "concurrency.in_flight"
+        );
+        assert_eq!(limits.in_flight("alice"), 4);
+        release.send_replace(true);
         for t in tasks {
             t.await.unwrap();
         }

@@ -6,11 +6,11 @@
 //!
 //! Memory is bounded without a janitor task: every [`SWEEP_EVERY`] checks a keyed limiter looks
 //! at its size and, when it holds more than its threshold (at least [`SWEEP_MIN_KEYS`]), drops
-//! the keys whose state is indistinguishable from a fresh one (`retain_recent`: not used within
-//! one emission interval, i.e. whose budget has fully refilled). The threshold then becomes
-//! twice what is left, so a large honest population is not swept on every round. A limiter thus
-//! holds at most about twice the keys that were active within one refill window
-//! (`burst / per_second`), plus [`SWEEP_EVERY`]. Client addresses are keyed per IPv4 address and
+//! the keys whose state is indistinguishable from a fresh one (`retain_recent`: their budget has
+//! been fully refilled for an emission interval). The threshold then becomes twice what is left,
+//! so a large honest population is not swept on every round. A limiter thus holds at most about
+//! twice the keys that were active within one refill window (`burst / per_second`), plus
+//! [`SWEEP_EVERY`]. Client addresses are keyed per IPv4 address and
 //! per IPv6 /64 (one end site), so a host cannot mint fresh keys by rotating addresses inside
 //! its own prefix; principals are keyed by name, and only authenticated names reach them.
 
