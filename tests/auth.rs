@@ -19,7 +19,7 @@ use rcgen::{
 };
 use serde_json::{json, Value};
 
-const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
+const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}"#;
 
 /// An ES256 signing key and its public JWK.
 struct JwtKey {

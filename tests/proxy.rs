@@ -178,7 +178,8 @@ async fn body_over_the_cap_is_refused_before_the_agent() {
         assert_eq!(v["error"]["data"][0]["reason"], "body.too_large");
         // Exactly at the cap is fine.
         let small =
-            json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("small")})
+                .to_string();
         let (status, _, _) = c.request("POST", "/", &rpc_headers(), small).await;
         assert_eq!(status, StatusCode::OK);
     }
@@ -235,7 +236,7 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
     })
     .await;
     let mut c = proxy.client(Proto::H1).await;
-    let raw = "{ \"params\" : {\"id\":\"t-1\"}, \"method\":\"GetTask\",\n \"id\": 42, \"jsonrpc\":\"2.0\" }";
+    let raw = "{ \"params\" : {\"message\": {\"role\":\"ROLE_USER\", \"messageId\":\"m-1\", \"parts\":[{\"text\":\"hi\"}]}}, \"method\":\"SendMessage\",\n \"id\": 42, \"jsonrpc\":\"2.0\" }";
     let mut h = rpc_headers();
     h.extend([
         ("cookie", "session=caller"),
@@ -270,7 +271,12 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
     // The principal header is the proxy's, never the caller's forged one.
     assert_eq!(r.headers["x-a2a-edge-principal"], "tester");
     assert_eq!(r.headers.get_all("x-a2a-edge-principal").iter().count(), 1);
-    for gone in ["cookie", "x-forwarded-for", "x-custom"] {
+    // Forwarding headers say what the proxy knows, never what the caller claimed.
+    assert_eq!(r.headers["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(r.headers["x-forwarded-proto"], "https");
+    assert_eq!(r.headers["forwarded"], "for=127.0.0.1;proto=https");
+    assert!(r.headers["x-request-id"].len() >= 32);
+    for gone in ["cookie", "x-custom"] {
         assert!(r.headers.get(gone).is_none(), "{gone} reached the agent");
     }
     let forwarded = std::str::from_utf8(&r.body).unwrap();
@@ -281,7 +287,7 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
     let fv: Value = serde_json::from_str(forwarded).unwrap();
     assert_eq!(
         fv,
-        json!({"jsonrpc": "2.0", "id": 42, "method": "GetTask", "params": {"id": "t-1"}})
+        json!({"jsonrpc": "2.0", "id": 42, "method": "SendMessage", "params": {"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "hi", "mediaType": "text/plain"}]}}})
     );
 }
 
@@ -305,7 +311,7 @@ async fn upstream_down_or_silent_gives_a_clear_error_not_a_hang() {
     ] {
         for proto in PROTOS {
             let mut c = proxy.client(proto).await;
-            let v = c.rpc("GetTask", json!({"id": "t"})).await;
+            let v = c.rpc("SendMessage", message("are you there?")).await;
             assert_eq!(v["error"]["code"], -32603, "{v}");
             assert_eq!(v["error"]["data"][0]["reason"], reason, "{v}");
             assert!(!v.to_string().contains("127.0.0.1"), "address leaked: {v}");

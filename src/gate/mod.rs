@@ -10,7 +10,7 @@
 mod rejection;
 mod route;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,14 +30,21 @@ use crate::auth::{Authenticator, ConnCredentials, Principal};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
+use crate::limits::concurrency::ConcurrencyLimits;
+use crate::limits::network::NetworkPolicy;
+use crate::limits::rate::{Limited, RateLimits, RateLimitsConfig};
 use crate::limits::FailureThrottle;
 use crate::policy::CardSource;
 use crate::policy::Policy;
 use crate::telemetry;
+use crate::upstream::registry::{Denial, TaskRegistry};
 use crate::upstream::{self, relay_response, Upstream, UpstreamError};
 use crate::validate::push_url::check_resolved;
-use crate::validate::request::{check_params, RequestPolicy};
+use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
+
+/// The one upstream of this version (the fleet comes with several).
+const UPSTREAM: usize = 0;
 
 /// Largest agent card the edge will read from an agent.
 const MAX_CARD_BYTES: usize = 1024 * 1024;
@@ -70,11 +77,23 @@ pub struct Gate {
     requests: Arc<RequestPolicy>,
     throttle: FailureThrottle,
     principal_header: HeaderName,
+    network: NetworkPolicy,
+    /// Per client address and per principal (checked before the body is read).
+    rates: RateLimits,
+    /// Per principal and method (checked once the method is known).
+    method_rates: RateLimits,
+    concurrency: ConcurrencyLimits,
+    registry: TaskRegistry,
 }
 
 impl Gate {
     /// `public_url` is the policy's, with a port 0 already replaced by the bound port.
-    pub async fn new(policy: &Policy, public_url: &url::Url) -> Result<Gate, String> {
+    /// `registry` is shared across reloads: who owns which task outlives a policy.
+    pub async fn new(
+        policy: &Policy,
+        public_url: &url::Url,
+        registry: TaskRegistry,
+    ) -> Result<Gate, String> {
         let first = policy
             .upstreams
             .first()
@@ -106,6 +125,22 @@ impl Gate {
                 policy.auth.throttle.failures_burst,
             ),
             principal_header,
+            network: policy.network.clone(),
+            rates: RateLimits::new(RateLimitsConfig {
+                per_method: Default::default(),
+                ..policy.limits.rates.clone()
+            })?,
+            method_rates: RateLimits::new(RateLimitsConfig {
+                per_principal: None,
+                per_client_ip: None,
+                per_method: policy.limits.rates.per_method.clone(),
+                principal_overrides: Default::default(),
+            })?,
+            concurrency: ConcurrencyLimits::new(
+                policy.limits.max_in_flight_per_principal,
+                policy.limits.max_streams_per_principal,
+            ),
+            registry,
         })
     }
 
@@ -114,24 +149,30 @@ impl Gate {
         let started = Instant::now();
         let route = classify(req.method(), req.uri().path(), &self.rpc_path);
         let head = req.method() == HttpMethod::HEAD;
+        // The real client: the peer, or the rightmost untrusted hop behind a trusted proxy.
+        let client = self.network.client_address(conn.peer.ip(), req.headers());
         let mut trace = Trace::default();
-        let outcome = match route {
-            Route::Health => Ok(health()),
-            Route::Card => self.card(req.headers(), head).await,
-            Route::Jwks => self.jwks(head),
-            Route::Rpc => self.rpc(&conn, req, &mut trace).await,
-            Route::NotFound => Err(Rejection::Http {
-                status: StatusCode::NOT_FOUND,
-                message: "Not found",
-                reason: "route.not_found",
-                allow: None,
-            }),
-            Route::MethodNotAllowed(allow) => Err(Rejection::Http {
-                status: StatusCode::METHOD_NOT_ALLOWED,
-                message: "Method not allowed",
-                reason: "route.method_not_allowed",
-                allow: Some(allow),
-            }),
+        // Framing that two HTTP parsers could read differently is refused first.
+        let outcome = match check_framing(req.headers()) {
+            Err(rej) => Err(rej),
+            Ok(()) => match route {
+                Route::Health => Ok(health()),
+                Route::Card => self.card(req.headers(), head).await,
+                Route::Jwks => self.jwks(head),
+                Route::Rpc => self.rpc(&conn, client, req, &mut trace).await,
+                Route::NotFound => Err(Rejection::Http {
+                    status: StatusCode::NOT_FOUND,
+                    message: "Not found",
+                    reason: "route.not_found",
+                    allow: None,
+                }),
+                Route::MethodNotAllowed(allow) => Err(Rejection::Http {
+                    status: StatusCode::METHOD_NOT_ALLOWED,
+                    message: "Method not allowed",
+                    reason: "route.method_not_allowed",
+                    allow: Some(allow),
+                }),
+            },
         };
         let (resp, reason) = match outcome {
             Ok(r) => (r, None),
@@ -143,7 +184,8 @@ impl Gate {
         telemetry::log(
             "request",
             json!({
-                "client": conn.peer.ip().to_string(),
+                "client": client.to_string(),
+                "peer": conn.peer.ip().to_string(),
                 "route": route_name(route),
                 "method": trace.method,
                 "principal": trace.principal,
@@ -161,17 +203,32 @@ impl Gate {
     async fn rpc(
         &self,
         conn: &ConnInfo,
+        client: IpAddr,
         req: Request<Incoming>,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
-        let principal = self.authenticate(conn, &parts.headers).await?;
+        self.rates.check_client_ip(client).map_err(too_many)?;
+        let principal = self.authenticate(conn, client, &parts.headers).await?;
         trace.principal = Some(principal.name.clone());
         trace.scheme = Some(principal.scheme.as_str());
+        self.rates
+            .check_principal(&principal.name, None)
+            .map_err(too_many)?;
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
         let bytes = read_body(body, &parts.headers, self.body_limits).await?;
         let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
         trace.method = Some(rpc.method.as_str());
+        self.method_rates
+            .check_principal(&principal.name, Some(rpc.method.as_str()))
+            .map_err(too_many)?;
+        let guard = self
+            .concurrency
+            .acquire(&principal.name, rpc.method.is_streaming())
+            .map_err(|reason| Rejection::TooManyRequests {
+                reason,
+                retry_after_secs: 1,
+            })?;
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
@@ -181,11 +238,140 @@ impl Gate {
             // The extended card is for authenticated callers only (A2A spec §13.3).
             return Err(self.unauthorized("auth.extended_card_anonymous"));
         }
-        let principal_value = principal_header_value(&principal.name);
-        let rpc = self.check_params(rpc, principal).await?;
+        let name = principal.name.clone();
+        let principal_value = principal_header_value(&name);
+        let (rpc, checked) = self.check_params(rpc, principal).await?;
         let mut headers = upstream::forwarded_headers(&parts.headers, version, extensions);
         headers.insert(self.principal_header.clone(), principal_value);
-        self.forward(headers, &rpc).await
+        forwarding_headers(&mut headers, client);
+        // Whose task is it? Decided here, before any agent sees the request.
+        let deny = |d: Denial| Rejection::rpc(rpc.id.clone(), d.rpc_error());
+        let registry = self.registry.clone();
+        match rpc.method {
+            Method::SendMessage | Method::SendStreamingMessage => {
+                let message = rpc.params.get("message");
+                let field = |k: &str| message.and_then(|m| m.get(k)).and_then(Value::as_str);
+                let workspace = checked.workspace.as_ref().map(|w| w.forward_cwd());
+                let mut turn = registry
+                    .begin_turn(
+                        &name,
+                        field("taskId"),
+                        field("contextId"),
+                        workspace.as_deref(),
+                    )
+                    .map_err(deny)?;
+                let upstream = turn.bind_upstream(UPSTREAM);
+                let observe = move |v: &Value| {
+                    let _slot = &guard;
+                    if let Some(result) = v.get("result") {
+                        turn.observe(upstream, result);
+                    }
+                };
+                self.forward(headers, &rpc, observe).await
+            }
+            Method::ListTasks => {
+                drop(guard);
+                self.list_tasks(headers, &rpc, &name).await
+            }
+            Method::GetExtendedAgentCard => {
+                self.forward(headers, &rpc, move |_: &Value| {
+                    let _slot = &guard;
+                })
+                .await
+            }
+            _ => {
+                let key = match rpc.method {
+                    Method::GetTask | Method::CancelTask | Method::SubscribeToTask => "id",
+                    _ => "taskId",
+                };
+                let task = rpc.params.get(key).and_then(Value::as_str).unwrap_or("");
+                let upstream = registry.authorize_task(&name, task).map_err(deny)?;
+                let observe = move |v: &Value| {
+                    let _slot = &guard;
+                    if let Some(result) = v.get("result") {
+                        registry.observe(&name, upstream, result);
+                    }
+                };
+                self.forward(headers, &rpc, observe).await
+            }
+        }
+    }
+
+    /// ListTasks answered for the caller alone: the registry knows which tasks are theirs
+    /// (across the fleet) and pages them with tamper-proof tokens; each task on the page is
+    /// read fresh from its agent.
+    async fn list_tasks(
+        &self,
+        headers: HeaderMap,
+        rpc: &RpcRequest,
+        principal: &str,
+    ) -> Result<Response<BoxBody>, Rejection> {
+        let p = &rpc.params;
+        let text = |k: &str| p.get(k).and_then(Value::as_str);
+        let page_size = p.get("pageSize").and_then(Value::as_u64).unwrap_or(50) as usize;
+        let include_artifacts = p.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
+        let page = self
+            .registry
+            .list(
+                principal,
+                text("contextId"),
+                text("status"),
+                page_size,
+                text("pageToken"),
+            )
+            .map_err(|d| Rejection::rpc(rpc.id.clone(), d.rpc_error()))?;
+        let mut tasks = Vec::with_capacity(page.tasks.len());
+        for (task_id, upstream) in page.tasks {
+            let mut params = serde_json::Map::new();
+            params.insert("id".into(), Value::String(task_id));
+            if let Some(h) = p.get("historyLength") {
+                params.insert("historyLength".into(), h.clone());
+            }
+            let get = RpcRequest {
+                id: Value::from(1),
+                method: Method::GetTask,
+                params,
+            };
+            let resp = self
+                .upstream
+                .send_rpc(headers.clone(), Bytes::from(get.to_bytes()))
+                .await
+                .map_err(|e| {
+                    Rejection::rpc(
+                        rpc.id.clone(),
+                        RpcError::new(-32603, e.message(), e.reason()),
+                    )
+                })?;
+            let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
+                .await
+                .map_err(|_| {
+                    Rejection::rpc(rpc.id.clone(), RpcError::internal("upstream.bad_response"))
+                })?;
+            let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+                continue;
+            };
+            // A task the agent no longer has is left out of the page.
+            let Some(mut task) = v.get("result").cloned() else {
+                continue;
+            };
+            self.registry.observe(principal, upstream, &task);
+            if !include_artifacts {
+                if let Some(t) = task.as_object_mut() {
+                    t.remove("artifacts");
+                }
+            }
+            tasks.push(task);
+        }
+        let result = json!({
+            "tasks": tasks,
+            "nextPageToken": page.next_page_token,
+            "pageSize": page_size,
+            "totalSize": page.total_size,
+        });
+        Ok(json_response(
+            StatusCode::OK,
+            crate::a2a::result_body(&rpc.id, result),
+        ))
     }
 
     /// Checks the params of the request for its method and replaces them with the sanitized
@@ -194,7 +380,7 @@ impl Gate {
         &self,
         rpc: RpcRequest,
         principal: Principal,
-    ) -> Result<RpcRequest, Rejection> {
+    ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
         let policy = self.requests.clone();
         let checked = tokio::task::spawn_blocking(move || {
@@ -211,7 +397,7 @@ impl Gate {
                 .await
                 .map_err(|e| Rejection::rpc(id.clone(), e))?;
         }
-        Ok(RpcRequest { id, method, params })
+        Ok((RpcRequest { id, method, params }, checked))
     }
 
     /// Who the caller is. An address that failed too often is refused with 429 before its
@@ -219,9 +405,9 @@ impl Gate {
     async fn authenticate(
         &self,
         conn: &ConnInfo,
+        ip: IpAddr,
         headers: &HeaderMap,
     ) -> Result<Principal, Rejection> {
-        let ip = conn.peer.ip();
         if let Some(wait) = self.throttle.retry_after(ip) {
             return Err(Rejection::TooManyRequests {
                 reason: "auth.throttled",
@@ -252,11 +438,15 @@ impl Gate {
     }
 
     /// Sends the proxy's own serialization of the validated request with sanitized headers.
-    async fn forward(
+    async fn forward<F>(
         &self,
         headers: HeaderMap,
         rpc: &RpcRequest,
-    ) -> Result<Response<BoxBody>, Rejection> {
+        observe: F,
+    ) -> Result<Response<BoxBody>, Rejection>
+    where
+        F: FnMut(&Value) + Send + 'static,
+    {
         let upstream_error = |e: UpstreamError| {
             Rejection::rpc(
                 rpc.id.clone(),
@@ -268,7 +458,9 @@ impl Gate {
             .send_rpc(headers, Bytes::from(rpc.to_bytes()))
             .await
             .map_err(upstream_error)?;
-        let relayed = relay_response(resp, &rpc.id, Default::default())
+        // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
+        // for a stream, until the stream ends.
+        let relayed = relay_response(resp, &rpc.id, Default::default(), observe)
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {
@@ -411,6 +603,64 @@ impl Gate {
         let card = self.card.prepare(result.take()).map_err(|_| broken())?;
         *result = card;
         Ok(json_response(StatusCode::OK, v.to_string()))
+    }
+}
+
+/// Request framing that two HTTP parsers could read differently (request smuggling): hyper
+/// already frames such requests safely, but the edge refuses them outright.
+fn check_framing(headers: &HeaderMap) -> Result<(), Rejection> {
+    let bad = Rejection::Http {
+        status: StatusCode::BAD_REQUEST,
+        message: "Ambiguous request framing",
+        reason: "http.framing",
+        allow: None,
+    };
+    let te: Vec<_> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
+    let cl: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
+    if (!te.is_empty() && !cl.is_empty()) || cl.len() > 1 {
+        return Err(bad);
+    }
+    if te.len() > 1
+        || te
+            .iter()
+            .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
+    {
+        return Err(bad);
+    }
+    Ok(())
+}
+
+/// Whether a connection from this address may proceed (`[network]` allow and deny lists).
+impl Gate {
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        self.network.permits(ip)
+    }
+}
+
+fn too_many(l: Limited) -> Rejection {
+    Rejection::TooManyRequests {
+        reason: l.reason,
+        retry_after_secs: l.retry_after_secs(),
+    }
+}
+
+/// What the proxy knows about the request, never what the caller claimed: the caller's
+/// forwarding headers were dropped by the allow-list.
+fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr) {
+    let for_value = match client {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    };
+    let pairs = [
+        ("x-forwarded-for", client.to_string()),
+        ("x-forwarded-proto", "https".to_string()),
+        ("forwarded", format!("for={for_value};proto=https")),
+        ("x-request-id", crate::policy::random_token()),
+    ];
+    for (name, value) in pairs {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), v);
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::file;
 use super::{Ctx, PolicyError};
 use crate::a2a::Method;
+use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::{Rate, RateLimitsConfig};
 
 #[derive(Debug, Clone)]
@@ -140,5 +141,10 @@ impl Ctx<'_> {
             ),
             min_body_bytes_per_second: l.min_body_bytes_per_second.unwrap_or(4096),
         })
+    }
+
+    pub(super) fn network(&self, n: file::NetworkSection) -> Result<NetworkPolicy, PolicyError> {
+        NetworkPolicy::new(&n.allow, &n.deny, &n.trusted_proxies)
+            .or_else(|m| self.err("network", None, m))
     }
 }

@@ -77,6 +77,7 @@ pub struct Policy {
     pub a2a: A2aPolicy,
     pub card: CardPolicy,
     pub limits: LimitsPolicy,
+    pub network: crate::limits::network::NetworkPolicy,
 }
 
 #[derive(Debug, Clone)]
@@ -365,6 +366,7 @@ impl Ctx<'_> {
         let requests = self.requests(raw.a2a, raw.workspace)?;
         let card = self.card(raw.card)?;
         let limits = self.limits(raw.limits)?;
+        let network = self.network(raw.network)?;
         Ok(Policy {
             source: self.path.to_path_buf(),
             server,
@@ -377,6 +379,7 @@ impl Ctx<'_> {
             },
             card,
             limits,
+            network,
         })
     }
 

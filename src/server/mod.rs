@@ -19,6 +19,10 @@ use tokio_rustls::TlsAcceptor;
 use crate::auth::mtls::peer_identity;
 use crate::body::BoxBody;
 use crate::gate::{ConnInfo, Gate};
+use crate::upstream::registry::TaskRegistry;
+
+/// Tasks and contexts whose owner the proxy remembers.
+const REGISTRY_ENTRIES: usize = 200_000;
 use crate::policy::ClientAuth;
 use crate::policy::Policy;
 use crate::telemetry;
@@ -51,6 +55,7 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
     gates: watch::Sender<Arc<Gate>>,
+    registry: TaskRegistry,
 }
 
 impl Running {
@@ -64,7 +69,7 @@ impl Running {
     /// that cannot be applied leaves the running one in force.
     pub async fn reload(&self, policy: Policy) -> Result<(), StartError> {
         let gate = Arc::new(
-            Gate::new(&policy, &self.public_url)
+            Gate::new(&policy, &self.public_url, self.registry.clone())
                 .await
                 .map_err(StartError)?,
         );
@@ -109,7 +114,12 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             .set_port(Some(local_addr.port()))
             .map_err(|_| StartError("server.public_url: cannot set the port".into()))?;
     }
-    let gate = Arc::new(Gate::new(&policy, &public_url).await.map_err(StartError)?);
+    let registry = TaskRegistry::new(REGISTRY_ENTRIES);
+    let gate = Arc::new(
+        Gate::new(&policy, &public_url, registry.clone())
+            .await
+            .map_err(StartError)?,
+    );
     let (gates, gate_rx) = watch::channel(gate.clone());
     let (shutdown, shutdown_rx) = watch::channel(false);
     // The card is published before the first request and kept fresh in the background.
@@ -138,6 +148,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         shutdown,
         task,
         gates,
+        registry,
     })
 }
 
@@ -206,6 +217,12 @@ async fn accept_loop(
                         continue;
                     }
                 };
+                // Denied networks are dropped before any TLS work.
+                if !gates.borrow().permits(peer.ip()) {
+                    telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "network.denied"}));
+                    drop(tcp);
+                    continue;
+                }
                 // Over the connection limit: refuse at once rather than queue.
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
                     telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections"}));

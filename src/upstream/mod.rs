@@ -2,8 +2,8 @@
 //! an agent may see, and the relay of its responses (SSE event by event).
 
 mod headers;
-mod relay;
 pub mod registry;
+mod relay;
 
 use std::sync::Arc;
 use std::time::Duration;

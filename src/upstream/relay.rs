@@ -28,12 +28,18 @@ impl Default for RelayLimits {
 }
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
-/// used for an error frame if the stream breaks.
-pub async fn relay_response(
+/// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
+/// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer is
+/// complete, so whatever it owns (a concurrency slot, a running turn) lives exactly as long.
+pub async fn relay_response<F>(
     upstream: Response<BoxBody>,
     id: &Value,
     limits: RelayLimits,
-) -> Result<Response<BoxBody>, UpstreamError> {
+    mut observe: F,
+) -> Result<Response<BoxBody>, UpstreamError>
+where
+    F: FnMut(&Value) + Send + 'static,
+{
     if upstream.status() != StatusCode::OK {
         crate::telemetry::log(
             "upstream_status",
@@ -54,18 +60,31 @@ pub async fn relay_response(
         .trim()
         .to_string();
     match media.as_str() {
-        "text/event-stream" => Ok(relay_sse(upstream.into_body(), id.clone(), limits)),
+        "text/event-stream" => Ok(relay_sse(upstream.into_body(), id.clone(), limits, observe)),
         "application/json" => {
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
                 .map_err(|_| UpstreamError::BadResponse)?;
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(v) => observe(&v),
+                Err(_) => return Err(UpstreamError::BadResponse),
+            }
             Ok(crate::body::json_response(StatusCode::OK, bytes))
         }
         _ => Err(UpstreamError::BadResponse),
     }
 }
 
-fn relay_sse(mut body: BoxBody, id: Value, limits: RelayLimits) -> Response<BoxBody> {
+/// `observe` (and what it owns) is dropped when the stream ends, however it ends.
+fn relay_sse<F>(
+    mut body: BoxBody,
+    id: Value,
+    limits: RelayLimits,
+    mut observe: F,
+) -> Response<BoxBody>
+where
+    F: FnMut(&Value) + Send + 'static,
+{
     let (tx, out) = ChannelBody::new(16);
     tokio::spawn(async move {
         let mut decoder = SseDecoder::new(limits.max_event_bytes);
@@ -88,6 +107,13 @@ fn relay_sse(mut body: BoxBody, id: Value, limits: RelayLimits) -> Response<BoxB
             match decoder.push(&data) {
                 Ok(events) => {
                     for ev in events {
+                        if let Some(v) = ev
+                            .data
+                            .as_deref()
+                            .and_then(|d| serde_json::from_str::<Value>(d).ok())
+                        {
+                            observe(&v);
+                        }
                         // The caller left: stop, dropping the agent's stream with it.
                         if tx.send(Ok(ev.raw)).await.is_err() {
                             return;

@@ -1,0 +1,278 @@
+//! Each caller's tasks are its own: through the proxy (real TLS, the embedded engine), a
+//! second principal cannot read, cancel, subscribe to, configure or continue the first one's
+//! tasks and contexts, and gets exactly the error of a task that does not exist. ListTasks
+//! shows only the caller's tasks, paged without gaps or duplicates.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::*;
+use serde_json::{json, Value};
+
+const OTHER: &str = "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
+
+async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let headers = [
+        ("authorization", token),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+    serde_json::from_slice(&rb).unwrap()
+}
+
+const ALICE: &str = "Bearer test-token-0123456789";
+const MALLORY: &str = "Bearer other-token";
+
+fn message(text: &str, extra: Value) -> Value {
+    let mut m = json!({"messageId": format!("m-{}", a2a_edge::policy::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
+        m.extend(e);
+    }
+    json!({"message": m})
+}
+
+#[tokio::test]
+async fn another_principal_cannot_touch_a_task_or_context() {
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: OTHER.into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] mine", json!({"contextId": "ctx-alice"})),
+    )
+    .await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-alice");
+    let absent = rpc_as(&mut c, MALLORY, "GetTask", json!({"id": "no-such-task"})).await;
+    assert_eq!(absent["error"]["code"], -32001);
+    let cases: Vec<(&str, Value)> = vec![
+        ("GetTask", json!({"id": task})),
+        ("CancelTask", json!({"id": task})),
+        ("SubscribeToTask", json!({"id": task})),
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "url": "https://hooks.example.com/x"}),
+        ),
+        (
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "x"}),
+        ),
+        ("ListTaskPushNotificationConfigs", json!({"taskId": task})),
+        (
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "x"}),
+        ),
+        (
+            "SendMessage",
+            message("follow-up on her task", json!({"taskId": task})),
+        ),
+        (
+            "SendMessage",
+            message("join her context", json!({"contextId": "ctx-alice"})),
+        ),
+        (
+            "SendStreamingMessage",
+            message("join her context", json!({"contextId": "ctx-alice"})),
+        ),
+    ];
+    for (method, params) in cases {
+        let v = rpc_as(&mut c, MALLORY, method, params).await;
+        // Exactly the answer for a task that does not exist: no existence oracle.
+        assert_eq!(v["error"], absent["error"], "{method}: {v}");
+    }
+    // Mallory's ListTasks shows nothing of Alice's.
+    let v = rpc_as(&mut c, MALLORY, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["tasks"], json!([]), "{v}");
+    assert_eq!(v["result"]["totalSize"], 0);
+    // Alice still has it, untouched.
+    let v = rpc_as(&mut c, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(
+        v["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{v}"
+    );
+    let v = rpc_as(&mut c, ALICE, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["totalSize"], 1);
+}
+
+#[tokio::test]
+async fn context_rules_are_enforced_at_the_edge() {
+    let dir = TempDir::new("isolation-ws");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: format!(
+            "[workspace]\nallowed_roots = [{:?}]\n",
+            dir.path().display().to_string()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let cwd = |d: &std::path::Path| json!({"metadata": {"iac_code": {"cwd": std::fs::canonicalize(d).unwrap()}}});
+    let mut c = p.client(Proto::H1).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(
+            "first",
+            json!({"contextId": "ctx-ws"})
+                .as_object()
+                .unwrap()
+                .clone()
+                .into_iter()
+                .chain(cwd(&a).as_object().unwrap().clone())
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+        ),
+    )
+    .await;
+    assert!(v["result"]["task"].is_object(), "{v}");
+    // The same context in another workspace is refused before any agent sees it.
+    let mut other = json!({"contextId": "ctx-ws"});
+    other
+        .as_object_mut()
+        .unwrap()
+        .extend(cwd(&b).as_object().unwrap().clone());
+    let v = rpc_as(&mut c, ALICE, "SendMessage", message("second", other)).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "context.workspace_mismatch",
+        "{v}"
+    );
+    // A running turn keeps its context busy; a different context runs at the same time.
+    let mut streaming = p.client(Proto::H2).await;
+    let resp = streaming
+        .rpc_stream(
+            "SendStreamingMessage",
+            message("[[wait]] busy", json!({"contextId": "ctx-busy"})),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.unwrap();
+    let running = first["result"]["task"]["id"].as_str().unwrap().to_string();
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("me too", json!({"contextId": "ctx-busy"})),
+    )
+    .await;
+    assert_eq!(v["error"]["message"], "Task is already working.", "{v}");
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("elsewhere", json!({"contextId": "ctx-free"})),
+    )
+    .await;
+    assert!(v["result"]["task"].is_object(), "{v}");
+    let v = rpc_as(&mut c, ALICE, "CancelTask", json!({"id": running})).await;
+    assert_eq!(v["result"]["status"]["state"], "TASK_STATE_CANCELED", "{v}");
+    let _ = events.rest().await;
+    // Once the turn is over, the context takes messages again.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("now", json!({"contextId": "ctx-busy"})),
+    )
+    .await;
+    assert!(v["result"]["task"].is_object(), "{v}");
+}
+
+#[tokio::test]
+async fn list_tasks_pages_only_the_callers_tasks_without_gaps_or_duplicates() {
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: OTHER.into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let mut mine = HashSet::new();
+    for i in 0..23 {
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(&format!("[[chunks:1]] {i}"), json!({})),
+        )
+        .await;
+        mine.insert(v["result"]["task"]["id"].as_str().unwrap().to_string());
+        let _ = rpc_as(
+            &mut c,
+            MALLORY,
+            "SendMessage",
+            message("[[chunks:1]] hers", json!({})),
+        )
+        .await;
+    }
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    let mut last_ts = None::<String>;
+    loop {
+        let mut params = json!({"pageSize": 5});
+        if !token.is_empty() {
+            params["pageToken"] = json!(token);
+        }
+        let v = rpc_as(&mut c, ALICE, "ListTasks", params).await;
+        let r = &v["result"];
+        assert_eq!(r["totalSize"], 23, "{v}");
+        for t in r["tasks"].as_array().unwrap() {
+            let ts = t["status"]["timestamp"].as_str().unwrap().to_string();
+            if let Some(prev) = &last_ts {
+                assert!(ts <= *prev, "ordered by status timestamp, newest first");
+            }
+            last_ts = Some(ts);
+            assert!(
+                t.get("artifacts").is_none(),
+                "artifacts only with includeArtifacts"
+            );
+            seen.push(t["id"].as_str().unwrap().to_string());
+        }
+        token = r["nextPageToken"].as_str().unwrap().to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 23);
+    assert_eq!(seen.iter().cloned().collect::<HashSet<_>>(), mine);
+    // Tokens are tamper-proof and bound to their caller.
+    let v = rpc_as(&mut c, ALICE, "ListTasks", json!({"pageSize": 5})).await;
+    let token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "ListTasks",
+        json!({"pageSize": 5, "pageToken": token}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let mut tampered = token.clone().into_bytes();
+    let i = tampered.len() / 2;
+    tampered[i] = if tampered[i] == b'A' { b'B' } else { b'A' };
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "ListTasks",
+        json!({"pageSize": 5, "pageToken": String::from_utf8(tampered).unwrap()}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "ListTasks",
+        json!({"includeArtifacts": true, "pageSize": 1}),
+    )
+    .await;
+    assert!(v["result"]["tasks"][0]["artifacts"].is_array(), "{v}");
+}

@@ -1,0 +1,361 @@
+//! The edge under abuse, over real sockets: rate limits per principal and per address,
+//! slowloris and slow POST, connection floods, denied networks, forged forwarding headers,
+//! request-smuggling shapes and oversize header sections.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use http::StatusCode;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
+
+fn h(token: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("authorization", token),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ]
+}
+
+/// A second principal with its own token.
+const OTHER: &str = "[[auth.bearer]]\nprincipal = \"other\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
+const OTHER_TOKEN: &str = "Bearer other-token";
+
+async fn proxy(limits: &str, extra: &str) -> Proxy {
+    assert_eq!(
+        hex(&a2a_edge::policy::sha256(b"other-token")),
+        "6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754"
+    );
+    Proxy::start(ProxyOpts {
+        extra_policy: format!("{OTHER}[limits]\n{limits}\n{extra}"),
+        ..Default::default()
+    })
+    .await
+}
+
+/// A raw TLS stream (HTTP/1.1 ALPN) for writing malformed or slow requests by hand.
+async fn raw_tls(p: &Proxy) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let cfg = a2a_edge::tls::client_config(&p.ca, &[b"http/1.1"]).unwrap();
+    let tcp = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .unwrap()
+}
+
+async fn read_all(s: &mut (impl AsyncReadExt + Unpin), limit: Duration) -> String {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(limit, s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_burst_over_the_rate_gets_429_while_another_principal_is_unaffected() {
+    let p = proxy("requests_per_second = 1\nburst = 5\nclient_ip_requests_per_second = 1000\nclient_ip_burst = 1000", "").await;
+    let mut c = p.client(Proto::H2).await;
+    let token = "Bearer test-token-0123456789";
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let (status, headers, body) = c.request("POST", "/", &h(token), BODY).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(
+                headers["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+                    >= 1
+            );
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["reason"], "rate.principal");
+        }
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[7], StatusCode::TOO_MANY_REQUESTS);
+    for _ in 0..5 {
+        let (status, _, _) = c.request("POST", "/", &h(OTHER_TOKEN), BODY).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn per_method_rates_and_forged_forwarding_headers() {
+    let p = proxy(
+        "client_ip_requests_per_second = 1\nclient_ip_burst = 4\n[limits.methods]\nGetTask = { requests_per_second = 1, burst = 1 }",
+        "",
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let token = "Bearer test-token-0123456789";
+    let get = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#;
+    let (status, _, _) = c.request("POST", "/", &h(token), get).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, body) = c.request("POST", "/", &h(token), get).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["reason"],
+        "rate.method"
+    );
+    // The peer is not a trusted proxy: a different X-Forwarded-For on each request does not
+    // make it a different client.
+    let mut limited = false;
+    for i in 0..6 {
+        let xff = format!("203.0.113.{i}");
+        let mut headers = h(token);
+        headers.push(("x-forwarded-for", xff.as_str()));
+        headers.push(("forwarded", "for=198.51.100.7"));
+        let (status, _, body) = c.request("POST", "/", &headers, BODY).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(
+                serde_json::from_slice::<Value>(&body).unwrap()["reason"],
+                "rate.client_ip"
+            );
+            limited = true;
+        }
+    }
+    assert!(
+        limited,
+        "forged X-Forwarded-For escaped the per-address limit"
+    );
+}
+
+#[tokio::test]
+async fn slowloris_and_slow_post_are_cut_while_an_honest_client_is_served() {
+    let p = proxy("header_read_timeout_ms = 800\nmin_body_bytes_per_second = 1000\nbody_read_timeout_ms = 20000", "").await;
+    // Slowloris: a request head that never ends.
+    let mut slow_head = raw_tls(&p).await;
+    slow_head
+        .write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\nx-a: ")
+        .await
+        .unwrap();
+    // Slow POST: headers complete, body trickling far below the minimum rate.
+    let mut slow_body = raw_tls(&p).await;
+    slow_body
+        .write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: 100000\r\n\r\n{")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut honest = p.client(Proto::H1).await;
+    let mut served = 0;
+    let mut head_closed = false;
+    let mut body_answer = String::new();
+    while started.elapsed() < Duration::from_secs(15) && (!head_closed || body_answer.is_empty()) {
+        let (status, _, _) = honest
+            .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        served += 1;
+        if !head_closed {
+            let mut buf = [0u8; 1];
+            head_closed = matches!(
+                tokio::time::timeout(Duration::from_millis(50), slow_head.read(&mut buf)).await,
+                Ok(Ok(0)) | Ok(Err(_))
+            );
+        }
+        if body_answer.is_empty() {
+            let _ = slow_body.write_all(b" ").await;
+            let mut buf = [0u8; 512];
+            if let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_millis(50), slow_body.read(&mut buf)).await
+            {
+                body_answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(head_closed, "the slowloris connection was not closed");
+    assert!(
+        body_answer.starts_with("HTTP/1.1 408"),
+        "slow POST: {body_answer:?}"
+    );
+    assert!(body_answer.contains("body.too_slow"));
+    assert!(
+        served > 5,
+        "the honest client was served throughout ({served})"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_flood_beyond_the_maximum_is_refused_while_an_honest_client_is_served() {
+    let p = proxy("max_connections = 8", "").await;
+    let mut honest = p.client(Proto::H1).await;
+    let mut flood = Vec::new();
+    let mut refused = 0;
+    for _ in 0..20 {
+        let tcp = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+        let cfg = a2a_edge::tls::client_config(&p.ca, &[b"http/1.1"]).unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
+        )
+        .await
+        {
+            Ok(Ok(s)) => flood.push(s),
+            _ => refused += 1,
+        }
+    }
+    assert!(
+        refused >= 12,
+        "only {refused} of 20 flood connections were refused"
+    );
+    assert!(flood.len() <= 7);
+    let (status, _, _) = honest
+        .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    drop(flood);
+    // Slots free again once the flood is gone.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut late = p.client(Proto::H2).await;
+    let (status, _, _) = late.request("GET", "/health", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn denied_networks_are_dropped_before_tls() {
+    let p = proxy("", "[network]\ndeny = [\"127.0.0.0/8\"]").await;
+    let cfg = a2a_edge::tls::client_config(&p.ca, &[b"http/1.1"]).unwrap();
+    let tcp = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    assert!(tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .is_err());
+    let q = proxy("", "[network]\nallow = [\"10.0.0.0/8\"]").await;
+    let cfg = a2a_edge::tls::client_config(&q.ca, &[b"http/1.1"]).unwrap();
+    let tcp = tokio::net::TcpStream::connect(q.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    assert!(tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .is_err());
+    let open = proxy(
+        "",
+        "[network]\nallow = [\"127.0.0.1/32\"]\ndeny = [\"10.0.0.0/8\"]",
+    )
+    .await;
+    let mut c = open.client(Proto::H1).await;
+    assert_eq!(c.request("GET", "/health", &[], "").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn request_smuggling_shapes_are_rejected() {
+    let p = proxy("", "").await;
+    let head = "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\n";
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "CL and TE",
+            format!("{head}content-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ),
+        (
+            "two CLs",
+            format!("{head}content-length: 5\r\ncontent-length: 6\r\n\r\n{BODY}"),
+        ),
+        (
+            "CL list",
+            format!("{head}content-length: 5, 6\r\n\r\n{BODY}"),
+        ),
+        (
+            "obs-fold",
+            format!(
+                "{head}x-folded: a\r\n b\r\ncontent-length: {}\r\n\r\n{BODY}",
+                BODY.len()
+            ),
+        ),
+        (
+            "TE not chunked",
+            format!("{head}transfer-encoding: gzip\r\n\r\n{BODY}"),
+        ),
+        (
+            "bad chunk size",
+            format!("{head}transfer-encoding: chunked\r\n\r\nzz\r\n{BODY}\r\n0\r\n\r\n"),
+        ),
+        (
+            "space before colon",
+            format!("{head}content-length : 5\r\n\r\n{BODY}"),
+        ),
+        (
+            "NUL in a header",
+            format!(
+                "{head}x-a: a\0b\r\ncontent-length: {}\r\n\r\n{BODY}",
+                BODY.len()
+            ),
+        ),
+    ];
+    for (name, raw) in &cases {
+        let mut s = raw_tls(&p).await;
+        s.write_all(raw.as_bytes()).await.unwrap();
+        let answer = read_all(&mut s, Duration::from_secs(5)).await;
+        if *name == "CL and TE" {
+            // hyper handles this shape as RFC 9112 §6.3 allows: Content-Length is dropped, the
+            // chunked framing wins, and the connection is closed after the answer, so nothing
+            // can be smuggled behind it (and the agent only ever gets the proxy's own bytes).
+            assert!(answer.contains("connection: close"), "{name}: {answer:?}");
+            continue;
+        }
+        let status = answer.split_whitespace().nth(1).unwrap_or("closed");
+        assert!(
+            status == "closed" || status.starts_with('4'),
+            "{name}: {answer:?}"
+        );
+        assert!(
+            !answer.contains("\"result\""),
+            "{name} was served: {answer}"
+        );
+    }
+    // A well-formed request on the same kind of connection works.
+    let mut s = raw_tls(&p).await;
+    s.write_all(
+        format!(
+            "{head}content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+            BODY.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let answer = read_all(&mut s, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
+async fn oversize_or_too_many_headers_are_refused() {
+    let p = proxy("max_headers = 20", "").await;
+    let mut many = String::from("GET /health HTTP/1.1\r\nhost: localhost\r\n");
+    for i in 0..40 {
+        many.push_str(&format!("x-h{i}: v\r\n"));
+    }
+    many.push_str("\r\n");
+    let mut s = raw_tls(&p).await;
+    s.write_all(many.as_bytes()).await.unwrap();
+    let answer = read_all(&mut s, Duration::from_secs(5)).await;
+    assert!(
+        answer.is_empty()
+            || answer.starts_with("HTTP/1.1 431")
+            || answer.starts_with("HTTP/1.1 400"),
+        "{answer:?}"
+    );
+    // HTTP/2: a header list over the limit (the end of any CONTINUATION flood).
+    let big = "v".repeat(70 * 1024);
+    let mut c = p.client(Proto::H2).await;
+    let refused = c
+        .try_request("GET", "/health", &[("x-big", big.as_str())], "")
+        .await;
+    match refused {
+        Err(_) => {}
+        Ok((status, _, _)) => assert!(status.is_client_error(), "{status}"),
+    }
+    let mut c = p.client(Proto::H2).await;
+    assert_eq!(c.request("GET", "/health", &[], "").await.0, StatusCode::OK);
+}
