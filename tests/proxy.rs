@@ -348,3 +348,73 @@ async fn agent_dying_mid_stream_gives_an_error_frame_then_the_end() {
         assert_eq!(rest[0].1["id"], "s1");
     }
 }
+
+#[tokio::test]
+async fn agent_answers_are_cleaned_of_secrets_and_internals() {
+    let up = RecordingUpstream::start(Reply::Leaky).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let v = c.rpc("SendMessage", message("hi")).await;
+    let text = v.to_string();
+    for secret in ["sk-from-agent-config", "llm-secret"] {
+        assert!(
+            !text.contains(secret),
+            "{secret} reached the caller: {text}"
+        );
+    }
+    assert_eq!(v["result"]["task"]["metadata"]["iac_code"]["cwd"], "/w");
+    let v = c
+        .rpc(
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "leaky-task", "id": "c1"}),
+        )
+        .await;
+    let text = v.to_string();
+    for secret in ["notification-secret", "callback-secret"] {
+        assert!(
+            !text.contains(secret),
+            "{secret} reached the caller: {text}"
+        );
+    }
+    assert_eq!(v["result"]["url"], "https://hooks.example.com/x");
+    let v = c.rpc("GetTask", json!({"id": "leaky-task"})).await;
+    assert_eq!(v["error"]["code"], -32603);
+    assert_eq!(v["error"]["message"], "Internal error");
+    assert!(!v.to_string().contains("/home/agent"), "{v}");
+}
+
+#[tokio::test]
+async fn silent_streams_get_keepalives_then_an_idle_error() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_policy: "[limits]\nstream_keepalive_ms = 150\nstream_idle_timeout_ms = 1200\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message("[[slow:3000]] [[chunks:2]] quiet"),
+        )
+        .await;
+    let mut body = resp.into_body();
+    let mut raw = String::new();
+    while let Some(frame) = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        http_body_util::BodyExt::frame(&mut body),
+    )
+    .await
+    .unwrap()
+    {
+        if let Ok(data) = frame.unwrap().into_data() {
+            raw.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    assert!(raw.contains(": keep-alive"), "{raw}");
+    assert!(raw.contains("event: error"), "{raw}");
+    assert!(raw.contains("upstream.stream_idle"), "{raw}");
+}

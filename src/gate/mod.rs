@@ -37,7 +37,9 @@ use crate::limits::FailureThrottle;
 use crate::policy::CardSource;
 use crate::policy::Policy;
 use crate::telemetry;
+use crate::upstream::clean::clean_response;
 use crate::upstream::registry::{Denial, TaskRegistry};
+use crate::upstream::RelayLimits;
 use crate::upstream::{self, relay_response, Upstream, UpstreamError};
 use crate::validate::push_url::check_resolved;
 use crate::validate::request::{check_params, Checked, RequestPolicy};
@@ -84,6 +86,7 @@ pub struct Gate {
     method_rates: RateLimits,
     concurrency: ConcurrencyLimits,
     registry: TaskRegistry,
+    relay_limits: RelayLimits,
 }
 
 impl Gate {
@@ -141,6 +144,12 @@ impl Gate {
                 policy.limits.max_streams_per_principal,
             ),
             registry,
+            relay_limits: RelayLimits {
+                keepalive: policy.limits.stream_keepalive,
+                idle_timeout: policy.limits.stream_idle_timeout,
+                max_duration: policy.limits.stream_max_duration,
+                ..RelayLimits::default()
+            },
         })
     }
 
@@ -261,8 +270,10 @@ impl Gate {
                     )
                     .map_err(deny)?;
                 let upstream = turn.bind_upstream(UPSTREAM);
-                let observe = move |v: &Value| {
+                let requests = self.requests.clone();
+                let observe = move |v: &mut Value| {
                     let _slot = &guard;
+                    clean_response(v, &name, &requests.metadata);
                     if let Some(result) = v.get("result") {
                         turn.observe(upstream, result);
                     }
@@ -274,8 +285,10 @@ impl Gate {
                 self.list_tasks(headers, &rpc, &name).await
             }
             Method::GetExtendedAgentCard => {
-                self.forward(headers, &rpc, move |_: &Value| {
+                let requests = self.requests.clone();
+                self.forward(headers, &rpc, move |v: &mut Value| {
                     let _slot = &guard;
+                    clean_response(v, &name, &requests.metadata);
                 })
                 .await
             }
@@ -286,8 +299,10 @@ impl Gate {
                 };
                 let task = rpc.params.get(key).and_then(Value::as_str).unwrap_or("");
                 let upstream = registry.authorize_task(&name, task).map_err(deny)?;
-                let observe = move |v: &Value| {
+                let requests = self.requests.clone();
+                let observe = move |v: &mut Value| {
                     let _slot = &guard;
+                    clean_response(v, &name, &requests.metadata);
                     if let Some(result) = v.get("result") {
                         registry.observe(&name, upstream, result);
                     }
@@ -445,7 +460,7 @@ impl Gate {
         observe: F,
     ) -> Result<Response<BoxBody>, Rejection>
     where
-        F: FnMut(&Value) + Send + 'static,
+        F: FnMut(&mut Value) + Send + 'static,
     {
         let upstream_error = |e: UpstreamError| {
             Rejection::rpc(
@@ -460,7 +475,7 @@ impl Gate {
             .map_err(upstream_error)?;
         // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
         // for a stream, until the stream ends.
-        let relayed = relay_response(resp, &rpc.id, Default::default(), observe)
+        let relayed = relay_response(resp, &rpc.id, self.relay_limits, observe)
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {

@@ -57,6 +57,12 @@ pub struct LimitsSection {
     pub header_read_timeout_ms: Option<u64>,
     pub body_read_timeout_ms: Option<u64>,
     pub min_body_bytes_per_second: Option<u64>,
+    /// A `:` keep-alive comment on an SSE stream whose agent is silent this long.
+    pub stream_keepalive_ms: Option<u64>,
+    /// An SSE stream whose agent is silent this long ends with an error frame.
+    pub stream_idle_timeout_ms: Option<u64>,
+    /// An SSE stream ends (with an error frame) after this long.
+    pub stream_max_duration_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -21,6 +21,9 @@ pub struct LimitsPolicy {
     pub header_read_timeout: Duration,
     pub body_read_timeout: Duration,
     pub min_body_bytes_per_second: u64,
+    pub stream_keepalive: Duration,
+    pub stream_idle_timeout: Duration,
+    pub stream_max_duration: Duration,
 }
 
 impl Ctx<'_> {
@@ -140,6 +143,15 @@ impl Ctx<'_> {
                 l.body_read_timeout_ms.unwrap_or(60_000).max(100),
             ),
             min_body_bytes_per_second: l.min_body_bytes_per_second.unwrap_or(4096),
+            stream_keepalive: Duration::from_millis(
+                l.stream_keepalive_ms.unwrap_or(15_000).max(100),
+            ),
+            stream_idle_timeout: Duration::from_millis(
+                l.stream_idle_timeout_ms.unwrap_or(300_000).max(100),
+            ),
+            stream_max_duration: Duration::from_millis(
+                l.stream_max_duration_ms.unwrap_or(3_600_000).max(100),
+            ),
         })
     }
 

@@ -1,6 +1,7 @@
 //! The agents behind the proxy: a pooled HTTP client (or the embedded engine), the headers
 //! an agent may see, and the relay of its responses (SSE event by event).
 
+pub mod clean;
 mod headers;
 pub mod registry;
 mod relay;
@@ -15,7 +16,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
 pub use headers::{forwarded_headers, strip_hop_by_hop};
-pub use relay::relay_response;
+pub use relay::{relay_response, RelayLimits};
 
 use crate::body::BoxBody;
 use crate::engine::{Engine, EngineConfig};

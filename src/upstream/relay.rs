@@ -1,13 +1,17 @@
 //! Relaying an agent's response to the caller: JSON bodies bounded and whole; server-sent
-//! events one event at a time as they arrive, never buffered whole. If the agent fails in
-//! the middle of a stream, the caller gets an `event: error` frame, then the end.
+//! events one event at a time as they arrive, never buffered whole, each cleaned and
+//! re-encoded by the edge. A silent agent is covered by keep-alive comments; an agent silent
+//! past the idle timeout, a stream past its maximum duration, or an agent that fails in the
+//! middle gives the caller an `event: error` frame, then the end.
+
+use std::time::Duration;
 
 use http::{header, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
 use super::UpstreamError;
-use crate::a2a::sse::{error_event, SseDecoder};
+use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
 use crate::a2a::{error_body, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody, ChannelBody};
 
@@ -16,6 +20,12 @@ use crate::body::{collect_limited, sse_response, BoxBody, ChannelBody};
 pub struct RelayLimits {
     pub max_json_bytes: usize,
     pub max_event_bytes: usize,
+    /// A `:` comment is sent when nothing was relayed for this long.
+    pub keepalive: Duration,
+    /// The stream ends with an error frame when the agent sends nothing for this long.
+    pub idle_timeout: Duration,
+    /// ... or when it has lasted this long.
+    pub max_duration: Duration,
 }
 
 impl Default for RelayLimits {
@@ -23,6 +33,9 @@ impl Default for RelayLimits {
         Self {
             max_json_bytes: 64 * 1024 * 1024,
             max_event_bytes: 16 * 1024 * 1024,
+            keepalive: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(300),
+            max_duration: Duration::from_secs(3600),
         }
     }
 }
@@ -38,7 +51,7 @@ pub async fn relay_response<F>(
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
-    F: FnMut(&Value) + Send + 'static,
+    F: FnMut(&mut Value) + Send + 'static,
 {
     if upstream.status() != StatusCode::OK {
         crate::telemetry::log(
@@ -65,11 +78,10 @@ where
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
                 .map_err(|_| UpstreamError::BadResponse)?;
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(v) => observe(&v),
-                Err(_) => return Err(UpstreamError::BadResponse),
-            }
-            Ok(crate::body::json_response(StatusCode::OK, bytes))
+            let mut v: Value =
+                serde_json::from_slice(&bytes).map_err(|_| UpstreamError::BadResponse)?;
+            observe(&mut v);
+            Ok(crate::body::json_response(StatusCode::OK, v.to_string()))
         }
         _ => Err(UpstreamError::BadResponse),
     }
@@ -83,7 +95,7 @@ fn relay_sse<F>(
     mut observe: F,
 ) -> Response<BoxBody>
 where
-    F: FnMut(&Value) + Send + 'static,
+    F: FnMut(&mut Value) + Send + 'static,
 {
     let (tx, out) = ChannelBody::new(16);
     tokio::spawn(async move {
@@ -92,8 +104,34 @@ where
             let err = RpcError::new(-32603, "Upstream stream failed", reason);
             error_event(&error_body(&id, &err))
         };
+        let deadline = tokio::time::Instant::now() + limits.max_duration;
+        let mut last_upstream = tokio::time::Instant::now();
+        let mut last_sent = tokio::time::Instant::now();
         loop {
-            let frame = match body.frame().await {
+            let next_keepalive = last_sent + limits.keepalive;
+            let idle_at = last_upstream + limits.idle_timeout;
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                _ = tokio::time::sleep_until(next_keepalive) => {
+                    if tx.send(Ok(comment("keep-alive"))).await.is_err() {
+                        return;
+                    }
+                    last_sent = tokio::time::Instant::now();
+                    continue;
+                }
+                _ = tokio::time::sleep_until(idle_at) => {
+                    let _ = tx.send(Ok(broken("upstream.stream_idle"))).await;
+                    return;
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    let _ = tx.send(Ok(broken("upstream.stream_too_long"))).await;
+                    return;
+                }
+                // The caller left: stop, dropping the agent's stream with it.
+                _ = tx.closed() => return,
+            };
+            last_upstream = tokio::time::Instant::now();
+            let frame = match frame {
                 None => break,
                 Some(Ok(f)) => f,
                 Some(Err(_)) => {
@@ -104,26 +142,37 @@ where
             let Ok(data) = frame.into_data() else {
                 continue; // trailers carry nothing for SSE
             };
-            match decoder.push(&data) {
-                Ok(events) => {
-                    for ev in events {
-                        if let Some(v) = ev
-                            .data
-                            .as_deref()
-                            .and_then(|d| serde_json::from_str::<Value>(d).ok())
-                        {
-                            observe(&v);
-                        }
-                        // The caller left: stop, dropping the agent's stream with it.
-                        if tx.send(Ok(ev.raw)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
+            let events = match decoder.push(&data) {
+                Ok(events) => events,
                 Err(_) => {
                     let _ = tx.send(Ok(broken("upstream.bad_stream"))).await;
                     return;
                 }
+            };
+            for ev in events {
+                let out = match ev.data.as_deref() {
+                    // A comment (the agent's own keep-alive) passes as it is.
+                    None => ev.raw,
+                    Some(d) => match serde_json::from_str::<Value>(d) {
+                        Ok(mut v) => {
+                            observe(&mut v);
+                            let json = v.to_string();
+                            if ev.event.as_deref() == Some("error") {
+                                error_event(json.as_bytes())
+                            } else {
+                                data_event(json.as_bytes())
+                            }
+                        }
+                        Err(_) => {
+                            let _ = tx.send(Ok(broken("upstream.bad_stream"))).await;
+                            return;
+                        }
+                    },
+                };
+                if tx.send(Ok(out)).await.is_err() {
+                    return;
+                }
+                last_sent = tokio::time::Instant::now();
             }
         }
         if decoder.pending() > 0 {

@@ -198,6 +198,44 @@ pub fn check_metadata(
     }
 }
 
+/// Replaces, in an agent's answer, every value under a key the policy denies to `principal`
+/// with `"[REDACTED]"` (the agent may echo what the edge would never have let in, e.g. a
+/// key from its own configuration). Returns how many values were replaced.
+pub fn redact_metadata(metadata: &mut Value, principal: &str, policy: &MetadataPolicy) -> usize {
+    fn walk_mut(
+        map: &mut Map<String, Value>,
+        path: &mut Vec<String>,
+        depth: usize,
+        principal: &str,
+        policy: &MetadataPolicy,
+    ) -> usize {
+        let mut n = 0;
+        for (key, value) in map.iter_mut() {
+            let before = path.len();
+            path.extend(key.split('.').filter(|s| !s.is_empty()).map(str::to_string));
+            let leaf: Vec<&str> = path.iter().map(String::as_str).collect();
+            if policy.denial(&leaf, principal).is_some() {
+                *value = Value::String("[REDACTED]".into());
+                n += 1;
+            } else if let Value::Object(inner) = value {
+                if depth < MAX_DEPTH {
+                    n += walk_mut(inner, path, depth + 1, principal, policy);
+                } else {
+                    // Deeper than the edge reads: nothing there can be vouched for.
+                    *value = Value::String("[REDACTED]".into());
+                    n += 1;
+                }
+            }
+            path.truncate(before);
+        }
+        n
+    }
+    match metadata {
+        Value::Object(map) => walk_mut(map, &mut Vec::new(), 1, principal, policy),
+        _ => 0,
+    }
+}
+
 fn walk<'a>(
     map: &'a Map<String, Value>,
     path: &mut Vec<&'a str>,
@@ -449,6 +487,24 @@ mod tests {
         let all = MetadataPolicy::new(&["*".to_string()], &BTreeMap::new()).unwrap();
         assert_eq!(reason(json!({"a": 1}), "x", &all), DENIED);
         assert_eq!(reason(json!({}), "x", &all), None);
+    }
+
+    #[test]
+    fn redaction_replaces_denied_values_only() {
+        let p = policy(&[("ops", &["iac_code.iac_code_model"])]);
+        let mut v = json!({"iac_code": {"iac_code_api_key": "sk-1", "cwd": "/w",
+            "llm_headers": {"X-A": "1"}, "iac_code_model": "m", "alibaba_cloud_ak": "AK"},
+            "iac_code.iac_code_api_key": "sk-2"});
+        let n = redact_metadata(&mut v, "ops", &p);
+        assert_eq!(n, 4, "{v}");
+        assert_eq!(v["iac_code"]["iac_code_api_key"], "[REDACTED]");
+        assert_eq!(v["iac_code"]["llm_headers"], "[REDACTED]");
+        assert_eq!(v["iac_code"]["alibaba_cloud_ak"], "[REDACTED]");
+        assert_eq!(v["iac_code.iac_code_api_key"], "[REDACTED]");
+        assert_eq!(v["iac_code"]["cwd"], "/w");
+        assert_eq!(v["iac_code"]["iac_code_model"], "m", "allowed for ops");
+        let mut w = json!({"iac_code": {"iac_code_model": "m"}});
+        assert_eq!(redact_metadata(&mut w, "someone", &p), 1);
     }
 
     #[test]

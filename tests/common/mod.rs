@@ -407,6 +407,8 @@ pub enum Reply {
     Hang,
     /// Sends the first SSE event, then breaks the connection.
     BreakStream,
+    /// Answers with secrets an agent might echo, and an internal error with a path.
+    Leaky,
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -513,6 +515,22 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
     }
     match reply {
         Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
+        Reply::Leaky if method == Some(json!("SendMessage")) => {
+            json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
+                "id": "leaky-task", "contextId": "leaky-ctx", "status": {"state": "TASK_STATE_INPUT_REQUIRED"},
+                "metadata": {"iac_code": {"iac_code_api_key": "sk-from-agent-config", "cwd": "/w"}},
+                "history": [{"messageId": "x", "role": "ROLE_AGENT", "parts": [{"text": "ok"}],
+                    "metadata": {"iac_code": {"llm_headers": {"Authorization": "Bearer llm-secret"}}}}]
+            }}}))
+        }
+        Reply::Leaky if method == Some(json!("GetTaskPushNotificationConfig")) => {
+            json(json!({"jsonrpc": "2.0", "id": id, "result": {
+            "taskId": "leaky-task", "id": "c1", "url": "https://hooks.example.com/x", "token": "notification-secret",
+            "authentication": {"scheme": "Bearer", "credentials": "callback-secret"}}}))
+        }
+        Reply::Leaky => json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": "Traceback (most recent call last): File \"/home/agent/iac_code/a2a/executor.py\"",
+            "data": [{"stack": "/home/agent/secret/path.py"}]}})),
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             json(json!({}))
