@@ -38,15 +38,14 @@ use crate::policy::CardSource;
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::upstream::clean::clean_response;
+use crate::upstream::fleet::Fleet;
+use crate::upstream::registry::UpstreamId;
 use crate::upstream::registry::{Denial, TaskRegistry};
 use crate::upstream::RelayLimits;
-use crate::upstream::{self, relay_response, Upstream, UpstreamError};
+use crate::upstream::{self, relay_response, UpstreamError};
 use crate::validate::push_url::check_resolved;
 use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
-
-/// The one upstream of this version (the fleet comes with several).
-const UPSTREAM: usize = 0;
 
 /// Largest agent card the edge will read from an agent.
 const MAX_CARD_BYTES: usize = 1024 * 1024;
@@ -74,7 +73,7 @@ pub struct Gate {
     rpc_path: String,
     card: CardService,
     auth: Authenticator,
-    upstream: Upstream,
+    fleet: Fleet,
     body_limits: BodyLimits,
     requests: Arc<RequestPolicy>,
     throttle: FailureThrottle,
@@ -97,10 +96,6 @@ impl Gate {
         public_url: &url::Url,
         registry: TaskRegistry,
     ) -> Result<Gate, String> {
-        let first = policy
-            .upstreams
-            .first()
-            .ok_or_else(|| "no upstream configured".to_string())?;
         let auth = Authenticator::new(&policy.auth).await?;
         let schemes = auth.security_schemes().clone();
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
@@ -116,7 +111,7 @@ impl Gate {
                 },
             ),
             auth,
-            upstream: Upstream::from_policy(first)?,
+            fleet: Fleet::from_policy(&policy.upstreams)?,
             body_limits: BodyLimits {
                 cap: policy.a2a.max_body_bytes,
                 timeout: policy.limits.body_read_timeout,
@@ -269,7 +264,12 @@ impl Gate {
                         workspace.as_deref(),
                     )
                     .map_err(deny)?;
-                let upstream = turn.bind_upstream(UPSTREAM);
+                // A context stays with its agent; a new one goes to the least busy healthy agent.
+                let wanted = match turn.upstream() {
+                    Some(id) => id,
+                    None => self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?,
+                };
+                let upstream = turn.bind_upstream(wanted);
                 let requests = self.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
@@ -278,7 +278,7 @@ impl Gate {
                         turn.observe(upstream, result);
                     }
                 };
-                self.forward(headers, &rpc, observe).await
+                self.forward(upstream, headers, &rpc, observe).await
             }
             Method::ListTasks => {
                 drop(guard);
@@ -286,7 +286,8 @@ impl Gate {
             }
             Method::GetExtendedAgentCard => {
                 let requests = self.requests.clone();
-                self.forward(headers, &rpc, move |v: &mut Value| {
+                let agent = self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?;
+                self.forward(agent, headers, &rpc, move |v: &mut Value| {
                     let _slot = &guard;
                     clean_response(v, &name, &requests.metadata);
                 })
@@ -307,7 +308,7 @@ impl Gate {
                         registry.observe(&name, upstream, result);
                     }
                 };
-                self.forward(headers, &rpc, observe).await
+                self.forward(upstream, headers, &rpc, observe).await
             }
         }
     }
@@ -347,8 +348,10 @@ impl Gate {
                 method: Method::GetTask,
                 params,
             };
-            let resp = self
-                .upstream
+            let Some(agent) = self.fleet.get(upstream).filter(|a| a.is_healthy()) else {
+                return Err(unavailable(&rpc.id));
+            };
+            let resp = agent
                 .send_rpc(headers.clone(), Bytes::from(get.to_bytes()))
                 .await
                 .map_err(|e| {
@@ -455,6 +458,7 @@ impl Gate {
     /// Sends the proxy's own serialization of the validated request with sanitized headers.
     async fn forward<F>(
         &self,
+        agent: UpstreamId,
         headers: HeaderMap,
         rpc: &RpcRequest,
         observe: F,
@@ -468,8 +472,14 @@ impl Gate {
                 RpcError::new(-32603, e.message(), e.reason()),
             )
         };
-        let resp = self
-            .upstream
+        // The agent that owns the context or task; if it is down, say so (never move the
+        // request to an agent that does not know it).
+        let agent = self
+            .fleet
+            .get(agent)
+            .filter(|a| a.is_healthy())
+            .ok_or_else(|| unavailable(&rpc.id))?;
+        let resp = agent
             .send_rpc(headers, Bytes::from(rpc.to_bytes()))
             .await
             .map_err(upstream_error)?;
@@ -572,7 +582,12 @@ impl Gate {
     }
 
     async fn fetch_agent_card(&self) -> Result<Value, String> {
-        let resp = self
+        let agent = self
+            .fleet
+            .pick()
+            .and_then(|id| self.fleet.get(id))
+            .ok_or_else(|| "upstream.unavailable".to_string())?;
+        let resp = agent
             .upstream
             .get(CARD_PATH)
             .await
@@ -584,6 +599,11 @@ impl Gate {
             .await
             .map_err(|_| "card.upstream_body".to_string())?;
         serde_json::from_slice(&bytes).map_err(|_| "card.upstream_json".to_string())
+    }
+
+    /// The agents, for the health checker.
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
     }
 
     /// How often the refresher runs.
@@ -650,6 +670,11 @@ impl Gate {
     pub fn permits(&self, ip: IpAddr) -> bool {
         self.network.permits(ip)
     }
+}
+
+fn unavailable(id: &Value) -> Rejection {
+    let e = UpstreamError::Unavailable;
+    Rejection::rpc(id.clone(), RpcError::new(-32603, e.message(), e.reason()))
 }
 
 fn too_many(l: Limited) -> Rejection {

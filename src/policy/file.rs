@@ -150,6 +150,9 @@ pub struct UpstreamSection {
     pub connect_timeout_ms: Option<u64>,
     /// Maximum wait for the response head (first byte) from the agent.
     pub response_timeout_ms: Option<u64>,
+    pub health_interval_ms: Option<u64>,
+    pub unhealthy_threshold: Option<u32>,
+    pub healthy_threshold: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

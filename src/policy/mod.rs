@@ -119,6 +119,12 @@ pub struct UpstreamPolicy {
     pub token: Option<String>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// Active health checks: `GET /health` with the agent's credential every interval.
+    pub health_interval: Duration,
+    /// Consecutive failures (checks or connection errors) that take the agent out.
+    pub unhealthy_threshold: u32,
+    /// Consecutive successful checks that bring it back.
+    pub healthy_threshold: u32,
 }
 
 impl fmt::Debug for UpstreamPolicy {
@@ -344,11 +350,16 @@ impl Ctx<'_> {
             }
             upstreams.push(up);
         }
-        if upstreams.len() > 1 {
+        if upstreams
+            .iter()
+            .filter(|u| matches!(u.target, UpstreamTarget::Embedded))
+            .count()
+            > 1
+        {
             return self.err(
                 "upstreams",
                 None,
-                "only one upstream is supported in this version".into(),
+                "at most one upstream may be \"embedded\"".into(),
             );
         }
         let auth = self.auth(raw.auth, tls.client_auth, mode)?;
@@ -667,6 +678,9 @@ impl Ctx<'_> {
             response_timeout: Duration::from_millis(
                 u.response_timeout_ms.unwrap_or(300_000).max(1),
             ),
+            health_interval: Duration::from_millis(u.health_interval_ms.unwrap_or(5_000).max(100)),
+            unhealthy_threshold: u.unhealthy_threshold.unwrap_or(2).max(1),
+            healthy_threshold: u.healthy_threshold.unwrap_or(1).max(1),
         })
     }
 }

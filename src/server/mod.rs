@@ -125,6 +125,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     // The card is published before the first request and kept fresh in the background.
     gate.refresh_card().await;
     tokio::spawn(card_refresher(gate_rx.clone(), shutdown_rx.clone()));
+    tokio::spawn(health_checker(gate_rx.clone(), shutdown_rx.clone()));
     let settings = ConnSettings {
         handshake_timeout: policy.server.tls_handshake_timeout,
         drain_timeout: policy.server.drain_timeout,
@@ -150,6 +151,18 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         gates,
         registry,
     })
+}
+
+/// Checks every agent's health at the policy's interval.
+async fn health_checker(gates: watch::Receiver<Arc<Gate>>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let gate = gates.borrow().clone();
+        gate.fleet().check_all().await;
+        tokio::select! {
+            _ = tokio::time::sleep(gate.fleet().health_interval()) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
 }
 
 async fn card_refresher(gates: watch::Receiver<Arc<Gate>>, mut shutdown: watch::Receiver<bool>) {

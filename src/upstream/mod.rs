@@ -2,6 +2,7 @@
 //! an agent may see, and the relay of its responses (SSE event by event).
 
 pub mod clean;
+pub mod fleet;
 mod headers;
 pub mod registry;
 mod relay;

@@ -1,0 +1,149 @@
+//! The fleet: every agent with its health. Active checks (`GET /health` with the agent's
+//! credential) and passive ejection (connection errors) take an agent out after
+//! `unhealthy_threshold` consecutive failures and bring it back after `healthy_threshold`
+//! successful checks. New contexts go to the healthy agent with the fewest requests in flight;
+//! a context stays with its agent (the registry remembers which), and an agent that is down
+//! yields a clear error for its contexts, never a silent move to an agent that does not know
+//! them.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Response, StatusCode};
+use serde_json::json;
+
+use super::registry::UpstreamId;
+use super::{Upstream, UpstreamError};
+use crate::body::BoxBody;
+use crate::policy::UpstreamPolicy;
+use crate::telemetry;
+
+/// One agent and what the edge knows of its health.
+pub struct Agent {
+    pub upstream: Upstream,
+    healthy: AtomicBool,
+    failures: AtomicU32,
+    successes: AtomicU32,
+    in_flight: AtomicUsize,
+    unhealthy_threshold: u32,
+    healthy_threshold: u32,
+}
+
+impl Agent {
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Sends a JSON-RPC body; a connection failure counts against the agent's health.
+    pub async fn send_rpc(
+        &self,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, UpstreamError> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let result = self.upstream.send_rpc(headers, body).await;
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        match &result {
+            Err(UpstreamError::Unavailable) => self.failed("connection"),
+            Ok(_) => self.failures.store(0, Ordering::Relaxed),
+            Err(_) => {}
+        }
+        result
+    }
+
+    fn failed(&self, how: &str) {
+        self.successes.store(0, Ordering::Relaxed);
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.unhealthy_threshold && self.healthy.swap(false, Ordering::Relaxed) {
+            telemetry::log(
+                "upstream_unhealthy",
+                json!({"upstream": self.upstream.name, "after": how}),
+            );
+        }
+    }
+
+    fn succeeded(&self) {
+        self.failures.store(0, Ordering::Relaxed);
+        let n = self.successes.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.healthy_threshold && !self.healthy.swap(true, Ordering::Relaxed) {
+            telemetry::log("upstream_healthy", json!({"upstream": self.upstream.name}));
+        }
+    }
+
+    /// One active health check.
+    pub async fn check(&self) {
+        match self.upstream.get("/health").await {
+            Ok(resp) if resp.status() == StatusCode::OK => self.succeeded(),
+            _ => self.failed("health_check"),
+        }
+    }
+}
+
+pub struct Fleet {
+    agents: Vec<Arc<Agent>>,
+    interval: Duration,
+    /// Rotates the start of the search so that ties spread over the fleet.
+    next: AtomicUsize,
+}
+
+impl Fleet {
+    pub fn from_policy(upstreams: &[UpstreamPolicy]) -> Result<Fleet, String> {
+        let mut agents = Vec::new();
+        for u in upstreams {
+            agents.push(Arc::new(Agent {
+                upstream: Upstream::from_policy(u)?,
+                // Healthy until proven otherwise: the first check runs at start-up.
+                healthy: AtomicBool::new(true),
+                failures: AtomicU32::new(0),
+                successes: AtomicU32::new(0),
+                in_flight: AtomicUsize::new(0),
+                unhealthy_threshold: u.unhealthy_threshold,
+                healthy_threshold: u.healthy_threshold,
+            }));
+        }
+        if agents.is_empty() {
+            return Err("no upstream configured".into());
+        }
+        let interval = upstreams
+            .iter()
+            .map(|u| u.health_interval)
+            .min()
+            .unwrap_or(Duration::from_secs(5));
+        Ok(Fleet {
+            agents,
+            interval,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn get(&self, id: UpstreamId) -> Option<&Arc<Agent>> {
+        self.agents.get(id)
+    }
+
+    /// The agent for a new context: healthy, fewest requests in flight; ties go round-robin.
+    pub fn pick(&self) -> Option<UpstreamId> {
+        let n = self.agents.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n)
+            .map(|k| (start + k) % n)
+            .filter(|i| self.agents[*i].is_healthy())
+            .min_by_key(|i| self.agents[*i].in_flight.load(Ordering::Relaxed))
+    }
+
+    /// How often the health checker runs.
+    pub fn health_interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Checks every agent once, concurrently.
+    pub async fn check_all(&self) {
+        let mut set = tokio::task::JoinSet::new();
+        for a in &self.agents {
+            let a = a.clone();
+            set.spawn(async move { a.check().await });
+        }
+        while set.join_next().await.is_some() {}
+    }
+}

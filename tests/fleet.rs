@@ -1,0 +1,151 @@
+//! A fleet of three standalone engines behind the proxy: new contexts spread over healthy
+//! agents, follow-ups reach the agent that owns their context, ListTasks spans the fleet, and
+//! an agent that goes down fails its own contexts clearly while new contexts go elsewhere.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn message(text: &str, extra: Value) -> Value {
+    let mut m = json!({"messageId": format!("m-{}", a2a_edge::policy::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
+        m.extend(e);
+    }
+    json!({"message": m})
+}
+
+#[tokio::test]
+async fn contexts_stay_with_their_agent_and_a_dead_agent_fails_only_its_own() {
+    let mut engines = Vec::new();
+    for _ in 0..3 {
+        engines.push(start_engine().await);
+    }
+    let upstreams: String = engines
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, (url, _))| format!("\n[[upstreams]]\nname = \"agent-{i}b\"\nurl = \"{url}\"\nhealth_interval_ms = 100\nunhealthy_threshold = 1\n"))
+        .collect();
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: engines[0].0.clone(),
+        extra_upstream: format!("health_interval_ms = 100\nunhealthy_threshold = 1\n{upstreams}"),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H2).await;
+    // Six new contexts, each a task waiting for input.
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let v = c
+            .rpc(
+                "SendMessage",
+                message("[[input]] hello", json!({"contextId": format!("ctx-{i}")})),
+            )
+            .await;
+        let t = &v["result"]["task"];
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{v}");
+        tasks.push(t["id"].as_str().unwrap().to_string());
+    }
+    // Follow-ups name the task: only the agent that created it knows it, so success proves
+    // the edge routed each follow-up to the right agent.
+    for (i, t) in tasks.iter().enumerate() {
+        let v = c
+            .rpc(
+                "SendMessage",
+                message(
+                    "[[input]] again",
+                    json!({"contextId": format!("ctx-{i}"), "taskId": t}),
+                ),
+            )
+            .await;
+        assert_eq!(v["result"]["task"]["id"], t.as_str(), "{v}");
+    }
+    // ListTasks spans the fleet.
+    let v = c.rpc("ListTasks", json!({"pageSize": 100})).await;
+    assert_eq!(v["result"]["totalSize"], 6, "{v}");
+    // Which agent holds which task? Ask each engine directly (plain HTTP).
+    let mut owner = Vec::new();
+    for t in &tasks {
+        let mut found = None;
+        for (i, (url, _)) in engines.iter().enumerate() {
+            if engine_has_task(url, t).await {
+                found = Some(i);
+            }
+        }
+        owner.push(found.expect("every task is on some engine"));
+    }
+    let used: std::collections::HashSet<_> = owner.iter().collect();
+    assert!(
+        used.len() >= 2,
+        "new contexts spread over the fleet: {owner:?}"
+    );
+    // Take one agent down.
+    let victim = owner[0];
+    let (_, stop) = engines.remove(victim);
+    let _ = stop.send(());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let v = c.rpc("GetTask", json!({"id": tasks[0]})).await;
+        if v["error"]["data"][0]["reason"] == "upstream.unavailable" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead agent's task never failed clearly: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its contexts fail clearly, never moved elsewhere; the others' tasks still work.
+    for (i, t) in tasks.iter().enumerate() {
+        let v = c.rpc("GetTask", json!({"id": t})).await;
+        if owner[i] == victim {
+            assert_eq!(v["error"]["code"], -32603, "{v}");
+        } else {
+            assert!(v["result"]["id"].is_string(), "{v}");
+        }
+    }
+    // New contexts go to the healthy agents.
+    for i in 0..4 {
+        let v = c
+            .rpc(
+                "SendMessage",
+                message("[[input]] new", json!({"contextId": format!("fresh-{i}")})),
+            )
+            .await;
+        assert!(v["result"]["task"].is_object(), "{v}");
+    }
+}
+
+async fn engine_has_task(url: &str, task: &str) -> bool {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let Ok(tcp) = tokio::net::TcpStream::connect(&addr).await else {
+        return false;
+    };
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}}).to_string();
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/")
+        .header("host", "x")
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    v["result"]["id"] == task
+}
