@@ -3,24 +3,16 @@
 use serde_json::{json, Value};
 
 use super::EngineConfig;
+use crate::validate::media::{BUILTIN_MULTIMODAL, BUILTIN_TEXT};
 
-/// The input media types iac-code advertises (its text and multimodal defaults).
-pub(crate) const INPUT_MODES: [&str; 14] = [
-    "text/plain",
-    "application/json",
-    "text/markdown",
-    "text/yaml",
-    "application/yaml",
-    "application/x-yaml",
-    "image/png",
-    "image/jpeg",
-    "image/webp",
-    "image/gif",
-    "audio/mpeg",
-    "audio/wav",
-    "audio/ogg",
-    "application/octet-stream",
-];
+/// The input media types iac-code advertises: its text-like and multimodal defaults.
+fn input_modes() -> Vec<&'static str> {
+    BUILTIN_TEXT
+        .iter()
+        .chain(BUILTIN_MULTIMODAL.iter())
+        .copied()
+        .collect()
+}
 
 /// The public card.
 pub(crate) fn build(config: &EngineConfig) -> Value {
@@ -42,7 +34,7 @@ pub(crate) fn build(config: &EngineConfig) -> Value {
             "pushNotifications": false,
             "extendedAgentCard": true,
         },
-        "defaultInputModes": INPUT_MODES,
+        "defaultInputModes": input_modes(),
         "defaultOutputModes": ["text/plain"],
         "skills": [{
             "id": "echo",
