@@ -348,3 +348,50 @@ async fn keys_rotate_by_reload_without_a_failed_request() {
     assert_eq!(kids.first().map(String::as_str), Some("e1"));
     assert_eq!(kids.last().map(String::as_str), Some("e2"));
 }
+
+#[tokio::test]
+async fn a_static_card_from_the_policy_is_served_rewritten_and_signed() {
+    std::env::set_var("A2A_EDGE_TEST_CARD_SECRET", HS_SECRET);
+    // The agent is down: a static card does not need it.
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: closed_port_url().await,
+        extra_policy: r#"[card]
+source = "static"
+[[card.signing_keys]]
+kid = "h1"
+alg = "HS256"
+secret_env = "A2A_EDGE_TEST_CARD_SECRET"
+[card.static]
+name = "fleet front door"
+description = "one card for the fleet"
+version = "2.0.0"
+defaultInputModes = ["text/plain"]
+defaultOutputModes = ["text/plain"]
+supportedInterfaces = [{ url = "http://internal:1/", protocolBinding = "JSONRPC", protocolVersion = "1.0" }]
+[card.static.capabilities]
+streaming = true
+"#
+        .into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(card["name"], "fleet front door");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        proxy.public_url.as_str()
+    );
+    assert!(!body.windows(8).any(|w| w == b"internal"));
+    let mut keys = VerifyKeys::new();
+    keys.add_secret("h1", HS_SECRET.as_bytes());
+    assert_eq!(
+        verify_card(&card, &keys),
+        Verdict::Valid { kid: "h1".into() }
+    );
+    // No asymmetric key: nothing to publish.
+    let (status, _, _) = c.request("GET", "/.well-known/jwks.json", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
