@@ -149,3 +149,49 @@ async fn engine_has_task(url: &str, task: &str) -> bool {
     let v: Value = serde_json::from_slice(&bytes).unwrap();
     v["result"]["id"] == task
 }
+
+/// An https agent (here: another a2a-edge with its embedded engine) behind the edge, trusted
+/// through a CA file, with its own bearer token.
+#[tokio::test]
+async fn an_https_agent_is_reached_over_verified_tls() {
+    let inner = Proxy::start(ProxyOpts::default()).await;
+    std::env::set_var("A2A_EDGE_TEST_INNER_TOKEN", TOKEN);
+    let outer = Proxy::start(ProxyOpts {
+        upstream_url: format!("https://localhost:{}/", inner.addr.port()),
+        upstream_token_env: Some("A2A_EDGE_TEST_INNER_TOKEN"),
+        extra_upstream: format!("ca_file = {:?}\n", inner.ca.display().to_string()),
+        ..Default::default()
+    })
+    .await;
+    let mut c = outer.client(Proto::H2).await;
+    let v = c.rpc("SendMessage", message("over tls", json!({}))).await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{v}"
+    );
+    let (status, _, body) = c
+        .request("GET", "/.well-known/agent-card.json", &[], "")
+        .await;
+    assert_eq!(status, http::StatusCode::OK);
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        outer.public_url.as_str()
+    );
+    // Without the right CA the agent is not trusted: the edge says so, it does not fall back.
+    let other_ca = TempDir::new("other-ca");
+    let other = a2a_edge::tls::dev::ensure(other_ca.path()).unwrap();
+    let distrusting = Proxy::start(ProxyOpts {
+        upstream_url: format!("https://localhost:{}/", inner.addr.port()),
+        upstream_token_env: Some("A2A_EDGE_TEST_INNER_TOKEN"),
+        extra_upstream: format!("ca_file = {:?}\n", other.ca_cert.display().to_string()),
+        ..Default::default()
+    })
+    .await;
+    let mut d = distrusting.client(Proto::H1).await;
+    let v = d.rpc("SendMessage", message("over tls", json!({}))).await;
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.unavailable",
+        "{v}"
+    );
+}

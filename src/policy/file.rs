@@ -150,6 +150,11 @@ pub struct UpstreamSection {
     pub connect_timeout_ms: Option<u64>,
     /// Maximum wait for the response head (first byte) from the agent.
     pub response_timeout_ms: Option<u64>,
+    /// https upstreams: CA bundle to trust (default: the system roots).
+    pub ca_file: Option<PathBuf>,
+    /// https upstreams: a client certificate and key the proxy presents (mTLS to agents).
+    pub client_cert_file: Option<PathBuf>,
+    pub client_key_file: Option<PathBuf>,
     pub health_interval_ms: Option<u64>,
     pub unhealthy_threshold: Option<u32>,
     pub healthy_threshold: Option<u32>,

@@ -119,6 +119,10 @@ pub struct UpstreamPolicy {
     pub token: Option<String>,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// For https agents: the CA to trust (None: the system roots) and the client certificate
+    /// the proxy presents, if any.
+    pub ca_file: Option<PathBuf>,
+    pub client_cert: Option<(PathBuf, PathBuf)>,
     /// Active health checks: `GET /health` with the agent's credential every interval.
     pub health_interval: Duration,
     /// Consecutive failures (checks or connection errors) that take the agent out.
@@ -636,28 +640,31 @@ impl Ctx<'_> {
         } else {
             match url::Url::parse(u.url.get_ref()) {
                 Ok(parsed)
-                    if parsed.scheme() == "http"
+                    if matches!(parsed.scheme(), "http" | "https")
                         && parsed.host().is_some()
                         && parsed.username().is_empty()
                         && parsed.password().is_none() =>
                 {
+                    let tls_keys = u.ca_file.is_some()
+                        || u.client_cert_file.is_some()
+                        || u.client_key_file.is_some();
+                    if parsed.scheme() == "http" && tls_keys {
+                        return self.spanned_err(
+                            &key("url"),
+                            &u.url,
+                            "ca_file and client certificates need an https:// URL",
+                        );
+                    }
                     match parsed.as_str().parse::<http::Uri>() {
                         Ok(uri) => UpstreamTarget::Http(uri),
                         Err(_) => return self.spanned_err(&key("url"), &u.url, "not a valid URI"),
                     }
                 }
-                Ok(parsed) if parsed.scheme() == "https" => {
-                    return self.spanned_err(
-                        &key("url"),
-                        &u.url,
-                        "https upstreams are not supported in this version",
-                    )
-                }
                 Ok(_) => {
                     return self.spanned_err(
                         &key("url"),
                         &u.url,
-                        "must be \"embedded\" or an http:// URL without credentials",
+                        "must be \"embedded\" or an http:// or https:// URL without credentials",
                     )
                 }
                 Err(e) => return self.spanned_err(&key("url"), &u.url, format!("not a URL: {e}")),
@@ -678,6 +685,18 @@ impl Ctx<'_> {
             response_timeout: Duration::from_millis(
                 u.response_timeout_ms.unwrap_or(300_000).max(1),
             ),
+            ca_file: u.ca_file.clone(),
+            client_cert: match (&u.client_cert_file, &u.client_key_file) {
+                (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+                (None, None) => None,
+                _ => {
+                    return self.spanned_err(
+                        &key("client_cert_file"),
+                        &u.url,
+                        "client_cert_file and client_key_file go together",
+                    )
+                }
+            },
             health_interval: Duration::from_millis(u.health_interval_ms.unwrap_or(5_000).max(100)),
             unhealthy_threshold: u.unhealthy_threshold.unwrap_or(2).max(1),
             healthy_threshold: u.healthy_threshold.unwrap_or(1).max(1),

@@ -79,6 +79,60 @@ pub fn server_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConf
     Ok(Arc::new(cfg))
 }
 
+/// The configuration for talking TLS to an agent: trust `ca_file` (else the system roots),
+/// present a client certificate when given (mTLS towards agents).
+pub fn upstream_client_config(
+    ca_file: Option<&Path>,
+    client_cert: Option<(&Path, &Path)>,
+) -> Result<ClientConfig, TlsError> {
+    let mut roots = RootCertStore::empty();
+    match ca_file {
+        Some(f) => {
+            for cert in load_certs(f)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| TlsError(format!("bad CA certificate in {}: {e}", f.display())))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                let _ = roots.add(cert);
+            }
+            if roots.is_empty() {
+                return Err(TlsError("no system root certificates; set ca_file".into()));
+            }
+        }
+    }
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError(format!("TLS configuration: {e}")))?
+        .with_root_certificates(roots);
+    // ALPN is set by the HTTP connector (hyper-rustls) that uses this configuration.
+    let cfg = match client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => builder
+            .with_client_auth_cert(load_certs(cert)?, load_key(key)?)
+            .map_err(|e| {
+                TlsError(format!(
+                    "client certificate {} does not go with key {}: {e}",
+                    cert.display(),
+                    key.display()
+                ))
+            })?,
+    };
+    Ok(cfg)
+}
+
+/// A client configuration that trusts no one (for plain-HTTP agents, where it is never used).
+pub fn empty_client_config() -> Result<ClientConfig, TlsError> {
+    Ok(ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError(format!("TLS configuration: {e}")))?
+        .with_root_certificates(RootCertStore::empty())
+        .with_no_client_auth())
+}
+
 /// A client configuration that trusts only the CA certificates in `ca_file`, offering the
 /// given ALPN protocols. Used by tests and tools talking to the edge.
 pub fn client_config(ca_file: &Path, alpn: &[&[u8]]) -> Result<Arc<ClientConfig>, TlsError> {

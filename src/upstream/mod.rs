@@ -54,7 +54,7 @@ impl UpstreamError {
 enum Target {
     Embedded(Arc<Engine>),
     Http {
-        client: Box<Client<HttpConnector, Full<Bytes>>>,
+        client: Box<Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>>,
         /// The agent's JSON-RPC endpoint.
         rpc: Uri,
     },
@@ -76,7 +76,20 @@ impl Upstream {
                 let mut connector = HttpConnector::new();
                 connector.set_connect_timeout(Some(p.connect_timeout));
                 connector.set_nodelay(true);
-                connector.enforce_http(true);
+                connector.enforce_http(false);
+                let tls = crate::tls::upstream_client_config(
+                    p.ca_file.as_deref(),
+                    p.client_cert
+                        .as_ref()
+                        .map(|(c, k)| (c.as_path(), k.as_path())),
+                )
+                .map_err(|e| format!("upstreams {:?}: {e}", p.name))?;
+                // http:// URLs stay plain; https:// ones get the edge's own rustls client.
+                let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(tls)
+                    .https_or_http()
+                    .enable_http1()
+                    .wrap_connector(connector);
                 let client = Client::builder(TokioExecutor::new())
                     .pool_idle_timeout(Duration::from_secs(60))
                     .pool_max_idle_per_host(64)

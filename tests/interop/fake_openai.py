@@ -15,6 +15,9 @@ Environment:
                         contains the word SLOW (default 5)
     FAKE_LOG            append one JSON line per request: method, path,
                         headers, body (parsed JSON when possible)
+    FAKE_API_KEYS       comma-separated keys accepted as `Authorization: Bearer
+                        <key>` on /chat/completions; any other (or none) gets
+                        an OpenAI-style 401 (default: every key is accepted)
 
 The bound port is printed as `fake-openai listening on 127.0.0.1:PORT` and,
 with --port-file, written (atomically) to that file.
@@ -36,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 REPLY = os.environ.get('FAKE_REPLY', 'Hello from the fake LLM.')
 SLOW_SECONDS = float(os.environ.get('FAKE_SLOW_SECONDS', '5'))
 LOG_PATH = os.environ.get('FAKE_LOG', '')
+API_KEYS = frozenset(k for k in os.environ.get('FAKE_API_KEYS', '').split(',') if k)
 MODEL = 'fake-model'
 
 _log_lock = threading.Lock()
@@ -130,6 +134,13 @@ class Handler(BaseHTTPRequestHandler):
         except (ValueError, AssertionError):
             self._json(400, {'error': {'message': 'bad json', 'type': 'invalid_request_error'}})
             return
+        if API_KEYS:
+            auth = self.headers.get('Authorization', '')
+            if not (auth.startswith('Bearer ') and auth[7:] in API_KEYS):
+                self._json(401, {'error': {'message': 'Incorrect API key provided.',
+                                           'type': 'invalid_request_error',
+                                           'code': 'invalid_api_key'}})
+                return
         if 'SLOW' in last_user_text(body):
             time.sleep(SLOW_SECONDS)
         model = body.get('model') or MODEL

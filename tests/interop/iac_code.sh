@@ -4,6 +4,7 @@
 # everything on 127.0.0.1.
 #
 #   client --TLS, Bearer ALICE_TOKEN--> a2a-edge --http, Bearer IAC token--> iac-code --> fake LLM
+#          (and BOB_TOKEN: a second principal, who must not see alice's tasks)
 #
 # Env:
 #   A2A_EDGE_BIN    use this binary instead of `cargo build --release`
@@ -138,13 +139,19 @@ die() { # die CHECK MESSAGE
     exit 1
 }
 
-# Tokens: the caller's (ALICE_TOKEN) is known to the proxy and the client only;
-# iac-code's own (IAC_TOKEN) to the proxy and iac-code only. Neither is exported.
+# Tokens: the callers' (ALICE_TOKEN, BOB_TOKEN) are known to the proxy and the
+# client only; iac-code's own (IAC_TOKEN) to the proxy and iac-code only. None
+# is exported. ALICE_LLM_KEY is an LLM key alice may send as
+# metadata.iac_code.iac_code_api_key ([a2a.metadata.allowed_for]): the fake LLM
+# accepts it (and iac-code's configured key), so it must reach the model, and
+# never come back to alice.
 ALICE_TOKEN=$("$PY" -c 'import secrets; print("alice-" + secrets.token_urlsafe(32))')
+BOB_TOKEN=$("$PY" -c 'import secrets; print("bob-" + secrets.token_urlsafe(32))')
 IAC_TOKEN=$("$PY" -c 'import secrets; print("iac-" + secrets.token_urlsafe(32))')
+ALICE_LLM_KEY=$("$PY" -c 'import secrets; print("sk-alice-" + secrets.token_hex(16))')
 
 # ---- 1. the fake LLM
-FAKE_LOG="$TMP/fake-llm.jsonl" "$PY" -u "$HERE/fake_openai.py" --port 0 --port-file "$TMP/fake.port" \
+FAKE_LOG="$TMP/fake-llm.jsonl" FAKE_API_KEYS="sk-fake-offline-key,$ALICE_LLM_KEY" "$PY" -u "$HERE/fake_openai.py" --port 0 --port-file "$TMP/fake.port" \
     >"$TMP/fake.out" 2>&1 &
 FAKE_PID=$!
 for _ in $(seq 1 100); do
@@ -213,6 +220,14 @@ response_timeout_ms = 120000
 [[auth.bearer]]
 principal = "alice"
 token_env = "ALICE_TOKEN"
+
+[[auth.bearer]]
+principal = "bob"
+token_env = "BOB_TOKEN"
+
+# alice may set the agent's LLM key per request (denied by default, so bob may not)
+[a2a.metadata.allowed_for]
+alice = ["iac_code.iac_code_api_key"]
 EOF
 cp "$TMP/policy.toml" "$TMP/policy-base.toml"
 cat >>"$TMP/policy.toml" <<EOF
@@ -220,7 +235,7 @@ cat >>"$TMP/policy.toml" <<EOF
 [workspace]
 allowed_roots = ["$WS"]
 EOF
-edge() { ALICE_TOKEN="$ALICE_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" "$BIN" "$@"; }
+edge() { ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" "$BIN" "$@"; }
 if edge check --policy "$TMP/policy.toml" >"$TMP/check.out" 2>&1; then
     pass "policy-check: [workspace] accepted"
 else
@@ -230,7 +245,7 @@ else
         die policy-check "$(cat "$TMP/check.out")"
 fi
 
-ALICE_TOKEN="$ALICE_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" \
+ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" \
     "$BIN" serve --policy "$TMP/policy.toml" --ready-file "$TMP/ready.json" >"$TMP/proxy.log" 2>&1 &
 PROXY_PID=$!
 PUBLIC_URL=
@@ -259,8 +274,8 @@ pass "proxy-start: ready at $PUBLIC_URL"
 # ---- 4. the checks through the proxy
 # (in the background + wait, so that INT/TERM run the cleanup at once)
 status=0
-ALICE_TOKEN="$ALICE_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" \
-    timeout --kill-after=5 "$CLIENT_TIMEOUT" \
+ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" ALICE_LLM_KEY="$ALICE_LLM_KEY" \
+    IAC_UPSTREAM_TOKEN="$IAC_TOKEN" timeout --kill-after=5 "$CLIENT_TIMEOUT" \
     "$PY" -u "$HERE/iac_code_client.py" --url "$PUBLIC_URL" --ca "$CA" \
     --iac-url "$IAC_URL" --workspace "$WS" --fake-log "$TMP/fake-llm.jsonl" \
     --iac-access-log "$TMP/iac.stdout" --iac-tasks-dir "$TMP/iac-config/a2a/tasks" \
@@ -304,12 +319,28 @@ FAKE_PID=
 # ---- 6. credentials at rest: the caller's token is nowhere but in memory
 # (fake LLM log, iac-code's config dir and logs, its stdout/stderr, the proxy
 # log, the client output: every file of the run)
-leaks=$(grep -rlF -- "$ALICE_TOKEN" "$TMP" 2>/dev/null | sed "s|^$TMP/||" || true)
-if [[ -z "$leaks" ]]; then
-    nfiles=$(find "$TMP" -type f | wc -l)
-    pass "alice-token-at-rest: absent from all $nfiles files (iac-config, iac stdout/stderr, fake LLM log, proxy log)"
+nfiles=$(find "$TMP" -type f | wc -l)
+for who in ALICE BOB; do
+    var=${who}_TOKEN
+    leaks=$(grep -rlF -- "${!var}" "$TMP" 2>/dev/null | sed "s|^$TMP/||" || true)
+    lc=$(echo "$who" | tr 'A-Z' 'a-z')
+    if [[ -z "$leaks" ]]; then
+        pass "$lc-token-at-rest: absent from all $nfiles files (iac-config, iac stdout/stderr, fake LLM log, proxy log)"
+    else
+        fail "$lc-token-at-rest: $var found in: $(echo $leaks)"
+    fi
+done
+# alice's LLM key went to iac-code (which stores the echoed request metadata in
+# its task files) and to the model; it must be nowhere on the proxy's side of
+# the run: not in the proxy log, not in anything the client received
+key_files=$(grep -rlF -- "$ALICE_LLM_KEY" "$TMP" 2>/dev/null | sed "s|^$TMP/||" | sort || true)
+key_bad=$(echo "$key_files" | grep -v -e '^fake-llm.jsonl$' -e '^iac-config/' -e '^$' || true)
+if ! echo "$key_files" | grep -qx 'fake-llm.jsonl'; then
+    fail "alice-llm-key-at-rest: the key is not in the fake LLM log (did it reach the model?)"
+elif [[ -n "$key_bad" ]]; then
+    fail "alice-llm-key-at-rest: ALICE_LLM_KEY found outside iac-code's config and the LLM log: $(echo $key_bad)"
 else
-    fail "alice-token-at-rest: ALICE_TOKEN found in: $(echo $leaks)"
+    pass "alice-llm-key-at-rest: found only in $(echo $key_files | cut -c1-200) (allowed: the fake LLM log, iac-code's config dir); absent from the proxy log and the client output"
 fi
 if grep -qF -- "$IAC_TOKEN" "$TMP/fake-llm.jsonl" 2>/dev/null; then
     fail "iac-token-to-llm: iac-code's A2A token reached the fake LLM"

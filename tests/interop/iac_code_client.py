@@ -9,7 +9,7 @@ line per check:
     SKIP name: why              NOTE name: observation
 
 Usage (normally started by iac_code.sh):
-    ALICE_TOKEN=... iac_code_client.py --url https://127.0.0.1:P/ --ca ca.pem \\
+    ALICE_TOKEN=... BOB_TOKEN=... ALICE_LLM_KEY=... iac_code_client.py --url https://127.0.0.1:P/ --ca ca.pem \\
         --iac-url http://127.0.0.1:Q/ --workspace DIR --fake-log FILE \\
         --iac-access-log FILE --iac-tasks-dir DIR [--validation auto|on|off]
 
@@ -113,6 +113,29 @@ def event_task_id(result: dict) -> str | None:
     return None
 
 
+def paths_where(obj: object, pred: Callable[[object], bool], path: str = '') -> list[str]:
+    """Dotted paths (list indices as [i]) of the leaves for which pred holds."""
+    out: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += paths_where(v, pred, f'{path}.{k}' if path else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += paths_where(v, pred, f'{path}[{i}]')
+    elif pred(obj):
+        out.append(path)
+    return out
+
+
+def generic(paths: list[str]) -> str:
+    """Paths with list indices folded ([3] -> [*]), deduplicated, with counts."""
+    counts: dict[str, int] = {}
+    for p in paths:
+        g = re.sub(r'\[\d+\]', '[*]', re.sub(r'^event\d+\.', 'event.', p))
+        counts[g] = counts.get(g, 0) + 1
+    return ', '.join(f'{g} (x{n})' if n > 1 else g for g, n in counts.items())
+
+
 def iter_sse(resp: httpx.Response) -> Iterator[tuple[str, str]]:
     """Yield (event, data) per SSE event; comments are skipped."""
     event, data = '', []
@@ -136,7 +159,7 @@ def iter_sse(resp: httpx.Response) -> Iterator[tuple[str, str]]:
 
 
 class Runner:
-    def __init__(self, args: argparse.Namespace, token: str) -> None:
+    def __init__(self, args: argparse.Namespace, token: str, bob_token: str, llm_key: str) -> None:
         self.url: str = args.url
         self.iac_url: str = args.iac_url
         self.iac_port = httpx.URL(args.iac_url).port
@@ -148,6 +171,10 @@ class Runner:
         self.token = token
         self.ssl_ctx = ssl.create_default_context(cafile=args.ca)
         self.http = self.client(token)
+        self.bob = self.client(bob_token) if bob_token else None
+        self.llm_key = llm_key
+        self.secret_seen: dict[str, list[str]] = {}    # check -> paths of "[REDACTED]"
+        self.secret_leaked: dict[str, list[str]] = {}  # check -> paths of alice's key
         self.passed = self.failed = self.skipped = 0
         self.task_ids: list[str] = []
         self.first_task: dict | None = None
@@ -485,6 +512,273 @@ class Runner:
                 f'(LLM delay {os.environ.get("FAKE_SLOW_SECONDS", "5")}s); states={states}; '
                 f'final text={text}')
 
+    # -- a second principal: alice's tasks are hers ---------------------------
+
+    def rpc_any(self, method: str, params: dict, http: httpx.Client) -> tuple[dict, str]:
+        """One JSON-RPC call that may be answered as JSON or as SSE (streaming
+        methods): the JSON document, or the first SSE event; and how it came."""
+        body = {'jsonrpc': '2.0', 'id': new_id('rpc'), 'method': method, 'params': params}
+        with http.stream('POST', self.url, json=body, timeout=httpx.Timeout(20.0)) as r:
+            ctype = r.headers.get('content-type', '')
+            if r.status_code != 200:
+                r.read()
+                raise CheckFailed(f'{method}: HTTP {r.status_code}: {short(r.text)}')
+            if 'text/event-stream' in ctype:
+                for event, data in iter_sse(r):
+                    doc, how = json.loads(data), f'SSE event {event!r}'
+                    break
+                else:
+                    raise CheckFailed(f'{method}: empty SSE stream')
+            else:
+                r.read()
+                expect('json' in ctype, f'{method}: content-type {ctype!r}: {short(r.text)}')
+                doc, how = r.json(), 'JSON'
+        expect(doc.get('id') == body['id'], f'{method}: response id {doc.get("id")!r} != {body["id"]!r}')
+        return doc, how
+
+    @staticmethod
+    def canon_error(err: object, ids: list[str]) -> str:
+        """The error object as sorted JSON, the requested ids replaced by <ID>
+        (a not-found message may name the id it was asked about)."""
+        s = json.dumps(err, sort_keys=True, ensure_ascii=False)
+        for i in ids:
+            if i:
+                s = s.replace(i, '<ID>')
+        return s
+
+    def c_bob_requests(self) -> str:
+        expect(self.first_task, 'no task of alice from earlier checks')
+        expect(self.bob is not None, 'BOB_TOKEN not given to the client')
+        tid, ctx = self.first_task['id'], self.ctx
+        self.iso_task_before = self.result('GetTask', {'id': tid})
+        made_up, alice_made_up = str(uuid.uuid4()), str(uuid.uuid4())
+        self.iso_ids = {'alice': [tid, ctx], 'made_up': [made_up], 'alice_made_up': [alice_made_up]}
+        # a made-up id asked by alice too: the answer must not depend on the caller
+        self.iso_alice_ref, _ = self.rpc_any('GetTask', {'id': alice_made_up}, self.http)
+        before = self.snapshot()
+        bob = self.bob
+        self.iso_ref, _ = self.rpc_any('GetTask', {'id': made_up}, bob)
+        res: dict[str, tuple[dict, str]] = {}
+        res['get'] = self.rpc_any('GetTask', {'id': tid}, bob)
+        res['cancel'] = self.rpc_any('CancelTask', {'id': tid}, bob)
+        res['subscribe'] = self.rpc_any('SubscribeToTask', {'id': tid}, bob)
+        res['send-context'] = self.rpc_any(
+            'SendMessage', {'message': self.message('bob on alice\'s context', ctx)}, bob)
+        msg = self.message('bob on alice\'s task', ctx)
+        msg['taskId'] = tid
+        res['send-task-id'] = self.rpc_any('SendMessage', {'message': msg}, bob)
+        msg = self.message('bob on alice\'s task, no contextId', ctx)
+        del msg['contextId']
+        msg['taskId'] = tid
+        res['send-task-id-only'] = self.rpc_any('SendMessage', {'message': msg}, bob)
+        res['stream-context'] = self.rpc_any(
+            'SendStreamingMessage', {'message': self.message('bob streams on alice\'s context', ctx)}, bob)
+        self.iso_bob_list, _ = self.rpc_any('ListTasks', {'pageSize': 100}, bob)
+        self.iso_res = res
+        after = self.snapshot()
+        self.iso_window = (before, after)
+        return (f'{len(res) + 2} requests as bob on alice\'s task {tid} / context {ctx} '
+                f'(+ GetTask on a made-up id); made-up id reference error: '
+                f'{json.dumps(self.iso_ref.get("error"), ensure_ascii=False)}')
+
+    def c_bob_reference(self) -> str:
+        err = self.iso_ref.get('error')
+        expect(err, f'GetTask on a made-up id answered without an error: {short(self.iso_ref)}')
+        expect(err.get('code') == -32001, f'made-up id: code {err.get("code")}, expected -32001: {short(err)}')
+        a = self.canon_error(self.iso_alice_ref.get('error'), self.iso_ids['alice_made_up'])
+        b = self.canon_error(err, self.iso_ids['made_up'])
+        expect(a == b, f'a made-up id answers alice {a} but bob {b}')
+        return f'bob and alice get the same error for a made-up id: {b}'
+
+    def bob_same_as_made_up(self, key: str) -> Callable[[], str]:
+        def run() -> str:
+            doc, how = self.iso_res[key]
+            expect('result' not in doc, f'bob got a result: {short(doc, 700)}')
+            err = doc.get('error')
+            expect(err, f'no error: {short(doc)}')
+            got = self.canon_error(err, self.iso_ids['alice'])
+            want = self.canon_error(self.iso_ref.get('error'), self.iso_ids['made_up'])
+            expect(got == want, f'error {got} differs from the made-up id\'s {want} ({how})')
+            raw_same = json.dumps(err, sort_keys=True) == json.dumps(self.iso_ref.get('error'), sort_keys=True)
+            return (f'{how}, error identical to the made-up id\'s'
+                    f'{"" if raw_same else " (once the ids are replaced)"}: code {err.get("code")}')
+        return run
+
+    def c_bob_list(self) -> str:
+        doc = self.iso_bob_list
+        expect('result' in doc, f'bob\'s ListTasks: {short(doc)}')
+        res = doc['result']
+        tasks = res.get('tasks') or []
+        total = res.get('totalSize', 0)
+        expect(not tasks, f'bob sees {len(tasks)} tasks: {[t.get("id") for t in tasks]}')
+        expect(total == 0, f'totalSize {total!r}, expected 0')
+        expect(not res.get('nextPageToken'), f'nextPageToken {res.get("nextPageToken")!r}')
+        return f'tasks=[] totalSize={total!r} (raw {short(res, 200)})'
+
+    def c_bob_untouched(self) -> str:
+        before, after = self.iso_window
+        expect(after['posts'] == before['posts'],
+               f'iac-code saw {after["posts"] - before["posts"]} POSTs during bob\'s requests '
+               f'({before["posts"]}->{after["posts"]})')
+        expect(after['llm'] == before['llm'], f'LLM requests {before["llm"]}->{after["llm"]}')
+        expect(after['task_files'] == before['task_files'],
+               f'new iac-code task files {sorted(after["task_files"] - before["task_files"])}')
+        return (f'iac-code POSTs {before["posts"]}->{after["posts"]}, LLM requests {after["llm"]}, '
+                f'task files {len(after["task_files"])}: none of bob\'s {len(self.iso_res) + 2} requests reached it')
+
+    def c_alice_after_bob(self) -> str:
+        seen = self.list_all_tasks()
+        missing = [t for t in self.task_ids if t not in seen]
+        expect(not missing, f'alice\'s ListTasks ({len(seen)} tasks) misses {missing}')
+        tid = self.first_task['id']
+        now = self.result('GetTask', {'id': tid})
+        st0 = (self.iso_task_before.get('status') or {}).get('state')
+        st1 = (now.get('status') or {}).get('state')
+        expect(st1 == st0 == INPUT_REQUIRED, f'task {tid}: state {st0} -> {st1}')
+        expect(now.get('status') == self.iso_task_before.get('status'),
+               f'status changed: {short(self.iso_task_before.get("status"))} -> {short(now.get("status"))}')
+        h0, h1 = self.iso_task_before.get('history') or [], now.get('history') or []
+        expect(h0 == h1, f'history changed: {len(h0)} -> {len(h1)} messages')
+        flat = json.dumps(now)
+        expect('bob ' not in flat, 'a message of bob\'s is in alice\'s task')
+        return (f'ListTasks lists all {len(self.task_ids)} of alice\'s tasks ({len(seen)}); '
+                f'task {tid} still {st1}, status and {len(h1)} history messages unchanged')
+
+    # -- a secret alice may send, echoed by the agent --------------------------
+
+    def rpc_text(self, method: str, params: dict, http: httpx.Client | None = None,
+                 url: str | None = None) -> tuple[dict, str]:
+        body = {'jsonrpc': '2.0', 'id': new_id('rpc'), 'method': method, 'params': params}
+        r = (http or self.http).post(url or self.url, json=body)
+        expect(r.status_code == 200, f'{method}: HTTP {r.status_code}: {short(r.text)}')
+        return r.json(), r.text
+
+    def secret_paths(self, obj: object) -> list[str]:
+        return paths_where(obj, lambda v: isinstance(v, str) and self.llm_key in v)
+
+    def redacted_paths(self, obj: object) -> list[str]:
+        return paths_where(obj, lambda v: v == '[REDACTED]')
+
+    def key_auths(self, reqs: list[dict]) -> int:
+        want = f'Bearer {self.llm_key}'
+        return sum(1 for r in reqs
+                   if {k.lower(): v for k, v in (r.get('headers') or {}).items()}.get('authorization') == want)
+
+    def secret_metadata(self) -> dict:
+        return {'iac_code': {'iac_code_api_key': self.llm_key}}
+
+    def c_secret_send(self) -> str:
+        if not self.llm_key:
+            raise CheckFailed('ALICE_LLM_KEY not given to the client')
+        self.secret_ctx = new_id('ctx-secret')
+        n0 = len(self.llm_requests())
+        doc, raw = self.rpc_text('SendMessage', {'message': self.message(
+            'hello with my own key', self.secret_ctx, self.secret_metadata())})
+        expect(self.llm_key not in raw, f'the key is in the answer at {self.secret_paths(doc)}')
+        expect('result' in doc, f'error {short(doc.get("error"))}')
+        task = doc['result'].get('task') or {}
+        st = (task.get('status') or {}).get('state')
+        expect(st == INPUT_REQUIRED, f'state {st}: {short(task_texts(task))}')
+        expect(REPLY in ''.join(task_texts(task)), f'reply missing: {task_texts(task)}')
+        reqs = self.llm_requests()[n0:]
+        expect(len(reqs) == 1 and self.key_auths(reqs) == 1,
+               f'the LLM saw {len(reqs)} requests, {self.key_auths(reqs)} with alice\'s key')
+        self.secret_tid = task['id']
+        self.task_ids.append(task['id'])
+        red = self.redacted_paths(doc)
+        self.secret_seen['unary'] = red
+        return (f'task {task["id"]} {st}; the key is absent from the {len(raw)}-byte answer; '
+                f'"[REDACTED]" at {generic(red) or "nowhere (not echoed)"}')
+
+    def c_secret_llm(self) -> str:
+        reqs = self.llm_requests()
+        n = self.key_auths(reqs)
+        expect(n >= 1, 'the fake LLM never saw alice\'s key')
+        return (f'{n} of {len(reqs)} chat requests carried Authorization: Bearer <ALICE_LLM_KEY> '
+                f'(the agent used the key it was sent)')
+
+    def c_secret_get(self) -> str:
+        expect(getattr(self, 'secret_tid', None), 'no task from secret-send')
+        doc, raw = self.rpc_text('GetTask', {'id': self.secret_tid})
+        expect('result' in doc, f'error {short(doc.get("error"))}')
+        expect(self.llm_key not in raw, f'the key is in GetTask at {self.secret_paths(doc)}')
+        red = self.redacted_paths(doc)
+        self.secret_seen['get'] = red
+        # what iac-code itself answers (its own token, straight to it)
+        up = os.environ.get('IAC_UPSTREAM_TOKEN', '')
+        direct = '(IAC_UPSTREAM_TOKEN not given: iac-code\'s own answer not read)'
+        if up:
+            with httpx.Client(timeout=10, headers={'Authorization': f'Bearer {up}', 'A2A-Version': '1.0'}) as h:
+                ddoc, _ = self.rpc_text('GetTask', {'id': self.secret_tid}, h, self.iac_url)
+            echoed = self.secret_paths(ddoc)
+            self.secret_echoed = echoed
+            if echoed:
+                missing = sorted(set(echoed) - set(red))
+                expect(not missing, f'iac-code echoes the key at {missing}, the proxy\'s answer has '
+                       f'no "[REDACTED]" there ({generic(red)})')
+                direct = f'iac-code itself answers the key at {generic(echoed)}'
+            else:
+                direct = 'iac-code itself does not echo the key in GetTask'
+        return f'key absent; "[REDACTED]" at {generic(red) or "nowhere"}; {direct}'
+
+    def c_secret_stream(self) -> str:
+        ctx = new_id('ctx-secret-stream')
+        n0 = len(self.llm_requests())
+        body = {'jsonrpc': '2.0', 'id': new_id('st'), 'method': 'SendStreamingMessage',
+                'params': {'message': self.message('hello stream with my own key', ctx, self.secret_metadata())}}
+        raw_parts: list[str] = []
+        events: list[dict] = []
+        red: list[str] = []
+        with self.http.stream('POST', self.url, json=body) as r:
+            ctype = r.headers.get('content-type', '')
+            if r.status_code != 200 or 'text/event-stream' not in ctype:
+                r.read()
+                raise CheckFailed(f'HTTP {r.status_code} {ctype!r}: {short(r.text)}')
+            for chunk in r.iter_text():
+                raw_parts.append(chunk)
+        raw = ''.join(raw_parts)
+        leaked: list[str] = []
+        for block in re.split(r'\r?\n\r?\n', raw):
+            data = '\n'.join(l[5:].lstrip(' ') for l in re.split(r'\r?\n', block) if l.startswith('data:'))
+            if not data:
+                continue
+            doc = json.loads(data)
+            expect('result' in doc, f'error event: {short(doc)}')
+            n = len(events)
+            events.append(doc['result'])
+            red += [f'event{n}.{p}' for p in self.redacted_paths(doc['result'])]
+            leaked += [f'event{n}.{p}' for p in self.secret_paths(doc['result'])]
+        self.secret_seen['stream'] = red
+        if self.llm_key in raw:
+            self.secret_leaked['stream'] = leaked
+            raise CheckFailed(
+                f'alice\'s key came back in the SSE body ({len(events)} events) at '
+                f'{", ".join(leaked) or "(not inside a data: JSON value)"}; "[REDACTED]" at '
+                f'{generic(red) or "nowhere"}')
+        states = [event_state(e) for e in events if event_state(e)]
+        expect(states and states[-1] == INPUT_REQUIRED, f'stream ended in {states[-1:]}')
+        reqs = self.llm_requests()[n0:]
+        expect(self.key_auths(reqs) == len(reqs) == 1,
+               f'the LLM saw {len(reqs)} requests, {self.key_auths(reqs)} with alice\'s key')
+        tid = event_task_id(events[0])
+        self.task_ids.append(tid)
+        return (f'{len(events)} events ({len(raw)} bytes), task {tid} ends {states[-1]}; key absent; '
+                f'"[REDACTED]" at {generic(red) or "nowhere (not echoed)"}')
+
+    def c_secret_list(self) -> str:
+        doc, raw = self.rpc_text('ListTasks', {'pageSize': 100})
+        expect('result' in doc, f'error {short(doc.get("error"))}')
+        expect(self.llm_key not in raw, f'the key is in ListTasks at {self.secret_paths(doc)}')
+        red = self.redacted_paths(doc)
+        seen = self.secret_seen
+        echoed = any(seen.values()) or red or self.secret_leaked
+        if not echoed:
+            self.note('secret-echo', 'iac-code echoed the key in no answer alice received '
+                      '(no "[REDACTED]" and no key anywhere: unary, GetTask, stream, ListTasks)')
+        return (f'{len(doc["result"].get("tasks") or [])} tasks, key absent, "[REDACTED]" at '
+                f'{generic(red) or "nowhere"}; echo redacted in unary={bool(seen.get("unary"))} '
+                f'GetTask={bool(seen.get("get"))} stream={bool(seen.get("stream"))} ListTasks={bool(red)}')
+
     # -- rejections at the edge -------------------------------------------------
 
     def probe_validation(self) -> None:
@@ -502,12 +796,13 @@ class Runner:
                       f'probe GetTask id "a/b" answered {json.dumps(doc)}')
 
     def reject(self, name: str, method: str, params: dict, reason_prefix: str | None,
-               what: str, after_check: Callable[[], None] | None = None) -> Callable[[], str]:
+               what: str, after_check: Callable[[], None] | None = None,
+               http: httpx.Client | None = None) -> Callable[[], str]:
         def run() -> str:
             before = self.snapshot()
             tasks_before = set(self.list_all_tasks())
             before['posts'] = self.snapshot()['posts']  # after our own ListTasks
-            doc = self.rpc(method, params)
+            doc = self.rpc(method, params, http)
             after = self.snapshot()
             tasks_after = set(self.list_all_tasks())
             reached = (after['llm'] != before['llm'] or after['posts'] != before['posts']
@@ -580,8 +875,11 @@ class Runner:
         for r in reqs:
             h = {k.lower(): v for k, v in (r.get('headers') or {}).items()}
             a = h.get('authorization', '<none>')
+            if self.llm_key and a == f'Bearer {self.llm_key}':
+                a = 'Bearer <ALICE_LLM_KEY>'  # never printed
             auths[a] = auths.get(a, 0) + 1
-        foreign = {a: n for a, n in auths.items() if a != 'Bearer sk-fake-offline-key'}
+        expected = {'Bearer sk-fake-offline-key', 'Bearer <ALICE_LLM_KEY>'}
+        foreign = {a: n for a, n in auths.items() if a not in expected}
         if foreign and not self.validation_active:
             # Only the rejection probe sends a caller-supplied key; without edge
             # validation iac-code uses it (reference doc, section 5/§11 table).
@@ -609,16 +907,39 @@ class Runner:
         self.check('list-tasks', self.c_list_tasks)
         self.check('cancel-streaming', self.c_cancel_streaming)
 
+        # a second principal, bob: alice's tasks and contexts do not exist for him
+        if self.check('isolation-bob-requests', self.c_bob_requests):
+            self.check('isolation-made-up-id', self.c_bob_reference)
+            for key, name in (('get', 'GetTask'), ('cancel', 'CancelTask'),
+                              ('subscribe', 'SubscribeToTask'),
+                              ('send-context', 'SendMessage-contextId'),
+                              ('send-task-id', 'SendMessage-taskId'),
+                              ('send-task-id-only', 'SendMessage-taskId-only'),
+                              ('stream-context', 'SendStreamingMessage-contextId')):
+                self.check(f'isolation-bob-{name}', self.bob_same_as_made_up(key))
+            self.check('isolation-bob-ListTasks', self.c_bob_list)
+            self.check('isolation-bob-not-forwarded', self.c_bob_untouched)
+            self.check('isolation-alice-unchanged', self.c_alice_after_bob)
+
+        # alice may send iac_code.iac_code_api_key ([a2a.metadata.allowed_for]):
+        # the agent uses it, echoes it, and the proxy redacts the echo
+        if self.check('secret-send', self.c_secret_send):
+            self.check('secret-reached-llm', self.c_secret_llm)
+            self.check('secret-get-task', self.c_secret_get)
+        self.check('secret-stream', self.c_secret_stream)
+        self.check('secret-list-tasks', self.c_secret_list)
+
         self.check('validation-probe', lambda: self.probe_validation() or f'mode {self.validation}, active={self.validation_active}')
         self.check('reject-cwd-outside', self.reject(
             'reject-cwd-outside', 'SendMessage',
             {'message': self.message('hello from /etc', new_id('ctx-etc'), cwd='/etc')},
             'workspace.', 'cwd=/etc'))
+        # alice is allowed this key (allowed_for); bob, who has no exception, is refused
         self.check('reject-metadata-api-key', self.reject(
             'reject-metadata-api-key', 'SendMessage',
             {'message': self.message('use my key', new_id('ctx-key'),
                                      {'iac_code': {'iac_code_api_key': 'sk-caller-supplied-key'}})},
-            'metadata.denied_key', 'metadata.iac_code.iac_code_api_key'))
+            'metadata.denied_key', 'bob, metadata.iac_code.iac_code_api_key', http=self.bob))
         self.check('reject-stream-cwd-traversal', self.reject(
             'reject-stream-cwd-traversal', 'SendStreamingMessage',
             {'message': self.message('hello via ..', new_id('ctx-dots'),
@@ -683,6 +1004,9 @@ def main() -> int:
     ap.add_argument('--iac-tasks-dir', required=True, help='$IAC_CODE_CONFIG_DIR/a2a/tasks')
     ap.add_argument('--validation', choices=('auto', 'on', 'off'), default='auto')
     ap.add_argument('--token-env', default='ALICE_TOKEN')
+    ap.add_argument('--bob-token-env', default='BOB_TOKEN', help="the second principal's token")
+    ap.add_argument('--llm-key-env', default='ALICE_LLM_KEY',
+                    help='the LLM key alice may send as metadata.iac_code.iac_code_api_key')
     ap.add_argument('--tee', default='', help='also write the output to this file')
     args = ap.parse_args()
     if args.tee:
@@ -695,7 +1019,15 @@ def main() -> int:
         args.url += '/'
     if not args.iac_url.endswith('/'):
         args.iac_url += '/'
-    return Runner(args, token).run()
+    bob = os.environ.get(args.bob_token_env, '')
+    if not bob:
+        print(f'FAIL setup: ${args.bob_token_env} is empty', flush=True)
+        return 2
+    llm_key = os.environ.get(args.llm_key_env, '')
+    if not llm_key:
+        print(f'FAIL setup: ${args.llm_key_env} is empty', flush=True)
+        return 2
+    return Runner(args, token, bob, llm_key).run()
 
 
 if __name__ == '__main__':
