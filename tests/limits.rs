@@ -404,3 +404,43 @@ async fn an_http2_rapid_reset_burst_does_not_take_the_edge_down() {
     // resets of streams not yet accepted, which a fast edge rarely leaves pending.
     eprintln!("rapid reset: attacker connection closed by the edge: {attacker_cut}");
 }
+
+#[tokio::test]
+async fn one_client_cannot_take_every_connection_slot() {
+    let p = proxy("max_connections = 100\nmax_connections_per_client = 4", "").await;
+    let connect_from = |local: &'static str| {
+        let addr = p.addr;
+        let ca = p.ca.clone();
+        async move {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(format!("{local}:0").parse().unwrap()).unwrap();
+            let tcp = sock.connect(addr).await.unwrap();
+            let cfg = a2a_edge::tls::client_config(&ca, &[b"http/1.1"]).unwrap();
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+        }
+    };
+    // A slow client (127.0.0.1) holds as many connections as it can.
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        if let Some(s) = connect_from("127.0.0.1").await {
+            held.push(s);
+        }
+    }
+    assert_eq!(held.len(), 4, "per-client cap");
+    // Another client (127.0.0.2) still gets in and is served.
+    let mut s = connect_from("127.0.0.2")
+        .await
+        .expect("another client was refused");
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_all(&mut s, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}

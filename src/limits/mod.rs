@@ -2,6 +2,7 @@
 //! Knows nothing of A2A.
 
 pub mod concurrency;
+pub mod connections;
 mod failures;
 pub mod network;
 pub mod rate;

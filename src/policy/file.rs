@@ -50,6 +50,7 @@ pub struct LimitsSection {
     #[serde(default)]
     pub principals: std::collections::BTreeMap<String, RateSection>,
     pub max_connections: Option<u32>,
+    pub max_connections_per_client: Option<u32>,
     pub max_in_flight_per_principal: Option<u32>,
     pub max_streams_per_principal: Option<u32>,
     pub max_h2_streams_per_connection: Option<u32>,

@@ -14,6 +14,7 @@ use crate::limits::rate::{Rate, RateLimitsConfig};
 pub struct LimitsPolicy {
     pub rates: RateLimitsConfig,
     pub max_connections: usize,
+    pub max_connections_per_client: usize,
     pub max_in_flight_per_principal: usize,
     pub max_streams_per_principal: usize,
     pub max_h2_streams_per_connection: u32,
@@ -120,6 +121,11 @@ impl Ctx<'_> {
             },
             max_connections: positive("limits.max_connections", l.max_connections, 10_000)?
                 as usize,
+            max_connections_per_client: positive(
+                "limits.max_connections_per_client",
+                l.max_connections_per_client,
+                256,
+            )? as usize,
             max_in_flight_per_principal: positive(
                 "limits.max_in_flight_per_principal",
                 l.max_in_flight_per_principal,

@@ -19,6 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::auth::mtls::peer_identity;
 use crate::body::BoxBody;
 use crate::gate::{ConnInfo, Gate};
+use crate::limits::connections::ConnectionsPerClient;
 use crate::upstream::registry::TaskRegistry;
 
 /// Tasks and contexts whose owner the proxy remembers.
@@ -134,6 +135,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         max_headers: policy.limits.max_headers,
         max_h2_streams: policy.limits.max_h2_streams_per_connection,
         max_connections: policy.limits.max_connections,
+        max_connections_per_client: policy.limits.max_connections_per_client,
     };
     let task = tokio::spawn(accept_loop(
         listener,
@@ -184,6 +186,7 @@ struct ConnSettings {
     max_headers: usize,
     max_h2_streams: u32,
     max_connections: usize,
+    max_connections_per_client: usize,
 }
 
 fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
@@ -218,6 +221,7 @@ async fn accept_loop(
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(http_builder(&settings));
     let connections = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
+    let per_client = ConnectionsPerClient::new(settings.max_connections_per_client);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -237,6 +241,11 @@ async fn accept_loop(
                     continue;
                 }
                 // Over the connection limit: refuse at once rather than queue.
+                let Some(client_slot) = per_client.acquire(peer.ip()) else {
+                    telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections_per_client"}));
+                    drop(tcp);
+                    continue;
+                };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
                     telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections"}));
                     drop(tcp);
@@ -248,7 +257,7 @@ async fn accept_loop(
                 let gates = gates.clone();
                 let builder = builder.clone();
                 tokio::spawn(async move {
-                    let _permit = permit;
+                    let _permit = (permit, client_slot);
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) | Err(_) => {
