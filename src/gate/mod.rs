@@ -86,6 +86,7 @@ pub struct Gate {
     concurrency: ConcurrencyLimits,
     registry: TaskRegistry,
     relay_limits: RelayLimits,
+    allow_chunked: bool,
 }
 
 impl Gate {
@@ -139,6 +140,7 @@ impl Gate {
                 policy.limits.max_streams_per_principal,
             ),
             registry,
+            allow_chunked: policy.limits.allow_chunked_requests,
             relay_limits: RelayLimits {
                 keepalive: policy.limits.stream_keepalive,
                 idle_timeout: policy.limits.stream_idle_timeout,
@@ -157,7 +159,7 @@ impl Gate {
         let client = self.network.client_address(conn.peer.ip(), req.headers());
         let mut trace = Trace::default();
         // Framing that two HTTP parsers could read differently is refused first.
-        let outcome = match check_framing(req.headers()) {
+        let outcome = match check_framing(req.headers(), self.allow_chunked) {
             Err(rej) => Err(rej),
             Ok(()) => match route {
                 Route::Health => Ok(health()),
@@ -273,7 +275,7 @@ impl Gate {
                 let requests = self.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &name, &requests.metadata);
+                    clean_response(v, &requests.metadata);
                     if let Some(result) = v.get("result") {
                         turn.observe(upstream, result);
                     }
@@ -289,7 +291,7 @@ impl Gate {
                 let agent = self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?;
                 self.forward(agent, headers, &rpc, move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &name, &requests.metadata);
+                    clean_response(v, &requests.metadata);
                 })
                 .await
             }
@@ -303,7 +305,7 @@ impl Gate {
                 let requests = self.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &name, &requests.metadata);
+                    clean_response(v, &requests.metadata);
                     if let Some(result) = v.get("result") {
                         registry.observe(&name, upstream, result);
                     }
@@ -641,26 +643,35 @@ impl Gate {
     }
 }
 
-/// Request framing that two HTTP parsers could read differently (request smuggling): hyper
-/// already frames such requests safely, but the edge refuses them outright.
-fn check_framing(headers: &HeaderMap) -> Result<(), Rejection> {
-    let bad = Rejection::Http {
-        status: StatusCode::BAD_REQUEST,
-        message: "Ambiguous request framing",
-        reason: "http.framing",
-        allow: None,
-    };
+/// Request framing that two HTTP parsers could read differently (request smuggling). hyper
+/// already refuses conflicting `Content-Length`s, non-chunked `Transfer-Encoding` and obs-fold,
+/// and frames `Content-Length` + `Transfer-Encoding` by the latter alone (closing the
+/// connection after). The edge goes further: a request body must have a declared length unless
+/// the policy allows chunked requests, so that shape is refused outright (411).
+fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<(), Rejection> {
     let te: Vec<_> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
     let cl: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
-    if (!te.is_empty() && !cl.is_empty()) || cl.len() > 1 {
-        return Err(bad);
+    if !te.is_empty() && !allow_chunked {
+        return Err(Rejection::Http {
+            status: StatusCode::LENGTH_REQUIRED,
+            message: "Content-Length required",
+            reason: "http.length_required",
+            allow: None,
+        });
     }
-    if te.len() > 1
+    let ambiguous = (!te.is_empty() && !cl.is_empty())
+        || cl.len() > 1
+        || te.len() > 1
         || te
             .iter()
-            .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
-    {
-        return Err(bad);
+            .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"));
+    if ambiguous {
+        return Err(Rejection::Http {
+            status: StatusCode::BAD_REQUEST,
+            message: "Ambiguous request framing",
+            reason: "http.framing",
+            allow: None,
+        });
     }
     Ok(())
 }

@@ -51,6 +51,8 @@ pub struct LimitsSection {
     pub principals: std::collections::BTreeMap<String, RateSection>,
     pub max_connections: Option<u32>,
     pub max_connections_per_client: Option<u32>,
+    /// Accept request bodies without Content-Length (Transfer-Encoding: chunked).
+    pub allow_chunked_requests: Option<bool>,
     pub max_in_flight_per_principal: Option<u32>,
     pub max_streams_per_principal: Option<u32>,
     pub max_h2_streams_per_connection: Option<u32>,

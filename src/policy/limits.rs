@@ -15,6 +15,7 @@ pub struct LimitsPolicy {
     pub rates: RateLimitsConfig,
     pub max_connections: usize,
     pub max_connections_per_client: usize,
+    pub allow_chunked_requests: bool,
     pub max_in_flight_per_principal: usize,
     pub max_streams_per_principal: usize,
     pub max_h2_streams_per_connection: u32,
@@ -126,6 +127,7 @@ impl Ctx<'_> {
                 l.max_connections_per_client,
                 256,
             )? as usize,
+            allow_chunked_requests: l.allow_chunked_requests.unwrap_or(false),
             max_in_flight_per_principal: positive(
                 "limits.max_in_flight_per_principal",
                 l.max_in_flight_per_principal,

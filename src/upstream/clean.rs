@@ -11,7 +11,7 @@ const REDACTED: &str = "[REDACTED]";
 const MAX_WALK: usize = 128;
 
 /// Cleans one JSON-RPC response from an agent, in place.
-pub fn clean_response(response: &mut Value, principal: &str, metadata: &MetadataPolicy) {
+pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy) {
     if let Some(error) = response.get_mut("error").and_then(Value::as_object_mut) {
         if error.get("code").and_then(Value::as_i64) == Some(-32603) {
             error.insert("message".into(), Value::from("Internal error"));
@@ -26,11 +26,11 @@ pub fn clean_response(response: &mut Value, principal: &str, metadata: &Metadata
         }
     }
     if let Some(result) = response.get_mut("result") {
-        walk(result, principal, metadata, 0);
+        walk(result, metadata, 0);
     }
 }
 
-fn walk(v: &mut Value, principal: &str, metadata: &MetadataPolicy, depth: usize) {
+fn walk(v: &mut Value, metadata: &MetadataPolicy, depth: usize) {
     if depth > MAX_WALK {
         *v = Value::String(REDACTED.into());
         return;
@@ -40,14 +40,14 @@ fn walk(v: &mut Value, principal: &str, metadata: &MetadataPolicy, depth: usize)
             redact_push_config(map);
             for (key, value) in map.iter_mut() {
                 if key == "metadata" && value.is_object() {
-                    redact_metadata(value, principal, metadata);
+                    redact_metadata(value, metadata);
                 }
-                walk(value, principal, metadata, depth + 1);
+                walk(value, metadata, depth + 1);
             }
         }
         Value::Array(items) => {
             for item in items {
-                walk(item, principal, metadata, depth + 1);
+                walk(item, metadata, depth + 1);
             }
         }
         _ => {}
@@ -88,7 +88,7 @@ mod tests {
             "history": [{"role": "ROLE_USER", "parts": [{"text": "hi"}],
                 "metadata": {"iac_code": {"llm_headers": {"Authorization": "Bearer x"}}}}]
         }}});
-        clean_response(&mut r, "p", &policy());
+        clean_response(&mut r, &policy());
         let text = r.to_string();
         assert!(
             !text.contains("sk-live") && !text.contains("Bearer x"),
@@ -97,7 +97,7 @@ mod tests {
         assert_eq!(r["result"]["task"]["metadata"]["iac_code"]["cwd"], "/w");
         let mut push = json!({"result": {"configs": [{"taskId": "t", "id": "c", "url": "https://h/x",
             "token": "notif-secret", "authentication": {"scheme": "Bearer", "credentials": "cb-secret"}}]}});
-        clean_response(&mut push, "p", &policy());
+        clean_response(&mut push, &policy());
         let text = push.to_string();
         assert!(
             !text.contains("notif-secret") && !text.contains("cb-secret"),
@@ -113,12 +113,12 @@ mod tests {
     fn internal_error_text_is_replaced_and_other_errors_kept() {
         let mut e = json!({"error": {"code": -32603, "message": "Traceback: /home/agent/app.py line 3",
             "data": [{"@type": crate::a2a::ERROR_INFO_TYPE, "reason": "INTERNAL_ERROR"}, {"stack": "/srv/x"}]}});
-        clean_response(&mut e, "p", &policy());
+        clean_response(&mut e, &policy());
         assert_eq!(e["error"]["message"], "Internal error");
         assert_eq!(e["error"]["code"], -32603);
         assert_eq!(e["error"]["data"].as_array().unwrap().len(), 1);
         let mut nf = json!({"error": {"code": -32001, "message": "Task not found"}});
-        clean_response(&mut nf, "p", &policy());
+        clean_response(&mut nf, &policy());
         assert_eq!(nf["error"]["message"], "Task not found");
     }
 }

@@ -198,15 +198,16 @@ pub fn check_metadata(
     }
 }
 
-/// Replaces, in an agent's answer, every value under a key the policy denies to `principal`
-/// with `"[REDACTED]"` (the agent may echo what the edge would never have let in, e.g. a
-/// key from its own configuration). Returns how many values were replaced.
-pub fn redact_metadata(metadata: &mut Value, principal: &str, policy: &MetadataPolicy) -> usize {
+/// Replaces, in an agent's answer, every value under a denied key with `"[REDACTED]"`, for
+/// every caller: the agent may echo what the edge would never have let in (a key from its own
+/// configuration), and a caller allowed to *send* such a key still never gets it back in an
+/// answer (answers are logged, cached and shown far more widely than requests). Returns how
+/// many values were replaced.
+pub fn redact_metadata(metadata: &mut Value, policy: &MetadataPolicy) -> usize {
     fn walk_mut(
         map: &mut Map<String, Value>,
         path: &mut Vec<String>,
         depth: usize,
-        principal: &str,
         policy: &MetadataPolicy,
     ) -> usize {
         let mut n = 0;
@@ -214,12 +215,12 @@ pub fn redact_metadata(metadata: &mut Value, principal: &str, policy: &MetadataP
             let before = path.len();
             path.extend(key.split('.').filter(|s| !s.is_empty()).map(str::to_string));
             let leaf: Vec<&str> = path.iter().map(String::as_str).collect();
-            if policy.denial(&leaf, principal).is_some() {
+            if policy.denied.iter().any(|p| p.matches_prefix_of(&leaf)) {
                 *value = Value::String("[REDACTED]".into());
                 n += 1;
             } else if let Value::Object(inner) = value {
                 if depth < MAX_DEPTH {
-                    n += walk_mut(inner, path, depth + 1, principal, policy);
+                    n += walk_mut(inner, path, depth + 1, policy);
                 } else {
                     // Deeper than the edge reads: nothing there can be vouched for.
                     *value = Value::String("[REDACTED]".into());
@@ -231,7 +232,7 @@ pub fn redact_metadata(metadata: &mut Value, principal: &str, policy: &MetadataP
         n
     }
     match metadata {
-        Value::Object(map) => walk_mut(map, &mut Vec::new(), 1, principal, policy),
+        Value::Object(map) => walk_mut(map, &mut Vec::new(), 1, policy),
         _ => 0,
     }
 }
@@ -495,16 +496,15 @@ mod tests {
         let mut v = json!({"iac_code": {"iac_code_api_key": "sk-1", "cwd": "/w",
             "llm_headers": {"X-A": "1"}, "iac_code_model": "m", "alibaba_cloud_ak": "AK"},
             "iac_code.iac_code_api_key": "sk-2"});
-        let n = redact_metadata(&mut v, "ops", &p);
-        assert_eq!(n, 4, "{v}");
+        let n = redact_metadata(&mut v, &p);
+        assert_eq!(n, 5, "{v}");
         assert_eq!(v["iac_code"]["iac_code_api_key"], "[REDACTED]");
         assert_eq!(v["iac_code"]["llm_headers"], "[REDACTED]");
         assert_eq!(v["iac_code"]["alibaba_cloud_ak"], "[REDACTED]");
         assert_eq!(v["iac_code.iac_code_api_key"], "[REDACTED]");
         assert_eq!(v["iac_code"]["cwd"], "/w");
-        assert_eq!(v["iac_code"]["iac_code_model"], "m", "allowed for ops");
-        let mut w = json!({"iac_code": {"iac_code_model": "m"}});
-        assert_eq!(redact_metadata(&mut w, "someone", &p), 1);
+        // Even a principal allowed to send a key never gets it back in an answer.
+        assert_eq!(v["iac_code"]["iac_code_model"], "[REDACTED]");
     }
 
     #[test]
