@@ -22,6 +22,7 @@ fn policy() -> Arc<RequestPolicy> {
             .unwrap(),
         push: PushUrlPolicy::default(),
         required_extensions: vec![],
+        redact_paths: false,
     })
 }
 

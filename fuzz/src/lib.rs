@@ -185,6 +185,7 @@ fn build_fixture() -> std::io::Result<Fixture> {
             resolve_names: false,
         },
         required_extensions: vec![],
+        redact_paths: false,
     });
     let lexical =
         WorkspacePolicy::new(vec![root.clone(), root2.clone()], false).expect("lexical policy");

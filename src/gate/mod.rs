@@ -275,7 +275,7 @@ impl Gate {
                 let requests = self.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &requests.metadata);
+                    clean_response(v, &requests.metadata, requests.redact_paths);
                     if let Some(result) = v.get("result") {
                         turn.observe(upstream, result);
                     }
@@ -291,7 +291,7 @@ impl Gate {
                 let agent = self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?;
                 self.forward(agent, headers, &rpc, move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &requests.metadata);
+                    clean_response(v, &requests.metadata, requests.redact_paths);
                 })
                 .await
             }
@@ -305,7 +305,7 @@ impl Gate {
                 let requests = self.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &requests.metadata);
+                    clean_response(v, &requests.metadata, requests.redact_paths);
                     if let Some(result) = v.get("result") {
                         registry.observe(&name, upstream, result);
                     }

@@ -244,6 +244,9 @@ pub struct A2aSection {
     pub required_extensions: Vec<Spanned<String>>,
     pub extra_text_media_types: Option<Spanned<Vec<String>>>,
     pub extra_multimodal_media_types: Option<Spanned<Vec<String>>>,
+    /// Replace absolute paths in agents' answers with `[PATH]` (as iac-code's safe mode).
+    #[serde(default)]
+    pub redact_paths: bool,
     #[serde(default)]
     pub metadata: MetadataSection,
     #[serde(default)]

@@ -492,6 +492,7 @@ impl Ctx<'_> {
                 resolve_names: a.push.resolve_names,
             },
             required_extensions,
+            redact_paths: a.redact_paths,
         })
     }
 

@@ -50,6 +50,8 @@ pub struct RequestPolicy {
     pub push: PushUrlPolicy,
     /// Extension URIs every request must name in `A2A-Extensions`.
     pub required_extensions: Vec<String>,
+    /// Replace absolute paths in agents' answers with `[PATH]`.
+    pub redact_paths: bool,
 }
 
 impl RequestPolicy {
