@@ -418,3 +418,36 @@ async fn silent_streams_get_keepalives_then_an_idle_error() {
     assert!(raw.contains("event: error"), "{raw}");
     assert!(raw.contains("upstream.stream_idle"), "{raw}");
 }
+
+#[tokio::test]
+async fn a_caller_that_leaves_closes_the_agents_stream() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = RecordingUpstream::start(Reply::Endless(closed.clone())).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    for proto in PROTOS {
+        closed.store(false, std::sync::atomic::Ordering::SeqCst);
+        let mut c = proxy.client(proto).await;
+        let resp = c
+            .rpc_stream("SendStreamingMessage", message("forever"))
+            .await;
+        let mut events = EventReader::new(resp);
+        for _ in 0..3 {
+            assert!(events.next().await.is_some());
+        }
+        assert!(!closed.load(std::sync::atomic::Ordering::SeqCst));
+        drop(events);
+        drop(c);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{proto:?}: the agent's stream stayed open"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}

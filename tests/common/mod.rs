@@ -409,6 +409,8 @@ pub enum Reply {
     BreakStream,
     /// Answers with secrets an agent might echo, and an internal error with a path.
     Leaky,
+    /// Streams an event every 50 ms until the stream is closed; then sets the flag.
+    Endless(Arc<std::sync::atomic::AtomicBool>),
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -535,6 +537,27 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             tokio::time::sleep(Duration::from_secs(3600)).await;
             json(json!({}))
         }
+        Reply::Endless(closed) if method == Some(json!("SendStreamingMessage")) => {
+            let (tx, body) = a2a_edge::body::ChannelBody::new(1);
+            tokio::spawn(async move {
+                for i in 0u64.. {
+                    let ev = format!(
+                        "data: {}\r\n\r\n",
+                        json!({"jsonrpc": "2.0", "id": id, "result": {"statusUpdate": {"taskId": "t-endless", "contextId": "c-endless", "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"n": i}}}})
+                    );
+                    if tx.send(Ok(Bytes::from(ev))).await.is_err() {
+                        closed.store(true, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(body.boxed())
+                .unwrap()
+        }
+        Reply::Endless(_) => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
         Reply::BreakStream => {
             let first = format!(
                 "data: {}\r\n\r\n",
