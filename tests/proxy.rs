@@ -451,3 +451,52 @@ async fn a_caller_that_leaves_closes_the_agents_stream() {
         }
     }
 }
+
+#[tokio::test]
+async fn agent_paths_are_unreachable_unless_the_policy_exposes_them() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let closed = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = closed.client(Proto::H1).await;
+    let auth = [("authorization", "Bearer test-token-0123456789")];
+    let (status, _, _) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(up
+        .requests()
+        .iter()
+        .all(|r| r.path != "/iac-code/readiness"));
+
+    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_TOKEN_2", UPSTREAM_TOKEN);
+    let open = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        upstream_token_env: Some("A2A_EDGE_TEST_UPSTREAM_TOKEN_2"),
+        extra_server: "agent_paths = [\"/iac-code/readiness\"]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = open.client(Proto::H2).await;
+    // Still authenticated.
+    let (status, _, _) = c.request("GET", "/iac-code/readiness", &[], "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, body) = c.request("GET", "/iac-code/readiness?x=1", &auth, "").await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let seen: Vec<_> = up
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/iac-code/readiness")
+        .collect();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].headers["authorization"],
+        format!("Bearer {UPSTREAM_TOKEN}").as_str()
+    );
+    assert_eq!(seen[0].headers["x-a2a-edge-principal"], "tester");
+    // Other private paths stay closed.
+    let (status, _, _) = c
+        .request("GET", "/iac-code/session/recovery", &auth, "")
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -87,6 +87,7 @@ pub struct Gate {
     registry: TaskRegistry,
     relay_limits: RelayLimits,
     allow_chunked: bool,
+    agent_paths: Vec<String>,
 }
 
 impl Gate {
@@ -141,6 +142,7 @@ impl Gate {
             ),
             registry,
             allow_chunked: policy.limits.allow_chunked_requests,
+            agent_paths: policy.server.agent_paths.clone(),
             relay_limits: RelayLimits {
                 keepalive: policy.limits.stream_keepalive,
                 idle_timeout: policy.limits.stream_idle_timeout,
@@ -153,7 +155,12 @@ impl Gate {
     /// Serves one request. Never fails: every refusal is rendered as a response.
     pub async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<BoxBody> {
         let started = Instant::now();
-        let route = classify(req.method(), req.uri().path(), &self.rpc_path);
+        let route = classify(
+            req.method(),
+            req.uri().path(),
+            &self.rpc_path,
+            &self.agent_paths,
+        );
         let head = req.method() == HttpMethod::HEAD;
         // The real client: the peer, or the rightmost untrusted hop behind a trusted proxy.
         let client = self.network.client_address(conn.peer.ip(), req.headers());
@@ -166,6 +173,7 @@ impl Gate {
                 Route::Card => self.card(req.headers(), head).await,
                 Route::Jwks => self.jwks(head),
                 Route::Rpc => self.rpc(&conn, client, req, &mut trace).await,
+                Route::AgentPath => self.agent_path(&conn, client, req, &mut trace).await,
                 Route::NotFound => Err(Rejection::Http {
                     status: StatusCode::NOT_FOUND,
                     message: "Not found",
@@ -313,6 +321,94 @@ impl Gate {
                 self.forward(upstream, headers, &rpc, observe).await
             }
         }
+    }
+
+    /// A path of the agents that the policy exposes: authenticated and rate-limited like
+    /// JSON-RPC, forwarded with the agent's credential, answered only with cleaned JSON. Such
+    /// paths are the agent's own API: the task registry does not guard them.
+    async fn agent_path(
+        &self,
+        conn: &ConnInfo,
+        client: IpAddr,
+        req: Request<Incoming>,
+        trace: &mut Trace,
+    ) -> Result<Response<BoxBody>, Rejection> {
+        let (parts, body) = req.into_parts();
+        self.rates.check_client_ip(client).map_err(too_many)?;
+        let principal = self.authenticate(conn, client, &parts.headers).await?;
+        trace.principal = Some(principal.name.clone());
+        trace.scheme = Some(principal.scheme.as_str());
+        self.rates
+            .check_principal(&principal.name, None)
+            .map_err(too_many)?;
+        let _slot = self
+            .concurrency
+            .acquire(&principal.name, false)
+            .map_err(|reason| Rejection::TooManyRequests {
+                reason,
+                retry_after_secs: 1,
+            })?;
+        let bytes = read_body(body, &parts.headers, self.body_limits).await?;
+        let path_and_query = parts
+            .uri
+            .path_and_query()
+            .map(|pq| pq.as_str())
+            .unwrap_or("/");
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        if !bytes.is_empty() {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        headers.insert(
+            self.principal_header.clone(),
+            principal_header_value(&principal.name),
+        );
+        forwarding_headers(&mut headers, client);
+        let bad_gateway = |reason: &'static str| Rejection::Http {
+            status: StatusCode::BAD_GATEWAY,
+            message: "Upstream agent unavailable",
+            reason,
+            allow: None,
+        };
+        let agent = self
+            .fleet
+            .pick()
+            .and_then(|id| self.fleet.get(id))
+            .ok_or(bad_gateway("upstream.unavailable"))?;
+        let resp = agent
+            .upstream
+            .request_path(parts.method, path_and_query, headers, bytes)
+            .await
+            .map_err(|e| bad_gateway(e.reason()))?;
+        let status = resp.status();
+        let json = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
+        if !json {
+            return Err(bad_gateway("upstream.bad_response"));
+        }
+        let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
+            .await
+            .map_err(|_| bad_gateway("upstream.bad_response"))?;
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|_| bad_gateway("upstream.bad_response"))?;
+        let mut wrapped = json!({ "result": value });
+        clean_response(
+            &mut wrapped,
+            &self.requests.metadata,
+            self.requests.redact_paths,
+        );
+        let body = wrapped
+            .get("result")
+            .cloned()
+            .unwrap_or(Value::Null)
+            .to_string();
+        Ok(json_response(status, body))
     }
 
     /// ListTasks answered for the caller alone: the registry knows which tasks are theirs
@@ -738,6 +834,7 @@ fn route_name(route: Route) -> &'static str {
         Route::Card => "card",
         Route::Jwks => "jwks",
         Route::Rpc => "rpc",
+        Route::AgentPath => "agent_path",
         Route::NotFound => "not_found",
         Route::MethodNotAllowed(_) => "method_not_allowed",
     }

@@ -9,6 +9,8 @@ pub enum Route {
     Card,
     Jwks,
     Rpc,
+    /// A path of the agents that the policy exposes (`server.agent_paths`).
+    AgentPath,
     NotFound,
     MethodNotAllowed(&'static str),
 }
@@ -19,7 +21,7 @@ pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
 /// `rpc_path` is the path of `server.public_url`; it is served with and without a trailing
 /// slash (the A2A TCK appends one).
-pub fn classify(method: &Method, path: &str, rpc_path: &str) -> Route {
+pub fn classify(method: &Method, path: &str, rpc_path: &str, agent_paths: &[String]) -> Route {
     let get_or_head = method == Method::GET || method == Method::HEAD;
     if path == HEALTH_PATH {
         return if get_or_head {
@@ -45,6 +47,13 @@ pub fn classify(method: &Method, path: &str, rpc_path: &str) -> Route {
             Route::Rpc
         } else {
             Route::MethodNotAllowed("POST")
+        };
+    }
+    if agent_paths.iter().any(|p| p == path) {
+        return if method == Method::GET || method == Method::POST {
+            Route::AgentPath
+        } else {
+            Route::MethodNotAllowed("GET, POST")
         };
     }
     Route::NotFound
@@ -91,7 +100,7 @@ mod tests {
             ),
         ];
         for (m, path, rpc, want) in cases {
-            let got = classify(&Method::from_bytes(m.as_bytes()).unwrap(), path, rpc);
+            let got = classify(&Method::from_bytes(m.as_bytes()).unwrap(), path, rpc, &[]);
             assert_eq!(got, *want, "{m} {path} (rpc {rpc})");
         }
     }

@@ -89,6 +89,8 @@ pub struct ServerPolicy {
     pub drain_timeout: Duration,
     pub tls_handshake_timeout: Duration,
     pub max_header_bytes: usize,
+    /// Agent paths exposed to authenticated callers (exact paths).
+    pub agent_paths: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -544,7 +546,30 @@ impl Ctx<'_> {
             }
             Some(v) => v.into_inner() as usize,
         };
+        let mut agent_paths = Vec::new();
+        for (i, p) in s.agent_paths.iter().enumerate() {
+            let path = p.get_ref();
+            let reserved = [
+                "/health",
+                "/.well-known/agent-card.json",
+                "/.well-known/jwks.json",
+            ];
+            let ok = path.starts_with('/')
+                && path.len() <= 256
+                && !path.contains("..")
+                && !path.contains("//")
+                && path
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"/-._~:".contains(&b))
+                && !reserved.contains(&path.as_str())
+                && path.trim_end_matches('/') != public_url.path().trim_end_matches('/');
+            if !ok {
+                return self.spanned_err(&format!("server.agent_paths[{i}]"), p, "must be an absolute path of [A-Za-z0-9/-._~:], without '..' or '//', other than the edge's own routes");
+            }
+            agent_paths.push(path.clone());
+        }
         Ok(ServerPolicy {
+            agent_paths,
             listen,
             public_url,
             drain_timeout: Duration::from_millis(s.drain_timeout_ms.unwrap_or(30_000)),

@@ -97,6 +97,8 @@ fn errors_name_file_line_and_key() {
         ("[auth]\n", "[auth]\n[[auth.basic]]\nusername = \"alice\"\npassword_hash = \"$2b$10$bcrypt\"\n", "auth.basic[0].password_hash", Some(16)),
         ("[auth]\n", "[auth]\nprincipal_header = \"Authorization\"\n", "auth.principal_header", Some(14)),
         ("[auth]\n", "[auth]\nfailures_per_minute = 0\n", "auth.failures_per_minute", Some(14)),
+        ("[server]\n", "[server]\nagent_paths = [\"/iac-code/../x\"]\n", "server.agent_paths[0]", Some(3)),
+        ("[server]\n", "[server]\nagent_paths = [\"/health\"]\n", "server.agent_paths[0]", Some(3)),
         (
             "[server]\n",
             "[server]\nmax_header_bytes = 10\n",

@@ -153,6 +153,28 @@ impl Upstream {
         self.send(Method::GET, uri, headers, Bytes::new()).await
     }
 
+    /// Sends a request to a path of the agent the policy exposes (`server.agent_paths`),
+    /// with the agent's credential. `path_and_query` was checked by the caller.
+    pub async fn request_path(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<BoxBody>, UpstreamError> {
+        let pq = http::uri::PathAndQuery::try_from(path_and_query)
+            .map_err(|_| UpstreamError::BadResponse)?;
+        let uri = match &self.target {
+            Target::Embedded(_) => Uri::from(pq),
+            Target::Http { rpc, .. } => {
+                let mut parts = rpc.clone().into_parts();
+                parts.path_and_query = Some(pq);
+                Uri::from_parts(parts).map_err(|_| UpstreamError::Unavailable)?
+            }
+        };
+        self.send(method, uri, headers, body).await
+    }
+
     async fn send(
         &self,
         method: Method,
