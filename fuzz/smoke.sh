@@ -40,7 +40,10 @@ build_start=$(date +%s)
 cargo fuzz build -s "$sanitizer" --codegen-units "$cgu"
 build_secs=$(($(date +%s) - build_start))
 host=$(rustc -vV | sed -n 's/^host: //p')
-bin_dir="$PWD/target/$host/release"
+# cargo honours CARGO_TARGET_DIR (relative to fuzz/ when relative).
+target_dir="${CARGO_TARGET_DIR:-target}"
+[[ "$target_dir" == /* ]] || target_dir="$PWD/$target_dir"
+bin_dir="$target_dir/$host/release"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/a2a-edge-fuzz-smoke.XXXXXX")
 trap 'rm -rf "$work"' EXIT
