@@ -195,3 +195,76 @@ async fn an_https_agent_is_reached_over_verified_tls() {
         "{v}"
     );
 }
+
+#[tokio::test]
+async fn list_tasks_pages_across_the_fleet_while_tasks_are_being_created() {
+    let mut engines = Vec::new();
+    for _ in 0..3 {
+        engines.push(start_engine().await);
+    }
+    let more: String = engines
+        .iter()
+        .skip(1)
+        .enumerate()
+        .map(|(i, (url, _))| format!("\n[[upstreams]]\nname = \"agent-x{i}\"\nurl = \"{url}\"\n"))
+        .collect();
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: engines[0].0.clone(),
+        extra_upstream: more,
+        extra_policy: "[limits]\nrequests_per_second = 100000\nburst = 100000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H2).await;
+    let mut before = std::collections::HashSet::new();
+    for i in 0..15 {
+        let v = c
+            .rpc(
+                "SendMessage",
+                message(&format!("[[chunks:1]] {i}"), json!({})),
+            )
+            .await;
+        before.insert(v["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    // Keep creating tasks while another connection pages through the list.
+    let (addr, ca) = (proxy.addr, proxy.ca.clone());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let creator = tokio::spawn(async move {
+        let mut c = Client::connect(addr, &ca, Proto::H1).await;
+        let mut n = 0;
+        while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
+            let v = c
+                .rpc("SendMessage", message("[[chunks:1]] more", json!({})))
+                .await;
+            assert!(v["result"]["task"].is_object());
+            n += 1;
+        }
+        n
+    });
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let mut params = json!({"pageSize": 3});
+        if !token.is_empty() {
+            params["pageToken"] = json!(token);
+        }
+        let v = c.rpc("ListTasks", params).await;
+        for t in v["result"]["tasks"].as_array().unwrap() {
+            seen.push(t["id"].as_str().unwrap().to_string());
+        }
+        token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let created_meanwhile = creator.await.unwrap();
+    let unique: std::collections::HashSet<_> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a task appeared twice");
+    assert!(
+        before.is_subset(&unique),
+        "a task that existed before paging was missed"
+    );
+    assert!(created_meanwhile > 0);
+}
