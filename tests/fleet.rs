@@ -211,7 +211,7 @@ async fn list_tasks_pages_across_the_fleet_while_tasks_are_being_created() {
     let proxy = Proxy::start(ProxyOpts {
         upstream_url: engines[0].0.clone(),
         extra_upstream: more,
-        extra_policy: "[limits]\nrequests_per_second = 100000\nburst = 100000\n".into(),
+        extra_policy: "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n[limits]\nrequests_per_second = 100000\nburst = 100000\n".into(),
         ..Default::default()
     })
     .await;
@@ -267,4 +267,23 @@ async fn list_tasks_pages_across_the_fleet_while_tasks_are_being_created() {
         "a task that existed before paging was missed"
     );
     assert!(created_meanwhile > 0);
+    // Another principal sees none of it, on any agent of the fleet.
+    let mallory = [
+        ("authorization", "Bearer other-token"),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+    let (_, _, body) = c.request("POST", "/", &mallory, list).await;
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["result"]["totalSize"], 0, "{v}");
+    for t in before.iter().take(5) {
+        for method in ["GetTask", "CancelTask", "SubscribeToTask"] {
+            let b = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": t}})
+                .to_string();
+            let (_, _, body) = c.request("POST", "/", &mallory, b).await;
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["error"]["code"], -32001, "{method}: {v}");
+        }
+    }
 }
