@@ -2,6 +2,8 @@
 //!
 //! The request's way through is in [`gate`]; each module owns one concern (see DESIGN.md).
 #![forbid(unsafe_code)]
+// No unwrap()/expect() outside tests: every failure is a clear error, never a panic.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod a2a;
 pub mod auth;

@@ -1,5 +1,7 @@
 //! The `a2a-edge` command: `serve`, `check`, `engine`.
 #![forbid(unsafe_code)]
+// No unwrap()/expect() outside tests: every failure is a clear error, never a panic.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
