@@ -212,6 +212,25 @@ impl Gate {
         resp
     }
 
+    /// The admission stages every authenticated route shares, in order: the client address's
+    /// rate, authentication (with the failure throttle), the principal's rate.
+    async fn admit(
+        &self,
+        conn: &ConnInfo,
+        client: IpAddr,
+        headers: &HeaderMap,
+        trace: &mut Trace,
+    ) -> Result<Principal, Rejection> {
+        self.rates.check_client_ip(client).map_err(too_many)?;
+        let principal = self.authenticate(conn, client, headers).await?;
+        trace.principal = Some(principal.name.clone());
+        trace.scheme = Some(principal.scheme.as_str());
+        self.rates
+            .check_principal(&principal.name, None)
+            .map_err(too_many)?;
+        Ok(principal)
+    }
+
     /// The JSON-RPC route: the stages in order. Cheap checks come first; the body is read
     /// only for an authenticated caller with an acceptable content type.
     async fn rpc(
@@ -222,13 +241,7 @@ impl Gate {
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
-        self.rates.check_client_ip(client).map_err(too_many)?;
-        let principal = self.authenticate(conn, client, &parts.headers).await?;
-        trace.principal = Some(principal.name.clone());
-        trace.scheme = Some(principal.scheme.as_str());
-        self.rates
-            .check_principal(&principal.name, None)
-            .map_err(too_many)?;
+        let principal = self.admit(conn, client, &parts.headers, trace).await?;
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
         let bytes = read_body(body, &parts.headers, self.body_limits).await?;
         let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
@@ -334,13 +347,7 @@ impl Gate {
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
-        self.rates.check_client_ip(client).map_err(too_many)?;
-        let principal = self.authenticate(conn, client, &parts.headers).await?;
-        trace.principal = Some(principal.name.clone());
-        trace.scheme = Some(principal.scheme.as_str());
-        self.rates
-            .check_principal(&principal.name, None)
-            .map_err(too_many)?;
+        let principal = self.admit(conn, client, &parts.headers, trace).await?;
         let _slot = self
             .concurrency
             .acquire(&principal.name, false)
