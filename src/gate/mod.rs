@@ -506,10 +506,16 @@ impl Gate {
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
         let policy = self.requests.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            check_params(method, params, &policy.rules(&principal.name))
-        })
-        .await;
+        // Only messages touch the filesystem (workspace, file parts) or decode large parts;
+        // the other methods are checked in place.
+        let checked = if matches!(method, Method::SendMessage | Method::SendStreamingMessage) {
+            tokio::task::spawn_blocking(move || {
+                check_params(method, params, &policy.rules(&principal.name))
+            })
+            .await
+        } else {
+            Ok(check_params(method, params, &policy.rules(&principal.name)))
+        };
         let (params, checked) = match checked {
             Ok(Ok(ok)) => ok,
             Ok(Err(e)) => return Err(Rejection::rpc(id, e)),
