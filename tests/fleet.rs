@@ -211,7 +211,7 @@ async fn list_tasks_pages_across_the_fleet_while_tasks_are_being_created() {
     let proxy = Proxy::start(ProxyOpts {
         upstream_url: engines[0].0.clone(),
         extra_upstream: more,
-        extra_policy: "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n[limits]\nrequests_per_second = 100000\nburst = 100000\n".into(),
+        extra_policy: "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n[limits]\nrequests_per_second = 100000\nburst = 100000\nclient_ip_requests_per_second = 100000\nclient_ip_burst = 100000\n".into(),
         ..Default::default()
     })
     .await;
