@@ -167,6 +167,15 @@ url = "$ENGINE_URL"
 [[auth.bearer]]
 principal = "bench"
 token_env = "BENCH_TOKEN"
+
+# The benchmark measures the proxy's work, not its rate limits (wrk is one client, one
+# principal): limits far above what the load can reach.
+[limits]
+requests_per_second = 1000000
+burst = 1000000
+client_ip_requests_per_second = 1000000
+client_ip_burst = 1000000
+max_in_flight_per_principal = 100000
 EOF
 log "starting a2a-edge serve"
 "$BIN" serve --policy "$TMP/edge/policy.toml" --ready-file "$TMP/edge/ready.json" \
