@@ -274,3 +274,66 @@ fn iac_code_environment_variables_configure_schemes_the_policy_leaves_unset() {
         assert!(!stdout.contains(secret), "{secret}: {stdout}");
     }
 }
+
+#[tokio::test]
+async fn the_default_policy_serves_a_signed_card_with_a_generated_key() {
+    let dir = TempDir::new("cli-default");
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml"),
+        dir.path().join("policies/default.toml"),
+    )
+    .unwrap();
+    // The shipped policy listens on 127.0.0.1:8443; a test must not take a fixed port, so
+    // only `check` runs on it as shipped, and `serve` on a copy listening on port 0.
+    let text = std::fs::read_to_string(dir.path().join("policies/default.toml"))
+        .unwrap()
+        .replace("127.0.0.1:8443", "127.0.0.1:0");
+    std::fs::write(dir.path().join("policies/test.toml"), text).unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(["serve", "--policy", "policies/test.toml", "--ready-file"])
+            .arg(&ready)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let key = dir.path().join("certs/dev/card-es256.pem");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let ca = dir.path().join("certs/dev/ca.pem");
+    let mut c = Client::connect(
+        info["listen"].as_str().unwrap().parse().unwrap(),
+        &ca,
+        Proto::H1,
+    )
+    .await;
+    let (_, _, jwks) = c.request("GET", "/.well-known/jwks.json", &[], "").await;
+    let (_, _, card) = c
+        .request("GET", "/.well-known/agent-card.json", &[], "")
+        .await;
+    let mut keys = a2a_edge::card::verify::VerifyKeys::new();
+    keys.add_jwks(&serde_json::from_slice(&jwks).unwrap())
+        .unwrap();
+    let card: Value = serde_json::from_slice(&card).unwrap();
+    assert_eq!(
+        a2a_edge::card::verify::verify_card(&card, &keys),
+        a2a_edge::card::verify::Verdict::Valid {
+            kid: "dev-es256".into()
+        }
+    );
+    sigterm(&child.0);
+    assert_eq!(wait_exit(&mut child.0).code(), Some(0));
+}

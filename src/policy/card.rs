@@ -44,7 +44,11 @@ impl std::fmt::Debug for CardPolicy {
 }
 
 impl Ctx<'_> {
-    pub(super) fn card(&self, c: file::CardSection) -> Result<CardPolicy, PolicyError> {
+    pub(super) fn card(
+        &self,
+        c: file::CardSection,
+        mode: super::LoadMode,
+    ) -> Result<CardPolicy, PolicyError> {
         let source = match c.source.as_ref().map(|s| s.get_ref().as_str()) {
             None | Some("upstream") => {
                 if c.static_card.is_some() {
@@ -127,16 +131,29 @@ impl Ctx<'_> {
                     )
                 }
                 (_, None, Some(path)) => {
-                    let pem = std::fs::read(path.get_ref())
-                        .map_err(|e| e.to_string())
-                        .or_else(|m| {
-                            self.spanned_err(
-                                &key("private_key_file"),
-                                path,
-                                format!("cannot read {}: {m}", path.get_ref().display()),
-                            )
+                    let missing = !path.get_ref().exists();
+                    if missing && k.generate_if_missing {
+                        let pem = generate_key(alg).or_else(|m| {
+                            self.spanned_err(&key("generate_if_missing"), &k.alg, m)
                         })?;
-                    SigningKey::from_private_pem(kid, alg, &pem)
+                        // `check` has no side effects: it signs with a throwaway key.
+                        if mode == super::LoadMode::Serve {
+                            secret::write_private(path.get_ref(), pem.as_bytes())
+                                .or_else(|m| self.spanned_err(&key("private_key_file"), path, m))?;
+                        }
+                        SigningKey::from_private_pem(kid, alg, pem.as_bytes())
+                    } else {
+                        let pem = std::fs::read(path.get_ref())
+                            .map_err(|e| e.to_string())
+                            .or_else(|m| {
+                                self.spanned_err(
+                                    &key("private_key_file"),
+                                    path,
+                                    format!("cannot read {}: {m}", path.get_ref().display()),
+                                )
+                            })?;
+                        SigningKey::from_private_pem(kid, alg, &pem)
+                    }
                 }
                 (_, _, _) => {
                     return self.spanned_err(
@@ -217,4 +234,16 @@ impl Ctx<'_> {
             upstream_keys,
         })
     }
+}
+
+/// A fresh private key (PKCS#8 PEM) for a dev card key.
+fn generate_key(alg: SigningAlg) -> Result<String, String> {
+    let which = match alg {
+        SigningAlg::ES256 => &rcgen::PKCS_ECDSA_P256_SHA256,
+        SigningAlg::EdDSA => &rcgen::PKCS_ED25519,
+        _ => return Err("generate_if_missing makes ES256 and EdDSA keys only".into()),
+    };
+    rcgen::KeyPair::generate_for(which)
+        .map(|k| k.serialize_pem())
+        .map_err(|e| format!("cannot generate a key: {e}"))
 }

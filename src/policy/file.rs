@@ -108,6 +108,9 @@ pub struct SigningKeySection {
     pub alg: Spanned<String>,
     pub secret_env: Option<Spanned<String>>,
     pub private_key_file: Option<Spanned<PathBuf>>,
+    /// ES256/EdDSA: `serve` creates `private_key_file` (0600) with a fresh key when missing.
+    #[serde(default)]
+    pub generate_if_missing: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -381,7 +381,7 @@ impl Ctx<'_> {
             Some(v) => v.into_inner(),
         };
         let requests = self.requests(raw.a2a, raw.workspace)?;
-        let card = self.card(raw.card)?;
+        let card = self.card(raw.card, mode)?;
         let limits = self.limits(raw.limits)?;
         let network = self.network(raw.network)?;
         Ok(Policy {
