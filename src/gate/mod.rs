@@ -267,7 +267,8 @@ impl Gate {
         }
         let name = principal.name.clone();
         let principal_value = principal_header_value(&name);
-        let (rpc, checked) = self.check_params(rpc, principal).await?;
+        let heavy = bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
+        let (rpc, checked) = self.check_params(rpc, principal, heavy).await?;
         let mut headers = upstream::forwarded_headers(&parts.headers, version, extensions);
         headers.insert(self.principal_header.clone(), principal_value);
         forwarding_headers(&mut headers, client);
@@ -503,12 +504,13 @@ impl Gate {
         &self,
         rpc: RpcRequest,
         principal: Principal,
+        heavy: bool,
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
         let policy = self.requests.clone();
-        // Only messages touch the filesystem (workspace, file parts) or decode large parts;
-        // the other methods are checked in place.
-        let checked = if matches!(method, Method::SendMessage | Method::SendStreamingMessage) {
+        // Checks that touch the filesystem (workspace, file parts) or decode large parts run
+        // on the blocking pool; small, filesystem-free requests are checked in place.
+        let checked = if heavy {
             tokio::task::spawn_blocking(move || {
                 check_params(method, params, &policy.rules(&principal.name))
             })
@@ -790,6 +792,30 @@ impl Gate {
     pub fn permits(&self, ip: IpAddr) -> bool {
         self.network.permits(ip)
     }
+}
+
+/// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
+const INLINE_CHECK_BYTES: usize = 64 * 1024;
+
+/// Whether checking these params reads the filesystem: a workspace (`iac_code.cwd` in the
+/// request's or the message's metadata) or a file part.
+fn touches_filesystem(params: &serde_json::Map<String, Value>) -> bool {
+    let cwd = |owner: Option<&Value>| {
+        owner
+            .and_then(|o| o.get("metadata"))
+            .and_then(|m| m.get("iac_code"))
+            .is_some_and(|i| i.get("cwd").is_some())
+    };
+    let message = params.get("message");
+    let file_part = message
+        .and_then(|m| m.get("parts"))
+        .and_then(Value::as_array)
+        .is_some_and(|parts| parts.iter().any(|p| p.get("url").is_some()));
+    let request_cwd = params
+        .get("metadata")
+        .and_then(|m| m.get("iac_code"))
+        .is_some_and(|i| i.get("cwd").is_some());
+    file_part || request_cwd || cwd(message)
 }
 
 fn unavailable(id: &Value) -> Rejection {
