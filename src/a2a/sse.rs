@@ -54,6 +54,10 @@ pub enum SseError {
 pub struct SseDecoder {
     buf: BytesMut,
     max_event_bytes: usize,
+    /// How far `buf` was scanned, and where the line being scanned starts: each byte is looked
+    /// at once, however small the chunks (no quadratic rescans of a growing event).
+    scanned: usize,
+    line_start: usize,
 }
 
 impl SseDecoder {
@@ -61,6 +65,8 @@ impl SseDecoder {
         Self {
             buf: BytesMut::new(),
             max_event_bytes,
+            scanned: 0,
+            line_start: 0,
         }
     }
 
@@ -68,8 +74,17 @@ impl SseDecoder {
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
         self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
-        while let Some(end) = find_event_end(&self.buf) {
+        loop {
+            let (found, scanned, line_start) =
+                find_event_end(&self.buf, self.scanned, self.line_start);
+            let Some(end) = found else {
+                self.scanned = scanned;
+                self.line_start = line_start;
+                break;
+            };
             let raw = self.buf.split_to(end).freeze();
+            self.scanned = 0;
+            self.line_start = 0;
             out.push(parse_event(raw)?);
         }
         if self.buf.len() > self.max_event_bytes {
@@ -84,11 +99,13 @@ impl SseDecoder {
     }
 }
 
-/// The index just past the blank line that ends the first event in `buf`, if complete.
-/// Lines end in CRLF, LF or CR (a lone CR at the very end may still become CRLF, so it waits).
-fn find_event_end(buf: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    let mut line_start = 0;
+/// The index just past the blank line that ends the first event in `buf`, if complete,
+/// resuming a scan that stopped at `from` inside a line starting at `line_start`; also where
+/// the scan stopped and where its current line starts. Lines end in CRLF, LF or CR (a lone CR
+/// at the very end may still become CRLF, so it waits).
+fn find_event_end(buf: &[u8], from: usize, line_start: usize) -> (Option<usize>, usize, usize) {
+    let mut i = from;
+    let mut line_start = line_start;
     while i < buf.len() {
         let eol_len = match buf[i] {
             b'\n' => 1,
@@ -100,7 +117,7 @@ fn find_event_end(buf: &[u8]) -> Option<usize> {
                         1
                     }
                 } else {
-                    return None;
+                    return (None, i, line_start);
                 }
             }
             _ => {
@@ -110,12 +127,12 @@ fn find_event_end(buf: &[u8]) -> Option<usize> {
         };
         if i == line_start {
             // An empty line: the event ends here.
-            return Some(i + eol_len);
+            return (Some(i + eol_len), 0, 0);
         }
         i += eol_len;
         line_start = i;
     }
-    None
+    (None, i, line_start)
 }
 
 fn parse_event(raw: Bytes) -> Result<SseEvent, SseError> {
@@ -189,6 +206,17 @@ mod tests {
         let ev = decode_all(&[&error_event(b"{}")]);
         assert_eq!(ev[0].event.as_deref(), Some("error"));
         assert_eq!(decode_all(&[&comment("a\r\nb")])[0].data, None);
+    }
+
+    #[test]
+    fn byte_by_byte_equals_one_chunk() {
+        let stream = b"data: {\"a\":1}\r\n\r\n: ping\r\n\r\nevent: error\r\ndata: x\r\ndata: y\n\ndata: z\r\rdata: w\r\n\r\n";
+        let whole = decode_all(&[stream]);
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(decode_all(&bytes), whole);
+        let threes: Vec<&[u8]> = stream.chunks(3).collect();
+        assert_eq!(decode_all(&threes), whole);
+        assert_eq!(whole.len(), 5);
     }
 
     #[test]
