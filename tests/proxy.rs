@@ -246,6 +246,7 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
         ("x-a2a-edge-principal", "forged"),
         ("connection", "keep-alive, x-custom"),
         ("x-custom", "hop"),
+        ("x-request-id", "caller-chosen-id"),
     ]);
     let (status, _, body) = c.request("POST", "/", &h, raw).await;
     assert_eq!(status, StatusCode::OK);
@@ -275,7 +276,12 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
     assert_eq!(r.headers["x-forwarded-for"], "127.0.0.1");
     assert_eq!(r.headers["x-forwarded-proto"], "https");
     assert_eq!(r.headers["forwarded"], "for=127.0.0.1;proto=https");
-    assert!(r.headers["x-request-id"].len() >= 32);
+    // The request id is the proxy's own (random per-process prefix, counter), never the caller's.
+    let rid = r.headers["x-request-id"].to_str().unwrap();
+    let (prefix, counter) = rid.split_once('-').unwrap();
+    assert_eq!(prefix.len(), 12, "{rid}");
+    assert!(u64::from_str_radix(counter, 16).is_ok(), "{rid}");
+    assert_eq!(r.headers.get_all("x-request-id").iter().count(), 1);
     for gone in ["cookie", "x-custom"] {
         assert!(r.headers.get(gone).is_none(), "{gone} reached the agent");
     }

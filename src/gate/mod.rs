@@ -56,6 +56,8 @@ struct Trace {
     principal: Option<String>,
     scheme: Option<&'static str>,
     method: Option<&'static str>,
+    /// Sent to the agent as `X-Request-Id` and logged, to join the two.
+    request_id: String,
 }
 
 /// What the gate knows about the connection a request came on.
@@ -164,7 +166,10 @@ impl Gate {
         let head = req.method() == HttpMethod::HEAD;
         // The real client: the peer, or the rightmost untrusted hop behind a trusted proxy.
         let client = self.network.client_address(conn.peer.ip(), req.headers());
-        let mut trace = Trace::default();
+        let mut trace = Trace {
+            request_id: telemetry::request_id::next(),
+            ..Trace::default()
+        };
         // Framing that two HTTP parsers could read differently is refused first.
         let outcome = match check_framing(req.headers(), self.allow_chunked) {
             Err(rej) => Err(rej),
@@ -198,6 +203,7 @@ impl Gate {
         telemetry::log(
             "request",
             json!({
+                "request_id": trace.request_id,
                 "client": client.to_string(),
                 "peer": conn.peer.ip().to_string(),
                 "route": route_name(route),
@@ -271,7 +277,7 @@ impl Gate {
         let (rpc, checked) = self.check_params(rpc, principal, heavy).await?;
         let mut headers = upstream::forwarded_headers(&parts.headers, version, extensions);
         headers.insert(self.principal_header.clone(), principal_value);
-        forwarding_headers(&mut headers, client);
+        forwarding_headers(&mut headers, client, &trace.request_id);
         // Whose task is it? Decided here, before any agent sees the request.
         let deny = |d: Denial| Rejection::rpc(rpc.id.clone(), d.rpc_error());
         let registry = self.registry.clone();
@@ -374,7 +380,7 @@ impl Gate {
             self.principal_header.clone(),
             principal_header_value(&principal.name),
         );
-        forwarding_headers(&mut headers, client);
+        forwarding_headers(&mut headers, client, &trace.request_id);
         let bad_gateway = |reason: &'static str| Rejection::Http {
             status: StatusCode::BAD_GATEWAY,
             message: "Upstream agent unavailable",
@@ -832,7 +838,7 @@ fn too_many(l: Limited) -> Rejection {
 
 /// What the proxy knows about the request, never what the caller claimed: the caller's
 /// forwarding headers were dropped by the allow-list.
-fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr) {
+fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr, request_id: &str) {
     let for_value = match client {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => format!("\"[{v6}]\""),
@@ -841,7 +847,7 @@ fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr) {
         ("x-forwarded-for", client.to_string()),
         ("x-forwarded-proto", "https".to_string()),
         ("forwarded", format!("for={for_value};proto=https")),
-        ("x-request-id", crate::policy::random_token()),
+        ("x-request-id", request_id.to_string()),
     ];
     for (name, value) in pairs {
         if let Ok(v) = HeaderValue::from_str(&value) {

@@ -1,6 +1,8 @@
 //! Structured logs: one JSON object per line on standard error. Callers pass only
 //! low-cardinality codes and identities, never secrets or request bodies.
 
+pub mod request_id;
+
 use std::io::Write;
 
 use serde_json::{Map, Value};
