@@ -164,8 +164,14 @@ async fn serve(opts: Opts) -> Result<(), String> {
             g.token
         );
     }
+    if let Some(admin) = running.admin_addr {
+        println!("admin listener on http://{admin}/ (/metrics, /ready, /health)");
+    }
     if let Some(ready) = &opts.ready_file {
-        let info = serde_json::json!({"listen": running.local_addr.to_string(), "public_url": url.to_string()});
+        let mut info = serde_json::json!({"listen": running.local_addr.to_string(), "public_url": url.to_string()});
+        if let Some(admin) = running.admin_addr {
+            info["admin"] = serde_json::Value::from(admin.to_string());
+        }
         write_atomically(ready, info.to_string().as_bytes())?;
     }
     // SIGHUP reloads the policy; SIGTERM and Ctrl-C drain and stop.
@@ -179,7 +185,10 @@ async fn serve(opts: Opts) -> Result<(), String> {
             _ = hangup.recv() => {
                 let result = match Policy::load(&path, LoadMode::Serve) {
                     Ok(p) => running.reload(p).await.map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => {
+                        running.metrics().reload(false);
+                        Err(e.to_string())
+                    }
                 };
                 match result {
                     Ok(()) => eprintln!("a2a-edge: policy reloaded from {}", path.display()),

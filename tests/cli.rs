@@ -284,11 +284,12 @@ async fn the_default_policy_serves_a_signed_card_with_a_generated_key() {
         dir.path().join("policies/default.toml"),
     )
     .unwrap();
-    // The shipped policy listens on 127.0.0.1:8443; a test must not take a fixed port, so
-    // only `check` runs on it as shipped, and `serve` on a copy listening on port 0.
+    // The shipped policy listens on 127.0.0.1:8443 (admin 9901); a test must not take a fixed
+    // port, so only `check` runs on it as shipped, and `serve` on a copy listening on port 0.
     let text = std::fs::read_to_string(dir.path().join("policies/default.toml"))
         .unwrap()
-        .replace("127.0.0.1:8443", "127.0.0.1:0");
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9901", "127.0.0.1:0");
     std::fs::write(dir.path().join("policies/test.toml"), text).unwrap();
     let ready = dir.path().join("ready.json");
     let mut child = ChildGuard(
@@ -334,6 +335,18 @@ async fn the_default_policy_serves_a_signed_card_with_a_generated_key() {
             kid: "dev-es256".into()
         }
     );
+    // The shipped policy has the admin listener on loopback: ready, with metrics.
+    let admin: std::net::SocketAddr = info["admin"].as_str().unwrap().parse().unwrap();
+    assert!(admin.ip().is_loopback());
+    let mut tcp = tokio::net::TcpStream::connect(admin).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tcp.write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"status\":\"ready\""), "{answer}");
     sigterm(&child.0);
     assert_eq!(wait_exit(&mut child.0).code(), Some(0));
 }

@@ -37,6 +37,7 @@ use crate::limits::FailureThrottle;
 use crate::policy::CardSource;
 use crate::policy::Policy;
 use crate::telemetry;
+use crate::telemetry::metrics::{Metrics, Snapshot, UpstreamGauge};
 use crate::upstream::clean::clean_response;
 use crate::upstream::fleet::Fleet;
 use crate::upstream::registry::UpstreamId;
@@ -90,15 +91,19 @@ pub struct Gate {
     relay_limits: RelayLimits,
     allow_chunked: bool,
     agent_paths: Vec<String>,
+    /// The process's counters (shared across reloads, like the registry).
+    metrics: Arc<Metrics>,
 }
 
 impl Gate {
     /// `public_url` is the policy's, with a port 0 already replaced by the bound port.
-    /// `registry` is shared across reloads: who owns which task outlives a policy.
+    /// `registry` and `metrics` are shared across reloads: who owns which task, and the
+    /// counters, outlive a policy.
     pub async fn new(
         policy: &Policy,
         public_url: &url::Url,
         registry: TaskRegistry,
+        metrics: Arc<Metrics>,
     ) -> Result<Gate, String> {
         let auth = Authenticator::new(&policy.auth).await?;
         let schemes = auth.security_schemes().clone();
@@ -143,6 +148,7 @@ impl Gate {
                 policy.limits.max_streams_per_principal,
             ),
             registry,
+            metrics,
             allow_chunked: policy.limits.allow_chunked_requests,
             agent_paths: policy.server.agent_paths.clone(),
             relay_limits: RelayLimits {
@@ -200,6 +206,13 @@ impl Gate {
                 (rej.render(), Some(reason))
             }
         };
+        self.metrics.request(
+            route_name(route),
+            trace.method,
+            resp.status().as_u16(),
+            reason,
+            started.elapsed(),
+        );
         telemetry::log(
             "request",
             json!({
@@ -696,6 +709,7 @@ impl Gate {
         };
         let outcome = card.and_then(|c| self.card.publish(c).map_err(|e| e.0));
         if let Err(reason) = outcome {
+            self.metrics.card_refresh_failed();
             telemetry::log("card_refresh_failed", json!({"reason": reason}));
         }
     }
@@ -723,6 +737,24 @@ impl Gate {
     /// The agents, for the health checker.
     pub fn fleet(&self) -> &Fleet {
         &self.fleet
+    }
+
+    /// What `/metrics` and `/ready` report about this policy's state now.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            upstreams: self
+                .fleet
+                .agents()
+                .iter()
+                .map(|a| UpstreamGauge {
+                    name: a.upstream.name.clone(),
+                    healthy: a.is_healthy(),
+                    in_flight: a.in_flight(),
+                })
+                .collect(),
+            card_published: self.card.current().is_some(),
+            registry: Some(self.registry.stats()),
+        }
     }
 
     /// How often the refresher runs.

@@ -137,6 +137,11 @@ pub struct ServerSection {
     /// authenticated callers only. None by default.
     #[serde(default)]
     pub agent_paths: Vec<Spanned<String>>,
+    /// Plain-HTTP listener for `/metrics`, `/ready` and `/health` (operators only).
+    pub admin_listen: Option<Spanned<String>>,
+    /// The admin listener may bind a non-loopback address (it has no TLS and no auth).
+    #[serde(default)]
+    pub admin_allow_non_loopback: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -91,6 +91,8 @@ pub struct ServerPolicy {
     pub max_header_bytes: usize,
     /// Agent paths exposed to authenticated callers (exact paths).
     pub agent_paths: Vec<String>,
+    /// The admin listener (`/metrics`, `/ready`, `/health`), plain HTTP; off when `None`.
+    pub admin_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +195,11 @@ impl Policy {
             self.server.listen
         ));
         s.push_str(&format!("public   {}\n", self.server.public_url));
+        if let Some(admin) = self.server.admin_listen {
+            s.push_str(&format!(
+                "admin    http://{admin}/ (/metrics, /ready, /health; no TLS, no auth)\n"
+            ));
+        }
         for u in &self.upstreams {
             let target = match &u.target {
                 UpstreamTarget::Embedded => "embedded task engine".to_string(),
@@ -568,8 +575,36 @@ impl Ctx<'_> {
             }
             agent_paths.push(path.clone());
         }
+        let admin_listen = match &s.admin_listen {
+            None => None,
+            Some(a) => match a.get_ref().parse::<SocketAddr>() {
+                Err(_) => {
+                    return self.spanned_err(
+                        "server.admin_listen",
+                        a,
+                        "must be an IP address and port, e.g. \"127.0.0.1:9901\"",
+                    )
+                }
+                Ok(addr) if !addr.ip().is_loopback() && !s.admin_allow_non_loopback => {
+                    return self.spanned_err(
+                        "server.admin_listen",
+                        a,
+                        "must be a loopback address (the admin listener has no TLS and no authentication); set server.admin_allow_non_loopback = true to expose it",
+                    )
+                }
+                Ok(addr) if addr.port() != 0 && addr == listen => {
+                    return self.spanned_err(
+                        "server.admin_listen",
+                        a,
+                        "must differ from server.listen",
+                    )
+                }
+                Ok(addr) => Some(addr),
+            },
+        };
         Ok(ServerPolicy {
             agent_paths,
+            admin_listen,
             listen,
             public_url,
             drain_timeout: Duration::from_millis(s.drain_timeout_ms.unwrap_or(30_000)),

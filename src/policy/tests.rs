@@ -34,6 +34,26 @@ fn good_policy_loads_with_defaults() {
 }
 
 #[test]
+fn admin_listener_is_loopback_unless_exposed_explicitly() {
+    assert_eq!(load(GOOD).unwrap().server.admin_listen, None);
+    let with = |extra: &str| GOOD.replacen("[server]\n", &format!("[server]\n{extra}"), 1);
+    let p = load(&with("admin_listen = \"127.0.0.1:9901\"\n")).unwrap();
+    assert_eq!(
+        p.server.admin_listen,
+        Some("127.0.0.1:9901".parse().unwrap())
+    );
+    assert!(p.summary().contains("admin    http://127.0.0.1:9901/"));
+    assert!(load(&with("admin_listen = \"[::1]:0\"\n")).is_ok());
+    let exposed = "admin_listen = \"0.0.0.0:9901\"\nadmin_allow_non_loopback = true\n";
+    assert_eq!(
+        load(&with(exposed)).unwrap().server.admin_listen,
+        Some("0.0.0.0:9901".parse().unwrap())
+    );
+    let e = load(&with("admin_listen = \"0.0.0.0:9901\"\n")).unwrap_err();
+    assert!(e.message.contains("admin_allow_non_loopback"), "{e}");
+}
+
+#[test]
 fn errors_name_file_line_and_key() {
     // (edit applied to GOOD: (from, to)), expected key fragment, expected line (None = any)
     let cases: &[(&str, &str, &str, Option<usize>)] = &[
@@ -99,6 +119,11 @@ fn errors_name_file_line_and_key() {
         ("[auth]\n", "[auth]\nfailures_per_minute = 0\n", "auth.failures_per_minute", Some(14)),
         ("[server]\n", "[server]\nagent_paths = [\"/iac-code/../x\"]\n", "server.agent_paths[0]", Some(3)),
         ("[server]\n", "[server]\nagent_paths = [\"/health\"]\n", "server.agent_paths[0]", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"localhost:9901\"\n", "server.admin_listen", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"0.0.0.0:9901\"\n", "server.admin_listen", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"[::]:9901\"\n", "server.admin_listen", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"10.0.0.1:9901\"\n", "server.admin_listen", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:8443\"\n", "server.admin_listen", Some(3)),
         (
             "[server]\n",
             "[server]\nmax_header_bytes = 10\n",

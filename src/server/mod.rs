@@ -1,5 +1,8 @@
 //! The listener: accept loop, TLS handshake with a deadline, one hyper server for HTTP/1.1
-//! and HTTP/2, and a graceful drain on shutdown. Knows nothing of A2A.
+//! and HTTP/2, and a graceful drain on shutdown; the admin listener beside it. Knows nothing
+//! of A2A.
+
+mod admin;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -20,6 +23,7 @@ use crate::auth::mtls::peer_identity;
 use crate::body::BoxBody;
 use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
+use crate::telemetry::metrics::Metrics;
 use crate::upstream::registry::TaskRegistry;
 
 /// Tasks and contexts whose owner the proxy remembers.
@@ -53,10 +57,13 @@ pub struct Running {
     pub public_url: url::Url,
     /// Set when `tls.dev = true`.
     pub dev_certs: Option<tls::dev::DevCerts>,
+    /// The admin listener's address, when `server.admin_listen` is set.
+    pub admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
     gates: watch::Sender<Arc<Gate>>,
     registry: TaskRegistry,
+    metrics: Arc<Metrics>,
 }
 
 impl Running {
@@ -69,14 +76,24 @@ impl Running {
     /// card keys, upstream). The listener, TLS and server settings stay as started; a policy
     /// that cannot be applied leaves the running one in force.
     pub async fn reload(&self, policy: Policy) -> Result<(), StartError> {
-        let gate = Arc::new(
-            Gate::new(&policy, &self.public_url, self.registry.clone())
-                .await
-                .map_err(StartError)?,
-        );
+        let gate = Gate::new(
+            &policy,
+            &self.public_url,
+            self.registry.clone(),
+            self.metrics.clone(),
+        )
+        .await
+        .map_err(StartError);
+        self.metrics.reload(gate.is_ok());
+        let gate = Arc::new(gate?);
         gate.refresh_card().await;
         self.gates.send_replace(gate);
         Ok(())
+    }
+
+    /// The process's counters (for a reload refused before it reached [`Running::reload`]).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Waits until the server has drained and stopped.
@@ -115,9 +132,25 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             .set_port(Some(local_addr.port()))
             .map_err(|_| StartError("server.public_url: cannot set the port".into()))?;
     }
+    let admin = match policy.server.admin_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
+            StartError(format!(
+                "cannot listen on {addr} (server.admin_listen): {e}"
+            ))
+        })?),
+        None => None,
+    };
+    let admin_addr = match &admin {
+        Some(l) => Some(
+            l.local_addr()
+                .map_err(|e| StartError(format!("admin listener address: {e}")))?,
+        ),
+        None => None,
+    };
     let registry = TaskRegistry::new(REGISTRY_ENTRIES);
+    let metrics = Arc::new(Metrics::new());
     let gate = Arc::new(
-        Gate::new(&policy, &public_url, registry.clone())
+        Gate::new(&policy, &public_url, registry.clone(), metrics.clone())
             .await
             .map_err(StartError)?,
     );
@@ -137,21 +170,41 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         max_connections: policy.limits.max_connections,
         max_connections_per_client: policy.limits.max_connections_per_client,
     };
-    let task = tokio::spawn(accept_loop(
+    // The admin listener outlives the drain (so /ready says 503 meanwhile) and stops after it.
+    let (admin_stop, admin_stop_rx) = watch::channel(false);
+    let admin_task = admin.map(|l| {
+        tokio::spawn(admin::serve(
+            l,
+            gate_rx.clone(),
+            metrics.clone(),
+            admin_stop_rx,
+        ))
+    });
+    let serving = accept_loop(
         listener,
         TlsAcceptor::from(tls_config),
         gate_rx,
         settings,
         shutdown_rx,
-    ));
+        metrics.clone(),
+    );
+    let task = tokio::spawn(async move {
+        serving.await;
+        let _ = admin_stop.send(true);
+        if let Some(t) = admin_task {
+            let _ = t.await;
+        }
+    });
     Ok(Running {
         local_addr,
         public_url,
         dev_certs,
+        admin_addr,
         shutdown,
         task,
         gates,
         registry,
+        metrics,
     })
 }
 
@@ -217,6 +270,7 @@ async fn accept_loop(
     gates: watch::Receiver<Arc<Gate>>,
     settings: ConnSettings,
     mut shutdown: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
 ) {
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(http_builder(&settings));
@@ -237,17 +291,20 @@ async fn accept_loop(
                 // Denied networks are dropped before any TLS work.
                 if !gates.borrow().permits(peer.ip()) {
                     telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "network.denied"}));
+                    metrics.connection("network.denied");
                     drop(tcp);
                     continue;
                 }
                 // Over the connection limit: refuse at once rather than queue.
                 let Some(client_slot) = per_client.acquire(peer.ip()) else {
                     telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections_per_client"}));
+                    metrics.connection("limits.connections_per_client");
                     drop(tcp);
                     continue;
                 };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
                     telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections"}));
+                    metrics.connection("limits.connections");
                     drop(tcp);
                     continue;
                 };
@@ -256,12 +313,16 @@ async fn accept_loop(
                 let acceptor = acceptor.clone();
                 let gates = gates.clone();
                 let builder = builder.clone();
+                let metrics = metrics.clone();
+                metrics.connection("accepted");
                 tokio::spawn(async move {
                     let _permit = (permit, client_slot);
+                    let _open = metrics.open_connection();
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) | Err(_) => {
                             telemetry::log("tls_handshake_failed", json!({"client": peer.ip().to_string()}));
+                            metrics.connection("tls.handshake_failed");
                             return;
                         }
                     };
@@ -287,6 +348,7 @@ async fn accept_loop(
         }
     }
     drop(listener);
+    metrics.set_draining();
     telemetry::log("draining", json!({"connections": graceful.count()}));
     tokio::select! {
         _ = graceful.shutdown() => telemetry::log("drained", json!({})),

@@ -1,6 +1,7 @@
 //! Structured logs: one JSON object per line on standard error. Callers pass only
 //! low-cardinality codes and identities, never secrets or request bodies.
 
+pub mod metrics;
 pub mod request_id;
 
 use std::io::Write;

@@ -36,6 +36,11 @@ impl Agent {
         self.healthy.load(Ordering::Relaxed)
     }
 
+    /// Requests sent to this agent that have not been answered yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// Sends a JSON-RPC body; a connection failure counts against the agent's health.
     pub async fn send_rpc(
         &self,
@@ -116,6 +121,11 @@ impl Fleet {
             interval,
             next: AtomicUsize::new(0),
         })
+    }
+
+    /// Every agent, in policy order.
+    pub fn agents(&self) -> &[Arc<Agent>] {
+        &self.agents
     }
 
     pub fn get(&self, id: UpstreamId) -> Option<&Arc<Agent>> {

@@ -123,7 +123,7 @@ pub struct ListPage {
 }
 
 /// Counts for metrics and /ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RegistryStats {
     pub tasks: usize,
     pub contexts: usize,

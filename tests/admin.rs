@@ -1,0 +1,310 @@
+//! The admin listener (`server.admin_listen`): `/metrics` counts what the public listener did
+//! by low-cardinality labels only, `/ready` says 503 with reasons when the edge cannot serve
+//! (no healthy agent, draining), and nothing of it is reachable on the public listener.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+const ADMIN: &str = "admin_listen = \"127.0.0.1:0\"\n";
+
+/// One plain-HTTP/1.1 request to the admin listener: status, content type, body.
+async fn admin(addr: SocketAddr, method: &str, path: &str) -> (StatusCode, String, String) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "admin")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, ct, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn admin_addr(p: &Proxy) -> SocketAddr {
+    p.running.as_ref().unwrap().admin_addr.unwrap()
+}
+
+/// The value of one sample line `name{labels} value`, 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn send_message(text: &str) -> Value {
+    json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_method_status_and_reason() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    let mut c = proxy.client(Proto::H2).await;
+    for _ in 0..2 {
+        let v = c.rpc("SendMessage", send_message("hello")).await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+    // A part with a media type outside the policy: refused by validation.
+    let v = c
+        .rpc(
+            "SendMessage",
+            json!({"message": {"messageId": "m-2", "role": "ROLE_USER",
+                "parts": [{"raw": "AAAA", "mediaType": "application/x-msdownload"}]}}),
+        )
+        .await;
+    let refused = v["error"]["data"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // No credential: 401 before the body is read.
+    let (status, _, _) = c
+        .request(
+            "POST",
+            "/",
+            &[("content-type", "application/json"), ("a2a-version", "1.0")],
+            "{}",
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = c.request("GET", "/nowhere", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A client that is no TLS client at all.
+    let mut raw = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    drop(raw);
+
+    // The log line of a request is written before its response; the TLS failure may lag.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let (status, ct, text) = admin(addr, "GET", "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+        if sample(
+            &text,
+            "a2a_edge_connections_total{outcome=\"tls.handshake_failed\"}",
+        ) >= 1.0
+            || Instant::now() > deadline
+        {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let ok = "a2a_edge_requests_total{route=\"rpc\",method=\"SendMessage\",status=\"200\",reason=\"ok\"}";
+    assert_eq!(sample(&text, ok), 2.0, "{text}");
+    let bad = format!("a2a_edge_requests_total{{route=\"rpc\",method=\"SendMessage\",status=\"200\",reason=\"{refused}\"}}");
+    assert_eq!(sample(&text, &bad), 1.0, "{text}");
+    let unauth =
+        "a2a_edge_requests_total{route=\"rpc\",method=\"\",status=\"401\",reason=\"auth.missing\"}";
+    assert_eq!(sample(&text, unauth), 1.0, "{text}");
+    let nf = "a2a_edge_requests_total{route=\"not_found\",method=\"\",status=\"404\",reason=\"route.not_found\"}";
+    assert_eq!(sample(&text, nf), 1.0, "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "a2a_edge_request_duration_seconds_count{route=\"rpc\"}"
+        ),
+        4.0
+    );
+    assert!(sample(&text, "a2a_edge_connections_total{outcome=\"accepted\"}") >= 2.0);
+    assert_eq!(
+        sample(
+            &text,
+            "a2a_edge_connections_total{outcome=\"tls.handshake_failed\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert!(sample(&text, "a2a_edge_connections_open") >= 1.0);
+    assert_eq!(
+        sample(&text, "a2a_edge_upstream_healthy{upstream=\"agent-1\"}"),
+        1.0
+    );
+    assert_eq!(sample(&text, "a2a_edge_card_published"), 1.0);
+    assert!(sample(&text, "a2a_edge_registry_entries{kind=\"contexts\"}") >= 1.0);
+    // Labels are codes: no caller, address, token, path or message text.
+    for leak in [
+        "tester",
+        "127.0.0.1",
+        TOKEN,
+        "hello",
+        "/nowhere",
+        "x-msdownload",
+    ] {
+        assert!(!text.contains(leak), "{leak} in metrics:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn admin_routes_are_only_on_the_admin_listener() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    let mut c = proxy.client(Proto::H1).await;
+    for path in ["/metrics", "/ready"] {
+        let (status, _, _) = c.request("GET", path, &[], "").await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "{path} on the public listener"
+        );
+    }
+    let cases = [
+        ("GET", "/health", StatusCode::OK),
+        ("GET", "/ready", StatusCode::OK),
+        ("HEAD", "/metrics", StatusCode::OK),
+        ("POST", "/metrics", StatusCode::METHOD_NOT_ALLOWED),
+        ("GET", "/", StatusCode::NOT_FOUND),
+        ("GET", "/.well-known/agent-card.json", StatusCode::NOT_FOUND),
+        ("GET", "/metrics/../ready", StatusCode::NOT_FOUND),
+    ];
+    for (method, path, want) in cases {
+        let (status, _, body) = admin(addr, method, path).await;
+        assert_eq!(status, want, "{method} {path}: {body}");
+        if method == "HEAD" {
+            assert!(body.is_empty());
+        }
+    }
+    let (_, ct, body) = admin(addr, "GET", "/ready").await;
+    assert_eq!(ct, "application/json");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        json!({"status": "ready", "reasons": [], "upstreams": {"healthy": 1, "total": 1}, "card_published": true})
+    );
+}
+
+#[tokio::test]
+async fn ready_is_503_when_no_agent_is_healthy() {
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: closed_port_url().await,
+        extra_server: ADMIN.into(),
+        extra_upstream: "health_interval_ms = 100\nunhealthy_threshold = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let (status, _, body) = admin(addr, "GET", "/ready").await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "still ready: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "not_ready");
+    let reasons = v["reasons"].as_array().unwrap();
+    assert!(reasons.contains(&json!("upstream.none_healthy")), "{v}");
+    // The agent never answered, so no card could be fetched either.
+    assert!(reasons.contains(&json!("card.unavailable")), "{v}");
+    assert_eq!(v["upstreams"], json!({"healthy": 0, "total": 1}));
+    let (_, _, text) = admin(addr, "GET", "/metrics").await;
+    assert_eq!(
+        sample(&text, "a2a_edge_upstream_healthy{upstream=\"agent-1\"}"),
+        0.0
+    );
+    assert!(sample(&text, "a2a_edge_card_refresh_failures_total") >= 1.0);
+}
+
+#[tokio::test]
+async fn ready_turns_503_while_draining_and_the_admin_listener_stops_after() {
+    let mut proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    assert_eq!(admin(addr, "GET", "/ready").await.0, StatusCode::OK);
+    let mut c = proxy.client(Proto::H1).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            send_message("[[slow:300]] [[chunks:5]] draining"),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    assert!(events.next().await.is_some());
+    let running = proxy.running.take().unwrap();
+    running.shutdown();
+    // While the stream drains, the edge says it is not ready (balancers take it out).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let body = loop {
+        let (status, _, body) = admin(addr, "GET", "/ready").await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "still ready while draining");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["reasons"], json!(["server.draining"]));
+    let (_, _, text) = admin(addr, "GET", "/metrics").await;
+    assert_eq!(sample(&text, "a2a_edge_draining"), 1.0);
+    // The stream still completes, then the process's listeners are gone.
+    let rest = events.rest().await;
+    assert!(rest.iter().all(|(name, _)| name.is_none()), "{rest:?}");
+    running.wait().await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+#[tokio::test]
+async fn metrics_count_policy_reloads() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    let running = proxy.running.as_ref().unwrap();
+    let text = policy_text(proxy.dir.path(), &ProxyOpts::default());
+    let policy = a2a_edge::policy::Policy::from_toml(
+        std::path::Path::new("test.toml"),
+        &text,
+        a2a_edge::policy::LoadMode::Serve,
+    )
+    .unwrap();
+    running.reload(policy).await.unwrap();
+    let (_, _, text) = admin(addr, "GET", "/metrics").await;
+    assert_eq!(
+        sample(&text, "a2a_edge_policy_reloads_total{result=\"ok\"}"),
+        1.0
+    );
+    assert_eq!(
+        sample(&text, "a2a_edge_policy_reloads_total{result=\"refused\"}"),
+        0.0
+    );
+    // The admin listener stays where it was (the reloaded policy has none: listeners are
+    // fixed at start) and keeps counting.
+    assert_eq!(admin(addr, "GET", "/ready").await.0, StatusCode::OK);
+}
