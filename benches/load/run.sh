@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Load benchmark: wrk (HTTP/1.1 keep-alive, ~1 KB SendMessage) against
 #   direct   plain HTTP to `a2a-edge engine` (the embedded echo agent)
 #   a2a-edge TLS + bearer auth, proxying to that engine over HTTP
@@ -19,7 +20,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+LOG_TAG=bench
+# shellcheck source=../../tests/interop/lib.sh
+source "$HERE/../../tests/interop/lib.sh"
 DURATION=${DURATION:-15}
 CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}
@@ -29,12 +32,7 @@ NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
-log() { printf '[bench] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-for v in DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT; do
-    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
-done
+require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
 
@@ -42,63 +40,17 @@ done
 need_apt=()
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx)
 command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
-if ((${#need_apt[@]})); then
-    log "installing ${need_apt[*]}"
-    SUDO=
-    if ((EUID != 0)); then
-        command -v sudo >/dev/null 2>&1 || die "need root or sudo to apt-get install ${need_apt[*]}"
-        SUDO=sudo
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get install -y -q "${need_apt[@]}" >/dev/null ||
-        { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q "${need_apt[@]}" >/dev/null; } ||
-        die "apt-get install ${need_apt[*]} failed"
-fi
+apt_install "${need_apt[@]}"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (port picking, parsing)"
 command -v curl >/dev/null 2>&1 || die "curl is needed (smoke requests)"
 
 # ---- binary
-if [[ -n "${A2A_EDGE_BIN:-}" ]]; then
-    BIN=$A2A_EDGE_BIN
-else
-    log "cargo build --release"
-    (cd "$ROOT" && cargo build --release --quiet)
-    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/a2a-edge"
-fi
+edge_bin release
 [[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
 
 # ---- temp dir and cleanup
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/a2a-bench.XXXXXX")
-chmod 711 "$TMP" # nginx workers (nobody when run as root) may traverse it
-PIDS=()
-stop_pid() {
-    local pid=$1
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local rc=$?
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        stop_pid "${PIDS[i]}"
-    done
-    rm -rf "$TMP"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
 
 # wait_for_line FILE REGEX PID -> prints first capture group
 wait_for_line() {
@@ -132,7 +84,7 @@ smoke() {
     log "smoke $name: HTTP 200, $(wc -c <"$TMP/smoke.$name") bytes"
 }
 
-BENCH_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+BENCH_TOKEN=$(rand_token)
 export BENCH_TOKEN
 BODY="$HERE/sendmessage.json" # the body wrk sends (read by sendmessage.lua)
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$BODY" || die "$BODY is not valid JSON"
@@ -140,7 +92,7 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$BODY" || die "$BODY
 # ---- (a) engine, plain HTTP
 log "starting engine"
 "$BIN" engine --listen 127.0.0.1:0 >"$TMP/engine.log" 2>&1 &
-PIDS+=($!)
+track $!
 ENGINE_URL=$(wait_for_line "$TMP/engine.log" 'engine listening on http://127\.0\.0\.1:[0-9]+/' "${PIDS[-1]}") ||
     die "engine did not print 'engine listening on http://127.0.0.1:PORT/'"
 ENGINE_URL=${ENGINE_URL#engine listening on }
@@ -150,18 +102,9 @@ log "engine at $ENGINE_URL"
 
 # ---- (b) a2a-edge in front of the engine
 mkdir -p "$TMP/edge"
-cat >"$TMP/edge/policy.toml" <<EOF
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-
-[tls]
-dev = true
-dev_dir = "$TMP/edge/certs"
-
-[[upstreams]]
-name = "engine"
-url = "$ENGINE_URL"
+{
+    policy_head "$TMP/edge/certs" engine "$ENGINE_URL"
+    cat <<EOF
 
 [auth]
 [[auth.bearer]]
@@ -177,25 +120,11 @@ client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
 max_in_flight_per_principal = 100000
 EOF
+} >"$TMP/edge/policy.toml"
 log "starting a2a-edge serve"
-"$BIN" serve --policy "$TMP/edge/policy.toml" --ready-file "$TMP/edge/ready.json" \
-    >"$TMP/edge/proxy.log" 2>&1 &
-PIDS+=($!)
-EDGE_PID=${PIDS[-1]}
-EDGE_URL=
-deadline=$((SECONDS + READY_TIMEOUT))
-while ((SECONDS < deadline)); do
-    kill -0 "$EDGE_PID" 2>/dev/null || { tail -n 30 "$TMP/edge/proxy.log" >&2; die "a2a-edge exited early"; }
-    if [[ -s "$TMP/edge/ready.json" ]]; then
-        EDGE_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["public_url"])' \
-            "$TMP/edge/ready.json" 2>/dev/null) || EDGE_URL=
-        [[ -n "$EDGE_URL" ]] && break
-        bad_ready=$((${bad_ready:-0} + 1)) # present but unparseable: allow 3 s
-        ((bad_ready <= 30)) || die "a2a-edge ready file has no public_url: $(head -c 300 "$TMP/edge/ready.json")"
-    fi
-    sleep 0.1
-done
-[[ -n "$EDGE_URL" ]] || { tail -n 30 "$TMP/edge/proxy.log" >&2; die "no ready file from a2a-edge after ${READY_TIMEOUT}s"; }
+start_edge "$TMP/edge/policy.toml" "$TMP/edge/ready.json" "$TMP/edge/proxy.log"
+bench_wait_edge "$EDGE_PID" "$TMP/edge"
+EDGE_URL=$READY_URL
 CERTS="$TMP/edge/certs"
 for f in ca.pem server.pem server.key; do
     [[ -s "$CERTS/$f" ]] || die "dev cert file $CERTS/$f missing"
@@ -219,7 +148,7 @@ sed -e "s|@PREFIX@|$NGX|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" -e "s|@ACCESS_LOG@|
     { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx config test failed"; }
 log "starting nginx on 127.0.0.1:$NGINX_PORT"
 "$NGINX" -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$NGX/stdout.log" 2>&1 &
-PIDS+=($!)
+track $!
 NGINX_URL="https://127.0.0.1:$NGINX_PORT/"
 ok=
 for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
@@ -275,23 +204,18 @@ run_wrk a2a-edge "$EDGE_URL"
 run_wrk nginx "$NGINX_URL"
 
 # ---- header and table
-cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
-[[ -n "$cpu" ]] || cpu=$(uname -m)
 wrk_v=$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}' || true)
 nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
-edge_v=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown)
-rustc_v=$(rustc --version 2>/dev/null | awk '{print $1, $2}' || echo "rustc ?")
-ossl_v=$(openssl version 2>/dev/null | awk '{print $1, $2}' || echo "openssl ?")
-header="$(date -u '+%Y-%m-%d %H:%M:%S UTC') · nproc $(nproc) · CPU: $cpu · load avg before $LOAD_BEFORE · $wrk_v · $nginx_v · a2a-edge $edge_v ($rustc_v) · $ossl_v"
+header=$(bench_header "$wrk_v" "$nginx_v")
 settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (wrk shares the cores)"
 
-python3 - "$header" "$settings" "$RESULTS" \
-    direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" <<'EOF'
+python3 - "$header" "$settings" \
+    direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" >"$TMP/results.md" <<'EOF'
 import json, re, sys
 
-header, settings, results = sys.argv[1:4]
+header, settings = sys.argv[1:3]
 rows = []
-args = sys.argv[4:]
+args = sys.argv[3:]
 for name, path in zip(args[0::2], args[1::2]):
     text = open(path, errors="replace").read()
     m = re.search(r"^BENCHJSON (\{.*\})$", text, re.M)
@@ -340,9 +264,6 @@ for name, d, err in rows:
     )
 lines.append("")
 lines.append("errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies holding a JSON-RPC error.")
-out = "\n".join(lines) + "\n"
-sys.stdout.write(out)
-with open(results, "w") as f:
-    f.write(out)
+sys.stdout.write("\n".join(lines) + "\n")
 EOF
-log "results written to $RESULTS"
+bench_results "$TMP/results.md"

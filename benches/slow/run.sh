@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Slow-client benchmark: slowhttptest attacks against `a2a-edge serve` (TLS, embedded upstream)
 # while honest clients send one JSON-RPC ListTasks every 50 ms, plus a baseline without attack.
 #
@@ -32,7 +33,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+LOG_TAG=slow
+# shellcheck source=../../tests/interop/lib.sh
+source "$HERE/../../tests/interop/lib.sh"
 LENGTH=${LENGTH:-30}
 RATE=${RATE:-200}
 CONNECTIONS=${CONNECTIONS:-$((RATE * LENGTH))}
@@ -48,13 +51,8 @@ MIN_BODY_BYTES_PER_SECOND=${MIN_BODY_BYTES_PER_SECOND:-4096}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
-log() { printf '[slow] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-for v in LENGTH RATE CONNECTIONS HONEST_TIMEOUT PROBE_TIMEOUT MIN_SUCCESS MAX_CONNECTIONS \
-    HEADER_READ_TIMEOUT_MS BODY_READ_TIMEOUT_MS MIN_BODY_BYTES_PER_SECOND READY_TIMEOUT; do
-    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
-done
+require_uints LENGTH RATE CONNECTIONS HONEST_TIMEOUT PROBE_TIMEOUT MIN_SUCCESS MAX_CONNECTIONS \
+    HEADER_READ_TIMEOUT_MS BODY_READ_TIMEOUT_MS MIN_BODY_BYTES_PER_SECOND READY_TIMEOUT
 [[ $INTERVAL =~ ^[0-9]*\.?[0-9]+$ ]] || die "INTERVAL must be a number of seconds (got '$INTERVAL')"
 ((LENGTH >= 5)) || die "LENGTH must be at least 5 (slowhttptest measures in whole seconds)"
 ((RATE > 0 && CONNECTIONS > 0 && PROBE_TIMEOUT > 0 && MAX_CONNECTIONS > 0)) ||
@@ -68,18 +66,7 @@ need_apt=()
 command -v slowhttptest >/dev/null 2>&1 || need_apt+=(slowhttptest)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
-if ((${#need_apt[@]})); then
-    log "installing ${need_apt[*]}"
-    SUDO=
-    if ((EUID != 0)); then
-        command -v sudo >/dev/null 2>&1 || die "need root or sudo to apt-get install ${need_apt[*]}"
-        SUDO=sudo
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get install -y -q "${need_apt[@]}" >/dev/null ||
-        { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q "${need_apt[@]}" >/dev/null; } ||
-        die "apt-get install ${need_apt[*]} failed"
-fi
+apt_install "${need_apt[@]}"
 
 # slowhttptest raises its own descriptor limit to -c + 6, up to the hard limit
 hard_nofile=$(ulimit -Hn)
@@ -89,55 +76,15 @@ fi
 ulimit -n "$hard_nofile" 2>/dev/null || true # the proxy too: its limit, not the shell's, is tested
 
 # ---- binary
-if [[ -n "${A2A_EDGE_BIN:-}" ]]; then
-    BIN=$A2A_EDGE_BIN
-else
-    log "cargo build --release"
-    (cd "$ROOT" && cargo build --release --quiet)
-    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/a2a-edge"
-fi
+edge_bin release
 [[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
 
 # ---- temp dir and cleanup
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/a2a-slow.XXXXXX")
-PIDS=()
-stop_pid() {
-    local pid=$1
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-forget_pid() { # remove a stopped pid from PIDS
-    local pid=$1 i
-    for i in "${!PIDS[@]}"; do
-        [[ ${PIDS[i]} == "$pid" ]] && unset 'PIDS[i]'
-    done
-    PIDS=("${PIDS[@]}")
-}
-cleanup() {
-    local rc=$?
-    local i
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        stop_pid "${PIDS[i]}"
-    done
-    if [[ ${KEEP_TMP:-0} == 1 ]]; then
-        log "kept $TMP (KEEP_TMP=1)"
-    else
-        rm -rf "$TMP"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+make_tmp a2a-slow
+[[ ${KEEP_TMP:-0} != 1 ]] || TMP_KEEP="kept $TMP (KEEP_TMP=1)"
 
-HONEST_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
-ATTACK_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+HONEST_TOKEN=$(rand_token)
+ATTACK_TOKEN=$(rand_token)
 export HONEST_TOKEN ATTACK_TOKEN
 
 # ---- policy: two principals (the attacker has its own token, so the slow-body attack reaches
@@ -152,19 +99,9 @@ client_ip_requests_per_second = 100000
 client_ip_burst = 100000
 requests_per_second = 100000
 burst = 100000"
-cat >"$TMP/policy.toml" <<EOF
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-drain_timeout_ms = 2000
-
-[tls]
-dev = true
-dev_dir = "$TMP/certs"
-
-[[upstreams]]
-name = "embedded"
-url = "embedded"
+{
+    policy_head "$TMP/certs" embedded embedded 127.0.0.1:0 https://127.0.0.1:0/ "drain_timeout_ms = 2000"
+    cat <<EOF
 
 [auth]
 [[auth.bearer]]
@@ -178,6 +115,7 @@ token_env = "ATTACK_TOKEN"
 [limits]
 $LIMITS
 EOF
+} >"$TMP/policy.toml"
 "$BIN" check --policy "$TMP/policy.toml" >"$TMP/check.txt" 2>&1 ||
     { cat "$TMP/check.txt" >&2; die "a2a-edge check refused the policy"; }
 
@@ -185,25 +123,11 @@ EOF
 EDGE_PID=
 EDGE_URL=
 start_proxy() { # phase
-    local dir="$TMP/$1" deadline bad_ready=0
+    local dir="$TMP/$1"
     mkdir -p "$dir"
-    "$BIN" serve --policy "$TMP/policy.toml" --ready-file "$dir/ready.json" >"$dir/proxy.log" 2>&1 &
-    EDGE_PID=$!
-    PIDS+=("$EDGE_PID")
-    EDGE_URL=
-    deadline=$((SECONDS + READY_TIMEOUT))
-    while ((SECONDS < deadline)); do
-        kill -0 "$EDGE_PID" 2>/dev/null || { tail -n 30 "$dir/proxy.log" >&2; die "a2a-edge exited early"; }
-        if [[ -s "$dir/ready.json" ]]; then
-            EDGE_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["public_url"])' \
-                "$dir/ready.json" 2>/dev/null) || EDGE_URL=
-            [[ -n "$EDGE_URL" ]] && break
-            bad_ready=$((bad_ready + 1)) # present but unparseable: allow 3 s
-            ((bad_ready <= 30)) || die "a2a-edge ready file has no public_url: $(head -c 300 "$dir/ready.json")"
-        fi
-        sleep 0.1
-    done
-    [[ -n "$EDGE_URL" ]] || { tail -n 30 "$dir/proxy.log" >&2; die "no ready file from a2a-edge after ${READY_TIMEOUT}s"; }
+    start_edge "$TMP/policy.toml" "$dir/ready.json" "$dir/proxy.log"
+    bench_wait_edge "$EDGE_PID" "$dir"
+    EDGE_URL=$READY_URL
     [[ -s "$TMP/certs/ca.pem" ]] || die "dev CA $TMP/certs/ca.pem missing"
     # both principals must get a JSON-RPC result: the attacker's token is valid on purpose
     smoke "$1" honest "$HONEST_TOKEN"
@@ -221,8 +145,7 @@ smoke() { # phase name token
 stop_proxy() { # phase
     kill -0 "$EDGE_PID" 2>/dev/null ||
         { tail -n 20 "$TMP/$1/proxy.log" >&2; die "a2a-edge died during the $1 phase; no results written"; }
-    stop_pid "$EDGE_PID"
-    forget_pid "$EDGE_PID"
+    stop "$EDGE_PID"
 }
 
 # samples the proxy every 0.5 s: seconds, open descriptors, RSS kB, its CPU ticks (user +
@@ -260,7 +183,7 @@ run_phase() { # phase (baseline or an attack)
     : >"$dir/monitor.txt"
     monitor "$EDGE_PID" "$dir/monitor.txt" &
     mon_pid=$!
-    PIDS+=("$mon_pid")
+    track "$mon_pid"
     sleep 1 # an idle sample first
     if [[ $phase != baseline ]]; then
         local -a args
@@ -277,7 +200,7 @@ run_phase() { # phase (baseline or an attack)
             -p "$PROBE_TIMEOUT" -g -o "$dir/slowhttptest" "${args[@]}" \
             >"$dir/slowhttptest.out" 2>&1 &
         att_pid=$!
-        PIDS+=("$att_pid")
+        track "$att_pid"
     else
         log "baseline: honest clients alone for ${LENGTH}s"
     fi
@@ -287,23 +210,22 @@ run_phase() { # phase (baseline or an attack)
             --interval "$INTERVAL" --duration "$LENGTH" --timeout "$HONEST_TIMEOUT" \
             --out "$dir/honest.$mode.json" 2>>"$dir/honest.log" &
         hon+=($!)
-        PIDS+=("${hon[-1]}")
+        track "${hon[-1]}"
     done
     for pid in "${hon[@]}"; do
         wait "$pid" || log "$phase: an honest client exited with status $?"
-        forget_pid "$pid"
+        forget "$pid"
     done
     sed "s/^/    $phase /" "$dir/honest.log" >&2
     if [[ -n $att_pid ]]; then
         wait "$att_pid" || log "$phase: slowhttptest exited with status $?"
-        forget_pid "$att_pid"
+        forget "$att_pid"
         sed 's/\x1b\[[0-9;]*[A-Za-z]//g' "$dir/slowhttptest.out" | grep -E 'Test ended|Exit status' |
             sed "s/^/    $phase slowhttptest: /" >&2 || true
     fi
     sleep 1 # the proxy sees the attack's sockets close
     stop_proxy "$phase"
-    stop_pid "$mon_pid"
-    forget_pid "$mon_pid"
+    stop "$mon_pid"
 }
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
@@ -313,24 +235,19 @@ for a in $ATTACKS; do
 done
 
 # ---- header and table
-cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
-[[ -n "$cpu" ]] || cpu=$(uname -m)
 sht_v=$(dpkg-query -W -f='${Version}' slowhttptest 2>/dev/null || slowhttptest -h 2>&1 | grep -o 'version [0-9.]*' | head -n1)
 py_v=$(python3 --version 2>&1)
-edge_v=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown)
-rustc_v=$(rustc --version 2>/dev/null | awk '{print $1, $2}' || echo "rustc ?")
-ossl_v=$(openssl version 2>/dev/null | awk '{print $1, $2}' || echo "openssl ?")
-header="$(date -u '+%Y-%m-%d %H:%M:%S UTC') · nproc $(nproc) · CPU: $cpu · load avg before $LOAD_BEFORE · slowhttptest $sht_v · $py_v · a2a-edge $edge_v ($rustc_v) · $ossl_v"
+header=$(bench_header "slowhttptest $sht_v" "$py_v")
 limits_line="$(echo "$LIMITS" | sed 's/ = /=/' | paste -sd, - | sed 's/,/, /g')"
 
 # shellcheck disable=SC2086 # $ATTACKS: one argument per phase
-python3 - "$header" "$limits_line" "$RESULTS" "$TMP" "$LENGTH" "$RATE" "$CONNECTIONS" "$INTERVAL" \
-    "$HONEST_TIMEOUT" "$PROBE_TIMEOUT" "$MIN_SUCCESS" "$(getconf CLK_TCK)" baseline $ATTACKS <<'EOF'
+python3 - "$header" "$limits_line" "$TMP" "$LENGTH" "$RATE" "$CONNECTIONS" "$INTERVAL" \
+    "$HONEST_TIMEOUT" "$PROBE_TIMEOUT" "$MIN_SUCCESS" "$(getconf CLK_TCK)" baseline $ATTACKS >"$TMP/results.md" <<'EOF'
 import collections, csv, json, os, re, sys
 
-(header, limits_line, results, tmp, length, rate, conns, interval, honest_timeout,
- probe_timeout, min_success, clk_tck) = sys.argv[1:13]
-phases = sys.argv[13:]
+(header, limits_line, tmp, length, rate, conns, interval, honest_timeout,
+ probe_timeout, min_success, clk_tck) = sys.argv[1:12]
+phases = sys.argv[12:]
 min_success = float(min_success)
 clk_tck = float(clk_tck)
 MODES = ("keepalive", "new")
@@ -544,9 +461,6 @@ lines += [
     "Latency percentiles are "
     "over successful requests.",
 ]
-out = "\n".join(lines) + "\n"
-sys.stdout.write(out)
-with open(results, "w") as f:
-    f.write(out)
+sys.stdout.write("\n".join(lines) + "\n")
 EOF
-log "results written to $RESULTS"
+bench_results "$TMP/results.md"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Interop test: Agent Card signatures between the a2a-sdk (1.3.0, the
 # reference signer/verifier, `a2a[signing]`) and a2a-edge.
 #
@@ -26,12 +27,12 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-VENV="$HERE/.venv"         # shared with run.sh: a2a-sdk 1.3.0 (+ the signing extra)
-VENV_IAC="$HERE/.venv-iac" # shared with iac_code.sh: iac-code 0.16.0 + a2a-sdk 1.2.0
+LOG_TAG=card-sign
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+VENV="$HERE/.venv" # shared with run.sh: a2a-sdk 1.3.0 (+ the signing extra)
+# IAC_VENV (lib.sh) is shared with iac_code.sh: iac-code 0.16.0 + a2a-sdk 1.2.0
 SDK_SPEC='a2a-sdk[signing]==1.3.0'
-IAC_SPEC='iac-code[a2a]==0.16.0'
-IAC_SDK_SPEC='a2a-sdk[http-server,signing]==1.2.0' # 1.3.0 breaks iac-code 0.16.0
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 IAC_TIMEOUT=${IAC_TIMEOUT:-60}
 CLIENT_TIMEOUT=${CLIENT_TIMEOUT:-60}
@@ -39,14 +40,6 @@ PYTHON=${PYTHON:-python3}
 CARD_IAC=${CARD_IAC:-on}
 T_START=$SECONDS
 
-log() { printf '[card-sign] %s\n' "$*" >&2; }
-NPASS=0
-NFAIL=0
-NSKIP=0
-pass() { NPASS=$((NPASS + 1)); echo "PASS $*"; }
-fail() { NFAIL=$((NFAIL + 1)); echo "FAIL $*"; }
-skip() { NSKIP=$((NSKIP + 1)); echo "SKIP $*"; }
-note() { echo "NOTE $*"; }
 summary() { echo "card-sign interop: $NPASS passed, $NFAIL failed, $NSKIP skipped ($((SECONDS - T_START)) s)"; }
 
 case "$CARD_IAC" in on | off) ;; *)
@@ -56,91 +49,30 @@ case "$CARD_IAC" in on | off) ;; *)
 esac
 
 # ---- virtualenv with the SDK 1.3.0 and its signing extra (PyJWT, cryptography)
-venv_ok() {
-    [[ -x "$VENV/bin/python" ]] &&
-        "$VENV/bin/python" - <<'EOF' >/dev/null 2>&1
-import importlib.metadata as m, sys
-assert m.version("a2a-sdk") == "1.3.0"
-import jwt, cryptography, httpx  # noqa: F401
-from a2a.utils.signing import create_agent_card_signer, create_signature_verifier  # noqa: F401
-EOF
+sdk_ok() {
+    venv_has "$VENV" 'import jwt, cryptography, httpx
+from a2a.utils.signing import create_agent_card_signer, create_signature_verifier' a2a-sdk==1.3.0
 }
-if ! venv_ok; then
-    if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c \
-        'import importlib.metadata as m, sys; sys.exit(m.version("a2a-sdk") != "1.3.0")' 2>/dev/null; then
+if ! sdk_ok; then
+    if venv_has "$VENV" '' a2a-sdk==1.3.0; then
         log "adding the signing extra to $VENV ($SDK_SPEC)"
+        pip_install "$VENV" "$SDK_SPEC"
     else
-        log "creating virtualenv $VENV with $SDK_SPEC"
-        rm -rf "$VENV"
-        "$PYTHON" -m venv "$VENV"
+        venv_create "$VENV" "$SDK_SPEC"
     fi
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$SDK_SPEC"
-    venv_ok || { log "a2a-sdk 1.3.0 with signing not importable after install"; exit 1; }
+    sdk_ok || { log "a2a-sdk 1.3.0 with signing not importable after install"; exit 1; }
 fi
 PY="$VENV/bin/python"
-
-# everything below talks to 127.0.0.1 only: no proxies for any child
-unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
-export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+no_proxies
 
 # ---- the binary
-if [[ -n "${A2A_EDGE_BIN:-}" ]]; then
-    BIN=$A2A_EDGE_BIN
-else
-    log "cargo build"
-    (cd "$ROOT" && cargo build --quiet)
-    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/a2a-edge"
-fi
+edge_bin debug
 [[ -x "$BIN" ]] || { log "binary not found or not executable: $BIN"; exit 1; }
 
-# ---- temp dir, processes, cleanup
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/a2a-card.XXXXXX")
-TMP=$(cd "$TMP" && pwd -P)
-chmod 700 "$TMP"
-PIDS=() # every background process this script started
-
-stop_pid() { # stop_pid PID SECONDS: TERM, wait, then KILL
-    local pid=$1 secs=$2
-    [[ -n "$pid" ]] || return 0
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $((secs * 10))); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-forget() { # forget PID: drop a reaped process from PIDS (its id may be reused)
-    local p keep=()
-    for p in "${PIDS[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
-    PIDS=("${keep[@]}")
-}
-stop() { # stop PID SECONDS: stop_pid, then forget
-    [[ -n "$1" ]] || return 0
-    stop_pid "$1" "$2"
-    forget "$1"
-}
-cleanup() {
-    local rc=$? pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid" 10; done
-    if [[ -n "${INTEROP_DEBUG:-}" ]]; then
-        log "INTEROP_DEBUG: kept $TMP"
-    else
-        rm -rf "$TMP"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-show_tail() { # show_tail FILE LABEL
-    if [[ -s "$1" ]]; then
-        log "---- $2 (last 30 lines) ----"
-        tail -n 30 "$1" >&2 || true
-    fi
-}
+# ---- temp dir, processes (stopped on exit, 10 s each), cleanup
+make_tmp a2a-card 700
+STOP_DEFAULT=10
+[[ -z "${INTEROP_DEBUG:-}" ]] || TMP_KEEP="INTEROP_DEBUG: kept $TMP"
 
 # helper: run card_sign.py (under timeout, in the background so that INT/TERM
 # run the cleanup at once), count its PASS/FAIL/SKIP lines
@@ -149,18 +81,11 @@ helper() { # helper LABEL ARGS...
     shift
     timeout --kill-after=5 "$CLIENT_TIMEOUT" "$PY" -u "$HERE/card_sign.py" "$@" >"$TMP/helper.out" 2>"$TMP/helper.err" &
     pid=$!
-    PIDS+=("$pid")
+    track "$pid"
     wait "$pid" || status=$?
     forget "$pid"
     cat "$TMP/helper.out"
-    NPASS=$((NPASS + $(grep -c '^PASS ' "$TMP/helper.out" || true)))
-    NFAIL=$((NFAIL + $(grep -c '^FAIL ' "$TMP/helper.out" || true)))
-    NSKIP=$((NSKIP + $(grep -c '^SKIP ' "$TMP/helper.out" || true)))
-    if ((status == 124 || status == 137)); then
-        fail "$label: timed out after ${CLIENT_TIMEOUT}s"
-    elif ((status != 0)) && ! grep -q '^FAIL ' "$TMP/helper.out"; then
-        fail "$label: exited with status $status: $(tail -n 3 "$TMP/helper.err" | tr '\n' ' ')"
-    fi
+    tally "$label" "$status" "$TMP/helper.out" ": $(tail -n 3 "$TMP/helper.err" | tr '\n' ' ')"
     if [[ -n "${INTEROP_DEBUG:-}" && -s "$TMP/helper.err" ]]; then cat "$TMP/helper.err" >&2; fi
 }
 
@@ -174,13 +99,10 @@ verdict() { # verdict NAME WANT OUT RC [DETAIL]: PASS when the CLI printed WANT 
     fi
 }
 
-rand() { "$PY" -c 'import secrets; print(secrets.token_urlsafe(32))'; }
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 # Secrets: random per run, exported only to the processes that need them
 # (env VAR=... on the command line), never written into a policy.
-EDGE_HS_SECRET=$(rand)      # the proxy's HS256 card key (part 2a)
-BEARER=$(rand)              # callers' token for the proxies
+EDGE_HS_SECRET=$(rand_token) # the proxy's HS256 card key (part 2a)
+BEARER=$(rand_token)         # callers' token for the proxies
 export K_SECRET=k           # the worked example's secret (iac-code-upstream.md §4)
 export HS_SECRET=$EDGE_HS_SECRET
 export EDGE_HS_SECRET
@@ -234,53 +156,27 @@ fi
 # =====================================================================
 URL_hs='' URL_es='' URL_iacgood='' URL_iacwrong='' PID_hs='' PID_es=''
 start_proxy() { # start_proxy NAME POLICY ENV=VALUE... : sets URL_<NAME>, PID_<NAME>
-    local name=$1 policy=$2 pid url="" bad=0 deadline
+    local name=$1 policy=$2
     shift 2
-    env "$@" "$BIN" serve --policy "$policy" --ready-file "$TMP/$name.ready" >"$TMP/$name.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    printf -v "PID_$name" '%s' "$pid"
-    deadline=$((SECONDS + READY_TIMEOUT))
-    while ((SECONDS < deadline)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid" 2>/dev/null || true
-            forget "$pid"
-            show_tail "$TMP/$name.log" "proxy $name log"
-            fail "proxy-start $name: exited before becoming ready"
-            return 1
-        fi
-        if [[ -s "$TMP/$name.ready" ]]; then
-            url=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["public_url"])' \
-                "$TMP/$name.ready" 2>/dev/null) || url=
-            [[ -n "$url" ]] && break
-            bad=$((bad + 1))
-            ((bad > 30)) && break
-        fi
-        sleep 0.1
-    done
-    if [[ -z "$url" ]]; then
+    start_edge "$policy" "$TMP/$name.ready" "$TMP/$name.log" "$@"
+    printf -v "PID_$name" '%s' "$EDGE_PID"
+    if ! wait_ready "$EDGE_PID" "$TMP/$name.ready"; then
         show_tail "$TMP/$name.log" "proxy $name log"
-        fail "proxy-start $name: no usable ready file"
+        if [[ "$READY_WHY" == exited ]]; then
+            fail "proxy-start $name: exited before becoming ready"
+        else
+            fail "proxy-start $name: no usable ready file"
+        fi
         return 1
     fi
-    printf -v "URL_$name" '%s' "$url"
-    pass "proxy-start $name: ready at $url"
+    printf -v "URL_$name" '%s' "$READY_URL"
+    pass "proxy-start $name: ready at $READY_URL"
 }
 
-policy_head() { # policy_head LISTEN PUBLIC_URL UPSTREAM_URL
+card_policy() { # card_policy LISTEN PUBLIC_URL UPSTREAM_URL: callers' bearer CALLER_TOKEN
+    policy_head "$TMP/certs" agent "$3" "$1" "$2"
+    [[ "$3" == embedded ]] || echo 'token_env = "UPSTREAM_TOKEN"'
     cat <<EOF
-[server]
-listen = "$1"
-public_url = "$2"
-
-[tls]
-dev = true
-dev_dir = "$TMP/certs"
-
-[[upstreams]]
-name = "agent"
-url = "$3"
-token_env = "UPSTREAM_TOKEN"
 
 [auth]
 [[auth.bearer]]
@@ -293,7 +189,7 @@ log "2. card served by a2a-edge (embedded engine)"
 helper genkey genkey "$TMP/edge-es256.pem"
 # (a) HS256, secret from the environment
 {
-    policy_head 127.0.0.1:0 https://127.0.0.1:0/ embedded | grep -v '^token_env = "UPSTREAM_TOKEN"'
+    card_policy 127.0.0.1:0 https://127.0.0.1:0/ embedded
     cat <<EOF
 
 [card]
@@ -309,7 +205,7 @@ EOF
 ES_PORT=$(free_port)
 ES_URL="https://127.0.0.1:$ES_PORT/"
 {
-    policy_head "127.0.0.1:$ES_PORT" "$ES_URL" embedded | grep -v '^token_env = "UPSTREAM_TOKEN"'
+    card_policy "127.0.0.1:$ES_PORT" "$ES_URL" embedded
     cat <<EOF
 
 [card]
@@ -342,34 +238,21 @@ if ((es_ok)); then
         --jwks-url "${URL_es}.well-known/jwks.json" 2>"$TMP/verify.err") || rc=$?
     verdict "served-es256 edge-verify-url" valid "$out" "$rc" "a2a-edge card verify --url …/agent-card.json --ca-file ca.pem --jwks-url …/jwks.json"
 fi
-stop "${PID_hs:-}" 10
-stop "${PID_es:-}" 10
+stop "${PID_hs:-}"
+stop "${PID_es:-}"
 
 # =====================================================================
 # 3. the real iac-code as the upstream: verified, rewritten, re-signed
 # =====================================================================
-iac_venv_ok() {
-    [[ -x "$VENV_IAC/bin/python" && -x "$VENV_IAC/bin/iac-code" ]] &&
-        "$VENV_IAC/bin/python" - <<'EOF' >/dev/null 2>&1
-import importlib.metadata as m, sys
-sys.exit(0 if m.version("iac-code") == "0.16.0" and m.version("a2a-sdk") == "1.2.0" else 1)
-EOF
-}
 run_iac() {
     log "3. iac-code 0.16.0 upstream"
-    if ! iac_venv_ok; then
-        log "creating virtualenv $VENV_IAC with $IAC_SPEC $IAC_SDK_SPEC"
-        rm -rf "$VENV_IAC"
-        "$PYTHON" -m venv "$VENV_IAC"
-        "$VENV_IAC/bin/python" -m pip install --quiet --disable-pip-version-check "$IAC_SPEC" "$IAC_SDK_SPEC" httpx
-        iac_venv_ok || { fail "iac-venv: iac-code 0.16.0 / a2a-sdk 1.2.0 not importable after install"; return; }
-    fi
+    iac_venv || { fail "iac-venv: iac-code 0.16.0 / a2a-sdk 1.2.0 not importable after install"; return; }
     mkdir -p "$TMP/iac/home" "$TMP/iac/config" "$TMP/iac/work"
     local iac_port iac_url iac_token iac_secret t0 health
     iac_port=$(free_port)
     iac_url="http://127.0.0.1:$iac_port/"
-    iac_token=$(rand)
-    iac_secret=$(rand)
+    iac_token=$(rand_token)
+    iac_secret=$(rand_token)
     # iac-code's own config file: auth token and card signing secret (kid is always "default")
     (umask 077 && cat >"$TMP/iac/a2a-server.yml" <<EOF
 host: 127.0.0.1
@@ -379,38 +262,13 @@ signing-secret: "$iac_secret"
 EOF
     )
     t0=$SECONDS
-    (
-        cd "$TMP/iac/work"
-        exec env HOME="$TMP/iac/home" IAC_CODE_CONFIG_DIR="$TMP/iac/config" \
-            DISABLE_TELEMETRY=1 IAC_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-            IAC_CODE_PROVIDER="OpenAI Compatible" IAC_CODE_BASE_URL="http://127.0.0.1:9/v1" \
-            IAC_CODE_API_KEY=sk-unused IAC_CODE_MODEL=unused \
-            "$VENV_IAC/bin/iac-code" a2a --config "$TMP/iac/a2a-server.yml"
-    ) >"$TMP/iac.stdout" 2>"$TMP/iac.stderr" &
+    iac_code "$TMP/iac/work" HOME="$TMP/iac/home" IAC_CODE_CONFIG_DIR="$TMP/iac/config" \
+        IAC_CODE_BASE_URL="http://127.0.0.1:9/v1" IAC_CODE_API_KEY=sk-unused IAC_CODE_MODEL=unused \
+        "$IAC_VENV/bin/iac-code" a2a --config "$TMP/iac/a2a-server.yml" \
+        >"$TMP/iac.stdout" 2>"$TMP/iac.stderr" &
     IAC_PID=$!
-    PIDS+=("$IAC_PID")
-    health=$(IAC_TOKEN="$iac_token" "$PY" - "$iac_url" "$IAC_TIMEOUT" "$IAC_PID" <<'EOF'
-import os, sys, time, urllib.request, urllib.error
-url, timeout, pid = sys.argv[1] + "health", float(sys.argv[2]), int(sys.argv[3])
-req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["IAC_TOKEN"]})
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-deadline, last = time.monotonic() + timeout, "no answer"
-while time.monotonic() < deadline:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        print("exited"); sys.exit(1)
-    try:
-        with opener.open(req, timeout=2) as r:
-            print(f"{r.status} {r.read().decode()}"); sys.exit(0)
-    except urllib.error.HTTPError as e:
-        last = f"HTTP {e.code}"
-    except OSError as e:
-        last = str(e)
-    time.sleep(0.2)
-print(f"timeout ({last})"); sys.exit(1)
-EOF
-    ) || {
+    track "$IAC_PID"
+    health=$(iac_health "$iac_url" "$IAC_TIMEOUT" "$IAC_PID" "$iac_token") || {
         show_tail "$TMP/iac.stderr" "iac-code stderr"
         fail "iac-code-start: GET /health: $health"
         return
@@ -436,7 +294,7 @@ EOF
     local section
     for section in good wrong; do
         {
-            policy_head 127.0.0.1:0 https://127.0.0.1:0/ "$iac_url"
+            card_policy 127.0.0.1:0 https://127.0.0.1:0/ "$iac_url"
             cat <<EOF
 
 [card]

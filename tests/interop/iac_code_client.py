@@ -27,10 +27,8 @@ import argparse
 import json
 import os
 import re
-import ssl
 import sys
 import time
-import traceback
 import uuid
 
 from collections.abc import Callable, Iterator
@@ -38,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from edge_http import CheckFailed, Checks, Skipped, env_secret, expect
 
 
 REPLY = os.environ.get('FAKE_REPLY', 'Hello from the fake LLM.')
@@ -51,19 +51,6 @@ TERMINAL = {
     'TASK_STATE_CANCELED',
     'TASK_STATE_REJECTED',
 }
-
-
-class CheckFailed(Exception):
-    pass
-
-
-class Skipped(Exception):
-    pass
-
-
-def expect(cond: object, msg: str) -> None:
-    if not cond:
-        raise CheckFailed(msg)
 
 
 def short(obj: object, n: int = 400) -> str:
@@ -158,8 +145,9 @@ def iter_sse(resp: httpx.Response) -> Iterator[tuple[str, str]]:
         yield event or 'message', '\n'.join(data)
 
 
-class Runner:
+class Runner(Checks):
     def __init__(self, args: argparse.Namespace, token: str, bob_token: str, llm_key: str) -> None:
+        super().__init__(args.ca)
         self.url: str = args.url
         self.iac_url: str = args.iac_url
         self.iac_port = httpx.URL(args.iac_url).port
@@ -169,13 +157,11 @@ class Runner:
         self.iac_tasks_dir = Path(args.iac_tasks_dir)
         self.validation: str = args.validation
         self.token = token
-        self.ssl_ctx = ssl.create_default_context(cafile=args.ca)
         self.http = self.client(token)
         self.bob = self.client(bob_token) if bob_token else None
         self.llm_key = llm_key
         self.secret_seen: dict[str, list[str]] = {}    # check -> paths of "[REDACTED]"
         self.secret_leaked: dict[str, list[str]] = {}  # check -> paths of alice's key
-        self.passed = self.failed = self.skipped = 0
         self.task_ids: list[str] = []
         self.first_task: dict | None = None
         self.validation_active: bool | None = None
@@ -183,11 +169,8 @@ class Runner:
     # -- plumbing -----------------------------------------------------------
 
     def client(self, token: str | None) -> httpx.Client:
-        headers = {'A2A-Version': '1.0'}
-        if token is not None:
-            headers['Authorization'] = f'Bearer {token}'
         return httpx.Client(
-            verify=self.ssl_ctx, headers=headers, timeout=httpx.Timeout(HTTP_TIMEOUT_S)
+            **self.http_options(token, timeout_s=HTTP_TIMEOUT_S, headers={'A2A-Version': '1.0'})
         )
 
     def rpc(self, method: str, params: dict, http: httpx.Client | None = None) -> dict:
@@ -221,36 +204,6 @@ class Runner:
         if md:
             msg['metadata'] = md
         return msg
-
-    def check(self, name: str, fn: Callable[[], str | None]) -> bool:
-        t0 = time.monotonic()
-        try:
-            detail = fn()
-        except Skipped as e:
-            self.skipped += 1
-            print(f'SKIP {name}: {e}', flush=True)
-            return False
-        except CheckFailed as e:
-            self._fail(name, str(e), t0)
-            return False
-        except Exception as e:  # noqa: BLE001
-            self._fail(name, f'{type(e).__name__}: {e}', t0)
-            if os.environ.get('INTEROP_DEBUG'):
-                traceback.print_exc()
-            return False
-        ms = (time.monotonic() - t0) * 1000
-        self.passed += 1
-        print(f'PASS {name}: {detail or "ok"} [{ms:.0f} ms]', flush=True)
-        return True
-
-    def _fail(self, name: str, msg: str, t0: float) -> None:
-        ms = (time.monotonic() - t0) * 1000
-        self.failed += 1
-        print(f'FAIL {name}: {msg} [{ms:.0f} ms]', flush=True)
-
-    @staticmethod
-    def note(name: str, text: str) -> None:
-        print(f'NOTE {name}: {text}', flush=True)
 
     # -- what reached the upstream side ---------------------------------------
 
@@ -1011,21 +964,18 @@ def main() -> int:
     args = ap.parse_args()
     if args.tee:
         sys.stdout = Tee(sys.stdout, open(args.tee, 'w', encoding='utf-8'))
-    token = os.environ.get(args.token_env)
+    token = env_secret(args.token_env)
     if not token:
-        print(f'FAIL setup: ${args.token_env} is empty', flush=True)
         return 2
     if not args.url.endswith('/'):
         args.url += '/'
     if not args.iac_url.endswith('/'):
         args.iac_url += '/'
-    bob = os.environ.get(args.bob_token_env, '')
+    bob = env_secret(args.bob_token_env)
     if not bob:
-        print(f'FAIL setup: ${args.bob_token_env} is empty', flush=True)
         return 2
-    llm_key = os.environ.get(args.llm_key_env, '')
+    llm_key = env_secret(args.llm_key_env)
     if not llm_key:
-        print(f'FAIL setup: ${args.llm_key_env} is empty', flush=True)
         return 2
     return Runner(args, token, bob, llm_key).run()
 

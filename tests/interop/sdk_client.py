@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import ssl
 import sys
-import time
-import traceback
-
-from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -44,6 +38,8 @@ from a2a.types import (
     TaskState,
 )
 
+from edge_http import CheckFailed, Checks, env_secret, expect
+
 
 CHECK_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 15.0
@@ -54,15 +50,6 @@ def state_name(state: int) -> str:
         return TaskState.Name(state)
     except ValueError:
         return f'UNKNOWN({state})'
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def expect(cond: bool, msg: str) -> None:
-    if not cond:
-        raise CheckFailed(msg)
 
 
 def user_msg(text: str) -> SendMessageRequest:
@@ -95,18 +82,19 @@ def event_task_id(ev: StreamResponse) -> str | None:
     return None
 
 
-class Runner:
+class Runner(Checks):
+    check_timeout_s = CHECK_TIMEOUT_S
+    show_cause = True
+
     def __init__(
         self, url: str, ca: str, token: str, auth_header: str | None = None
     ) -> None:
+        super().__init__(ca)
         self.url = url
         self.ca = ca
         self.token = token
         # None: `Authorization: Bearer <token>`; else the API-key header to put the token in.
         self.auth_header = auth_header
-        self.ssl_ctx = ssl.create_default_context(cafile=ca)
-        self.passed = 0
-        self.failed = 0
         self.card: AgentCard | None = None
         # ids of tasks created by earlier checks (for GetTask / ListTasks)
         self.task_ids: list[str] = []
@@ -114,16 +102,8 @@ class Runner:
     # -- plumbing ---------------------------------------------------------
 
     def httpx_client(self, token: str | None) -> httpx.AsyncClient:
-        headers = {}
-        if token is not None:
-            if self.auth_header:
-                headers[self.auth_header] = token
-            else:
-                headers['Authorization'] = f'Bearer {token}'
         return httpx.AsyncClient(
-            verify=self.ssl_ctx,
-            headers=headers,
-            timeout=httpx.Timeout(HTTP_TIMEOUT_S),
+            **self.http_options(token, timeout_s=HTTP_TIMEOUT_S, auth_header=self.auth_header)
         )
 
     def sdk_client(
@@ -134,38 +114,6 @@ class Runner:
             ClientConfig(streaming=streaming, httpx_client=http)
         )
         return factory.create(self.card)
-
-    async def check(
-        self, name: str, fn: Callable[[], Awaitable[str | None]]
-    ) -> bool:
-        t0 = time.monotonic()
-        try:
-            detail = await asyncio.wait_for(fn(), CHECK_TIMEOUT_S)
-        except CheckFailed as e:
-            self._fail(name, str(e), t0)
-            return False
-        except asyncio.TimeoutError:
-            self._fail(name, f'timed out after {CHECK_TIMEOUT_S:.0f}s', t0)
-            return False
-        except Exception as e:  # noqa: BLE001
-            cause = f' (cause: {e.__cause__!r})' if e.__cause__ else ''
-            self._fail(name, f'{type(e).__name__}: {e}{cause}', t0)
-            if os.environ.get('INTEROP_DEBUG'):
-                traceback.print_exc()
-            return False
-        ms = (time.monotonic() - t0) * 1000
-        self.passed += 1
-        print(f'PASS {name}: {detail or "ok"} [{ms:.0f} ms]', flush=True)
-        return True
-
-    def _fail(self, name: str, msg: str, t0: float) -> None:
-        ms = (time.monotonic() - t0) * 1000
-        self.failed += 1
-        print(f'FAIL {name}: {msg} [{ms:.0f} ms]', flush=True)
-
-    def skip(self, name: str, why: str) -> None:
-        self.failed += 1
-        print(f'FAIL {name}: not run ({why})', flush=True)
 
     # -- checks -------------------------------------------------------------
 
@@ -396,9 +344,9 @@ class Runner:
     # -- driver -------------------------------------------------------------
 
     async def run(self) -> int:
-        card_ok = await self.check('card', self.c_card)
-        await self.check('card-public', self.c_card_public)
-        await self.check('tls-untrusted', self.c_tls_untrusted)
+        card_ok = await self.acheck('card', self.c_card)
+        await self.acheck('card-public', self.c_card_public)
+        await self.acheck('tls-untrusted', self.c_tls_untrusted)
         if not card_ok:
             # The SDK client is built from the card; fall back to a minimal
             # card pointing at the public url so the other checks still run.
@@ -407,15 +355,15 @@ class Runner:
             self.card = minimal_agent_card(self.url, ['JSONRPC'])
             self.card.capabilities.streaming = True
             print(f'NOTE card check failed; using a minimal card for {self.url}', flush=True)
-        await self.check('send-message', self.c_send)
-        await self.check('send-message-complete', self.c_send_complete)
-        await self.check('stream-message', self.c_stream)
-        await self.check('get-task', self.c_get_task)
-        await self.check('list-tasks', self.c_list_tasks)
-        await self.check('cancel-return-immediately', self.c_cancel_return_immediately)
-        await self.check('cancel-streaming', self.c_cancel_streaming)
-        await self.check('auth-no-token', self.c_no_token)
-        await self.check('auth-wrong-token', self.c_wrong_token)
+        await self.acheck('send-message', self.c_send)
+        await self.acheck('send-message-complete', self.c_send_complete)
+        await self.acheck('stream-message', self.c_stream)
+        await self.acheck('get-task', self.c_get_task)
+        await self.acheck('list-tasks', self.c_list_tasks)
+        await self.acheck('cancel-return-immediately', self.c_cancel_return_immediately)
+        await self.acheck('cancel-streaming', self.c_cancel_streaming)
+        await self.acheck('auth-no-token', self.c_no_token)
+        await self.acheck('auth-wrong-token', self.c_wrong_token)
         print(f'sdk-client: {self.passed} passed, {self.failed} failed', flush=True)
         return 0 if self.failed == 0 else 1
 
@@ -435,9 +383,8 @@ def main() -> int:
         help='send the secret in this API-key header instead of Authorization: Bearer',
     )
     args = ap.parse_args()
-    token = os.environ.get(args.token_env)
+    token = env_secret(args.token_env)
     if not token:
-        print(f'FAIL setup: ${args.token_env} is empty', flush=True)
         return 2
     return asyncio.run(Runner(args.url, args.ca, token, args.auth_header).run())
 
