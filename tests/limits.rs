@@ -459,3 +459,40 @@ async fn one_client_cannot_take_every_connection_slot() {
     let answer = read_all(&mut s, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed_but_busy_ones_and_running_streams_are_not() {
+    let p = proxy("idle_timeout_ms = 400\n", "").await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        // A stream that outlasts the idle timeout runs to its end: a stream is activity.
+        let resp = c
+            .rpc_stream(
+                "SendStreamingMessage",
+                serde_json::json!({"message": {"messageId": "m-idle", "role": "ROLE_USER",
+                    "parts": [{"text": "[[slow:250]] [[chunks:4]] long"}]}}),
+            )
+            .await;
+        let events = EventReader::new(resp).rest().await;
+        assert!(events.len() >= 4, "{proto:?}: {events:?}");
+        assert!(events.iter().all(|(name, _)| name.is_none()), "{events:?}");
+        // Requests closer together than the timeout keep the connection open.
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let (status, _, _) = c
+                .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+                .await;
+            assert_eq!(status, StatusCode::OK, "{proto:?}");
+        }
+        // Then silence: the edge closes the connection (HTTP/2: GOAWAY), though HTTP/2
+        // keep-alive pings alone would hold it open.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !c.is_closed() {
+            assert!(
+                Instant::now() < deadline,
+                "{proto:?}: idle connection still open"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

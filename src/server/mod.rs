@@ -2,6 +2,7 @@
 //! and HTTP/2, and a graceful drain on shutdown; the admin listener beside it. Knows nothing
 //! of A2A.
 
+mod activity;
 mod admin;
 
 use std::convert::Infallible;
@@ -12,7 +13,6 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -25,6 +25,7 @@ use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::registry::TaskRegistry;
+use activity::{hold_until_body_done, Activity};
 
 /// Tasks and contexts whose owner the proxy remembers.
 const REGISTRY_ENTRIES: usize = 200_000;
@@ -169,6 +170,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         max_h2_streams: policy.limits.max_h2_streams_per_connection,
         max_connections: policy.limits.max_connections,
         max_connections_per_client: policy.limits.max_connections_per_client,
+        idle_timeout: policy.limits.idle_timeout,
     };
     // The admin listener outlives the drain (so /ready says 503 meanwhile) and stops after it.
     let (admin_stop, admin_stop_rx) = watch::channel(false);
@@ -240,6 +242,7 @@ struct ConnSettings {
     max_h2_streams: u32,
     max_connections: usize,
     max_connections_per_client: usize,
+    idle_timeout: Duration,
 }
 
 fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
@@ -272,7 +275,8 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
 ) {
-    let graceful = GracefulShutdown::new();
+    // Every connection task holds a clone of `open`; the drain ends when all are dropped.
+    let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let builder = Arc::new(http_builder(&settings));
     let connections = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
     let per_client = ConnectionsPerClient::new(settings.max_connections_per_client);
@@ -309,14 +313,15 @@ async fn accept_loop(
                     continue;
                 };
                 let _ = tcp.set_nodelay(true);
-                let watcher = graceful.watcher();
+                let open = open.clone();
+                let mut stop = shutdown.clone();
                 let acceptor = acceptor.clone();
                 let gates = gates.clone();
                 let builder = builder.clone();
                 let metrics = metrics.clone();
                 metrics.connection("accepted");
                 tokio::spawn(async move {
-                    let _permit = (permit, client_slot);
+                    let _permit = (permit, client_slot, open);
                     let _open = metrics.open_connection();
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
@@ -332,26 +337,51 @@ async fn accept_loop(
                         client_cert: session.peer_certificates().is_some_and(|c| !c.is_empty()),
                         client_identity: peer_identity(session).map(Arc::from),
                     };
+                    let activity = Activity::new();
+                    let busy = activity.clone();
                     let svc = service_fn(move |req| {
                         // Each request takes the gate of the policy in force now (reloads).
                         let gate = gates.borrow().clone();
                         let conn = conn.clone();
+                        let in_flight = busy.begin();
                         // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
-                        let fut: HandlerFuture = Box::pin(async move { Ok(gate.handle(conn, req).await) });
+                        let fut: HandlerFuture = Box::pin(async move {
+                            let resp = gate.handle(conn, req).await;
+                            Ok(hold_until_body_done(resp, in_flight))
+                        });
                         fut
                     });
                     let connection = builder.serve_connection(TokioIo::new(tls), svc).into_owned();
-                    let _ = watcher.watch(connection).await;
+                    tokio::pin!(connection);
+                    // Shutdown, or nothing in flight for the idle timeout: finish what runs
+                    // (HTTP/2: GOAWAY), then close.
+                    let closing = async {
+                        tokio::select! {
+                            _ = stop.wait_for(|s| *s) => {}
+                            _ = activity.idle_for(settings.idle_timeout) => {
+                                metrics.connection("idle_timeout");
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        _ = connection.as_mut() => return,
+                        _ = closing => connection.as_mut().graceful_shutdown(),
+                    }
+                    let _ = connection.await;
                 });
             }
             _ = shutdown.changed() => break,
         }
     }
     drop(listener);
+    drop(open);
     metrics.set_draining();
-    telemetry::log("draining", json!({"connections": graceful.count()}));
+    telemetry::log(
+        "draining",
+        json!({"connections": metrics.open_connections()}),
+    );
     tokio::select! {
-        _ = graceful.shutdown() => telemetry::log("drained", json!({})),
+        _ = all_closed.recv() => telemetry::log("drained", json!({})),
         _ = tokio::time::sleep(settings.drain_timeout) => {
             telemetry::log("drain_timeout", json!({"timeout_ms": settings.drain_timeout.as_millis() as u64}));
         }

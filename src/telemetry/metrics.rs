@@ -151,6 +151,11 @@ impl Metrics {
         OpenConnection(self)
     }
 
+    /// Connections open now.
+    pub fn open_connections(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed).max(0) as u64
+    }
+
     pub fn card_refresh_failed(&self) {
         self.card_refresh_failures.fetch_add(1, Ordering::Relaxed);
     }
@@ -285,8 +290,7 @@ impl Metrics {
             "gauge",
             "Connections open now (TLS handshake included).",
         );
-        let open = self.connections_open.load(Ordering::Relaxed).max(0);
-        let _ = writeln!(out, "a2a_edge_connections_open {open}");
+        let _ = writeln!(out, "a2a_edge_connections_open {}", self.open_connections());
 
         help(
             &mut out,

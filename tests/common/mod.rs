@@ -236,6 +236,14 @@ impl Client {
         })
     }
 
+    /// The server closed the connection (or it broke).
+    pub fn is_closed(&self) -> bool {
+        match &self.sender {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
+
     /// Like [`Client::request`], but a transport failure is an `Err`, not a panic.
     pub async fn try_request(
         &mut self,
