@@ -1,7 +1,8 @@
 //! The JSON-RPC 2.0 request envelope of A2A: parsing what a caller sent into a typed
 //! request, and serializing requests and responses the proxy's own way.
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::json::{parse_strict, JsonError, MAX_DEPTH};
 use super::{Method, RpcError};
@@ -110,33 +111,66 @@ impl RpcRequest {
 
     /// The proxy's own serialization of this request.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let v = json!({
-            "jsonrpc": "2.0",
-            "id": self.id,
-            "method": self.method.as_str(),
-            "params": self.params,
-        });
-        v.to_string().into_bytes()
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            jsonrpc: &'static str,
+            id: &'a Value,
+            method: &'static str,
+            params: &'a Map<String, Value>,
+        }
+        to_json_bytes(&Wire {
+            jsonrpc: "2.0",
+            id: &self.id,
+            method: self.method.as_str(),
+            params: &self.params,
+        })
     }
+}
+
+/// Serializes without the detour through `Display` and without copying into a `Value`.
+/// Serializing a `Value` or a map of them to memory cannot fail; should it, the body is an
+/// internal error, never a panic.
+fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_else(|_| {
+        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#
+            .to_vec()
+    })
 }
 
 /// A JSON-RPC error response body.
 pub fn error_body(id: &Value, error: &RpcError) -> Vec<u8> {
-    json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
-        .to_string()
-        .into_bytes()
+    #[derive(Serialize)]
+    struct Wire<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        error: Value,
+    }
+    to_json_bytes(&Wire {
+        jsonrpc: "2.0",
+        id,
+        error: error.to_json(),
+    })
 }
 
 /// A JSON-RPC success response body.
 pub fn result_body(id: &Value, result: Value) -> Vec<u8> {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-        .to_string()
-        .into_bytes()
+    #[derive(Serialize)]
+    struct Wire<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: Value,
+    }
+    to_json_bytes(&Wire {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn envelope_table() {

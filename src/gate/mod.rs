@@ -61,6 +61,23 @@ struct Trace {
     request_id: String,
 }
 
+/// The log line of one request (field order as written).
+#[derive(serde::Serialize)]
+struct RequestLine<'a> {
+    ts: String,
+    event: &'static str,
+    request_id: &'a str,
+    client: IpAddr,
+    peer: IpAddr,
+    route: &'static str,
+    method: Option<&'static str>,
+    principal: Option<&'a str>,
+    scheme: Option<&'static str>,
+    reason: Option<&'static str>,
+    status: u16,
+    ms: u64,
+}
+
 /// What the gate knows about the connection a request came on.
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
@@ -213,21 +230,20 @@ impl Gate {
             reason,
             started.elapsed(),
         );
-        telemetry::log(
-            "request",
-            json!({
-                "request_id": trace.request_id,
-                "client": client.to_string(),
-                "peer": conn.peer.ip().to_string(),
-                "route": route_name(route),
-                "method": trace.method,
-                "principal": trace.principal,
-                "scheme": trace.scheme,
-                "reason": reason,
-                "status": resp.status().as_u16(),
-                "ms": started.elapsed().as_millis() as u64,
-            }),
-        );
+        telemetry::log_line(&RequestLine {
+            ts: telemetry::now(),
+            event: "request",
+            request_id: &trace.request_id,
+            client,
+            peer: conn.peer.ip(),
+            route: route_name(route),
+            method: trace.method,
+            principal: trace.principal.as_deref(),
+            scheme: trace.scheme,
+            reason,
+            status: resp.status().as_u16(),
+            ms: started.elapsed().as_millis() as u64,
+        });
         resp
     }
 

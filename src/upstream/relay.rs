@@ -81,7 +81,7 @@ where
             let mut v: Value =
                 serde_json::from_slice(&bytes).map_err(|_| UpstreamError::BadResponse)?;
             observe(&mut v);
-            Ok(crate::body::json_response(StatusCode::OK, v.to_string()))
+            Ok(crate::body::json_response(StatusCode::OK, json_bytes(&v)))
         }
         _ => Err(UpstreamError::BadResponse),
     }
@@ -156,11 +156,11 @@ where
                     Some(d) => match serde_json::from_str::<Value>(d) {
                         Ok(mut v) => {
                             observe(&mut v);
-                            let json = v.to_string();
+                            let json = json_bytes(&v);
                             if ev.event.as_deref() == Some("error") {
-                                error_event(json.as_bytes())
+                                error_event(&json)
                             } else {
-                                data_event(json.as_bytes())
+                                data_event(&json)
                             }
                         }
                         Err(_) => {
@@ -181,4 +181,10 @@ where
         }
     });
     sse_response(out.boxed())
+}
+
+/// The edge's own serialization of an answer (straight to bytes, not through `Display`).
+fn json_bytes(v: &Value) -> Vec<u8> {
+    // Writing a `Value` to memory cannot fail; `to_string` is the same bytes the slow way.
+    serde_json::to_vec(v).unwrap_or_else(|_| v.to_string().into_bytes())
 }
