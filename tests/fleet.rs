@@ -287,3 +287,154 @@ async fn list_tasks_pages_across_the_fleet_while_tasks_are_being_created() {
         }
     }
 }
+
+/// Reloads the proxy with `upstreams` (TOML `[[upstreams]]` tables) in place of its own.
+async fn reload_with(proxy: &Proxy, upstreams: &str) {
+    let text = policy_text(proxy.dir.path(), &ProxyOpts::default());
+    let start = text.find("[[upstreams]]").unwrap();
+    let end = text.find("[auth]").unwrap();
+    let text = format!("{}{upstreams}\n{}", &text[..start], &text[end..]);
+    let policy = a2a_edge::policy::Policy::from_toml(
+        std::path::Path::new("test.toml"),
+        &text,
+        a2a_edge::policy::LoadMode::Serve,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    proxy
+        .running
+        .as_ref()
+        .unwrap()
+        .reload(policy)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_reload_that_reorders_the_fleet_keeps_contexts_with_their_agent() {
+    let (one, _stop1) = start_engine().await;
+    let (two, _stop2) = start_engine().await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: one.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let v = c
+        .rpc(
+            "SendMessage",
+            message("[[input]] hello", json!({"contextId": "ctx-reload"})),
+        )
+        .await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert!(engine_has_task(&one, &task).await);
+    // A new agent first in the list: agent-1 moves from the first place to the second.
+    reload_with(
+        &proxy,
+        &format!(
+            "[[upstreams]]\nname = \"agent-0\"\nurl = \"{two}\"\n\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{one}\"\n"
+        ),
+    )
+    .await;
+    for _ in 0..3 {
+        let v = c
+            .rpc(
+                "SendMessage",
+                message(
+                    "[[input]] again",
+                    json!({"contextId": "ctx-reload", "taskId": task}),
+                ),
+            )
+            .await;
+        assert_eq!(v["result"]["task"]["id"], task.as_str(), "{v}");
+        let v = c.rpc("GetTask", json!({"id": task})).await;
+        assert_eq!(v["result"]["id"], task.as_str(), "{v}");
+    }
+    assert!(!engine_has_task(&two, &task).await);
+    // agent-1 removed: its context fails clearly, it does not move to agent-0.
+    reload_with(
+        &proxy,
+        &format!("[[upstreams]]\nname = \"agent-0\"\nurl = \"{two}\"\n"),
+    )
+    .await;
+    let v = c.rpc("GetTask", json!({"id": task})).await;
+    assert!(v.get("error").is_some(), "{v}");
+    // New contexts go to agent-0.
+    let v = c
+        .rpc("SendMessage", message("[[input]] new", json!({})))
+        .await;
+    let fresh = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert!(engine_has_task(&two, &fresh).await);
+}
+
+#[tokio::test]
+async fn a_reload_keeps_what_the_edge_knows_of_an_agents_health() {
+    let (live, _stop) = start_engine().await;
+    let dead = closed_port_url().await;
+    // Checks at start-up, then once a minute: nothing but the start-up check runs in this test.
+    let dead_agent = format!(
+        "[[upstreams]]\nname = \"agent-dead\"\nurl = \"{dead}\"\nhealth_interval_ms = 60000\nunhealthy_threshold = 1\n"
+    );
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: live.clone(),
+        extra_upstream: format!("health_interval_ms = 60000\n\n{dead_agent}"),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let admin = proxy.running.as_ref().unwrap().admin_addr.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !metrics(admin)
+        .await
+        .contains("a2a_edge_upstream_healthy{upstream=\"agent-dead\"} 0\n")
+    {
+        assert!(Instant::now() < deadline, "agent-dead never ejected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The same agents again: agent-dead stays out (a fresh fleet would call it healthy until
+    // the next check, a minute away, and send new contexts to it).
+    let live_agent = format!(
+        "[[upstreams]]\nname = \"agent-1\"\nurl = \"{live}\"\nhealth_interval_ms = 60000\n"
+    );
+    reload_with(&proxy, &format!("{live_agent}\n{dead_agent}")).await;
+    let text = metrics(admin).await;
+    assert!(
+        text.contains("a2a_edge_upstream_healthy{upstream=\"agent-dead\"} 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a2a_edge_upstream_healthy{upstream=\"agent-1\"} 1\n"),
+        "{text}"
+    );
+    let mut c = proxy.client(Proto::H1).await;
+    for _ in 0..4 {
+        let v = c
+            .rpc("SendMessage", message("[[input]] hi", json!({})))
+            .await;
+        assert!(
+            v.get("result").is_some(),
+            "a new context went to the dead agent: {v}"
+        );
+    }
+    // A new target under the same name starts fresh (healthy until checked).
+    reload_with(
+        &proxy,
+        &format!("{live_agent}\n{}", dead_agent.replace(&dead, &live)),
+    )
+    .await;
+    let text = metrics(admin).await;
+    assert!(
+        text.contains("a2a_edge_upstream_healthy{upstream=\"agent-dead\"} 1\n"),
+        "{text}"
+    );
+}
+
+async fn metrics(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).await.unwrap();
+    text
+}

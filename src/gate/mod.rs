@@ -115,12 +115,14 @@ pub struct Gate {
 impl Gate {
     /// `public_url` is the policy's, with a port 0 already replaced by the bound port.
     /// `registry` and `metrics` are shared across reloads: who owns which task, and the
-    /// counters, outlive a policy.
+    /// counters, outlive a policy. `previous` is the gate this one replaces (a reload): its
+    /// agents' health carries over.
     pub async fn new(
         policy: &Policy,
         public_url: &url::Url,
         registry: TaskRegistry,
         metrics: Arc<Metrics>,
+        previous: Option<&Gate>,
     ) -> Result<Gate, String> {
         let auth = Authenticator::new(&policy.auth).await?;
         let schemes = auth.security_schemes().clone();
@@ -137,7 +139,7 @@ impl Gate {
                 },
             ),
             auth,
-            fleet: Fleet::from_policy(&policy.upstreams)?,
+            fleet: Fleet::from_policy(&policy.upstreams, &registry, previous.map(|g| &g.fleet))?,
             body_limits: BodyLimits {
                 cap: policy.a2a.max_body_bytes,
                 timeout: policy.limits.body_read_timeout,

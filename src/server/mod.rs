@@ -77,11 +77,13 @@ impl Running {
     /// card keys, upstream). The listener, TLS and server settings stay as started; a policy
     /// that cannot be applied leaves the running one in force.
     pub async fn reload(&self, policy: Policy) -> Result<(), StartError> {
+        let previous = self.gates.borrow().clone();
         let gate = Gate::new(
             &policy,
             &self.public_url,
             self.registry.clone(),
             self.metrics.clone(),
+            Some(&previous),
         )
         .await
         .map_err(StartError);
@@ -151,9 +153,15 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     let registry = TaskRegistry::new(REGISTRY_ENTRIES);
     let metrics = Arc::new(Metrics::new());
     let gate = Arc::new(
-        Gate::new(&policy, &public_url, registry.clone(), metrics.clone())
-            .await
-            .map_err(StartError)?,
+        Gate::new(
+            &policy,
+            &public_url,
+            registry.clone(),
+            metrics.clone(),
+            None,
+        )
+        .await
+        .map_err(StartError)?,
     );
     let (gates, gate_rx) = watch::channel(gate.clone());
     let (shutdown, shutdown_rx) = watch::channel(false);

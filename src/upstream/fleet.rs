@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::json;
 
-use super::registry::UpstreamId;
+use super::registry::{TaskRegistry, UpstreamId};
 use super::{Upstream, UpstreamError};
 use crate::body::BoxBody;
 use crate::policy::UpstreamPolicy;
@@ -22,7 +22,12 @@ use crate::telemetry;
 
 /// One agent and what the edge knows of its health.
 pub struct Agent {
+    /// Stable across reloads (by name): what the task registry remembers.
+    pub id: UpstreamId,
     pub upstream: Upstream,
+    /// What the health of this agent was learned about (a reload keeps the health of an
+    /// agent whose name and target did not change).
+    target: String,
     healthy: AtomicBool,
     failures: AtomicU32,
     successes: AtomicU32,
@@ -94,18 +99,34 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn from_policy(upstreams: &[UpstreamPolicy]) -> Result<Fleet, String> {
+    /// The agents of a policy. Ids come from `registry` (stable by name across reloads);
+    /// an agent that `previous` (the fleet being replaced) had under the same name and
+    /// target keeps its health, so a reload neither revives a dead agent nor ejects a live one.
+    pub fn from_policy(
+        upstreams: &[UpstreamPolicy],
+        registry: &TaskRegistry,
+        previous: Option<&Fleet>,
+    ) -> Result<Fleet, String> {
         let mut agents = Vec::new();
         for u in upstreams {
+            let id = registry.upstream_id(&u.name);
+            let target = format!("{:?}", u.target);
+            let before = previous
+                .and_then(|f| f.get(id))
+                .filter(|a| a.target == target);
+            let load =
+                |f: fn(&Agent) -> &AtomicU32| before.map_or(0, |a| f(a).load(Ordering::Relaxed));
             agents.push(Arc::new(Agent {
+                id,
                 upstream: Upstream::from_policy(u)?,
                 // Healthy until proven otherwise: the first check runs at start-up.
-                healthy: AtomicBool::new(true),
-                failures: AtomicU32::new(0),
-                successes: AtomicU32::new(0),
+                healthy: AtomicBool::new(before.map_or(true, |a| a.is_healthy())),
+                failures: AtomicU32::new(load(|a| &a.failures)),
+                successes: AtomicU32::new(load(|a| &a.successes)),
                 in_flight: AtomicUsize::new(0),
                 unhealthy_threshold: u.unhealthy_threshold,
                 healthy_threshold: u.healthy_threshold,
+                target,
             }));
         }
         if agents.is_empty() {
@@ -129,7 +150,7 @@ impl Fleet {
     }
 
     pub fn get(&self, id: UpstreamId) -> Option<&Arc<Agent>> {
-        self.agents.get(id)
+        self.agents.iter().find(|a| a.id == id)
     }
 
     /// The agent for a new context: healthy, fewest requests in flight; ties go round-robin.
@@ -137,9 +158,10 @@ impl Fleet {
         let n = self.agents.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
         (0..n)
-            .map(|k| (start + k) % n)
-            .filter(|i| self.agents[*i].is_healthy())
-            .min_by_key(|i| self.agents[*i].in_flight.load(Ordering::Relaxed))
+            .map(|k| &self.agents[(start + k) % n])
+            .filter(|a| a.is_healthy())
+            .min_by_key(|a| a.in_flight.load(Ordering::Relaxed))
+            .map(|a| a.id)
     }
 
     /// How often the health checker runs.

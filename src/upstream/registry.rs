@@ -140,6 +140,8 @@ pub struct RegistryStats {
 struct Shared {
     state: Mutex<State>,
     key: TokenKey,
+    /// Upstream names by id: an id names the same agent (by policy name) across reloads.
+    upstream_names: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -168,6 +170,7 @@ impl TaskRegistry {
         TaskRegistry {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::new(max_entries)),
+                upstream_names: Mutex::new(Vec::new()),
                 key: TokenKey::generate(),
             }),
         }
@@ -410,6 +413,24 @@ impl TaskRegistry {
             next_page_token,
             total_size,
         })
+    }
+
+    /// The id of the agent named `name` (policy `upstreams[].name`): the same for the life of
+    /// the registry, whatever a reload does to the order of the upstreams, so that a context
+    /// stays with its agent after a reload, and a removed agent's ids are never reused.
+    pub fn upstream_id(&self, name: &str) -> UpstreamId {
+        let mut names = self
+            .shared
+            .upstream_names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match names.iter().position(|n| n == name) {
+            Some(id) => id,
+            None => {
+                names.push(name.to_string());
+                names.len() - 1
+            }
+        }
     }
 
     pub fn stats(&self) -> RegistryStats {
