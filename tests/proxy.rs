@@ -506,3 +506,75 @@ async fn agent_paths_are_unreachable_unless_the_policy_exposes_them() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_reload_rotates_the_tls_certificate_for_new_connections_only() {
+    use a2a_edge::policy::{LoadMode, Policy};
+    let dir = TempDir::new("tls-rotate");
+    let old = a2a_edge::tls::dev::ensure(&dir.path().join("ca-old")).unwrap();
+    let new = a2a_edge::tls::dev::ensure(&dir.path().join("ca-new")).unwrap();
+    let (cert, key) = (dir.path().join("live.pem"), dir.path().join("live.key"));
+    let install = |from: &a2a_edge::tls::dev::DevCerts| {
+        std::fs::copy(&from.server_cert, &cert).unwrap();
+        std::fs::copy(&from.server_key, &key).unwrap();
+    };
+    install(&old);
+    let text = policy_text(dir.path(), &ProxyOpts::default()).replace(
+        &format!("dev = true\ndev_dir = \"{}/certs\"", dir.path().display()),
+        &format!(
+            "cert_file = \"{}\"\nkey_file = \"{}\"",
+            cert.display(),
+            key.display()
+        ),
+    );
+    assert!(text.contains("cert_file"), "{text}");
+    let load =
+        || Policy::from_toml(std::path::Path::new("p.toml"), &text, LoadMode::Serve).unwrap();
+    let running = a2a_edge::server::start(load()).await.unwrap();
+    let addr = running.local_addr;
+    let mut before = Client::connect(addr, &old.ca_cert, Proto::H2).await;
+    assert!(before
+        .rpc("ListTasks", json!({}))
+        .await
+        .get("result")
+        .is_some());
+
+    // The operator renews the certificate (another CA here, to tell them apart) and reloads.
+    install(&new);
+    running.reload(load()).await.unwrap();
+    assert!(
+        Client::try_connect(addr, &old.ca_cert, Proto::H1, None)
+            .await
+            .is_err(),
+        "a new connection still got the old certificate"
+    );
+    let mut after = Client::connect(addr, &new.ca_cert, Proto::H1).await;
+    assert!(after
+        .rpc("ListTasks", json!({}))
+        .await
+        .get("result")
+        .is_some());
+    // The connection made before the reload goes on.
+    assert!(before
+        .rpc("ListTasks", json!({}))
+        .await
+        .get("result")
+        .is_some());
+
+    // A broken key refuses the whole reload: the running certificate stays.
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let e = running.reload(load()).await.unwrap_err().to_string();
+    assert!(!e.contains("AAAA"), "{e}");
+    let mut still = Client::connect(addr, &new.ca_cert, Proto::H2).await;
+    assert!(still
+        .rpc("ListTasks", json!({}))
+        .await
+        .get("result")
+        .is_some());
+    running.shutdown();
+    running.wait().await;
+}

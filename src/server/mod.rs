@@ -63,6 +63,8 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
     gates: watch::Sender<Arc<Gate>>,
+    /// The TLS settings new connections get (certificate rotation by reload).
+    acceptors: watch::Sender<TlsAcceptor>,
     registry: TaskRegistry,
     metrics: Arc<Metrics>,
 }
@@ -74,9 +76,16 @@ impl Running {
     }
 
     /// Applies a new policy to every request from now on (credentials, validation rules,
-    /// card keys, upstream). The listener, TLS and server settings stay as started; a policy
-    /// that cannot be applied leaves the running one in force.
+    /// card keys, upstreams) and its TLS certificate, key and client-certificate settings to
+    /// every new connection (open connections keep theirs). The listeners and `[server]`
+    /// settings stay as started. A policy that cannot be applied, in any part, leaves the
+    /// running one in force.
     pub async fn reload(&self, policy: Policy) -> Result<(), StartError> {
+        let acceptor = tls_acceptor(&policy);
+        if acceptor.is_err() {
+            self.metrics.reload(false);
+        }
+        let (acceptor, _) = acceptor?;
         let previous = self.gates.borrow().clone();
         let gate = Gate::new(
             &policy,
@@ -91,6 +100,7 @@ impl Running {
         let gate = Arc::new(gate?);
         gate.refresh_card().await;
         self.gates.send_replace(gate);
+        self.acceptors.send_replace(acceptor);
         Ok(())
     }
 
@@ -105,8 +115,9 @@ impl Running {
     }
 }
 
-/// Binds the listener and starts serving `policy`.
-pub async fn start(policy: Policy) -> Result<Running, StartError> {
+/// The TLS acceptor of `policy` (dev certificates generated when missing): certificate, key
+/// and client-certificate settings read from their files now.
+fn tls_acceptor(policy: &Policy) -> Result<(TlsAcceptor, Option<tls::dev::DevCerts>), StartError> {
     let dev_certs = match &policy.tls.dev_dir {
         Some(dir) => Some(tls::dev::ensure(dir).map_err(|e| StartError(e.to_string()))?),
         None => None,
@@ -116,13 +127,19 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         ClientAuth::Optional => ClientAuthMode::Optional,
         ClientAuth::Required => ClientAuthMode::Required,
     };
-    let tls_config = server_config_with_client_auth(
+    let config = server_config_with_client_auth(
         &policy.tls.cert_file,
         &policy.tls.key_file,
         mode,
         policy.tls.client_ca_file.as_deref(),
     )
     .map_err(|e| StartError(e.to_string()))?;
+    Ok((TlsAcceptor::from(config), dev_certs))
+}
+
+/// Binds the listener and starts serving `policy`.
+pub async fn start(policy: Policy) -> Result<Running, StartError> {
+    let (acceptor, dev_certs) = tls_acceptor(&policy)?;
     let listener = TcpListener::bind(policy.server.listen)
         .await
         .map_err(|e| StartError(format!("cannot listen on {}: {e}", policy.server.listen)))?;
@@ -190,9 +207,10 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             admin_stop_rx,
         ))
     });
+    let (acceptors, acceptor_rx) = watch::channel(acceptor);
     let serving = accept_loop(
         listener,
-        TlsAcceptor::from(tls_config),
+        acceptor_rx,
         gate_rx,
         settings,
         shutdown_rx,
@@ -213,6 +231,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         shutdown,
         task,
         gates,
+        acceptors,
         registry,
         metrics,
     })
@@ -277,7 +296,7 @@ fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
 
 async fn accept_loop(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    acceptors: watch::Receiver<TlsAcceptor>,
     gates: watch::Receiver<Arc<Gate>>,
     settings: ConnSettings,
     mut shutdown: watch::Receiver<bool>,
@@ -323,7 +342,7 @@ async fn accept_loop(
                 let _ = tcp.set_nodelay(true);
                 let open = open.clone();
                 let mut stop = shutdown.clone();
-                let acceptor = acceptor.clone();
+                let acceptor = acceptors.borrow().clone();
                 let gates = gates.clone();
                 let builder = builder.clone();
                 let metrics = metrics.clone();
