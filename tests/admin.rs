@@ -308,3 +308,39 @@ async fn metrics_count_policy_reloads() {
     // fixed at start) and keeps counting.
     assert_eq!(admin(addr, "GET", "/ready").await.0, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn registry_evictions_are_counted_for_alerting() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        extra_policy: "[limits]\nmax_registry_entries = 2\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    for i in 0..5 {
+        let v = c
+            .rpc(
+                "SendMessage",
+                json!({"message": {"messageId": format!("m-{i}"), "role": "ROLE_USER",
+                    "contextId": format!("ctx-{i}"), "parts": [{"text": "[[complete]] hi"}]}}),
+            )
+            .await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+    let (_, _, text) = admin(admin_addr(&proxy), "GET", "/metrics").await;
+    assert_eq!(
+        sample(&text, "a2a_edge_registry_entries{kind=\"contexts\"}"),
+        2.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "a2a_edge_registry_evictions_total{kind=\"contexts\"}"
+        ),
+        3.0,
+        "{text}"
+    );
+    assert!(sample(&text, "a2a_edge_registry_evictions_total{kind=\"tasks\"}") >= 3.0);
+}

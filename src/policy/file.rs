@@ -56,6 +56,8 @@ pub struct LimitsSection {
     pub max_in_flight_per_principal: Option<u32>,
     pub max_streams_per_principal: Option<u32>,
     pub max_h2_streams_per_connection: Option<u32>,
+    /// Tasks (and, apart, contexts) whose owner the edge remembers (fixed at start).
+    pub max_registry_entries: Option<u32>,
     pub max_headers: Option<u32>,
     pub header_read_timeout_ms: Option<u64>,
     /// A connection (HTTP/1.1 or HTTP/2) with no request in flight this long is closed.

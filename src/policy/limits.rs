@@ -19,6 +19,9 @@ pub struct LimitsPolicy {
     pub max_in_flight_per_principal: usize,
     pub max_streams_per_principal: usize,
     pub max_h2_streams_per_connection: u32,
+    /// Tasks, and contexts, whose owner the task registry remembers (least recently used
+    /// evicted beyond). Fixed at start: the registry outlives reloads.
+    pub max_registry_entries: usize,
     pub max_headers: usize,
     pub header_read_timeout: Duration,
     /// A connection with no request in flight for this long is closed (HTTP/2 included).
@@ -145,6 +148,11 @@ impl Ctx<'_> {
                 l.max_h2_streams_per_connection,
                 128,
             )?,
+            max_registry_entries: positive(
+                "limits.max_registry_entries",
+                l.max_registry_entries,
+                200_000,
+            )? as usize,
             max_headers: positive("limits.max_headers", l.max_headers, 100)? as usize,
             header_read_timeout: Duration::from_millis(
                 l.header_read_timeout_ms.unwrap_or(10_000).max(100),

@@ -23,17 +23,14 @@ use crate::auth::mtls::peer_identity;
 use crate::body::BoxBody;
 use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
-use crate::telemetry::metrics::Metrics;
-use crate::upstream::registry::TaskRegistry;
-use activity::{hold_until_body_done, Activity};
-
-/// Tasks and contexts whose owner the proxy remembers.
-const REGISTRY_ENTRIES: usize = 200_000;
 use crate::policy::ClientAuth;
 use crate::policy::Policy;
 use crate::telemetry;
+use crate::telemetry::metrics::Metrics;
 use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
+use crate::upstream::registry::TaskRegistry;
+use activity::{hold_until_body_done, Activity};
 
 type HandlerFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<http::Response<BoxBody>, Infallible>> + Send>,
@@ -167,7 +164,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         ),
         None => None,
     };
-    let registry = TaskRegistry::new(REGISTRY_ENTRIES);
+    let registry = TaskRegistry::new(policy.limits.max_registry_entries);
     let metrics = Arc::new(Metrics::new());
     let gate = Arc::new(
         Gate::new(
