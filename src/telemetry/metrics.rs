@@ -375,11 +375,12 @@ fn registry(out: &mut String, r: &crate::upstream::registry::RegistryStats) {
         out,
         "a2a_edge_registry_entries",
         "gauge",
-        "Tasks and contexts whose owner the edge remembers; running contexts; turns in flight.",
+        "Tasks and contexts whose owner the edge remembers; running contexts; turns in flight; evicted contexts whose owner is still known.",
     );
     for (kind, n) in [
         ("tasks", r.tasks),
         ("contexts", r.contexts),
+        ("forgotten_contexts", r.forgotten_contexts),
         ("running_contexts", r.running_contexts),
         ("pending_turns", r.pending_turns),
     ] {
@@ -394,7 +395,7 @@ fn registry(out: &mut String, r: &crate::upstream::registry::RegistryStats) {
         out,
         "a2a_edge_registry_evictions_total",
         "counter",
-        "Entries forgotten to stay within the registry's size (alert on contexts: an evicted context id can be claimed again).",
+        "Entries evicted to stay within the registry's size (alert on contexts: once an evicted context's owner is forgotten too, its id can be claimed again).",
     );
     for (kind, n) in [("tasks", r.evicted_tasks), ("contexts", r.evicted_contexts)] {
         line(

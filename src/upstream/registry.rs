@@ -33,13 +33,16 @@
 //! - **ListTasks** pages are keyset pages over `(status timestamp, task id)`, both descending;
 //!   see [`TaskRegistry::list`].
 //!
-//! Known limit: eviction forgets ownership. An evicted context id is unknown again, and the
-//! next caller to name it reserves it (and would reach the agent's context of that id). Size
-//! `max_entries` well above the working set and alert on `evicted_contexts`.
+//! Eviction keeps who owned a context, compactly ([`forgotten`]: keyed 64-bit hashes, a few
+//! dozen bytes per context, for `4 × max_entries` evicted contexts): only its owner may take an evicted
+//! context up again. Known limit: beyond that memory, the oldest evicted context ids are
+//! unknown again and the next caller to name one reserves it. Size `max_entries` well above
+//! the working set and alert on `evicted_contexts`.
 
 #![forbid(unsafe_code)]
 
 mod facts;
+mod forgotten;
 mod state;
 mod token;
 mod turn;
@@ -133,6 +136,8 @@ pub struct RegistryStats {
     pub foreign_ignored: u64,
     pub evicted_tasks: u64,
     pub evicted_contexts: u64,
+    /// Evicted contexts whose owner is still remembered (only they may take them up again).
+    pub forgotten_contexts: usize,
     /// Answers not recorded because everything was pinned by running turns.
     pub refused_full: u64,
 }
@@ -238,6 +243,10 @@ impl TaskRegistry {
         }
 
         let Some((key, e)) = st.contexts.get_key_value(c.as_str()) else {
+            // Evicted from someone else: as if it were still theirs.
+            if !st.forgotten.permits(&c, principal) {
+                return Err(Denial::NotFound);
+            }
             // Unknown: reserve it for the caller (also when its entry was evicted but the
             // caller's task still names it).
             let running = Running {
@@ -443,6 +452,7 @@ impl TaskRegistry {
             foreign_ignored: st.counters.foreign_ignored,
             evicted_tasks: st.counters.evicted_tasks,
             evicted_contexts: st.counters.evicted_contexts,
+            forgotten_contexts: st.forgotten.len(),
             refused_full: st.counters.refused_full,
         }
     }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::facts::Fact;
+use super::forgotten::{Forgotten, FORGOTTEN_PER_ENTRY};
 use super::UpstreamId;
 
 /// Shared id text: a task id lives in the map, the LRU and two indexes at once.
@@ -75,6 +76,8 @@ pub(super) struct State {
     /// Per context id, the same keys (owners are checked again when listing).
     pub by_context: HashMap<Id, BTreeSet<(u64, Id)>>,
     pub running_contexts: usize,
+    /// Owners of evicted contexts: only they may take them up again.
+    pub forgotten: Forgotten,
     /// Turns that started without a context: each may still create one.
     pub pending_turns: usize,
     pub counters: Counters,
@@ -100,6 +103,7 @@ impl State {
             by_principal: HashMap::new(),
             by_context: HashMap::new(),
             running_contexts: 0,
+            forgotten: Forgotten::new(max.max(1).saturating_mul(FORGOTTEN_PER_ENTRY)),
             pending_turns: 0,
             counters: Counters::default(),
         }
@@ -275,9 +279,12 @@ impl State {
     ) -> Option<Id> {
         if self.contexts.len() >= self.max {
             let (_, victim) = self.context_lru.pop_first()?;
-            self.contexts.remove(&victim);
+            if let Some(gone) = self.contexts.remove(&victim) {
+                self.forgotten.remember(&victim, &gone.owner);
+            }
             self.counters.evicted_contexts += 1;
         }
+        self.forgotten.forget(id);
         let id: Id = Arc::from(id);
         let owner = self.principal_id(owner);
         let lru = if running.is_some() {
@@ -402,6 +409,10 @@ impl State {
                     e.upstream.get_or_insert(upstream);
                     self.touch_context(c);
                     self.contexts.get_key_value(c).map(|(k, _)| k.clone())
+                }
+                // Evicted from someone else: theirs still, as far as this caller goes.
+                None if !self.forgotten.permits(c, principal) => {
+                    return self.foreign(upstream, "context")
                 }
                 None => {
                     let id =

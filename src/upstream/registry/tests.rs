@@ -791,6 +791,48 @@ fn eviction_respects_the_bound_and_spares_running_turns() {
 }
 
 #[test]
+fn an_evicted_context_stays_its_owners() {
+    let reg = TaskRegistry::new(2);
+    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)));
+    for i in 0..3 {
+        reg.observe(
+            B,
+            0,
+            &task(
+                &format!("tb{i}"),
+                &format!("cb{i}"),
+                "TASK_STATE_COMPLETED",
+                Some(2 + i),
+            ),
+        );
+    }
+    reg.check_invariants();
+    let s = reg.stats();
+    assert!(
+        s.evicted_contexts >= 2 && s.forgotten_contexts >= 2,
+        "{s:?}"
+    );
+    // Someone else naming A's evicted context gets what they get for A's live one.
+    assert_eq!(
+        reg.begin_turn(B, None, Some("ca"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    // An agent answering B with A's evicted context is ignored, not recorded for B.
+    let foreign = reg.stats().foreign_ignored;
+    reg.observe(B, 0, &task("tx", "ca", "TASK_STATE_COMPLETED", Some(9)));
+    assert_eq!(reg.stats().foreign_ignored, foreign + 1);
+    assert_eq!(reg.authorize_task(B, "tx"), Err(Denial::NotFound));
+    // A takes it up again, and then it is A's like any live context.
+    let turn = reg.begin_turn(A, None, Some("ca"), None).expect("owner");
+    drop(turn);
+    assert_eq!(
+        reg.begin_turn(B, None, Some("ca"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    reg.check_invariants();
+}
+
+#[test]
 fn a_registry_full_of_running_turns_refuses_new_ones() {
     let reg = TaskRegistry::new(2);
     let t1 = reg.begin_turn(A, None, Some("c1"), None).expect("c1");
