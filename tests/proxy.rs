@@ -387,7 +387,22 @@ async fn agent_answers_are_cleaned_of_secrets_and_internals() {
         );
     }
     assert_eq!(v["result"]["url"], "https://hooks.example.com/x");
-    let v = c.rpc("GetTask", json!({"id": "leaky-task"})).await;
+    // GetTask, and ListTasks (which reads every listed task from its agent), are cleaned too.
+    for (method, params) in [
+        ("GetTask", json!({"id": "leaky-task"})),
+        ("ListTasks", json!({})),
+    ] {
+        let v = c.rpc(method, params).await;
+        let text = v.to_string();
+        assert!(text.contains("leaky-task"), "{method}: {text}");
+        for secret in ["sk-from-agent-config", "llm-secret"] {
+            assert!(
+                !text.contains(secret),
+                "{secret} reached the caller through {method}: {text}"
+            );
+        }
+    }
+    let v = c.rpc("CancelTask", json!({"id": "leaky-task"})).await;
     assert_eq!(v["error"]["code"], -32603);
     assert_eq!(v["error"]["message"], "Internal error");
     assert!(!v.to_string().contains("/home/agent"), "{v}");

@@ -479,8 +479,12 @@ impl Gate {
                 text("pageToken"),
             )
             .map_err(|d| Rejection::rpc(rpc.id.clone(), d.rpc_error()))?;
-        let mut tasks = Vec::with_capacity(page.tasks.len());
-        for (task_id, upstream) in page.tasks {
+        // Each listed task is read from its agent, a few at a time, and then cleaned and
+        // learned from like any answer of that agent.
+        let n = page.tasks.len();
+        let slots = Arc::new(tokio::sync::Semaphore::new(LIST_TASKS_CONCURRENCY));
+        let mut reads = tokio::task::JoinSet::new();
+        for (i, (task_id, upstream)) in page.tasks.into_iter().enumerate() {
             let mut params = serde_json::Map::new();
             params.insert("id".into(), Value::String(task_id));
             if let Some(h) = p.get("historyLength") {
@@ -491,30 +495,53 @@ impl Gate {
                 method: Method::GetTask,
                 params,
             };
-            let Some(agent) = self.fleet.get(upstream).filter(|a| a.is_healthy()) else {
-                return Err(unavailable(&rpc.id));
-            };
-            let resp = agent
-                .send_rpc(headers.clone(), Bytes::from(get.to_bytes()))
-                .await
-                .map_err(|e| {
-                    Rejection::rpc(
+            let agent = self
+                .fleet
+                .get(upstream)
+                .filter(|a| a.is_healthy())
+                .cloned()
+                .ok_or_else(|| unavailable(&rpc.id))?;
+            let (headers, slots) = (headers.clone(), slots.clone());
+            reads.spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                let resp = agent.send_rpc(headers, Bytes::from(get.to_bytes())).await?;
+                let bytes = collect_limited(resp.into_body(), MAX_TASK_BYTES)
+                    .await
+                    .map_err(|_| UpstreamError::BadResponse)?;
+                Ok::<_, UpstreamError>((i, upstream, bytes))
+            });
+        }
+        let mut fetched: Vec<Option<(UpstreamId, Bytes)>> = vec![None; n];
+        while let Some(joined) = reads.join_next().await {
+            match joined {
+                Ok(Ok((i, upstream, bytes))) => fetched[i] = Some((upstream, bytes)),
+                Ok(Err(e)) => {
+                    return Err(Rejection::rpc(
                         rpc.id.clone(),
                         RpcError::new(-32603, e.message(), e.reason()),
-                    )
-                })?;
-            let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
-                .await
-                .map_err(|_| {
-                    Rejection::rpc(rpc.id.clone(), RpcError::internal("upstream.bad_response"))
-                })?;
-            let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
+                    ))
+                }
+                Err(_) => {
+                    return Err(Rejection::rpc(
+                        rpc.id.clone(),
+                        RpcError::internal("upstream.bad_response"),
+                    ))
+                }
+            }
+        }
+        let mut tasks = Vec::with_capacity(n);
+        for (upstream, bytes) in fetched.into_iter().flatten() {
+            let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
                 continue;
             };
+            clean_response(&mut v, &self.requests.metadata, self.requests.redact_paths);
             // A task the agent no longer has is left out of the page.
-            let Some(mut task) = v.get("result").cloned() else {
+            let Some(mut task) = v.get_mut("result").map(Value::take) else {
                 continue;
             };
+            if !task.is_object() {
+                continue;
+            }
             self.registry.observe(principal, upstream, &task);
             if !include_artifacts {
                 if let Some(t) = task.as_object_mut() {
@@ -849,6 +876,12 @@ impl Gate {
         self.network.permits(ip)
     }
 }
+
+/// ListTasks reads this many listed tasks from their agents at once.
+const LIST_TASKS_CONCURRENCY: usize = 8;
+
+/// Largest task the edge reads from an agent for a ListTasks page.
+const MAX_TASK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
 const INLINE_CHECK_BYTES: usize = 64 * 1024;

@@ -136,6 +136,7 @@ fn tls_acceptor(policy: &Policy) -> Result<(TlsAcceptor, Option<tls::dev::DevCer
 
 /// Binds the listener and starts serving `policy`.
 pub async fn start(policy: Policy) -> Result<Running, StartError> {
+    telemetry::request_id::init();
     let (acceptor, dev_certs) = tls_acceptor(&policy)?;
     let listener = TcpListener::bind(policy.server.listen)
         .await

@@ -8,12 +8,21 @@ use std::sync::OnceLock;
 static PREFIX: OnceLock<String> = OnceLock::new();
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// The next request id: `<12 random base64url chars>-<counter in hex>`.
+/// Draws the per-process prefix (at start-up, so that no request waits for the random
+/// number generator).
+pub fn init() {
+    let _ = next();
+}
+
+/// The next request id: `<12 random letters and digits>-<counter in hex>`.
 pub fn next() -> String {
     let prefix = PREFIX.get_or_init(|| {
-        let mut token = crate::policy::random_token();
-        token.truncate(12);
-        token
+        // Letters and digits only, so the id splits at its one '-'.
+        crate::policy::random_token()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(12)
+            .collect()
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}-{n:x}")

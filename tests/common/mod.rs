@@ -525,13 +525,21 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
     }
     match reply {
         Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
-        Reply::Leaky if method == Some(json!("SendMessage")) => {
-            json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
+        Reply::Leaky
+            if method == Some(json!("SendMessage")) || method == Some(json!("GetTask")) =>
+        {
+            let task = json!({
                 "id": "leaky-task", "contextId": "leaky-ctx", "status": {"state": "TASK_STATE_INPUT_REQUIRED"},
                 "metadata": {"iac_code": {"iac_code_api_key": "sk-from-agent-config", "cwd": "/w"}},
                 "history": [{"messageId": "x", "role": "ROLE_AGENT", "parts": [{"text": "ok"}],
                     "metadata": {"iac_code": {"llm_headers": {"Authorization": "Bearer llm-secret"}}}}]
-            }}}))
+            });
+            let result = if method == Some(json!("GetTask")) {
+                task
+            } else {
+                json!({"task": task})
+            };
+            json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
         }
         Reply::Leaky if method == Some(json!("GetTaskPushNotificationConfig")) => {
             json(json!({"jsonrpc": "2.0", "id": id, "result": {
