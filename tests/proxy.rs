@@ -402,6 +402,22 @@ async fn agent_answers_are_cleaned_of_secrets_and_internals() {
             );
         }
     }
+    // A stream: the agent's events are cleaned, its comments not relayed at all.
+    let resp = c
+        .rpc_stream("SendStreamingMessage", message("[[chunks:1]] hi"))
+        .await;
+    let raw = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(raw.contains("TASK_STATE_WORKING"), "{raw}");
+    for leak in ["sk-from-agent-config", "/home/agent"] {
+        assert!(
+            !raw.contains(leak),
+            "{leak} reached the caller in a stream: {raw}"
+        );
+    }
     let v = c.rpc("CancelTask", json!({"id": "leaky-task"})).await;
     assert_eq!(v["error"]["code"], -32603);
     assert_eq!(v["error"]["message"], "Internal error");

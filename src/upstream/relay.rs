@@ -151,8 +151,9 @@ where
             };
             for ev in events {
                 let out = match ev.data.as_deref() {
-                    // A comment (the agent's own keep-alive) passes as it is.
-                    None => ev.raw,
+                    // A comment (the agent's own keep-alive) is not relayed: its text is the
+                    // agent's, unchecked; the edge sends keep-alives of its own.
+                    None => continue,
                     Some(d) => match serde_json::from_str::<Value>(d) {
                         Ok(mut v) => {
                             observe(&mut v);

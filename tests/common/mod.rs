@@ -541,6 +541,22 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             };
             json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
         }
+        Reply::Leaky if method == Some(json!("SendStreamingMessage")) => {
+            let event = json!({"jsonrpc": "2.0", "id": id, "result": {"statusUpdate": {
+                "taskId": "leaky-task", "contextId": "leaky-ctx", "status": {"state": "TASK_STATE_WORKING"},
+                "metadata": {"iac_code": {"iac_code_api_key": "sk-from-agent-config"}}}}});
+            let body = format!(
+                ": keep-alive from /home/agent/secret/path.py\r\n\r\ndata: {event}\r\n\r\n"
+            );
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(
+                    Full::new(Bytes::from(body))
+                        .map_err(|never| match never {})
+                        .boxed_unsync(),
+                )
+                .unwrap()
+        }
         Reply::Leaky if method == Some(json!("GetTaskPushNotificationConfig")) => {
             json(json!({"jsonrpc": "2.0", "id": id, "result": {
             "taskId": "leaky-task", "id": "c1", "url": "https://hooks.example.com/x", "token": "notification-secret",
