@@ -47,21 +47,60 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-#[test]
-fn check_accepts_the_shipped_policy_without_side_effects() {
-    let dir = TempDir::new("cli-check");
-    let out = Command::new(BIN)
-        .args(["check", "--policy"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml"))
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+/// `a2a-edge check --policy <policy>`, to adjust (cwd, environment) and run.
+fn check_cmd(policy: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["check", "--policy"]).arg(policy);
+    cmd
+}
+
+/// Runs the command, asserts that it succeeded (showing both outputs if not) and returns what
+/// it wrote to standard output.
+fn stdout_of_success(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+/// Starts `a2a-edge serve --policy <policy>` in `dir` with a ready file there, waits for that
+/// file (failing at once if the process exits first) and returns the child with what the
+/// ready file says (`listen`, `admin`). `policy` may be relative to `dir`.
+async fn spawn_serve(dir: &Path, policy: &Path, stdout: Stdio) -> (ChildGuard, Value) {
+    let ready = dir.join("ready.json");
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(["serve", "--policy"])
+            .arg(policy)
+            .arg("--ready-file")
+            .arg(&ready)
+            .current_dir(dir)
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("serve exited before writing its ready file: {status}");
+        }
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let info = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    (child, info)
+}
+
+#[test]
+fn check_accepts_the_shipped_policy_without_side_effects() {
+    let dir = TempDir::new("cli-check");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml");
+    let stdout = stdout_of_success(check_cmd(&shipped).current_dir(dir.path()));
     assert!(stdout.contains("OK"), "{stdout}");
     assert!(stdout.contains("embedded task engine"), "{stdout}");
     assert!(
@@ -77,11 +116,7 @@ fn check_names_file_line_and_key_of_an_error() {
     let text = policy_text(dir.path(), &ProxyOpts::default())
         .replace("[tls]\n", "[tls]\nunknown_key = 1\n");
     std::fs::write(&file, &text).unwrap();
-    let out = Command::new(BIN)
-        .args(["check", "--policy"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = check_cmd(&file).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = text
@@ -92,8 +127,7 @@ fn check_names_file_line_and_key_of_an_error() {
     assert!(stderr.contains(&format!("bad.toml:{line}")), "{stderr}");
     assert!(stderr.contains("unknown_key"), "{stderr}");
 
-    let missing = Command::new(BIN)
-        .args(["check", "--policy", "/nonexistent/p.toml"])
+    let missing = check_cmd(Path::new("/nonexistent/p.toml"))
         .output()
         .unwrap();
     assert!(!missing.status.success());
@@ -125,24 +159,7 @@ generate_if_missing = true
     );
     let file = dir.path().join("p.toml");
     std::fs::write(&file, policy).unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut child = ChildGuard(
-        Command::new(BIN)
-            .args(["serve", "--policy"])
-            .arg(&file)
-            .arg("--ready-file")
-            .arg(&ready)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "no ready file");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let (mut child, info) = spawn_serve(dir.path(), &file, Stdio::piped()).await;
     let addr = info["listen"].as_str().unwrap().parse().unwrap();
     let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
     let token = token.trim();
@@ -243,29 +260,17 @@ fn iac_code_environment_variables_configure_schemes_the_policy_leaves_unset() {
     );
     std::fs::write(&file, &text).unwrap();
     // Without any scheme the policy refuses to load ...
-    let out = Command::new(BIN)
-        .args(["check", "--policy"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = check_cmd(&file).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("allow_anonymous"));
     // ... and the iac-code variables supply bearer, basic and API key.
-    let out = Command::new(BIN)
-        .args(["check", "--policy"])
-        .arg(&file)
-        .env("IACCODE_A2A_HTTP_TOKEN", "tok")
-        .env("IACCODE_A2A_BASIC_USERNAME", "alice")
-        .env("IACCODE_A2A_BASIC_PASSWORD", "pw")
-        .env("IACCODE_A2A_API_KEY", "key")
-        .env("IACCODE_A2A_API_KEY_HEADER", "X-My-Key")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of_success(
+        check_cmd(&file)
+            .env("IACCODE_A2A_HTTP_TOKEN", "tok")
+            .env("IACCODE_A2A_BASIC_USERNAME", "alice")
+            .env("IACCODE_A2A_BASIC_PASSWORD", "pw")
+            .env("IACCODE_A2A_API_KEY", "key")
+            .env("IACCODE_A2A_API_KEY_HEADER", "X-My-Key"),
     );
     for needle in ["\"bearer\"", "\"alice\"", "X-My-Key"] {
         assert!(stdout.contains(needle), "{needle}: {stdout}");
@@ -291,29 +296,15 @@ async fn the_default_policy_serves_a_signed_card_with_a_generated_key() {
         .replace("127.0.0.1:8443", "127.0.0.1:0")
         .replace("127.0.0.1:9901", "127.0.0.1:0");
     std::fs::write(dir.path().join("policies/test.toml"), text).unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut child = ChildGuard(
-        Command::new(BIN)
-            .args(["serve", "--policy", "policies/test.toml", "--ready-file"])
-            .arg(&ready)
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        assert!(Instant::now() < deadline, "no ready file");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // A relative policy path: it and the relative paths inside it resolve against the cwd.
+    let (mut child, info) =
+        spawn_serve(dir.path(), Path::new("policies/test.toml"), Stdio::null()).await;
     let key = dir.path().join("certs/dev/card-es256.pem");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     let ca = dir.path().join("certs/dev/ca.pem");
     let mut c = Client::connect(
         info["listen"].as_str().unwrap().parse().unwrap(),

@@ -541,14 +541,27 @@ pub(crate) mod tests {
 
     const HOUR: Duration = Duration::from_secs(3600);
 
-    #[tokio::test]
-    async fn file_source_loads_and_refreshes_once_per_interval() {
+    /// A fresh directory with `jwks.json` holding these keys, and a cache loaded from that file
+    /// (refresh interval and max age an hour).
+    async fn file_cache(keys: &[Value]) -> (TempDir, PathBuf, JwksCache) {
         let dir = TempDir::new("jwks");
         let path = dir.0.join("jwks.json");
-        std::fs::write(&path, set(&[ec_jwk("k1")])).unwrap();
+        std::fs::write(&path, set(keys)).unwrap();
         let cache = JwksCache::load(JwksSource::File(path.clone()), HOUR, HOUR)
             .await
             .unwrap();
+        (dir, path, cache)
+    }
+
+    /// Loads a cache from a URL, trusting the CA in `ca_file` (else the system roots); an hour
+    /// as above.
+    async fn load_url(url: Url, ca_file: Option<PathBuf>) -> Result<JwksCache, String> {
+        JwksCache::load(JwksSource::Url { url, ca_file }, HOUR, HOUR).await
+    }
+
+    #[tokio::test]
+    async fn file_source_loads_and_refreshes_once_per_interval() {
+        let (_dir, path, cache) = file_cache(&[ec_jwk("k1")]).await;
         assert!(cache.key("k1").await.is_some());
         assert_eq!(cache.refresh_count(), 0, "a known kid needs no re-read");
 
@@ -582,12 +595,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn concurrent_unknown_kids_share_one_refresh() {
-        let dir = TempDir::new("jwks");
-        let path = dir.0.join("jwks.json");
-        std::fs::write(&path, set(&[ec_jwk("k1")])).unwrap();
-        let cache = JwksCache::load(JwksSource::File(path.clone()), HOUR, HOUR)
-            .await
-            .unwrap();
+        let (_dir, path, cache) = file_cache(&[ec_jwk("k1")]).await;
         std::fs::write(&path, set(&[ec_jwk("k1"), ec_jwk("k2")])).unwrap();
         let tasks: Vec<_> = (0..32)
             .map(|i| {
@@ -607,12 +615,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn failed_refresh_keeps_the_last_good_set() {
-        let dir = TempDir::new("jwks");
-        let path = dir.0.join("jwks.json");
-        std::fs::write(&path, set(&[ec_jwk("k1")])).unwrap();
-        let cache = JwksCache::load(JwksSource::File(path.clone()), HOUR, HOUR)
-            .await
-            .unwrap();
+        let (_dir, path, cache) = file_cache(&[ec_jwk("k1")]).await;
         for broken in [
             "{not json".to_string(),
             set(&[]),
@@ -659,16 +662,7 @@ pub(crate) mod tests {
         assert!(err.contains("larger than"), "{err}");
 
         let http = Url::parse("http://127.0.0.1:1/jwks.json").unwrap();
-        let err = JwksCache::load(
-            JwksSource::Url {
-                url: http,
-                ca_file: None,
-            },
-            HOUR,
-            HOUR,
-        )
-        .await
-        .unwrap_err();
+        let err = load_url(http, None).await.unwrap_err();
         assert!(err.contains("https"), "{err}");
     }
 
@@ -699,6 +693,17 @@ pub(crate) mod tests {
         assert!(!err.contains("SECRET"), "{err}");
         let err = parse_key_set(b"{\"keys\": [SECRET").unwrap_err();
         assert!(!err.contains("SECRET"), "{err}");
+    }
+
+    /// A fresh directory with a dev CA, a local https server of these keys signed by it, and
+    /// a cache loaded from that server trusting that CA.
+    async fn https_cache(keys: &[Value]) -> (TempDir, JwksServer, JwksCache) {
+        let dir = TempDir::new("jwks-https");
+        let server = JwksServer::start(&dir.0, set(keys)).await;
+        let cache = load_url(server.url.clone(), Some(dir.0.join("ca.pem")))
+            .await
+            .unwrap();
+        (dir, server, cache)
     }
 
     /// A local https JWKS server: serves `body` at /jwks.json, counts requests, stops on drop.
@@ -786,13 +791,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn https_source_rotates_and_keeps_the_last_good_set_when_down() {
-        let dir = TempDir::new("jwks-https");
-        let server = JwksServer::start(&dir.0, set(&[ec_jwk("k1")])).await;
-        let source = JwksSource::Url {
-            url: server.url.clone(),
-            ca_file: Some(dir.0.join("ca.pem")),
-        };
-        let cache = JwksCache::load(source.clone(), HOUR, HOUR).await.unwrap();
+        let (dir, server, cache) = https_cache(&[ec_jwk("k1")]).await;
         assert_eq!(server.hits(), 1);
         assert!(cache.key("k1").await.is_some());
         assert_eq!(server.hits(), 1);
@@ -828,28 +827,13 @@ pub(crate) mod tests {
         assert!(cache.key("k2").await.is_some());
 
         // A load against a down server fails: no start without keys.
-        let err = JwksCache::load(
-            JwksSource::Url {
-                url,
-                ca_file: Some(dir.0.join("ca.pem")),
-            },
-            HOUR,
-            HOUR,
-        )
-        .await
-        .unwrap_err();
+        let err = load_url(url, Some(dir.0.join("ca.pem"))).await.unwrap_err();
         assert!(err.contains("connect"), "{err}");
     }
 
     #[tokio::test]
     async fn https_source_refreshes_by_age_in_the_background() {
-        let dir = TempDir::new("jwks-https");
-        let server = JwksServer::start(&dir.0, set(&[ec_jwk("k1")])).await;
-        let source = JwksSource::Url {
-            url: server.url.clone(),
-            ca_file: Some(dir.0.join("ca.pem")),
-        };
-        let cache = JwksCache::load(source, HOUR, HOUR).await.unwrap();
+        let (_dir, server, cache) = https_cache(&[ec_jwk("k1")]).await;
         server.serve(200, set(&[ec_jwk("k1"), ec_jwk("k5")]));
         // Younger than max_age: no fetch.
         assert!(cache.key("k1").await.is_some());
@@ -874,16 +858,9 @@ pub(crate) mod tests {
         // Another CA than the one that signed the server certificate.
         let other = TempDir::new("jwks-other-ca");
         crate::tls::dev::ensure(&other.0).unwrap();
-        let err = JwksCache::load(
-            JwksSource::Url {
-                url: server.url.clone(),
-                ca_file: Some(other.0.join("ca.pem")),
-            },
-            HOUR,
-            HOUR,
-        )
-        .await
-        .unwrap_err();
+        let err = load_url(server.url.clone(), Some(other.0.join("ca.pem")))
+            .await
+            .unwrap_err();
         assert!(err.contains("TLS"), "{err}");
         assert_eq!(server.hits(), 0);
     }

@@ -198,36 +198,17 @@ fn normalization_of_the_forwarded_part() {
 #[test]
 fn media_type_rows() {
     with_inline_rules(|rules| {
+        let text = |media_type: &str| json!({"text": "a", "mediaType": media_type});
+        let data = |data: Value, media_type: &str| json!({"data": data, "mediaType": media_type});
         let rows: Vec<(Value, &str)> = vec![
-            (
-                json!({"text": "a", "mediaType": "text/html"}),
-                "part.media_type",
-            ),
-            (
-                json!({"text": "a", "mediaType": "textplain"}),
-                "part.media_type",
-            ),
-            (
-                json!({"text": "a", "mediaType": " text/plain"}),
-                "part.media_type",
-            ),
-            (
-                json!({"text": "a", "mediaType": "text/plain; charset=latin1"}),
-                "part.charset",
-            ),
-            (
-                json!({"text": "a", "mediaType": "text/plain; format=flowed"}),
-                "part.media_param",
-            ),
+            (text("text/html"), "part.media_type"),
+            (text("textplain"), "part.media_type"),
+            (text(" text/plain"), "part.media_type"),
+            (text("text/plain; charset=latin1"), "part.charset"),
+            (text("text/plain; format=flowed"), "part.media_param"),
             // text with a multimodal type
-            (
-                json!({"text": "a", "mediaType": "image/png"}),
-                "part.media_type",
-            ),
-            (
-                json!({"text": "a", "mediaType": "application/octet-stream"}),
-                "part.media_type",
-            ),
+            (text("image/png"), "part.media_type"),
+            (text("application/octet-stream"), "part.media_type"),
             (
                 json!({"raw": "YQ==", "mediaType": "text/html"}),
                 "part.media_type",
@@ -238,18 +219,9 @@ fn media_type_rows() {
             ),
             // data with a text type other than application/json (a missing type is text/plain)
             (json!({"data": {"a": 1}}), "part.media_type"),
-            (
-                json!({"data": {"a": 1}, "mediaType": "text/plain"}),
-                "part.media_type",
-            ),
-            (
-                json!({"data": {"a": 1}, "mediaType": "text/markdown"}),
-                "part.media_type",
-            ),
-            (
-                json!({"data": "x", "mediaType": "application/yaml"}),
-                "part.media_type",
-            ),
+            (data(json!({"a": 1}), "text/plain"), "part.media_type"),
+            (data(json!({"a": 1}), "text/markdown"), "part.media_type"),
+            (data(json!("x"), "application/yaml"), "part.media_type"),
         ];
         assert_rejected(&rows, rules, "/srv/ws");
     });
@@ -294,6 +266,7 @@ fn raw_and_data_rows() {
             run(part, rules).unwrap_or_else(|e| panic!("{:.200}: {e}", part.to_string()));
         }
 
+        let png = |data: Value| json!({"data": data, "mediaType": "image/png"});
         let rows: Vec<(Value, &str)> = vec![
             // base64 tricks (text and binary)
             (json!({"raw": "aGVsbG8"}), "part.base64"), // missing padding
@@ -348,43 +321,19 @@ fn raw_and_data_rows() {
                 "part.too_large",
             ),
             // binary data shape
+            (png(json!("aGk=")), "part.shape"),
+            (png(json!(["aGk="])), "part.shape"),
+            (png(json!(null)), "part.shape"),
+            (png(json!({})), "part.shape"),
+            (png(json!({"b64": "aGk="})), "part.shape"),
+            (png(json!({"bytes": 5})), "part.shape"),
+            (png(json!({"bytes": null})), "part.shape"),
             (
-                json!({"data": "aGk=", "mediaType": "image/png"}),
+                png(json!({"bytes": "aGk=", "base64": "aGk="})),
                 "part.shape",
             ),
-            (
-                json!({"data": ["aGk="], "mediaType": "image/png"}),
-                "part.shape",
-            ),
-            (
-                json!({"data": null, "mediaType": "image/png"}),
-                "part.shape",
-            ),
-            (json!({"data": {}, "mediaType": "image/png"}), "part.shape"),
-            (
-                json!({"data": {"b64": "aGk="}, "mediaType": "image/png"}),
-                "part.shape",
-            ),
-            (
-                json!({"data": {"bytes": 5}, "mediaType": "image/png"}),
-                "part.shape",
-            ),
-            (
-                json!({"data": {"bytes": null}, "mediaType": "image/png"}),
-                "part.shape",
-            ),
-            (
-                json!({"data": {"bytes": "aGk=", "base64": "aGk="}, "mediaType": "image/png"}),
-                "part.shape",
-            ),
-            (
-                json!({"data": {"bytes": "aGk"}, "mediaType": "image/png"}),
-                "part.base64",
-            ),
-            (
-                json!({"data": {"base64": "aG k="}, "mediaType": "image/png"}),
-                "part.base64",
-            ),
+            (png(json!({"bytes": "aGk"})), "part.base64"),
+            (png(json!({"base64": "aG k="})), "part.base64"),
             (
                 json!({"data": {"bytes": "-_8="}, "mediaType": "audio/wav"}),
                 "part.base64",
@@ -483,6 +432,9 @@ fn file_url_filesystem_rows() {
 
     // Accepted: (url, mediaType, the file whose real URL is forwarded).
     let a = f.proj.join("a.txt");
+    // A file by its plain URL.
+    let plain =
+        |name: &str, media_type| (format!("file://{p}/{name}"), media_type, f.proj.join(name));
     let ok: Vec<(String, &str, PathBuf)> = vec![
         (format!("file://{p}/a.txt"), "text/plain", a.clone()),
         (format!("FILE://{p}/a.txt"), "text/plain", a.clone()),
@@ -523,36 +475,12 @@ fn file_url_filesystem_rows() {
             "text/plain",
             f.proj.join("name with space#?.txt"),
         ),
-        (
-            format!("file://{p}/ünï.txt"),
-            "text/plain",
-            f.proj.join("ünï.txt"),
-        ),
-        (
-            format!("file://{p}/exact.txt"),
-            "text/plain",
-            f.proj.join("exact.txt"),
-        ),
-        (
-            format!("file://{p}/empty.txt"),
-            "text/plain",
-            f.proj.join("empty.txt"),
-        ),
-        (
-            format!("file://{p}/bad.txt"),
-            "application/octet-stream",
-            f.proj.join("bad.txt"),
-        ),
-        (
-            format!("file://{p}/over.txt"),
-            "image/png",
-            f.proj.join("over.txt"),
-        ),
-        (
-            format!("file://{p}/img.png"),
-            "image/png",
-            f.proj.join("img.png"),
-        ),
+        plain("ünï.txt", "text/plain"),
+        plain("exact.txt", "text/plain"),
+        plain("empty.txt", "text/plain"),
+        plain("bad.txt", "application/octet-stream"),
+        plain("over.txt", "image/png"),
+        plain("img.png", "image/png"),
     ];
     for (url, media_type, file) in ok {
         let got = run(&json!({"url": url, "mediaType": media_type}), &rules)
@@ -569,145 +497,107 @@ fn file_url_filesystem_rows() {
     let long_url = format!("file://{p}/{}", "a".repeat(MAX_URL_BYTES));
     let long_path = format!("file://{p}/{}", "a/".repeat(2100)); // < 8 KiB, path > 4096
     assert!(long_path.len() < MAX_URL_BYTES);
-    let t = |url: String| json!({"url": url});
+    fn t(url: impl Into<String>) -> Value {
+        json!({"url": url.into()})
+    }
     let img = |url: String| json!({"url": url, "mediaType": "image/png"});
+    // A URL of the project directory followed by `rest`.
+    let ws = |rest: &str| t(format!("file://{p}/{rest}"));
     let rows: Vec<(Value, &str)> = vec![
         // traversal and encodings
+        (ws("../other/o.txt"), "part.outside_workspace"),
+        (ws("%2e%2e/other/o.txt"), "part.outside_workspace"),
         (
-            t(format!("file://{p}/../other/o.txt")),
+            ws("%2E%2E/%2e%2E/outside/secret.txt"),
+            "part.outside_workspace",
+        ),
+        (ws(".%2e/.%2e/outside/secret.txt"), "part.outside_workspace"),
+        (ws("..%2F..%2Foutside/secret.txt"), "part.outside_workspace"),
+        (
+            ws("sub%2F..%2F..%2F..%2Foutside%2Fsecret.txt"),
             "part.outside_workspace",
         ),
         (
-            t(format!("file://{p}/%2e%2e/other/o.txt")),
+            t("file:///a%2F..%2F..%2Fetc%2Fpasswd"),
             "part.outside_workspace",
         ),
-        (
-            t(format!("file://{p}/%2E%2E/%2e%2E/outside/secret.txt")),
-            "part.outside_workspace",
-        ),
-        (
-            t(format!("file://{p}/.%2e/.%2e/outside/secret.txt")),
-            "part.outside_workspace",
-        ),
-        (
-            t(format!("file://{p}/..%2F..%2Foutside/secret.txt")),
-            "part.outside_workspace",
-        ),
-        (
-            t(format!(
-                "file://{p}/sub%2F..%2F..%2F..%2Foutside%2Fsecret.txt"
-            )),
-            "part.outside_workspace",
-        ),
-        (
-            t("file:///a%2F..%2F..%2Fetc%2Fpasswd".to_string()),
-            "part.outside_workspace",
-        ),
-        (
-            t("file:///../../etc/passwd".to_string()),
-            "part.outside_workspace",
-        ),
-        (
-            t("file:///etc/passwd".to_string()),
-            "part.outside_workspace",
-        ),
+        (t("file:///../../etc/passwd"), "part.outside_workspace"),
+        (t("file:///etc/passwd"), "part.outside_workspace"),
         (
             t(format!("file://{base}/outside/secret.txt")),
             "part.outside_workspace",
         ),
-        (
-            t(format!("file://{p}/%252e%252e/%252e%252e/x.txt")),
-            "part.file_missing",
-        ),
+        (ws("%252e%252e/%252e%252e/x.txt"), "part.file_missing"),
         // symlink escapes
-        (t(format!("file://{p}/link_out")), "part.outside_workspace"),
-        (
-            t(format!("file://{p}/dirlink/secret.txt")),
-            "part.outside_workspace",
-        ),
-        (
-            t(format!("file://{p}/link_other")),
-            "part.outside_workspace",
-        ),
-        (t(format!("file://{p}/devnull")), "part.outside_workspace"),
+        (ws("link_out"), "part.outside_workspace"),
+        (ws("dirlink/secret.txt"), "part.outside_workspace"),
+        (ws("link_other"), "part.outside_workspace"),
+        (ws("devnull"), "part.outside_workspace"),
         // no existence oracle outside
-        (
-            t(format!("file://{p}/dirlink/missing.txt")),
-            "part.outside_workspace",
-        ),
+        (ws("dirlink/missing.txt"), "part.outside_workspace"),
         (
             t(format!("file://{base}/outside/missing.txt")),
             "part.outside_workspace",
         ),
         (
-            t("file:///nonexistent-a2a-edge/x.txt".to_string()),
+            t("file:///nonexistent-a2a-edge/x.txt"),
             "part.outside_workspace",
         ),
         // missing, loops
-        (t(format!("file://{p}/missing.txt")), "part.file_missing"),
-        (
-            t(format!("file://{p}/sub/missing/deeper.txt")),
-            "part.file_missing",
-        ),
-        (t(format!("file://{p}/a.txt/x")), "part.file_missing"),
-        (t(format!("file://{p}/loop_a")), "part.file_missing"),
-        (t(format!("file://{p}/loop_a/x")), "part.file_missing"),
+        (ws("missing.txt"), "part.file_missing"),
+        (ws("sub/missing/deeper.txt"), "part.file_missing"),
+        (ws("a.txt/x"), "part.file_missing"),
+        (ws("loop_a"), "part.file_missing"),
+        (ws("loop_a/x"), "part.file_missing"),
         // not regular
-        (t(format!("file://{p}/sub")), "part.file_not_regular"),
-        (t(format!("file://{p}/")), "part.file_not_regular"),
-        (t(format!("file://{p}/fifo")), "part.file_not_regular"),
-        (t(format!("file://{p}/link_fifo")), "part.file_not_regular"),
+        (ws("sub"), "part.file_not_regular"),
+        (ws(""), "part.file_not_regular"),
+        (ws("fifo"), "part.file_not_regular"),
+        (ws("link_fifo"), "part.file_not_regular"),
         (img(format!("file://{p}/fifo")), "part.file_not_regular"),
         // sizes and UTF-8
-        (t(format!("file://{p}/over.txt")), "part.too_large"),
+        (ws("over.txt"), "part.too_large"),
         (img(format!("file://{p}/img_over.png")), "part.too_large"),
-        (t(format!("file://{p}/img.png")), "part.too_large"),
-        (t(format!("file://{p}/bad.txt")), "part.utf8"),
+        (ws("img.png"), "part.too_large"),
+        (ws("bad.txt"), "part.utf8"),
         // encoded NUL, control characters, non-UTF-8
-        (t(format!("file://{p}/a.txt%00.png")), "part.url_encoding"),
-        (t(format!("file://{p}/%00")), "part.url_encoding"),
-        (t(format!("file://{p}/a%0A.txt")), "part.url_encoding"),
-        (t(format!("file://{p}/a%1B.txt")), "part.url_encoding"),
-        (t(format!("file://{p}/%FF.txt")), "part.url_encoding"),
-        (t(format!("file://{p}/%C0%AF.txt")), "part.url_encoding"),
+        (ws("a.txt%00.png"), "part.url_encoding"),
+        (ws("%00"), "part.url_encoding"),
+        (ws("a%0A.txt"), "part.url_encoding"),
+        (ws("a%1B.txt"), "part.url_encoding"),
+        (ws("%FF.txt"), "part.url_encoding"),
+        (ws("%C0%AF.txt"), "part.url_encoding"),
         // unicode look-alikes are literal names, neither separators nor `..`
         (
-            t(format!(
-                "file://{p}/\u{2024}\u{2024}/\u{2024}\u{2024}/outside/secret.txt"
-            )),
+            ws("\u{2024}\u{2024}/\u{2024}\u{2024}/outside/secret.txt"),
             "part.file_missing",
         ),
         (
-            t(format!(
-                "file://{p}/..\u{FF0F}..\u{FF0F}outside\u{FF0F}secret.txt"
-            )),
+            ws("..\u{FF0F}..\u{FF0F}outside\u{FF0F}secret.txt"),
             "part.file_missing",
         ),
         (
             t(format!("file://{p}\u{FF0F}..\u{FF0F}other\u{FF0F}o.txt")),
             "part.outside_workspace",
         ),
-        (
-            t(format!("file://{p}/%EF%BC%8F..%EF%BC%8Fa.txt")),
-            "part.file_missing",
-        ),
+        (ws("%EF%BC%8F..%EF%BC%8Fa.txt"), "part.file_missing"),
         // lengths
         (t(long_url), "part.url_too_long"),
         (t(long_path), "part.url_too_long"),
         // what the WHATWG parser would rewrite silently
-        (t(format!("file://{p}/a .txt")), "part.url_syntax"),
-        (t(format!("file://{p}/a\t.txt")), "part.url_syntax"),
-        (t(format!("file://{p}/a\n.txt")), "part.url_syntax"),
-        (t(format!("file://{p}/a.txt\u{0}")), "part.url_syntax"),
+        (ws("a .txt"), "part.url_syntax"),
+        (ws("a\t.txt"), "part.url_syntax"),
+        (ws("a\n.txt"), "part.url_syntax"),
+        (ws("a.txt\u{0}"), "part.url_syntax"),
         (t(format!(" file://{p}/a.txt")), "part.url_syntax"),
-        (t(format!("file://{p}/a.txt ")), "part.url_syntax"),
+        (ws("a.txt "), "part.url_syntax"),
         (
             t(format!("file://{p}\\..\\..\\outside\\secret.txt")),
             "part.url_syntax",
         ),
-        (t(format!("file://{p}/a\u{85}.txt")), "part.url_syntax"),
-        (t(format!("file://{p}/a.txt?x=1")), "part.url_syntax"),
-        (t(format!("file://{p}/a.txt#frag")), "part.url_syntax"),
+        (ws("a\u{85}.txt"), "part.url_syntax"),
+        (ws("a.txt?x=1"), "part.url_syntax"),
+        (ws("a.txt#frag"), "part.url_syntax"),
         (t(format!("file:{p}/a.txt")), "part.url_syntax"),
         (
             t(format!("file:{}/a.txt", p.trim_start_matches('/'))),
@@ -722,28 +612,19 @@ fn file_url_filesystem_rows() {
         (t(format!("file://127.0.0.1{p}/a.txt")), "part.url_host"),
         (t(format!("file://[::1]{p}/a.txt")), "part.url_host"),
         (t(format!("file://[::1{p}/a.txt")), "part.url_host"),
-        (t("file://\u{FF0F}etc/passwd".to_string()), "part.url_host"),
-        (
-            t("file://user@host/etc/passwd".to_string()),
-            "part.url_host",
-        ),
+        (t("file://\u{FF0F}etc/passwd"), "part.url_host"),
+        (t("file://user@host/etc/passwd"), "part.url_host"),
         // schemes
-        (t("http://example.com/a.txt".to_string()), "part.url_scheme"),
-        (
-            t("https://example.com/a.png".to_string()),
-            "part.url_scheme",
-        ),
-        (t("HTTP://example.com/".to_string()), "part.url_scheme"),
-        (
-            t("data:text/plain;base64,aGk=".to_string()),
-            "part.url_scheme",
-        ),
-        (t("ftp://example.com/a.txt".to_string()), "part.url_scheme"),
-        (t("javascript:alert(1)".to_string()), "part.url_scheme"),
-        (t("filex:///etc/passwd".to_string()), "part.url_scheme"),
-        (t("file".to_string()), "part.url_scheme"),
+        (t("http://example.com/a.txt"), "part.url_scheme"),
+        (t("https://example.com/a.png"), "part.url_scheme"),
+        (t("HTTP://example.com/"), "part.url_scheme"),
+        (t("data:text/plain;base64,aGk="), "part.url_scheme"),
+        (t("ftp://example.com/a.txt"), "part.url_scheme"),
+        (t("javascript:alert(1)"), "part.url_scheme"),
+        (t("filex:///etc/passwd"), "part.url_scheme"),
+        (t("file"), "part.url_scheme"),
         (t(format!("{p}/a.txt")), "part.url_scheme"),
-        (t("a.txt".to_string()), "part.url_scheme"),
+        (t("a.txt"), "part.url_scheme"),
         (t(String::new()), "part.url_scheme"),
     ];
     assert_rejected(&rows, &rules, base);
@@ -788,68 +669,44 @@ fn file_url_lexical_rows() {
         workspace: Some(&workspace),
         policy: &policy,
     };
-    let ok: &[(&str, &str)] = &[
-        ("file:///srv/ws/proj/a.txt", "file:///srv/ws/proj/a.txt"),
-        (
-            "file:///srv/ws/proj/x/../a.txt",
-            "file:///srv/ws/proj/a.txt",
-        ),
-        (
-            "file:///srv/ws/proj/x%2F..%2Fa.txt",
-            "file:///srv/ws/proj/a.txt",
-        ),
-        (
-            "file:///srv/ws/proj/%2e%2e/proj/a.txt",
-            "file:///srv/ws/proj/a.txt",
-        ),
-        (
-            "file:///srv/ws/proj/a%20b%23.txt",
-            "file:///srv/ws/proj/a%20b%23.txt",
-        ),
-        (
-            "file:///srv/ws/proj/%252e%252e",
-            "file:///srv/ws/proj/%252e%252e",
-        ),
+    // Accepted and forwarded as they are.
+    let unchanged = [
+        "file:///srv/ws/proj/a.txt",
+        "file:///srv/ws/proj/a%20b%23.txt",
+        "file:///srv/ws/proj/%252e%252e",
         // not checked: not read, not required to exist
-        (
-            "file:///srv/ws/proj/missing/huge.bin",
-            "file:///srv/ws/proj/missing/huge.bin",
-        ),
+        "file:///srv/ws/proj/missing/huge.bin",
     ];
+    // Accepted and forwarded as the normalized file:///srv/ws/proj/a.txt.
+    let to_a = [
+        "file:///srv/ws/proj/x/../a.txt",
+        "file:///srv/ws/proj/x%2F..%2Fa.txt",
+        "file:///srv/ws/proj/%2e%2e/proj/a.txt",
+    ];
+    let ok = unchanged
+        .iter()
+        .map(|url| (*url, *url))
+        .chain(to_a.iter().map(|url| (*url, "file:///srv/ws/proj/a.txt")));
     for (url, want) in ok {
         let got = run(&json!({"url": url}), &rules).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert_eq!(got.get("url"), Some(&json!(want)), "url {url}");
     }
-    let rows: Vec<(Value, &str)> = vec![
-        (
-            json!({"url": "file:///srv/ws/other/a.txt"}),
-            "part.outside_workspace",
-        ),
-        (
-            json!({"url": "file:///srv/ws/proj-evil/a.txt"}),
-            "part.outside_workspace",
-        ),
-        (
-            json!({"url": "file:///srv/ws/proj/../proj-evil/a"}),
-            "part.outside_workspace",
-        ),
-        (
-            json!({"url": "file:///srv/ws/proj/%2e%2e/%2e%2e/etc/passwd"}),
-            "part.outside_workspace",
-        ),
-        (
-            json!({"url": "file:///srv/ws/proj/..%2F..%2Fetc"}),
-            "part.outside_workspace",
-        ),
-        (
-            json!({"url": "file:///srv/ws/proj/a%2F..%2F..%2F..%2F..%2F.."}),
-            "part.outside_workspace",
-        ),
-        (json!({"url": "file:///srv/ws"}), "part.outside_workspace"),
-        (
-            json!({"url": "file:///srv/ws/proj/a%00"}),
-            "part.url_encoding",
-        ),
+    let outside = [
+        "file:///srv/ws/other/a.txt",
+        "file:///srv/ws/proj-evil/a.txt",
+        "file:///srv/ws/proj/../proj-evil/a",
+        "file:///srv/ws/proj/%2e%2e/%2e%2e/etc/passwd",
+        "file:///srv/ws/proj/..%2F..%2Fetc",
+        "file:///srv/ws/proj/a%2F..%2F..%2F..%2F..%2F..",
+        "file:///srv/ws",
     ];
+    let mut rows: Vec<(Value, &str)> = outside
+        .iter()
+        .map(|url| (json!({"url": url}), "part.outside_workspace"))
+        .collect();
+    rows.push((
+        json!({"url": "file:///srv/ws/proj/a%00"}),
+        "part.url_encoding",
+    ));
     assert_rejected(&rows, &rules, "/srv/ws");
 }
