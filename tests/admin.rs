@@ -344,3 +344,53 @@ async fn registry_evictions_are_counted_for_alerting() {
     );
     assert!(sample(&text, "a2a_edge_registry_evictions_total{kind=\"tasks\"}") >= 3.0);
 }
+
+#[tokio::test]
+async fn streams_are_counted_by_how_they_end() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    let mut c = proxy.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            send_message("[[chunks:3]] to the end"),
+        )
+        .await;
+    let events = EventReader::new(resp).rest().await;
+    assert!(events.len() >= 3, "{events:?}");
+    // A caller that leaves in the middle.
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            json!({"message": {"messageId": "m-2", "role": "ROLE_USER",
+                "parts": [{"text": "[[slow:100]] [[chunks:50]] long"}]}}),
+        )
+        .await;
+    let mut reader = EventReader::new(resp);
+    assert!(reader.next().await.is_some());
+    let (_, _, text) = admin(addr, "GET", "/metrics").await;
+    assert_eq!(sample(&text, "a2a_edge_streams_open"), 1.0, "{text}");
+    drop(reader);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let (_, _, text) = admin(addr, "GET", "/metrics").await;
+        if sample(&text, "a2a_edge_streams_total{outcome=\"client_gone\"}") >= 1.0 {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "client_gone never counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        sample(&text, "a2a_edge_streams_total{outcome=\"completed\"}"),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(sample(&text, "a2a_edge_streams_open"), 0.0, "{text}");
+}

@@ -43,7 +43,7 @@ use crate::upstream::fleet::Fleet;
 use crate::upstream::registry::UpstreamId;
 use crate::upstream::registry::{Denial, TaskRegistry};
 use crate::upstream::RelayLimits;
-use crate::upstream::{self, relay_response, UpstreamError};
+use crate::upstream::{self, relay_response, StreamLog, UpstreamError};
 use crate::validate::push_url::check_resolved;
 use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
@@ -339,7 +339,8 @@ impl Gate {
                         turn.observe(upstream, result);
                     }
                 };
-                self.forward(upstream, headers, &rpc, observe).await
+                self.forward(upstream, headers, &rpc, &trace.request_id, observe)
+                    .await
             }
             Method::ListTasks => {
                 drop(guard);
@@ -348,10 +349,16 @@ impl Gate {
             Method::GetExtendedAgentCard => {
                 let requests = self.requests.clone();
                 let agent = self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?;
-                self.forward(agent, headers, &rpc, move |v: &mut Value| {
-                    let _slot = &guard;
-                    clean_response(v, &requests.metadata, requests.redact_paths);
-                })
+                self.forward(
+                    agent,
+                    headers,
+                    &rpc,
+                    &trace.request_id,
+                    move |v: &mut Value| {
+                        let _slot = &guard;
+                        clean_response(v, &requests.metadata, requests.redact_paths);
+                    },
+                )
                 .await
             }
             _ => {
@@ -369,7 +376,8 @@ impl Gate {
                         registry.observe(&name, upstream, result);
                     }
                 };
-                self.forward(upstream, headers, &rpc, observe).await
+                self.forward(upstream, headers, &rpc, &trace.request_id, observe)
+                    .await
             }
         }
     }
@@ -638,6 +646,7 @@ impl Gate {
         agent: UpstreamId,
         headers: HeaderMap,
         rpc: &RpcRequest,
+        request_id: &str,
         observe: F,
     ) -> Result<Response<BoxBody>, Rejection>
     where
@@ -662,7 +671,11 @@ impl Gate {
             .map_err(upstream_error)?;
         // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
         // for a stream, until the stream ends.
-        let relayed = relay_response(resp, &rpc.id, self.relay_limits, observe)
+        let log = StreamLog {
+            request_id: request_id.to_string(),
+            metrics: self.metrics.clone(),
+        };
+        let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, observe)
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {

@@ -60,6 +60,8 @@ pub struct Metrics {
     requests: Mutex<Requests>,
     connections: Mutex<BTreeMap<&'static str, u64>>,
     connections_open: AtomicI64,
+    streams: Mutex<BTreeMap<&'static str, u64>>,
+    streams_open: AtomicI64,
     card_refresh_failures: AtomicU64,
     reloads_ok: AtomicU64,
     reloads_failed: AtomicU64,
@@ -96,6 +98,15 @@ impl Drop for OpenConnection<'_> {
     }
 }
 
+/// An open SSE stream: the gauge goes down when this is dropped.
+pub struct OpenStream<'a>(&'a Metrics);
+
+impl Drop for OpenStream<'_> {
+    fn drop(&mut self) {
+        self.0.streams_open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Counters stay meaningful even if a holder panicked.
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -108,6 +119,8 @@ impl Metrics {
             requests: Mutex::new(Requests::default()),
             connections: Mutex::new(BTreeMap::new()),
             connections_open: AtomicI64::new(0),
+            streams: Mutex::new(BTreeMap::new()),
+            streams_open: AtomicI64::new(0),
             card_refresh_failures: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
@@ -149,6 +162,17 @@ impl Metrics {
     pub fn open_connection(&self) -> OpenConnection<'_> {
         self.connections_open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self)
+    }
+
+    /// Counts an open SSE stream until the guard is dropped.
+    pub fn open_stream(&self) -> OpenStream<'_> {
+        self.streams_open.fetch_add(1, Ordering::Relaxed);
+        OpenStream(self)
+    }
+
+    /// An SSE stream ended: `completed`, `client_gone`, or the reason of its error frame.
+    pub fn stream_ended(&self, outcome: &'static str) {
+        *lock(&self.streams).entry(outcome).or_insert(0) += 1;
     }
 
     /// Connections open now.
@@ -292,6 +316,31 @@ impl Metrics {
         );
         let _ = writeln!(out, "a2a_edge_connections_open {}", self.open_connections());
 
+        help(
+            &mut out,
+            "a2a_edge_streams_total",
+            "counter",
+            "SSE streams relayed, by how they ended: completed, client_gone, or the reason code of the error frame that ended them.",
+        );
+        for (outcome, n) in &lock(&self.streams).clone() {
+            line(
+                &mut out,
+                "a2a_edge_streams_total",
+                &[("outcome", outcome)],
+                *n,
+            );
+        }
+        help(
+            &mut out,
+            "a2a_edge_streams_open",
+            "gauge",
+            "SSE streams being relayed now.",
+        );
+        let _ = writeln!(
+            out,
+            "a2a_edge_streams_open {}",
+            self.streams_open.load(Ordering::Relaxed).max(0)
+        );
         help(
             &mut out,
             "a2a_edge_upstream_healthy",

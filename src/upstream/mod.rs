@@ -17,7 +17,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
 pub use headers::{forwarded_headers, strip_hop_by_hop};
-pub use relay::{relay_response, RelayLimits};
+pub use relay::{relay_response, RelayLimits, StreamLog};
 
 use crate::body::BoxBody;
 use crate::engine::{Engine, EngineConfig};

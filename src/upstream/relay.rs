@@ -4,6 +4,7 @@
 //! past the idle timeout, a stream past its maximum duration, or an agent that fails in the
 //! middle gives the caller an `event: error` frame, then the end.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{header, Response, StatusCode};
@@ -14,6 +15,7 @@ use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
 use crate::a2a::{error_body, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody, ChannelBody};
+use crate::telemetry::metrics::Metrics;
 
 /// Bounds on what the proxy accepts from an agent.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +42,13 @@ impl Default for RelayLimits {
     }
 }
 
+/// Whose stream it is, for the `stream_end` log line and the stream metrics.
+#[derive(Clone)]
+pub struct StreamLog {
+    pub request_id: String,
+    pub metrics: Arc<Metrics>,
+}
+
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
 /// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer is
@@ -48,6 +57,7 @@ pub async fn relay_response<F>(
     upstream: Response<BoxBody>,
     id: &Value,
     limits: RelayLimits,
+    log: StreamLog,
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
@@ -73,7 +83,13 @@ where
         .trim()
         .to_string();
     match media.as_str() {
-        "text/event-stream" => Ok(relay_sse(upstream.into_body(), id.clone(), limits, observe)),
+        "text/event-stream" => Ok(relay_sse(
+            upstream.into_body(),
+            id.clone(),
+            limits,
+            log,
+            observe,
+        )),
         "application/json" => {
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
@@ -87,11 +103,13 @@ where
     }
 }
 
-/// `observe` (and what it owns) is dropped when the stream ends, however it ends.
+/// `observe` (and what it owns) is dropped when the stream ends, however it ends. How it
+/// ended is logged (`stream_end`) and counted (`a2a_edge_streams_total{outcome}`).
 fn relay_sse<F>(
     mut body: BoxBody,
     id: Value,
     limits: RelayLimits,
+    log: StreamLog,
     mut observe: F,
 ) -> Response<BoxBody>
 where
@@ -99,87 +117,100 @@ where
 {
     let (tx, out) = ChannelBody::new(16);
     tokio::spawn(async move {
-        let mut decoder = SseDecoder::new(limits.max_event_bytes);
-        let broken = |reason: &'static str| {
-            let err = RpcError::new(-32603, "Upstream stream failed", reason);
-            error_event(&error_body(&id, &err))
-        };
-        let deadline = tokio::time::Instant::now() + limits.max_duration;
-        let mut last_upstream = tokio::time::Instant::now();
-        let mut last_sent = tokio::time::Instant::now();
-        loop {
-            let next_keepalive = last_sent + limits.keepalive;
-            let idle_at = last_upstream + limits.idle_timeout;
-            let frame = tokio::select! {
-                f = body.frame() => f,
-                _ = tokio::time::sleep_until(next_keepalive) => {
-                    if tx.send(Ok(comment("keep-alive"))).await.is_err() {
-                        return;
+        let started = tokio::time::Instant::now();
+        let _open = log.metrics.open_stream();
+        let mut events = 0u64;
+        let outcome: &'static str = async {
+            let mut decoder = SseDecoder::new(limits.max_event_bytes);
+            let broken = |reason: &'static str| {
+                let err = RpcError::new(-32603, "Upstream stream failed", reason);
+                error_event(&error_body(&id, &err))
+            };
+            // Sends the error frame that ends the stream; the outcome is its reason.
+            let fail = |reason: &'static str| {
+                let frame = broken(reason);
+                let tx = &tx;
+                async move {
+                    let _ = tx.send(Ok(frame)).await;
+                    reason
+                }
+            };
+            let deadline = started + limits.max_duration;
+            let mut last_upstream = tokio::time::Instant::now();
+            let mut last_sent = tokio::time::Instant::now();
+            loop {
+                let next_keepalive = last_sent + limits.keepalive;
+                let idle_at = last_upstream + limits.idle_timeout;
+                let frame = tokio::select! {
+                    f = body.frame() => f,
+                    _ = tokio::time::sleep_until(next_keepalive) => {
+                        if tx.send(Ok(comment("keep-alive"))).await.is_err() {
+                            return "client_gone";
+                        }
+                        last_sent = tokio::time::Instant::now();
+                        continue;
                     }
-                    last_sent = tokio::time::Instant::now();
-                    continue;
-                }
-                _ = tokio::time::sleep_until(idle_at) => {
-                    let _ = tx.send(Ok(broken("upstream.stream_idle"))).await;
-                    return;
-                }
-                _ = tokio::time::sleep_until(deadline) => {
-                    let _ = tx.send(Ok(broken("upstream.stream_too_long"))).await;
-                    return;
-                }
-                // The caller left: stop, dropping the agent's stream with it.
-                _ = tx.closed() => return,
-            };
-            last_upstream = tokio::time::Instant::now();
-            let frame = match frame {
-                None => break,
-                Some(Ok(f)) => f,
-                Some(Err(_)) => {
-                    let _ = tx.send(Ok(broken("upstream.stream_broken"))).await;
-                    return;
-                }
-            };
-            let Ok(data) = frame.into_data() else {
-                continue; // trailers carry nothing for SSE
-            };
-            let events = match decoder.push(&data) {
-                Ok(events) => events,
-                Err(_) => {
-                    let _ = tx.send(Ok(broken("upstream.bad_stream"))).await;
-                    return;
-                }
-            };
-            for ev in events {
-                let out = match ev.data.as_deref() {
-                    // A comment (the agent's own keep-alive) is not relayed: its text is the
-                    // agent's, unchecked; the edge sends keep-alives of its own.
-                    None => continue,
-                    Some(d) => match serde_json::from_str::<Value>(d) {
-                        Ok(mut v) => {
-                            observe(&mut v);
-                            let json = json_bytes(&v);
-                            if ev.event.as_deref() == Some("error") {
-                                error_event(&json)
-                            } else {
-                                data_event(&json)
-                            }
-                        }
-                        Err(_) => {
-                            let _ = tx.send(Ok(broken("upstream.bad_stream"))).await;
-                            return;
-                        }
-                    },
+                    _ = tokio::time::sleep_until(idle_at) => return fail("upstream.stream_idle").await,
+                    _ = tokio::time::sleep_until(deadline) => return fail("upstream.stream_too_long").await,
+                    // The caller left: stop, dropping the agent's stream with it.
+                    _ = tx.closed() => return "client_gone",
                 };
-                if tx.send(Ok(out)).await.is_err() {
-                    return;
+                last_upstream = tokio::time::Instant::now();
+                let frame = match frame {
+                    None => break,
+                    Some(Ok(f)) => f,
+                    Some(Err(_)) => return fail("upstream.stream_broken").await,
+                };
+                let Ok(data) = frame.into_data() else {
+                    continue; // trailers carry nothing for SSE
+                };
+                let Ok(decoded) = decoder.push(&data) else {
+                    return fail("upstream.bad_stream").await;
+                };
+                for ev in decoded {
+                    let out = match ev.data.as_deref() {
+                        // A comment (the agent's own keep-alive) is not relayed: its text is the
+                        // agent's, unchecked; the edge sends keep-alives of its own.
+                        None => continue,
+                        Some(d) => match serde_json::from_str::<Value>(d) {
+                            Ok(mut v) => {
+                                observe(&mut v);
+                                let json = json_bytes(&v);
+                                if ev.event.as_deref() == Some("error") {
+                                    error_event(&json)
+                                } else {
+                                    data_event(&json)
+                                }
+                            }
+                            Err(_) => return fail("upstream.bad_stream").await,
+                        },
+                    };
+                    if tx.send(Ok(out)).await.is_err() {
+                        return "client_gone";
+                    }
+                    events += 1;
+                    last_sent = tokio::time::Instant::now();
                 }
-                last_sent = tokio::time::Instant::now();
             }
+            if decoder.pending() > 0 {
+                // The agent ended in the middle of an event: what it sent cannot be trusted whole.
+                return fail("upstream.stream_truncated").await;
+            }
+            "completed"
         }
-        if decoder.pending() > 0 {
-            // The agent ended in the middle of an event: what it sent cannot be trusted whole.
-            let _ = tx.send(Ok(broken("upstream.stream_truncated"))).await;
-        }
+        .await;
+        // The turn (and the caller's stream slot) end with the stream.
+        drop(observe);
+        log.metrics.stream_ended(outcome);
+        crate::telemetry::log(
+            "stream_end",
+            serde_json::json!({
+                "request_id": log.request_id,
+                "outcome": outcome,
+                "events": events,
+                "ms": started.elapsed().as_millis() as u64,
+            }),
+        );
     });
     sse_response(out.boxed())
 }
