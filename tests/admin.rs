@@ -41,6 +41,22 @@ async fn admin(addr: SocketAddr, method: &str, path: &str) -> (StatusCode, Strin
     (status, ct, String::from_utf8(body.to_vec()).unwrap())
 }
 
+/// Polls `/ready` until it answers `want`, for at most `within`; returns the body.
+async fn ready_until(addr: SocketAddr, want: StatusCode, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, _, body) = admin(addr, "GET", "/ready").await;
+        if status == want {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/ready is {status}, not {want}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn admin_addr(p: &Proxy) -> SocketAddr {
     p.running.as_ref().unwrap().admin_addr.unwrap()
 }
@@ -213,15 +229,12 @@ async fn ready_is_503_when_no_agent_is_healthy() {
     })
     .await;
     let addr = admin_addr(&proxy);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let body = loop {
-        let (status, _, body) = admin(addr, "GET", "/ready").await;
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "still ready: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let body = ready_until(
+        addr,
+        StatusCode::SERVICE_UNAVAILABLE,
+        Duration::from_secs(10),
+    )
+    .await;
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["status"], "not_ready");
     let reasons = v["reasons"].as_array().unwrap();
@@ -258,15 +271,12 @@ async fn ready_turns_503_while_draining_and_the_admin_listener_stops_after() {
     let running = proxy.running.take().unwrap();
     running.shutdown();
     // While the stream drains, the edge says it is not ready (balancers take it out).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let body = loop {
-        let (status, _, body) = admin(addr, "GET", "/ready").await;
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "still ready while draining");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let body = ready_until(
+        addr,
+        StatusCode::SERVICE_UNAVAILABLE,
+        Duration::from_secs(5),
+    )
+    .await;
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["reasons"], json!(["server.draining"]));
     let (_, _, text) = admin(addr, "GET", "/metrics").await;
@@ -286,15 +296,9 @@ async fn metrics_count_policy_reloads() {
     })
     .await;
     let addr = admin_addr(&proxy);
-    let running = proxy.running.as_ref().unwrap();
-    let text = policy_text(proxy.dir.path(), &ProxyOpts::default());
-    let policy = a2a_edge::policy::Policy::from_toml(
-        std::path::Path::new("test.toml"),
-        &text,
-        a2a_edge::policy::LoadMode::Serve,
-    )
-    .unwrap();
-    running.reload(policy).await.unwrap();
+    proxy
+        .reload(&policy_text(proxy.dir.path(), &ProxyOpts::default()))
+        .await;
     let (_, _, text) = admin(addr, "GET", "/metrics").await;
     assert_eq!(
         sample(&text, "a2a_edge_policy_reloads_total{result=\"ok\"}"),

@@ -142,6 +142,15 @@ impl Proxy {
         Client::connect(self.addr, &self.ca, proto).await
     }
 
+    /// Reloads the running proxy with the policy `text` (as SIGHUP would), panicking if it
+    /// does not apply.
+    pub async fn reload(&self, text: &str) {
+        let policy = Policy::from_toml(Path::new("reload.toml"), text, LoadMode::Serve)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let running = self.running.as_ref().expect("running");
+        running.reload(policy).await.unwrap();
+    }
+
     /// Stops the proxy and waits for the drain.
     pub async fn stop(&mut self) {
         if let Some(r) = self.running.take() {
