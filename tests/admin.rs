@@ -57,6 +57,15 @@ async fn ready_until(addr: SocketAddr, want: StatusCode, within: Duration) -> St
     }
 }
 
+/// A proxy with the default test policy and an admin listener.
+async fn with_admin() -> Proxy {
+    Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        ..Default::default()
+    })
+    .await
+}
+
 fn admin_addr(p: &Proxy) -> SocketAddr {
     p.running.as_ref().unwrap().admin_addr.unwrap()
 }
@@ -74,11 +83,7 @@ fn send_message(text: &str) -> Value {
 
 #[tokio::test]
 async fn metrics_count_requests_by_route_method_status_and_reason() {
-    let proxy = Proxy::start(ProxyOpts {
-        extra_server: ADMIN.into(),
-        ..Default::default()
-    })
-    .await;
+    let proxy = with_admin().await;
     let addr = admin_addr(&proxy);
     let mut c = proxy.client(Proto::H2).await;
     for _ in 0..2 {
@@ -179,11 +184,7 @@ async fn metrics_count_requests_by_route_method_status_and_reason() {
 
 #[tokio::test]
 async fn admin_routes_are_only_on_the_admin_listener() {
-    let proxy = Proxy::start(ProxyOpts {
-        extra_server: ADMIN.into(),
-        ..Default::default()
-    })
-    .await;
+    let proxy = with_admin().await;
     let addr = admin_addr(&proxy);
     let mut c = proxy.client(Proto::H1).await;
     for path in ["/metrics", "/ready"] {
@@ -252,11 +253,7 @@ async fn ready_is_503_when_no_agent_is_healthy() {
 
 #[tokio::test]
 async fn ready_turns_503_while_draining_and_the_admin_listener_stops_after() {
-    let mut proxy = Proxy::start(ProxyOpts {
-        extra_server: ADMIN.into(),
-        ..Default::default()
-    })
-    .await;
+    let mut proxy = with_admin().await;
     let addr = admin_addr(&proxy);
     assert_eq!(admin(addr, "GET", "/ready").await.0, StatusCode::OK);
     let mut c = proxy.client(Proto::H1).await;
@@ -290,11 +287,7 @@ async fn ready_turns_503_while_draining_and_the_admin_listener_stops_after() {
 
 #[tokio::test]
 async fn metrics_count_policy_reloads() {
-    let proxy = Proxy::start(ProxyOpts {
-        extra_server: ADMIN.into(),
-        ..Default::default()
-    })
-    .await;
+    let proxy = with_admin().await;
     let addr = admin_addr(&proxy);
     proxy
         .reload(&policy_text(proxy.dir.path(), &ProxyOpts::default()))
@@ -351,11 +344,7 @@ async fn registry_evictions_are_counted_for_alerting() {
 
 #[tokio::test]
 async fn streams_are_counted_by_how_they_end() {
-    let proxy = Proxy::start(ProxyOpts {
-        extra_server: ADMIN.into(),
-        ..Default::default()
-    })
-    .await;
+    let proxy = with_admin().await;
     let addr = admin_addr(&proxy);
     let mut c = proxy.client(Proto::H2).await;
     let resp = c
