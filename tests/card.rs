@@ -387,3 +387,38 @@ streaming = true
     let (status, _, _) = c.request("GET", "/.well-known/jwks.json", &[], "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn card_upstream_pins_the_card_to_one_agent_of_a_mixed_fleet() {
+    let first = RecordingUpstream::start(Reply::Echo).await;
+    let second = RecordingUpstream::start(Reply::Echo).await;
+    second.card.lock().unwrap()["name"] = json!("second-agent");
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: first.url.clone(),
+        extra_upstream: format!(
+            "\n[[upstreams]]\nname = \"agent-2\"\nurl = \"{}\"\n",
+            second.url
+        ),
+        extra_policy: "[card]\nupstream = \"agent-2\"\nrefresh_interval_ms = 1000\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    // Whichever agent is least busy, the card is agent-2's, on every fetch and refresh.
+    for _ in 0..5 {
+        let (status, _, body) = c.request("GET", CARD, &[], "").await;
+        assert_eq!(status, StatusCode::OK);
+        let card: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(card["name"], "second-agent", "{card}");
+        let v = c.rpc("GetExtendedAgentCard", json!({})).await;
+        assert_eq!(v["result"]["name"], "second-agent", "{v}");
+    }
+    let asked_first = first
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.path == CARD || String::from_utf8_lossy(&r.body).contains("GetExtendedAgentCard")
+        })
+        .count();
+    assert_eq!(asked_first, 0, "the card was read from the other agent");
+}

@@ -348,7 +348,7 @@ impl Gate {
             }
             Method::GetExtendedAgentCard => {
                 let requests = self.requests.clone();
-                let agent = self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?;
+                let agent = self.card_agent().ok_or_else(|| unavailable(&rpc.id))?;
                 self.forward(
                     agent,
                     headers,
@@ -772,10 +772,22 @@ impl Gate {
         }
     }
 
+    /// The agent whose card is served: `card.upstream` when set (if healthy), else the least
+    /// busy healthy agent.
+    fn card_agent(&self) -> Option<UpstreamId> {
+        match &self.card.policy().upstream {
+            Some(name) => self
+                .fleet
+                .get(self.registry.upstream_id(name))
+                .filter(|a| a.is_healthy())
+                .map(|a| a.id),
+            None => self.fleet.pick(),
+        }
+    }
+
     async fn fetch_agent_card(&self) -> Result<Value, String> {
         let agent = self
-            .fleet
-            .pick()
+            .card_agent()
             .and_then(|id| self.fleet.get(id))
             .ok_or_else(|| "upstream.unavailable".to_string())?;
         let resp = agent

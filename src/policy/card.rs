@@ -22,6 +22,8 @@ pub enum CardSource {
 #[derive(Clone)]
 pub struct CardPolicy {
     pub source: CardSource,
+    /// The agent (policy name) whose card is served; `None`: any healthy agent.
+    pub upstream: Option<String>,
     pub refresh_interval: Duration,
     pub max_age_secs: u32,
     /// All configured keys; `active` indexes the one that signs.
@@ -44,11 +46,31 @@ impl std::fmt::Debug for CardPolicy {
 }
 
 impl Ctx<'_> {
+    /// `upstreams` are the names of the policy's agents (`card.upstream` must be one).
     pub(super) fn card(
         &self,
         c: file::CardSection,
         mode: super::LoadMode,
+        upstreams: &[&str],
     ) -> Result<CardPolicy, PolicyError> {
+        let upstream = match &c.upstream {
+            None => None,
+            Some(_) if c.source.as_ref().is_some_and(|s| s.get_ref() == "static") => {
+                return self.err(
+                    "card.upstream",
+                    None,
+                    "only meaningful with source = \"upstream\"".into(),
+                )
+            }
+            Some(u) if !upstreams.contains(&u.get_ref().as_str()) => {
+                return self.spanned_err(
+                    "card.upstream",
+                    u,
+                    format!("names no upstream (one of {upstreams:?})"),
+                )
+            }
+            Some(u) => Some(u.get_ref().clone()),
+        };
         let source = match c.source.as_ref().map(|s| s.get_ref().as_str()) {
             None | Some("upstream") => {
                 if c.static_card.is_some() {
@@ -224,6 +246,7 @@ impl Ctx<'_> {
         };
         Ok(CardPolicy {
             source,
+            upstream,
             refresh_interval: Duration::from_millis(
                 c.refresh_interval_ms.unwrap_or(60_000).max(1_000),
             ),

@@ -88,6 +88,9 @@ pub struct NetworkSection {
 pub struct CardSection {
     /// "upstream" (default) or "static".
     pub source: Option<Spanned<String>>,
+    /// With source = "upstream": the agent (by `upstreams[].name`) whose card, and extended
+    /// card, the edge serves. Default: any healthy agent (a homogeneous fleet).
+    pub upstream: Option<Spanned<String>>,
     /// How often the agents' card is fetched again.
     pub refresh_interval_ms: Option<u64>,
     /// `Cache-Control: public, max-age=N` of the served card and JWKS.

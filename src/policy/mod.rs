@@ -388,7 +388,8 @@ impl Ctx<'_> {
             Some(v) => v.into_inner(),
         };
         let requests = self.requests(raw.a2a, raw.workspace)?;
-        let card = self.card(raw.card, mode)?;
+        let names: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+        let card = self.card(raw.card, mode, &names)?;
         let limits = self.limits(raw.limits)?;
         let network = self.network(raw.network)?;
         Ok(Policy {

@@ -120,6 +120,8 @@ fn errors_name_file_line_and_key() {
         ("[server]\n", "[server]\nagent_paths = [\"/iac-code/../x\"]\n", "server.agent_paths[0]", Some(3)),
         ("[server]\n", "[server]\nagent_paths = [\"/health\"]\n", "server.agent_paths[0]", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"localhost:9901\"\n", "server.admin_listen", Some(3)),
+        ("[auth]\n", "[card]\nupstream = \"nobody\"\n[auth]\n", "card.upstream", Some(14)),
+        ("[auth]\n", "[card]\nsource = \"static\"\nupstream = \"engine\"\n[card.static]\nname = \"x\"\n[auth]\n", "card.upstream", None),
         ("[server]\n", "[server]\nadmin_listen = \"0.0.0.0:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"[::]:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"10.0.0.1:9901\"\n", "server.admin_listen", Some(3)),
