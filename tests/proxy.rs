@@ -247,6 +247,11 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
         ("connection", "keep-alive, x-custom"),
         ("x-custom", "hop"),
         ("x-request-id", "caller-chosen-id"),
+        (
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ),
+        ("tracestate", "rojo=00f067aa0ba902b7"),
     ]);
     let (status, _, body) = c.request("POST", "/", &h, raw).await;
     assert_eq!(status, StatusCode::OK);
@@ -282,6 +287,12 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
     assert_eq!(prefix.len(), 12, "{rid}");
     assert!(u64::from_str_radix(counter, 16).is_ok(), "{rid}");
     assert_eq!(r.headers.get_all("x-request-id").iter().count(), 1);
+    // A well-formed W3C trace context joins the caller's trace.
+    assert_eq!(
+        r.headers["traceparent"],
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    );
+    assert_eq!(r.headers["tracestate"], "rojo=00f067aa0ba902b7");
     for gone in ["cookie", "x-custom"] {
         assert!(r.headers.get(gone).is_none(), "{gone} reached the agent");
     }

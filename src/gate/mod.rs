@@ -59,6 +59,8 @@ struct Trace {
     method: Option<&'static str>,
     /// Sent to the agent as `X-Request-Id` and logged, to join the two.
     request_id: String,
+    /// The caller's W3C trace id, when its `traceparent` is well-formed (and forwarded).
+    trace_id: Option<String>,
 }
 
 /// The log line of one request (field order as written).
@@ -67,6 +69,8 @@ struct RequestLine<'a> {
     ts: String,
     event: &'static str,
     request_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
     client: IpAddr,
     peer: IpAddr,
     route: &'static str,
@@ -236,6 +240,7 @@ impl Gate {
             ts: telemetry::now(),
             event: "request",
             request_id: &trace.request_id,
+            trace_id: trace.trace_id.as_deref(),
             client,
             peer: conn.peer.ip(),
             route: route_name(route),
@@ -307,6 +312,7 @@ impl Gate {
         let heavy = bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (rpc, checked) = self.check_params(rpc, principal, heavy).await?;
         let mut headers = upstream::forwarded_headers(&parts.headers, version, extensions);
+        trace.trace_id = upstream::trace_context::forwardable(&parts.headers).map(|(_, id)| id);
         headers.insert(self.principal_header.clone(), principal_value);
         forwarding_headers(&mut headers, client, &trace.request_id);
         // Whose task is it? Decided here, before any agent sees the request.

@@ -1,4 +1,5 @@
-//! What an agent sees of a caller's headers: an allow-list, after hop-by-hop removal.
+//! What an agent sees of a caller's headers: an allow-list, after hop-by-hop removal, and a
+//! well-formed W3C trace context.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -52,6 +53,12 @@ pub fn forwarded_headers(
     for name in FORWARDED {
         for v in h.get_all(&name) {
             out.append(name.clone(), v.clone());
+        }
+    }
+    // A well-formed W3C trace context joins the caller's trace; a malformed one is dropped.
+    if let Some((trace, _)) = super::trace_context::forwardable(&h) {
+        for (name, value) in trace {
+            out.insert(name, value);
         }
     }
     out.insert(HeaderName::from_static("a2a-version"), version);

@@ -6,6 +6,7 @@ pub mod fleet;
 mod headers;
 pub mod registry;
 mod relay;
+pub mod trace_context;
 
 use std::sync::Arc;
 use std::time::Duration;
