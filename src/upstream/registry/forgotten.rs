@@ -6,7 +6,7 @@
 //! cannot be aimed.
 
 use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::BuildHasher;
 
 /// How many evicted contexts are remembered, per context the registry holds.
@@ -16,7 +16,8 @@ pub(super) const FORGOTTEN_PER_ENTRY: usize = 4;
 pub(super) struct Forgotten {
     hasher: RandomState,
     /// Context hash → (owner hash, the sequence number it was remembered with).
-    owners: HashMap<u64, (u64, u64)>,
+    /// (A B-tree: no whole-map rehash under the registry's lock, see `state.rs`.)
+    owners: BTreeMap<u64, (u64, u64)>,
     /// Oldest first: (context hash, sequence number); stale pairs are skipped.
     order: VecDeque<(u64, u64)>,
     seq: u64,
@@ -27,7 +28,7 @@ impl Forgotten {
     pub fn new(cap: usize) -> Forgotten {
         Forgotten {
             hasher: RandomState::new(),
-            owners: HashMap::new(),
+            owners: BTreeMap::new(),
             order: VecDeque::new(),
             seq: 0,
             cap: cap.max(1),

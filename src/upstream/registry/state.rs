@@ -6,7 +6,7 @@
 //! - a context is pinned while a turn runs on it, a task while it is a running turn's task;
 //! - `running_contexts` counts contexts with `running` set.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::facts::Fact;
@@ -64,17 +64,22 @@ pub(super) struct Counters {
 pub(super) struct State {
     pub max: usize,
     tick: u64,
-    pub tasks: HashMap<Id, TaskEntry>,
-    pub contexts: HashMap<Id, ContextEntry>,
+    // Ordered maps, not hash maps: a hash map of 100k+ entries that keeps inserting and
+    // removing (eviction) rehashes itself whole every few ten thousand inserts, under the
+    // registry's one lock, which stalled every request for up to 170 ms under load. A B-tree
+    // costs O(log n) string comparisons per operation, never a rehash, and no hash function
+    // for client-chosen ids to be attacked through.
+    pub tasks: BTreeMap<Id, TaskEntry>,
+    pub contexts: BTreeMap<Id, ContextEntry>,
     /// Evictable tasks by (tier, last use): finished ones (tier 0) go before those the agent
     /// last reported as submitted or working (tier 1).
     task_lru: BTreeMap<(u8, u64), Id>,
     /// Contexts without a running turn, by last use.
     context_lru: BTreeMap<u64, Id>,
     /// Per principal, `(status timestamp, task id)` ascending; read backwards for ListTasks.
-    pub by_principal: HashMap<Id, BTreeSet<(u64, Id)>>,
+    pub by_principal: BTreeMap<Id, BTreeSet<(u64, Id)>>,
     /// Per context id, the same keys (owners are checked again when listing).
-    pub by_context: HashMap<Id, BTreeSet<(u64, Id)>>,
+    pub by_context: BTreeMap<Id, BTreeSet<(u64, Id)>>,
     pub running_contexts: usize,
     /// Owners of evicted contexts: only they may take them up again.
     pub forgotten: Forgotten,
@@ -96,12 +101,12 @@ impl State {
         State {
             max: max.max(1),
             tick: 0,
-            tasks: HashMap::new(),
-            contexts: HashMap::new(),
+            tasks: BTreeMap::new(),
+            contexts: BTreeMap::new(),
             task_lru: BTreeMap::new(),
             context_lru: BTreeMap::new(),
-            by_principal: HashMap::new(),
-            by_context: HashMap::new(),
+            by_principal: BTreeMap::new(),
+            by_context: BTreeMap::new(),
             running_contexts: 0,
             forgotten: Forgotten::new(max.max(1).saturating_mul(FORGOTTEN_PER_ENTRY)),
             pending_turns: 0,
