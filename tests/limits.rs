@@ -496,3 +496,28 @@ async fn idle_connections_are_closed_but_busy_ones_and_running_streams_are_not()
         }
     }
 }
+
+#[tokio::test]
+async fn a_connection_that_never_starts_a_request_is_closed() {
+    let p = proxy("header_read_timeout_ms = 500\n", "").await;
+    // Silent after the handshake, or too few bytes to tell HTTP/1.1 from HTTP/2: no hyper
+    // timeout covers these; the edge's first-request timer does.
+    for first_bytes in [&b""[..], b"PRI * HTTP", b"GET"] {
+        let mut s = raw_tls(&p).await;
+        s.write_all(first_bytes).await.unwrap();
+        s.flush().await.unwrap();
+        let started = Instant::now();
+        let got = read_all(&mut s, Duration::from_secs(5)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{first_bytes:?}: still open after {:?} ({got:?})",
+            started.elapsed()
+        );
+    }
+    // A client that does send its request in time is served.
+    let mut c = p.client(Proto::H2).await;
+    let (status, _, _) = c
+        .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -20,6 +20,8 @@ use crate::body::BoxBody;
 struct State {
     in_flight: usize,
     since: Instant,
+    /// A request has begun on this connection.
+    used: bool,
 }
 
 /// The activity of one connection. Cheap to clone (shared).
@@ -37,6 +39,7 @@ impl Activity {
         Activity(Arc::new(Mutex::new(State {
             in_flight: 0,
             since: Instant::now(),
+            used: false,
         })))
     }
 
@@ -47,7 +50,10 @@ impl Activity {
 
     /// A request started; it ends when the returned guard is dropped.
     pub fn begin(&self) -> InFlight {
-        self.update(|s| s.in_flight += 1);
+        self.update(|s| {
+            s.in_flight += 1;
+            s.used = true;
+        });
         InFlight(self.clone())
     }
 
@@ -66,6 +72,24 @@ impl Activity {
                 // Busy: look again later (a request ending resets `since`).
                 None => tokio::time::sleep(timeout).await,
             }
+        }
+    }
+}
+
+impl Activity {
+    /// Completes when no request has begun within `timeout` of the connection's start (a
+    /// client that completes the TLS handshake and then sends nothing, or too little to tell
+    /// HTTP/1.1 from HTTP/2, which no HTTP timeout of hyper covers); never completes once one
+    /// has.
+    pub async fn no_request_within(&self, timeout: Duration) {
+        let start = {
+            let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            st.since
+        };
+        tokio::time::sleep_until(start + timeout).await;
+        let used = self.0.lock().unwrap_or_else(PoisonError::into_inner).used;
+        if used {
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -148,6 +172,25 @@ mod tests {
         assert!(
             waited >= Duration::from_secs(4) && waited <= Duration::from_secs(10),
             "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_must_start_a_request_in_time() {
+        let silent = Activity::new();
+        let t0 = Instant::now();
+        silent.no_request_within(Duration::from_secs(2)).await;
+        assert_eq!(t0.elapsed(), Duration::from_secs(2));
+        let used = Activity::new();
+        drop(used.begin());
+        let waited = tokio::time::timeout(
+            Duration::from_secs(60),
+            used.no_request_within(Duration::from_secs(2)),
+        )
+        .await;
+        assert!(
+            waited.is_err(),
+            "a used connection is never cut by the first-request timer"
         );
     }
 

@@ -386,6 +386,9 @@ async fn accept_loop(
                             _ = activity.idle_for(settings.idle_timeout) => {
                                 metrics.connection("idle_timeout");
                             }
+                            _ = activity.no_request_within(settings.header_read_timeout) => {
+                                metrics.connection("first_request_timeout");
+                            }
                         }
                     };
                     tokio::select! {
