@@ -1,0 +1,56 @@
+//! Inputs the fuzz targets (`fuzz/`) found, replayed through the crate's public API and, where
+//! they can arrive over the wire, through the proxy. One test per finding.
+
+mod common;
+
+use common::*;
+use http::{HeaderMap, HeaderValue};
+use serde_json::json;
+
+/// `trace_context`, 2026-11-30: a `tracestate` ending in a tab (`"tb7-00r=9551 \t"`) was
+/// forwarded: the member check trimmed the tab away as optional white space, and the target's
+/// property (a forwarded value is printable ASCII end to end) failed. Such a value is dropped
+/// now (the `traceparent` still goes through).
+const TAB_CRASH: &[u8] =
+    b"00-4cf92f35776d9d0e0e47369d0e0e4736-00aa704f0ba902b7-01\x00tb7-00r=9551 \t";
+
+#[test]
+fn trace_context_tracestate_with_a_tab_is_dropped() {
+    let (parent, state) = TAB_CRASH.split_at(TAB_CRASH.iter().position(|&b| b == 0).unwrap());
+    let mut h = HeaderMap::new();
+    h.insert("traceparent", HeaderValue::from_bytes(parent).unwrap());
+    h.insert("tracestate", HeaderValue::from_bytes(&state[1..]).unwrap());
+    let (out, trace_id) = a2a_edge::upstream::trace_context::forwardable(&h).unwrap();
+    assert_eq!(trace_id, "4cf92f35776d9d0e0e47369d0e0e4736");
+    let names: Vec<_> = out.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["traceparent"]);
+}
+
+#[tokio::test]
+async fn trace_context_tracestate_with_a_tab_never_reaches_the_agent() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = proxy.client(Proto::H2).await;
+    let mut h = rpc_headers();
+    h.push((
+        "traceparent",
+        "00-4cf92f35776d9d0e0e47369d0e0e4736-00aa704f0ba902b7-01",
+    ));
+    h.push(("tracestate", "tb7-00r=9551 \t"));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
+        {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}})
+    .to_string();
+    let (status, _, _) = c.request("POST", "/", &h, body).await;
+    assert_eq!(status, http::StatusCode::OK);
+    let seen = up.rpc_requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].headers["traceparent"],
+        "00-4cf92f35776d9d0e0e47369d0e0e4736-00aa704f0ba902b7-01"
+    );
+    assert!(seen[0].headers.get("tracestate").is_none());
+}
