@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--duration", type=float, required=True, help="seconds to run")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-request socket timeout in seconds (5)")
     ap.add_argument("--out", required=True, help="summary JSON file")
+    ap.add_argument("--source", default=None,
+                    help="local address to connect from (e.g. 127.0.0.2: another client than the attacker)")
     a = ap.parse_args()
 
     token = os.environ.get(a.token_env, "")
@@ -99,7 +101,9 @@ def main():
         kind = None
         try:
             if conn is None:
-                conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=a.timeout)
+                conn = http.client.HTTPSConnection(
+                    host, port, context=ctx, timeout=a.timeout,
+                    source_address=(a.source, 0) if a.source else None)
                 conn.connect()
                 connects += 1
             conn.request("POST", path, body=body, headers=headers)

@@ -26,6 +26,9 @@
 #   MAX_CONNECTIONS, HEADER_READ_TIMEOUT_MS, BODY_READ_TIMEOUT_MS, MIN_BODY_BYTES_PER_SECOND
 #                 the proxy's [limits] under test (default: the proxy's defaults, 10000, 10000,
 #                 60000, 4096)
+#   HONEST_SOURCE local address of the honest clients (default 127.0.0.2: another client than
+#                 the attacker on 127.0.0.1, as in reality; empty: the attacker's address, where
+#                 the per-client connection cap refuses the honest new-connection client too)
 #   A2A_EDGE_BIN  use this binary instead of `cargo build --release`
 #   RESULTS       output file (default benches/slow/results.md)
 #   READY_TIMEOUT seconds to wait for the proxy to come up (default 60)
@@ -41,6 +44,7 @@ RATE=${RATE:-200}
 CONNECTIONS=${CONNECTIONS:-$((RATE * LENGTH))}
 INTERVAL=${INTERVAL:-0.05}
 HONEST_TIMEOUT=${HONEST_TIMEOUT:-5}
+HONEST_SOURCE=${HONEST_SOURCE-127.0.0.2}
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-3}
 MIN_SUCCESS=${MIN_SUCCESS:-99}
 ATTACKS=${ATTACKS:-slowloris slowbody slowread}
@@ -208,6 +212,7 @@ run_phase() { # phase (baseline or an attack)
     for mode in keepalive new; do
         python3 "$HERE/honest.py" --url "$EDGE_URL" --cacert "$TMP/certs/ca.pem" --mode "$mode" \
             --interval "$INTERVAL" --duration "$LENGTH" --timeout "$HONEST_TIMEOUT" \
+            ${HONEST_SOURCE:+--source "$HONEST_SOURCE"} \
             --out "$dir/honest.$mode.json" 2>>"$dir/honest.log" &
         hon+=($!)
         track "${hon[-1]}"
