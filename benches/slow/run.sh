@@ -93,8 +93,8 @@ export HONEST_TOKEN ATTACK_TOKEN
 
 # ---- policy: two principals (the attacker has its own token, so the slow-body attack reaches
 # the body read); rate limits far above the attack so that only the slow-client defenses act
-# (all traffic comes from 127.0.0.1: a per-address limit would otherwise throttle the honest
-# client together with the attacker)
+# (a per-address rate limit would otherwise also throttle the honest clients when they share the
+# attacker's address, HONEST_SOURCE=)
 LIMITS="max_connections = $MAX_CONNECTIONS
 header_read_timeout_ms = $HEADER_READ_TIMEOUT_MS
 body_read_timeout_ms = $BODY_READ_TIMEOUT_MS
@@ -246,7 +246,7 @@ header=$(bench_header "slowhttptest $sht_v" "$py_v")
 limits_line="$(echo "$LIMITS" | sed 's/ = /=/' | paste -sd, - | sed 's/,/, /g')"
 
 # shellcheck disable=SC2086 # $ATTACKS: one argument per phase
-python3 - "$header" "$limits_line" "$TMP" "$LENGTH" "$RATE" "$CONNECTIONS" "$INTERVAL" \
+HONEST_SOURCE="$HONEST_SOURCE" python3 - "$header" "$limits_line" "$TMP" "$LENGTH" "$RATE" "$CONNECTIONS" "$INTERVAL" \
     "$HONEST_TIMEOUT" "$PROBE_TIMEOUT" "$MIN_SUCCESS" "$(getconf CLK_TCK)" baseline $ATTACKS >"$TMP/results.md" <<'EOF'
 import collections, csv, json, os, re, sys
 
@@ -370,8 +370,9 @@ lines = [
     "",
     header,
     "",
-    f"Proxy `[limits]`: {limits_line} (rate limits far above the attack on purpose: everything "
-    f"comes from 127.0.0.1, and the point is the slow-client defenses). Each phase: a fresh "
+    f"Proxy `[limits]`: {limits_line} (rate limits far above the attack on purpose: the point "
+    f"is the slow-client defenses). The attacker connects from 127.0.0.1, the honest clients "
+    f"from {os.environ.get('HONEST_SOURCE') or 'the same address'}. Each phase: a fresh "
     f"`a2a-edge serve` (TLS, embedded upstream), {length} s; slowhttptest "
     f"-c {conns} -r {rate} -l {length} -p {probe_timeout}; two honest clients at once "
     f"(JSON-RPC `ListTasks` every {float(interval) * 1000:.0f} ms, {honest_timeout} s timeout): "
