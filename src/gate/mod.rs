@@ -1,12 +1,22 @@
 //! The request pipeline. [`Gate::handle`] is the one place where the stages run, in order:
 //!
 //! ```text
-//! route ─ /health ─ /.well-known/agent-card.json
-//!       └ JSON-RPC: authenticate → read body (cap) → parse envelope → forward → relay
+//! framing ─ route ─ /health ─ card ─ jwks ─ agent paths
+//!                 └ JSON-RPC: admit (address rate → authenticate → principal rate)
+//!                   → content type → read body (cap) → parse envelope → method rate
+//!                   → concurrency slot → version/extensions → params → ownership
+//!                   → forward → relay
 //! ```
 //!
-//! Each stage returns `Result<_, Rejection>`; how each decides lives in its own module.
+//! Each stage returns `Result<_, Rejection>`; how each decides lives in its own module. Here:
+//! the order. Beside it: `body` (framing, reading the body), `forwarding` (headers the agent
+//! gets from the proxy), `list_tasks`, `agent_path`, `card_routes`.
 
+mod agent_path;
+mod body;
+mod card_routes;
+mod forwarding;
+mod list_tasks;
 mod rejection;
 mod route;
 
@@ -22,6 +32,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
 
+use body::{check_framing, read_body, BodyLimits};
+use forwarding::{forwarding_headers, principal_header_value};
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, HEALTH_PATH};
 
@@ -47,9 +59,6 @@ use crate::upstream::{self, relay_response, StreamLog, UpstreamError};
 use crate::validate::push_url::check_resolved;
 use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
-
-/// Largest agent card the edge will read from an agent.
-const MAX_CARD_BYTES: usize = 1024 * 1024;
 
 /// What the stages learned about a request, for its log line.
 #[derive(Debug, Default)]
@@ -388,194 +397,6 @@ impl Gate {
         }
     }
 
-    /// A path of the agents that the policy exposes: authenticated and rate-limited like
-    /// JSON-RPC, forwarded with the agent's credential, answered only with cleaned JSON. Such
-    /// paths are the agent's own API: the task registry does not guard them.
-    async fn agent_path(
-        &self,
-        conn: &ConnInfo,
-        client: IpAddr,
-        req: Request<Incoming>,
-        trace: &mut Trace,
-    ) -> Result<Response<BoxBody>, Rejection> {
-        let (parts, body) = req.into_parts();
-        let principal = self.admit(conn, client, &parts.headers, trace).await?;
-        let _slot = self
-            .concurrency
-            .acquire(&principal.name, false)
-            .map_err(|reason| Rejection::TooManyRequests {
-                reason,
-                retry_after_secs: 1,
-            })?;
-        let bytes = read_body(body, &parts.headers, self.body_limits).await?;
-        let path_and_query = parts
-            .uri
-            .path_and_query()
-            .map(|pq| pq.as_str())
-            .unwrap_or("/");
-        let mut headers = HeaderMap::new();
-        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        if !bytes.is_empty() {
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-        }
-        headers.insert(
-            self.principal_header.clone(),
-            principal_header_value(&principal.name),
-        );
-        forwarding_headers(&mut headers, client, &trace.request_id);
-        let bad_gateway = |reason: &'static str| Rejection::Http {
-            status: StatusCode::BAD_GATEWAY,
-            message: "Upstream agent unavailable",
-            reason,
-            allow: None,
-        };
-        let agent = self
-            .fleet
-            .pick()
-            .and_then(|id| self.fleet.get(id))
-            .ok_or(bad_gateway("upstream.unavailable"))?;
-        let resp = agent
-            .upstream
-            .request_path(parts.method, path_and_query, headers, bytes)
-            .await
-            .map_err(|e| bad_gateway(e.reason()))?;
-        let status = resp.status();
-        let json = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
-        if !json {
-            return Err(bad_gateway("upstream.bad_response"));
-        }
-        let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
-            .await
-            .map_err(|_| bad_gateway("upstream.bad_response"))?;
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|_| bad_gateway("upstream.bad_response"))?;
-        let mut wrapped = json!({ "result": value });
-        clean_response(
-            &mut wrapped,
-            &self.requests.metadata,
-            self.requests.redact_paths,
-        );
-        let body = wrapped
-            .get("result")
-            .cloned()
-            .unwrap_or(Value::Null)
-            .to_string();
-        Ok(json_response(status, body))
-    }
-
-    /// ListTasks answered for the caller alone: the registry knows which tasks are theirs
-    /// (across the fleet) and pages them with tamper-proof tokens; each task on the page is
-    /// read fresh from its agent.
-    async fn list_tasks(
-        &self,
-        headers: HeaderMap,
-        rpc: &RpcRequest,
-        principal: &str,
-    ) -> Result<Response<BoxBody>, Rejection> {
-        let p = &rpc.params;
-        let text = |k: &str| p.get(k).and_then(Value::as_str);
-        let page_size = p.get("pageSize").and_then(Value::as_u64).unwrap_or(50) as usize;
-        let include_artifacts = p.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
-        let page = self
-            .registry
-            .list(
-                principal,
-                text("contextId"),
-                text("status"),
-                page_size,
-                text("pageToken"),
-            )
-            .map_err(|d| Rejection::rpc(rpc.id.clone(), d.rpc_error()))?;
-        // Each listed task is read from its agent, a few at a time, and then cleaned and
-        // learned from like any answer of that agent.
-        let n = page.tasks.len();
-        let slots = Arc::new(tokio::sync::Semaphore::new(LIST_TASKS_CONCURRENCY));
-        let mut reads = tokio::task::JoinSet::new();
-        for (i, (task_id, upstream)) in page.tasks.into_iter().enumerate() {
-            let mut params = serde_json::Map::new();
-            params.insert("id".into(), Value::String(task_id));
-            if let Some(h) = p.get("historyLength") {
-                params.insert("historyLength".into(), h.clone());
-            }
-            let get = RpcRequest {
-                id: Value::from(1),
-                method: Method::GetTask,
-                params,
-            };
-            let agent = self
-                .fleet
-                .get(upstream)
-                .filter(|a| a.is_healthy())
-                .cloned()
-                .ok_or_else(|| unavailable(&rpc.id))?;
-            let (headers, slots) = (headers.clone(), slots.clone());
-            reads.spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                let resp = agent.send_rpc(headers, Bytes::from(get.to_bytes())).await?;
-                let bytes = collect_limited(resp.into_body(), MAX_TASK_BYTES)
-                    .await
-                    .map_err(|_| UpstreamError::BadResponse)?;
-                Ok::<_, UpstreamError>((i, upstream, bytes))
-            });
-        }
-        let mut fetched: Vec<Option<(UpstreamId, Bytes)>> = vec![None; n];
-        while let Some(joined) = reads.join_next().await {
-            match joined {
-                Ok(Ok((i, upstream, bytes))) => fetched[i] = Some((upstream, bytes)),
-                Ok(Err(e)) => {
-                    return Err(Rejection::rpc(
-                        rpc.id.clone(),
-                        RpcError::new(-32603, e.message(), e.reason()),
-                    ))
-                }
-                Err(_) => {
-                    return Err(Rejection::rpc(
-                        rpc.id.clone(),
-                        RpcError::internal("upstream.bad_response"),
-                    ))
-                }
-            }
-        }
-        let mut tasks = Vec::with_capacity(n);
-        for (upstream, bytes) in fetched.into_iter().flatten() {
-            let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
-                continue;
-            };
-            clean_response(&mut v, &self.requests.metadata, self.requests.redact_paths);
-            // A task the agent no longer has is left out of the page.
-            let Some(mut task) = v.get_mut("result").map(Value::take) else {
-                continue;
-            };
-            if !task.is_object() {
-                continue;
-            }
-            self.registry.observe(principal, upstream, &task);
-            if !include_artifacts {
-                if let Some(t) = task.as_object_mut() {
-                    t.remove("artifacts");
-                }
-            }
-            tasks.push(task);
-        }
-        let result = json!({
-            "tasks": tasks,
-            "nextPageToken": page.next_page_token,
-            "pageSize": page_size,
-            "totalSize": page.total_size,
-        });
-        Ok(json_response(
-            StatusCode::OK,
-            crate::a2a::result_body(&rpc.id, result),
-        ))
-    }
-
     /// Checks the params of the request for its method and replaces them with the sanitized
     /// params. File and workspace checks touch the filesystem, so they run off the reactor.
     async fn check_params(
@@ -690,126 +511,6 @@ impl Gate {
         Ok(relayed)
     }
 
-    /// The public Agent Card, from the cache the refresher keeps (fetched now if nothing was
-    /// published yet), with its validators; 304 for a matching conditional request.
-    async fn card(&self, headers: &HeaderMap, head: bool) -> Result<Response<BoxBody>, Rejection> {
-        let served = match self.card.current() {
-            Some(s) => s,
-            None => {
-                self.refresh_card().await;
-                self.card.current().ok_or(Rejection::Http {
-                    status: StatusCode::SERVICE_UNAVAILABLE,
-                    message: "Agent card unavailable",
-                    reason: "card.unavailable",
-                    allow: None,
-                })?
-            }
-        };
-        let max_age = self.card.policy().max_age_secs;
-        let not_modified = card::http::not_modified(headers, &served.validators);
-        let mut r = if not_modified {
-            let mut r = Response::new(crate::body::empty());
-            *r.status_mut() = StatusCode::NOT_MODIFIED;
-            r
-        } else {
-            let mut r = json_response(
-                StatusCode::OK,
-                if head {
-                    Bytes::new()
-                } else {
-                    served.bytes.clone()
-                },
-            );
-            r.headers_mut().insert(
-                header::CONTENT_LENGTH,
-                HeaderValue::from(served.bytes.len()),
-            );
-            r
-        };
-        let h = r.headers_mut();
-        if let Ok(v) = HeaderValue::from_str(&served.validators.etag) {
-            h.insert(header::ETAG, v);
-        }
-        if let Ok(v) = HeaderValue::from_str(&crate::time::format_http_date(
-            served.validators.last_modified,
-        )) {
-            h.insert(header::LAST_MODIFIED, v);
-        }
-        if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={max_age}")) {
-            h.insert(header::CACHE_CONTROL, v);
-        }
-        Ok(r)
-    }
-
-    /// The public keys that verify the card (asymmetric keys only).
-    fn jwks(&self, head: bool) -> Result<Response<BoxBody>, Rejection> {
-        let Some(bytes) = self.card.jwks() else {
-            return Err(Rejection::Http {
-                status: StatusCode::NOT_FOUND,
-                message: "Not found",
-                reason: "route.not_found",
-                allow: None,
-            });
-        };
-        let len = bytes.len();
-        let mut r = json_response(StatusCode::OK, if head { Bytes::new() } else { bytes });
-        let h = r.headers_mut();
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        if let Ok(v) = HeaderValue::from_str(&format!(
-            "public, max-age={}",
-            self.card.policy().max_age_secs
-        )) {
-            h.insert(header::CACHE_CONTROL, v);
-        }
-        Ok(r)
-    }
-
-    /// Fetches (or takes from the policy) the agents' card and publishes it; the last good
-    /// card stays served when this fails.
-    pub async fn refresh_card(&self) {
-        let card = match &self.card.policy().source {
-            CardSource::Static(v) => Ok(v.clone()),
-            CardSource::Upstream => self.fetch_agent_card().await,
-        };
-        let outcome = card.and_then(|c| self.card.publish(c).map_err(|e| e.0));
-        if let Err(reason) = outcome {
-            self.metrics.card_refresh_failed();
-            telemetry::log("card_refresh_failed", json!({"reason": reason}));
-        }
-    }
-
-    /// The agent whose card is served: `card.upstream` when set (if healthy), else the least
-    /// busy healthy agent.
-    fn card_agent(&self) -> Option<UpstreamId> {
-        match &self.card.policy().upstream {
-            Some(name) => self
-                .fleet
-                .get(self.registry.upstream_id(name))
-                .filter(|a| a.is_healthy())
-                .map(|a| a.id),
-            None => self.fleet.pick(),
-        }
-    }
-
-    async fn fetch_agent_card(&self) -> Result<Value, String> {
-        let agent = self
-            .card_agent()
-            .and_then(|id| self.fleet.get(id))
-            .ok_or_else(|| "upstream.unavailable".to_string())?;
-        let resp = agent
-            .upstream
-            .get(CARD_PATH)
-            .await
-            .map_err(|e| e.reason().to_string())?;
-        if resp.status() != StatusCode::OK {
-            return Err("card.upstream_status".into());
-        }
-        let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
-            .await
-            .map_err(|_| "card.upstream_body".to_string())?;
-        serde_json::from_slice(&bytes).map_err(|_| "card.upstream_json".to_string())
-    }
-
     /// The agents, for the health checker.
     pub fn fleet(&self) -> &Fleet {
         &self.fleet
@@ -832,73 +533,6 @@ impl Gate {
             registry: Some(self.registry.stats()),
         }
     }
-
-    /// How often the refresher runs.
-    pub fn card_refresh_interval(&self) -> std::time::Duration {
-        self.card.policy().refresh_interval
-    }
-
-    /// The agent's extended card, verified, rewritten and signed like the public one.
-    async fn extended_card(
-        &self,
-        resp: Response<BoxBody>,
-        id: &Value,
-    ) -> Result<Response<BoxBody>, Rejection> {
-        let broken = || {
-            Rejection::rpc(
-                id.clone(),
-                RpcError::new(
-                    -32603,
-                    "Upstream agent sent an invalid card",
-                    "card.extended_invalid",
-                ),
-            )
-        };
-        let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
-            .await
-            .map_err(|_| broken())?;
-        let mut v: Value = serde_json::from_slice(&bytes).map_err(|_| broken())?;
-        let Some(result) = v.get_mut("result") else {
-            // A JSON-RPC error from the agent passes as it is.
-            return Ok(json_response(StatusCode::OK, bytes));
-        };
-        let card = self.card.prepare(result.take()).map_err(|_| broken())?;
-        *result = card;
-        Ok(json_response(StatusCode::OK, v.to_string()))
-    }
-}
-
-/// Request framing that two HTTP parsers could read differently (request smuggling). hyper
-/// already refuses conflicting `Content-Length`s, non-chunked `Transfer-Encoding` and obs-fold,
-/// and frames `Content-Length` + `Transfer-Encoding` by the latter alone (closing the
-/// connection after). The edge goes further: a request body must have a declared length unless
-/// the policy allows chunked requests, so that shape is refused outright (411).
-fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<(), Rejection> {
-    let te: Vec<_> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
-    let cl: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
-    if !te.is_empty() && !allow_chunked {
-        return Err(Rejection::Http {
-            status: StatusCode::LENGTH_REQUIRED,
-            message: "Content-Length required",
-            reason: "http.length_required",
-            allow: None,
-        });
-    }
-    let ambiguous = (!te.is_empty() && !cl.is_empty())
-        || cl.len() > 1
-        || te.len() > 1
-        || te
-            .iter()
-            .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"));
-    if ambiguous {
-        return Err(Rejection::Http {
-            status: StatusCode::BAD_REQUEST,
-            message: "Ambiguous request framing",
-            reason: "http.framing",
-            allow: None,
-        });
-    }
-    Ok(())
 }
 
 /// Whether a connection from this address may proceed (`[network]` allow and deny lists).
@@ -907,12 +541,6 @@ impl Gate {
         self.network.permits(ip)
     }
 }
-
-/// ListTasks reads this many listed tasks from their agents at once.
-const LIST_TASKS_CONCURRENCY: usize = 8;
-
-/// Largest task the edge reads from an agent for a ListTasks page.
-const MAX_TASK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
 const INLINE_CHECK_BYTES: usize = 64 * 1024;
@@ -950,39 +578,6 @@ fn too_many(l: Limited) -> Rejection {
     }
 }
 
-/// What the proxy knows about the request, never what the caller claimed: the caller's
-/// forwarding headers were dropped by the allow-list.
-fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr, request_id: &str) {
-    let for_value = match client {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
-    };
-    let pairs = [
-        ("x-forwarded-for", client.to_string()),
-        ("x-forwarded-proto", "https".to_string()),
-        ("forwarded", format!("for={for_value};proto=https")),
-        ("x-request-id", request_id.to_string()),
-    ];
-    for (name, value) in pairs {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            headers.insert(HeaderName::from_static(name), v);
-        }
-    }
-}
-
-/// The principal as a header value: printable ASCII as is, anything else percent-encoded.
-fn principal_header_value(name: &str) -> HeaderValue {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_graphic() && b != b'%' {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
-}
-
 fn health() -> Response<BoxBody> {
     json_response(StatusCode::OK, r#"{"status":"healthy"}"#)
 }
@@ -997,88 +592,4 @@ fn route_name(route: Route) -> &'static str {
         Route::NotFound => "not_found",
         Route::MethodNotAllowed(_) => "method_not_allowed",
     }
-}
-
-/// How a request body must arrive.
-#[derive(Debug, Clone, Copy)]
-struct BodyLimits {
-    cap: usize,
-    /// The whole body must arrive within this time...
-    timeout: Duration,
-    /// ... and, after a short grace period, at least this fast (slow POST).
-    min_bytes_per_second: u64,
-}
-
-/// Grace period before the minimum body rate applies.
-const BODY_RATE_GRACE: Duration = Duration::from_secs(2);
-
-/// Reads the request body up to the cap; a declared or actual excess is refused with 413
-/// before (or as soon as) it crosses the cap, and a body that trickles in (slow POST) or takes
-/// too long is refused with 408.
-async fn read_body(
-    mut body: Incoming,
-    headers: &HeaderMap,
-    limits: BodyLimits,
-) -> Result<Bytes, Rejection> {
-    let too_large = Rejection::Rpc {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        id: Value::Null,
-        error: RpcError::invalid_request("Request body too large", "body.too_large"),
-    };
-    let too_slow = Rejection::Http {
-        status: StatusCode::REQUEST_TIMEOUT,
-        message: "Request body too slow",
-        reason: "body.too_slow",
-        allow: None,
-    };
-    if let Some(len) = headers.get(header::CONTENT_LENGTH) {
-        let declared = len.to_str().ok().and_then(|s| s.parse::<u64>().ok());
-        match declared {
-            Some(n) if n > limits.cap as u64 => return Err(too_large),
-            Some(_) => {}
-            None => {
-                return Err(Rejection::Http {
-                    status: StatusCode::BAD_REQUEST,
-                    message: "Invalid Content-Length",
-                    reason: "body.content_length",
-                    allow: None,
-                })
-            }
-        }
-    }
-    let started = Instant::now();
-    let mut buf = bytes::BytesMut::new();
-    loop {
-        let elapsed = started.elapsed();
-        if elapsed >= limits.timeout {
-            return Err(too_slow);
-        }
-        if elapsed > BODY_RATE_GRACE
-            && (buf.len() as f64) < limits.min_bytes_per_second as f64 * elapsed.as_secs_f64()
-        {
-            return Err(too_slow);
-        }
-        // Wake at least every half second to re-check the rate of a stalled body.
-        let wait = (limits.timeout - elapsed).min(Duration::from_millis(500));
-        let frame = match tokio::time::timeout(wait, body.frame()).await {
-            Err(_) => continue,
-            Ok(None) => break,
-            Ok(Some(Err(_))) => {
-                return Err(Rejection::Http {
-                    status: StatusCode::BAD_REQUEST,
-                    message: "Request body could not be read",
-                    reason: "body.read",
-                    allow: None,
-                })
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > limits.cap {
-                return Err(too_large);
-            }
-            buf.extend_from_slice(&data);
-        }
-    }
-    Ok(buf.freeze())
 }

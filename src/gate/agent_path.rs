@@ -1,0 +1,88 @@
+//! Agent paths (`server.agent_paths`): the agents' own routes an operator chose to expose,
+//! authenticated and rate-limited like JSON-RPC and answered only with cleaned JSON.
+
+use super::*;
+
+impl Gate {
+    /// A path of the agents that the policy exposes: authenticated and rate-limited like
+    /// JSON-RPC, forwarded with the agent's credential, answered only with cleaned JSON. Such
+    /// paths are the agent's own API: the task registry does not guard them.
+    pub(super) async fn agent_path(
+        &self,
+        conn: &ConnInfo,
+        client: IpAddr,
+        req: Request<Incoming>,
+        trace: &mut Trace,
+    ) -> Result<Response<BoxBody>, Rejection> {
+        let (parts, body) = req.into_parts();
+        let principal = self.admit(conn, client, &parts.headers, trace).await?;
+        let _slot = self
+            .concurrency
+            .acquire(&principal.name, false)
+            .map_err(|reason| Rejection::TooManyRequests {
+                reason,
+                retry_after_secs: 1,
+            })?;
+        let bytes = read_body(body, &parts.headers, self.body_limits).await?;
+        let path_and_query = parts
+            .uri
+            .path_and_query()
+            .map(|pq| pq.as_str())
+            .unwrap_or("/");
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        if !bytes.is_empty() {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        headers.insert(
+            self.principal_header.clone(),
+            principal_header_value(&principal.name),
+        );
+        forwarding_headers(&mut headers, client, &trace.request_id);
+        let bad_gateway = |reason: &'static str| Rejection::Http {
+            status: StatusCode::BAD_GATEWAY,
+            message: "Upstream agent unavailable",
+            reason,
+            allow: None,
+        };
+        let agent = self
+            .fleet
+            .pick()
+            .and_then(|id| self.fleet.get(id))
+            .ok_or(bad_gateway("upstream.unavailable"))?;
+        let resp = agent
+            .upstream
+            .request_path(parts.method, path_and_query, headers, bytes)
+            .await
+            .map_err(|e| bad_gateway(e.reason()))?;
+        let status = resp.status();
+        let json = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
+        if !json {
+            return Err(bad_gateway("upstream.bad_response"));
+        }
+        let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
+            .await
+            .map_err(|_| bad_gateway("upstream.bad_response"))?;
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|_| bad_gateway("upstream.bad_response"))?;
+        let mut wrapped = json!({ "result": value });
+        clean_response(
+            &mut wrapped,
+            &self.requests.metadata,
+            self.requests.redact_paths,
+        );
+        let body = wrapped
+            .get("result")
+            .cloned()
+            .unwrap_or(Value::Null)
+            .to_string();
+        Ok(json_response(status, body))
+    }
+}

@@ -1,0 +1,121 @@
+//! The request body: framing that two parsers could read differently is refused, and the
+//! body is read under a cap, a deadline and a minimum rate.
+
+use super::*;
+
+/// Request framing that two HTTP parsers could read differently (request smuggling). hyper
+/// already refuses conflicting `Content-Length`s, non-chunked `Transfer-Encoding` and obs-fold,
+/// and frames `Content-Length` + `Transfer-Encoding` by the latter alone (closing the
+/// connection after). The edge goes further: a request body must have a declared length unless
+/// the policy allows chunked requests, so that shape is refused outright (411).
+pub(super) fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<(), Rejection> {
+    let te: Vec<_> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
+    let cl: Vec<_> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
+    if !te.is_empty() && !allow_chunked {
+        return Err(Rejection::Http {
+            status: StatusCode::LENGTH_REQUIRED,
+            message: "Content-Length required",
+            reason: "http.length_required",
+            allow: None,
+        });
+    }
+    let ambiguous = (!te.is_empty() && !cl.is_empty())
+        || cl.len() > 1
+        || te.len() > 1
+        || te
+            .iter()
+            .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"));
+    if ambiguous {
+        return Err(Rejection::Http {
+            status: StatusCode::BAD_REQUEST,
+            message: "Ambiguous request framing",
+            reason: "http.framing",
+            allow: None,
+        });
+    }
+    Ok(())
+}
+
+/// How a request body must arrive.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BodyLimits {
+    pub(super) cap: usize,
+    /// The whole body must arrive within this time...
+    pub(super) timeout: Duration,
+    /// ... and, after a short grace period, at least this fast (slow POST).
+    pub(super) min_bytes_per_second: u64,
+}
+
+/// Grace period before the minimum body rate applies.
+pub(super) const BODY_RATE_GRACE: Duration = Duration::from_secs(2);
+
+/// Reads the request body up to the cap; a declared or actual excess is refused with 413
+/// before (or as soon as) it crosses the cap, and a body that trickles in (slow POST) or takes
+/// too long is refused with 408.
+pub(super) async fn read_body(
+    mut body: Incoming,
+    headers: &HeaderMap,
+    limits: BodyLimits,
+) -> Result<Bytes, Rejection> {
+    let too_large = Rejection::Rpc {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        id: Value::Null,
+        error: RpcError::invalid_request("Request body too large", "body.too_large"),
+    };
+    let too_slow = Rejection::Http {
+        status: StatusCode::REQUEST_TIMEOUT,
+        message: "Request body too slow",
+        reason: "body.too_slow",
+        allow: None,
+    };
+    if let Some(len) = headers.get(header::CONTENT_LENGTH) {
+        let declared = len.to_str().ok().and_then(|s| s.parse::<u64>().ok());
+        match declared {
+            Some(n) if n > limits.cap as u64 => return Err(too_large),
+            Some(_) => {}
+            None => {
+                return Err(Rejection::Http {
+                    status: StatusCode::BAD_REQUEST,
+                    message: "Invalid Content-Length",
+                    reason: "body.content_length",
+                    allow: None,
+                })
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= limits.timeout {
+            return Err(too_slow);
+        }
+        if elapsed > BODY_RATE_GRACE
+            && (buf.len() as f64) < limits.min_bytes_per_second as f64 * elapsed.as_secs_f64()
+        {
+            return Err(too_slow);
+        }
+        // Wake at least every half second to re-check the rate of a stalled body.
+        let wait = (limits.timeout - elapsed).min(Duration::from_millis(500));
+        let frame = match tokio::time::timeout(wait, body.frame()).await {
+            Err(_) => continue,
+            Ok(None) => break,
+            Ok(Some(Err(_))) => {
+                return Err(Rejection::Http {
+                    status: StatusCode::BAD_REQUEST,
+                    message: "Request body could not be read",
+                    reason: "body.read",
+                    allow: None,
+                })
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limits.cap {
+                return Err(too_large);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
