@@ -197,7 +197,15 @@ async fn serve(opts: Opts) -> Result<(), String> {
                     }
                 };
                 match result {
-                    Ok(()) => eprintln!("a2a-edge: policy reloaded from {}", path.display()),
+                    Ok(ignored) => {
+                        eprintln!("a2a-edge: policy reloaded from {}", path.display());
+                        if !ignored.is_empty() {
+                            eprintln!(
+                                "a2a-edge: these changes take effect only after a restart: {}",
+                                ignored.join(", ")
+                            );
+                        }
+                    }
                     Err(e) => eprintln!("a2a-edge: reload refused, the running policy stays: {e}"),
                 }
             }

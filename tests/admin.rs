@@ -289,13 +289,30 @@ async fn ready_turns_503_while_draining_and_the_admin_listener_stops_after() {
 async fn metrics_count_policy_reloads() {
     let proxy = with_admin().await;
     let addr = admin_addr(&proxy);
-    proxy
+    // The same policy without the admin listener: applied, except what only a restart can
+    // change, which the reload names.
+    let ignored = proxy
         .reload(&policy_text(proxy.dir.path(), &ProxyOpts::default()))
         .await;
+    assert_eq!(ignored, ["server.admin_listen"]);
+    let changed = policy_text(
+        proxy.dir.path(),
+        &ProxyOpts {
+            extra_server: ADMIN.into(),
+            extra_policy: "[limits]\nidle_timeout_ms = 5000\nmax_registry_entries = 10\nmax_in_flight_per_principal = 3\n".into(),
+            ..Default::default()
+        },
+    );
+    let ignored = proxy.reload(&changed).await;
+    assert_eq!(
+        ignored,
+        ["limits.idle_timeout_ms", "limits.max_registry_entries"],
+        "max_in_flight_per_principal is applied by a reload, the others are not"
+    );
     let (_, _, text) = admin(addr, "GET", "/metrics").await;
     assert_eq!(
         sample(&text, "a2a_edge_policy_reloads_total{result=\"ok\"}"),
-        1.0
+        2.0
     );
     assert_eq!(
         sample(&text, "a2a_edge_policy_reloads_total{result=\"refused\"}"),

@@ -62,6 +62,8 @@ pub struct Running {
     gates: watch::Sender<Arc<Gate>>,
     /// The TLS settings new connections get (certificate rotation by reload).
     acceptors: watch::Sender<TlsAcceptor>,
+    /// The settings a reload cannot change, as started.
+    fixed: FixedAtStart,
     registry: TaskRegistry,
     metrics: Arc<Metrics>,
 }
@@ -77,7 +79,11 @@ impl Running {
     /// every new connection (open connections keep theirs). The listeners and `[server]`
     /// settings stay as started. A policy that cannot be applied, in any part, leaves the
     /// running one in force.
-    pub async fn reload(&self, policy: Policy) -> Result<(), StartError> {
+    ///
+    /// Returns the keys the new policy changes that only a restart applies (listeners,
+    /// connection settings, the registry's size), so that the operator hears of them.
+    pub async fn reload(&self, policy: Policy) -> Result<Vec<&'static str>, StartError> {
+        let ignored = self.fixed.changed_by(&policy);
         let acceptor = tls_acceptor(&policy);
         if acceptor.is_err() {
             self.metrics.reload(false);
@@ -98,7 +104,7 @@ impl Running {
         gate.refresh_card().await;
         self.gates.send_replace(gate);
         self.acceptors.send_replace(acceptor);
-        Ok(())
+        Ok(ignored)
     }
 
     /// The process's counters (for a reload refused before it reached [`Running::reload`]).
@@ -109,6 +115,77 @@ impl Running {
     /// Waits until the server has drained and stopped.
     pub async fn wait(self) {
         let _ = self.task.await;
+    }
+}
+
+/// What a reload leaves as started: the listeners, the per-connection settings the accept
+/// loop was built with, and the registry (which outlives policies).
+#[derive(Debug, Clone, PartialEq)]
+struct FixedAtStart {
+    listen: SocketAddr,
+    public_url: url::Url,
+    admin_listen: Option<SocketAddr>,
+    conn: ConnSettings,
+    max_registry_entries: usize,
+}
+
+impl FixedAtStart {
+    fn of(policy: &Policy) -> FixedAtStart {
+        FixedAtStart {
+            listen: policy.server.listen,
+            public_url: policy.server.public_url.clone(),
+            admin_listen: policy.server.admin_listen,
+            conn: ConnSettings::of(policy),
+            max_registry_entries: policy.limits.max_registry_entries,
+        }
+    }
+
+    /// The policy keys whose new values a reload does not apply.
+    fn changed_by(&self, policy: &Policy) -> Vec<&'static str> {
+        let new = FixedAtStart::of(policy);
+        let (a, b) = (&self.conn, &new.conn);
+        [
+            ("server.listen", self.listen != new.listen),
+            ("server.public_url", self.public_url != new.public_url),
+            ("server.admin_listen", self.admin_listen != new.admin_listen),
+            (
+                "server.drain_timeout_ms",
+                a.drain_timeout != b.drain_timeout,
+            ),
+            (
+                "server.tls_handshake_timeout_ms",
+                a.handshake_timeout != b.handshake_timeout,
+            ),
+            (
+                "server.max_header_bytes",
+                a.max_header_bytes != b.max_header_bytes,
+            ),
+            (
+                "limits.header_read_timeout_ms",
+                a.header_read_timeout != b.header_read_timeout,
+            ),
+            ("limits.idle_timeout_ms", a.idle_timeout != b.idle_timeout),
+            ("limits.max_headers", a.max_headers != b.max_headers),
+            (
+                "limits.max_h2_streams_per_connection",
+                a.max_h2_streams != b.max_h2_streams,
+            ),
+            (
+                "limits.max_connections",
+                a.max_connections != b.max_connections,
+            ),
+            (
+                "limits.max_connections_per_client",
+                a.max_connections_per_client != b.max_connections_per_client,
+            ),
+            (
+                "limits.max_registry_entries",
+                self.max_registry_entries != new.max_registry_entries,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, changed)| changed.then_some(key))
+        .collect()
     }
 }
 
@@ -184,17 +261,8 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     gate.refresh_card().await;
     tokio::spawn(card_refresher(gate_rx.clone(), shutdown_rx.clone()));
     tokio::spawn(health_checker(gate_rx.clone(), shutdown_rx.clone()));
-    let settings = ConnSettings {
-        handshake_timeout: policy.server.tls_handshake_timeout,
-        drain_timeout: policy.server.drain_timeout,
-        max_header_bytes: policy.server.max_header_bytes,
-        header_read_timeout: policy.limits.header_read_timeout,
-        max_headers: policy.limits.max_headers,
-        max_h2_streams: policy.limits.max_h2_streams_per_connection,
-        max_connections: policy.limits.max_connections,
-        max_connections_per_client: policy.limits.max_connections_per_client,
-        idle_timeout: policy.limits.idle_timeout,
-    };
+    let settings = ConnSettings::of(&policy);
+    let fixed = FixedAtStart::of(&policy);
     // The admin listener outlives the drain (so /ready says 503 meanwhile) and stops after it.
     let (admin_stop, admin_stop_rx) = watch::channel(false);
     let admin_task = admin.map(|l| {
@@ -230,6 +298,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         task,
         gates,
         acceptors,
+        fixed,
         registry,
         metrics,
     })
@@ -257,7 +326,7 @@ async fn card_refresher(gates: watch::Receiver<Arc<Gate>>, mut shutdown: watch::
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct ConnSettings {
     handshake_timeout: Duration,
     drain_timeout: Duration,
@@ -268,6 +337,22 @@ struct ConnSettings {
     max_connections: usize,
     max_connections_per_client: usize,
     idle_timeout: Duration,
+}
+
+impl ConnSettings {
+    fn of(policy: &Policy) -> ConnSettings {
+        ConnSettings {
+            handshake_timeout: policy.server.tls_handshake_timeout,
+            drain_timeout: policy.server.drain_timeout,
+            max_header_bytes: policy.server.max_header_bytes,
+            header_read_timeout: policy.limits.header_read_timeout,
+            max_headers: policy.limits.max_headers,
+            max_h2_streams: policy.limits.max_h2_streams_per_connection,
+            max_connections: policy.limits.max_connections,
+            max_connections_per_client: policy.limits.max_connections_per_client,
+            idle_timeout: policy.limits.idle_timeout,
+        }
+    }
 }
 
 fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {

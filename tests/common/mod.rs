@@ -144,11 +144,12 @@ impl Proxy {
 
     /// Reloads the running proxy with the policy `text` (as SIGHUP would), panicking if it
     /// does not apply.
-    pub async fn reload(&self, text: &str) {
+    /// Returns the changed keys that only a restart applies.
+    pub async fn reload(&self, text: &str) -> Vec<&'static str> {
         let policy = Policy::from_toml(Path::new("reload.toml"), text, LoadMode::Serve)
             .unwrap_or_else(|e| panic!("{e}\n{text}"));
         let running = self.running.as_ref().expect("running");
-        running.reload(policy).await.unwrap();
+        running.reload(policy).await.unwrap()
     }
 
     /// Stops the proxy and waits for the drain.
