@@ -11,6 +11,8 @@
 #   CONNECTIONS  wrk connections (default 32)
 #   THREADS      wrk threads (default 2)
 #   WARMUP       seconds of unmeasured warm-up per target (default 2; 0 = none)
+#   H2LOAD       1 (default): also measure HTTP/2 with h2load (nghttp2-client); 0: skip
+#   H2_STREAMS   h2load concurrent streams per connection (default 8)
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -29,10 +31,12 @@ THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-2}
 NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
 NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
+H2LOAD=${H2LOAD:-1}
+H2_STREAMS=${H2_STREAMS:-8}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
-require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT
+require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
 
@@ -40,6 +44,7 @@ require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG
 need_apt=()
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx)
 command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
+((H2LOAD)) && { command -v h2load >/dev/null 2>&1 || need_apt+=(nghttp2-client); }
 apt_install "${need_apt[@]}"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (port picking, parsing)"
@@ -203,6 +208,28 @@ run_wrk direct "$ENGINE_URL"
 run_wrk a2a-edge "$EDGE_URL"
 run_wrk nginx "$NGINX_URL"
 
+# ---- HTTP/2 (h2load): the same request, CONNECTIONS connections with H2_STREAMS streams each,
+# against a2a-edge and nginx over TLS + h2, and the engine over HTTP/1.1 for reference
+declare -A H2OUT
+run_h2load() { # name url [extra h2load args]
+    local name=$1 url=$2
+    shift 2
+    log "$name: h2load -c$CONNECTIONS -m$H2_STREAMS -D$DURATION $*"
+    timeout --foreground --kill-after=10 $((DURATION + WARMUP + 60)) \
+        h2load -c"$CONNECTIONS" -m"$H2_STREAMS" -t"$THREADS" -D"$DURATION" --warm-up-time="$WARMUP" \
+        -d "$BODY" -H 'content-type: application/json' -H 'a2a-version: 1.0' \
+        -H "authorization: Bearer $BENCH_TOKEN" "$@" "$url" >"$TMP/h2load.$name.txt" 2>&1 ||
+        log "$name: h2load exited with status $?"
+    sed 's/^/    /' "$TMP/h2load.$name.txt" >&2
+    H2OUT[$name]="$TMP/h2load.$name.txt"
+    check_servers "after the $name h2load run"
+}
+if ((H2LOAD)); then
+    run_h2load direct-h1 "$ENGINE_URL" --h1
+    run_h2load a2a-edge-h2 "$EDGE_URL"
+    run_h2load nginx-h2 "$NGINX_URL"
+fi
+
 # ---- header and table
 wrk_v=$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}' || true)
 nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
@@ -266,4 +293,42 @@ lines.append("")
 lines.append("errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies holding a JSON-RPC error.")
 sys.stdout.write("\n".join(lines) + "\n")
 EOF
+if ((H2LOAD)); then
+    python3 - "$CONNECTIONS" "$H2_STREAMS" "$DURATION" \
+        direct-h1 "${H2OUT[direct-h1]}" a2a-edge-h2 "${H2OUT[a2a-edge-h2]}" nginx-h2 "${H2OUT[nginx-h2]}" \
+        >>"$TMP/results.md" <<'EOF'
+import re, sys
+
+conns, streams, duration = sys.argv[1:4]
+args = sys.argv[4:]
+rows = []
+for name, path in zip(args[0::2], args[1::2]):
+    t = open(path, errors="replace").read()
+    fin = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", t)
+    req = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", t)
+    st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", t)
+    lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", t)
+    if not (fin and req and st and lat):
+        rows.append((name, None))
+        continue
+    rows.append((name, dict(rps=float(fin.group(1)), done=int(req.group(2)),
+                            failed=int(req.group(4)) + int(req.group(5)) + int(req.group(6)),
+                            non2xx=sum(int(st.group(i)) for i in (2, 3, 4)),
+                            max=lat.group(2), mean=lat.group(3))))
+base = next((d for n, d in rows if n == "direct-h1" and d), None)
+out = ["", f"HTTP/2: h2load -c{conns} -m{streams} -D{duration} (warm-up as above), the same request; "
+       f"a2a-edge and nginx over TLS + h2, the engine over HTTP/1.1 (`--h1`, {conns} connections, "
+       "one request in flight on each) for reference. h2load reports mean and max latency, not "
+       "percentiles, and does not read the bodies (errors = failed + errored + timeouts + non-2xx).",
+       "", "| target | req/s | mean | max | errors | req/s ratio vs direct |", "|---|---:|---:|---:|---:|---:|"]
+for name, d in rows:
+    if d is None:
+        out.append(f"| {name} | – | – | – | run failed | – |")
+        continue
+    errs = d["failed"] + d["non2xx"]
+    ratio = f"{d['rps'] / base['rps']:.2f}" if base and base["rps"] else "–"
+    out.append(f"| {name} | {d['rps']:,.0f} | {d['mean']} | {d['max']} | {errs} | {ratio} |")
+sys.stdout.write("\n".join(out) + "\n")
+EOF
+fi
 bench_results "$TMP/results.md"
