@@ -245,3 +245,18 @@ async fn shutdown_drains_an_open_stream() {
     // And the listener is gone.
     assert!(tokio::net::TcpStream::connect(proxy.addr).await.is_err());
 }
+
+#[tokio::test]
+async fn the_embedded_engine_keeps_its_tasks_across_a_reload() {
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    let mut c = proxy.client(Proto::H1).await;
+    let v = c.rpc("SendMessage", message("[[input]] remember me")).await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    proxy
+        .reload(&policy_text(proxy.dir.path(), &ProxyOpts::default()))
+        .await;
+    // The same engine answers after the reload: the task is still there, still the caller's.
+    let v = c.rpc("GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["id"], task.as_str(), "{v}");
+    assert_eq!(v["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+}

@@ -118,7 +118,10 @@ impl Fleet {
                 |f: fn(&Agent) -> &AtomicU32| before.map_or(0, |a| f(a).load(Ordering::Relaxed));
             agents.push(Arc::new(Agent {
                 id,
-                upstream: Upstream::from_policy(u)?,
+                upstream: Upstream::from_policy(
+                    u,
+                    previous.and_then(|f| f.get(id)).map(|a| &a.upstream),
+                )?,
                 // Healthy until proven otherwise: the first check runs at start-up.
                 healthy: AtomicBool::new(before.map_or(true, |a| a.is_healthy())),
                 failures: AtomicU32::new(load(|a| &a.failures)),

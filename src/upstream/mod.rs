@@ -70,9 +70,17 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn from_policy(p: &UpstreamPolicy) -> Result<Upstream, String> {
+    /// The agent of `p`. `previous` is the same agent under the policy being replaced: an
+    /// embedded engine is kept (its tasks live in it), anything else is built anew.
+    pub fn from_policy(
+        p: &UpstreamPolicy,
+        previous: Option<&Upstream>,
+    ) -> Result<Upstream, String> {
         let target = match &p.target {
-            UpstreamTarget::Embedded => Target::Embedded(Engine::new(EngineConfig::default())),
+            UpstreamTarget::Embedded => match previous.map(|u| &u.target) {
+                Some(Target::Embedded(engine)) => Target::Embedded(engine.clone()),
+                _ => Target::Embedded(Engine::new(EngineConfig::default())),
+            },
             UpstreamTarget::Http(uri) => {
                 let mut connector = HttpConnector::new();
                 connector.set_connect_timeout(Some(p.connect_timeout));
