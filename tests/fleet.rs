@@ -378,8 +378,9 @@ async fn a_reload_keeps_what_the_edge_knows_of_an_agents_health() {
         assert!(Instant::now() < deadline, "agent-dead never ejected");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The same agents again: agent-dead stays out (a fresh fleet would call it healthy until
-    // the next check, a minute away, and send new contexts to it).
+    // The same agents again: agent-dead stays out (carried over; a fresh fleet would call it
+    // healthy until the check that follows the reload: src/upstream/fleet.rs tests that part
+    // deterministically) and no new context goes to it.
     let live_agent = format!(
         "[[upstreams]]\nname = \"agent-1\"\nurl = \"{live}\"\nhealth_interval_ms = 60000\n"
     );
@@ -425,4 +426,37 @@ async fn metrics(addr: std::net::SocketAddr) -> String {
     let mut text = String::new();
     tcp.read_to_string(&mut text).await.unwrap();
     text
+}
+
+#[tokio::test]
+async fn a_reload_checks_the_agents_at_once() {
+    let (live, _stop) = start_engine().await;
+    let dead = closed_port_url().await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: live.clone(),
+        extra_upstream: "health_interval_ms = 60000\n".into(),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let admin = proxy.running.as_ref().unwrap().admin_addr.unwrap();
+    // A dead agent joins; the next scheduled check is a minute away, yet it is found out now.
+    reload_with(
+        &proxy,
+        &format!(
+            "[[upstreams]]\nname = \"agent-1\"\nurl = \"{live}\"\nhealth_interval_ms = 60000\n\n[[upstreams]]\nname = \"agent-new\"\nurl = \"{dead}\"\nhealth_interval_ms = 60000\nunhealthy_threshold = 1\n"
+        ),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !metrics(admin)
+        .await
+        .contains("a2a_edge_upstream_healthy{upstream=\"agent-new\"} 0\n")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the new agent was not checked after the reload"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

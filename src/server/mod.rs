@@ -304,13 +304,18 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     })
 }
 
-/// Checks every agent's health at the policy's interval.
-async fn health_checker(gates: watch::Receiver<Arc<Gate>>, mut shutdown: watch::Receiver<bool>) {
+/// Checks every agent's health at the policy's interval, and at once after a reload (a new
+/// agent that is down is then known before it is sent a context).
+async fn health_checker(
+    mut gates: watch::Receiver<Arc<Gate>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
-        let gate = gates.borrow().clone();
+        let gate = gates.borrow_and_update().clone();
         gate.fleet().check_all().await;
         tokio::select! {
             _ = tokio::time::sleep(gate.fleet().health_interval()) => {}
+            reloaded = gates.changed() => if reloaded.is_err() { return },
             _ = shutdown.changed() => return,
         }
     }

@@ -182,3 +182,68 @@ impl Fleet {
         while set.join_next().await.is_some() {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::UpstreamTarget;
+
+    fn agent(name: &str, port: u16) -> UpstreamPolicy {
+        UpstreamPolicy {
+            name: name.into(),
+            target: UpstreamTarget::Http(format!("http://127.0.0.1:{port}/").parse().unwrap()),
+            token: None,
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            ca_file: None,
+            client_cert: None,
+            health_interval: Duration::from_secs(60),
+            unhealthy_threshold: 1,
+            healthy_threshold: 2,
+        }
+    }
+
+    #[test]
+    fn ids_follow_names_and_health_carries_over_for_unchanged_agents() {
+        let registry = TaskRegistry::new(10);
+        let before = Fleet::from_policy(&[agent("a", 1), agent("b", 2)], &registry, None).unwrap();
+        let (a, b) = (registry.upstream_id("a"), registry.upstream_id("b"));
+        before.get(b).unwrap().failed("test");
+        assert!(!before.get(b).unwrap().is_healthy());
+        // Reordered, "a" moved to another port, "c" new.
+        let after = Fleet::from_policy(
+            &[agent("c", 3), agent("b", 2), agent("a", 9)],
+            &registry,
+            Some(&before),
+        )
+        .unwrap();
+        assert_eq!(after.get(b).unwrap().upstream.name, "b");
+        assert_eq!(after.get(a).unwrap().upstream.name, "a");
+        let c = registry.upstream_id("c");
+        assert!(c != a && c != b, "a new name gets a new id");
+        assert!(
+            !after.get(b).unwrap().is_healthy(),
+            "b was down and is unchanged"
+        );
+        assert!(
+            after.get(a).unwrap().is_healthy(),
+            "a moved: healthy until checked"
+        );
+        assert!(after.get(c).unwrap().is_healthy());
+        // One success of two needed does not bring b back; the count carried over does.
+        after.get(b).unwrap().succeeded();
+        assert!(!after.get(b).unwrap().is_healthy());
+        let again = Fleet::from_policy(&[agent("b", 2)], &registry, Some(&after)).unwrap();
+        again.get(b).unwrap().succeeded();
+        assert!(
+            again.get(b).unwrap().is_healthy(),
+            "the first success was kept"
+        );
+        // Only healthy agents are picked, by their stable id.
+        assert_eq!(again.pick(), Some(b));
+        assert!(
+            again.get(a).is_none(),
+            "a removed agent is gone, its id not reused"
+        );
+    }
+}
