@@ -62,12 +62,13 @@ async fn setup(active: &str, extra: &str) -> Setup {
     let dir = TempDir::new("card");
     let e1 = es256_key(dir.path(), "e1");
     let e2 = es256_key(dir.path(), "e2");
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        extra_policy: card_policy(&e1, &e2, active, extra),
-        ..Default::default()
-    })
+    let (up, proxy) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: card_policy(&e1, &e2, active, extra),
+            ..Default::default()
+        },
+    )
     .await;
     Setup {
         proxy,

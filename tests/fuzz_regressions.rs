@@ -28,12 +28,7 @@ fn trace_context_tracestate_with_a_tab_is_dropped() {
 
 #[tokio::test]
 async fn trace_context_tracestate_with_a_tab_never_reaches_the_agent() {
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        ..Default::default()
-    })
-    .await;
+    let (up, proxy) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
     let mut c = proxy.client(Proto::H2).await;
     let mut h = rpc_headers();
     h.push((

@@ -67,12 +67,7 @@ async fn card_is_public_and_points_at_the_public_url() {
 
 #[tokio::test]
 async fn card_from_an_http_upstream_never_leaks_its_address() {
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        ..Default::default()
-    })
-    .await;
+    let (_up, proxy) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
     let mut c = proxy.client(Proto::H1).await;
     let (status, _, body) = c
         .request(
@@ -128,12 +123,7 @@ async fn unknown_routes_and_methods_get_json_errors() {
 
 #[tokio::test]
 async fn unauthenticated_requests_get_401_and_never_reach_the_agent() {
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        ..Default::default()
-    })
-    .await;
+    let (up, proxy) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
     for proto in PROTOS {
         let mut c = proxy.client(proto).await;
@@ -161,12 +151,13 @@ async fn unauthenticated_requests_get_401_and_never_reach_the_agent() {
 
 #[tokio::test]
 async fn body_over_the_cap_is_refused_before_the_agent() {
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        extra_policy: "[a2a]\nmax_body_bytes = 1024\n".into(),
-        ..Default::default()
-    })
+    let (up, proxy) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: "[a2a]\nmax_body_bytes = 1024\n".into(),
+            ..Default::default()
+        },
+    )
     .await;
     let big = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message(&"x".repeat(2000))}).to_string();
     for proto in PROTOS {
@@ -192,12 +183,7 @@ async fn body_over_the_cap_is_refused_before_the_agent() {
 
 #[tokio::test]
 async fn malformed_json_rpc_is_answered_at_the_edge() {
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        ..Default::default()
-    })
-    .await;
+    let (up, proxy) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
     let mut c = proxy.client(Proto::H2).await;
     let cases: &[(&str, i64)] = &[
         ("{", -32700),
@@ -228,12 +214,13 @@ async fn malformed_json_rpc_is_answered_at_the_edge() {
 #[tokio::test]
 async fn forwarded_requests_are_sanitized_and_reserialized() {
     std::env::set_var("A2A_EDGE_TEST_UPSTREAM_TOKEN_1", UPSTREAM_TOKEN);
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        upstream_token_env: Some("A2A_EDGE_TEST_UPSTREAM_TOKEN_1"),
-        ..Default::default()
-    })
+    let (up, proxy) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            upstream_token_env: Some("A2A_EDGE_TEST_UPSTREAM_TOKEN_1"),
+            ..Default::default()
+        },
+    )
     .await;
     let mut c = proxy.client(Proto::H1).await;
     let raw = "{ \"params\" : {\"message\": {\"role\":\"ROLE_USER\", \"messageId\":\"m-1\", \"parts\":[{\"text\":\"hi\"}]}}, \"method\":\"SendMessage\",\n \"id\": 42, \"jsonrpc\":\"2.0\" }";
@@ -344,12 +331,7 @@ async fn upstream_down_or_silent_gives_a_clear_error_not_a_hang() {
 
 #[tokio::test]
 async fn agent_dying_mid_stream_gives_an_error_frame_then_the_end() {
-    let up = RecordingUpstream::start(Reply::BreakStream).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        ..Default::default()
-    })
-    .await;
+    let (_up, proxy) = Proxy::with_recorder(Reply::BreakStream, ProxyOpts::default()).await;
     for proto in PROTOS {
         let mut c = proxy.client(proto).await;
         let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
@@ -368,12 +350,7 @@ async fn agent_dying_mid_stream_gives_an_error_frame_then_the_end() {
 
 #[tokio::test]
 async fn agent_answers_are_cleaned_of_secrets_and_internals() {
-    let up = RecordingUpstream::start(Reply::Leaky).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        ..Default::default()
-    })
-    .await;
+    let (_up, proxy) = Proxy::with_recorder(Reply::Leaky, ProxyOpts::default()).await;
     let mut c = proxy.client(Proto::H1).await;
     let v = c.rpc("SendMessage", message("hi")).await;
     let text = v.to_string();

@@ -28,15 +28,16 @@ async fn setup() -> Setup {
     std::fs::write(dir.path().join("outside/secret.txt"), "secret").unwrap();
     std::os::unix::fs::symlink(dir.path().join("outside"), ws.join("escape")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap();
-    let up = RecordingUpstream::start(Reply::Echo).await;
-    let proxy = Proxy::start(ProxyOpts {
-        upstream_url: up.url.clone(),
-        extra_policy: format!(
-            "[a2a]\nrequired_extensions = [\"urn:test:required\"]\n[a2a.metadata.allowed_for]\ntester = [\"iac_code.iac_code_model\"]\n[workspace]\nallowed_roots = [{:?}]\n",
-            ws.display().to_string()
-        ),
-        ..Default::default()
-    })
+    let (up, proxy) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: format!(
+                "[a2a]\nrequired_extensions = [\"urn:test:required\"]\n[a2a.metadata.allowed_for]\ntester = [\"iac_code.iac_code_model\"]\n[workspace]\nallowed_roots = [{:?}]\n",
+                ws.display().to_string()
+            ),
+            ..Default::default()
+        },
+    )
     .await;
     let ws = std::fs::canonicalize(&ws).unwrap().display().to_string();
     Setup {

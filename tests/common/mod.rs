@@ -138,6 +138,18 @@ impl Proxy {
         }
     }
 
+    /// A recording upstream answering with `reply`, and a proxy in front of it (`o` with
+    /// `upstream_url` set to the recorder).
+    pub async fn with_recorder(reply: Reply, o: ProxyOpts) -> (RecordingUpstream, Proxy) {
+        let up = RecordingUpstream::start(reply).await;
+        let proxy = Proxy::start(ProxyOpts {
+            upstream_url: up.url.clone(),
+            ..o
+        })
+        .await;
+        (up, proxy)
+    }
+
     pub async fn client(&self, proto: Proto) -> Client {
         Client::connect(self.addr, &self.ca, proto).await
     }
