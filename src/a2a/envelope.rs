@@ -130,7 +130,7 @@ impl RpcRequest {
 /// Serializes without the detour through `Display` and without copying into a `Value`.
 /// Serializing a `Value` or a map of them to memory cannot fail; should it, the body is an
 /// internal error, never a panic.
-fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
+pub fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_else(|_| {
         br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#
             .to_vec()

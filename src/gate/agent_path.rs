@@ -16,13 +16,7 @@ impl Gate {
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
         let principal = self.admit(conn, client, &parts.headers, trace).await?;
-        let _slot = self
-            .concurrency
-            .acquire(&principal.name, false)
-            .map_err(|reason| Rejection::TooManyRequests {
-                reason,
-                retry_after_secs: 1,
-            })?;
+        let _slot = self.slot(&principal.name, false)?;
         let bytes = read_body(body, &parts.headers, self.body_limits).await?;
         let path_and_query = parts
             .uri

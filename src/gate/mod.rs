@@ -42,7 +42,7 @@ use crate::auth::{Authenticator, ConnCredentials, Principal};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
-use crate::limits::concurrency::ConcurrencyLimits;
+use crate::limits::concurrency::{ConcurrencyGuard, ConcurrencyLimits};
 use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::{Limited, RateLimits, RateLimitsConfig};
 use crate::limits::FailureThrottle;
@@ -300,13 +300,7 @@ impl Gate {
         self.method_rates
             .check_principal(&principal.name, Some(rpc.method.as_str()))
             .map_err(too_many)?;
-        let guard = self
-            .concurrency
-            .acquire(&principal.name, rpc.method.is_streaming())
-            .map_err(|reason| Rejection::TooManyRequests {
-                reason,
-                retry_after_secs: 1,
-            })?;
+        let guard = self.slot(&principal.name, rpc.method.is_streaming())?;
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
@@ -320,8 +314,9 @@ impl Gate {
         let principal_value = principal_header_value(&name);
         let heavy = bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (rpc, checked) = self.check_params(rpc, principal, heavy).await?;
-        let mut headers = upstream::forwarded_headers(&parts.headers, version, extensions);
-        trace.trace_id = upstream::trace_context::forwardable(&parts.headers).map(|(_, id)| id);
+        let (mut headers, trace_id) =
+            upstream::forwarded_headers(&parts.headers, version, extensions);
+        trace.trace_id = trace_id;
         headers.insert(self.principal_header.clone(), principal_value);
         forwarding_headers(&mut headers, client, &trace.request_id);
         // Whose task is it? Decided here, before any agent sees the request.
@@ -458,6 +453,16 @@ impl Gate {
                 None => Err(self.unauthorized(r.reason)),
             },
         }
+    }
+
+    /// A concurrency slot of the caller (in flight, or a stream), or 429.
+    fn slot(&self, principal: &str, streaming: bool) -> Result<ConcurrencyGuard, Rejection> {
+        self.concurrency
+            .acquire(principal, streaming)
+            .map_err(|reason| Rejection::TooManyRequests {
+                reason,
+                retry_after_secs: 1,
+            })
     }
 
     fn unauthorized(&self, reason: &'static str) -> Rejection {

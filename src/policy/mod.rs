@@ -107,7 +107,7 @@ pub struct TlsPolicy {
     pub client_ca_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamTarget {
     /// The in-process task engine.
     Embedded,

@@ -17,7 +17,7 @@ use serde_json::json;
 use super::registry::{TaskRegistry, UpstreamId};
 use super::{Upstream, UpstreamError};
 use crate::body::BoxBody;
-use crate::policy::UpstreamPolicy;
+use crate::policy::{UpstreamPolicy, UpstreamTarget};
 use crate::telemetry;
 
 /// One agent and what the edge knows of its health.
@@ -27,7 +27,7 @@ pub struct Agent {
     pub upstream: Upstream,
     /// What the health of this agent was learned about (a reload keeps the health of an
     /// agent whose name and target did not change).
-    target: String,
+    target: UpstreamTarget,
     healthy: AtomicBool,
     failures: AtomicU32,
     successes: AtomicU32,
@@ -110,7 +110,7 @@ impl Fleet {
         let mut agents = Vec::new();
         for u in upstreams {
             let id = registry.upstream_id(&u.name);
-            let target = format!("{:?}", u.target);
+            let target = u.target.clone();
             let before = previous
                 .and_then(|f| f.get(id))
                 .filter(|a| a.target == target);
@@ -186,7 +186,6 @@ impl Fleet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::UpstreamTarget;
 
     fn agent(name: &str, port: u16) -> UpstreamPolicy {
         UpstreamPolicy {

@@ -39,14 +39,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The headers to send upstream for a caller's request: the allow-listed caller headers, and
-/// the validated `A2A-Version` and `A2A-Extensions`. The upstream credential is added by the
-/// forwarder.
+/// The headers to send upstream for a caller's request: the allow-listed caller headers, a
+/// well-formed trace context, and the validated `A2A-Version` and `A2A-Extensions`; and the
+/// trace id of that context (for the log). The upstream credential is added by the forwarder.
 pub fn forwarded_headers(
     caller: &HeaderMap,
     version: HeaderValue,
     extensions: Option<HeaderValue>,
-) -> HeaderMap {
+) -> (HeaderMap, Option<String>) {
     let mut h = caller.clone();
     strip_hop_by_hop(&mut h);
     let mut out = HeaderMap::new();
@@ -56,16 +56,17 @@ pub fn forwarded_headers(
         }
     }
     // A well-formed W3C trace context joins the caller's trace; a malformed one is dropped.
-    if let Some((trace, _)) = super::trace_context::forwardable(&h) {
+    let trace_id = super::trace_context::forwardable(&h).map(|(trace, id)| {
         for (name, value) in trace {
             out.insert(name, value);
         }
-    }
+        id
+    });
     out.insert(HeaderName::from_static("a2a-version"), version);
     if let Some(ext) = extensions {
         out.insert(HeaderName::from_static("a2a-extensions"), ext);
     }
-    out
+    (out, trace_id)
 }
 
 #[cfg(test)]
@@ -89,7 +90,7 @@ mod tests {
         add(&mut h, "accept", "text/event-stream");
         add(&mut h, "te", "trailers");
         add(&mut h, "upgrade", "h2c");
-        let out = forwarded_headers(
+        let (out, _) = forwarded_headers(
             &h,
             HeaderValue::from_static("1.0"),
             Some(HeaderValue::from_static("urn:a, urn:b, urn:c")),
@@ -106,7 +107,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("connection", HeaderValue::from_static("close, Accept"));
         h.insert("accept", HeaderValue::from_static("*/*"));
-        let out = forwarded_headers(&h, HeaderValue::from_static("1.0"), None);
+        let (out, _) = forwarded_headers(&h, HeaderValue::from_static("1.0"), None);
         assert!(out.get("accept").is_none());
         assert!(out.get("connection").is_none());
         assert_eq!(out["a2a-version"], "1.0");

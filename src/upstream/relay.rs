@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
-use crate::a2a::{error_body, RpcError};
+use crate::a2a::{error_body, to_json_bytes, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody, ChannelBody};
 use crate::telemetry::metrics::Metrics;
 
@@ -97,7 +97,10 @@ where
             let mut v: Value =
                 serde_json::from_slice(&bytes).map_err(|_| UpstreamError::BadResponse)?;
             observe(&mut v);
-            Ok(crate::body::json_response(StatusCode::OK, json_bytes(&v)))
+            Ok(crate::body::json_response(
+                StatusCode::OK,
+                to_json_bytes(&v),
+            ))
         }
         _ => Err(UpstreamError::BadResponse),
     }
@@ -175,7 +178,7 @@ where
                         Some(d) => match serde_json::from_str::<Value>(d) {
                             Ok(mut v) => {
                                 observe(&mut v);
-                                let json = json_bytes(&v);
+                                let json = to_json_bytes(&v);
                                 if ev.event.as_deref() == Some("error") {
                                     error_event(&json)
                                 } else {
@@ -213,10 +216,4 @@ where
         );
     });
     sse_response(out.boxed())
-}
-
-/// The edge's own serialization of an answer (straight to bytes, not through `Display`).
-fn json_bytes(v: &Value) -> Vec<u8> {
-    // Writing a `Value` to memory cannot fail; `to_string` is the same bytes the slow way.
-    serde_json::to_vec(v).unwrap_or_else(|_| v.to_string().into_bytes())
 }
