@@ -125,6 +125,10 @@ fn errors_name_file_line_and_key() {
         ("[server]\n", "[server]\nadmin_listen = \"0.0.0.0:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"[::]:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"10.0.0.1:9901\"\n", "server.admin_listen", Some(3)),
+        // Other spellings of loopback that are not plain loopback addresses: refused too.
+        ("[server]\n", "[server]\nadmin_listen = \"127.1:9901\"\n", "server.admin_listen", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"[::ffff:127.0.0.1]:9901\"\n", "server.admin_listen", Some(3)),
+        ("[server]\n", "[server]\nadmin_listen = \"2130706433:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:8443\"\n", "server.admin_listen", Some(3)),
         (
             "[server]\n",
