@@ -7,6 +7,7 @@
 
 pub mod a2a;
 pub mod auth;
+pub mod authz;
 pub mod body;
 pub mod card;
 pub mod engine;

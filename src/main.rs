@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use a2a_edge::authz::explain;
 use a2a_edge::engine::{self, Engine, EngineConfig};
 use a2a_edge::policy::{LoadMode, Policy};
 use a2a_edge::server;
@@ -15,7 +16,9 @@ a2a-edge: a security-hardened edge proxy for A2A 1.0 agents
 
 USAGE:
   a2a-edge serve  [--policy FILE] [--ready-file FILE]   run the proxy (default policy: policies/default.toml)
-  a2a-edge check  [--policy FILE]                       validate a policy and print what it would do
+  a2a-edge check  [--policy FILE] [--explain P[,tenant=T][,groups=a|b]]
+                                                        validate a policy and print what it would do
+                                                        (--explain: what caller P may do)
   a2a-edge engine --listen ADDR                         run the embedded A2A task engine alone (plain HTTP)
   a2a-edge hash-secret [--sha256 | --argon2id]          read a secret on stdin, print what a policy holds instead
   a2a-edge card sign|verify ...                         sign or verify an Agent Card (a2a-edge card --help)
@@ -87,6 +90,7 @@ struct Opts {
     policy: Option<PathBuf>,
     ready_file: Option<PathBuf>,
     listen: Option<String>,
+    explain: Option<String>,
 }
 
 impl Opts {
@@ -103,6 +107,7 @@ impl Opts {
                 "--policy" => o.policy = Some(PathBuf::from(value("--policy")?)),
                 "--ready-file" => o.ready_file = Some(PathBuf::from(value("--ready-file")?)),
                 "--listen" => o.listen = Some(value("--listen")?),
+                "--explain" => o.explain = Some(value("--explain")?),
                 other => return Err(format!("unknown option {other:?}")),
             }
         }
@@ -127,6 +132,20 @@ fn run_async<F: std::future::Future<Output = Result<(), String>>>(f: F) -> Resul
 fn check(opts: Opts) -> Result<(), String> {
     let path = opts.policy_path();
     let policy = Policy::load(&path, LoadMode::Check).map_err(|e| e.to_string())?;
+    if let Some(spec) = &opts.explain {
+        let caller = explain::parse_caller(spec)?;
+        let r = &policy.a2a.requests;
+        print!(
+            "{}",
+            explain::explain(
+                policy.authz.as_deref(),
+                &caller,
+                &r.workspace,
+                &r.metadata.allowed_for(&caller.name),
+            )
+        );
+        return Ok(());
+    }
     println!("{}: OK\n{}", path.display(), policy.summary());
     Ok(())
 }

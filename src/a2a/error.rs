@@ -12,6 +12,8 @@ pub struct RpcError {
     pub code: i64,
     pub message: String,
     pub reason: &'static str,
+    /// `ErrorInfo.metadata` (low-cardinality values only: never a value from the request).
+    pub metadata: Vec<(&'static str, String)>,
 }
 
 impl RpcError {
@@ -20,7 +22,14 @@ impl RpcError {
             code,
             message: message.into(),
             reason,
+            metadata: Vec::new(),
         }
+    }
+
+    /// The same error with one more `ErrorInfo.metadata` entry.
+    pub fn with_metadata(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.metadata.push((key, value.into()));
+        self
     }
 
     /// -32600: the envelope is not a valid JSON-RPC 2.0 request.
@@ -91,7 +100,11 @@ impl RpcError {
                 "@type": ERROR_INFO_TYPE,
                 "reason": self.reason,
                 "domain": ERROR_DOMAIN,
-                "metadata": {}
+                "metadata": self
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| ((*k).to_string(), Value::String(v.clone())))
+                    .collect::<serde_json::Map<String, Value>>()
             }]
         })
     }

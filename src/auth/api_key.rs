@@ -145,10 +145,7 @@ impl ApiKeyScheme {
             }
         }
         Some(match found {
-            Some(p) => Ok(Principal {
-                name: p.to_string(),
-                scheme: Scheme::ApiKey,
-            }),
+            Some(p) => Ok(Principal::new(p, Scheme::ApiKey)),
             None => Err(AuthRejection {
                 reason: "auth.invalid",
             }),

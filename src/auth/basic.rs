@@ -187,10 +187,9 @@ impl BasicScheme {
         };
 
         match found {
-            Some(entry) if argon_ok || plain_ok => Ok(Principal {
-                name: entry.username.clone(),
-                scheme: Scheme::Basic,
-            }),
+            Some(entry) if argon_ok || plain_ok => {
+                Ok(Principal::new(entry.username.clone(), Scheme::Basic))
+            }
             _ => Err(INVALID),
         }
     }

@@ -39,10 +39,7 @@ impl BearerScheme {
             }
         }
         match found {
-            Some(p) => Ok(Principal {
-                name: p.to_string(),
-                scheme: Scheme::Bearer,
-            }),
+            Some(p) => Ok(Principal::new(p, Scheme::Bearer)),
             None => Err(AuthRejection {
                 reason: "auth.invalid",
             }),

@@ -16,6 +16,7 @@ use jsonwebtoken::jwk::{
 use jsonwebtoken::{Algorithm, DecodingKey, Header, Validation};
 use serde_json::{Map, Value};
 
+use super::attributes::{claim_at, groups_from_claim, valid_tenant};
 use super::jwks::JwksCache;
 use super::{AuthRejection, Principal, Scheme};
 
@@ -38,6 +39,9 @@ pub struct JwtConfig {
     pub algorithms: Vec<Algorithm>,
     /// The claim naming the caller (e.g. `sub`); the principal is `jwt:<value>`.
     pub principal_claim: String,
+    /// Dotted claim paths of the caller's tenant and groups (optional).
+    pub tenant_claim: Option<String>,
+    pub groups_claim: Option<String>,
     /// Clock skew allowed on `exp`, `nbf` and `iat`.
     pub leeway: Duration,
 }
@@ -142,10 +146,22 @@ impl JwtScheme {
             Some(Value::String(s)) if valid_principal(s) => s,
             _ => return Err(reject("jwt.claim")),
         };
-        Ok(Principal {
-            name: format!("jwt:{name}"),
-            scheme: Scheme::Jwt,
-        })
+        let mut principal = Principal::new(format!("jwt:{name}"), Scheme::Jwt);
+        // An absent (or null) attribute claim is no attribute; a malformed one is a refusal.
+        if let Some(path) = &self.config.tenant_claim {
+            match claim_at(&claims, path) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(t)) if valid_tenant(t) => principal.tenant = Some(t.clone()),
+                Some(_) => return Err(reject("jwt.claim")),
+            }
+        }
+        if let Some(path) = &self.config.groups_claim {
+            match claim_at(&claims, path) {
+                None | Some(Value::Null) => {}
+                Some(v) => principal.groups = groups_from_claim(v).ok_or(reject("jwt.claim"))?,
+            }
+        }
+        Ok(principal)
     }
 }
 
@@ -426,6 +442,8 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
                 Algorithm::PS256,
             ],
             principal_claim: "sub".into(),
+            tenant_claim: Some("org.tenant".into()),
+            groups_claim: Some("groups".into()),
             leeway: Duration::from_secs(60),
         }
     }
@@ -629,6 +647,109 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
             }
         }
         assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    #[tokio::test]
+    async fn tenant_and_groups_from_claims() {
+        let dir = TempDir::new("jwt-attrs");
+        let k = Keys::new();
+        let scheme = scheme(&dir, &k.jwks()).await;
+        let es = k.es_key();
+        type Want = Result<(Option<&'static str>, Vec<&'static str>), &'static str>;
+        let cases: Vec<(&str, Value, Value, Want)> = vec![
+            ("none", json!(null), json!(null), Ok((None, vec![]))),
+            (
+                "nested tenant, array groups",
+                json!({"tenant": "team-a"}),
+                json!(["ops", "auditors"]),
+                Ok((Some("team-a"), vec!["auditors", "ops"])),
+            ),
+            (
+                "space-separated groups",
+                json!({"tenant": "team-b"}),
+                json!("deployers ops ops"),
+                Ok((Some("team-b"), vec!["deployers", "ops"])),
+            ),
+            (
+                "tenant a number",
+                json!({"tenant": 7}),
+                json!(null),
+                Err("jwt.claim"),
+            ),
+            (
+                "tenant empty",
+                json!({"tenant": ""}),
+                json!(null),
+                Err("jwt.claim"),
+            ),
+            (
+                "tenant with a newline",
+                json!({"tenant": "a\nb"}),
+                json!(null),
+                Err("jwt.claim"),
+            ),
+            (
+                "tenant an array",
+                json!({"tenant": ["a"]}),
+                json!(null),
+                Err("jwt.claim"),
+            ),
+            (
+                "tenant too long",
+                json!({"tenant": "t".repeat(129)}),
+                json!(null),
+                Err("jwt.claim"),
+            ),
+            (
+                "org not an object",
+                json!("team-a"),
+                json!(null),
+                Ok((None, vec![])),
+            ),
+            (
+                "groups an object",
+                json!(null),
+                json!({"a": true}),
+                Err("jwt.claim"),
+            ),
+            (
+                "groups with a number",
+                json!(null),
+                json!(["a", 1]),
+                Err("jwt.claim"),
+            ),
+            (
+                "too many groups",
+                json!(null),
+                Value::Array((0..40).map(|i| json!(format!("g{i}"))).collect()),
+                Err("jwt.claim"),
+            ),
+            (
+                "group with a space",
+                json!(null),
+                json!(["a b"]),
+                Err("jwt.claim"),
+            ),
+        ];
+        for (name, org, groups, want) in cases {
+            let mut c = claims();
+            if !org.is_null() {
+                c["org"] = org;
+            }
+            if !groups.is_null() {
+                c["groups"] = groups;
+            }
+            let token = sign(Algorithm::ES256, Some("es"), &c, &es);
+            let got = scheme.authenticate(&token).await;
+            let got = got.as_ref().map_err(|r| r.reason).map(|p| {
+                (
+                    p.tenant.as_deref(),
+                    p.groups.iter().map(String::as_str).collect::<Vec<_>>(),
+                )
+            });
+            let want = want.map(|(t, g)| (t, g));
+            assert_eq!(got, want, "{name}");
+        }
     }
 
     #[test]

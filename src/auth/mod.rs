@@ -7,6 +7,8 @@
 //! presented credential that is wrong never degrades to anonymous access.
 
 pub mod api_key;
+pub mod assertion;
+pub mod attributes;
 pub mod basic;
 mod bearer;
 pub mod hash;
@@ -27,21 +29,42 @@ pub const MAX_AUTHORIZATION_BYTES: usize = 8192;
 /// Password checks (argon2id, ~19 MiB each) running at once; more wait up to 5 s.
 const MAX_CONCURRENT_PASSWORD_CHECKS: usize = 4;
 
-/// Who the caller is, as proven by one credential.
+pub use attributes::Attributes;
+
+/// Who the caller is, as proven by one credential, with its tenant and groups.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub name: String,
     pub scheme: Scheme,
+    pub tenant: Option<String>,
+    /// Sorted, without duplicates.
+    pub groups: Vec<String>,
 }
 
 impl Principal {
+    /// A principal without tenant or groups.
+    pub fn new(name: impl Into<String>, scheme: Scheme) -> Principal {
+        Principal {
+            name: name.into(),
+            scheme,
+            tenant: None,
+            groups: Vec::new(),
+        }
+    }
+
+    fn with(mut self, a: &Attributes) -> Principal {
+        self.tenant = a.tenant.clone();
+        self.groups = a.groups.clone();
+        self
+    }
+
     /// Whether a credential proved this caller (not `allow_anonymous`).
     pub fn is_authenticated(&self) -> bool {
         self.scheme != Scheme::Anonymous
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
     Bearer,
     Basic,
@@ -93,6 +116,10 @@ pub struct Authenticator {
     api_key: Option<api_key::ApiKeyScheme>,
     jwt: Option<jwt::JwtScheme>,
     mtls: bool,
+    /// Tenants and groups of the static schemes' principals, by scheme and name.
+    attributes: std::collections::HashMap<(Scheme, String), Attributes>,
+    /// mTLS identity patterns, first match wins.
+    mtls_identities: Vec<attributes::IdentityPattern>,
     allow_anonymous: bool,
     challenges: Vec<HeaderValue>,
     schemes: Map<String, Value>,
@@ -142,6 +169,8 @@ impl Authenticator {
                     audience: j.audience.clone(),
                     algorithms: j.algorithms.clone(),
                     principal_claim: j.principal_claim.clone(),
+                    tenant_claim: j.tenant_claim.clone(),
+                    groups_claim: j.groups_claim.clone(),
                     leeway: j.leeway,
                 };
                 Some(jwt::JwtScheme::new(config, keys)?)
@@ -191,7 +220,21 @@ impl Authenticator {
         if mtls {
             schemes.insert("mtls".into(), json!({"mtlsSecurityScheme": {}}));
         }
+        let mut attributes = std::collections::HashMap::new();
+        for b in &policy.bearer {
+            attributes.insert((Scheme::Bearer, b.principal.clone()), b.attributes.clone());
+        }
+        for b in &policy.basic {
+            attributes.insert((Scheme::Basic, b.username.clone()), b.attributes.clone());
+        }
+        if let Some(a) = &policy.api_key {
+            for (name, attrs) in &a.attributes {
+                attributes.insert((Scheme::ApiKey, name.clone()), attrs.clone());
+            }
+        }
         Ok(Authenticator {
+            attributes,
+            mtls_identities: policy.mtls_identities.clone(),
             bearer,
             basic,
             basic_permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PASSWORD_CHECKS)),
@@ -210,16 +253,35 @@ impl Authenticator {
         headers: &HeaderMap,
         conn: ConnCredentials<'_>,
     ) -> Result<Principal, AuthRejection> {
+        let p = self.identify(headers, conn).await?;
+        Ok(match p.scheme {
+            Scheme::Bearer | Scheme::Basic | Scheme::ApiKey => {
+                match self.attributes.get(&(p.scheme, p.name.clone())) {
+                    Some(a) => p.with(a),
+                    None => p,
+                }
+            }
+            _ => p,
+        })
+    }
+
+    /// The principal's name and scheme (JWT and mTLS with their attributes already).
+    async fn identify(
+        &self,
+        headers: &HeaderMap,
+        conn: ConnCredentials<'_>,
+    ) -> Result<Principal, AuthRejection> {
         // The first refusal is reported if no credential succeeds.
         let mut refusal: Option<AuthRejection> = None;
 
         if self.mtls && conn.client_cert {
             match conn.identity {
                 Some(id) => {
-                    return Ok(Principal {
-                        name: format!("mtls:{id}"),
-                        scheme: Scheme::Mtls,
-                    })
+                    let p = Principal::new(format!("mtls:{id}"), Scheme::Mtls);
+                    return Ok(match self.mtls_identities.iter().find(|m| m.matches(id)) {
+                        Some(m) => p.with(&m.attributes),
+                        None => p,
+                    });
                 }
                 None => refusal = Some(reject("auth.mtls_no_identity")),
             }
@@ -250,10 +312,7 @@ impl Authenticator {
 
         match refusal {
             Some(e) => Err(e),
-            None if self.allow_anonymous => Ok(Principal {
-                name: "anonymous".into(),
-                scheme: Scheme::Anonymous,
-            }),
+            None if self.allow_anonymous => Ok(Principal::new("anonymous", Scheme::Anonymous)),
             None => Err(reject("auth.missing")),
         }
     }

@@ -16,6 +16,17 @@ impl Gate {
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
         let principal = self.admit(conn, client, &parts.headers, trace).await?;
+        // The agents' own read-only routes: for callers granted the read class.
+        let grant = self.grant(&principal, trace)?;
+        if let Err(r) = grant.allows(Method::GetTask) {
+            self.audit(&r, &principal, None, &grant.rules, trace);
+            return Err(Rejection::Http {
+                status: StatusCode::FORBIDDEN,
+                message: "Forbidden",
+                reason: r.reason,
+                allow: None,
+            });
+        }
         let _slot = self.slot(&principal.name, false)?;
         let bytes = read_body(body, &parts.headers, self.body_limits).await?;
         let path_and_query = parts
@@ -47,6 +58,13 @@ impl Gate {
             .pick()
             .and_then(|id| self.fleet.get(id))
             .ok_or(bad_gateway("upstream.unavailable"))?;
+        self.caller_headers(
+            &mut headers,
+            &agent.upstream.name,
+            &principal,
+            &trace.request_id,
+        )
+        .map_err(|_| bad_gateway("identity.sign_failed"))?;
         let resp = agent
             .upstream
             .request_path(parts.method, path_and_query, headers, bytes)

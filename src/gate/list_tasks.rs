@@ -17,8 +17,10 @@ impl Gate {
         &self,
         headers: HeaderMap,
         rpc: &RpcRequest,
-        principal: &str,
+        who: &Principal,
+        trace: &Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
+        let principal = who.name.as_str();
         let p = &rpc.params;
         let text = |k: &str| p.get(k).and_then(Value::as_str);
         let page_size = p.get("pageSize").and_then(Value::as_u64).unwrap_or(50) as usize;
@@ -55,7 +57,9 @@ impl Gate {
                 .filter(|a| a.is_healthy())
                 .cloned()
                 .ok_or_else(|| unavailable(&rpc.id))?;
-            let (headers, slots) = (headers.clone(), slots.clone());
+            let (mut headers, slots) = (headers.clone(), slots.clone());
+            self.caller_headers(&mut headers, &agent.upstream.name, who, &trace.request_id)
+                .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
             reads.spawn(async move {
                 let _slot = slots.acquire_owned().await;
                 let resp = agent.send_rpc(headers, Bytes::from(get.to_bytes())).await?;

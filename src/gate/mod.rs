@@ -3,16 +3,19 @@
 //! ```text
 //! framing ─ route ─ /health ─ card ─ jwks ─ agent paths
 //!                 └ JSON-RPC: admit (address rate → authenticate → principal rate)
-//!                   → content type → read body (cap) → parse envelope → method rate
-//!                   → concurrency slot → version/extensions → params → ownership
-//!                   → forward → relay
+//!                   → grant → content type → read body (cap) → parse envelope
+//!                   → authorize (method, push, tenant) → method rate → concurrency slot
+//!                   → version/extensions → params (in the caller's roots) → ownership
+//!                   → forward (principal, tenant, identity assertion) → relay
 //! ```
 //!
 //! Each stage returns `Result<_, Rejection>`; how each decides lives in its own module. Here:
-//! the order. Beside it: `body` (framing, reading the body), `forwarding` (headers the agent
-//! gets from the proxy), `list_tasks`, `agent_path`, `card_routes`.
+//! the order. Beside it: `authorize` (grants, audit, what the agent learns of the caller),
+//! `body` (framing, reading the body), `forwarding` (headers the agent gets from the proxy),
+//! `list_tasks`, `agent_path`, `card_routes`.
 
 mod agent_path;
+mod authorize;
 mod body;
 mod card_routes;
 mod forwarding;
@@ -39,6 +42,7 @@ pub use route::{classify, Route, CARD_PATH, HEALTH_PATH};
 
 use crate::a2a::{Method, RpcError, RpcRequest};
 use crate::auth::{Authenticator, ConnCredentials, Principal};
+use crate::authz::{AuthzPolicy, Grant, Roots};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
@@ -47,6 +51,7 @@ use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::{Limited, RateLimits, RateLimitsConfig};
 use crate::limits::FailureThrottle;
 use crate::policy::CardSource;
+use crate::policy::IdentityAssertionPolicy;
 use crate::policy::Policy;
 use crate::telemetry;
 use crate::telemetry::metrics::{Metrics, Snapshot, UpstreamGauge};
@@ -59,11 +64,13 @@ use crate::upstream::{self, relay_response, StreamLog, UpstreamError};
 use crate::validate::push_url::check_resolved;
 use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
+use crate::validate::workspace::WorkspacePolicy;
 
 /// What the stages learned about a request, for its log line.
 #[derive(Debug, Default)]
 struct Trace {
     principal: Option<String>,
+    tenant: Option<String>,
     scheme: Option<&'static str>,
     method: Option<&'static str>,
     /// Sent to the agent as `X-Request-Id` and logged, to join the two.
@@ -85,6 +92,8 @@ struct RequestLine<'a> {
     route: &'static str,
     method: Option<&'static str>,
     principal: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
     scheme: Option<&'static str>,
     reason: Option<&'static str>,
     status: u16,
@@ -123,6 +132,12 @@ pub struct Gate {
     agent_paths: Vec<String>,
     /// The process's counters (shared across reloads, like the registry).
     metrics: Arc<Metrics>,
+    /// `[authz]`; `None`: every caller gets `everything`.
+    authz: Option<Arc<AuthzPolicy>>,
+    everything: Arc<Grant>,
+    identity: Option<IdentityAssertionPolicy>,
+    /// The public URL (the identity assertion's issuer).
+    public_url: String,
 }
 
 impl Gate {
@@ -142,6 +157,10 @@ impl Gate {
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
         Ok(Gate {
+            authz: policy.authz.clone(),
+            everything: Arc::new(Grant::everything()),
+            identity: policy.auth.identity_assertion.clone(),
+            public_url: public_url.to_string(),
             rpc_path: public_url.path().to_string(),
             card: CardService::new(
                 policy.card.clone(),
@@ -255,6 +274,7 @@ impl Gate {
             route: route_name(route),
             method: trace.method,
             principal: trace.principal.as_deref(),
+            tenant: trace.tenant.as_deref(),
             scheme: trace.scheme,
             reason,
             status: resp.status().as_u16(),
@@ -275,6 +295,7 @@ impl Gate {
         self.rates.check_client_ip(client).map_err(too_many)?;
         let principal = self.authenticate(conn, client, headers).await?;
         trace.principal = Some(principal.name.clone());
+        trace.tenant = principal.tenant.clone();
         trace.scheme = Some(principal.scheme.as_str());
         self.rates
             .check_principal(&principal.name, None)
@@ -293,10 +314,12 @@ impl Gate {
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
         let principal = self.admit(conn, client, &parts.headers, trace).await?;
+        let grant = self.grant(&principal, trace)?;
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
         let bytes = read_body(body, &parts.headers, self.body_limits).await?;
         let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
         trace.method = Some(rpc.method.as_str());
+        self.authorize(&grant, &principal, &rpc, trace)?;
         self.method_rates
             .check_principal(&principal.name, Some(rpc.method.as_str()))
             .map_err(too_many)?;
@@ -313,7 +336,9 @@ impl Gate {
         let name = principal.name.clone();
         let principal_value = principal_header_value(&name);
         let heavy = bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
-        let (rpc, checked) = self.check_params(rpc, principal, heavy).await?;
+        let (rpc, checked) = self
+            .check_params(rpc, &principal, grant, heavy, trace)
+            .await?;
         let (mut headers, trace_id) =
             upstream::forwarded_headers(&parts.headers, version, extensions);
         trace.trace_id = trace_id;
@@ -349,12 +374,12 @@ impl Gate {
                         turn.observe(upstream, result);
                     }
                 };
-                self.forward(upstream, headers, &rpc, &trace.request_id, observe)
+                self.forward(upstream, headers, &rpc, &principal, trace, observe)
                     .await
             }
             Method::ListTasks => {
                 drop(guard);
-                self.list_tasks(headers, &rpc, &name).await
+                self.list_tasks(headers, &rpc, &principal, trace).await
             }
             Method::GetExtendedAgentCard => {
                 let requests = self.requests.clone();
@@ -363,7 +388,8 @@ impl Gate {
                     agent,
                     headers,
                     &rpc,
-                    &trace.request_id,
+                    &principal,
+                    trace,
                     move |v: &mut Value| {
                         let _slot = &guard;
                         clean_response(v, &requests.metadata, requests.redact_paths);
@@ -386,7 +412,7 @@ impl Gate {
                         registry.observe(&name, upstream, result);
                     }
                 };
-                self.forward(upstream, headers, &rpc, &trace.request_id, observe)
+                self.forward(upstream, headers, &rpc, &principal, trace, observe)
                     .await
             }
         }
@@ -397,24 +423,59 @@ impl Gate {
     async fn check_params(
         &self,
         rpc: RpcRequest,
-        principal: Principal,
+        principal: &Principal,
+        grant: Arc<Grant>,
         heavy: bool,
+        trace: &Trace,
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
         let policy = self.requests.clone();
+        let name = principal.name.clone();
+        let restricted = matches!(grant.roots, Roots::Only(_));
+        let rules_grant = grant.clone();
+        let check = move |params| {
+            // The caller's own roots, resolved now; a request that names no workspace and no
+            // file (not `heavy`) is checked against no root at all.
+            let own = match &rules_grant.roots {
+                Roots::All => None,
+                Roots::Only(_) if heavy => Some(rules_grant.workspace(&policy.workspace)),
+                Roots::Only(_) => Some(WorkspacePolicy {
+                    roots: Vec::new(),
+                    check_filesystem: policy.workspace.check_filesystem,
+                }),
+            };
+            let workspace = own.as_ref().unwrap_or(&policy.workspace);
+            check_params(
+                method,
+                params,
+                &policy.rules_for(&name, workspace, &rules_grant.metadata_allowed),
+            )
+        };
         // Checks that touch the filesystem (workspace, file parts) or decode large parts run
         // on the blocking pool; small, filesystem-free requests are checked in place.
         let checked = if heavy {
-            tokio::task::spawn_blocking(move || {
-                check_params(method, params, &policy.rules(&principal.name))
-            })
-            .await
+            tokio::task::spawn_blocking(move || check(params)).await
         } else {
-            Ok(check_params(method, params, &policy.rules(&principal.name)))
+            Ok(check(params))
         };
         let (params, checked) = match checked {
             Ok(Ok(ok)) => ok,
-            Ok(Err(e)) => return Err(Rejection::rpc(id, e)),
+            Ok(Err(e)) => {
+                // Outside the caller's own roots is an authorization decision too: audited.
+                if restricted
+                    && matches!(
+                        e.reason,
+                        "workspace.outside_roots" | "part.outside_workspace"
+                    )
+                {
+                    let r = crate::authz::Refusal {
+                        reason: e.reason,
+                        missing: None,
+                    };
+                    self.audit(&r, principal, Some(method), &grant.rules, trace);
+                }
+                return Err(Rejection::rpc(id, e));
+            }
             Err(_) => return Err(Rejection::rpc(id, RpcError::internal("validate.panicked"))),
         };
         if let Some(url) = &checked.push_url {
@@ -476,9 +537,10 @@ impl Gate {
     async fn forward<F>(
         &self,
         agent: UpstreamId,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         rpc: &RpcRequest,
-        request_id: &str,
+        who: &Principal,
+        trace: &Trace,
         observe: F,
     ) -> Result<Response<BoxBody>, Rejection>
     where
@@ -497,6 +559,9 @@ impl Gate {
             .get(agent)
             .filter(|a| a.is_healthy())
             .ok_or_else(|| unavailable(&rpc.id))?;
+        let request_id = trace.request_id.as_str();
+        self.caller_headers(&mut headers, &agent.upstream.name, who, request_id)
+            .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
         let resp = agent
             .send_rpc(headers, Bytes::from(rpc.to_bytes()))
             .await

@@ -11,6 +11,7 @@ use toml::Spanned;
 use super::file;
 use super::secret::{self, parse_sha256_hex};
 use super::{random_token, sha256, Ctx, LoadMode, PolicyError};
+use crate::auth::attributes::{self, Attributes, IdentityPattern};
 use crate::auth::hash::PasswordHash;
 
 #[derive(Debug, Clone)]
@@ -25,6 +26,19 @@ pub struct AuthPolicy {
     /// The header that carries the principal to the agents (always stripped from callers).
     pub principal_header: String,
     pub throttle: ThrottlePolicy,
+    /// Tenants and groups of client-certificate identities (`[[auth.mtls.identities]]`).
+    pub mtls_identities: Vec<IdentityPattern>,
+    /// `[auth.identity_assertion]`: a signed statement of the caller on every forwarded request.
+    pub identity_assertion: Option<IdentityAssertionPolicy>,
+}
+
+/// The signed identity the agents receive (a compact JWS in `header`).
+#[derive(Debug, Clone)]
+pub struct IdentityAssertionPolicy {
+    pub key: std::sync::Arc<crate::card::keys::SigningKey>,
+    /// Lower-case header name.
+    pub header: String,
+    pub ttl: Duration,
 }
 
 impl AuthPolicy {
@@ -50,6 +64,7 @@ pub enum ClientAuth {
 #[derive(Clone)]
 pub struct BearerCredential {
     pub principal: String,
+    pub attributes: Attributes,
     pub token_sha256: [u8; 32],
     /// Set only when the token came from a `token_file` (printed once for the operator).
     pub generated: Option<GeneratedToken>,
@@ -74,6 +89,7 @@ pub struct GeneratedToken {
 #[derive(Clone)]
 pub struct BasicCredential {
     pub username: String,
+    pub attributes: Attributes,
     pub secret: BasicSecret,
 }
 
@@ -97,6 +113,8 @@ impl fmt::Debug for BasicCredential {
 pub struct ApiKeyPolicy {
     pub header: String,
     pub keys: Vec<(String, [u8; 32])>,
+    /// Tenants and groups by principal.
+    pub attributes: std::collections::BTreeMap<String, Attributes>,
 }
 
 impl fmt::Debug for ApiKeyPolicy {
@@ -126,6 +144,8 @@ pub struct JwtPolicy {
     /// Asymmetric algorithms only (`RS256`, `ES256`, `EdDSA`, ...).
     pub algorithms: Vec<jsonwebtoken::Algorithm>,
     pub principal_claim: String,
+    pub tenant_claim: Option<String>,
+    pub groups_claim: Option<String>,
     pub leeway: Duration,
     pub min_refresh: Duration,
     pub max_age: Duration,
@@ -155,6 +175,7 @@ impl Ctx<'_> {
         if bearer.is_empty() {
             if let Ok(token) = secret::from_env("IACCODE_A2A_HTTP_TOKEN") {
                 bearer.push(BearerCredential {
+                    attributes: Attributes::default(),
                     principal: ENV_BEARER_PRINCIPAL.into(),
                     token_sha256: sha256(token.as_bytes()),
                     generated: None,
@@ -175,6 +196,7 @@ impl Ctx<'_> {
                     );
                 }
                 basic.push(BasicCredential {
+                    attributes: Attributes::default(),
                     username: user,
                     secret: BasicSecret::Plain(password),
                 });
@@ -191,6 +213,7 @@ impl Ctx<'_> {
                     Some(ApiKeyPolicy {
                         keys: vec![(format!("api-key:{header}"), sha256(key.as_bytes()))],
                         header,
+                        attributes: Default::default(),
                     })
                 }
                 Err(_) => None,
@@ -242,7 +265,17 @@ impl Ctx<'_> {
                 };
             }
         }
+        let mtls_identities = self.mtls_identities(a.mtls)?;
+        if !mtls_identities.is_empty() && client_auth == ClientAuth::Off {
+            return self.err(
+                "auth.mtls.identities",
+                None,
+                "only meaningful with tls.client_auth = \"optional\" or \"required\"".into(),
+            );
+        }
         let policy = AuthPolicy {
+            mtls_identities,
+            identity_assertion: None,
             allow_anonymous: a.allow_anonymous,
             bearer,
             basic,
@@ -322,8 +355,10 @@ impl Ctx<'_> {
             if bearer.iter().any(|o| o.principal == principal) {
                 return self.spanned_err(&key("principal"), &b.principal, "duplicate principal");
             }
+            let attributes = self.attributes(&key(""), &b.tenant, &b.groups)?;
             bearer.push(BearerCredential {
                 principal,
+                attributes,
                 token_sha256,
                 generated,
             });
@@ -365,7 +400,12 @@ impl Ctx<'_> {
                     )
                 }
             };
-            out.push(BasicCredential { username, secret });
+            let attributes = self.attributes(&key(""), &b.tenant, &b.groups)?;
+            out.push(BasicCredential {
+                username,
+                attributes,
+                secret,
+            });
         }
         Ok(out)
     }
@@ -409,6 +449,7 @@ impl Ctx<'_> {
             );
         }
         let mut keys: Vec<(String, [u8; 32])> = Vec::new();
+        let mut attributes = std::collections::BTreeMap::new();
         for (i, k) in section.keys.into_iter().enumerate() {
             let key = |n: &str| format!("auth.api_key.keys[{i}].{n}");
             let principal = k.principal.get_ref().clone();
@@ -438,9 +479,15 @@ impl Ctx<'_> {
                     )
                 }
             };
+            let attrs = self.attributes(&key(""), &k.tenant, &k.groups)?;
+            attributes.insert(principal.clone(), attrs);
             keys.push((principal, digest));
         }
-        Ok(ApiKeyPolicy { header, keys })
+        Ok(ApiKeyPolicy {
+            header,
+            keys,
+            attributes,
+        })
     }
 
     fn jwt(&self, j: file::JwtSection) -> Result<JwtPolicy, PolicyError> {
@@ -497,7 +544,20 @@ impl Ctx<'_> {
             None => "sub".to_string(),
             Some(c) => nonempty(c, "auth.jwt.principal_claim")?,
         };
+        let claim_path = |c: &Option<Spanned<String>>, key: &str| match c {
+            None => Ok(None),
+            Some(c) if attributes::valid_claim_path(c.get_ref()) => Ok(Some(c.get_ref().clone())),
+            Some(c) => self.spanned_err(
+                key,
+                c,
+                "must be a dotted claim path (e.g. \"groups\" or \"realm_access.roles\")",
+            ),
+        };
+        let tenant_claim = claim_path(&j.tenant_claim, "auth.jwt.tenant_claim")?;
+        let groups_claim = claim_path(&j.groups_claim, "auth.jwt.groups_claim")?;
         Ok(JwtPolicy {
+            tenant_claim,
+            groups_claim,
             issuer,
             audience,
             jwks,
@@ -507,5 +567,70 @@ impl Ctx<'_> {
             min_refresh: Duration::from_millis(j.jwks_min_refresh_ms.unwrap_or(10_000)),
             max_age: Duration::from_millis(j.jwks_max_age_ms.unwrap_or(3_600_000)),
         })
+    }
+}
+
+impl Ctx<'_> {
+    /// A principal's `tenant` and `groups` from the policy, checked as a JWT's claims would be.
+    /// `prefix` is the entry's key with a trailing `.` (e.g. `auth.bearer[0].`).
+    fn attributes(
+        &self,
+        prefix: &str,
+        tenant: &Option<Spanned<String>>,
+        groups: &Option<Spanned<Vec<String>>>,
+    ) -> Result<Attributes, PolicyError> {
+        let tenant = match tenant {
+            None => None,
+            Some(t) if attributes::valid_tenant(t.get_ref()) => Some(t.get_ref().clone()),
+            Some(t) => {
+                return self.spanned_err(
+                    &format!("{prefix}tenant"),
+                    t,
+                    "must be 1-128 characters without control characters",
+                )
+            }
+        };
+        let groups = match groups {
+            None => Vec::new(),
+            Some(g) => attributes::groups_from_list(g.get_ref()).or_else(|_| {
+                self.spanned_err(
+                    &format!("{prefix}groups"),
+                    g,
+                    format!(
+                        "at most {} names of 1-128 characters without white space or control characters",
+                        attributes::MAX_GROUPS
+                    ),
+                )
+            })?,
+        };
+        Ok(Attributes { tenant, groups })
+    }
+
+    fn mtls_identities(
+        &self,
+        section: Option<file::MtlsSection>,
+    ) -> Result<Vec<IdentityPattern>, PolicyError> {
+        let mut out = Vec::new();
+        for (i, m) in section
+            .unwrap_or_default()
+            .identities
+            .into_iter()
+            .enumerate()
+        {
+            let prefix = format!("auth.mtls.identities[{i}].");
+            if !attributes::valid_identity_pattern(m.pattern.get_ref()) {
+                return self.spanned_err(
+                    &format!("{prefix}match"),
+                    &m.pattern,
+                    "must be 1-512 printable ASCII characters, with '*' only as the last one (a prefix)",
+                );
+            }
+            let attrs = self.attributes(&prefix, &m.tenant, &m.groups)?;
+            out.push(IdentityPattern {
+                text: m.pattern.get_ref().clone(),
+                attributes: attrs,
+            });
+        }
+        Ok(out)
     }
 }

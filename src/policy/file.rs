@@ -25,6 +25,64 @@ pub struct PolicyFile {
     pub limits: LimitsSection,
     #[serde(default)]
     pub network: NetworkSection,
+    pub authz: Option<AuthzSection>,
+}
+
+/// `[authz]`: what each authenticated caller may do.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthzSection {
+    /// A caller no rule matches: "deny" (default) or "allow".
+    pub default: Option<Spanned<String>>,
+    #[serde(default)]
+    pub rules: Vec<AuthzRuleSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthzRuleSection {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub principals: Vec<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub tenants: Vec<String>,
+    pub methods: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub workspace_roots: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub metadata_allowed: Vec<String>,
+    /// Whether push configs may be created (default: when the methods grant
+    /// CreateTaskPushNotificationConfig).
+    pub create_push_configs: Option<bool>,
+}
+
+/// `[auth.identity_assertion]`: a signed statement of the caller for the agents.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityAssertionSection {
+    pub kid: Spanned<String>,
+    pub header: Option<Spanned<String>>,
+    pub ttl_secs: Option<Spanned<u64>>,
+}
+
+/// `[auth.mtls]`: attributes of client-certificate identities.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MtlsSection {
+    #[serde(default)]
+    pub identities: Vec<MtlsIdentitySection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MtlsIdentitySection {
+    /// The identity (URI SAN, DNS SAN or CN) exactly, or a prefix ending in `*`.
+    #[serde(rename = "match")]
+    pub pattern: Spanned<String>,
+    pub tenant: Option<Spanned<String>>,
+    pub groups: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -193,6 +251,8 @@ pub struct AuthSection {
     pub basic: Vec<BasicSection>,
     pub api_key: Option<ApiKeySection>,
     pub jwt: Option<JwtSection>,
+    pub mtls: Option<MtlsSection>,
+    pub identity_assertion: Option<IdentityAssertionSection>,
     /// The header that carries the authenticated principal to the agents.
     pub principal_header: Option<Spanned<String>>,
     /// Authentication failures one client address may have per minute before 429.
@@ -207,6 +267,8 @@ pub struct BasicSection {
     pub username: Spanned<String>,
     pub password_hash: Option<Spanned<String>>,
     pub password_env: Option<Spanned<String>>,
+    pub tenant: Option<Spanned<String>>,
+    pub groups: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -223,6 +285,8 @@ pub struct ApiKeyEntry {
     pub principal: Spanned<String>,
     pub key_sha256: Option<Spanned<String>>,
     pub key_env: Option<Spanned<String>>,
+    pub tenant: Option<Spanned<String>>,
+    pub groups: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -236,6 +300,10 @@ pub struct JwtSection {
     pub jwks_ca_file: Option<PathBuf>,
     pub algorithms: Spanned<Vec<String>>,
     pub principal_claim: Option<Spanned<String>>,
+    /// Dotted claim path of the caller's tenant.
+    pub tenant_claim: Option<Spanned<String>>,
+    /// Dotted claim path of the caller's groups (array of strings or one space-separated string).
+    pub groups_claim: Option<Spanned<String>>,
     pub leeway_ms: Option<u64>,
     /// Least time between two refreshes of the key set on an unknown `kid`.
     pub jwks_min_refresh_ms: Option<u64>,
@@ -253,6 +321,8 @@ pub struct BearerSection {
     /// With `token_file`: create the file with a fresh random token when it is missing.
     #[serde(default)]
     pub generate_if_missing: bool,
+    pub tenant: Option<Spanned<String>>,
+    pub groups: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,6 +4,7 @@
 //! Relative paths in a policy are relative to the working directory of the process.
 
 mod auth;
+mod authz;
 mod card;
 mod file;
 mod limits;
@@ -27,7 +28,7 @@ use toml::Spanned;
 
 pub use auth::{
     ApiKeyPolicy, AuthPolicy, BasicCredential, BasicSecret, BearerCredential, ClientAuth,
-    GeneratedToken, JwksLocation, JwtPolicy, ThrottlePolicy,
+    GeneratedToken, IdentityAssertionPolicy, JwksLocation, JwtPolicy, ThrottlePolicy,
 };
 pub use card::{CardPolicy, CardSource};
 pub use limits::LimitsPolicy;
@@ -78,6 +79,8 @@ pub struct Policy {
     pub card: CardPolicy,
     pub limits: LimitsPolicy,
     pub network: crate::limits::network::NetworkPolicy,
+    /// `[authz]`; `None`: every authenticated caller may do everything.
+    pub authz: Option<Arc<crate::authz::AuthzPolicy>>,
 }
 
 #[derive(Debug, Clone)]
@@ -286,6 +289,34 @@ impl Policy {
                 "lexical checks only"
             }
         ));
+        match &self.authz {
+            None => s.push_str(
+                "authz    none: every authenticated caller may call every method, use every workspace root and register push callbacks (add [authz] rules to restrict)\n",
+            ),
+            Some(z) => {
+                s.push_str(&format!(
+                    "authz    {} rule(s); a caller no rule matches is {}\n",
+                    z.rules.len(),
+                    if z.default_allow {
+                        "allowed everything (default = \"allow\")"
+                    } else {
+                        "refused every method (default = \"deny\")"
+                    }
+                ));
+                for r in &z.rules {
+                    s.push_str(&format!("authz    rule {:?}: {}\n", r.name, r.describe()));
+                }
+            }
+        }
+        if let Some(ia) = &self.auth.identity_assertion {
+            s.push_str(&format!(
+                "identity every forwarded request carries a {} JWS (kid {:?}, {} s) in {}\n",
+                ia.key.alg,
+                ia.key.kid,
+                ia.ttl.as_secs(),
+                ia.header
+            ));
+        }
         s.push_str(&format!(
             "push     callback URLs: {}{}\n",
             if r.push.allow_http {
@@ -375,7 +406,8 @@ impl Ctx<'_> {
                 "at most one upstream may be \"embedded\"".into(),
             );
         }
-        let auth = self.auth(raw.auth, tls.client_auth, mode)?;
+        let identity_assertion = raw.auth.identity_assertion.take();
+        let mut auth = self.auth(raw.auth, tls.client_auth, mode)?;
         let max_body_bytes = match raw.a2a.max_body_bytes.take() {
             None => DEFAULT_MAX_BODY_BYTES,
             Some(v) if *v.get_ref() == 0 || *v.get_ref() > MAX_MAX_BODY_BYTES => {
@@ -390,6 +422,9 @@ impl Ctx<'_> {
         let requests = self.requests(raw.a2a, raw.workspace)?;
         let names: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
         let card = self.card(raw.card, mode, &names)?;
+        auth.identity_assertion =
+            self.identity_assertion(identity_assertion, &card.signing_keys)?;
+        let authz = self.authz(raw.authz, &requests.workspace)?.map(Arc::new);
         let limits = self.limits(raw.limits)?;
         let network = self.network(raw.network)?;
         Ok(Policy {
@@ -405,6 +440,7 @@ impl Ctx<'_> {
             card,
             limits,
             network,
+            authz,
         })
     }
 

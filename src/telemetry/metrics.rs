@@ -62,6 +62,8 @@ pub struct Metrics {
     connections_open: AtomicI64,
     streams: Mutex<BTreeMap<&'static str, u64>>,
     streams_open: AtomicI64,
+    /// Authorization refusals by reason code (`authz.method`, `authz.push`, ...).
+    authz_refusals: Mutex<BTreeMap<&'static str, u64>>,
     card_refresh_failures: AtomicU64,
     reloads_ok: AtomicU64,
     reloads_failed: AtomicU64,
@@ -121,6 +123,7 @@ impl Metrics {
             connections_open: AtomicI64::new(0),
             streams: Mutex::new(BTreeMap::new()),
             streams_open: AtomicI64::new(0),
+            authz_refusals: Mutex::new(BTreeMap::new()),
             card_refresh_failures: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
@@ -173,6 +176,11 @@ impl Metrics {
     /// An SSE stream ended: `completed`, `client_gone`, or the reason of its error frame.
     pub fn stream_ended(&self, outcome: &'static str) {
         *lock(&self.streams).entry(outcome).or_insert(0) += 1;
+    }
+
+    /// An authorization decision refused a request, for this reason.
+    pub fn authz_refused(&self, reason: &'static str) {
+        *lock(&self.authz_refusals).entry(reason).or_insert(0) += 1;
     }
 
     /// Connections open now.
@@ -290,6 +298,22 @@ impl Metrics {
                 "a2a_edge_request_duration_seconds_count",
                 &[("route", route)],
                 h.count,
+            );
+        }
+
+        let refusals = lock(&self.authz_refusals).clone();
+        help(
+            &mut out,
+            "a2a_edge_authz_refusals_total",
+            "counter",
+            "Requests an authorization decision refused, by reason code.",
+        );
+        for (reason, n) in &refusals {
+            line(
+                &mut out,
+                "a2a_edge_authz_refusals_total",
+                &[("reason", reason)],
+                *n,
             );
         }
 

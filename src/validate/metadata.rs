@@ -112,6 +112,31 @@ impl Pattern {
     }
 }
 
+/// Exceptions to the denied keys granted to a caller by authorization rules
+/// (`metadata_allowed`): patterns as in `allowed_for`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exceptions(Vec<Pattern>);
+
+impl Exceptions {
+    /// Compiles the patterns (same syntax as `denied_keys`).
+    pub fn parse(patterns: &[String]) -> Result<Exceptions, String> {
+        patterns
+            .iter()
+            .map(|p| Pattern::parse(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Exceptions)
+    }
+
+    /// The patterns as written.
+    pub fn texts(&self) -> Vec<&str> {
+        self.0.iter().map(|p| p.text.as_str()).collect()
+    }
+
+    fn covers(&self, leaf: &[&str]) -> bool {
+        self.0.iter().any(|p| p.matches_prefix_of(leaf))
+    }
+}
+
 /// The compiled `[a2a.metadata]` policy: denied key patterns and per-principal exceptions.
 #[derive(Debug, Clone)]
 pub struct MetadataPolicy {
@@ -162,13 +187,22 @@ impl MetadataPolicy {
         })
     }
 
-    /// The denied pattern that rejects `leaf` for `principal`, if any.
-    fn denial(&self, leaf: &[&str], principal: &str) -> Option<&Pattern> {
+    /// The `allowed_for` exceptions of `principal`, as written.
+    pub fn allowed_for(&self, principal: &str) -> Vec<&str> {
+        self.allowed_for
+            .get(principal)
+            .map(|l| l.iter().map(|p| p.text.as_str()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The denied pattern that rejects `leaf` for `caller`, if any.
+    fn denial(&self, leaf: &[&str], caller: &MetadataCaller) -> Option<&Pattern> {
         let denied = self.denied.iter().find(|p| p.matches_prefix_of(leaf))?;
         let excepted = self
             .allowed_for
-            .get(principal)
-            .is_some_and(|allowed| allowed.iter().any(|p| p.matches_prefix_of(leaf)));
+            .get(caller.principal)
+            .is_some_and(|allowed| allowed.iter().any(|p| p.matches_prefix_of(leaf)))
+            || caller.granted.iter().any(|e| e.covers(leaf));
         if excepted {
             None
         } else {
@@ -177,19 +211,37 @@ impl MetadataPolicy {
     }
 }
 
+/// Who sends metadata: the principal (for `allowed_for`) and the exceptions its
+/// authorization grant adds (`metadata_allowed`).
+#[derive(Debug, Clone, Copy)]
+pub struct MetadataCaller<'a> {
+    pub principal: &'a str,
+    pub granted: &'a [std::sync::Arc<Exceptions>],
+}
+
+impl<'a> MetadataCaller<'a> {
+    /// A caller with only the `allowed_for` exceptions of its name.
+    pub fn named(principal: &'a str) -> MetadataCaller<'a> {
+        MetadataCaller {
+            principal,
+            granted: &[],
+        }
+    }
+}
+
 /// Checks one metadata object (`params.metadata`, `params.message.metadata`, ...) for
-/// `principal`. See the module documentation for the matching rules. The error names the
+/// `caller`. See the module documentation for the matching rules. The error names the
 /// policy pattern that matched, never a value from the request.
 pub fn check_metadata(
     metadata: &Value,
-    principal: &str,
+    caller: &MetadataCaller,
     policy: &MetadataPolicy,
 ) -> Result<(), RpcError> {
     match metadata {
         Value::Null => Ok(()),
         Value::Object(map) => {
             let mut path = Vec::new();
-            walk(map, &mut path, 1, principal, policy)
+            walk(map, &mut path, 1, caller, policy)
         }
         _ => Err(RpcError::invalid_params(
             "Metadata must be an object",
@@ -241,7 +293,7 @@ fn walk<'a>(
     map: &'a Map<String, Value>,
     path: &mut Vec<&'a str>,
     depth: usize,
-    principal: &str,
+    caller: &MetadataCaller,
     policy: &MetadataPolicy,
 ) -> Result<(), RpcError> {
     if depth > MAX_DEPTH {
@@ -255,10 +307,10 @@ fn walk<'a>(
         path.extend(key.split('.').filter(|s| !s.is_empty()));
         match value {
             Value::Object(inner) if !inner.is_empty() => {
-                walk(inner, path, depth + 1, principal, policy)?
+                walk(inner, path, depth + 1, caller, policy)?
             }
             _ => {
-                if let Some(pattern) = policy.denial(path, principal) {
+                if let Some(pattern) = policy.denial(path, caller) {
                     return Err(RpcError::invalid_params(
                         format!("Metadata key is not allowed: {}", pattern.text),
                         "metadata.denied_key",
@@ -290,7 +342,7 @@ mod tests {
     }
 
     fn reason(metadata: Value, principal: &str, policy: &MetadataPolicy) -> Option<&'static str> {
-        match check_metadata(&metadata, principal, policy) {
+        match check_metadata(&metadata, &MetadataCaller::named(principal), policy) {
             Ok(()) => None,
             Err(e) => {
                 assert_eq!(e.code, -32602);
@@ -399,11 +451,48 @@ mod tests {
     }
 
     #[test]
+    fn granted_exceptions_add_to_allowed_for() {
+        let p = policy(&[("ops", &["iac_code.llm_headers.X-Trace"])]);
+        let model = Exceptions::parse(&["iac_code.iac_code_model".into()]).unwrap();
+        let granted = [std::sync::Arc::new(model)];
+        let with = MetadataCaller {
+            principal: "bob",
+            granted: &granted,
+        };
+        let rows: Vec<(Value, &MetadataCaller, Option<&str>)> = vec![
+            (json!({"iac_code": {"iac_code_model": "m"}}), &with, None),
+            (json!({"iac_code.iac_code_model": "m"}), &with, None),
+            (json!({"iac_code": {"iac_code_model_x": "m"}}), &with, None),
+            (
+                json!({"iac_code": {"iac_code_api_key": "k"}}),
+                &with,
+                DENIED,
+            ),
+            (
+                json!({"iac_code": {"llm_headers": {"X-Trace": "1"}}}),
+                &with,
+                DENIED,
+            ),
+        ];
+        for (meta, caller, want) in rows {
+            let got = check_metadata(&meta, caller, &p).err().map(|e| e.reason);
+            assert_eq!(got, want, "{meta}");
+        }
+        let ops = MetadataCaller {
+            principal: "ops",
+            granted: &granted,
+        };
+        let both = json!({"iac_code": {"iac_code_model": "m", "llm_headers": {"X-Trace": "1"}}});
+        assert!(check_metadata(&both, &ops, &p).is_ok());
+        assert!(Exceptions::parse(&["a.*b".into()]).is_err());
+    }
+
+    #[test]
     fn message_names_the_pattern_not_the_value() {
         let p = policy(&[]);
         let e = check_metadata(
             &json!({"iac_code": {"alibaba_cloud_access_key_secret": "sk-secret"}}),
-            "alice",
+            &MetadataCaller::named("alice"),
             &p,
         )
         .unwrap_err();

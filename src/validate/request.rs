@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::fields::{invalid, is_valid_id, Fields, MAX_ID_LEN};
 use super::media::MediaTypes;
-use super::metadata::{check_metadata, MetadataPolicy};
+use super::metadata::{check_metadata, Exceptions, MetadataCaller, MetadataPolicy};
 use super::parts::{check_part, PartRules};
 use super::push_url::{check_push_url, PushUrlPolicy};
 use super::workspace::{resolve_cwd, Workspace, WorkspacePolicy};
@@ -55,14 +55,27 @@ pub struct RequestPolicy {
 }
 
 impl RequestPolicy {
-    /// The rules for one caller.
+    /// The rules for one caller without authorization rules: every allowed root, the
+    /// `allowed_for` metadata exceptions of its name.
     pub fn rules<'a>(&'a self, principal: &'a str) -> Rules<'a> {
+        self.rules_for(principal, &self.workspace, &[])
+    }
+
+    /// The rules for one caller whose grant gives these workspace roots and metadata
+    /// exceptions.
+    pub fn rules_for<'a>(
+        &'a self,
+        principal: &'a str,
+        workspace: &'a WorkspacePolicy,
+        granted: &'a [std::sync::Arc<Exceptions>],
+    ) -> Rules<'a> {
         Rules {
             media: &self.media,
-            workspace: &self.workspace,
+            workspace,
             metadata: &self.metadata,
             push: &self.push,
             principal,
+            granted,
         }
     }
 }
@@ -74,6 +87,17 @@ pub struct Rules<'a> {
     pub metadata: &'a MetadataPolicy,
     pub push: &'a PushUrlPolicy,
     pub principal: &'a str,
+    /// Metadata exceptions of the caller's grant.
+    pub granted: &'a [std::sync::Arc<Exceptions>],
+}
+
+impl Rules<'_> {
+    fn caller(&self) -> MetadataCaller<'_> {
+        MetadataCaller {
+            principal: self.principal,
+            granted: self.granted,
+        }
+    }
 }
 
 /// What the checks learned that later stages need.
@@ -145,7 +169,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
     for meta in [&request_meta, &message_meta].into_iter().flatten() {
         check_metadata(
             &Value::Object(meta.clone()),
-            rules.principal,
+            &rules.caller(),
             rules.metadata,
         )?;
         if let Some(cwd) = meta.get("iac_code").and_then(|v| v.get("cwd")) {
@@ -278,7 +302,7 @@ fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url
 fn metadata(f: &mut Fields, rules: &Rules) -> Result<(), RpcError> {
     if let Some(meta) = f.object("metadata")? {
         let v = Value::Object(meta);
-        check_metadata(&v, rules.principal, rules.metadata)?;
+        check_metadata(&v, &rules.caller(), rules.metadata)?;
         f.put("metadata", v);
     }
     Ok(())

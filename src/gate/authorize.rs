@@ -1,0 +1,247 @@
+//! The authorization stage: the caller's grant (from `[authz]`), the method, push callbacks,
+//! the request's `tenant`; the audit line and counter of every refusal; and what the agent
+//! learns of the caller (tenant header, signed identity assertion).
+
+use super::*;
+use crate::auth::assertion;
+use crate::authz::{Grant, Refusal, AUTHZ_ERROR_CODE};
+
+/// The audit line of a refused authorization decision.
+#[derive(serde::Serialize)]
+struct AuthzLine<'a> {
+    ts: String,
+    event: &'static str,
+    request_id: &'a str,
+    principal: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant: Option<&'a str>,
+    groups: &'a [String],
+    method: Option<&'static str>,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<&'static str>,
+    /// The rules that matched the caller (empty: none did).
+    rules_matched: Vec<&'a str>,
+    /// How many rules the policy has, and its default for a caller none matches.
+    rules_consulted: usize,
+    default: &'static str,
+}
+
+impl Gate {
+    /// The caller's grant under the policy in force. Refused outright when a workspace
+    /// template cannot take the caller's tenant or name, and before the body is read when the
+    /// grant allows no method at all.
+    pub(super) fn grant(&self, p: &Principal, trace: &Trace) -> Result<Arc<Grant>, Rejection> {
+        let Some(authz) = &self.authz else {
+            return Ok(self.everything.clone());
+        };
+        let grant = match authz.grant(p) {
+            Ok(g) => g,
+            Err(r) => {
+                self.audit(&r, p, None, &[], trace);
+                return Err(authz_rejection(Value::Null, &r, None));
+            }
+        };
+        if grant.methods == crate::authz::MethodSet::EMPTY {
+            let r = Refusal {
+                reason: "authz.method",
+                missing: None,
+            };
+            self.audit(&r, p, None, &grant.rules, trace);
+            return Err(authz_rejection(Value::Null, &r, None));
+        }
+        Ok(Arc::new(grant))
+    }
+
+    /// May this caller make this request? The method, a push callback in SendMessage, and
+    /// the request's `tenant` against the caller's.
+    pub(super) fn authorize(
+        &self,
+        grant: &Grant,
+        p: &Principal,
+        rpc: &RpcRequest,
+        trace: &Trace,
+    ) -> Result<(), Rejection> {
+        let refusal = grant.allows(rpc.method).err().or_else(|| {
+            let inline_push = matches!(
+                rpc.method,
+                Method::SendMessage | Method::SendStreamingMessage
+            ) && rpc
+                .params
+                .get("configuration")
+                .and_then(|c| c.get("taskPushNotificationConfig"))
+                .is_some_and(|v| !v.is_null());
+            (inline_push && !grant.create_push_configs).then_some(Refusal {
+                reason: "authz.push",
+                missing: Some("push"),
+            })
+        });
+        if let Some(r) = refusal {
+            self.audit(&r, p, Some(rpc.method), &grant.rules, trace);
+            return Err(authz_rejection(rpc.id.clone(), &r, Some(rpc.method)));
+        }
+        if let Some(tenant) = &p.tenant {
+            if !tenants_agree(&rpc.params, tenant) {
+                let r = Refusal {
+                    reason: "tenant.mismatch",
+                    missing: None,
+                };
+                self.audit(&r, p, Some(rpc.method), &grant.rules, trace);
+                return Err(Rejection::rpc(
+                    rpc.id.clone(),
+                    RpcError::invalid_params(
+                        "The request's tenant is not the caller's tenant",
+                        "tenant.mismatch",
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Logs and counts a refused authorization decision.
+    pub(super) fn audit(
+        &self,
+        r: &Refusal,
+        p: &Principal,
+        method: Option<Method>,
+        matched: &[Arc<str>],
+        trace: &Trace,
+    ) {
+        self.metrics.authz_refused(r.reason);
+        let (consulted, default) = match &self.authz {
+            None => (0, "none"),
+            Some(a) if a.default_allow => (a.rules.len(), "allow"),
+            Some(a) => (a.rules.len(), "deny"),
+        };
+        telemetry::log_line(&AuthzLine {
+            ts: telemetry::now(),
+            event: "authz_refused",
+            request_id: &trace.request_id,
+            principal: &p.name,
+            tenant: p.tenant.as_deref(),
+            groups: &p.groups,
+            method: method.map(Method::as_str),
+            reason: r.reason,
+            missing: r.missing,
+            rules_matched: matched.iter().map(|n| &**n).collect(),
+            rules_consulted: consulted,
+            default,
+        });
+    }
+
+    /// What the agent learns of the caller besides the principal header: its tenant, and
+    /// (with `[auth.identity_assertion]`) a signed statement addressed to this agent.
+    pub(super) fn caller_headers(
+        &self,
+        headers: &mut HeaderMap,
+        agent: &str,
+        p: &Principal,
+        request_id: &str,
+    ) -> Result<(), RpcError> {
+        if let Some(t) = &p.tenant {
+            headers.insert(TENANT_HEADER, principal_header_value(t));
+        }
+        let Some(ia) = &self.identity else {
+            return Ok(());
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let jws = assertion::sign(
+            &ia.key,
+            &assertion::Statement {
+                issuer: &self.public_url,
+                audience: agent,
+                principal: p,
+                request_id,
+                issued_at: now,
+                ttl_secs: ia.ttl.as_secs(),
+            },
+        )
+        .ok()
+        .and_then(|t| HeaderValue::from_str(&t).ok());
+        // An agent that expects an assertion must never get a request without one.
+        let jws = jws.ok_or_else(|| RpcError::internal("identity.sign_failed"))?;
+        let name = HeaderName::from_bytes(ia.header.as_bytes())
+            .map_err(|_| RpcError::internal("identity.sign_failed"))?;
+        headers.insert(name, jws);
+        Ok(())
+    }
+}
+
+/// The header that carries the caller's tenant to the agents (never taken from callers: the
+/// header allow-list drops it).
+pub(super) const TENANT_HEADER: HeaderName = HeaderName::from_static("x-a2a-edge-tenant");
+
+/// Whether every `tenant` the request names (the params', a nested message's, an inline push
+/// config's) is the caller's. A non-string tenant is left to the params check.
+fn tenants_agree(params: &serde_json::Map<String, Value>, tenant: &str) -> bool {
+    let ok = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => s == tenant,
+        _ => true,
+    };
+    let message = params.get("message");
+    let push = params
+        .get("configuration")
+        .and_then(|c| c.get("taskPushNotificationConfig"));
+    ok(params.get("tenant"))
+        && ok(message.and_then(|m| m.get("tenant")))
+        && ok(push.and_then(|p| p.get("tenant")))
+}
+
+/// The JSON-RPC authorization error: its reason, the method and the class the caller lacks.
+fn authz_rejection(id: Value, r: &Refusal, method: Option<Method>) -> Rejection {
+    let message = match method {
+        Some(m) => format!("Permission denied: this caller may not call {m}"),
+        None => "Permission denied".to_string(),
+    };
+    let mut e = RpcError::new(AUTHZ_ERROR_CODE, message, r.reason);
+    if let Some(m) = method {
+        e = e.with_metadata("method", m.as_str());
+    }
+    if let Some(c) = r.missing {
+        e = e.with_metadata("missing", c);
+    }
+    Rejection::rpc(id, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_fields() {
+        let p = |v: Value| v.as_object().unwrap().clone();
+        let rows = [
+            (json!({}), true),
+            (json!({"tenant": "team-a"}), true),
+            (json!({"tenant": "team-b"}), false),
+            (json!({"tenant": "Team-A"}), false),
+            (json!({"tenant": "team-a "}), false),
+            (json!({"tenant": ""}), false),
+            (json!({"message": {"tenant": "team-b"}}), false),
+            (
+                json!({"tenant": "team-a", "message": {"tenant": "team-b"}}),
+                false,
+            ),
+            (
+                json!({"configuration": {"taskPushNotificationConfig": {"tenant": "team-b"}}}),
+                false,
+            ),
+            (
+                json!({"configuration": {"taskPushNotificationConfig": {"tenant": "team-a"}}}),
+                true,
+            ),
+            (json!({"tenant": 7}), true),
+        ];
+        for (params, want) in rows {
+            assert_eq!(
+                tenants_agree(&p(params.clone()), "team-a"),
+                want,
+                "{params}"
+            );
+        }
+    }
+}
