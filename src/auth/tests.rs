@@ -5,29 +5,50 @@ use crate::policy::{
 };
 use base64::Engine as _;
 
+fn attrs(tenant: Option<&str>, groups: &[&str]) -> Attributes {
+    Attributes {
+        tenant: tenant.map(str::to_string),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    }
+}
+
 fn policy(anonymous: bool) -> AuthPolicy {
     AuthPolicy {
         allow_anonymous: anonymous,
         bearer: vec![
             BearerCredential {
                 principal: "ci".into(),
+                attributes: attrs(Some("team-a"), &["deployers"]),
                 token_sha256: sha256(b"tok-1"),
                 generated: None,
             },
             BearerCredential {
                 principal: "ops".into(),
+                attributes: Attributes::default(),
                 token_sha256: sha256(b"tok-2"),
                 generated: None,
             },
         ],
         basic: vec![BasicCredential {
             username: "alice".into(),
+            attributes: attrs(None, &["auditors"]),
             secret: BasicSecret::Plain("s3cret:x".into()),
         }],
         api_key: Some(ApiKeyPolicy {
             header: "X-My-Key".into(),
-            keys: vec![("robot".into(), sha256(b"key-abc"))],
+            keys: vec![
+                ("robot".into(), sha256(b"key-abc")),
+                ("ci".into(), sha256(b"key-ci")),
+            ],
+            attributes: [("robot".to_string(), attrs(Some("team-b"), &[]))]
+                .into_iter()
+                .collect(),
         }),
+        mtls_identities: vec![attributes::IdentityPattern {
+            text: "spiffe://example.org/team-c/*".into(),
+            attributes: attrs(Some("team-c"), &["workloads"]),
+        }],
+        identity_assertion: None,
         jwt: None,
         client_auth: ClientAuth::Optional,
         principal_header: "x-a2a-edge-principal".into(),
@@ -160,6 +181,68 @@ async fn client_certificates_and_anonymous() {
     assert_eq!(r.unwrap_err().reason, "auth.mtls_no_identity");
     let ok = headers(&[("authorization", b"Bearer tok-1")]);
     assert_eq!(a.authenticate(&ok, nameless).await.unwrap().name, "ci");
+}
+
+#[tokio::test]
+async fn attributes_follow_the_scheme_and_name() {
+    let a = Authenticator::new(&policy(false)).await.unwrap();
+    let none = ConnCredentials::default();
+    let cert = |id: &'static str| ConnCredentials {
+        client_cert: true,
+        identity: Some(id),
+    };
+    let alice = basic("alice:s3cret:x");
+    let rows: Vec<(HeaderMap, ConnCredentials, &str, Attributes)> = vec![
+        (
+            headers(&[("authorization", b"Bearer tok-1")]),
+            none.clone(),
+            "ci",
+            attrs(Some("team-a"), &["deployers"]),
+        ),
+        (
+            headers(&[("authorization", b"Bearer tok-2")]),
+            none.clone(),
+            "ops",
+            Attributes::default(),
+        ),
+        (
+            headers(&[("authorization", &alice)]),
+            none.clone(),
+            "alice",
+            attrs(None, &["auditors"]),
+        ),
+        (
+            headers(&[("x-my-key", b"key-abc")]),
+            none.clone(),
+            "robot",
+            attrs(Some("team-b"), &[]),
+        ),
+        // The same name under another scheme does not take the bearer entry's attributes.
+        (
+            headers(&[("x-my-key", b"key-ci")]),
+            none.clone(),
+            "ci",
+            Attributes::default(),
+        ),
+        (
+            HeaderMap::new(),
+            cert("spiffe://example.org/team-c/ci"),
+            "mtls:spiffe://example.org/team-c/ci",
+            attrs(Some("team-c"), &["workloads"]),
+        ),
+        (
+            HeaderMap::new(),
+            cert("spiffe://example.org/team-cx/ci"),
+            "mtls:spiffe://example.org/team-cx/ci",
+            Attributes::default(),
+        ),
+    ];
+    for (h, conn, name, want) in rows {
+        let p = a.authenticate(&h, conn).await.unwrap();
+        assert_eq!(p.name, name);
+        assert_eq!(p.tenant, want.tenant, "{name}");
+        assert_eq!(p.groups, want.groups, "{name}");
+    }
 }
 
 #[tokio::test]

@@ -30,7 +30,10 @@ use crate::validate::workspace::{normalize_lexically, within_any, WorkspacePolic
 /// and A2A counts up from -32001, so the edge takes -32050, clear of A2A's future codes.
 pub const AUTHZ_ERROR_CODE: i64 = -32050;
 
-/// Who a rule matches. `"*"` in any list matches every authenticated caller.
+/// Who a rule matches: any listed principal name, group or tenant. `"*"` matches every
+/// authenticated caller in `principals`, every caller that has a tenant in `tenants`, and
+/// every caller with at least one group in `groups` (so `tenants = ["*"]` never reaches a
+/// caller without a tenant). An anonymous caller matches only by its name.
 #[derive(Debug, Clone, Default)]
 pub struct Matcher {
     pub principals: Vec<String>,
@@ -41,10 +44,13 @@ pub struct Matcher {
 impl Matcher {
     fn matches(&self, p: &Principal) -> bool {
         let star = |l: &[String]| l.iter().any(|x| x == "*");
-        if p.is_authenticated()
-            && (star(&self.principals) || star(&self.groups) || star(&self.tenants))
-        {
-            return true;
+        if p.is_authenticated() {
+            if star(&self.principals)
+                || (p.tenant.is_some() && star(&self.tenants))
+                || (!p.groups.is_empty() && star(&self.groups))
+            {
+                return true;
+            }
         }
         self.principals.iter().any(|n| *n == p.name)
             || self.groups.iter().any(|g| p.groups.contains(g))

@@ -146,13 +146,16 @@ fn matching_and_union() {
             vec!["/srv/ws/team-a"],
             false,
         ),
-        // An auditor without tenant: tenants = ["*"] matches any authenticated caller, but
-        // `{tenant}` gives no root to a caller without one.
+        // An auditor without tenant: tenants = ["*"] needs a tenant.
         (
             principal("carol", None, &["auditors"]),
-            &["members", "auditors"],
+            &["auditors"],
             &[Method::GetTask, Method::ListTasks],
-            &[Method::CreateTaskPushNotificationConfig],
+            &[
+                Method::CreateTaskPushNotificationConfig,
+                Method::SendMessage,
+                Method::CancelTask,
+            ],
             vec![],
             false,
         ),
@@ -181,9 +184,9 @@ fn matching_and_union() {
         // Group names are exact: "Auditors" is not "auditors".
         (
             principal("eve", None, &["Auditors", "auditors-x"]),
-            &["members"],
-            &[Method::SendMessage],
             &[],
+            &[],
+            &[Method::GetTask],
             vec![],
             false,
         ),
@@ -272,6 +275,28 @@ fn defaults_and_anonymous() {
     };
     let anon = Principal::new("anonymous", Scheme::Anonymous);
     assert!(star.grant(&anon).unwrap().rules.is_empty());
+    // tenants = ["*"] / groups = ["*"]: callers that have one.
+    let some = AuthzPolicy {
+        default_allow: false,
+        rules: vec![
+            rule("t", m(&[], &[], &["*"]), &["read"], &[], &[]),
+            rule("g", m(&[], &["*"], &[]), &["write"], &[], &[]),
+        ],
+    };
+    let names = |p: &Principal| -> Vec<String> {
+        some.grant(p)
+            .unwrap()
+            .rules
+            .iter()
+            .map(|r| r.to_string())
+            .collect()
+    };
+    assert!(names(&nobody).is_empty());
+    assert_eq!(names(&principal("a", Some("x"), &[])), ["t"]);
+    assert_eq!(names(&principal("a", None, &["y"])), ["g"]);
+    let mut anon_t = Principal::new("anonymous", Scheme::Anonymous);
+    anon_t.tenant = Some("x".into());
+    assert!(names(&anon_t).is_empty());
     assert_eq!(star.grant(&nobody).unwrap().rules.len(), 1);
 }
 
@@ -322,10 +347,21 @@ fn template_expansion_refuses_attack_values() {
         .grant(&principal("x", Some("../team-b"), &[]))
         .unwrap_err();
     assert_eq!(r.reason, "authz.attribute_value");
-    let r = pol
+    let users = AuthzPolicy {
+        default_allow: false,
+        rules: vec![rule(
+            "users",
+            m(&["*"], &[], &[]),
+            &["read"],
+            &["/srv/ws/users/{principal}"],
+            &[],
+        )],
+    };
+    let r = users
         .grant(&principal("ci/../x", Some("team-a"), &[]))
         .unwrap_err();
     assert_eq!(r.reason, "authz.attribute_value");
+    assert!(users.grant(&principal("jwt:bob", None, &[])).is_ok());
 }
 
 #[test]
