@@ -133,7 +133,14 @@ fn check(opts: Opts) -> Result<(), String> {
     let path = opts.policy_path();
     let policy = Policy::load(&path, LoadMode::Check).map_err(|e| e.to_string())?;
     if let Some(spec) = &opts.explain {
-        let caller = explain::parse_caller(spec)?;
+        let mut caller = explain::parse_caller(spec)?;
+        // A bare name of a static principal takes its tenant and groups from the policy.
+        if !spec.contains(',') {
+            if let Some(a) = policy.auth.attributes_of(&caller.name) {
+                caller.tenant = a.tenant.clone();
+                caller.groups = a.groups.clone();
+            }
+        }
         let r = &policy.a2a.requests;
         print!(
             "{}",

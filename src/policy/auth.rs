@@ -42,6 +42,22 @@ pub struct IdentityAssertionPolicy {
 }
 
 impl AuthPolicy {
+    /// The tenant and groups the policy gives a static principal (bearer, basic, API key;
+    /// the first entry by that name), for `check --explain`.
+    pub fn attributes_of(&self, name: &str) -> Option<&Attributes> {
+        self.bearer
+            .iter()
+            .find(|b| b.principal == name)
+            .map(|b| &b.attributes)
+            .or_else(|| {
+                self.basic
+                    .iter()
+                    .find(|b| b.username == name)
+                    .map(|b| &b.attributes)
+            })
+            .or_else(|| self.api_key.as_ref().and_then(|a| a.attributes.get(name)))
+    }
+
     /// Whether any scheme can prove a caller.
     pub fn any_scheme(&self) -> bool {
         !self.bearer.is_empty()

@@ -86,8 +86,17 @@ impl Ctx<'_> {
             let mut workspace_roots = Vec::new();
             for (j, t) in r.workspace_roots.iter().enumerate() {
                 let k = format!("authz.rules[{i}].workspace_roots[{j}]");
+                // Relative to the process directory, like the allowed roots.
+                let text = if t.get_ref().starts_with('/') {
+                    t.get_ref().clone()
+                } else {
+                    let cwd = std::env::current_dir().or_else(|e| {
+                        self.spanned_err(&k, t, format!("the process directory is unknown: {e}"))
+                    })?;
+                    format!("{}/{}", cwd.display(), t.get_ref())
+                };
                 let template =
-                    RootTemplate::parse(t.get_ref()).or_else(|m| self.spanned_err(&k, t, m))?;
+                    RootTemplate::parse(&text).or_else(|m| self.spanned_err(&k, t, m))?;
                 self.root_inside(&template, workspace)
                     .or_else(|m| self.spanned_err(&k, t, m))?;
                 workspace_roots.push(template);
