@@ -247,3 +247,111 @@ fn request_rules_come_from_the_policy_or_the_iac_code_defaults() {
     assert!(!d.a2a.requests.push.allow_http);
     assert!(d.a2a.requests.workspace.check_filesystem);
 }
+
+/// GOOD with the workspace root `root`, `[authz]` and extra auth lines.
+fn tenants_policy(root: &Path, auth: &str, authz: &str) -> String {
+    format!(
+        "{GOOD}tenant = \"team-a\"\ngroups = [\"deployers\", \"ops\"]\n{auth}\n[workspace]\nallowed_roots = [\"{}\"]\n{authz}",
+        root.display()
+    )
+}
+
+#[test]
+fn tenants_groups_and_rules_load() {
+    let dir = crate::validate::workspace::testdir::TestDir::new("policy-authz");
+    dir.mkdir("ws/team-a");
+    let root = dir.join("ws");
+    let authz = format!(
+        r#"
+[authz]
+default = "deny"
+[[authz.rules]]
+name = "members"
+tenants = ["*"]
+methods = ["read", "write", "CreateTaskPushNotificationConfig"]
+workspace_roots = ["{root}/{{tenant}}"]
+metadata_allowed = ["iac_code.iac_code_model"]
+[[authz.rules]]
+name = "auditors"
+groups = ["auditors"]
+methods = ["read"]
+"#,
+        root = root.display()
+    );
+    let p = load(&tenants_policy(&root, "", &authz)).unwrap();
+    let b = &p.auth.bearer[0];
+    assert_eq!(b.attributes.tenant.as_deref(), Some("team-a"));
+    assert_eq!(b.attributes.groups, ["deployers", "ops"]);
+    let z = p.authz.as_ref().unwrap();
+    assert!(!z.default_allow);
+    assert_eq!(z.rules.len(), 2);
+    assert!(z.rules[0].create_push_configs, "granted with the method");
+    assert!(!z.rules[1].create_push_configs);
+    assert!(p.summary().contains("authz    2 rule(s)"));
+    // Without [authz] the summary says in plain words that everything is allowed.
+    let open = load(&tenants_policy(&root, "", "")).unwrap();
+    assert!(open.authz.is_none());
+    assert!(open
+        .summary()
+        .contains("every authenticated caller may call every method"));
+}
+
+#[test]
+fn tenant_and_authz_errors_name_the_key() {
+    let dir = crate::validate::workspace::testdir::TestDir::new("policy-authz-bad");
+    dir.mkdir("ws/team-a");
+    dir.mkdir("outside");
+    let root = dir.join("ws");
+    let r = root.display().to_string();
+    let o = dir.join("outside").display().to_string();
+    let rule = |body: &str| format!("[authz]\n[[authz.rules]]\nname = \"r\"\n{body}\n");
+    let cases: Vec<(String, String, &str)> = vec![
+        // (auth lines, authz section, key in the error)
+        ("[[auth.bearer]]\nprincipal = \"x\"\ntoken_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\ntenant = \"\"\n".into(), String::new(), "auth.bearer[1].tenant"),
+        ("[[auth.bearer]]\nprincipal = \"x\"\ntoken_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\ngroups = [\"a b\"]\n".into(), String::new(), "auth.bearer[1].groups"),
+        (String::new(), rule("tenants = [\"*\"]\nmethods = [\"tasks/get\"]"), "authz.rules[0].methods"),
+        (String::new(), rule("methods = [\"read\"]"), "authz.rules[0].name"),
+        (String::new(), rule(&format!("tenants = [\"*\"]\nworkspace_roots = [\"{o}/{{tenant}}\"]")), "authz.rules[0].workspace_roots[0]"),
+        (String::new(), rule(&format!("tenants = [\"*\"]\nworkspace_roots = [\"{r}/../outside/{{tenant}}\"]")), "authz.rules[0].workspace_roots[0]"),
+        (String::new(), rule(&format!("tenants = [\"*\"]\nworkspace_roots = [\"{r}/{{team}}\"]")), "authz.rules[0].workspace_roots[0]"),
+        (String::new(), rule("tenants = [\"*\"]\nmetadata_allowed = [\"a.*.b\"]"), "authz.rules[0].metadata_allowed"),
+        (String::new(), rule("tenants = [\"*\"]\nbogus = 1"), "bogus"),
+        (String::new(), "[authz]\ndefault = \"maybe\"\n".into(), "authz.default"),
+        ("[auth.identity_assertion]\nkid = \"nope\"\n".into(), String::new(), "auth.identity_assertion.kid"),
+        ("[auth.jwt]\nissuer = \"https://i\"\naudience = \"a\"\njwks_file = \"j.json\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"org..tenant\"\n".into(), String::new(), "auth.jwt.tenant_claim"),
+        ("[auth.mtls]\n[[auth.mtls.identities]]\nmatch = \"spiffe://x/*\"\ntenant = \"t\"\n".into(), String::new(), "auth.mtls.identities"),
+    ];
+    for (auth, authz, key) in cases {
+        let text = tenants_policy(&root, &auth, &authz);
+        let e = load(&text).unwrap_err();
+        assert!(e.key.contains(key) || e.message.contains(key), "{key}: {e}\n{text}");
+    }
+}
+
+#[test]
+fn identity_assertion_needs_an_asymmetric_card_key() {
+    let dir = crate::validate::workspace::testdir::TestDir::new("policy-identity");
+    let pem = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .unwrap()
+        .serialize_pem();
+    let key_file = dir.write("card.pem", pem.as_bytes());
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::env::set_var("A2A_EDGE_TEST_HS_SECRET", "0123456789abcdef0123456789abcdef");
+    let card = format!(
+        "[card]\nactive_kid = \"e1\"\n[[card.signing_keys]]\nkid = \"e1\"\nalg = \"ES256\"\nprivate_key_file = \"{}\"\n[[card.signing_keys]]\nkid = \"h1\"\nalg = \"HS256\"\nsecret_env = \"A2A_EDGE_TEST_HS_SECRET\"\n",
+        key_file.display()
+    );
+    let with = |ia: &str| format!("{GOOD}{ia}\n{card}");
+    let p = load(&with("[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 30")).unwrap();
+    let ia = p.auth.identity_assertion.as_ref().unwrap();
+    assert_eq!(ia.header, "x-a2a-edge-identity");
+    assert_eq!(ia.ttl.as_secs(), 30);
+    for (ia, key) in [
+        ("[auth.identity_assertion]\nkid = \"h1\"", "auth.identity_assertion.kid"),
+        ("[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 0", "auth.identity_assertion.ttl_secs"),
+        ("[auth.identity_assertion]\nkid = \"e1\"\nheader = \"Authorization\"", "auth.identity_assertion.header"),
+    ] {
+        let e = load(&with(ia)).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+    }
+}
