@@ -324,7 +324,10 @@ fn tenant_and_authz_errors_name_the_key() {
     for (auth, authz, key) in cases {
         let text = tenants_policy(&root, &auth, &authz);
         let e = load(&text).unwrap_err();
-        assert!(e.key.contains(key) || e.message.contains(key), "{key}: {e}\n{text}");
+        assert!(
+            e.key.contains(key) || e.message.contains(key),
+            "{key}: {e}\n{text}"
+        );
     }
 }
 
@@ -336,20 +339,35 @@ fn identity_assertion_needs_an_asymmetric_card_key() {
         .serialize_pem();
     let key_file = dir.write("card.pem", pem.as_bytes());
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::env::set_var("A2A_EDGE_TEST_HS_SECRET", "0123456789abcdef0123456789abcdef");
+    std::env::set_var(
+        "A2A_EDGE_TEST_HS_SECRET",
+        "0123456789abcdef0123456789abcdef",
+    );
     let card = format!(
         "[card]\nactive_kid = \"e1\"\n[[card.signing_keys]]\nkid = \"e1\"\nalg = \"ES256\"\nprivate_key_file = \"{}\"\n[[card.signing_keys]]\nkid = \"h1\"\nalg = \"HS256\"\nsecret_env = \"A2A_EDGE_TEST_HS_SECRET\"\n",
         key_file.display()
     );
     let with = |ia: &str| format!("{GOOD}{ia}\n{card}");
-    let p = load(&with("[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 30")).unwrap();
+    let p = load(&with(
+        "[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 30",
+    ))
+    .unwrap();
     let ia = p.auth.identity_assertion.as_ref().unwrap();
     assert_eq!(ia.header, "x-a2a-edge-identity");
     assert_eq!(ia.ttl.as_secs(), 30);
     for (ia, key) in [
-        ("[auth.identity_assertion]\nkid = \"h1\"", "auth.identity_assertion.kid"),
-        ("[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 0", "auth.identity_assertion.ttl_secs"),
-        ("[auth.identity_assertion]\nkid = \"e1\"\nheader = \"Authorization\"", "auth.identity_assertion.header"),
+        (
+            "[auth.identity_assertion]\nkid = \"h1\"",
+            "auth.identity_assertion.kid",
+        ),
+        (
+            "[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 0",
+            "auth.identity_assertion.ttl_secs",
+        ),
+        (
+            "[auth.identity_assertion]\nkid = \"e1\"\nheader = \"Authorization\"",
+            "auth.identity_assertion.header",
+        ),
     ] {
         let e = load(&with(ia)).unwrap_err();
         assert_eq!(e.key, key, "{e}");

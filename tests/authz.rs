@@ -1,0 +1,763 @@
+//! Tenants and authorization through the proxy (real TLS, HTTP/1.1 and HTTP/2): two tenants
+//! share one root, each with its own `{tenant}` directory; every cross-tenant spelling is
+//! refused exactly like a path outside every root and never reaches the agent; a read-only
+//! group gets the authorization error; JWT callers take tenant and groups from claims; a
+//! request's `tenant` must be the caller's; the agents get the tenant and a signed identity
+//! assertion; a reload that removes a grant applies to the next request.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use common::*;
+use serde_json::{json, Value};
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+const CAROL: &str = "carol-token-0123456789";
+
+fn bearer(principal: &str, token: &str, attrs: &str) -> String {
+    format!(
+        "[[auth.bearer]]\nprincipal = \"{principal}\"\ntoken_sha256 = \"{}\"\n{attrs}\n",
+        hex(&a2a_edge::policy::sha256(token.as_bytes()))
+    )
+}
+
+/// The shared root with `team-a` and `team-b`, files in each, and the attacker's links:
+/// `team-a/evil` → team-b, `team-a/link-b` → team-b (for a file path through it).
+struct Layout {
+    _dir: TempDir,
+    /// Canonical.
+    ws: PathBuf,
+}
+
+fn layout() -> Layout {
+    let dir = TempDir::new("authz");
+    let ws = dir.path().join("ws");
+    for t in ["team-a", "team-b"] {
+        std::fs::create_dir_all(ws.join(t).join("sub")).unwrap();
+        std::fs::write(ws.join(t).join("main.tf"), format!("# {t}\n")).unwrap();
+    }
+    std::os::unix::fs::symlink(ws.join("team-b"), ws.join("team-a/evil")).unwrap();
+    std::os::unix::fs::symlink(ws.join("team-b"), ws.join("team-a/link-b")).unwrap();
+    std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+    let ws = std::fs::canonicalize(&ws).unwrap();
+    Layout { _dir: dir, ws }
+}
+
+fn tenants_policy(ws: &Path, rules: &str) -> String {
+    format!(
+        "{}{}{}[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\ndefault = \"deny\"\n{rules}",
+        bearer(
+            "alice",
+            ALICE,
+            "tenant = \"team-a\"\ngroups = [\"deployers\"]"
+        ),
+        bearer("bob", BOB, "tenant = \"team-b\"\ngroups = [\"deployers\"]"),
+        bearer("carol", CAROL, "groups = [\"auditors\"]"),
+        ws = ws.display()
+    )
+}
+
+fn rules(ws: &Path) -> String {
+    format!(
+        "[[authz.rules]]\nname = \"members\"\ngroups = [\"deployers\"]\nmethods = [\"read\", \"write\"]\nworkspace_roots = [\"{}/{{tenant}}\"]\n[[authz.rules]]\nname = \"auditors\"\ngroups = [\"auditors\"]\nmethods = [\"read\"]\n",
+        ws.display()
+    )
+}
+
+async fn call(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
+    call_with(c, token, method, params, &[]).await
+}
+
+async fn call_with(
+    c: &mut Client,
+    token: &str,
+    method: &str,
+    params: Value,
+    extra: &[(&'static str, &'static str)],
+) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    headers.extend_from_slice(extra);
+    let (status, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+    assert_eq!(status, 200, "{method}: {}", String::from_utf8_lossy(&rb));
+    serde_json::from_slice(&rb).unwrap()
+}
+
+fn message(parts: Value, message_meta: Value, request_meta: Value) -> Value {
+    let mut p = json!({"message": {"messageId": format!("m-{}", a2a_edge::policy::random_token()),
+        "role": "ROLE_USER", "parts": parts}});
+    if !message_meta.is_null() {
+        p["message"]["metadata"] = message_meta;
+    }
+    if !request_meta.is_null() {
+        p["metadata"] = request_meta;
+    }
+    p
+}
+
+fn cwd(path: &str) -> Value {
+    json!({"iac_code": {"cwd": path}})
+}
+
+fn text() -> Value {
+    json!([{"text": "plan"}])
+}
+
+fn reason(v: &Value) -> &str {
+    v["error"]["data"][0]["reason"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn cross_tenant_spellings_are_refused_like_outside_paths_and_never_forwarded() {
+    let l = layout();
+    let ws = l.ws.display().to_string();
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: tenants_policy(&l.ws, &rules(&l.ws)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let a = format!("{ws}/team-a");
+    let b = format!("{ws}/team-b");
+    let file = |p: &str| json!([{"url": format!("file://{p}"), "mediaType": "text/plain"}]);
+    // (name, params) sent by alice (tenant team-a): all refused, reason as for /etc.
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "other tenant's directory",
+            message(text(), cwd(&b), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "dot-dot into the other",
+            message(text(), cwd(&format!("{a}/../team-b")), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "symlink into the other",
+            message(text(), cwd(&format!("{a}/evil")), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "double slash",
+            message(text(), cwd(&format!("{ws}//team-b")), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "trailing /.",
+            message(text(), cwd(&format!("{b}/.")), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "the shared root itself",
+            message(text(), cwd(&ws), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "other tenant's subdirectory",
+            message(text(), cwd(&format!("{b}/sub")), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "request-level cwd of the other",
+            message(text(), Value::Null, cwd(&b)),
+            "workspace.outside_roots",
+        ),
+        (
+            "message and request cwd disagree",
+            message(text(), cwd(&a), cwd(&b)),
+            "workspace.outside_roots",
+        ),
+        (
+            "file part by absolute path",
+            message(file(&format!("{b}/main.tf")), cwd(&a), Value::Null),
+            "part.outside_workspace",
+        ),
+        (
+            "file part with dot-dot",
+            message(
+                file(&format!("{a}/../team-b/main.tf")),
+                cwd(&a),
+                Value::Null,
+            ),
+            "part.outside_workspace",
+        ),
+        (
+            "file part through a symlinked directory",
+            message(file(&format!("{a}/link-b/main.tf")), cwd(&a), Value::Null),
+            "part.outside_workspace",
+        ),
+        (
+            "file part with cwd of the other",
+            message(file(&format!("{b}/main.tf")), cwd(&b), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "missing directory of the other",
+            message(text(), cwd(&format!("{b}/nope")), Value::Null),
+            "workspace.outside_roots",
+        ),
+        (
+            "a path outside every root",
+            message(text(), cwd("/etc"), Value::Null),
+            "workspace.outside_roots",
+        ),
+    ];
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let mut outside_message = None;
+        for (name, params, want) in &cases {
+            let v = call(&mut c, ALICE, "SendMessage", params.clone()).await;
+            assert_eq!(v["error"]["code"], -32602, "{proto:?} {name}: {v}");
+            assert_eq!(reason(&v), *want, "{proto:?} {name}: {v}");
+            assert!(
+                !v.to_string().contains("team-b"),
+                "{name}: the answer names the path: {v}"
+            );
+            if *want == "workspace.outside_roots" {
+                // The same message whatever exists there: no oracle.
+                let m = v["error"]["message"].clone();
+                assert_eq!(outside_message.get_or_insert(m.clone()), &m, "{name}");
+            }
+        }
+        // Bob is refused alice's spellings the same way.
+        let v = call(
+            &mut c,
+            BOB,
+            "SendMessage",
+            message(text(), cwd(&a), Value::Null),
+        )
+        .await;
+        assert_eq!(reason(&v), "workspace.outside_roots");
+    }
+    assert!(
+        up.rpc_requests().is_empty(),
+        "a refused request reached the agent"
+    );
+
+    // Each tenant in its own directory is served, and the agent learns the caller's tenant
+    // (the caller's own spelling of the edge headers is dropped).
+    let mut c = p.client(Proto::H2).await;
+    let forged = [
+        ("x-a2a-edge-tenant", "team-b"),
+        ("x-a2a-edge-principal", "bob"),
+    ];
+    let v = call_with(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(
+            file(&format!("{a}/main.tf")),
+            cwd(&format!("{a}/sub/..")),
+            Value::Null,
+        ),
+        &forged,
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let v = call(
+        &mut c,
+        BOB,
+        "SendMessage",
+        message(text(), cwd(&b), Value::Null),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let seen = up.rpc_requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].headers["x-a2a-edge-tenant"], "team-a");
+    assert_eq!(seen[0].headers["x-a2a-edge-principal"], "alice");
+    assert_eq!(
+        seen[0].headers.get_all("x-a2a-edge-tenant").iter().count(),
+        1
+    );
+    let body: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(body["params"]["message"]["metadata"]["iac_code"]["cwd"], a);
+    assert_eq!(seen[1].headers["x-a2a-edge-tenant"], "team-b");
+}
+
+#[tokio::test]
+async fn a_read_only_group_and_a_caller_without_rules_get_the_authorization_error() {
+    let l = layout();
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: tenants_policy(&l.ws, &rules(&l.ws)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let push = json!({"taskId": "t1", "url": "https://hooks.example.com/x"});
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            CAROL,
+            "SendMessage",
+            message(text(), Value::Null, Value::Null),
+            "write",
+        ),
+        (
+            CAROL,
+            "SendStreamingMessage",
+            message(text(), Value::Null, Value::Null),
+            "write",
+        ),
+        (CAROL, "CancelTask", json!({"id": "t1"}), "write"),
+        (
+            CAROL,
+            "CreateTaskPushNotificationConfig",
+            push.clone(),
+            "push",
+        ),
+        (
+            CAROL,
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": "t1", "id": "c"}),
+            "push",
+        ),
+        (
+            CAROL,
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": "t1"}),
+            "push",
+        ),
+        (
+            CAROL,
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": "t1", "id": "c"}),
+            "push",
+        ),
+        (CAROL, "GetExtendedAgentCard", json!({}), "card"),
+        // Members may not register push callbacks, not even inline in SendMessage.
+        (
+            ALICE,
+            "CreateTaskPushNotificationConfig",
+            push.clone(),
+            "push",
+        ),
+    ];
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        for (who, method, params, class) in &cases {
+            let v = call(&mut c, who, method, params.clone()).await;
+            assert_eq!(v["error"]["code"], -32050, "{method}: {v}");
+            assert_eq!(reason(&v), "authz.method", "{method}: {v}");
+            assert_eq!(
+                v["error"]["data"][0]["metadata"]["missing"], *class,
+                "{method}"
+            );
+            assert_eq!(v["error"]["data"][0]["metadata"]["method"], *method);
+            assert_eq!(v["id"], 9);
+        }
+        let mut inline = message(text(), Value::Null, Value::Null);
+        inline["configuration"] =
+            json!({"taskPushNotificationConfig": {"url": "https://hooks.example.com/x"}});
+        let v = call(&mut c, ALICE, "SendMessage", inline).await;
+        assert_eq!(reason(&v), "authz.push", "{v}");
+        // The harness's own principal matches no rule: refused before its body is read.
+        let v = call(&mut c, TOKEN, "GetTask", json!({"id": "t1"})).await;
+        assert_eq!(v["error"]["code"], -32050, "{v}");
+        assert_eq!(reason(&v), "authz.method");
+        // The auditor is served on reads (the registry answers: not its task).
+        let v = call(&mut c, CAROL, "GetTask", json!({"id": "t1"})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+        let v = call(&mut c, CAROL, "ListTasks", json!({})).await;
+        assert_eq!(v["result"]["tasks"], json!([]), "{v}");
+    }
+    assert!(
+        up.rpc_requests().is_empty(),
+        "a refused request reached the agent"
+    );
+}
+
+#[tokio::test]
+async fn the_request_tenant_must_be_the_callers() {
+    let l = layout();
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: tenants_policy(&l.ws, &rules(&l.ws)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let with = |tenant: &str| {
+        let mut m = message(text(), Value::Null, Value::Null);
+        m["tenant"] = json!(tenant);
+        m
+    };
+    for bad in ["team-b", "TEAM-A", "team-a ", "", "team-a/../team-b"] {
+        let v = call(&mut c, ALICE, "SendMessage", with(bad)).await;
+        assert_eq!(v["error"]["code"], -32602, "{bad:?}: {v}");
+        assert_eq!(reason(&v), "tenant.mismatch", "{bad:?}");
+    }
+    let v = call(
+        &mut c,
+        ALICE,
+        "GetTask",
+        json!({"id": "t", "tenant": "team-b"}),
+    )
+    .await;
+    assert_eq!(reason(&v), "tenant.mismatch");
+    assert!(up.rpc_requests().is_empty());
+    let v = call(&mut c, ALICE, "SendMessage", with("team-a")).await;
+    assert!(v.get("result").is_some(), "{v}");
+    assert_eq!(up.rpc_requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reload_that_removes_a_grant_applies_to_the_next_request() {
+    let l = layout();
+    let grants = |carol_groups: &str| {
+        format!(
+            "{}{}[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n{}",
+            bearer(
+                "alice",
+                ALICE,
+                "tenant = \"team-a\"\ngroups = [\"deployers\"]"
+            ),
+            bearer(
+                "carol",
+                CAROL,
+                &format!("tenant = \"team-a\"\ngroups = {carol_groups}")
+            ),
+            rules(&l.ws),
+            ws = l.ws.display()
+        )
+    };
+    let opts = |carol_groups: &str| ProxyOpts {
+        extra_policy: grants(carol_groups),
+        ..Default::default()
+    };
+    let p = Proxy::start(opts("[\"deployers\", \"auditors\"]")).await;
+    let mut c = p.client(Proto::H2).await;
+    let v = call(
+        &mut c,
+        CAROL,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    // Carol leaves the deployers: reads only, from the next request on, on the same connection.
+    let text_now = policy_text(p.dir.path(), &opts("[\"auditors\"]"));
+    p.reload(&text_now).await;
+    let v = call(
+        &mut c,
+        CAROL,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    assert_eq!(reason(&v), "authz.method", "{v}");
+    let v = call(&mut c, CAROL, "CancelTask", json!({"id": task})).await;
+    assert_eq!(reason(&v), "authz.method", "{v}");
+    let v = call(&mut c, CAROL, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["id"], task, "her own task stays readable: {v}");
+    let v = call(&mut c, CAROL, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["tasks"][0]["id"], task, "{v}");
+    // Alice cannot read carol's task (ownership, not authorization: -32001).
+    let v = call(&mut c, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["error"]["code"], -32001);
+    // Removing the rule set's match altogether: nothing at all.
+    p.reload(&policy_text(p.dir.path(), &opts("[]"))).await;
+    let v = call(&mut c, CAROL, "GetTask", json!({"id": task})).await;
+    assert_eq!(reason(&v), "authz.method", "{v}");
+}
+
+// ---- JWT callers: tenant and groups from claims ---------------------------------------------
+
+struct Jwt {
+    kid: &'static str,
+    pair: rcgen::KeyPair,
+}
+
+impl Jwt {
+    fn new() -> Jwt {
+        Jwt {
+            kid: "k1",
+            pair: rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap(),
+        }
+    }
+    fn jwks(&self) -> Value {
+        let raw = self.pair.public_key_raw();
+        json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": self.kid, "alg": "ES256", "use": "sig",
+               "x": URL_SAFE_NO_PAD.encode(&raw[1..33]), "y": URL_SAFE_NO_PAD.encode(&raw[33..65])}]})
+    }
+    fn token(&self, extra: Value) -> String {
+        let now = now();
+        let mut claims = json!({"iss": "https://issuer.test", "aud": "a2a-edge", "sub": "dora",
+            "exp": now + 600, "iat": now});
+        if let (Value::Object(c), Value::Object(e)) = (&mut claims, extra) {
+            c.extend(e);
+        }
+        let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        h.kid = Some(self.kid.into());
+        let key = jsonwebtoken::EncodingKey::from_ec_der(&self.pair.serialize_der());
+        jsonwebtoken::encode(&h, &claims, &key).unwrap()
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test]
+async fn jwt_callers_take_tenant_and_groups_from_claims() {
+    let l = layout();
+    let jwt = Jwt::new();
+    let jwks = l.ws.parent().unwrap().join("jwks.json");
+    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
+    let auth = format!(
+        "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"org.tenant\"\ngroups_claim = \"roles\"\n",
+        jwks.display()
+    );
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_auth: auth,
+            extra_policy: format!(
+                "[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n{}",
+                rules(&l.ws),
+                ws = l.ws.display()
+            ),
+            ..Default::default()
+        },
+    )
+    .await;
+    let b = format!("{}/team-b", l.ws.display());
+    let a = format!("{}/team-a", l.ws.display());
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let member = jwt.token(json!({"org": {"tenant": "team-b"}, "roles": "deployers viewers"}));
+        let v = call(
+            &mut c,
+            &member,
+            "SendMessage",
+            message(text(), cwd(&b), Value::Null),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{v}");
+        let v = call(
+            &mut c,
+            &member,
+            "SendMessage",
+            message(text(), cwd(&a), Value::Null),
+        )
+        .await;
+        assert_eq!(reason(&v), "workspace.outside_roots", "{v}");
+        let auditor = jwt.token(json!({"roles": ["auditors"]}));
+        let v = call(
+            &mut c,
+            &auditor,
+            "SendMessage",
+            message(text(), Value::Null, Value::Null),
+        )
+        .await;
+        assert_eq!(reason(&v), "authz.method", "{v}");
+        // A malformed attribute claim is an authentication failure: 401.
+        for bad in [
+            json!({"org": {"tenant": 7}}),
+            json!({"org": {"tenant": "a\u{0}b"}}),
+            json!({"roles": {"admin": true}}),
+            json!({"roles": ["ok", "not ok"]}),
+        ] {
+            let token = jwt.token(bad.clone());
+            let auth = format!("Bearer {token}");
+            let body =
+                json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}});
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("a2a-version", "1.0"),
+            ];
+            let (status, _, _) = c.request("POST", "/", &headers, body.to_string()).await;
+            assert_eq!(status, 401, "{bad}");
+        }
+    }
+    let seen = up.rpc_requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].headers["x-a2a-edge-tenant"], "team-b");
+    assert_eq!(seen[0].headers["x-a2a-edge-principal"], "jwt:dora");
+}
+
+// ---- the identity assertion ------------------------------------------------------------------
+
+async fn jwks_of(c: &mut Client) -> jsonwebtoken::jwk::JwkSet {
+    let (status, _, body) = c
+        .request("GET", "/.well-known/jwks.json", &[], String::new())
+        .await;
+    assert_eq!(status, 200);
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[tokio::test]
+async fn agents_get_a_signed_identity_assertion_that_expires() {
+    let l = layout();
+    let card_key = l.ws.parent().unwrap().join("card.pem");
+    let card = format!(
+        "[card]\nactive_kid = \"e1\"\n[[card.signing_keys]]\nkid = \"e1\"\nalg = \"ES256\"\nprivate_key_file = \"{}\"\ngenerate_if_missing = true\n",
+        card_key.display()
+    );
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_auth: "[auth.identity_assertion]\nkid = \"e1\"\nttl_secs = 1\n".into(),
+            extra_policy: format!("{}{card}", tenants_policy(&l.ws, &rules(&l.ws))),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let forged = [("x-a2a-edge-identity", "forged.by.caller")];
+    let v = call_with(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+        &forged,
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let seen = up.rpc_requests();
+    let h = &seen[0].headers;
+    assert_eq!(h.get_all("x-a2a-edge-identity").iter().count(), 1);
+    let token = h["x-a2a-edge-identity"].to_str().unwrap().to_string();
+    assert_ne!(token, "forged.by.caller");
+    let jwks = jwks_of(&mut c).await;
+    let header = jsonwebtoken::decode_header(&token).unwrap();
+    assert_eq!(header.kid.as_deref(), Some("e1"));
+    let key = jsonwebtoken::DecodingKey::from_jwk(jwks.find("e1").unwrap()).unwrap();
+    let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    v.leeway = 0;
+    v.set_audience(&["agent-1"]);
+    v.set_issuer(&[p.public_url.as_str()]);
+    let claims = jsonwebtoken::decode::<Value>(&token, &key, &v)
+        .unwrap()
+        .claims;
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(claims["tenant"], "team-a");
+    assert_eq!(claims["groups"], json!(["deployers"]));
+    assert_eq!(claims["scheme"], "bearer");
+    assert_eq!(claims["jti"], h["x-request-id"].to_str().unwrap());
+    assert_eq!(
+        claims["exp"].as_u64().unwrap(),
+        claims["iat"].as_u64().unwrap() + 1
+    );
+    // Addressed to this agent only, and refused once expired.
+    let mut other = v.clone();
+    other.set_audience(&["agent-2"]);
+    assert!(jsonwebtoken::decode::<Value>(&token, &key, &other).is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let err = jsonwebtoken::decode::<Value>(&token, &key, &v).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &jsonwebtoken::errors::ErrorKind::ExpiredSignature
+    );
+}
+
+#[tokio::test]
+async fn refusals_are_counted_by_reason_on_the_admin_listener() {
+    let l = layout();
+    let p = Proxy::start(ProxyOpts {
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        extra_policy: tenants_policy(&l.ws, &rules(&l.ws)),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    call(
+        &mut c,
+        CAROL,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    call(&mut c, CAROL, "CancelTask", json!({"id": "t"})).await;
+    let b = format!("{}/team-b", l.ws.display());
+    call(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), cwd(&b), Value::Null),
+    )
+    .await;
+    let addr = p.running.as_ref().unwrap().admin_addr.unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .uri("/metrics")
+        .header("host", "admin")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(
+        text.contains("a2a_edge_authz_refusals_total{reason=\"authz.method\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a2a_edge_authz_refusals_total{reason=\"workspace.outside_roots\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn without_authz_every_authenticated_caller_keeps_todays_behaviour() {
+    let l = layout();
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: format!(
+                "{}[workspace]\nallowed_roots = [\"{ws}\"]\n",
+                bearer("alice", ALICE, "tenant = \"team-a\""),
+                ws = l.ws.display()
+            ),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let b = format!("{}/team-b", l.ws.display());
+    let v = call(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), cwd(&b), Value::Null),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "no [authz]: every root: {v}");
+    let v = call(
+        &mut c,
+        TOKEN,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": "t", "url": "https://hooks.example.com/x"}),
+    )
+    .await;
+    assert_eq!(
+        v["error"]["code"], -32001,
+        "every method (the task is unknown): {v}"
+    );
+    assert_eq!(up.rpc_requests().len(), 1);
+    assert_eq!(up.rpc_requests()[0].headers["x-a2a-edge-tenant"], "team-a");
+}
