@@ -34,23 +34,29 @@ fn authenticator() -> &'static Authenticator {
             bearer: vec![
                 BearerCredential {
                     principal: "ci".into(),
+                    attributes: Default::default(),
                     token_sha256: sha256(b"tok-1"),
                     generated: None,
                 },
                 BearerCredential {
                     principal: "ops".into(),
+                    attributes: Default::default(),
                     token_sha256: sha256(b"tok-2"),
                     generated: None,
                 },
             ],
             basic: vec![BasicCredential {
                 username: BASIC_USER.into(),
+                attributes: Default::default(),
                 secret: BasicSecret::Plain(BASIC_PASSWORD.into()),
             }],
             api_key: Some(ApiKeyPolicy {
                 header: "X-API-Key".into(),
                 keys: vec![("robot".into(), sha256(b"key-abc"))],
+                attributes: Default::default(),
             }),
+            mtls_identities: Vec::new(),
+            identity_assertion: None,
             jwt: None,
             client_auth: ClientAuth::Off,
             principal_header: "x-a2a-edge-principal".into(),

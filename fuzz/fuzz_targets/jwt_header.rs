@@ -65,6 +65,8 @@ fn scheme() -> &'static JwtScheme {
                 jsonwebtoken::Algorithm::RS256,
             ],
             principal_claim: "sub".into(),
+            tenant_claim: Some("org.tenant".into()),
+            groups_claim: Some("groups".into()),
             leeway: Duration::from_secs(LEEWAY),
         };
         JwtScheme::new(config, cache).expect("jwt scheme")

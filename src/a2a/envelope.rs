@@ -21,13 +21,17 @@ pub struct RpcRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvelopeError {
     pub id: Value,
-    pub error: RpcError,
+    /// Boxed: the error travels in every `Result` of the parse.
+    pub error: Box<RpcError>,
 }
 
 impl RpcRequest {
     /// Parses and checks a JSON-RPC 2.0 request body.
     pub fn parse(body: &[u8]) -> Result<RpcRequest, EnvelopeError> {
-        let refuse = |id: Value, error: RpcError| EnvelopeError { id, error };
+        let refuse = |id: Value, error: RpcError| EnvelopeError {
+            id,
+            error: Box::new(error),
+        };
         let value = parse_strict(body, MAX_DEPTH).map_err(|e| {
             let message = match e {
                 JsonError::Syntax => "Parse error",

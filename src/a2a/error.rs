@@ -13,7 +13,8 @@ pub struct RpcError {
     pub message: String,
     pub reason: &'static str,
     /// `ErrorInfo.metadata` (low-cardinality values only: never a value from the request).
-    pub metadata: Vec<(&'static str, String)>,
+    /// Boxed: most errors carry none, and the error travels in every `Result`.
+    pub metadata: Option<Box<Vec<(&'static str, String)>>>,
 }
 
 impl RpcError {
@@ -22,13 +23,15 @@ impl RpcError {
             code,
             message: message.into(),
             reason,
-            metadata: Vec::new(),
+            metadata: None,
         }
     }
 
     /// The same error with one more `ErrorInfo.metadata` entry.
     pub fn with_metadata(mut self, key: &'static str, value: impl Into<String>) -> Self {
-        self.metadata.push((key, value.into()));
+        self.metadata
+            .get_or_insert_with(Default::default)
+            .push((key, value.into()));
         self
     }
 
@@ -103,6 +106,7 @@ impl RpcError {
                 "metadata": self
                     .metadata
                     .iter()
+                    .flat_map(|m| m.iter())
                     .map(|(k, v)| ((*k).to_string(), Value::String(v.clone())))
                     .collect::<serde_json::Map<String, Value>>()
             }]

@@ -747,7 +747,6 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
                     p.groups.iter().map(String::as_str).collect::<Vec<_>>(),
                 )
             });
-            let want = want.map(|(t, g)| (t, g));
             assert_eq!(got, want, "{name}");
         }
     }

@@ -44,15 +44,14 @@ pub struct Matcher {
 impl Matcher {
     fn matches(&self, p: &Principal) -> bool {
         let star = |l: &[String]| l.iter().any(|x| x == "*");
-        if p.is_authenticated() {
-            if star(&self.principals)
+        if p.is_authenticated()
+            && (star(&self.principals)
                 || (p.tenant.is_some() && star(&self.tenants))
-                || (!p.groups.is_empty() && star(&self.groups))
-            {
-                return true;
-            }
+                || (!p.groups.is_empty() && star(&self.groups)))
+        {
+            return true;
         }
-        self.principals.iter().any(|n| *n == p.name)
+        self.principals.contains(&p.name)
             || self.groups.iter().any(|g| p.groups.contains(g))
             || p.tenant
                 .as_ref()
@@ -230,7 +229,7 @@ impl AuthzPolicy {
                     }
                     // A template naming a tenant the caller does not have gives nothing.
                     Ok(None) => {}
-                    Err(()) => {
+                    Err(template::NotAComponent) => {
                         return Err(Refusal {
                             reason: "authz.attribute_value",
                             missing: None,

@@ -14,6 +14,10 @@ enum Piece {
     Principal,
 }
 
+/// A tenant or principal name that is not one plain path component ([`is_plain_component`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAComponent;
+
 /// A parsed `workspace_roots` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RootTemplate {
@@ -98,14 +102,18 @@ impl RootTemplate {
     /// The root for a caller: `Ok(None)` when the template names `{tenant}` and the caller
     /// has none; `Err` when a value it needs is not a plain path component
     /// ([`is_plain_component`]): the request is refused, never the value cleaned.
-    pub fn expand(&self, tenant: Option<&str>, principal: &str) -> Result<Option<PathBuf>, ()> {
+    pub fn expand(
+        &self,
+        tenant: Option<&str>,
+        principal: &str,
+    ) -> Result<Option<PathBuf>, NotAComponent> {
         let tenant = match (self.uses_tenant(), tenant) {
             (true, None) => return Ok(None),
-            (true, Some(t)) if !is_plain_component(t) => return Err(()),
+            (true, Some(t)) if !is_plain_component(t) => return Err(NotAComponent),
             (_, t) => t.unwrap_or(""),
         };
         if self.pieces.contains(&Piece::Principal) && !is_plain_component(principal) {
-            return Err(());
+            return Err(NotAComponent);
         }
         Ok(Some(PathBuf::from(self.render(tenant, principal))))
     }

@@ -335,7 +335,7 @@ fn template_expansion_refuses_attack_values() {
                 "{value:?}"
             );
         } else {
-            assert_eq!(got, Err(()), "tenant {value:?}");
+            assert_eq!(got, Err(template::NotAComponent), "tenant {value:?}");
         }
         let got = p.expand(Some("team-a"), value);
         assert_eq!(got.is_ok(), ok, "principal {value:?}");

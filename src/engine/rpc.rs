@@ -28,7 +28,7 @@ pub(crate) async fn handle(
 ) -> Response<BoxBody> {
     let req = match RpcRequest::parse(body) {
         Ok(r) => r,
-        Err(e) => return reply(&e.id, Err(e.error)),
+        Err(e) => return reply(&e.id, Err(*e.error)),
     };
     if let Err(e) = check_version(headers) {
         return reply(&req.id, Err(e));

@@ -60,7 +60,10 @@ pub(super) async fn read_body(
     let too_large = Rejection::Rpc {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         id: Value::Null,
-        error: RpcError::invalid_request("Request body too large", "body.too_large"),
+        error: Box::new(RpcError::invalid_request(
+            "Request body too large",
+            "body.too_large",
+        )),
     };
     let too_slow = Rejection::Http {
         status: StatusCode::REQUEST_TIMEOUT,

@@ -30,16 +30,17 @@ pub enum Rejection {
     Rpc {
         status: StatusCode,
         id: Value,
-        error: RpcError,
+        /// Boxed: a rejection travels in every stage's `Result`.
+        error: Box<RpcError>,
     },
 }
 
 impl Rejection {
-    pub fn rpc(id: Value, error: RpcError) -> Self {
+    pub fn rpc(id: Value, error: impl Into<Box<RpcError>>) -> Self {
         Rejection::Rpc {
             status: StatusCode::OK,
             id,
-            error,
+            error: error.into(),
         }
     }
 
