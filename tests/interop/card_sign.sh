@@ -58,7 +58,7 @@ if ! sdk_ok; then
         log "adding the signing extra to $VENV ($SDK_SPEC)"
         pip_install "$VENV" "$SDK_SPEC"
     else
-        venv_create "$VENV" "$SDK_SPEC"
+        venv_create "$VENV" "$SDK_SPEC" "$PYJWT_SPEC"
     fi
     sdk_ok || { log "a2a-sdk 1.3.0 with signing not importable after install"; exit 1; }
 fi

@@ -107,8 +107,8 @@ class Runner(Checks):
         for _ in range(20):  # the agent logs before it answers; allow for a slow disk anyway
             for line in reversed(self.agent_log.read_text(encoding='utf-8').splitlines()):
                 rec = json.loads(line)
-                msg = ((rec.get('body') or {}).get('params') or {}).get('message') or {} \
-                    if isinstance(rec.get('body'), dict) else {}
+                body = rec.get('body') if isinstance(rec.get('body'), dict) else {}
+                msg = (body.get('params') or {}).get('message') or {}
                 if msg.get('messageId') == mid:
                     return Seen(rec)
             time.sleep(0.05)
@@ -213,12 +213,15 @@ class Runner(Checks):
     def c_forged_headers(self) -> str:
         # ana replays ben's real (still valid) assertion, names ben's tenant and principal
         ben_token = self.seen['ben'].one(IDENTITY)
+        # and picks the request id (the jti an agent may keep to refuse replays)
         forged = {'X-A2A-Edge-Identity': ben_token, 'X-A2A-Edge-Tenant': 'team-b',
-                  'X-A2A-Edge-Principal': 'ben'}
+                  'X-A2A-Edge-Principal': 'ben', 'X-Request-Id': self.claims['ben']['jti']}
         seen = self.send('ana', forged)
         token = seen.one(IDENTITY)
         expect(token != ben_token, "ben's assertion sent by ana reached the agent")
         c = self.verify(token)
+        expect(c['jti'] == seen.one('x-request-id'), f'jti {c["jti"]} != X-Request-Id {seen.all("x-request-id")}')
+        expect(c['jti'] != self.claims['ben']['jti'], f'the caller chose the jti: {c["jti"]} (ben\'s)')
         expect(c['sub'] == 'ana' and c.get('tenant') == 'team-a', f'claims sub={c["sub"]} tenant={c.get("tenant")}')
         expect(seen.all(TENANT) == ['team-a'], f'{TENANT} at the agent: {seen.all(TENANT)}')
         expect(seen.all(PRINCIPAL) == ['ana'], f'{PRINCIPAL} at the agent: {seen.all(PRINCIPAL)}')
@@ -227,8 +230,9 @@ class Runner(Checks):
         expect(not seen.all(TENANT), f'carol\'s forged {TENANT} reached the agent: {seen.all(TENANT)}')
         c = self.verify(seen.one(IDENTITY))
         expect(c['sub'] == 'carol' and 'tenant' not in c, f'carol: claims {c}')
-        return (f"ana with ben's assertion, {TENANT}: team-b, {PRINCIPAL}: ben -> the agent got one "
-                f'assertion (sub=ana tenant=team-a), {TENANT}=team-a, {PRINCIPAL}=ana; carol with a '
+        return (f"ana with ben's assertion, {TENANT}: team-b, {PRINCIPAL}: ben, X-Request-Id: ben's jti "
+                f'-> the agent got one assertion (sub=ana tenant=team-a, a jti of its own), '
+                f'{TENANT}=team-a, {PRINCIPAL}=ana; carol with a '
                 f'forged tenant and assertion -> no {TENANT}, her own assertion')
 
     def c_expired(self) -> str:

@@ -260,6 +260,12 @@ ensure_venv() {
     "$ok"
 }
 
+# The virtualenv of the a2a-sdk 1.3.0 clients (run.sh, card_sign.sh) is tests/interop/.venv;
+# identity.sh verifies the edge's identity assertions in it with PyJWT, pinned here. Every
+# script that creates that venv installs PYJWT_SPEC too; identity.sh adds it to an older one.
+SDK_VENV="$LIB_DIR/.venv"
+PYJWT_SPEC='PyJWT[crypto]==2.15.1'
+
 # The virtualenv of the real iac-code (iac_code.sh, card_sign.sh part 3): iac-code 0.16.0 with
 # a2a-sdk 1.2.0 (1.3.0 breaks iac-code 0.16.0: encode_page_token), and httpx for the clients.
 IAC_VENV="$LIB_DIR/.venv-iac"

@@ -15,7 +15,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LOG_TAG=interop
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-VENV="$HERE/.venv"
+VENV=$SDK_VENV # shared with card_sign.sh and identity.sh
 SDK_SPEC='a2a-sdk==1.3.0'
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 CLIENT_TIMEOUT=${CLIENT_TIMEOUT:-150}
@@ -25,7 +25,7 @@ summary() { echo "interop: $NPASS passed, $NFAIL failed"; }
 
 # ---- virtualenv with the SDK (reused when it already has the right version)
 sdk_ok() { venv_has "$VENV" '' a2a-sdk==1.3.0; }
-ensure_venv sdk_ok "$VENV" "$SDK_SPEC" || { log "a2a-sdk 1.3.0 not importable after install"; exit 1; }
+ensure_venv sdk_ok "$VENV" "$SDK_SPEC" "$PYJWT_SPEC" || { log "a2a-sdk 1.3.0 not importable after install"; exit 1; }
 PY="$VENV/bin/python"
 
 # ---- the binary
