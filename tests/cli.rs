@@ -341,3 +341,48 @@ async fn the_default_policy_serves_a_signed_card_with_a_generated_key() {
     sigterm(&child.0);
     assert_eq!(wait_exit(&mut child.0).code(), Some(0));
 }
+
+/// The README's `--explain` transcript of `policies/multi-tenant.toml` is what the binary
+/// prints (run in the checkout, where the policy's relative paths point).
+#[test]
+fn explain_prints_what_the_readme_shows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let pwd = std::fs::canonicalize(root).unwrap().display().to_string();
+    let prefix = "$ a2a-edge check --policy policies/multi-tenant.toml --explain ";
+    let mut checked = 0;
+    for block in readme.split(prefix).skip(1) {
+        let (spec, rest) = block.split_once('\n').unwrap();
+        let expected: String = rest
+            .lines()
+            .take_while(|l| !l.is_empty() && !l.starts_with("```"))
+            .map(|l| format!("{}\n", l.replace("$PWD", &pwd)))
+            .collect();
+        let out = stdout_of_success(
+            check_cmd(Path::new("policies/multi-tenant.toml"))
+                .args(["--explain", spec])
+                .current_dir(root),
+        );
+        assert_eq!(out, expected, "--explain {spec}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "the README shows the --explain output");
+    // Without [authz], in plain words.
+    let out = stdout_of_success(
+        check_cmd(&root.join("policies/default.toml"))
+            .args(["--explain", "dev"])
+            .current_dir(root),
+    );
+    assert!(
+        out.contains("every authenticated caller may do everything"),
+        "{out}"
+    );
+    let out =
+        stdout_of_success(check_cmd(&root.join("policies/multi-tenant.toml")).current_dir(root));
+    assert!(out.contains("authz    3 rule(s)"), "{out}");
+    let bad = check_cmd(&root.join("policies/default.toml"))
+        .args(["--explain", "x,colour=blue"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
