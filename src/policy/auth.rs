@@ -239,23 +239,11 @@ impl Ctx<'_> {
             Some(j) => Some(self.jwt(j)?),
             None => None,
         };
-        let principal_header = match &a.principal_header {
-            None => "x-a2a-edge-principal".to_string(),
-            Some(h) => {
-                let name = h.get_ref().to_ascii_lowercase();
-                let ok = name.len() <= 64
-                    && name.starts_with("x-")
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-                if !ok {
-                    return self.spanned_err(
-                        "auth.principal_header",
-                        h,
-                        "must be an X- header name of letters, digits and '-'",
-                    );
-                }
-                name
-            }
-        };
+        let principal_header = self.x_header(
+            "auth.principal_header",
+            &a.principal_header,
+            "x-a2a-edge-principal",
+        )?;
         let per_minute = a
             .failures_per_minute
             .as_ref()
@@ -587,6 +575,31 @@ impl Ctx<'_> {
 }
 
 impl Ctx<'_> {
+    /// A header the edge sets for the agents: an `X-` name of letters, digits and `-`
+    /// (lower-cased), or `default` when the policy names none.
+    pub(super) fn x_header(
+        &self,
+        key: &str,
+        given: &Option<Spanned<String>>,
+        default: &str,
+    ) -> Result<String, PolicyError> {
+        let Some(h) = given else {
+            return Ok(default.to_string());
+        };
+        let name = h.get_ref().to_ascii_lowercase();
+        let ok = name.len() <= 64
+            && name.starts_with("x-")
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !ok {
+            return self.spanned_err(
+                key,
+                h,
+                "must be an X- header name of letters, digits and '-'",
+            );
+        }
+        Ok(name)
+    }
+
     /// A principal's `tenant` and `groups` from the policy, checked as a JWT's claims would be.
     /// `prefix` is the entry's key with a trailing `.` (e.g. `auth.bearer[0].`).
     fn attributes(

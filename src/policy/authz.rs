@@ -179,23 +179,11 @@ impl Ctx<'_> {
             }
             Some(k) => k.clone(),
         };
-        let header = match &s.header {
-            None => "x-a2a-edge-identity".to_string(),
-            Some(h) => {
-                let name = h.get_ref().to_ascii_lowercase();
-                let ok = name.len() <= 64
-                    && name.starts_with("x-")
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-                if !ok {
-                    return self.spanned_err(
-                        "auth.identity_assertion.header",
-                        h,
-                        "must be an X- header name of letters, digits and '-'",
-                    );
-                }
-                name
-            }
-        };
+        let header = self.x_header(
+            "auth.identity_assertion.header",
+            &s.header,
+            "x-a2a-edge-identity",
+        )?;
         let ttl = match &s.ttl_secs {
             None => 60,
             Some(t) if (1..=MAX_ASSERTION_TTL_SECS).contains(t.get_ref()) => *t.get_ref(),
