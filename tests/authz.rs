@@ -761,3 +761,92 @@ async fn without_authz_every_authenticated_caller_keeps_todays_behaviour() {
     assert_eq!(up.rpc_requests().len(), 1);
     assert_eq!(up.rpc_requests()[0].headers["x-a2a-edge-tenant"], "team-a");
 }
+
+// ---- mTLS callers: tenant and groups from identity patterns ---------------------------------
+
+/// A client CA (written to `dir/client-ca.pem`) and a client certificate with the URI SAN `uri`.
+fn client_cert(
+    dir: &Path,
+    uri: &str,
+) -> (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        SanType,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, "client CA");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = p.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("client-ca.pem"), ca.pem()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.subject_alt_names = vec![SanType::URI(uri.try_into().unwrap())];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+    (vec![cert.der().clone()], key.serialize_der())
+}
+
+#[tokio::test]
+async fn mtls_callers_take_tenant_and_groups_from_identity_patterns() {
+    let l = layout();
+    let dir = l.ws.parent().unwrap().to_path_buf();
+    let cert = client_cert(&dir, "spiffe://example.org/ns/team-b/sa/ci");
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_tls: format!(
+                "client_auth = \"optional\"\nclient_ca_file = \"{}\"\n",
+                dir.join("client-ca.pem").display()
+            ),
+            extra_auth: "[auth.mtls]\n[[auth.mtls.identities]]\nmatch = \"spiffe://example.org/ns/team-a/*\"\ntenant = \"team-a\"\ngroups = [\"deployers\"]\n[[auth.mtls.identities]]\nmatch = \"spiffe://example.org/ns/team-b/*\"\ntenant = \"team-b\"\ngroups = [\"deployers\"]\n".into(),
+            extra_policy: format!(
+                "[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n{}",
+                rules(&l.ws),
+                ws = l.ws.display()
+            ),
+            ..Default::default()
+        },
+    )
+    .await;
+    let a = format!("{}/team-a", l.ws.display());
+    let b = format!("{}/team-b", l.ws.display());
+    for proto in PROTOS {
+        let mut c = Client::try_connect(p.addr, &p.ca, proto, Some(cert.clone()))
+            .await
+            .unwrap();
+        let send = |params: Value| {
+            let body =
+                json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": params});
+            body.to_string()
+        };
+        let headers = [("content-type", "application/json"), ("a2a-version", "1.0")];
+        let (_, _, ok) = c
+            .request(
+                "POST",
+                "/",
+                &headers,
+                send(message(text(), cwd(&b), Value::Null)),
+            )
+            .await;
+        let ok: Value = serde_json::from_slice(&ok).unwrap();
+        assert!(ok.get("result").is_some(), "{ok}");
+        let (_, _, refused) = c
+            .request(
+                "POST",
+                "/",
+                &headers,
+                send(message(text(), cwd(&a), Value::Null)),
+            )
+            .await;
+        let refused: Value = serde_json::from_slice(&refused).unwrap();
+        assert_eq!(reason(&refused), "workspace.outside_roots", "{refused}");
+    }
+    let seen = up.rpc_requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].headers["x-a2a-edge-tenant"], "team-b");
+    assert_eq!(
+        seen[0].headers["x-a2a-edge-principal"],
+        "mtls:spiffe://example.org/ns/team-b/sa/ci"
+    );
+}
