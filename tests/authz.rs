@@ -850,3 +850,41 @@ async fn mtls_callers_take_tenant_and_groups_from_identity_patterns() {
         "mtls:spiffe://example.org/ns/team-b/sa/ci"
     );
 }
+
+#[tokio::test]
+async fn a_stream_in_flight_keeps_its_grant_across_a_reload() {
+    let l = layout();
+    // The harness principal ("tester") is a deployer of team-a, then nothing.
+    let opts = |groups: &str| {
+        ProxyOpts {
+        extra_policy: format!(
+            "tenant = \"team-a\"\ngroups = {groups}\n[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n{}",
+            rules(&l.ws),
+            ws = l.ws.display()
+        ),
+        ..Default::default()
+    }
+    };
+    let p = Proxy::start(opts("[\"deployers\"]")).await;
+    let mut c = p.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                json!([{"text": "[[slow:300]] [[chunks:4]] long turn"}]),
+                Value::Null,
+                Value::Null,
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    assert!(events.next().await.is_some(), "the stream started");
+    p.reload(&policy_text(p.dir.path(), &opts("[]"))).await;
+    // The admitted stream runs to its end; the next request is refused.
+    let rest = events.rest().await;
+    let last = rest.last().map(|(_, v)| v.clone()).unwrap_or_default();
+    assert!(!rest.is_empty() && last.get("error").is_none(), "{rest:?}");
+    let mut c2 = p.client(Proto::H1).await;
+    let v = call(&mut c2, TOKEN, "GetTask", json!({"id": "x"})).await;
+    assert_eq!(reason(&v), "authz.method", "{v}");
+}
