@@ -177,8 +177,21 @@ pub struct ThrottlePolicy {
 const ENV_BEARER_PRINCIPAL: &str = "bearer";
 
 fn valid_principal(p: &str) -> bool {
-    !p.is_empty() && p.len() <= 128 && !p.chars().any(char::is_control)
+    !p.is_empty() && p.len() <= 128 && !p.chars().any(char::is_control) && !reserved_principal(p)
 }
+
+/// Names other schemes give their principals: a static principal spelled like one would
+/// share its tasks (`anonymous` with every unauthenticated caller under `allow_anonymous`).
+/// Compared case-insensitively, so no spelling of them is a static name either.
+pub(crate) fn reserved_principal(p: &str) -> bool {
+    let lower = p.to_ascii_lowercase();
+    lower == "anonymous"
+        || ["jwt:", "mtls:", "api-key:"]
+            .iter()
+            .any(|r| lower.starts_with(r))
+}
+
+const PRINCIPAL_RULE: &str = "must be 1-128 printable characters, and not \"anonymous\" nor start with \"jwt:\", \"mtls:\" or \"api-key:\" (names of other schemes)";
 
 impl Ctx<'_> {
     pub(super) fn auth(
@@ -208,7 +221,7 @@ impl Ctx<'_> {
                     return self.err(
                         "IACCODE_A2A_BASIC_USERNAME",
                         None,
-                        "must be 1-128 printable characters without ':'".into(),
+                        format!("{PRINCIPAL_RULE}, without ':'"),
                     );
                 }
                 basic.push(BasicCredential {
@@ -312,11 +325,7 @@ impl Ctx<'_> {
             let key = |k: &str| format!("auth.bearer[{i}].{k}");
             let principal = b.principal.get_ref().clone();
             if !valid_principal(&principal) {
-                return self.spanned_err(
-                    &key("principal"),
-                    &b.principal,
-                    "must be 1-128 printable characters",
-                );
+                return self.spanned_err(&key("principal"), &b.principal, PRINCIPAL_RULE);
             }
             if b.generate_if_missing && b.token_file.is_none() {
                 return self.spanned_err(
@@ -379,7 +388,7 @@ impl Ctx<'_> {
                 return self.spanned_err(
                     &key("username"),
                     &b.username,
-                    "must be 1-128 printable characters without ':'",
+                    format!("{PRINCIPAL_RULE}, without ':'"),
                 );
             }
             if out.iter().any(|o| o.username == username) {
@@ -458,11 +467,7 @@ impl Ctx<'_> {
             let key = |n: &str| format!("auth.api_key.keys[{i}].{n}");
             let principal = k.principal.get_ref().clone();
             if !valid_principal(&principal) {
-                return self.spanned_err(
-                    &key("principal"),
-                    &k.principal,
-                    "must be 1-128 printable characters",
-                );
+                return self.spanned_err(&key("principal"), &k.principal, PRINCIPAL_RULE);
             }
             if keys.iter().any(|(p, _)| *p == principal) {
                 return self.spanned_err(&key("principal"), &k.principal, "duplicate principal");

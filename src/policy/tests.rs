@@ -373,3 +373,50 @@ fn identity_assertion_needs_an_asymmetric_card_key() {
         assert_eq!(e.key, key, "{e}");
     }
 }
+
+#[test]
+fn static_principals_may_not_take_names_of_other_schemes() {
+    let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let bearer = |name: &str| {
+        format!("[[auth.bearer]]\nprincipal = \"{name}\"\ntoken_sha256 = \"{digest}\"\n")
+    };
+    let api = |name: &str| {
+        format!("[auth.api_key]\n[[auth.api_key.keys]]\nprincipal = \"{name}\"\nkey_sha256 = \"{digest}\"\n")
+    };
+    let basic =
+        |name: &str| format!("[[auth.basic]]\nusername = \"{name}\"\npassword_env = \"HOME\"\n");
+    let rows: Vec<(String, &str, bool)> = vec![
+        (bearer("anonymous"), "auth.bearer[1].principal", false),
+        (bearer("Anonymous"), "auth.bearer[1].principal", false),
+        (bearer("jwt:alice"), "auth.bearer[1].principal", false),
+        (bearer("JWT:alice"), "auth.bearer[1].principal", false),
+        (
+            bearer("mtls:spiffe://x/y"),
+            "auth.bearer[1].principal",
+            false,
+        ),
+        (
+            bearer("api-key:X-API-Key"),
+            "auth.bearer[1].principal",
+            false,
+        ),
+        (api("anonymous"), "auth.api_key.keys[0].principal", false),
+        (api("jwt:bob"), "auth.api_key.keys[0].principal", false),
+        (basic("anonymous"), "auth.basic[0].username", false),
+        (bearer("anonymous-bot"), "", true),
+        (bearer("jwt-bot"), "", true),
+        (bearer("ops:jwt:x"), "", true),
+    ];
+    for (extra, key, ok) in rows {
+        let text = format!("{GOOD}{extra}");
+        match load(&text) {
+            Ok(_) => assert!(ok, "accepted {extra}"),
+            Err(e) => {
+                assert!(!ok, "refused {extra}: {e}");
+                assert_eq!(e.key, key, "{e}");
+                assert!(e.message.contains("anonymous"), "{e}");
+                assert!(e.line.is_some(), "{e}");
+            }
+        }
+    }
+}
