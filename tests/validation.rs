@@ -612,3 +612,39 @@ async fn accepted_requests_arrive_normalized() {
     assert_eq!(seen[0].headers["a2a-extensions"], "urn:test:required");
     assert!(Path::new(ws).join("a.txt").exists());
 }
+
+/// Any 1.x spelling of `A2A-Version` reaches the agent as the `1.0` the edge checked against,
+/// and a refused value never comes back in the answer.
+#[tokio::test]
+async fn the_agent_gets_the_canonical_version() {
+    let s = setup().await;
+    let mut c = s.proxy.client(Proto::H2).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": msg(json!([{"text": "hi"}]), json!({}))})
+    .to_string();
+    for sent in ["01.0", "1.0.0", "1.99999", "1", " 1.0 "] {
+        let h = [
+            ("authorization", "Bearer test-token-0123456789"),
+            ("content-type", "application/json"),
+            ("a2a-version", sent),
+            ("a2a-extensions", "urn:test:required"),
+        ];
+        let (_, _, rb) = c.request("POST", "/", &h, body.clone()).await;
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert!(v.get("result").is_some(), "{sent}: {v}");
+        let last = s.up.rpc_requests().pop().unwrap();
+        assert_eq!(last.headers["a2a-version"], "1.0", "{sent}");
+    }
+    for sent in ["7.3", "1.0.0.0", "1<b>"] {
+        let h = [
+            ("authorization", "Bearer test-token-0123456789"),
+            ("content-type", "application/json"),
+            ("a2a-version", sent),
+            ("a2a-extensions", "urn:test:required"),
+        ];
+        let (_, _, rb) = c.request("POST", "/", &h, body.clone()).await;
+        let text = String::from_utf8_lossy(&rb).into_owned();
+        assert!(text.contains("-32009"), "{text}");
+        assert!(!text.contains(sent), "{sent} echoed: {text}");
+    }
+}

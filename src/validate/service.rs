@@ -50,7 +50,8 @@ pub fn check_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
 }
 
 /// Checks `A2A-Version` and returns the value to forward. Missing or empty means 0.3, which
-/// this proxy does not speak; only major version 1 is accepted (`1`, `1.0`, `1.1`, `1.0.7`).
+/// this proxy does not speak; only major version 1 is accepted (`1`, `1.0`, `1.1`, `1.0.7`,
+/// at most three numbers of up to 9 digits), and forwarded as `1.0`.
 pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
     let mut values = headers.get_all(VERSION_HEADER).iter();
     let value = match (values.next(), values.next()) {
@@ -68,29 +69,31 @@ pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .unwrap_or("");
-    let shown = if text.is_empty() {
-        "0.3"
-    } else if text.len() <= 16 && text.bytes().all(|b| b.is_ascii_graphic()) {
-        text
-    } else {
-        "invalid"
-    };
+    // The caller's value never appears in the answer: an empty one is the spec's 0.3.
     let unsupported = || {
-        let mut e = RpcError::version_not_supported(shown);
-        e.reason = "version.unsupported";
-        e
+        let message = if text.is_empty() {
+            "A2A version '0.3' is not supported. Expected version '1.0'."
+        } else {
+            "The requested A2A version is not supported. Expected version '1.0'."
+        };
+        RpcError::new(-32009, message, "version.unsupported")
     };
-    let mut numbers = text.split('.');
-    let major = numbers.next().unwrap_or("");
+    let parts: Vec<&str> = text.split('.').collect();
     let well_formed = text.len() <= 16
-        && !major.is_empty()
-        && major.bytes().all(|b| b.is_ascii_digit())
-        && numbers.all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    if !well_formed || major.parse::<u32>().ok() != Some(1) {
+        && parts.len() <= 3
+        && parts
+            .iter()
+            .all(|n| !n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit()));
+    if !well_formed || parts[0].parse::<u32>().ok() != Some(1) {
         return Err(unsupported());
     }
-    HeaderValue::from_str(text).map_err(|_| unsupported())
+    // Any 1.x spelling means A2A 1; the agent gets the version the edge checked against.
+    Ok(HeaderValue::from_static(FORWARDED_VERSION))
 }
+
+/// The `A2A-Version` every forwarded request carries: the version whose rules the edge
+/// validated the request against, whatever 1.x spelling the caller used.
+pub const FORWARDED_VERSION: &str = "1.0";
 
 /// The requested extensions (all `A2A-Extensions` lines, split on commas, trimmed, empty
 /// items dropped), after checking that every required URI is among them. Returns the
@@ -206,11 +209,16 @@ mod tests {
         type Case<'a> = (&'a [&'a [u8]], Result<&'a str, &'a str>);
         let cases: &[Case] = &[
             (&[b"1.0"], Ok("1.0")),
-            (&[b"1"], Ok("1")),
-            (&[b"1.1"], Ok("1.1")),
-            (&[b"1.0.7"], Ok("1.0.7")),
+            (&[b"1"], Ok("1.0")),
+            (&[b"1.1"], Ok("1.0")),
+            (&[b"1.0.7"], Ok("1.0")),
             (&[b" 1.0 "], Ok("1.0")),
-            (&[b"01.0"], Ok("01.0")),
+            (&[b"01.0"], Ok("1.0")),
+            (&[b"1.99999"], Ok("1.0")),
+            (&[b"1.0.0.0"], Err("version.unsupported")),
+            (&[b"1.0000000000"], Err("version.unsupported")),
+            (&[b"+1.0"], Err("version.unsupported")),
+            (&[b"v1.0"], Err("version.unsupported")),
             (&[], Err("version.unsupported")),
             (&[b""], Err("version.unsupported")),
             (&[b"0.3"], Err("version.unsupported")),
@@ -234,12 +242,14 @@ mod tests {
                 (got, want) => panic!("{values:?}: {got:?} vs {want:?}"),
             }
         }
-        // The message shows what was sent only when it is short, printable ASCII.
-        let e = check_version(&headers(&[("a2a-version", b"0.3")])).unwrap_err();
-        assert!(e.message.contains("'0.3'"));
-        let e =
-            check_version(&headers(&[("a2a-version", b"<script>alert(1)</script>")])).unwrap_err();
-        assert!(e.message.contains("'invalid'"), "{}", e.message);
+        // The message never shows what was sent; a missing version is the spec's 0.3.
+        let e = check_version(&headers(&[])).unwrap_err();
+        assert!(e.message.contains("'0.3'"), "{}", e.message);
+        for sent in [&b"0.3"[..], b"2.0", b"<script>alert(1)</script>", b"9.9"] {
+            let e = check_version(&headers(&[("a2a-version", sent)])).unwrap_err();
+            let shown = String::from_utf8_lossy(sent);
+            assert!(!e.message.contains(&*shown), "{}", e.message);
+        }
     }
 
     #[test]
