@@ -597,3 +597,27 @@ async fn a_reload_rotates_the_tls_certificate_for_new_connections_only() {
     running.shutdown();
     running.wait().await;
 }
+
+/// An SSE stream framed with CR only (valid per the SSE spec) whose last event ends in `\r\r`
+/// right before the end of the stream: every event arrives, and the stream completes.
+#[tokio::test]
+async fn a_cr_only_stream_keeps_its_last_event() {
+    const RAW: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"task\":{\"id\":\"t-cr\",\"contextId\":\"c-cr\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}}\r\rdata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t-cr\",\"contextId\":\"c-cr\",\"status\":{\"state\":\"TASK_STATE_INPUT_REQUIRED\"}}}}\r\r";
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let resp = c
+            .rpc_stream(
+                "SendStreamingMessage",
+                json!({"message": {"messageId": "m-cr", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+            )
+            .await;
+        let events = EventReader::new(resp).rest().await;
+        assert_eq!(events.len(), 2, "{proto:?}: {events:?}");
+        assert_eq!(
+            events[1].1["result"]["statusUpdate"]["status"]["state"],
+            "TASK_STATE_INPUT_REQUIRED"
+        );
+        assert!(events.iter().all(|(kind, _)| kind.is_none()), "{events:?}");
+    }
+}

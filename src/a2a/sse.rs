@@ -93,6 +93,17 @@ impl SseDecoder {
         Ok(out)
     }
 
+    /// The end of the stream: a last event whose blank line ends in a lone CR (`\r\r`, held
+    /// back by [`SseDecoder::push`] in case a LF followed) is complete now. What is left after
+    /// it is an unfinished event ([`SseDecoder::pending`] stays non-zero).
+    pub fn finish(&mut self) -> Result<Vec<SseEvent>, SseError> {
+        if self.buf.last() == Some(&b'\r') {
+            // At the end of the stream a final CR is a line end: the same as CRLF.
+            return self.push(b"\n");
+        }
+        Ok(Vec::new())
+    }
+
     /// Bytes received that do not yet form a whole event.
     pub fn pending(&self) -> usize {
         self.buf.len()
@@ -188,6 +199,33 @@ mod tests {
         ];
         for (chunks, n) in cases {
             assert_eq!(decode_all(chunks).len(), *n, "{chunks:?}");
+        }
+    }
+
+    #[test]
+    fn the_end_of_the_stream_completes_a_cr_only_event() {
+        // (chunks, events from push, events from finish, pending after finish)
+        let cases: &[(&[&[u8]], usize, usize, bool)] = &[
+            (&[b"data: {}\r\r"], 0, 1, false),
+            (&[b"data: 1\r\rdata: 2\r\r"], 1, 1, false),
+            (&[b"data: {}\r", b"\r"], 0, 1, false),
+            (&[b"data: {}\n\n"], 1, 0, false),
+            (&[b"data: {}\r\n\r\n"], 1, 0, false),
+            (&[b"data: {}\r"], 0, 0, true),
+            (&[b"data: {}"], 0, 0, true),
+            (&[b"data: {}\r\n\r"], 0, 1, false),
+            (&[b""], 0, 0, false),
+        ];
+        for (chunks, pushed, finished, pending) in cases {
+            let mut d = SseDecoder::new(1 << 20);
+            let n: usize = chunks.iter().map(|c| d.push(c).unwrap().len()).sum();
+            assert_eq!(n, *pushed, "{chunks:?}");
+            let last = d.finish().unwrap();
+            assert_eq!(last.len(), *finished, "{chunks:?}");
+            if let Some(ev) = last.first() {
+                assert!(ev.data.is_some(), "{chunks:?}");
+            }
+            assert_eq!(d.pending() > 0, *pending, "{chunks:?}");
         }
     }
 

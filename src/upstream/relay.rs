@@ -159,15 +159,16 @@ where
                     _ = tx.closed() => return "client_gone",
                 };
                 last_upstream = tokio::time::Instant::now();
-                let frame = match frame {
-                    None => break,
-                    Some(Ok(f)) => f,
+                let (decoded, end) = match frame {
+                    // The end of the agent's stream may complete a last CR-framed event.
+                    None => (decoder.finish(), true),
+                    Some(Ok(f)) => match f.into_data() {
+                        Ok(data) => (decoder.push(&data), false),
+                        Err(_) => continue, // trailers carry nothing for SSE
+                    },
                     Some(Err(_)) => return fail("upstream.stream_broken").await,
                 };
-                let Ok(data) = frame.into_data() else {
-                    continue; // trailers carry nothing for SSE
-                };
-                let Ok(decoded) = decoder.push(&data) else {
+                let Ok(decoded) = decoded else {
                     return fail("upstream.bad_stream").await;
                 };
                 for ev in decoded {
@@ -193,6 +194,9 @@ where
                     }
                     events += 1;
                     last_sent = tokio::time::Instant::now();
+                }
+                if end {
+                    break;
                 }
             }
             if decoder.pending() > 0 {

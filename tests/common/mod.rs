@@ -441,6 +441,8 @@ pub enum Reply {
     Leaky,
     /// Streams an event every 50 ms until the stream is closed; then sets the flag.
     Endless(Arc<std::sync::atomic::AtomicBool>),
+    /// Answers a stream with `body` as is (`{id}` replaced by the request id), then ends it.
+    RawStream(&'static str),
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -612,6 +614,14 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 .unwrap()
         }
         Reply::Endless(_) => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
+        Reply::RawStream(raw) => Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(
+                Full::new(Bytes::from(raw.replace("{id}", &id.to_string())))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .unwrap(),
         Reply::BreakStream => {
             let first = format!(
                 "data: {}\r\n\r\n",

@@ -5,7 +5,9 @@
 # everything on 127.0.0.1.
 #
 #   client --TLS, Bearer ALICE_TOKEN--> a2a-edge --http, Bearer IAC token--> iac-code --> fake LLM
-#          (and BOB_TOKEN: a second principal, who must not see alice's tasks)
+#          (and BOB_TOKEN: a second principal, who must not see alice's tasks;
+#          TENANT_A_TOKEN, TENANT_B_TOKEN: tenants team-a and team-b, each confined by
+#          [authz] to its own directory <workspace>/team-a, <workspace>/team-b)
 #
 # Env:
 #   A2A_EDGE_BIN    use this binary instead of `cargo build --release`
@@ -54,7 +56,7 @@ edge_bin release
 # ---- temp dir, processes, cleanup
 make_tmp a2a-iac
 [[ -z "${INTEROP_DEBUG:-}" ]] || TMP_KEEP="INTEROP_DEBUG: kept $TMP"
-mkdir -p "$TMP/home" "$TMP/iac-config" "$TMP/workspace" "$TMP/certs"
+mkdir -p "$TMP/home" "$TMP/iac-config" "$TMP/workspace/team-a" "$TMP/workspace/team-b" "$TMP/certs"
 WS="$TMP/workspace"
 
 show_logs() {
@@ -69,14 +71,16 @@ abort() { # abort CHECK MESSAGE: FAIL CHECK, the logs, the summary, exit 1
     exit 1
 }
 
-# Tokens: the callers' (ALICE_TOKEN, BOB_TOKEN) are known to the proxy and the
-# client only; iac-code's own (IAC_TOKEN) to the proxy and iac-code only. None
+# Tokens: the callers' (ALICE_TOKEN, BOB_TOKEN, TENANT_A_TOKEN, TENANT_B_TOKEN) are
+# known to the proxy and the client only; iac-code's own (IAC_TOKEN) to the proxy and iac-code only. None
 # is exported. ALICE_LLM_KEY is an LLM key alice may send as
 # metadata.iac_code.iac_code_api_key ([a2a.metadata.allowed_for]): the fake LLM
 # accepts it (and iac-code's configured key), so it must reach the model, and
 # never come back to alice.
 ALICE_TOKEN=alice-$(rand_token)
 BOB_TOKEN=bob-$(rand_token)
+TENANT_A_TOKEN=tenant-a-$(rand_token)
+TENANT_B_TOKEN=tenant-b-$(rand_token)
 IAC_TOKEN=iac-$(rand_token)
 ALICE_LLM_KEY=$("$PY" -c 'import secrets; print("sk-alice-" + secrets.token_hex(16))')
 
@@ -135,18 +139,63 @@ cat >>"$TMP/policy.toml" <<EOF
 [workspace]
 allowed_roots = ["$WS"]
 EOF
-edge() { ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" "$BIN" "$@"; }
+cp "$TMP/policy.toml" "$TMP/policy-workspace.toml"
+# two tenants, each confined to its own directory; alice and bob keep the whole workspace
+cat >>"$TMP/policy.toml" <<EOF
+
+[[auth.bearer]]
+principal = "tenant-a-user"
+tenant = "team-a"
+groups = ["deployers"]
+token_env = "TENANT_A_TOKEN"
+
+[[auth.bearer]]
+principal = "tenant-b-user"
+tenant = "team-b"
+groups = ["deployers"]
+token_env = "TENANT_B_TOKEN"
+
+[authz]
+default = "deny"
+
+[[authz.rules]]
+name = "the first two callers"
+principals = ["alice", "bob"]
+methods = ["*"]
+workspace_roots = ["$WS"]
+
+[[authz.rules]]
+name = "tenant members"
+groups = ["deployers"]
+methods = ["read", "write"]
+workspace_roots = ["$WS/{tenant}"]
+EOF
+edge() {
+    ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" TENANT_A_TOKEN="$TENANT_A_TOKEN" \
+        TENANT_B_TOKEN="$TENANT_B_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN" "$BIN" "$@"
+}
+TENANTS=on
 if edge check --policy "$TMP/policy.toml" >"$TMP/check.out" 2>&1; then
-    pass "policy-check: [workspace] accepted"
+    pass "policy-check: [workspace], tenant principals and [authz] accepted"
 else
-    note "policy-check: this binary refuses [workspace] ($(grep -m1 -i workspace "$TMP/check.out" || head -n1 "$TMP/check.out")); running without it"
-    cp "$TMP/policy-base.toml" "$TMP/policy.toml"
-    edge check --policy "$TMP/policy.toml" >"$TMP/check.out" 2>&1 ||
-        abort policy-check "$(cat "$TMP/check.out")"
+    # an older binary: without tenants (FAIL when IAC_VALIDATION=on, else the checks SKIP)
+    TENANTS=off
+    why="this binary refuses the tenants or [authz]: $(head -n1 "$TMP/check.out")"
+    if [[ "$IAC_VALIDATION" == on ]]; then fail "policy-check-tenants: $why"; else note "policy-check: $why; tenant checks SKIP"; fi
+    cp "$TMP/policy-workspace.toml" "$TMP/policy.toml"
+    if edge check --policy "$TMP/policy.toml" >"$TMP/check.out" 2>&1; then
+        pass "policy-check: [workspace] accepted"
+    else
+        note "policy-check: this binary refuses [workspace] ($(grep -m1 -i workspace "$TMP/check.out" || head -n1 "$TMP/check.out")); running without it"
+        cp "$TMP/policy-base.toml" "$TMP/policy.toml"
+        edge check --policy "$TMP/policy.toml" >"$TMP/check.out" 2>&1 ||
+            abort policy-check "$(cat "$TMP/check.out")"
+    fi
 fi
 
 start_edge "$TMP/policy.toml" "$TMP/ready.json" "$TMP/proxy.log" \
-    ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN"
+    ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" TENANT_A_TOKEN="$TENANT_A_TOKEN" \
+    TENANT_B_TOKEN="$TENANT_B_TOKEN" IAC_UPSTREAM_TOKEN="$IAC_TOKEN"
 PROXY_PID=$EDGE_PID
 wait_ready "$PROXY_PID" "$TMP/ready.json" || abort proxy-start "$READY_ERR"
 PUBLIC_URL=$READY_URL
@@ -158,11 +207,12 @@ pass "proxy-start: ready at $PUBLIC_URL"
 # (in the background + wait, so that INT/TERM run the cleanup at once)
 status=0
 ALICE_TOKEN="$ALICE_TOKEN" BOB_TOKEN="$BOB_TOKEN" ALICE_LLM_KEY="$ALICE_LLM_KEY" \
+    TENANT_A_TOKEN="$TENANT_A_TOKEN" TENANT_B_TOKEN="$TENANT_B_TOKEN" \
     IAC_UPSTREAM_TOKEN="$IAC_TOKEN" timeout --kill-after=5 "$CLIENT_TIMEOUT" \
     "$PY" -u "$HERE/iac_code_client.py" --url "$PUBLIC_URL" --ca "$CA" \
     --iac-url "$IAC_URL" --workspace "$WS" --fake-log "$TMP/fake-llm.jsonl" \
     --iac-access-log "$TMP/iac.stdout" --iac-tasks-dir "$TMP/iac-config/a2a/tasks" \
-    --validation "$IAC_VALIDATION" --tee "$TMP/client.out" &
+    --validation "$IAC_VALIDATION" --tenants "$TENANTS" --tee "$TMP/client.out" &
 CLIENT_PID=$!
 track "$CLIENT_PID" 3
 wait "$CLIENT_PID" || status=$?
@@ -178,10 +228,11 @@ stop "$FAKE_PID"
 # (fake LLM log, iac-code's config dir and logs, its stdout/stderr, the proxy
 # log, the client output: every file of the run)
 nfiles=$(find "$TMP" -type f | wc -l)
-for who in ALICE BOB; do
+for who in ALICE BOB TENANT_A TENANT_B; do
     var=${who}_TOKEN
     leaks=$(grep -rlF -- "${!var}" "$TMP" 2>/dev/null | sed "s|^$TMP/||" || true)
     lc=${who,,}
+    lc=${lc//_/-}
     if [[ -z "$leaks" ]]; then
         pass "$lc-token-at-rest: absent from all $nfiles files (iac-config, iac stdout/stderr, fake LLM log, proxy log)"
     else

@@ -9,14 +9,19 @@ line per check:
     SKIP name: why              NOTE name: observation
 
 Usage (normally started by iac_code.sh):
-    ALICE_TOKEN=... BOB_TOKEN=... ALICE_LLM_KEY=... iac_code_client.py --url https://127.0.0.1:P/ --ca ca.pem \\
+    ALICE_TOKEN=... BOB_TOKEN=... ALICE_LLM_KEY=... [TENANT_A_TOKEN=... TENANT_B_TOKEN=...] \\
+        iac_code_client.py --url https://127.0.0.1:P/ --ca ca.pem \\
         --iac-url http://127.0.0.1:Q/ --workspace DIR --fake-log FILE \\
-        --iac-access-log FILE --iac-tasks-dir DIR [--validation auto|on|off]
+        --iac-access-log FILE --iac-tasks-dir DIR [--validation auto|on|off] [--tenants on|off]
 
 --validation: `on` = the edge must reject bad requests (FAIL otherwise);
 `off` = SKIP the rejection checks; `auto` (default) = probe with GetTask on
 the id `a/b`: -32602 from the edge means validation is wired, anything else
 (iac-code answers -32603) means SKIP.
+
+--tenants on: the principals tenant-a-user (tenant team-a) and tenant-b-user (team-b) may work
+in <workspace>/team-a and <workspace>/team-b only ([authz] workspace_roots); off: SKIP those
+checks.
 
 Exit status: 0 when no check FAILed (SKIP and NOTE do not fail).
 """
@@ -123,6 +128,19 @@ def generic(paths: list[str]) -> str:
     return ', '.join(f'{g} (x{n})' if n > 1 else g for g, n in counts.items())
 
 
+def working_directories(llm_request: dict) -> list[str]:
+    """The `Working directory: `...`` lines of iac-code's system prompt in one chat request:
+    where the turn ran."""
+    out = []
+    for m in (llm_request.get('body') or {}).get('messages') or []:
+        content = m.get('content') if isinstance(m, dict) else None
+        if isinstance(content, list):
+            content = ' '.join(c.get('text', '') for c in content if isinstance(c, dict))
+        if isinstance(content, str):
+            out += re.findall(r'Working directory: `([^`\n]*)`', content)
+    return out
+
+
 def iter_sse(resp: httpx.Response) -> Iterator[tuple[str, str]]:
     """Yield (event, data) per SSE event; comments are skipped."""
     event, data = '', []
@@ -165,6 +183,13 @@ class Runner(Checks):
         self.task_ids: list[str] = []
         self.first_task: dict | None = None
         self.validation_active: bool | None = None
+        self.reject_errors: dict[str, dict] = {}  # rejection check -> the error object
+        # tenant principal -> (its client, its tenant), when the policy has them
+        self.tenants: dict[str, tuple[httpx.Client, str]] = {}
+        if args.tenants == 'on':
+            for who, env, tenant in (('tenant-a-user', 'TENANT_A_TOKEN', 'team-a'),
+                                     ('tenant-b-user', 'TENANT_B_TOKEN', 'team-b')):
+                self.tenants[who] = (self.client(os.environ[env]), tenant)
 
     # -- plumbing -----------------------------------------------------------
 
@@ -783,9 +808,91 @@ class Runner(Checks):
                    f'task files +{sorted(after["task_files"] - before["task_files"])})')
             if after_check is not None:
                 after_check()
+            self.reject_errors[name] = err
             return (f'{json.dumps(err, ensure_ascii=False)}; iac-code untouched '
                     f'(POSTs {after["posts"]}, LLM requests {after["llm"]}, {len(tasks_after)} tasks)')
         return run
+
+    # -- tenants: each in its own directory ---------------------------------------
+
+    def tenant_dir(self, tenant: str) -> str:
+        return str(Path(self.workspace) / tenant)
+
+    def iac_context_cwd(self, ctx: str) -> str | None:
+        """The cwd iac-code bound the context to (its contexts/<id>.json)."""
+        f = self.iac_tasks_dir.parent / 'contexts' / f'{ctx}.json'
+        try:
+            return json.loads(f.read_text(encoding='utf-8')).get('cwd')
+        except (OSError, ValueError):
+            return None
+
+    def tenant_turn(self, who: str) -> Callable[[], str]:
+        """A turn with the tenant's own directory as cwd: iac-code serves it and runs it there
+        (its system prompt's working directory and its context binding say so)."""
+        def run() -> str:
+            if not self.tenants:
+                raise Skipped('the policy has no tenants (--tenants off)')
+            http, tenant = self.tenants[who]
+            ctx, wd = new_id(f'ctx-{tenant}'), self.tenant_dir(tenant)
+            n0 = len(self.llm_requests())
+            res = self.result('SendMessage', {'message': self.message(f'hello from {tenant}', ctx, cwd=wd)}, http)
+            task = res.get('task') or {}
+            st = (task.get('status') or {}).get('state')
+            expect(st == INPUT_REQUIRED, f'state {st}: {short(task, 600)}')
+            expect(REPLY in ''.join(task_texts(task)), f'reply missing: {task_texts(task)}')
+            reqs = self.llm_requests()[n0:]
+            expect(len(reqs) == 1, f'the LLM saw {len(reqs)} requests for one turn')
+            dirs = working_directories(reqs[0])
+            expect(dirs == [wd], f'iac-code\'s prompt names working directories {dirs}, expected [{wd!r}]')
+            bound = self.iac_context_cwd(ctx)
+            expect(bound == wd, f'iac-code bound context {ctx} to cwd {bound!r}, expected {wd!r}')
+            again = self.result('GetTask', {'id': task['id']}, http)
+            expect((again.get('status') or {}).get('state') == INPUT_REQUIRED, f'GetTask: {short(again, 300)}')
+            return (f'{who} (tenant {tenant}): task {task["id"]} {st}; iac-code ran the turn in '
+                    f'<workspace>/{tenant} (prompt "Working directory", context binding); GetTask ok')
+        return run
+
+    def tenant_reject(self, name: str, who: str, method: str, cwd: str, what: str) -> Callable[[], str]:
+        """A tenant's request with a cwd outside its own directory: workspace.outside_roots."""
+        def run() -> str:
+            if not self.tenants:
+                raise Skipped('the policy has no tenants (--tenants off)')
+            http, tenant = self.tenants[who]
+            params = {'message': self.message(f'{tenant} elsewhere', new_id(f'ctx-{tenant}-out'), cwd=cwd)}
+            detail = self.reject(name, method, params, 'workspace.outside_roots', f'{who}, {what}', http=http)()
+            # no oracle: outside the tenant's root reads exactly like outside every root
+            etc = self.reject_errors.get('reject-cwd-outside')
+            if etc is not None:
+                expect(self.reject_errors[name] == etc,
+                       f'error {short(self.reject_errors[name])} differs from alice\'s for /etc {short(etc)}')
+                detail += '; identical to the error for /etc'
+            return detail
+        return run
+
+    def c_tenant_no_cwd(self) -> str:
+        """A tenant's turn with no cwd at all: PASS when the edge refuses it or the turn runs in
+        the tenant's directory; SKIP (a known gap, reported) when iac-code runs it in its own
+        process directory, the shared workspace root."""
+        if not self.tenants:
+            raise Skipped('the policy has no tenants (--tenants off)')
+        http, tenant = self.tenants['tenant-a-user']
+        ctx = new_id(f'ctx-{tenant}-nocwd')
+        n0 = len(self.llm_requests())
+        doc = self.rpc('SendMessage', {'message': self.message(f'{tenant} without a cwd', ctx, cwd=None)}, http)
+        reqs = self.llm_requests()[n0:]
+        if 'error' in doc:
+            err = doc['error']
+            expect(not reqs, f'refused ({short(err)}) but the LLM saw {len(reqs)} requests')
+            return f'refused by the edge: {short(err)}'
+        dirs = [d for r in reqs for d in working_directories(r)]
+        bound = self.iac_context_cwd(ctx)
+        own = self.tenant_dir(tenant)
+        inside = all(d == own or d.startswith(own + '/') for d in dirs + [bound or ''])
+        if not inside:
+            raise Skipped(f'known gap: tenant-a-user (workspace_roots <workspace>/team-a) sent no '
+                          f'metadata.iac_code.cwd; the edge forwarded it and iac-code ran the turn in '
+                          f'{dirs} (context bound to {bound!r}), outside the tenant\'s root')
+        return f'forwarded; iac-code ran it in {dirs}, context bound to {bound!r} (inside the tenant root)'
 
     # -- credentials ------------------------------------------------------------
 
@@ -923,6 +1030,30 @@ class Runner(Checks):
         self.check('reject-bad-task-id', self.reject(
             'reject-bad-task-id', 'GetTask', {'id': 'a/b'}, None, 'GetTask id "a/b"'))
 
+        # two tenants, each confined to its own directory ([authz] workspace_roots)
+        for who, own, other in (('tenant-a-user', 'team-a', 'team-b'), ('tenant-b-user', 'team-b', 'team-a')):
+            t = 'tenant-a' if own == 'team-a' else 'tenant-b'
+            self.check(f'{t}-own-workspace', self.tenant_turn(who))
+            self.check(f'{t}-reject-other-workspace', self.tenant_reject(
+                f'{t}-reject-other-workspace', who, 'SendMessage', self.tenant_dir(other),
+                f'cwd=<workspace>/{other}'))
+        self.check('tenant-a-reject-traversal', self.tenant_reject(
+            'tenant-a-reject-traversal', 'tenant-a-user', 'SendStreamingMessage',
+            self.tenant_dir('team-a') + '/../team-b', 'streaming, cwd=<workspace>/team-a/../team-b'))
+        self.check('tenant-b-reject-traversal', self.tenant_reject(
+            'tenant-b-reject-traversal', 'tenant-b-user', 'SendMessage',
+            self.tenant_dir('team-b') + '/../team-a', 'cwd=<workspace>/team-b/../team-a'))
+        link = Path(self.tenant_dir('team-a')) / 'to-team-b'
+        if self.tenants and not link.is_symlink():
+            link.symlink_to(self.tenant_dir('team-b'))  # as a tool run in team-a could make it
+        self.check('tenant-a-reject-symlink', self.tenant_reject(
+            'tenant-a-reject-symlink', 'tenant-a-user', 'SendMessage', str(link),
+            'cwd=<workspace>/team-a/to-team-b -> <workspace>/team-b'))
+        self.check('tenant-a-reject-shared-root', self.tenant_reject(
+            'tenant-a-reject-shared-root', 'tenant-a-user', 'SendMessage', self.workspace,
+            'cwd=<workspace> (alice\'s root, the parent of both tenants\')'))
+        self.check('tenant-no-cwd', self.c_tenant_no_cwd)
+
         self.check('auth-no-token', self.c_no_token)
         self.check('auth-upstream-token-at-edge', self.c_upstream_token_at_edge)
         self.check('direct-alice-refused', self.c_direct_alice)
@@ -960,6 +1091,8 @@ def main() -> int:
     ap.add_argument('--bob-token-env', default='BOB_TOKEN', help="the second principal's token")
     ap.add_argument('--llm-key-env', default='ALICE_LLM_KEY',
                     help='the LLM key alice may send as metadata.iac_code.iac_code_api_key')
+    ap.add_argument('--tenants', choices=('on', 'off'), default='off',
+                    help='on: check the tenant principals (TENANT_A_TOKEN, TENANT_B_TOKEN)')
     ap.add_argument('--tee', default='', help='also write the output to this file')
     args = ap.parse_args()
     if args.tee:
@@ -976,6 +1109,8 @@ def main() -> int:
         return 2
     llm_key = env_secret(args.llm_key_env)
     if not llm_key:
+        return 2
+    if args.tenants == 'on' and not (env_secret('TENANT_A_TOKEN') and env_secret('TENANT_B_TOKEN')):
         return 2
     return Runner(args, token, bob, llm_key).run()
 
