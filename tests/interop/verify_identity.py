@@ -50,9 +50,9 @@ def verify_identity(token: str, jwks: dict, agent_name: str, issuer: str) -> dic
         raise jwt.InvalidKeyError(f'no key {kid!r} in the edge JWKS (refetch it once)')
     return jwt.decode(
         token,
-        key,                                    # a PyJWK: its own alg must match the token's
+        key,  # a PyJWK: the token's alg must be the key's own
         algorithms=['ES256', 'RS256', 'EdDSA'],  # asymmetric only: never HS256 or "none"
-        audience=agent_name,                    # a token for another agent is refused
+        audience=agent_name,  # a token for another agent is refused
         issuer=issuer,
         options={'require': ['exp', 'iat', 'sub', 'iss', 'aud']},
     )
