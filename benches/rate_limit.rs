@@ -22,6 +22,7 @@ fn limits() -> RateLimits {
         per_client_ip: Some(plenty),
         per_method: [("SendMessage".to_owned(), plenty)].into(),
         principal_overrides: [("ops".to_owned(), plenty)].into(),
+        ipv6_prefix: 64,
     })
     .expect("a valid configuration")
 }

@@ -521,3 +521,37 @@ async fn a_connection_that_never_starts_a_request_is_closed() {
         .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// Wrong credentials from addresses rotated inside one IPv6 /64 (behind a trusted proxy, the
+/// only way to have many IPv6 clients on loopback) spend one budget: after the burst they get
+/// 429, and a caller in another /64 is unaffected.
+#[tokio::test]
+async fn failures_rotated_inside_one_ipv6_prefix_are_throttled_together() {
+    let p = Proxy::start(ProxyOpts {
+        extra_auth: "failures_per_minute = 30\nfailures_burst = 10\n".into(),
+        extra_policy: "[network]\ntrusted_proxies = [\"127.0.0.1/32\", \"::1/128\"]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let mut statuses = Vec::new();
+    for i in 0..300u32 {
+        let xff = format!("2001:db8:5:6:{:x}:{:x}::1", i >> 8, i & 0xff);
+        let mut headers = h("Bearer wrong-token");
+        headers.push(("x-forwarded-for", xff.as_str()));
+        let (status, _, body) = c.request("POST", "/", &headers, BODY).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(String::from_utf8_lossy(&body).contains("auth.throttled"));
+        }
+        statuses.push(status);
+    }
+    let throttled = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert!(throttled >= 280, "{throttled} of 300 got 429");
+    let mut headers = h("Bearer test-token-0123456789");
+    headers.push(("x-forwarded-for", "2001:db8:5:7::1"));
+    let (status, _, _) = c.request("POST", "/", &headers, BODY).await;
+    assert_eq!(status, StatusCode::OK, "another /64 is unaffected");
+}

@@ -181,6 +181,7 @@ impl Gate {
             throttle: FailureThrottle::new(
                 policy.auth.throttle.failures_per_minute,
                 policy.auth.throttle.failures_burst,
+                policy.limits.rates.ipv6_prefix,
             ),
             principal_header,
             network: policy.network.clone(),
@@ -193,6 +194,7 @@ impl Gate {
                 per_client_ip: None,
                 per_method: policy.limits.rates.per_method.clone(),
                 principal_overrides: Default::default(),
+                ipv6_prefix: policy.limits.rates.ipv6_prefix,
             })?,
             concurrency: ConcurrencyLimits::new(
                 policy.limits.max_in_flight_per_principal,

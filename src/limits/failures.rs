@@ -2,45 +2,57 @@
 //! from a per-address budget (governor, GCRA); once it is spent, the address is refused with
 //! 429 *before* its credentials are looked at, until the budget refills, so a guesser learns
 //! nothing from its next tries and cannot hammer the (expensive) password check.
+//!
+//! Addresses are keyed as the rate limiter keys them ([`client_key`]: IPv6 by prefix, /64 by
+//! default), so rotating addresses inside one prefix buys no fresh budget. Memory is bounded:
+//! the budgets sweep themselves like every keyed limiter, and the blocked map drops expired
+//! entries every [`SWEEP_EVERY`] failures (and shrinks), so a wave of failing addresses leaves
+//! nothing behind once their blocks expire.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::Quota;
+
+use super::rate::{client_key, Keyed, SWEEP_EVERY};
 
 /// Most addresses remembered as blocked; past this, expired entries are dropped first and,
 /// if still full, the oldest block is forgotten (the governor budget still applies).
 const MAX_BLOCKED: usize = 100_000;
 
 pub struct FailureThrottle {
-    budget: DefaultKeyedRateLimiter<IpAddr>,
+    budget: Keyed<IpAddr>,
     blocked: Mutex<HashMap<IpAddr, Instant>>,
-    clock: DefaultClock,
+    failures: AtomicUsize,
+    ipv6_prefix: u8,
 }
 
 impl FailureThrottle {
-    pub fn new(per_minute: u32, burst: u32) -> FailureThrottle {
+    /// `ipv6_prefix`: how IPv6 callers are grouped (0: the rate limiter's default, /64).
+    pub fn new(per_minute: u32, burst: u32, ipv6_prefix: u8) -> FailureThrottle {
         let per_minute = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
         FailureThrottle {
-            budget: RateLimiter::keyed(Quota::per_minute(per_minute).allow_burst(burst)),
+            budget: Keyed::new(Quota::per_minute(per_minute).allow_burst(burst)),
             blocked: Mutex::new(HashMap::new()),
-            clock: DefaultClock::default(),
+            failures: AtomicUsize::new(0),
+            ipv6_prefix,
         }
     }
 
     /// How long `ip` must still wait, if it is blocked now.
     pub fn retry_after(&self, ip: IpAddr) -> Option<Duration> {
+        let key = client_key(ip, self.ipv6_prefix);
         let now = Instant::now();
         let mut blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
-        match blocked.get(&ip) {
+        match blocked.get(&key) {
             Some(until) if *until > now => Some(*until - now),
             Some(_) => {
-                blocked.remove(&ip);
+                blocked.remove(&key);
                 None
             }
             None => None,
@@ -50,24 +62,35 @@ impl FailureThrottle {
     /// Spends one failure of `ip`'s budget; returns how long it is blocked if the budget is
     /// now spent.
     pub fn record_failure(&self, ip: IpAddr) -> Option<Duration> {
-        let wait = match self.budget.check_key(&ip) {
-            Ok(()) => return None,
-            Err(not_until) => not_until.wait_time_from(self.clock.now()),
-        };
-        let wait = wait.max(Duration::from_secs(1));
+        let key = client_key(ip, self.ipv6_prefix);
+        let swept = self.failures.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0;
+        let outcome = self.budget.check(&key);
         let now = Instant::now();
         let mut blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
-        if blocked.len() >= MAX_BLOCKED {
+        if swept || blocked.len() >= MAX_BLOCKED {
+            let before = blocked.len();
             blocked.retain(|_, until| *until > now);
-            if blocked.len() >= MAX_BLOCKED {
-                if let Some(oldest) = blocked.iter().min_by_key(|(_, u)| **u).map(|(k, _)| *k) {
-                    blocked.remove(&oldest);
-                }
+            if blocked.len() < before / 2 {
+                blocked.shrink_to_fit();
             }
-            self.budget.retain_recent();
         }
-        blocked.insert(ip, now + wait);
+        let wait = match outcome {
+            Ok(()) => return None,
+            Err(wait) => wait.max(Duration::from_secs(1)),
+        };
+        if blocked.len() >= MAX_BLOCKED {
+            if let Some(oldest) = blocked.iter().min_by_key(|(_, u)| **u).map(|(k, _)| *k) {
+                blocked.remove(&oldest);
+            }
+        }
+        blocked.insert(key, now + wait);
         Some(wait)
+    }
+
+    /// Addresses (or prefixes) with a budget or a block held now.
+    pub fn tracked(&self) -> (usize, usize) {
+        let blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner()).len();
+        (self.budget.len(), blocked)
     }
 }
 
@@ -77,7 +100,7 @@ mod tests {
 
     #[test]
     fn blocks_after_the_burst_and_only_that_address() {
-        let t = FailureThrottle::new(1, 3);
+        let t = FailureThrottle::new(1, 3, 0);
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "192.0.2.2".parse().unwrap();
         for _ in 0..3 {
@@ -91,5 +114,63 @@ mod tests {
         assert!(t.retry_after(a).is_some());
         assert_eq!(t.retry_after(b), None);
         assert_eq!(t.record_failure(b), None);
+    }
+
+    #[test]
+    fn ipv6_callers_share_their_prefix() {
+        // (prefix, first address, second address, the second is blocked by the first's failures)
+        let rows = [
+            (
+                0,
+                "2001:db8:1:2::1",
+                "2001:db8:1:2:ffff:ffff:ffff:fffe",
+                true,
+            ),
+            (0, "2001:db8:1:2::1", "2001:db8:1:3::1", false),
+            (0, "::ffff:192.0.2.7", "192.0.2.7", true),
+            (48, "2001:db8:1:2::1", "2001:db8:1:ffff::1", true),
+            (48, "2001:db8:1::1", "2001:db8:2::1", false),
+            (128, "2001:db8::1", "2001:db8::2", false),
+        ];
+        for (prefix, a, b, shared) in rows {
+            let t = FailureThrottle::new(1, 2, prefix);
+            let (a, b): (IpAddr, IpAddr) = (a.parse().unwrap(), b.parse().unwrap());
+            for _ in 0..3 {
+                t.record_failure(a);
+            }
+            assert!(t.retry_after(a).is_some());
+            assert_eq!(t.retry_after(b).is_some(), shared, "/{prefix} {a} {b}");
+        }
+        // 300 wrong credentials rotated inside one /64: blocked after the burst.
+        let t = FailureThrottle::new(30, 10, 0);
+        let blocked = (0..300u16)
+            .filter(|i| {
+                let ip: IpAddr = format!("2001:db8:5:6::{i:x}").parse().unwrap();
+                t.retry_after(ip).is_some() || t.record_failure(ip).is_some()
+            })
+            .count();
+        assert!(blocked >= 289, "{blocked} of 300 refused");
+    }
+
+    #[test]
+    fn expired_blocks_are_swept() {
+        // One failure blocks for a second; 20k addresses, then the blocks expire.
+        let t = FailureThrottle::new(60, 1, 0);
+        for i in 0..20_000u32 {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            t.record_failure(ip);
+            t.record_failure(ip);
+        }
+        let (_, blocked) = t.tracked();
+        assert!(blocked >= 19_000, "{blocked}");
+        std::thread::sleep(Duration::from_millis(1100));
+        for i in 0..(2 * SWEEP_EVERY as u32) {
+            t.record_failure(IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + i)));
+        }
+        let (_, blocked) = t.tracked();
+        assert!(
+            blocked < 2 * SWEEP_EVERY,
+            "{blocked} blocks left after they expired"
+        );
     }
 }

@@ -53,6 +53,8 @@ pub struct RateLimitsConfig {
     pub per_method: BTreeMap<String, Rate>,
     /// A principal's own rate in place of `per_principal` (applies even when that is off).
     pub principal_overrides: BTreeMap<String, Rate>,
+    /// IPv6 clients are keyed by this prefix (one end site: 64); 0 means the default.
+    pub ipv6_prefix: u8,
 }
 
 /// A refusal: which limit, and how long until the next request of this key would pass.
@@ -82,6 +84,7 @@ impl Limited {
 pub struct RateLimits {
     config: RateLimitsConfig,
     client_ip: Option<Keyed<IpAddr>>,
+    ipv6_prefix: u8,
     principal: Option<Keyed<String>>,
     /// One direct limiter per overridden principal: the key is fixed, so no map per check.
     overrides: BTreeMap<String, DefaultDirectRateLimiter>,
@@ -118,6 +121,7 @@ impl RateLimits {
             methods.insert(method.clone(), Keyed::new(q));
         }
         Ok(RateLimits {
+            ipv6_prefix: cfg.ipv6_prefix,
             config: cfg,
             client_ip,
             principal,
@@ -130,12 +134,14 @@ impl RateLimits {
     /// IPv6 address as its IPv4 address).
     pub fn check_client_ip(&self, ip: IpAddr) -> Result<(), Limited> {
         match &self.client_ip {
-            Some(limiter) => limiter
-                .check(&client_key(ip))
-                .map_err(|retry_after| Limited {
-                    reason: "rate.client_ip",
-                    retry_after,
-                }),
+            Some(limiter) => {
+                limiter
+                    .check(&client_key(ip, self.ipv6_prefix))
+                    .map_err(|retry_after| Limited {
+                        reason: "rate.client_ip",
+                        retry_after,
+                    })
+            }
             None => Ok(()),
         }
     }
@@ -187,10 +193,22 @@ impl fmt::Debug for RateLimits {
     }
 }
 
-/// The rate-limit key of a client address: IPv4 as is (also when IPv4-mapped), IPv6 by /64.
-fn client_key(ip: IpAddr) -> IpAddr {
+/// The IPv6 prefix a client is keyed by when the policy says nothing: one end site.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+/// The key of a client address for rates and the failure throttle: IPv4 as is (also when
+/// IPv4-mapped), IPv6 by its first `prefix` bits (0: [`DEFAULT_IPV6_PREFIX`]), so a host
+/// cannot mint fresh keys by rotating addresses inside its own prefix.
+pub fn client_key(ip: IpAddr, prefix: u8) -> IpAddr {
+    let prefix = match prefix {
+        0 => DEFAULT_IPV6_PREFIX,
+        p => p.min(128),
+    };
     match ip.to_canonical() {
-        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
         v4 => v4,
     }
 }
@@ -226,14 +244,14 @@ fn quota(what: &str, rate: Rate) -> Result<Quota, String> {
 }
 
 /// A keyed limiter that keeps its own size in check (see the module note).
-struct Keyed<K: Hash + Eq + Clone> {
+pub(crate) struct Keyed<K: Hash + Eq + Clone> {
     limiter: DefaultKeyedRateLimiter<K>,
     checks: AtomicUsize,
     sweep_above: AtomicUsize,
 }
 
 impl<K: Hash + Eq + Clone> Keyed<K> {
-    fn new(quota: Quota) -> Keyed<K> {
+    pub(crate) fn new(quota: Quota) -> Keyed<K> {
         Keyed {
             limiter: RateLimiter::keyed(quota),
             checks: AtomicUsize::new(0),
@@ -241,7 +259,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
         }
     }
 
-    fn check(&self, key: &K) -> Result<(), Duration> {
+    pub(crate) fn check(&self, key: &K) -> Result<(), Duration> {
         let outcome = self.limiter.check_key(key);
         self.housekeep();
         outcome.map_err(|not_until| not_until.wait_time_from(self.limiter.clock().now()))
@@ -267,7 +285,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
         );
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.limiter.len()
     }
 }

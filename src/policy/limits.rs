@@ -118,12 +118,24 @@ impl Ctx<'_> {
                 None => Ok(default),
             }
         };
+        let ipv6_prefix = match &l.client_ipv6_prefix {
+            None => crate::limits::rate::DEFAULT_IPV6_PREFIX,
+            Some(p) if (16..=128).contains(p.get_ref()) => *p.get_ref(),
+            Some(p) => {
+                return self.spanned_err(
+                    "limits.client_ipv6_prefix",
+                    p,
+                    "must be between 16 and 128",
+                )
+            }
+        };
         Ok(LimitsPolicy {
             rates: RateLimitsConfig {
                 per_principal,
                 per_client_ip,
                 per_method,
                 principal_overrides,
+                ipv6_prefix,
             },
             max_connections: positive("limits.max_connections", l.max_connections, 10_000)?
                 as usize,
