@@ -888,3 +888,115 @@ async fn a_stream_in_flight_keeps_its_grant_across_a_reload() {
     let v = call(&mut c2, TOKEN, "GetTask", json!({"id": "x"})).await;
     assert_eq!(reason(&v), "authz.method", "{v}");
 }
+
+/// A turn that names no workspace runs in the caller's own (its first root); a caller with
+/// its own roots but none to use is refused; `require_workspace = false` leaves it to the agent.
+#[tokio::test]
+async fn a_turn_without_a_workspace_runs_in_the_callers_own() {
+    let l = layout();
+    const DAN: &str = "dan-token-0123456789";
+    let policy = |extra: &str| {
+        format!(
+            "{}{}",
+            tenants_policy(&l.ws, &format!("{extra}\n{}", rules(&l.ws))),
+            bearer("dan", DAN, "groups = [\"deployers\"]")
+        )
+    };
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: policy(""),
+            ..Default::default()
+        },
+    )
+    .await;
+    let a = format!("{}/team-a", l.ws.display());
+    let mut c = p.client(Proto::H2).await;
+    let v = call(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let v = call(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), json!({"other": 1}), Value::Null),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let seen = up.rpc_requests();
+    for r in &seen {
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            body["params"]["message"]["metadata"]["iac_code"]["cwd"], a,
+            "{body}"
+        );
+    }
+    // No root to work in (no tenant for {tenant}), or no way to say where: refused.
+    let v = call(
+        &mut c,
+        DAN,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    assert_eq!(reason(&v), "workspace.required", "{v}");
+    let v = call(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), json!({"iac_code": "x"}), Value::Null),
+    )
+    .await;
+    assert_eq!(reason(&v), "workspace.required", "{v}");
+    assert_eq!(up.rpc_requests().len(), 2);
+    // A follow-up in a context started without a workspace names the same (inserted) one.
+    let engine = Proxy::start(ProxyOpts {
+        extra_policy: policy(""),
+        ..Default::default()
+    })
+    .await;
+    let mut e = engine.client(Proto::H1).await;
+    let v = call(
+        &mut e,
+        ALICE,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    let ctx = v["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut follow = message(text(), Value::Null, Value::Null);
+    follow["message"]["contextId"] = json!(ctx);
+    let v = call(&mut e, ALICE, "SendMessage", follow).await;
+    assert!(v.get("result").is_some(), "{v}");
+    // Off: the agent decides.
+    let (up2, p2) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: policy("").replace("[authz]\n", "[authz]\nrequire_workspace = false\n"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c2 = p2.client(Proto::H1).await;
+    let v = call(
+        &mut c2,
+        DAN,
+        "SendMessage",
+        message(text(), Value::Null, Value::Null),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let body: Value = serde_json::from_slice(&up2.rpc_requests()[0].body).unwrap();
+    assert!(
+        body["params"]["message"].get("metadata").is_none(),
+        "{body}"
+    );
+}

@@ -76,6 +76,10 @@ pub struct AuthzPolicy {
     /// A caller no rule matches gets everything (as without `[authz]`) instead of nothing.
     pub default_allow: bool,
     pub rules: Vec<Rule>,
+    /// A turn of a caller with its own roots runs in one of them: a SendMessage without a
+    /// workspace gets the caller's first root, and is refused (`workspace.required`) when it
+    /// has none. Off: such a turn runs wherever the agent would run it.
+    pub require_workspace: bool,
 }
 
 /// Where a caller may work.
@@ -99,6 +103,8 @@ pub struct Grant {
     pub rules: Vec<Arc<str>>,
     /// Whether the grant came from `[authz]` rules at all (false: no `[authz]`, or the default).
     pub from_rules: bool,
+    /// See [`AuthzPolicy::require_workspace`]; only with `Roots::Only`.
+    pub require_workspace: bool,
 }
 
 /// Why a request was refused by authorization.
@@ -119,6 +125,7 @@ impl Grant {
             create_push_configs: true,
             rules: Vec::new(),
             from_rules: false,
+            require_workspace: false,
         }
     }
 
@@ -209,6 +216,7 @@ impl AuthzPolicy {
             create_push_configs: false,
             rules: Vec::new(),
             from_rules: true,
+            require_workspace: self.require_workspace,
         };
         let mut roots = Vec::new();
         for rule in self.rules.iter().filter(|r| r.matcher.matches(p)) {

@@ -37,6 +37,7 @@ fn m(principals: &[&str], groups: &[&str], tenants: &[&str]) -> Matcher {
 fn policy(default_allow: bool) -> AuthzPolicy {
     AuthzPolicy {
         default_allow,
+        require_workspace: true,
         rules: vec![
             rule(
                 "members",
@@ -236,6 +237,7 @@ fn refusals_name_the_missing_class() {
     no_create.create_push_configs = false;
     let p2 = AuthzPolicy {
         default_allow: false,
+        require_workspace: true,
         rules: vec![no_create],
     };
     let g = p2.grant(&principal("x", None, &[])).unwrap();
@@ -253,6 +255,7 @@ fn defaults_and_anonymous() {
     let nobody = principal("stranger", None, &[]);
     let deny = AuthzPolicy {
         default_allow: false,
+        require_workspace: true,
         rules: vec![rule("ci", m(&["ci-bot"], &[], &[]), &["*"], &[], &[])],
     };
     let g = deny.grant(&nobody).unwrap();
@@ -271,6 +274,7 @@ fn defaults_and_anonymous() {
     // "*" matches authenticated callers only; anonymous must be named.
     let star = AuthzPolicy {
         default_allow: false,
+        require_workspace: true,
         rules: vec![rule("all", m(&["*"], &[], &[]), &["*"], &[], &[])],
     };
     let anon = Principal::new("anonymous", Scheme::Anonymous);
@@ -278,6 +282,7 @@ fn defaults_and_anonymous() {
     // tenants = ["*"] / groups = ["*"]: callers that have one.
     let some = AuthzPolicy {
         default_allow: false,
+        require_workspace: true,
         rules: vec![
             rule("t", m(&[], &[], &["*"]), &["read"], &[], &[]),
             rule("g", m(&[], &["*"], &[]), &["write"], &[], &[]),
@@ -349,6 +354,7 @@ fn template_expansion_refuses_attack_values() {
     assert_eq!(r.reason, "authz.attribute_value");
     let users = AuthzPolicy {
         default_allow: false,
+        require_workspace: true,
         rules: vec![rule(
             "users",
             m(&["*"], &[], &[]),

@@ -337,9 +337,20 @@ impl Gate {
         }
         let name = principal.name.clone();
         let principal_value = principal_header_value(&name);
-        let heavy = bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
+        // A turn of a caller with its own roots runs in one of them (`require_workspace`): one
+        // that names no workspace gets the first (a follow-up then names the same one, as the
+        // registry's workspace binding wants).
+        let default_cwd = grant.require_workspace
+            && matches!(grant.roots, Roots::Only(_))
+            && matches!(
+                rpc.method,
+                Method::SendMessage | Method::SendStreamingMessage
+            )
+            && !names_cwd(&rpc.params);
+        let heavy =
+            default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (rpc, checked) = self
-            .check_params(rpc, &principal, grant, heavy, trace)
+            .check_params(rpc, &principal, grant, heavy, default_cwd, trace)
             .await?;
         let (mut headers, trace_id) =
             upstream::forwarded_headers(&parts.headers, version, extensions);
@@ -428,6 +439,7 @@ impl Gate {
         principal: &Principal,
         grant: Arc<Grant>,
         heavy: bool,
+        default_cwd: bool,
         trace: &Trace,
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
@@ -435,7 +447,7 @@ impl Gate {
         let name = principal.name.clone();
         let restricted = matches!(grant.roots, Roots::Only(_));
         let rules_grant = grant.clone();
-        let check = move |params| {
+        let check = move |mut params: serde_json::Map<String, Value>| {
             // The caller's own roots, resolved now; a request that names no workspace and no
             // file (not `heavy`) is checked against no root at all.
             let own = match &rules_grant.roots {
@@ -447,6 +459,18 @@ impl Gate {
                 }),
             };
             let workspace = own.as_ref().unwrap_or(&policy.workspace);
+            if default_cwd {
+                let required = || {
+                    RpcError::invalid_params(
+                        "This caller must work in a workspace of its own, and has none",
+                        "workspace.required",
+                    )
+                };
+                let root = workspace.roots.first().ok_or_else(required)?;
+                if !insert_cwd(&mut params, root) {
+                    return Err(required());
+                }
+            }
             check_params(
                 method,
                 params,
@@ -620,22 +644,61 @@ const INLINE_CHECK_BYTES: usize = 64 * 1024;
 /// Whether checking these params reads the filesystem: a workspace (`iac_code.cwd` in the
 /// request's or the message's metadata) or a file part.
 fn touches_filesystem(params: &serde_json::Map<String, Value>) -> bool {
+    let file_part = params
+        .get("message")
+        .and_then(|m| m.get("parts"))
+        .and_then(Value::as_array)
+        .is_some_and(|parts| parts.iter().any(|p| p.get("url").is_some()));
+    file_part || names_cwd(params)
+}
+
+/// Whether the request or its message names a workspace (`metadata.iac_code.cwd`).
+fn names_cwd(params: &serde_json::Map<String, Value>) -> bool {
     let cwd = |owner: Option<&Value>| {
         owner
             .and_then(|o| o.get("metadata"))
             .and_then(|m| m.get("iac_code"))
             .is_some_and(|i| i.get("cwd").is_some())
     };
-    let message = params.get("message");
-    let file_part = message
-        .and_then(|m| m.get("parts"))
-        .and_then(Value::as_array)
-        .is_some_and(|parts| parts.iter().any(|p| p.get("url").is_some()));
-    let request_cwd = params
-        .get("metadata")
-        .and_then(|m| m.get("iac_code"))
-        .is_some_and(|i| i.get("cwd").is_some());
-    file_part || request_cwd || cwd(message)
+    cwd(params.get("message"))
+        || params
+            .get("metadata")
+            .and_then(|m| m.get("iac_code"))
+            .is_some_and(|i| i.get("cwd").is_some())
+}
+
+/// Sets the message's `metadata.iac_code.cwd` to `root` (a request that named none); false
+/// when the message, its metadata or `iac_code` is not an object (then the agent could not
+/// be told where to work: the request is refused).
+fn insert_cwd(params: &mut serde_json::Map<String, Value>, root: &std::path::Path) -> bool {
+    let Some(Value::Object(message)) = params.get_mut("message") else {
+        return false;
+    };
+    let meta = message
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if meta.is_null() {
+        *meta = Value::Object(Default::default());
+    }
+    let Value::Object(meta) = meta else {
+        return false;
+    };
+    let iac = meta
+        .entry("iac_code")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if iac.is_null() {
+        *iac = Value::Object(Default::default());
+    }
+    match iac {
+        Value::Object(iac) => {
+            iac.insert(
+                "cwd".into(),
+                Value::String(root.to_string_lossy().into_owned()),
+            );
+            true
+        }
+        _ => false,
+    }
 }
 
 fn unavailable(id: &Value) -> Rejection {

@@ -122,6 +122,7 @@ impl Ctx<'_> {
         Ok(Some(AuthzPolicy {
             default_allow,
             rules,
+            require_workspace: a.require_workspace.unwrap_or(true),
         }))
     }
 

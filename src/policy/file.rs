@@ -34,6 +34,8 @@ pub struct PolicyFile {
 pub struct AuthzSection {
     /// A caller no rule matches: "deny" (default) or "allow".
     pub default: Option<Spanned<String>>,
+    /// A turn of a caller with its own roots must run in one of them (default true).
+    pub require_workspace: Option<bool>,
     #[serde(default)]
     pub rules: Vec<AuthzRuleSection>,
 }
