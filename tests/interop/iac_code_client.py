@@ -870,8 +870,8 @@ class Runner(Checks):
         return run
 
     def c_tenant_no_cwd(self) -> str:
-        """A tenant's turn with no cwd at all: PASS when the edge refuses it or the turn runs in
-        the tenant's directory; SKIP (a known gap, reported) when iac-code runs it in its own
+        """A tenant's turn with no cwd at all runs in the tenant's directory (the edge gives it
+        the tenant's root, `authz.require_workspace`), or is refused; never in iac-code's own
         process directory, the shared workspace root."""
         if not self.tenants:
             raise Skipped('the policy has no tenants (--tenants off)')
@@ -888,10 +888,9 @@ class Runner(Checks):
         bound = self.iac_context_cwd(ctx)
         own = self.tenant_dir(tenant)
         inside = all(d == own or d.startswith(own + '/') for d in dirs + [bound or ''])
-        if not inside:
-            raise Skipped(f'known gap: tenant-a-user (workspace_roots <workspace>/team-a) sent no '
-                          f'metadata.iac_code.cwd; the edge forwarded it and iac-code ran the turn in '
-                          f'{dirs} (context bound to {bound!r}), outside the tenant\'s root')
+        expect(inside, f'tenant-a-user (workspace_roots <workspace>/team-a) sent no '
+                       f'metadata.iac_code.cwd; iac-code ran the turn in {dirs} (context bound to '
+                       f'{bound!r}), outside the tenant\'s root')
         return f'forwarded; iac-code ran it in {dirs}, context bound to {bound!r} (inside the tenant root)'
 
     # -- credentials ------------------------------------------------------------
