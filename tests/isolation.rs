@@ -276,3 +276,65 @@ async fn list_tasks_pages_only_the_callers_tasks_without_gaps_or_duplicates() {
     .await;
     assert!(v["result"]["tasks"][0]["artifacts"].is_array(), "{v}");
 }
+
+/// `referenceTaskIds` may name only the caller's own tasks: another caller's task is refused
+/// exactly like an unknown one, before any agent sees the message.
+#[tokio::test]
+async fn referenced_tasks_must_be_the_callers() {
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: OTHER.into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] hers", json!({})),
+    )
+    .await;
+    let hers = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        message("[[input]] his", json!({})),
+    )
+    .await;
+    let his = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let unknown = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        message("x", json!({"referenceTaskIds": ["no-such-task"]})),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+    for refs in [json!([hers]), json!([his, hers]), json!([hers, his])] {
+        let v = rpc_as(
+            &mut c,
+            MALLORY,
+            "SendMessage",
+            message("x", json!({"referenceTaskIds": refs})),
+        )
+        .await;
+        assert_eq!(v["error"], unknown["error"], "{refs}: {v}");
+    }
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        message("[[input]] mine", json!({"referenceTaskIds": [his]})),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "his own reference: {v}");
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] mine", json!({"referenceTaskIds": [hers]})),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+}

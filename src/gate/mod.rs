@@ -363,6 +363,16 @@ impl Gate {
         match rpc.method {
             Method::SendMessage | Method::SendStreamingMessage => {
                 let message = rpc.params.get("message");
+                // A task the message refers to must be the caller's own, like any task it names
+                // (an agent that reads referred tasks would hand another caller's over).
+                let references = message
+                    .and_then(|m| m.get("referenceTaskIds"))
+                    .and_then(Value::as_array);
+                for r in references.into_iter().flatten() {
+                    registry
+                        .authorize_task(&name, r.as_str().unwrap_or(""))
+                        .map_err(deny)?;
+                }
                 let field = |k: &str| message.and_then(|m| m.get(k)).and_then(Value::as_str);
                 let workspace = checked.workspace.as_ref().map(|w| w.forward_cwd());
                 let mut turn = registry
