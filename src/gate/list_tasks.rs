@@ -100,7 +100,17 @@ impl Gate {
             if !task.is_object() {
                 continue;
             }
-            self.registry.observe(principal, upstream, &task);
+            if self.registry.observe(principal, upstream, &task).is_err() {
+                // The agent answered with another caller's task: never relayed.
+                return Err(Rejection::rpc(
+                    rpc.id.clone(),
+                    RpcError::new(
+                        -32603,
+                        "Upstream agent sent an answer the edge refuses",
+                        FOREIGN,
+                    ),
+                ));
+            }
             if !include_artifacts {
                 if let Some(t) = task.as_object_mut() {
                     t.remove("artifacts");

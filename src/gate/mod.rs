@@ -199,7 +199,8 @@ impl Gate {
             concurrency: ConcurrencyLimits::new(
                 policy.limits.max_in_flight_per_principal,
                 policy.limits.max_streams_per_principal,
-            ),
+            )
+            .with_stream_budget(policy.limits.stream_buffer_bytes_per_principal),
             registry,
             metrics,
             allow_chunked: policy.limits.allow_chunked_requests,
@@ -208,6 +209,7 @@ impl Gate {
                 keepalive: policy.limits.stream_keepalive,
                 idle_timeout: policy.limits.stream_idle_timeout,
                 max_duration: policy.limits.stream_max_duration,
+                stream_buffer_bytes: policy.limits.stream_buffer_bytes,
                 ..RelayLimits::default()
             },
         })
@@ -326,6 +328,7 @@ impl Gate {
             .check_principal(&principal.name, Some(rpc.method.as_str()))
             .map_err(too_many)?;
         let guard = self.slot(&principal.name, rpc.method.is_streaming())?;
+        let budget = guard.stream_budget();
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
@@ -393,11 +396,12 @@ impl Gate {
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     clean_response(v, &requests.metadata, requests.redact_paths);
-                    if let Some(result) = v.get("result") {
-                        turn.observe(upstream, result);
+                    match v.get("result") {
+                        Some(result) => turn.observe(upstream, result).map_err(|_| FOREIGN),
+                        None => Ok(()),
                     }
                 };
-                self.forward(upstream, headers, &rpc, &principal, trace, observe)
+                self.forward(upstream, headers, &rpc, &principal, trace, budget, observe)
                     .await
             }
             Method::ListTasks => {
@@ -413,9 +417,11 @@ impl Gate {
                     &rpc,
                     &principal,
                     trace,
+                    budget,
                     move |v: &mut Value| {
                         let _slot = &guard;
                         clean_response(v, &requests.metadata, requests.redact_paths);
+                        Ok(())
                     },
                 )
                 .await
@@ -431,11 +437,14 @@ impl Gate {
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     clean_response(v, &requests.metadata, requests.redact_paths);
-                    if let Some(result) = v.get("result") {
-                        registry.observe(&name, upstream, result);
+                    match v.get("result") {
+                        Some(result) => registry
+                            .observe(&name, upstream, result)
+                            .map_err(|_| FOREIGN),
+                        None => Ok(()),
                     }
                 };
-                self.forward(upstream, headers, &rpc, &principal, trace, observe)
+                self.forward(upstream, headers, &rpc, &principal, trace, budget, observe)
                     .await
             }
         }
@@ -577,10 +586,11 @@ impl Gate {
         rpc: &RpcRequest,
         who: &Principal,
         trace: &Trace,
+        budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
         observe: F,
     ) -> Result<Response<BoxBody>, Rejection>
     where
-        F: FnMut(&mut Value) + Send + 'static,
+        F: FnMut(&mut Value) -> Result<(), upstream::Refused> + Send + 'static,
     {
         let upstream_error = |e: UpstreamError| {
             Rejection::rpc(
@@ -607,6 +617,7 @@ impl Gate {
         let log = StreamLog {
             request_id: request_id.to_string(),
             metrics: self.metrics.clone(),
+            shared_budget: budget,
         };
         let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, observe)
             .await
@@ -647,6 +658,9 @@ impl Gate {
         self.network.permits(ip)
     }
 }
+
+/// An agent's answer named another caller's task or context: never relayed.
+const FOREIGN: upstream::Refused = "upstream.foreign_task";
 
 /// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
 const INLINE_CHECK_BYTES: usize = 64 * 1024;

@@ -22,6 +22,9 @@ const SHARDS: usize = 16;
 struct Counts {
     in_flight: usize,
     streams: usize,
+    /// The bytes all of the principal's streams may hold queued for it together (created with
+    /// its first stream; queued frames keep it alive after the last guard is gone).
+    stream_budget: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Counts {
@@ -37,6 +40,8 @@ impl Counts {
 struct Shared {
     max_in_flight: usize,
     max_streams: usize,
+    /// Size of each principal's shared stream budget; 0: none.
+    stream_budget_bytes: usize,
     hasher: RandomState,
     shards: [Mutex<HashMap<Box<str>, Counts>>; SHARDS],
 }
@@ -65,10 +70,20 @@ impl ConcurrencyLimits {
             shared: Arc::new(Shared {
                 max_in_flight: max_in_flight_per_principal,
                 max_streams: max_streams_per_principal,
+                stream_budget_bytes: 0,
                 hasher: RandomState::new(),
                 shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
             }),
         }
+    }
+
+    /// Every principal's streams share a budget of `bytes` queued for it (0: no shared budget).
+    /// Call right after [`ConcurrencyLimits::new`], before the limits are cloned.
+    pub fn with_stream_budget(mut self, bytes: usize) -> ConcurrencyLimits {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.stream_budget_bytes = bytes;
+        }
+        self
     }
 
     /// A guard that releases on drop (also when a stream body is dropped mid-way: the lead moves
@@ -88,25 +103,34 @@ impl ConcurrencyLimits {
             return Err(reason);
         }
         let mut shard = self.shared.shard(principal);
-        match shard.get_mut(principal) {
+        let counts = match shard.get_mut(principal) {
             Some(counts) => {
                 let n = counts.of(streaming);
                 if *n >= max {
                     return Err(reason);
                 }
                 *n += 1;
+                counts
             }
             None => {
                 let mut counts = Counts::default();
                 *counts.of(streaming) = 1;
-                shard.insert(principal.into(), counts);
+                shard.entry(principal.into()).or_insert(counts)
             }
-        }
+        };
+        let bytes = self.shared.stream_budget_bytes;
+        let stream_budget = (streaming && bytes > 0).then(|| {
+            let s = counts
+                .stream_budget
+                .get_or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(bytes)));
+            (Arc::clone(s), bytes)
+        });
         drop(shard);
         Ok(ConcurrencyGuard {
             shared: Arc::clone(&self.shared),
             principal: principal.into(),
             streaming,
+            stream_budget,
         })
     }
 
@@ -152,9 +176,15 @@ pub struct ConcurrencyGuard {
     shared: Arc<Shared>,
     principal: Box<str>,
     streaming: bool,
+    stream_budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
 }
 
 impl ConcurrencyGuard {
+    /// For a stream: the budget the principal's streams share, and its size.
+    pub fn stream_budget(&self) -> Option<(Arc<tokio::sync::Semaphore>, usize)> {
+        self.stream_budget.clone()
+    }
+
     pub fn principal(&self) -> &str {
         &self.principal
     }

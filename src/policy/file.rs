@@ -132,6 +132,10 @@ pub struct LimitsSection {
     pub stream_idle_timeout_ms: Option<u64>,
     /// An SSE stream ends (with an error frame) after this long.
     pub stream_max_duration_ms: Option<u64>,
+    /// What one SSE stream may hold queued for a caller that reads slowly.
+    pub stream_buffer_bytes: Option<u64>,
+    /// What all SSE streams of one principal may hold queued together.
+    pub stream_buffer_bytes_per_principal: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

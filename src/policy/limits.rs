@@ -31,6 +31,22 @@ pub struct LimitsPolicy {
     pub stream_keepalive: Duration,
     pub stream_idle_timeout: Duration,
     pub stream_max_duration: Duration,
+    pub stream_buffer_bytes: usize,
+    pub stream_buffer_bytes_per_principal: usize,
+}
+
+/// A byte budget of 4 KiB to 1 GiB, or `default`.
+fn bytes_between(
+    ctx: &Ctx<'_>,
+    key: &str,
+    v: Option<u64>,
+    default: usize,
+) -> Result<usize, PolicyError> {
+    match v {
+        None => Ok(default),
+        Some(n) if (4096..=1 << 30).contains(&n) => Ok(n as usize),
+        Some(_) => ctx.err(key, None, "must be between 4096 and 1073741824".into()),
+    }
 }
 
 impl Ctx<'_> {
@@ -183,6 +199,18 @@ impl Ctx<'_> {
             stream_max_duration: Duration::from_millis(
                 l.stream_max_duration_ms.unwrap_or(3_600_000).max(100),
             ),
+            stream_buffer_bytes: bytes_between(
+                self,
+                "limits.stream_buffer_bytes",
+                l.stream_buffer_bytes,
+                1024 * 1024,
+            )?,
+            stream_buffer_bytes_per_principal: bytes_between(
+                self,
+                "limits.stream_buffer_bytes_per_principal",
+                l.stream_buffer_bytes_per_principal,
+                16 * 1024 * 1024,
+            )?,
         })
     }
 

@@ -14,23 +14,77 @@ const MAX_WALK: usize = 128;
 /// in any string are replaced by `[PATH]`, as iac-code's safe mode does.
 pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy, redact_paths: bool) {
     if let Some(error) = response.get_mut("error").and_then(Value::as_object_mut) {
-        if error.get("code").and_then(Value::as_i64) == Some(-32603) {
-            error.insert("message".into(), Value::from("Internal error"));
-            // Keep only the ErrorInfo entries: other details may carry internals.
-            if let Some(Value::Array(data)) = error.get_mut("data") {
-                data.retain(|d| {
-                    d.get("@type").and_then(Value::as_str) == Some(crate::a2a::ERROR_INFO_TYPE)
-                });
-            } else {
-                error.remove("data");
-            }
-        }
+        clean_error(error);
     }
     if let Some(result) = response.get_mut("result") {
-        walk(result, metadata, 0);
+        walk(result, metadata, 0, false);
     }
     if redact_paths {
         hide_paths(response, 0);
+    }
+}
+
+/// The standard message of a JSON-RPC / A2A error code, as the SDKs send it.
+fn standard_message(code: i64) -> Option<&'static str> {
+    Some(match code {
+        -32700 => "Parse error",
+        -32600 => "Invalid Request",
+        -32601 => "Method not found",
+        -32602 => "Invalid params",
+        -32603 => "Internal error",
+        -32001 => "Task not found",
+        -32002 => "Task cannot be canceled",
+        -32003 => "Push Notification is not supported",
+        -32004 => "This operation is not supported",
+        -32005 => "Incompatible content types",
+        -32006 => "Invalid agent response",
+        -32007 => "Extended agent card is not configured",
+        -32008 => "Extension support is required",
+        -32009 => "A2A version is not supported",
+        _ => return None,
+    })
+}
+
+/// An agent's error object, cleaned: a known code gets its standard message, any other code
+/// a generic one (an agent's text may hold paths, stack text or secrets); `data` keeps only
+/// ErrorInfo entries, each with its `reason` and `domain` (short printable strings) and
+/// nothing else. A code that is not an integer becomes -32603.
+fn clean_error(error: &mut Map<String, Value>) {
+    let code = error
+        .get("code")
+        .and_then(Value::as_i64)
+        .filter(|c| i32::try_from(*c).is_ok())
+        .unwrap_or(-32603);
+    let message = standard_message(code).unwrap_or("Upstream agent error");
+    let short = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
+            .map(|s| Value::String(s.to_string()))
+    };
+    let data: Vec<Value> = match error.get("data") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter(|d| d.get("@type").and_then(Value::as_str) == Some(crate::a2a::ERROR_INFO_TYPE))
+            .take(4)
+            .map(|d| {
+                let mut info = Map::new();
+                info.insert("@type".into(), Value::from(crate::a2a::ERROR_INFO_TYPE));
+                for k in ["reason", "domain"] {
+                    if let Some(v) = short(d.get(k)) {
+                        info.insert(k.into(), v);
+                    }
+                }
+                info.insert("metadata".into(), Value::Object(Map::new()));
+                Value::Object(info)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    error.clear();
+    error.insert("code".into(), Value::from(code));
+    error.insert("message".into(), Value::from(message));
+    if !data.is_empty() {
+        error.insert("data".into(), Value::Array(data));
     }
 }
 
@@ -88,7 +142,9 @@ pub fn without_paths(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-fn walk(v: &mut Value, metadata: &MetadataPolicy, depth: usize) {
+/// Redacts echoed secrets under every `metadata` object and push-notification credentials.
+/// Linear: a `metadata` object is redacted once, not again for each `metadata` nested in it.
+fn walk(v: &mut Value, metadata: &MetadataPolicy, depth: usize, in_metadata: bool) {
     if depth > MAX_WALK {
         *v = Value::String(REDACTED.into());
         return;
@@ -97,15 +153,16 @@ fn walk(v: &mut Value, metadata: &MetadataPolicy, depth: usize) {
         Value::Object(map) => {
             redact_push_config(map);
             for (key, value) in map.iter_mut() {
-                if key == "metadata" && value.is_object() {
+                let is_metadata = key == "metadata" && value.is_object();
+                if is_metadata && !in_metadata {
                     redact_metadata(value, metadata);
                 }
-                walk(value, metadata, depth + 1);
+                walk(value, metadata, depth + 1, in_metadata || is_metadata);
             }
         }
         Value::Array(items) => {
             for item in items {
-                walk(item, metadata, depth + 1);
+                walk(item, metadata, depth + 1, in_metadata);
             }
         }
         _ => {}
@@ -206,15 +263,76 @@ mod tests {
     }
 
     #[test]
-    fn internal_error_text_is_replaced_and_other_errors_kept() {
-        let mut e = json!({"error": {"code": -32603, "message": "Traceback: /home/agent/app.py line 3",
-            "data": [{"@type": crate::a2a::ERROR_INFO_TYPE, "reason": "INTERNAL_ERROR"}, {"stack": "/srv/x"}]}});
-        clean_response(&mut e, &policy(), false);
-        assert_eq!(e["error"]["message"], "Internal error");
-        assert_eq!(e["error"]["code"], -32603);
-        assert_eq!(e["error"]["data"].as_array().unwrap().len(), 1);
-        let mut nf = json!({"error": {"code": -32001, "message": "Task not found"}});
-        clean_response(&mut nf, &policy(), false);
-        assert_eq!(nf["error"]["message"], "Task not found");
+    fn error_text_and_data_are_cleaned_for_every_code() {
+        let info = crate::a2a::ERROR_INFO_TYPE;
+        // (agent's error, code, message after cleaning, ErrorInfo entries kept)
+        let rows = vec![
+            (
+                json!({"code": -32603, "message": "Traceback: /home/agent/app.py line 3",
+                "data": [{"@type": info, "reason": "INTERNAL_ERROR"}, {"stack": "/srv/x"}]}),
+                -32603,
+                "Internal error",
+                1,
+            ),
+            (
+                json!({"code": -32001, "message": "Task /home/agent/.secrets token=abc not found",
+                "data": [{"leak": "/etc/shadow"}]}),
+                -32001,
+                "Task not found",
+                0,
+            ),
+            (
+                json!({"code": -32602, "message": "bad /home/agent/.secrets token=abc",
+                "data": {"leak": "/etc/shadow"}}),
+                -32602,
+                "Invalid params",
+                0,
+            ),
+            (
+                json!({"code": -32099, "message": "custom /home/agent/.secrets token=abc"}),
+                -32099,
+                "Upstream agent error",
+                0,
+            ),
+            (
+                json!({"code": 17, "message": "token=abc"}),
+                17,
+                "Upstream agent error",
+                0,
+            ),
+            (
+                json!({"code": "x", "message": "token=abc"}),
+                -32603,
+                "Internal error",
+                0,
+            ),
+            (
+                json!({"code": 1e20, "message": "token=abc"}),
+                -32603,
+                "Internal error",
+                0,
+            ),
+            (json!({"message": "token=abc"}), -32603, "Internal error", 0),
+            (
+                json!({"code": -32009, "message": "A2A version 'evil' is not supported",
+                "data": [{"@type": info, "reason": "VERSION_NOT_SUPPORTED", "domain": "a2a-protocol.org",
+                          "metadata": {"path": "/etc/shadow"}}]}),
+                -32009,
+                "A2A version is not supported",
+                1,
+            ),
+        ];
+        for (error, code, message, kept) in rows {
+            let mut e = json!({"error": error.clone()});
+            clean_response(&mut e, &policy(), false);
+            let text = e.to_string();
+            assert_eq!(e["error"]["code"], code, "{error}");
+            assert_eq!(e["error"]["message"], message, "{error}");
+            let n = e["error"]["data"].as_array().map_or(0, Vec::len);
+            assert_eq!(n, kept, "{error}");
+            for secret in ["token=abc", "/etc/shadow", "/home/agent", "evil"] {
+                assert!(!text.contains(secret), "{error}: {text}");
+            }
+        }
     }
 }

@@ -18,7 +18,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
 pub use headers::{forwarded_headers, strip_hop_by_hop};
-pub use relay::{relay_response, RelayLimits, StreamLog};
+pub use relay::{relay_response, Refused, RelayLimits, StreamLog};
 
 use crate::body::BoxBody;
 use crate::engine::{Engine, EngineConfig};
@@ -33,6 +33,8 @@ pub enum UpstreamError {
     Timeout,
     /// The agent answered with something the proxy will not relay.
     BadResponse,
+    /// The observer refused the answer (its reason: `upstream.foreign_task`, ...).
+    Refused(&'static str),
 }
 
 impl UpstreamError {
@@ -41,6 +43,7 @@ impl UpstreamError {
             UpstreamError::Unavailable => "upstream.unavailable",
             UpstreamError::Timeout => "upstream.timeout",
             UpstreamError::BadResponse => "upstream.bad_response",
+            UpstreamError::Refused(reason) => reason,
         }
     }
     pub fn message(self) -> &'static str {
@@ -48,6 +51,7 @@ impl UpstreamError {
             UpstreamError::Unavailable => "Upstream agent unavailable",
             UpstreamError::Timeout => "Upstream agent timed out",
             UpstreamError::BadResponse => "Upstream agent sent an invalid response",
+            UpstreamError::Refused(_) => "Upstream agent sent an answer the edge refuses",
         }
     }
 }

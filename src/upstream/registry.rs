@@ -57,6 +57,7 @@ use serde_json::Value;
 
 use crate::a2a::RpcError;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
+pub use state::Foreign;
 use state::{Id, Running, State, Workspace};
 use token::{Cursor, Query, TokenKey};
 pub use turn::Turn;
@@ -318,9 +319,16 @@ impl TaskRegistry {
     /// and `upstream`; known ones keep their owner and agent. For the events of a turn's own
     /// answer prefer [`Turn::observe`], which also binds a context the agent just created to
     /// the turn's workspace and keeps it busy.
-    pub fn observe(&self, principal: &str, upstream: UpstreamId, result: &Value) {
-        if let Some(fact) = Fact::read(result) {
-            self.shared.lock().learn(principal, upstream, &fact);
+    /// `Err` when the answer names another caller's task or context (it must not be relayed).
+    pub fn observe(
+        &self,
+        principal: &str,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<(), Foreign> {
+        match Fact::read(result) {
+            Some(fact) => self.shared.lock().learn(principal, upstream, &fact),
+            None => Ok(()),
         }
     }
 

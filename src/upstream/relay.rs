@@ -3,6 +3,17 @@
 //! re-encoded by the edge. A silent agent is covered by keep-alive comments; an agent silent
 //! past the idle timeout, a stream past its maximum duration, or an agent that fails in the
 //! middle gives the caller an `event: error` frame, then the end.
+//!
+//! Every JSON-RPC response of the agent (the one JSON answer, or each event's) is put in the
+//! shape the caller asked for before anything else looks at it: one object, `jsonrpc` 2.0,
+//! the caller's own `id`, exactly one of `result` and `error`. Then the observer cleans it and
+//! learns from it; an observer that refuses it (another caller's task) ends the answer with an
+//! error instead. An error (an `event: error`, or a response with `error`) ends a stream.
+//!
+//! What one stream may hold is bounded by bytes ([`crate::stream_body`]): its own queue, and
+//! the budget its principal's streams share. While the relay waits for a caller that does not
+//! read, the stream's maximum duration still applies, and so does the idle timeout: a caller
+//! that takes nothing for that long is dropped (`client.stalled`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +25,8 @@ use serde_json::Value;
 use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
 use crate::a2a::{error_body, to_json_bytes, RpcError};
-use crate::body::{collect_limited, sse_response, BoxBody, ChannelBody};
+use crate::body::{collect_limited, sse_response, BoxBody};
+use crate::stream_body::budgeted;
 use crate::telemetry::metrics::Metrics;
 
 /// Bounds on what the proxy accepts from an agent.
@@ -28,6 +40,8 @@ pub struct RelayLimits {
     pub idle_timeout: Duration,
     /// ... or when it has lasted this long.
     pub max_duration: Duration,
+    /// What one stream may hold queued for a caller that reads slowly.
+    pub stream_buffer_bytes: usize,
 }
 
 impl Default for RelayLimits {
@@ -38,15 +52,43 @@ impl Default for RelayLimits {
             keepalive: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(300),
             max_duration: Duration::from_secs(3600),
+            stream_buffer_bytes: 1024 * 1024,
         }
     }
 }
 
-/// Whose stream it is, for the `stream_end` log line and the stream metrics.
+/// Whose stream it is, for the `stream_end` log line and the stream metrics, and the budget
+/// its principal's streams share (a semaphore and its size).
 #[derive(Clone)]
 pub struct StreamLog {
     pub request_id: String,
     pub metrics: Arc<Metrics>,
+    pub shared_budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
+}
+
+/// Why an observer refused an answer: its reason code.
+pub type Refused = &'static str;
+
+/// Puts one JSON-RPC response of the agent in the shape of an answer to `id`: an object, with
+/// `jsonrpc` 2.0, the caller's id and exactly one of `result` and `error`.
+fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
+    let Value::Object(mut map) = v else {
+        return Err("upstream.bad_response");
+    };
+    match (map.remove("result"), map.remove("error")) {
+        (Some(r), None) => {
+            map.clear();
+            map.insert("result".into(), r);
+        }
+        (None, Some(e)) if e.is_object() => {
+            map.clear();
+            map.insert("error".into(), e);
+        }
+        _ => return Err("upstream.bad_response"),
+    }
+    map.insert("jsonrpc".into(), Value::from("2.0"));
+    map.insert("id".into(), id.clone());
+    Ok(Value::Object(map))
 }
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
@@ -61,7 +103,7 @@ pub async fn relay_response<F>(
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
-    F: FnMut(&mut Value) + Send + 'static,
+    F: FnMut(&mut Value) -> Result<(), Refused> + Send + 'static,
 {
     if upstream.status() != StatusCode::OK {
         crate::telemetry::log(
@@ -94,9 +136,10 @@ where
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
                 .map_err(|_| UpstreamError::BadResponse)?;
-            let mut v: Value =
+            let v: Value =
                 serde_json::from_slice(&bytes).map_err(|_| UpstreamError::BadResponse)?;
-            observe(&mut v);
+            let mut v = shape(v, id).map_err(|_| UpstreamError::BadResponse)?;
+            observe(&mut v).map_err(UpstreamError::Refused)?;
             Ok(crate::body::json_response(
                 StatusCode::OK,
                 to_json_bytes(&v),
@@ -116,45 +159,50 @@ fn relay_sse<F>(
     mut observe: F,
 ) -> Response<BoxBody>
 where
-    F: FnMut(&mut Value) + Send + 'static,
+    F: FnMut(&mut Value) -> Result<(), Refused> + Send + 'static,
 {
-    let (tx, out) = ChannelBody::new(16);
+    let (tx, out) = budgeted(limits.stream_buffer_bytes, log.shared_budget.clone());
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();
         let _open = log.metrics.open_stream();
         let mut events = 0u64;
         let outcome: &'static str = async {
             let mut decoder = SseDecoder::new(limits.max_event_bytes);
-            let broken = |reason: &'static str| {
-                let err = RpcError::new(-32603, "Upstream stream failed", reason);
-                error_event(&error_body(&id, &err))
-            };
-            // Sends the error frame that ends the stream; the outcome is its reason.
+            // Ends the stream with an error frame; the outcome is its reason. The frame is
+            // small and goes past the budgets (a caller that reads gets it).
             let fail = |reason: &'static str| {
-                let frame = broken(reason);
-                let tx = &tx;
-                async move {
-                    let _ = tx.send(Ok(frame)).await;
-                    reason
-                }
+                let err = RpcError::new(-32603, "Upstream stream failed", reason);
+                tx.send_last(error_event(&error_body(&id, &err)));
+                reason
             };
             let deadline = started + limits.max_duration;
             let mut last_upstream = tokio::time::Instant::now();
             let mut last_sent = tokio::time::Instant::now();
+            // Sends one frame, waiting for a slow caller no longer than the stream may last
+            // or stay without progress.
+            macro_rules! send {
+                ($frame:expr) => {{
+                    let frame = $frame;
+                    let stalled = tokio::time::Instant::now() + limits.idle_timeout;
+                    tokio::select! {
+                        r = tx.send(frame) => if r.is_err() { return "client_gone" },
+                        _ = tokio::time::sleep_until(stalled) => return "client.stalled",
+                        _ = tokio::time::sleep_until(deadline) => return fail("upstream.stream_too_long"),
+                    }
+                    last_sent = tokio::time::Instant::now();
+                }};
+            }
             loop {
                 let next_keepalive = last_sent + limits.keepalive;
                 let idle_at = last_upstream + limits.idle_timeout;
                 let frame = tokio::select! {
                     f = body.frame() => f,
                     _ = tokio::time::sleep_until(next_keepalive) => {
-                        if tx.send(Ok(comment("keep-alive"))).await.is_err() {
-                            return "client_gone";
-                        }
-                        last_sent = tokio::time::Instant::now();
+                        send!(comment("keep-alive"));
                         continue;
                     }
-                    _ = tokio::time::sleep_until(idle_at) => return fail("upstream.stream_idle").await,
-                    _ = tokio::time::sleep_until(deadline) => return fail("upstream.stream_too_long").await,
+                    _ = tokio::time::sleep_until(idle_at) => return fail("upstream.stream_idle"),
+                    _ = tokio::time::sleep_until(deadline) => return fail("upstream.stream_too_long"),
                     // The caller left: stop, dropping the agent's stream with it.
                     _ = tx.closed() => return "client_gone",
                 };
@@ -166,34 +214,34 @@ where
                         Ok(data) => (decoder.push(&data), false),
                         Err(_) => continue, // trailers carry nothing for SSE
                     },
-                    Some(Err(_)) => return fail("upstream.stream_broken").await,
+                    Some(Err(_)) => return fail("upstream.stream_broken"),
                 };
                 let Ok(decoded) = decoded else {
-                    return fail("upstream.bad_stream").await;
+                    return fail("upstream.bad_stream");
                 };
                 for ev in decoded {
-                    let out = match ev.data.as_deref() {
-                        // A comment (the agent's own keep-alive) is not relayed: its text is the
-                        // agent's, unchecked; the edge sends keep-alives of its own.
-                        None => continue,
-                        Some(d) => match serde_json::from_str::<Value>(d) {
-                            Ok(mut v) => {
-                                observe(&mut v);
-                                let json = to_json_bytes(&v);
-                                if ev.event.as_deref() == Some("error") {
-                                    error_event(&json)
-                                } else {
-                                    data_event(&json)
-                                }
-                            }
-                            Err(_) => return fail("upstream.bad_stream").await,
-                        },
+                    // A comment (the agent's own keep-alive) is not relayed: its text is the
+                    // agent's, unchecked; the edge sends keep-alives of its own.
+                    let Some(d) = ev.data.as_deref() else {
+                        continue;
                     };
-                    if tx.send(Ok(out)).await.is_err() {
-                        return "client_gone";
+                    let Ok(v) = serde_json::from_str::<Value>(d) else {
+                        return fail("upstream.bad_stream");
+                    };
+                    let Ok(mut v) = shape(v, &id) else {
+                        return fail("upstream.bad_stream");
+                    };
+                    if let Err(reason) = observe(&mut v) {
+                        return fail(reason);
                     }
+                    // An error ends the stream, whatever the agent sends after it.
+                    let error = ev.event.as_deref() == Some("error") || v.get("error").is_some();
+                    let json = to_json_bytes(&v);
+                    send!(if error { error_event(&json) } else { data_event(&json) });
                     events += 1;
-                    last_sent = tokio::time::Instant::now();
+                    if error {
+                        return "upstream.error_event";
+                    }
                 }
                 if end {
                     break;
@@ -201,7 +249,7 @@ where
             }
             if decoder.pending() > 0 {
                 // The agent ended in the middle of an event: what it sent cannot be trusted whole.
-                return fail("upstream.stream_truncated").await;
+                return fail("upstream.stream_truncated");
             }
             "completed"
         }

@@ -13,6 +13,10 @@ use super::facts::Fact;
 use super::forgotten::{Forgotten, FORGOTTEN_PER_ENTRY};
 use super::UpstreamId;
 
+/// An agent's answer named another caller's task or context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Foreign;
+
 /// Shared id text: a task id lives in the map, the LRU and two indexes at once.
 pub(super) type Id = Arc<str>;
 
@@ -397,18 +401,25 @@ impl State {
 
     // ---- answers ----
 
-    /// Records one observation for `principal`, never re-assigning anything.
-    pub fn learn(&mut self, principal: &str, upstream: UpstreamId, fact: &Fact<'_>) {
+    /// Records one observation for `principal`, never re-assigning anything. `Err` when the
+    /// answer names another caller's task or context: nothing is learned, and the answer must
+    /// not reach this caller.
+    pub fn learn(
+        &mut self,
+        principal: &str,
+        upstream: UpstreamId,
+        fact: &Fact<'_>,
+    ) -> Result<(), Foreign> {
         // A known task must be the caller's and stay in its context; check before touching anything.
         let known_task = match fact.task.and_then(|t| self.tasks.get(t)) {
             None => false,
             Some(e) if &*e.owner == principal && Some(&*e.context) == fact.context => true,
-            Some(_) => return self.foreign(upstream, "task"),
+            Some(_) => return Err(self.foreign(upstream, "task")),
         };
         let context: Option<Id> = match fact.context {
             None => None,
             Some(c) => match self.contexts.get_mut(c) {
-                Some(e) if &*e.owner != principal => return self.foreign(upstream, "context"),
+                Some(e) if &*e.owner != principal => return Err(self.foreign(upstream, "context")),
                 Some(e) => {
                     // A context reserved before any agent answered is bound by its first answer.
                     e.upstream.get_or_insert(upstream);
@@ -417,14 +428,14 @@ impl State {
                 }
                 // Evicted from someone else: theirs still, as far as this caller goes.
                 None if !self.forgotten.permits(c, principal) => {
-                    return self.foreign(upstream, "context")
+                    return Err(self.foreign(upstream, "context"))
                 }
                 None => {
                     let id =
                         self.insert_context(c, principal, Some(upstream), Workspace::Unbound, None);
                     if id.is_none() {
                         self.counters.refused_full += 1;
-                        return;
+                        return Ok(());
                     }
                     id
                 }
@@ -443,18 +454,22 @@ impl State {
             }
         }
         if let Some(t) = fact.referenced_task {
-            if self.tasks.get(t).is_some_and(|e| &*e.owner == principal) {
-                self.touch_task(t);
+            match self.tasks.get(t) {
+                Some(e) if &*e.owner == principal => self.touch_task(t),
+                Some(_) => return Err(self.foreign(upstream, "task")),
+                None => {}
             }
         }
+        Ok(())
     }
 
-    fn foreign(&mut self, upstream: UpstreamId, kind: &'static str) {
+    fn foreign(&mut self, upstream: UpstreamId, kind: &'static str) -> Foreign {
         self.counters.foreign_ignored += 1;
         crate::telemetry::log(
             "registry_foreign_id",
             serde_json::json!({"upstream": upstream, "kind": kind}),
         );
+        Foreign
     }
 
     #[cfg(test)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::facts::Fact;
-use super::state::{Id, Running, State, Workspace};
+use super::state::{Foreign, Id, Running, State, Workspace};
 use super::{Shared, UpstreamId};
 
 /// A turn in flight: keeps its context busy until finished or dropped (client gone, error).
@@ -46,9 +46,10 @@ impl Turn {
     /// Learns from one answer of this turn (the unary result or each SSE event's `result`),
     /// like [`TaskRegistry::observe`](super::TaskRegistry::observe); in addition, a context the agent creates for this turn
     /// is bound to the turn's workspace and kept busy until the turn ends.
-    pub fn observe(&mut self, upstream: UpstreamId, result: &Value) {
+    /// `Err` when the answer names another caller's task or context (it must not be relayed).
+    pub fn observe(&mut self, upstream: UpstreamId, result: &Value) -> Result<(), Foreign> {
         let Some(fact) = Fact::read(result) else {
-            return;
+            return Ok(());
         };
         let shared = self.shared.clone();
         let mut st = shared.lock();
@@ -58,7 +59,7 @@ impl Turn {
                 self.adopt_context(&mut st, upstream, c);
             }
         }
-        st.learn(&self.principal, upstream, &fact);
+        st.learn(&self.principal, upstream, &fact)?;
         // This turn's answer names its task, even one known before (a new task is learned in
         // `learn` already); someone else's task or one from another context is not.
         if let (Some(t), Some(c)) = (fact.task, &self.context) {
@@ -71,6 +72,7 @@ impl Turn {
                 st.learn_running_task(c, &k);
             }
         }
+        Ok(())
     }
 
     /// The agent named the context of a turn that started without one.

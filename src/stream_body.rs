@@ -1,0 +1,182 @@
+//! A streaming response body bounded by bytes, not frames: the producer waits while what it
+//! queued and the connection has not yet taken holds more than the stream's budget, and (when
+//! given) more than a budget shared by every stream of one principal. A slow reader thus
+//! holds at most its budgets (plus one frame) however large the events it is sent.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use crate::body::{BodyError, BoxBody};
+
+/// One queued frame and the budget it holds until the connection takes it.
+struct Queued {
+    item: Result<Bytes, BodyError>,
+    _permits: [Option<OwnedSemaphorePermit>; 2],
+}
+
+/// The receiving half: the response body.
+pub struct BudgetedBody {
+    rx: mpsc::UnboundedReceiver<Queued>,
+}
+
+/// The sending half.
+pub struct BudgetedSender {
+    tx: mpsc::UnboundedSender<Queued>,
+    stream: Arc<Semaphore>,
+    stream_bytes: usize,
+    shared: Option<(Arc<Semaphore>, usize)>,
+}
+
+/// The receiver is gone (the caller left).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+/// A body and its sender. `stream_bytes`: what one stream may hold queued; `shared`: a
+/// semaphore with the principal's budget for all its streams, and its size.
+pub fn budgeted(
+    stream_bytes: usize,
+    shared: Option<(Arc<Semaphore>, usize)>,
+) -> (BudgetedSender, BudgetedBody) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stream_bytes = stream_bytes.clamp(1, u32::MAX as usize);
+    (
+        BudgetedSender {
+            tx,
+            stream: Arc::new(Semaphore::new(stream_bytes)),
+            stream_bytes,
+            shared: shared.map(|(s, n)| (s, n.clamp(1, u32::MAX as usize))),
+        },
+        BudgetedBody { rx },
+    )
+}
+
+impl BudgetedSender {
+    /// Queues a frame once the budgets have room for it (a frame larger than a budget waits
+    /// for all of it: one such frame at a time).
+    pub async fn send(&self, frame: Bytes) -> Result<(), Closed> {
+        let cost = |limit: usize| frame.len().clamp(1, limit) as u32;
+        let own = Arc::clone(&self.stream)
+            .acquire_many_owned(cost(self.stream_bytes))
+            .await
+            .map_err(|_| Closed)?;
+        let shared = match &self.shared {
+            Some((s, limit)) => Some(
+                Arc::clone(s)
+                    .acquire_many_owned(cost(*limit))
+                    .await
+                    .map_err(|_| Closed)?,
+            ),
+            None => None,
+        };
+        self.tx
+            .send(Queued {
+                item: Ok(frame),
+                _permits: [Some(own), shared],
+            })
+            .map_err(|_| Closed)
+    }
+
+    /// Queues a last, small frame (an error frame) without waiting for the budgets: the
+    /// stream ends with it.
+    pub fn send_last(&self, frame: Bytes) {
+        let _ = self.tx.send(Queued {
+            item: Ok(frame),
+            _permits: [None, None],
+        });
+    }
+
+    /// Resolves when the receiver is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+}
+
+impl BudgetedBody {
+    pub fn boxed(self) -> BoxBody {
+        UnsyncBoxBody::new(self)
+    }
+}
+
+impl Body for BudgetedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        // The permits go back when the queued frame is dropped: now, as the connection takes it.
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(q)) => Poll::Ready(Some(q.item.map(Frame::data))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn the_sender_waits_for_the_reader_by_bytes() {
+        let shared = Arc::new(Semaphore::new(300));
+        let (tx, mut body) = budgeted(200, Some((shared.clone(), 300)));
+        let (tx2, _body2) = budgeted(200, Some((shared.clone(), 300)));
+        tx.send(Bytes::from(vec![b'a'; 150])).await.unwrap();
+        // 150 + 100 > 200 for this stream: waits.
+        let blocked = tokio::time::timeout(
+            Duration::from_millis(50),
+            tx.send(Bytes::from(vec![b'b'; 100])),
+        )
+        .await;
+        assert!(blocked.is_err(), "the stream's budget is spent");
+        // The other stream of the principal has 150 of the shared 300 left.
+        tx2.send(Bytes::from(vec![b'c'; 150])).await.unwrap();
+        let blocked = tokio::time::timeout(
+            Duration::from_millis(50),
+            tx2.send(Bytes::from(vec![b'd'; 10])),
+        )
+        .await;
+        assert!(blocked.is_err(), "the principal's budget is spent");
+        // Reading gives the budget back.
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first.len(), 150);
+        tx.send(Bytes::from(vec![b'b'; 100])).await.unwrap();
+        // An event larger than the budget still goes, alone.
+        let (big_tx, mut big) = budgeted(10, None);
+        let sending = tokio::spawn(async move {
+            big_tx.send(Bytes::from(vec![b'x'; 1000])).await.unwrap();
+            big_tx.send(Bytes::from(vec![b'y'; 5])).await.unwrap();
+            big_tx.send_last(Bytes::from_static(b"last"));
+        });
+        let mut got = Vec::new();
+        while let Some(f) = big.frame().await {
+            got.push(f.unwrap().into_data().unwrap().len());
+        }
+        sending.await.unwrap();
+        assert_eq!(got, [1000, 5, 4]);
+    }
+
+    #[tokio::test]
+    async fn a_closed_body_fails_the_sender() {
+        let (tx, body) = budgeted(10, None);
+        drop(body);
+        assert_eq!(tx.send(Bytes::from_static(b"x")).await, Err(Closed));
+        tokio::time::timeout(Duration::from_secs(1), tx.closed())
+            .await
+            .unwrap();
+    }
+}
