@@ -443,6 +443,11 @@ pub enum Reply {
     Endless(Arc<std::sync::atomic::AtomicBool>),
     /// Answers a stream with `body` as is (`{id}` replaced by the request id), then ends it.
     RawStream(&'static str),
+    /// Answers every JSON-RPC request with this JSON body (`{id}` replaced by the request id).
+    Raw(&'static str),
+    /// Streams 64 KiB events as fast as they are taken until the stream is closed; then sets
+    /// the flag.
+    Flood(Arc<std::sync::atomic::AtomicBool>),
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -614,6 +619,37 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 .unwrap()
         }
         Reply::Endless(_) => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
+        Reply::Flood(_) if method != Some(json!("SendStreamingMessage")) => {
+            json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}}))
+        }
+        Reply::Flood(closed) => {
+            let (tx, body) = a2a_edge::body::ChannelBody::new(1);
+            tokio::spawn(async move {
+                let filler = "x".repeat(64 * 1024);
+                loop {
+                    let ev = format!(
+                        "data: {}\r\n\r\n",
+                        json!({"jsonrpc": "2.0", "id": id, "result": {"statusUpdate": {"taskId": "t-flood", "contextId": "c-flood", "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"filler": filler}}}})
+                    );
+                    if tx.send(Ok(Bytes::from(ev))).await.is_err() {
+                        closed.store(true, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(body.boxed())
+                .unwrap()
+        }
+        Reply::Raw(raw) => Response::builder()
+            .header("content-type", "application/json")
+            .body(
+                Full::new(Bytes::from(raw.replace("{id}", &id.to_string())))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .unwrap(),
         Reply::RawStream(raw) => Response::builder()
             .header("content-type", "text/event-stream")
             .body(

@@ -1,0 +1,212 @@
+//! What reaches callers from a hostile agent: answers naming another caller's task are
+//! refused (JSON and SSE); every answer is shaped as the answer to the caller's request (its
+//! id, one object); an error ends a stream; error text is cleaned for every code; a stream
+//! to a caller that does not read holds bounded memory and ends.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const MALLORY: &str = "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
+const ALICE_TOKEN: &str = "Bearer test-token-0123456789";
+const MALLORY_TOKEN: &str = "Bearer other-token";
+
+async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> (Value, String) {
+    let body = json!({"jsonrpc": "2.0", "id": "mine-7", "method": method, "params": params});
+    let headers = [
+        ("authorization", token),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+    let text = String::from_utf8_lossy(&rb).into_owned();
+    (serde_json::from_str(&text).unwrap(), text)
+}
+
+fn message(text: &str) -> Value {
+    json!({"message": {"messageId": format!("m-{}", a2a_edge::policy::random_token()),
+        "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// Every SendMessage is answered with the same task, as an agent that mixes callers up would.
+const SHARED_TASK: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":{"id":"t-alice","contextId":"c-alice","status":{"state":"TASK_STATE_INPUT_REQUIRED"},"history":[{"messageId":"h1","role":"ROLE_USER","parts":[{"text":"alice's private plan"}]}]}}}"#;
+
+#[tokio::test]
+async fn an_answer_naming_another_callers_task_is_refused() {
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Raw(SHARED_TASK),
+        ProxyOpts {
+            extra_policy: MALLORY.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("mine")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-alice", "{v}");
+        let (v, text) = rpc_as(&mut c, MALLORY_TOKEN, "SendMessage", message("his")).await;
+        assert_eq!(v["error"]["code"], -32603, "{v}");
+        assert_eq!(v["error"]["data"][0]["reason"], "upstream.foreign_task");
+        assert!(
+            !text.contains("private plan") && !text.contains("t-alice"),
+            "{text}"
+        );
+        // Alice still reads hers.
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "GetTask", json!({"id": "t-alice"})).await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+}
+
+const SHARED_STREAM: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"task\":{\"id\":\"t-alice\",\"contextId\":\"c-alice\",\"status\":{\"state\":\"TASK_STATE_WORKING\"},\"history\":[{\"messageId\":\"h1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"alice's private plan\"}]}]}}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t-alice\",\"contextId\":\"c-alice\",\"status\":{\"state\":\"TASK_STATE_INPUT_REQUIRED\"}}}}\n\n";
+
+#[tokio::test]
+async fn a_stream_naming_another_callers_task_ends_with_an_error() {
+    let (_up, p) = Proxy::with_recorder(
+        Reply::RawStream(SHARED_STREAM),
+        ProxyOpts {
+            extra_policy: MALLORY.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("mine")).await)
+        .rest()
+        .await;
+    assert_eq!(events.len(), 2, "alice gets her stream: {events:?}");
+    // Mallory, on his own connection, with his own token.
+    let body = json!({"jsonrpc": "2.0", "id": "s2", "method": "SendStreamingMessage", "params": message("his")});
+    let headers = [
+        ("authorization", MALLORY_TOKEN),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+        ("accept", "text/event-stream"),
+    ];
+    let (status, _, raw) = c.request("POST", "/", &headers, body.to_string()).await;
+    assert_eq!(status, 200);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("event: error"), "{text}");
+    assert!(text.contains("upstream.foreign_task"), "{text}");
+    assert!(
+        !text.contains("private plan") && !text.contains("t-alice"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn answers_take_the_shape_of_the_callers_request() {
+    // (agent's JSON answer, what the caller must get: result kept or error reason)
+    let cases: Vec<(&'static str, Result<(), &str>)> = vec![
+        (
+            r#"{"jsonrpc":"2.0","id":999,"result":{"echo":true}}"#,
+            Ok(()),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":"someone-else","result":{"echo":true},"extra":"x"}"#,
+            Ok(()),
+        ),
+        (
+            r#"[{"jsonrpc":"2.0","id":{id},"result":{"echo":true}}]"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{id}}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"result":{},"error":{"code":-32001,"message":"x"}}"#,
+            Err("upstream.bad_response"),
+        ),
+        (r#""just a string""#, Err("upstream.bad_response")),
+    ];
+    for (raw, want) in cases {
+        let (_up, p) = Proxy::with_recorder(Reply::Raw(raw), ProxyOpts::default()).await;
+        let mut c = p.client(Proto::H1).await;
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+        assert_eq!(v["id"], "mine-7", "{raw}: {v}");
+        assert_eq!(v["jsonrpc"], "2.0");
+        assert!(v.is_object());
+        match want {
+            Ok(()) => {
+                assert_eq!(v["result"], json!({"echo": true}), "{raw}: {v}");
+                assert!(v.get("extra").is_none(), "{v}");
+            }
+            Err(reason) => assert_eq!(v["error"]["data"][0]["reason"], reason, "{raw}: {v}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn agent_errors_are_cleaned_for_every_code() {
+    const LEAKY: &str = r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32001,"message":"no task at /home/agent/.secrets token=abc","data":[{"leak":"/etc/shadow"},{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_FOUND","domain":"a2a-protocol.org","metadata":{"path":"/home/agent/.secrets"}}]}}"#;
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(LEAKY), ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    let (v, text) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    assert_eq!(v["error"]["message"], "Task not found");
+    assert_eq!(v["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
+    for secret in ["/home/agent", "token=abc", "/etc/shadow"] {
+        assert!(!text.contains(secret), "{secret}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn an_error_event_ends_the_stream() {
+    const RAW: &str = "event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{\"code\":-32603,\"message\":\"boom at /srv/agent/x.py\"}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t1\",\"contextId\":\"c1\",\"status\":{\"state\":\"TASK_STATE_WORKING\"},\"metadata\":{\"after\":\"the error\"}}}}\n\n";
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("hi")).await)
+            .rest()
+            .await;
+        assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
+        assert_eq!(events[0].0.as_deref(), Some("error"));
+        assert_eq!(events[0].1["id"], "s1");
+        assert_eq!(events[0].1["error"]["message"], "Internal error");
+    }
+}
+
+/// Streams to callers that never read: what they hold is bounded by the byte budgets, and a
+/// caller that takes nothing for the idle timeout is dropped, its slot freed.
+#[tokio::test]
+async fn a_caller_that_does_not_read_is_bounded_and_dropped() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Flood(closed.clone()),
+        ProxyOpts {
+            extra_policy: "[limits]\nstream_idle_timeout_ms = 1500\nstream_keepalive_ms = 200\nstream_buffer_bytes = 4096\nmax_streams_per_principal = 1\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    // Open the stream and never read its body.
+    let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
+    assert_eq!(resp.status(), 200);
+    // The only stream slot is taken while the relay waits on the silent reader...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut other = p.client(Proto::H1).await;
+    let busy = other
+        .rpc_stream("SendStreamingMessage", message("second"))
+        .await;
+    assert_eq!(busy.status(), 429);
+    // ... and given back once the reader stalled past the idle timeout: the agent's stream is
+    // closed too.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stalled stream was not ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = other
+        .rpc_stream("SendStreamingMessage", message("third"))
+        .await;
+    assert_eq!(again.status(), 200);
+    drop(resp);
+}
