@@ -62,6 +62,30 @@ fn bench(c: &mut Criterion) {
         b.iter(|| edge_work(black_box(&large), &policy))
     });
     g.finish();
+
+    // The answer-cleaning pass over what an agent echoes: one long dotted key over many
+    // children (quadratic before #13.1), at two sizes: the time per byte must stay flat.
+    let mut g = c.benchmark_group("redact_metadata");
+    for (segments, children) in [(10_000usize, 1_000usize), (100_000, 10_000)] {
+        let long_key = vec!["a"; segments].join(".");
+        let kids: serde_json::Map<String, serde_json::Value> = (0..children)
+            .map(|i| (format!("c{i}"), json!("v")))
+            .collect();
+        let v = json!({ long_key: kids, "iac_code": {"iac_code_api_key": "sk"} });
+        g.throughput(Throughput::Bytes(v.to_string().len() as u64));
+        g.sample_size(20);
+        g.bench_function(
+            format!("dotted_key_{segments}_segments_{children}_children"),
+            |b| {
+                b.iter_batched(
+                    || v.clone(),
+                    |mut v| a2a_edge::validate::metadata::redact_metadata(&mut v, &policy.metadata),
+                    criterion::BatchSize::LargeInput,
+                )
+            },
+        );
+    }
+    g.finish();
 }
 
 criterion_group!(benches, bench);

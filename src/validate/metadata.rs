@@ -11,6 +11,8 @@
 //! | `metadata.type` | the metadata is neither an object nor `null` |
 //! | `metadata.denied_key` | a key path matching a denied pattern is present (whatever its value, `null` included) and no exception of the principal covers it |
 //! | `metadata.too_deep` | objects nested deeper than [`MAX_DEPTH`] levels |
+//! | `metadata.too_many_keys` | more than [`MAX_KEYS`] keys in one metadata object (all levels) |
+//! | `metadata.key_too_long` | a key longer than [`MAX_KEY_BYTES`] bytes |
 //!
 //! Matching rules:
 //! - A pattern is a dotted key path (`iac_code.llm_headers`); a `*` may only be the last
@@ -42,6 +44,10 @@ use crate::a2a::RpcError;
 
 /// The deepest object nesting walked (the metadata object itself is level 1).
 pub const MAX_DEPTH: usize = 32;
+/// Most keys, at every level together, in one metadata object of a request.
+pub const MAX_KEYS: usize = 4096;
+/// Longest key of a request's metadata, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
 
 /// One dotted key-path pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +148,8 @@ impl Exceptions {
 pub struct MetadataPolicy {
     denied: Vec<Pattern>,
     allowed_for: BTreeMap<String, Vec<Pattern>>,
+    /// Segments of the longest denied pattern.
+    max_segments: usize,
 }
 
 impl MetadataPolicy {
@@ -181,9 +189,11 @@ impl MetadataPolicy {
                 .collect::<Result<Vec<_>, _>>()?;
             compiled.insert(principal.clone(), patterns);
         }
+        let max_segments = denied.iter().map(|p| p.segments.len()).max().unwrap_or(0);
         Ok(MetadataPolicy {
             denied,
             allowed_for: compiled,
+            max_segments,
         })
     }
 
@@ -241,7 +251,8 @@ pub fn check_metadata(
         Value::Null => Ok(()),
         Value::Object(map) => {
             let mut path = Vec::new();
-            walk(map, &mut path, 1, caller, policy)
+            let mut keys = 0;
+            walk(map, &mut path, 1, &mut keys, caller, policy)
         }
         _ => Err(RpcError::invalid_params(
             "Metadata must be an object",
@@ -255,29 +266,35 @@ pub fn check_metadata(
 /// configuration), and a caller allowed to *send* such a key still never gets it back in an
 /// answer (answers are logged, cached and shown far more widely than requests). Returns how
 /// many values were replaced.
+///
+/// Linear in the size of the metadata: the path is borrowed from the keys (nothing is copied
+/// per child), and a subtree is not entered once its path is as long as the longest denied
+/// pattern without matching one (nothing below can match: a pattern looks only at the first
+/// segments of a path).
 pub fn redact_metadata(metadata: &mut Value, policy: &MetadataPolicy) -> usize {
-    fn walk_mut(
-        map: &mut Map<String, Value>,
-        path: &mut Vec<String>,
+    fn walk_mut<'a>(
+        map: &'a mut Map<String, Value>,
+        path: &mut Vec<&'a str>,
         depth: usize,
         policy: &MetadataPolicy,
     ) -> usize {
         let mut n = 0;
         for (key, value) in map.iter_mut() {
             let before = path.len();
-            path.extend(key.split('.').filter(|s| !s.is_empty()).map(str::to_string));
-            let leaf: Vec<&str> = path.iter().map(String::as_str).collect();
-            if policy.denied.iter().any(|p| p.matches_prefix_of(&leaf)) {
+            // Only the first `max_segments` segments can decide a match.
+            let room = policy.max_segments.saturating_sub(before);
+            path.extend(key.split('.').filter(|s| !s.is_empty()).take(room + 1));
+            if policy.denied.iter().any(|p| p.matches_prefix_of(path)) {
+                *value = Value::String("[REDACTED]".into());
+                n += 1;
+            } else if path.len() >= policy.max_segments {
+                // Longer than every denied pattern, and none matched: nothing below can.
+            } else if value.is_object() && depth >= MAX_DEPTH {
+                // Deeper than the edge reads: nothing there can be vouched for.
                 *value = Value::String("[REDACTED]".into());
                 n += 1;
             } else if let Value::Object(inner) = value {
-                if depth < MAX_DEPTH {
-                    n += walk_mut(inner, path, depth + 1, policy);
-                } else {
-                    // Deeper than the edge reads: nothing there can be vouched for.
-                    *value = Value::String("[REDACTED]".into());
-                    n += 1;
-                }
+                n += walk_mut(inner, path, depth + 1, policy);
             }
             path.truncate(before);
         }
@@ -293,6 +310,7 @@ fn walk<'a>(
     map: &'a Map<String, Value>,
     path: &mut Vec<&'a str>,
     depth: usize,
+    keys: &mut usize,
     caller: &MetadataCaller,
     policy: &MetadataPolicy,
 ) -> Result<(), RpcError> {
@@ -302,12 +320,25 @@ fn walk<'a>(
             "metadata.too_deep",
         ));
     }
+    *keys += map.len();
+    if *keys > MAX_KEYS {
+        return Err(RpcError::invalid_params(
+            format!("Metadata holds more than {MAX_KEYS} keys"),
+            "metadata.too_many_keys",
+        ));
+    }
     for (key, value) in map {
+        if key.len() > MAX_KEY_BYTES {
+            return Err(RpcError::invalid_params(
+                format!("A metadata key is longer than {MAX_KEY_BYTES} bytes"),
+                "metadata.key_too_long",
+            ));
+        }
         let before = path.len();
         path.extend(key.split('.').filter(|s| !s.is_empty()));
         match value {
             Value::Object(inner) if !inner.is_empty() => {
-                walk(inner, path, depth + 1, caller, policy)?
+                walk(inner, path, depth + 1, keys, caller, policy)?
             }
             _ => {
                 if let Some(pattern) = policy.denial(path, caller) {
@@ -448,6 +479,55 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn requests_carry_bounded_metadata() {
+        let p = policy(&[]);
+        let many: Map<String, Value> = (0..=MAX_KEYS)
+            .map(|i| (format!("k{i}"), json!(1)))
+            .collect();
+        let spread = json!({"a": (0..3000).map(|i| (format!("k{i}"), json!(1))).collect::<Map<_, _>>(),
+                            "b": (0..3000).map(|i| (format!("k{i}"), json!(1))).collect::<Map<_, _>>()});
+        let rows = vec![
+            (Value::Object(many), Some("metadata.too_many_keys")),
+            (spread, Some("metadata.too_many_keys")),
+            (
+                json!({"k".repeat(MAX_KEY_BYTES + 1): 1}),
+                Some("metadata.key_too_long"),
+            ),
+            (
+                json!({"a": {"k".repeat(MAX_KEY_BYTES + 1): 1}}),
+                Some("metadata.key_too_long"),
+            ),
+            (json!({"k".repeat(MAX_KEY_BYTES): 1}), None),
+        ];
+        for (meta, want) in rows {
+            assert_eq!(reason(meta, "alice", &p), want);
+        }
+    }
+
+    /// One long dotted key (P segments) over N children: redaction does not revisit the long
+    /// path per child (the attack took O(P*N)); and nothing under a denied key survives.
+    #[test]
+    fn redaction_is_linear_and_complete() {
+        let p = policy(&[]);
+        let long_key = vec!["a"; 100_000].join(".");
+        let children: Map<String, Value> =
+            (0..10_000).map(|i| (format!("c{i}"), json!("v"))).collect();
+        let mut v = json!({ long_key.clone(): children, "iac_code": {"iac_code_api_key": "sk"} });
+        // (Its cost is measured by `cargo bench --bench validate`, redact_metadata/*.)
+        let n = redact_metadata(&mut v, &p);
+        assert_eq!(n, 1);
+        assert_eq!(v["iac_code"]["iac_code_api_key"], "[REDACTED]");
+        // Denied keys behind long or dotted paths are still found.
+        let mut v = json!({"iac_code.iac_code_api_key": "sk", "x": {"y": {"z": 1}},
+                           "iac_code": {"llm_headers.Authorization": "Bearer s"}});
+        assert_eq!(redact_metadata(&mut v, &p), 2);
+        assert!(
+            !v.to_string().contains("sk\"") && !v.to_string().contains("Bearer s"),
+            "{v}"
+        );
     }
 
     #[test]
