@@ -401,8 +401,12 @@ impl Gate {
                         None => Ok(()),
                     }
                 };
-                self.forward(upstream, headers, &rpc, &principal, trace, budget, observe)
-                    .await
+                let plan = Plan {
+                    agent: upstream,
+                    budget,
+                    observe,
+                };
+                self.forward(headers, &rpc, &principal, trace, plan).await
             }
             Method::ListTasks => {
                 drop(guard);
@@ -411,20 +415,16 @@ impl Gate {
             Method::GetExtendedAgentCard => {
                 let requests = self.requests.clone();
                 let agent = self.card_agent().ok_or_else(|| unavailable(&rpc.id))?;
-                self.forward(
+                let plan = Plan {
                     agent,
-                    headers,
-                    &rpc,
-                    &principal,
-                    trace,
                     budget,
-                    move |v: &mut Value| {
+                    observe: move |v: &mut Value| {
                         let _slot = &guard;
                         clean_response(v, &requests.metadata, requests.redact_paths);
                         Ok(())
                     },
-                )
-                .await
+                };
+                self.forward(headers, &rpc, &principal, trace, plan).await
             }
             _ => {
                 let key = match rpc.method {
@@ -444,8 +444,12 @@ impl Gate {
                         None => Ok(()),
                     }
                 };
-                self.forward(upstream, headers, &rpc, &principal, trace, budget, observe)
-                    .await
+                let plan = Plan {
+                    agent: upstream,
+                    budget,
+                    observe,
+                };
+                self.forward(headers, &rpc, &principal, trace, plan).await
             }
         }
     }
@@ -578,20 +582,24 @@ impl Gate {
         }
     }
 
-    /// Sends the proxy's own serialization of the validated request with sanitized headers.
+    /// Sends the proxy's own serialization of the validated request with sanitized headers
+    /// to the plan's agent, and relays the answer through the plan's observer.
     async fn forward<F>(
         &self,
-        agent: UpstreamId,
         mut headers: HeaderMap,
         rpc: &RpcRequest,
         who: &Principal,
         trace: &Trace,
-        budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
-        observe: F,
+        plan: Plan<F>,
     ) -> Result<Response<BoxBody>, Rejection>
     where
         F: FnMut(&mut Value) -> Result<(), upstream::Refused> + Send + 'static,
     {
+        let Plan {
+            agent,
+            budget,
+            observe,
+        } = plan;
         let upstream_error = |e: UpstreamError| {
             Rejection::rpc(
                 rpc.id.clone(),
@@ -657,6 +665,16 @@ impl Gate {
     pub fn permits(&self, ip: IpAddr) -> bool {
         self.network.permits(ip)
     }
+}
+
+/// Where a request goes and how its answer is relayed: the agent, the byte budget its
+/// principal's streams share, and the observer that cleans and learns from each response
+/// (it owns the caller's concurrency slot and running turn, so they live as long as the
+/// answer).
+struct Plan<F> {
+    agent: UpstreamId,
+    budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
+    observe: F,
 }
 
 /// An agent's answer named another caller's task or context: never relayed.

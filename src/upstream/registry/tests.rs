@@ -78,7 +78,8 @@ fn principals_are_isolated_without_an_existence_oracle() {
         A,
         2,
         &task("t-a", "c-a", "TASK_STATE_INPUT_REQUIRED", Some(10)),
-    );
+    )
+    .unwrap();
     assert_eq!(reg.authorize_task(A, "t-a"), Ok(2));
 
     // (method, task id): GetTask, CancelTask, SubscribeToTask and the push-config methods all
@@ -154,7 +155,8 @@ fn an_unknown_client_context_is_reserved_for_its_first_user() {
     );
     assert!(reg.begin_turn(A, None, Some("chosen"), None).is_ok());
     // Answers from an agent cannot hand it to B either.
-    reg.observe(B, 1, &task("t-b", "chosen", "TASK_STATE_WORKING", None));
+    reg.observe(B, 1, &task("t-b", "chosen", "TASK_STATE_WORKING", None))
+        .unwrap_err();
     assert_eq!(reg.authorize_task(B, "t-b"), Err(Denial::NotFound));
     assert_eq!(reg.stats().foreign_ignored, 1);
     reg.check_invariants();
@@ -189,7 +191,8 @@ fn workspace_binds_at_first_use_and_none_is_a_value() {
         A,
         0,
         &task("t", "learned", "TASK_STATE_INPUT_REQUIRED", None),
-    );
+    )
+    .unwrap();
     reg.begin_turn(A, None, Some("learned"), Some("/x"))
         .expect("binds")
         .finish();
@@ -213,7 +216,8 @@ fn a_running_turn_makes_its_context_busy_except_for_its_own_task() {
         A,
         1,
         &task("old", "c1", "TASK_STATE_INPUT_REQUIRED", Some(1)),
-    );
+    )
+    .unwrap();
     let mut first = reg.begin_turn(A, None, Some("c1"), None).expect("first");
     assert_eq!(first.upstream(), Some(1));
     // Before the agent names the turn's task, nothing else may run on c1.
@@ -221,7 +225,9 @@ fn a_running_turn_makes_its_context_busy_except_for_its_own_task() {
         reg.begin_turn(A, Some("old"), Some("c1"), None).map(|_| ()),
         Err(Denial::ContextBusy)
     );
-    first.observe(1, &task("run", "c1", "TASK_STATE_SUBMITTED", Some(2)));
+    first
+        .observe(1, &task("run", "c1", "TASK_STATE_SUBMITTED", Some(2)))
+        .unwrap();
 
     // (task id, context id, outcome) while `run` is running on c1.
     let rows: [Row; 6] = [
@@ -259,8 +265,10 @@ fn a_running_turn_makes_its_context_busy_except_for_its_own_task() {
 #[test]
 fn the_task_and_the_message_context_must_agree() {
     let reg = TaskRegistry::new(10);
-    reg.observe(A, 0, &task("t1", "c1", "TASK_STATE_INPUT_REQUIRED", None));
-    reg.observe(A, 0, &task("t2", "c2", "TASK_STATE_INPUT_REQUIRED", None));
+    reg.observe(A, 0, &task("t1", "c1", "TASK_STATE_INPUT_REQUIRED", None))
+        .unwrap();
+    reg.observe(A, 0, &task("t2", "c2", "TASK_STATE_INPUT_REQUIRED", None))
+        .unwrap();
     for ctx in ["c2", "unknown"] {
         assert_eq!(
             reg.begin_turn(A, Some("t1"), Some(ctx), None).map(|_| ()),
@@ -288,7 +296,8 @@ fn dropping_or_finishing_a_turn_releases_the_context() {
             "drop" => drop(turn),
             "finish" => turn.finish(),
             _ => {
-                turn.observe(0, &task("t", "c", "TASK_STATE_WORKING", None));
+                turn.observe(0, &task("t", "c", "TASK_STATE_WORKING", None))
+                    .unwrap();
                 drop(turn);
             }
         }
@@ -307,11 +316,13 @@ fn a_context_the_agent_creates_belongs_to_the_turn() {
     assert_eq!(turn.upstream(), None);
     assert_eq!(reg.stats().pending_turns, 1);
     assert_eq!(turn.bind_upstream(3), 3);
-    turn.observe(3, &task("t", "agent-ctx", "TASK_STATE_SUBMITTED", None));
+    turn.observe(3, &task("t", "agent-ctx", "TASK_STATE_SUBMITTED", None))
+        .unwrap();
     turn.observe(
         3,
         &status_update("t", "agent-ctx", "TASK_STATE_WORKING", Some(5)),
-    );
+    )
+    .unwrap();
     assert_eq!(turn.context_id(), Some("agent-ctx"));
     assert_eq!(reg.stats().pending_turns, 0);
     assert_eq!(reg.stats().running_contexts, 1);
@@ -355,7 +366,7 @@ fn a_reserved_context_keeps_its_first_agent() {
     assert_eq!(turn.bind_upstream(5), 4, "an existing binding wins");
     drop(turn);
     // Even an answer from another agent does not move it.
-    reg.observe(A, 6, &message("c", None));
+    reg.observe(A, 6, &message("c", None)).unwrap();
     let turn = reg.begin_turn(A, None, Some("c"), None).expect("again");
     assert_eq!(turn.upstream(), Some(4));
 }
@@ -463,7 +474,7 @@ fn observe_reads_every_result_shape() {
     ];
     for (name, result, task_known, context_known, state, ts) in rows {
         let reg = TaskRegistry::new(10);
-        reg.observe(A, 7, &result);
+        reg.observe(A, 7, &result).unwrap();
         let got = reg.authorize_task(A, "t");
         assert_eq!(got.is_ok(), task_known, "{name}: task");
         if task_known {
@@ -496,7 +507,8 @@ fn observe_reads_every_result_shape() {
 #[test]
 fn observe_never_reassigns_and_keeps_the_last_timestamp() {
     let reg = TaskRegistry::new(10);
-    reg.observe(A, 0, &task("t1", "c1", "TASK_STATE_WORKING", Some(100)));
+    reg.observe(A, 0, &task("t1", "c1", "TASK_STATE_WORKING", Some(100)))
+        .unwrap();
     // (who, upstream, result): each must be ignored.
     let foreign = [
         (
@@ -512,7 +524,7 @@ fn observe_never_reassigns_and_keeps_the_last_timestamp() {
         (B, 1, message("c1", None)),
     ];
     for (n, (who, up, result)) in foreign.iter().enumerate() {
-        reg.observe(who, *up, result);
+        assert!(reg.observe(who, *up, result).is_err(), "row {n}");
         assert_eq!(reg.stats().foreign_ignored, n as u64 + 1, "row {n}");
     }
     assert_eq!(reg.authorize_task(A, "t1"), Ok(0));
@@ -535,7 +547,8 @@ fn observe_never_reassigns_and_keeps_the_last_timestamp() {
         A,
         5,
         &status_update("t1", "c1", "TASK_STATE_INPUT_REQUIRED", None),
-    );
+    )
+    .unwrap();
     let st = reg.shared.lock();
     assert_eq!(
         (
@@ -561,9 +574,11 @@ fn list_orders_newest_first_and_filters() {
         ("e", "c1", "TASK_STATE_WORKING", 0),
     ];
     for (id, ctx, state, ts) in rows {
-        reg.observe(A, 0, &task(id, ctx, state, Some(ts).filter(|t| *t > 0)));
+        reg.observe(A, 0, &task(id, ctx, state, Some(ts).filter(|t| *t > 0)))
+            .unwrap();
     }
-    reg.observe(B, 1, &task("z", "cb", "TASK_STATE_WORKING", Some(99)));
+    reg.observe(B, 1, &task("z", "cb", "TASK_STATE_WORKING", Some(99)))
+        .unwrap();
 
     // (context, status, expected ids)
     let cases: [(Option<&str>, Option<&str>, &[&str]); 9] = [
@@ -592,7 +607,8 @@ fn list_orders_newest_first_and_filters() {
         A,
         0,
         &status_update("a", "c1", "TASK_STATE_WORKING", Some(40)),
-    );
+    )
+    .unwrap();
     assert_eq!(list_all(&reg, A), vec!["a", "d", "b", "c", "e"]);
     // Each entry carries its agent.
     assert_eq!(
@@ -617,12 +633,14 @@ fn paging_through_250_tasks_has_no_gaps_or_duplicates() {
                 "TASK_STATE_WORKING",
                 Some(1 + i / 3),
             ),
-        );
+        )
+        .unwrap();
         reg.observe(
             B,
             0,
             &task(&format!("b{i:03}"), "cb", "TASK_STATE_WORKING", Some(1 + i)),
-        );
+        )
+        .unwrap();
     }
     let full: Vec<String> = {
         let st = reg.shared.lock();
@@ -683,7 +701,8 @@ fn page_tokens_are_bound_and_tamper_proof() {
             A,
             0,
             &task(&format!("t{i}"), "c", "TASK_STATE_WORKING", Some(i + 1)),
-        );
+        )
+        .unwrap();
     }
     let first = reg.list(A, None, None, 3, None).expect("first");
     let token = first.next_page_token.clone();
@@ -715,8 +734,12 @@ fn page_tokens_are_bound_and_tamper_proof() {
     bad.push(("garbage".into(), "not a token!".into()));
     bad.push(("huge".into(), "A".repeat(10_000)));
     let other = TaskRegistry::new(100);
-    other.observe(A, 0, &task("t1", "c", "TASK_STATE_WORKING", Some(1)));
-    other.observe(A, 0, &task("t2", "c", "TASK_STATE_WORKING", Some(2)));
+    other
+        .observe(A, 0, &task("t1", "c", "TASK_STATE_WORKING", Some(1)))
+        .unwrap();
+    other
+        .observe(A, 0, &task("t2", "c", "TASK_STATE_WORKING", Some(2)))
+        .unwrap();
     let foreign_key = other
         .list(A, None, None, 1, None)
         .expect("other")
@@ -752,7 +775,8 @@ fn eviction_respects_the_bound_and_spares_running_turns() {
     let reg = TaskRegistry::new(10);
     // A turn running on c0 with its task t0 is pinned.
     let mut turn = reg.begin_turn(A, None, Some("c0"), None).expect("c0");
-    turn.observe(0, &task("t0", "c0", "TASK_STATE_WORKING", Some(1)));
+    turn.observe(0, &task("t0", "c0", "TASK_STATE_WORKING", Some(1)))
+        .unwrap();
     for i in 1..40u64 {
         let state = if i % 2 == 0 {
             "TASK_STATE_WORKING"
@@ -763,7 +787,8 @@ fn eviction_respects_the_bound_and_spares_running_turns() {
             A,
             0,
             &task(&format!("t{i}"), &format!("c{i}"), state, Some(i + 1)),
-        );
+        )
+        .unwrap();
         reg.check_invariants();
         let s = reg.stats();
         assert!(s.tasks <= 10 && s.contexts <= 10, "{s:?}");
@@ -793,7 +818,8 @@ fn eviction_respects_the_bound_and_spares_running_turns() {
 #[test]
 fn an_evicted_context_stays_its_owners() {
     let reg = TaskRegistry::new(2);
-    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)));
+    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)))
+        .unwrap();
     for i in 0..3 {
         reg.observe(
             B,
@@ -804,7 +830,8 @@ fn an_evicted_context_stays_its_owners() {
                 "TASK_STATE_COMPLETED",
                 Some(2 + i),
             ),
-        );
+        )
+        .unwrap();
     }
     reg.check_invariants();
     let s = reg.stats();
@@ -819,7 +846,8 @@ fn an_evicted_context_stays_its_owners() {
     );
     // An agent answering B with A's evicted context is ignored, not recorded for B.
     let foreign = reg.stats().foreign_ignored;
-    reg.observe(B, 0, &task("tx", "ca", "TASK_STATE_COMPLETED", Some(9)));
+    reg.observe(B, 0, &task("tx", "ca", "TASK_STATE_COMPLETED", Some(9)))
+        .unwrap_err();
     assert_eq!(reg.stats().foreign_ignored, foreign + 1);
     assert_eq!(reg.authorize_task(B, "tx"), Err(Denial::NotFound));
     // A takes it up again, and then it is A's like any live context.
@@ -848,7 +876,8 @@ fn a_registry_full_of_running_turns_refuses_new_ones() {
         );
     }
     // The pending turn still finds room for the context the agent creates.
-    t2.observe(0, &task("x", "agent-ctx", "TASK_STATE_WORKING", None));
+    t2.observe(0, &task("x", "agent-ctx", "TASK_STATE_WORKING", None))
+        .unwrap();
     assert_eq!(t2.context_id(), Some("agent-ctx"));
     // A follow-up on a running task adds nothing and passes.
     let follow = reg.begin_turn(A, Some("x"), None, None).expect("follow-up");
@@ -870,7 +899,8 @@ fn a_registry_full_of_running_turns_refuses_new_ones() {
         );
     }
     // An answer needing a third context while both are pinned is not recorded.
-    reg.observe(B, 0, &task("y", "c-b", "TASK_STATE_WORKING", None));
+    reg.observe(B, 0, &task("y", "c-b", "TASK_STATE_WORKING", None))
+        .unwrap();
     assert_eq!(reg.authorize_task(B, "y"), Err(Denial::NotFound));
     drop((t1, t2, follow));
     assert!(reg.begin_turn(B, None, Some("c3"), None).is_ok());
@@ -909,24 +939,28 @@ fn a_turn_learns_its_task_from_its_own_answers_only() {
         A,
         0,
         &task("old", "c", "TASK_STATE_INPUT_REQUIRED", Some(1)),
-    );
+    )
+    .unwrap();
     reg.observe(
         A,
         0,
         &task("elsewhere", "c2", "TASK_STATE_INPUT_REQUIRED", Some(1)),
-    );
+    )
+    .unwrap();
     let mut turn = reg.begin_turn(A, None, Some("c"), None).expect("turn");
     // Another context's task in this turn's answers teaches nothing about this context.
     turn.observe(
         0,
         &status_update("elsewhere", "c2", "TASK_STATE_WORKING", None),
-    );
+    )
+    .unwrap();
     assert_eq!(
         reg.begin_turn(A, Some("old"), None, None).map(|_| ()),
         Err(Denial::ContextBusy)
     );
     // The agent continues the known task in this turn: its follow-ups pass.
-    turn.observe(0, &status_update("old", "c", "TASK_STATE_WORKING", Some(2)));
+    turn.observe(0, &status_update("old", "c", "TASK_STATE_WORKING", Some(2)))
+        .unwrap();
     assert!(reg.begin_turn(A, Some("old"), None, None).is_ok());
     assert_eq!(
         reg.begin_turn(A, Some("elsewhere"), Some("c2"), None)
