@@ -555,3 +555,143 @@ async fn failures_rotated_inside_one_ipv6_prefix_are_throttled_together() {
     let (status, _, _) = c.request("POST", "/", &headers, BODY).await;
     assert_eq!(status, StatusCode::OK, "another /64 is unaffected");
 }
+
+async fn send_as(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params});
+    let (_, _, rb) = c.request("POST", "/", &h(token), body.to_string()).await;
+    serde_json::from_slice(&rb).unwrap()
+}
+
+fn big_message(kib: usize) -> Value {
+    serde_json::json!({"message": {"messageId": format!("m-{}", a2a_edge::policy::random_token()),
+        "role": "ROLE_USER", "parts": [{"text": format!("[[input]] {}", "x".repeat(kib * 1024))}]}})
+}
+
+/// A ListTasks page holds at most `limits.list_tasks_page_bytes` of tasks: it ends early with
+/// a token that resumes after the last task it holds (no gap, no duplicate), and a task larger
+/// than the whole budget is listed as what the registry knows of it.
+#[tokio::test]
+async fn list_tasks_pages_are_bounded_by_bytes() {
+    let p = proxy(
+        "list_tasks_page_bytes = 1048576\nrequests_per_second = 1000\nburst = 1000",
+        "",
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let mut created = Vec::new();
+    for _ in 0..5 {
+        let v = send_as(
+            &mut c,
+            "Bearer test-token-0123456789",
+            "SendMessage",
+            big_message(300),
+        )
+        .await;
+        created.push(v["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let v = send_as(
+            &mut c,
+            "Bearer test-token-0123456789",
+            "ListTasks",
+            if token.is_empty() {
+                serde_json::json!({"pageSize": 5})
+            } else {
+                serde_json::json!({"pageSize": 5, "pageToken": token})
+            },
+        )
+        .await;
+        let tasks = v["result"]["tasks"].as_array().unwrap().clone();
+        assert!(
+            !tasks.is_empty() && tasks.len() <= 3,
+            "{} tasks of ~300 KiB in a 1 MiB page",
+            tasks.len()
+        );
+        seen.extend(tasks.iter().map(|t| t["id"].as_str().unwrap().to_string()));
+        assert_eq!(v["result"]["totalSize"], 5);
+        pages += 1;
+        token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+        if token.is_empty() {
+            break;
+        }
+        assert!(pages < 10);
+    }
+    assert!(pages >= 2, "the page was cut by bytes");
+    let mut want = created.clone();
+    want.sort();
+    let mut got = seen.clone();
+    got.sort();
+    assert_eq!(got, want, "every task once, none twice");
+    // A budget smaller than one task: each is listed by what the registry knows.
+    let small = proxy(
+        "list_tasks_page_bytes = 4096\nrequests_per_second = 1000\nburst = 1000",
+        "",
+    )
+    .await;
+    let mut c = small.client(Proto::H1).await;
+    let v = send_as(
+        &mut c,
+        "Bearer test-token-0123456789",
+        "SendMessage",
+        big_message(64),
+    )
+    .await;
+    let id = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let v = send_as(
+        &mut c,
+        "Bearer test-token-0123456789",
+        "ListTasks",
+        serde_json::json!({}),
+    )
+    .await;
+    let t = &v["result"]["tasks"][0];
+    assert_eq!(t["id"], id, "{v}");
+    assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert!(t.get("history").is_none(), "{t}");
+}
+
+/// Each task a ListTasks reads spends the caller's rate budget.
+#[tokio::test]
+async fn list_tasks_reads_spend_the_callers_rate() {
+    // 10 requests at once, then one every 100 s.
+    let p = proxy("requests_per_second = 0.01\nburst = 10", "").await;
+    let mut c = p.client(Proto::H1).await;
+    for _ in 0..4 {
+        let v = send_as(
+            &mut c,
+            "Bearer test-token-0123456789",
+            "SendMessage",
+            big_message(1),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+    // 1 for the request, 4 reads: 9 of 10 spent.
+    let v = send_as(
+        &mut c,
+        "Bearer test-token-0123456789",
+        "ListTasks",
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(v["result"]["tasks"].as_array().unwrap().len(), 4, "{v}");
+    // The 10th token admits the request, none is left for a read: 429.
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {}});
+    let (status, _, rb) = c
+        .request(
+            "POST",
+            "/",
+            &h("Bearer test-token-0123456789"),
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        String::from_utf8_lossy(&rb)
+    );
+}

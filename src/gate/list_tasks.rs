@@ -1,18 +1,28 @@
 //! ListTasks, answered by the edge for the caller alone: the registry pages the caller's
 //! tasks across the fleet; each listed task is read fresh from its agent and cleaned.
+//!
+//! What one ListTasks costs is bounded whatever the tasks hold: it keeps the caller's
+//! concurrency slot for the whole fan-out, each task read spends one of the caller's rate
+//! budget (a page stops where the budget does), tasks are read a few at a time, each read is
+//! capped at the page's byte budget (`limits.list_tasks_page_bytes`), and the page ends
+//! (with a `nextPageToken`) before the task that would take it over that budget. A task
+//! larger than the whole budget is listed as what the registry knows of it (id, context,
+//! state): read it whole with GetTask.
 
 use super::*;
 
 /// ListTasks reads this many listed tasks from their agents at once.
 pub(super) const LIST_TASKS_CONCURRENCY: usize = 8;
 
-/// Largest task the edge reads from an agent for a ListTasks page.
-pub(super) const MAX_TASK_BYTES: usize = 64 * 1024 * 1024;
+/// How one listed task was read.
+enum Read {
+    Task(UpstreamId, Bytes),
+    /// Larger than the page's byte budget.
+    TooLarge,
+}
 
 impl Gate {
-    /// ListTasks answered for the caller alone: the registry knows which tasks are theirs
-    /// (across the fleet) and pages them with tamper-proof tokens; each task on the page is
-    /// read fresh from its agent.
+    /// ListTasks answered for the caller alone (see the module note).
     pub(super) async fn list_tasks(
         &self,
         headers: HeaderMap,
@@ -35,15 +45,87 @@ impl Gate {
                 text("pageToken"),
             )
             .map_err(|d| Rejection::rpc(rpc.id.clone(), d.rpc_error()))?;
-        // Each listed task is read from its agent, a few at a time, and then cleaned and
-        // learned from like any answer of that agent.
-        let n = page.tasks.len();
-        let slots = Arc::new(tokio::sync::Semaphore::new(LIST_TASKS_CONCURRENCY));
+        let budget = self.list_page_bytes;
+        let mut tasks: Vec<Value> = Vec::with_capacity(page.tasks.len());
+        let mut held = 0usize;
+        // Where the page was cut short (the index of the first task left for the next page).
+        let mut cut: Option<usize> = None;
+        'batches: for (b, batch) in page.tasks.chunks(LIST_TASKS_CONCURRENCY).enumerate() {
+            let first = b * LIST_TASKS_CONCURRENCY;
+            // Each read spends the caller's rate; the page stops where the budget does.
+            let allowed = batch
+                .iter()
+                .take_while(|_| self.rates.check_principal(principal, None).is_ok())
+                .count();
+            if allowed == 0 && first == 0 {
+                return Err(Rejection::TooManyRequests {
+                    reason: "rate.principal",
+                    retry_after_secs: 1,
+                });
+            }
+            let reads = self
+                .read_tasks(&batch[..allowed], &headers, rpc, who, trace, budget)
+                .await?;
+            for (k, read) in reads.into_iter().enumerate() {
+                let (task_id, _) = &batch[k];
+                let task = match read {
+                    Some(Read::Task(upstream, bytes)) => {
+                        if held + bytes.len() > budget && !tasks.is_empty() {
+                            cut = Some(first + k);
+                            break 'batches;
+                        }
+                        held += bytes.len();
+                        match self.listed_task(&bytes, upstream, principal, include_artifacts) {
+                            Ok(Some(task)) => task,
+                            Ok(None) => continue,
+                            Err(e) => return Err(Rejection::rpc(rpc.id.clone(), e)),
+                        }
+                    }
+                    Some(Read::TooLarge) => match self.registry.task_summary(principal, task_id) {
+                        Some(summary) => summary,
+                        None => continue,
+                    },
+                    // The agent no longer has it: left out of the page.
+                    None => continue,
+                };
+                tasks.push(task);
+            }
+            if allowed < batch.len() {
+                cut = Some(first + allowed);
+                break;
+            }
+        }
+        let next_page_token = match cut {
+            Some(0) | None => page.next_page_token.clone(),
+            Some(i) => self.registry.token_after(&page, i - 1),
+        };
+        let result = json!({
+            "tasks": tasks,
+            "nextPageToken": next_page_token,
+            "pageSize": page_size,
+            "totalSize": page.total_size,
+        });
+        Ok(json_response(
+            StatusCode::OK,
+            crate::a2a::result_body(&rpc.id, result),
+        ))
+    }
+
+    /// Reads these tasks from their agents at once, each capped at `cap` bytes; in order.
+    async fn read_tasks(
+        &self,
+        batch: &[(String, UpstreamId)],
+        headers: &HeaderMap,
+        rpc: &RpcRequest,
+        who: &Principal,
+        trace: &Trace,
+        cap: usize,
+    ) -> Result<Vec<Option<Read>>, Rejection> {
         let mut reads = tokio::task::JoinSet::new();
-        for (i, (task_id, upstream)) in page.tasks.into_iter().enumerate() {
+        for (i, (task_id, upstream)) in batch.iter().enumerate() {
             let mut params = serde_json::Map::new();
-            params.insert("id".into(), Value::String(task_id));
-            if let Some(h) = p.get("historyLength") {
+            params.insert("id".into(), Value::String(task_id.clone()));
+            if let Some(h) = rpc.params.get("historyLength") {
                 params.insert("historyLength".into(), h.clone());
             }
             let get = RpcRequest {
@@ -53,26 +135,27 @@ impl Gate {
             };
             let agent = self
                 .fleet
-                .get(upstream)
+                .get(*upstream)
                 .filter(|a| a.is_healthy())
                 .cloned()
                 .ok_or_else(|| unavailable(&rpc.id))?;
-            let (mut headers, slots) = (headers.clone(), slots.clone());
+            let mut headers = headers.clone();
             self.caller_headers(&mut headers, &agent.upstream.name, who, &trace.request_id)
                 .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
+            let upstream = *upstream;
             reads.spawn(async move {
-                let _slot = slots.acquire_owned().await;
                 let resp = agent.send_rpc(headers, Bytes::from(get.to_bytes())).await?;
-                let bytes = collect_limited(resp.into_body(), MAX_TASK_BYTES)
-                    .await
-                    .map_err(|_| UpstreamError::BadResponse)?;
-                Ok::<_, UpstreamError>((i, upstream, bytes))
+                match collect_limited(resp.into_body(), cap).await {
+                    Ok(bytes) => Ok((i, Some(Read::Task(upstream, bytes)))),
+                    Err(crate::body::CollectError::TooLarge) => Ok((i, Some(Read::TooLarge))),
+                    Err(_) => Err(UpstreamError::BadResponse),
+                }
             });
         }
-        let mut fetched: Vec<Option<(UpstreamId, Bytes)>> = vec![None; n];
+        let mut out: Vec<Option<Read>> = (0..batch.len()).map(|_| None).collect();
         while let Some(joined) = reads.join_next().await {
             match joined {
-                Ok(Ok((i, upstream, bytes))) => fetched[i] = Some((upstream, bytes)),
+                Ok(Ok((i, read))) => out[i] = read,
                 Ok(Err(e)) => {
                     return Err(Rejection::rpc(
                         rpc.id.clone(),
@@ -87,46 +170,41 @@ impl Gate {
                 }
             }
         }
-        let mut tasks = Vec::with_capacity(n);
-        for (upstream, bytes) in fetched.into_iter().flatten() {
-            let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
-                continue;
-            };
-            clean_response(&mut v, &self.requests.metadata, self.requests.redact_paths);
-            // A task the agent no longer has is left out of the page.
-            let Some(mut task) = v.get_mut("result").map(Value::take) else {
-                continue;
-            };
-            if !task.is_object() {
-                continue;
-            }
-            if self.registry.observe(principal, upstream, &task).is_err() {
-                // The agent answered with another caller's task: never relayed.
-                return Err(Rejection::rpc(
-                    rpc.id.clone(),
-                    RpcError::new(
-                        -32603,
-                        "Upstream agent sent an answer the edge refuses",
-                        FOREIGN,
-                    ),
-                ));
-            }
-            if !include_artifacts {
-                if let Some(t) = task.as_object_mut() {
-                    t.remove("artifacts");
-                }
-            }
-            tasks.push(task);
+        Ok(out)
+    }
+
+    /// One listed task from the agent's GetTask answer: cleaned and learned from; `None` when
+    /// the agent no longer has it; an error when it names another caller's task.
+    fn listed_task(
+        &self,
+        bytes: &[u8],
+        upstream: UpstreamId,
+        principal: &str,
+        include_artifacts: bool,
+    ) -> Result<Option<Value>, RpcError> {
+        let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
+            return Ok(None);
+        };
+        clean_response(&mut v, &self.requests.metadata, self.requests.redact_paths);
+        let Some(mut task) = v.get_mut("result").map(Value::take) else {
+            return Ok(None);
+        };
+        if !task.is_object() {
+            return Ok(None);
         }
-        let result = json!({
-            "tasks": tasks,
-            "nextPageToken": page.next_page_token,
-            "pageSize": page_size,
-            "totalSize": page.total_size,
-        });
-        Ok(json_response(
-            StatusCode::OK,
-            crate::a2a::result_body(&rpc.id, result),
-        ))
+        if self.registry.observe(principal, upstream, &task).is_err() {
+            // The agent answered with another caller's task: never relayed.
+            return Err(RpcError::new(
+                -32603,
+                "Upstream agent sent an answer the edge refuses",
+                FOREIGN,
+            ));
+        }
+        if !include_artifacts {
+            if let Some(t) = task.as_object_mut() {
+                t.remove("artifacts");
+            }
+        }
+        Ok(Some(task))
     }
 }

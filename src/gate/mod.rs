@@ -132,6 +132,8 @@ pub struct Gate {
     agent_paths: Vec<String>,
     /// The process's counters (shared across reloads, like the registry).
     metrics: Arc<Metrics>,
+    /// The byte budget of one ListTasks page.
+    list_page_bytes: usize,
     /// `[authz]`; `None`: every caller gets `everything`.
     authz: Option<Arc<AuthzPolicy>>,
     everything: Arc<Grant>,
@@ -157,6 +159,7 @@ impl Gate {
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
         Ok(Gate {
+            list_page_bytes: policy.limits.list_tasks_page_bytes,
             authz: policy.authz.clone(),
             everything: Arc::new(Grant::everything()),
             identity: policy.auth.identity_assertion.clone(),
@@ -409,7 +412,8 @@ impl Gate {
                 self.forward(headers, &rpc, &principal, trace, plan).await
             }
             Method::ListTasks => {
-                drop(guard);
+                // The slot is held for the whole fan-out.
+                let _slot = guard;
                 self.list_tasks(headers, &rpc, &principal, trace).await
             }
             Method::GetExtendedAgentCard => {

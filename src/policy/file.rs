@@ -136,6 +136,8 @@ pub struct LimitsSection {
     pub stream_buffer_bytes: Option<u64>,
     /// What all SSE streams of one principal may hold queued together.
     pub stream_buffer_bytes_per_principal: Option<u64>,
+    /// The bytes of tasks one ListTasks page may hold.
+    pub list_tasks_page_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

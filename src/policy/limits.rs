@@ -33,6 +33,7 @@ pub struct LimitsPolicy {
     pub stream_max_duration: Duration,
     pub stream_buffer_bytes: usize,
     pub stream_buffer_bytes_per_principal: usize,
+    pub list_tasks_page_bytes: usize,
 }
 
 /// A byte budget of 4 KiB to 1 GiB, or `default`.
@@ -210,6 +211,12 @@ impl Ctx<'_> {
                 "limits.stream_buffer_bytes_per_principal",
                 l.stream_buffer_bytes_per_principal,
                 16 * 1024 * 1024,
+            )?,
+            list_tasks_page_bytes: bytes_between(
+                self,
+                "limits.list_tasks_page_bytes",
+                l.list_tasks_page_bytes,
+                4 * 1024 * 1024,
             )?,
         })
     }

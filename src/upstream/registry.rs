@@ -124,6 +124,10 @@ pub struct ListPage {
     pub next_page_token: String,
     /// How many tasks match the filters in all (not only after the cursor).
     pub total_size: usize,
+    /// Each listed task's timestamp, and the query, to resume after any task of the page
+    /// ([`TaskRegistry::token_after`]).
+    timestamps: Vec<u64>,
+    query: (String, String, String),
 }
 
 /// Counts for metrics and /ready.
@@ -384,6 +388,8 @@ impl TaskRegistry {
                 tasks: Vec::new(),
                 next_page_token: String::new(),
                 total_size: 0,
+                timestamps: Vec::new(),
+                query: Default::default(),
             });
         };
         let matches = |id: &Id| {
@@ -401,6 +407,7 @@ impl TaskRegistry {
             Some(Cursor { timestamp, task_id }) => Bound::Excluded((timestamp, Id::from(task_id))),
         };
         let mut tasks = Vec::with_capacity(page_size.min(total_size));
+        let mut timestamps = Vec::with_capacity(page_size.min(total_size));
         let mut last: Option<(u64, &Id)> = None;
         let mut more = false;
         for (ts, id) in index.range((Bound::Unbounded, upper)).rev() {
@@ -413,6 +420,7 @@ impl TaskRegistry {
             }
             let upstream = st.tasks.get(id).map_or(0, |t| t.upstream);
             tasks.push((id.to_string(), upstream));
+            timestamps.push(*ts);
             last = Some((*ts, id));
         }
         let next_page_token = match (more, last) {
@@ -429,7 +437,46 @@ impl TaskRegistry {
             tasks,
             next_page_token,
             total_size,
+            timestamps,
+            query: (
+                principal.to_string(),
+                context.to_string(),
+                status.to_string(),
+            ),
         })
+    }
+
+    /// A page token that resumes right after the page's task `index` (a page cut short).
+    pub fn token_after(&self, page: &ListPage, index: usize) -> String {
+        let (Some((task_id, _)), Some(timestamp)) =
+            (page.tasks.get(index), page.timestamps.get(index))
+        else {
+            return String::new();
+        };
+        let query = Query {
+            principal: &page.query.0,
+            context: &page.query.1,
+            status: &page.query.2,
+        };
+        self.shared.key.mint(
+            &query,
+            &Cursor {
+                timestamp: *timestamp,
+                task_id: task_id.clone(),
+            },
+        )
+    }
+
+    /// What the registry knows of one of the caller's tasks, as a minimal Task (id, context,
+    /// state): listed in place of a task too large to list whole.
+    pub fn task_summary(&self, principal: &str, task_id: &str) -> Option<Value> {
+        let st = self.shared.lock();
+        let e = st.tasks.get(task_id).filter(|e| &*e.owner == principal)?;
+        let mut status = serde_json::Map::new();
+        if !e.state.is_empty() {
+            status.insert("state".into(), Value::from(&*e.state));
+        }
+        Some(serde_json::json!({"id": task_id, "contextId": &*e.context, "status": status}))
     }
 
     /// The id of the agent named `name` (policy `upstreams[].name`): the same for the life of
