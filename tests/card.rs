@@ -423,3 +423,60 @@ async fn card_upstream_pins_the_card_to_one_agent_of_a_mixed_fleet() {
         .count();
     assert_eq!(asked_first, 0, "the card was read from the other agent");
 }
+
+/// With no card to serve (the agent's card is broken), public card requests do not each
+/// make the edge fetch from the agent: one fetch at a time, then a backoff with 503 at once;
+/// the public routes spend the client address's rate.
+#[tokio::test]
+async fn public_card_requests_do_not_hammer_the_agent() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    *up.card.lock().unwrap() = json!("not a card");
+    let p = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_policy: "[limits]\nclient_ip_requests_per_second = 1\nclient_ip_burst = 150\n"
+            .into(),
+        ..Default::default()
+    })
+    .await;
+    let card_fetches = || {
+        up.requests()
+            .iter()
+            .filter(|r| r.path == "/.well-known/agent-card.json")
+            .count()
+    };
+    let before = card_fetches();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let mut handles = Vec::new();
+        for _ in 0..50 {
+            let (addr, ca) = (p.addr, p.ca.clone());
+            handles.push(tokio::spawn(async move {
+                let mut c = Client::connect(addr, &ca, Proto::H1).await;
+                c.request("GET", "/.well-known/agent-card.json", &[], String::new())
+                    .await
+                    .0
+            }));
+        }
+        for h in handles {
+            statuses.push(h.await.unwrap());
+        }
+    }
+    let fetched = card_fetches() - before;
+    assert!(fetched <= 2, "{fetched} fetches for 200 public requests");
+    assert!(
+        statuses.iter().all(|s| *s == 503 || *s == 429),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().any(|s| *s == 429),
+        "the address's rate applies to public routes"
+    );
+    // Once the agent's card is good again, the backoff passes and the card is served.
+    *up.card.lock().unwrap() = recorder_card();
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let mut c = p.client(Proto::H2).await;
+    let (status, _, _) = c
+        .request("GET", "/.well-known/agent-card.json", &[], String::new())
+        .await;
+    assert_eq!(status, 200);
+}

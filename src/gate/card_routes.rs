@@ -17,7 +17,7 @@ impl Gate {
         let served = match self.card.current() {
             Some(s) => s,
             None => {
-                self.refresh_card().await;
+                self.refresh_card_on_demand().await;
                 self.card.current().ok_or(Rejection::Http {
                     status: StatusCode::SERVICE_UNAVAILABLE,
                     message: "Agent card unavailable",
@@ -86,17 +86,46 @@ impl Gate {
     }
 
     /// Fetches (or takes from the policy) the agents' card and publishes it; the last good
-    /// card stays served when this fails.
+    /// card stays served when this fails. One refresh at a time (the refresher and public
+    /// requests share it).
     pub async fn refresh_card(&self) {
+        let mut backoff = self.card_refresh.lock().await;
+        self.refresh_card_locked(&mut backoff).await;
+    }
+
+    async fn refresh_card_locked(&self, backoff: &mut CardBackoff) {
         let card = match &self.card.policy().source {
             CardSource::Static(v) => Ok(v.clone()),
             CardSource::Upstream => self.fetch_agent_card().await,
         };
         let outcome = card.and_then(|c| self.card.publish(c).map_err(|e| e.0));
-        if let Err(reason) = outcome {
-            self.metrics.card_refresh_failed();
-            telemetry::log("card_refresh_failed", json!({"reason": reason}));
+        match outcome {
+            Ok(()) => *backoff = CardBackoff::default(),
+            Err(reason) => {
+                self.metrics.card_refresh_failed();
+                telemetry::log("card_refresh_failed", json!({"reason": reason}));
+                backoff.failed();
+            }
         }
+    }
+
+    /// A public request found no card: fetch it, unless a fetch is under way (then wait for
+    /// it) or one failed recently (then answer 503 at once). So callers never make the edge
+    /// fetch from the agent once per request.
+    async fn refresh_card_on_demand(&self) {
+        if self
+            .card_refresh
+            .lock()
+            .await
+            .holds(std::time::Instant::now())
+        {
+            return;
+        }
+        let mut backoff = self.card_refresh.lock().await;
+        if self.card.current().is_some() || backoff.holds(std::time::Instant::now()) {
+            return;
+        }
+        self.refresh_card_locked(&mut backoff).await;
     }
 
     /// The agent whose card is served: `card.upstream` when set (if healthy), else the least
@@ -163,5 +192,26 @@ impl Gate {
         let card = self.card.prepare(result.take()).map_err(|_| broken())?;
         *result = card;
         Ok(json_response(StatusCode::OK, v.to_string()))
+    }
+}
+
+/// After a failed card refresh, public requests do not fetch again before `retry_at`: 1 s
+/// after the first failure, doubling to at most 60 s.
+#[derive(Debug, Default)]
+pub(super) struct CardBackoff {
+    failures: u32,
+    retry_at: Option<std::time::Instant>,
+}
+
+impl CardBackoff {
+    fn failed(&mut self) {
+        self.failures = self.failures.saturating_add(1);
+        let secs = 1u64 << self.failures.saturating_sub(1).min(6);
+        self.retry_at =
+            Some(std::time::Instant::now() + std::time::Duration::from_secs(secs.min(60)));
+    }
+
+    fn holds(&self, now: std::time::Instant) -> bool {
+        self.retry_at.is_some_and(|t| now < t)
     }
 }

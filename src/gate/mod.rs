@@ -134,6 +134,8 @@ pub struct Gate {
     metrics: Arc<Metrics>,
     /// The byte budget of one ListTasks page.
     list_page_bytes: usize,
+    /// One card refresh at a time, and the backoff after a failed one.
+    card_refresh: tokio::sync::Mutex<card_routes::CardBackoff>,
     /// `[authz]`; `None`: every caller gets `everything`.
     authz: Option<Arc<AuthzPolicy>>,
     everything: Arc<Grant>,
@@ -159,6 +161,7 @@ impl Gate {
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
         Ok(Gate {
+            card_refresh: tokio::sync::Mutex::new(Default::default()),
             list_page_bytes: policy.limits.list_tasks_page_bytes,
             authz: policy.authz.clone(),
             everything: Arc::new(Grant::everything()),
@@ -238,9 +241,9 @@ impl Gate {
         let outcome = match check_framing(req.headers(), self.allow_chunked) {
             Err(rej) => Err(rej),
             Ok(()) => match route {
-                Route::Health => Ok(health()),
-                Route::Card => self.card(req.headers(), head).await,
-                Route::Jwks => self.jwks(head),
+                Route::Health | Route::Card | Route::Jwks => {
+                    self.public_route(route, req.headers(), head, client).await
+                }
                 Route::Rpc => self.rpc(&conn, client, req, &mut trace).await,
                 Route::AgentPath => self.agent_path(&conn, client, req, &mut trace).await,
                 Route::NotFound => Err(Rejection::Http {
@@ -288,6 +291,22 @@ impl Gate {
             ms: started.elapsed().as_millis() as u64,
         });
         resp
+    }
+
+    /// The unauthenticated routes: they spend the client address's rate like every other.
+    async fn public_route(
+        &self,
+        route: Route,
+        headers: &HeaderMap,
+        head: bool,
+        client: IpAddr,
+    ) -> Result<Response<BoxBody>, Rejection> {
+        self.rates.check_client_ip(client).map_err(too_many)?;
+        match route {
+            Route::Card => self.card(headers, head).await,
+            Route::Jwks => self.jwks(head),
+            _ => Ok(health()),
+        }
     }
 
     /// The admission stages every authenticated route shares, in order: the client address's
