@@ -258,6 +258,8 @@ async fn the_agents_signature_is_checked_before_the_card_is_trusted() {
     let key = SigningKey::hs256("agent", b"agent-card-secret").unwrap();
     sign_card(&mut signed, &key, &SignOptions::default()).unwrap();
     *s.up.card.lock().unwrap() = signed.clone();
+    // (After the failed fetch, public requests wait out a 1 s backoff before fetching again.)
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let (status, _, body) = fetch(&mut c, &[]).await;
     assert_eq!(status, StatusCode::OK);
     let card: Value = serde_json::from_slice(&body).unwrap();
@@ -433,8 +435,7 @@ async fn public_card_requests_do_not_hammer_the_agent() {
     *up.card.lock().unwrap() = json!("not a card");
     let p = Proxy::start(ProxyOpts {
         upstream_url: up.url.clone(),
-        extra_policy: "[limits]\nclient_ip_requests_per_second = 1\nclient_ip_burst = 150\n"
-            .into(),
+        extra_policy: "[limits]\nclient_ip_requests_per_second = 1\nclient_ip_burst = 150\n".into(),
         ..Default::default()
     })
     .await;

@@ -74,14 +74,6 @@ async fn another_principal_cannot_touch_a_task_or_context() {
             "SendMessage",
             message("follow-up on her task", json!({"taskId": task})),
         ),
-        (
-            "SendMessage",
-            message("join her context", json!({"contextId": "ctx-alice"})),
-        ),
-        (
-            "SendStreamingMessage",
-            message("join her context", json!({"contextId": "ctx-alice"})),
-        ),
     ];
     for (method, params) in cases {
         let v = rpc_as(&mut c, MALLORY, method, params).await;
@@ -92,6 +84,31 @@ async fn another_principal_cannot_touch_a_task_or_context() {
     let v = rpc_as(&mut c, MALLORY, "ListTasks", json!({})).await;
     assert_eq!(v["result"]["tasks"], json!([]), "{v}");
     assert_eq!(v["result"]["totalSize"], 0);
+    // Naming her context id gives Mallory a context of his own under that name (the agent
+    // knows it by Mallory's alias): nothing of hers, and no sign that the name was taken.
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        message(
+            "[[input]] join her context",
+            json!({"contextId": "ctx-alice"}),
+        ),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-alice", "{v}");
+    assert_ne!(v["result"]["task"]["id"], task.as_str());
+    let his = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert!(!v.to_string().contains("mine"), "her history leaked: {v}");
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "ListTasks",
+        json!({"contextId": "ctx-alice"}),
+    )
+    .await;
+    assert_eq!(v["result"]["tasks"][0]["id"], his.as_str(), "{v}");
+    assert_eq!(v["result"]["totalSize"], 1);
     // Alice still has it, untouched.
     let v = rpc_as(&mut c, ALICE, "GetTask", json!({"id": task})).await;
     assert_eq!(
@@ -337,4 +354,92 @@ async fn referenced_tasks_must_be_the_callers() {
     )
     .await;
     assert!(v.get("result").is_some(), "{v}");
+}
+
+/// A context id a caller chooses is its own name: another caller who used the same name first
+/// neither blocks it nor learns of it. The agent knows each such context by an alias per
+/// caller (`c-` and 32 hex digits); the caller sees its own name in every answer.
+#[tokio::test]
+async fn client_chosen_context_ids_cannot_be_squatted_or_probed() {
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: OTHER.into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    // Mallory takes the name first.
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        message("[[input]] squat", json!({"contextId": "release-plan"})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "release-plan", "{v}");
+    // Alice uses it too: her own context, no -32001.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] mine", json!({"contextId": "release-plan"})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "release-plan", "{v}");
+    let hers = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    // Follow-ups on the name stay in each caller's own context.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(
+            "[[input]] again",
+            json!({"contextId": "release-plan", "taskId": hers}),
+        ),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let v = rpc_as(&mut c, ALICE, "GetTask", json!({"id": hers})).await;
+    assert_eq!(v["result"]["contextId"], "release-plan");
+    assert!(!v.to_string().contains("squat"), "{v}");
+
+    // What the agent sees: one alias per caller for the same name; an agent-chosen id as is.
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_policy: OTHER.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    for token in [ALICE, MALLORY, ALICE] {
+        rpc_as(
+            &mut c,
+            token,
+            "SendMessage",
+            message("x", json!({"contextId": "release-plan"})),
+        )
+        .await;
+    }
+    let seen: Vec<String> = up
+        .rpc_requests()
+        .iter()
+        .map(|r| {
+            let b: Value = serde_json::from_slice(&r.body).unwrap();
+            b["params"]["message"]["contextId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(seen.len(), 3);
+    for id in &seen {
+        assert!(id.starts_with("c-") && id.len() == 34, "{id}");
+        assert!(id[2..].bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    assert_ne!(seen[0], seen[1], "one alias per caller");
+    assert_eq!(
+        seen[0], seen[2],
+        "the same alias for the same caller and name"
+    );
 }

@@ -205,6 +205,7 @@ impl Gate {
                 t.remove("artifacts");
             }
         }
+        self.registry.client_view(principal, &mut task);
         Ok(Some(task))
     }
 }

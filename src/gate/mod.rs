@@ -374,9 +374,11 @@ impl Gate {
             && !names_cwd(&rpc.params);
         let heavy =
             default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
-        let (rpc, checked) = self
+        let (mut rpc, checked) = self
             .check_params(rpc, &principal, grant, heavy, default_cwd, trace)
             .await?;
+        // The context ids the caller names become the ids the agent knows them by.
+        let alias = alias_contexts(&self.registry, &name, &mut rpc);
         let (mut headers, trace_id) =
             upstream::forwarded_headers(&parts.headers, version, extensions);
         trace.trace_id = trace_id;
@@ -408,6 +410,9 @@ impl Gate {
                         workspace.as_deref(),
                     )
                     .map_err(deny)?;
+                if let Some((agent_id, client_id)) = &alias {
+                    registry.name_context(&name, agent_id, client_id);
+                }
                 // A context stays with its agent; a new one goes to the least busy healthy agent.
                 let wanted = match turn.upstream() {
                     Some(id) => id,
@@ -415,13 +420,15 @@ impl Gate {
                 };
                 let upstream = turn.bind_upstream(wanted);
                 let requests = self.requests.clone();
+                let view = registry.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     clean_response(v, &requests.metadata, requests.redact_paths);
-                    match v.get("result") {
-                        Some(result) => turn.observe(upstream, result).map_err(|_| FOREIGN),
-                        None => Ok(()),
+                    if let Some(result) = v.get("result") {
+                        turn.observe(upstream, result).map_err(|_| FOREIGN)?;
                     }
+                    view.client_view(&name, v);
+                    Ok(())
                 };
                 let plan = Plan {
                     agent: upstream,
@@ -460,12 +467,13 @@ impl Gate {
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     clean_response(v, &requests.metadata, requests.redact_paths);
-                    match v.get("result") {
-                        Some(result) => registry
+                    if let Some(result) = v.get("result") {
+                        registry
                             .observe(&name, upstream, result)
-                            .map_err(|_| FOREIGN),
-                        None => Ok(()),
+                            .map_err(|_| FOREIGN)?;
                     }
+                    registry.client_view(&name, v);
+                    Ok(())
                 };
                 let plan = Plan {
                     agent: upstream,
@@ -688,6 +696,34 @@ impl Gate {
     pub fn permits(&self, ip: IpAddr) -> bool {
         self.network.permits(ip)
     }
+}
+
+/// Replaces the `contextId` of a SendMessage's message, or of a ListTasks filter, with the id
+/// the agent knows the caller's context by ([`TaskRegistry::agent_context`]). Returns the
+/// agent's id and the caller's, when they differ (a SendMessage then names the context).
+fn alias_contexts(
+    registry: &TaskRegistry,
+    principal: &str,
+    rpc: &mut RpcRequest,
+) -> Option<(String, String)> {
+    let slot = match rpc.method {
+        Method::SendMessage | Method::SendStreamingMessage => rpc
+            .params
+            .get_mut("message")
+            .and_then(Value::as_object_mut)
+            .and_then(|m| m.get_mut("contextId")),
+        Method::ListTasks => rpc.params.get_mut("contextId"),
+        _ => None,
+    };
+    let Some(Value::String(id)) = slot else {
+        return None;
+    };
+    let agent_id = registry.agent_context(principal, id);
+    if agent_id == *id {
+        return None;
+    }
+    let client_id = std::mem::replace(id, agent_id.clone());
+    Some((agent_id, client_id))
 }
 
 /// Where a request goes and how its answer is relayed: the agent, the byte budget its

@@ -467,6 +467,68 @@ impl TaskRegistry {
         )
     }
 
+    /// The context id the agent is sent for the `contextId` a caller names: the caller's own
+    /// context by the agent's id as it is; any other id (new, or someone else's) becomes the
+    /// caller's alias of it ([`TokenKey::context_alias`]), so a caller can neither learn which
+    /// ids are taken nor take a name another caller will use. Answers are mapped back with
+    /// [`TaskRegistry::client_view`].
+    pub fn agent_context(&self, principal: &str, client_id: &str) -> String {
+        let st = self.shared.lock();
+        match st.contexts.get(client_id) {
+            Some(e) if &*e.owner == principal && e.client.is_none() => client_id.to_string(),
+            _ => self.shared.key.context_alias(principal, client_id),
+        }
+    }
+
+    /// Records that the agent's context `agent_id` is the caller's `client_id` (after the
+    /// caller's turn reserved it).
+    pub fn name_context(&self, principal: &str, agent_id: &str, client_id: &str) {
+        let mut st = self.shared.lock();
+        if let Some(e) = st.contexts.get_mut(agent_id) {
+            if &*e.owner == principal && agent_id != client_id {
+                e.client = Some(Arc::from(client_id));
+            }
+        }
+    }
+
+    /// Rewrites, in an answer to `principal`, every `contextId` that is the caller's alias
+    /// back to the id the caller chose.
+    pub fn client_view(&self, principal: &str, answer: &mut Value) {
+        fn walk(v: &mut Value, st: &State, principal: &str, depth: usize) {
+            if depth > 128 {
+                return;
+            }
+            match v {
+                Value::Object(map) => {
+                    for (k, v) in map.iter_mut() {
+                        if k == "contextId" {
+                            if let Value::String(id) = v {
+                                let mapped = st
+                                    .contexts
+                                    .get(id.as_str())
+                                    .filter(|e| &*e.owner == principal)
+                                    .and_then(|e| e.client.clone());
+                                if let Some(c) = mapped {
+                                    *id = c.to_string();
+                                }
+                            }
+                        } else {
+                            walk(v, st, principal, depth + 1);
+                        }
+                    }
+                }
+                Value::Array(items) => {
+                    for i in items {
+                        walk(i, st, principal, depth + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let st = self.shared.lock();
+        walk(answer, &st, principal, 0);
+    }
+
     /// What the registry knows of one of the caller's tasks, as a minimal Task (id, context,
     /// state): listed in place of a task too large to list whole.
     pub fn task_summary(&self, principal: &str, task_id: &str) -> Option<Value> {
@@ -476,7 +538,13 @@ impl TaskRegistry {
         if !e.state.is_empty() {
             status.insert("state".into(), Value::from(&*e.state));
         }
-        Some(serde_json::json!({"id": task_id, "contextId": &*e.context, "status": status}))
+        // The context by the id the caller chose, when it did.
+        let context = st
+            .contexts
+            .get(&*e.context)
+            .and_then(|c| c.client.clone())
+            .unwrap_or_else(|| e.context.clone());
+        Some(serde_json::json!({"id": task_id, "contextId": &*context, "status": status}))
     }
 
     /// The id of the agent named `name` (policy `upstreams[].name`): the same for the life of

@@ -43,6 +43,9 @@ pub(super) struct TaskEntry {
 
 pub(super) struct ContextEntry {
     pub owner: Id,
+    /// The id the caller chose for it, when the agent knows it by the caller's alias
+    /// ([`super::TaskRegistry::agent_context`]); `None`: the agent's own id.
+    pub client: Option<Id>,
     pub upstream: Option<UpstreamId>,
     pub workspace: Workspace,
     pub running: Option<Running>,
@@ -309,6 +312,7 @@ impl State {
             id.clone(),
             ContextEntry {
                 owner,
+                client: None,
                 upstream,
                 workspace,
                 running,

@@ -55,6 +55,23 @@ impl TokenKey {
         URL_SAFE_NO_PAD.encode(body)
     }
 
+    /// The id the agents see for a context id `principal` chose: `c-` and 32 hex digits of
+    /// an HMAC of both (unguessable without the key; the same for the same pair).
+    pub fn context_alias(&self, principal: &str, client_id: &str) -> String {
+        let mut m = Vec::with_capacity(16 + principal.len() + client_id.len());
+        m.extend_from_slice(b"a2a-edge context\0");
+        m.extend_from_slice(&(principal.len() as u64).to_be_bytes());
+        m.extend_from_slice(principal.as_bytes());
+        m.extend_from_slice(client_id.as_bytes());
+        let tag = hmac::sign(&self.0, &m);
+        let mut out = String::with_capacity(34);
+        out.push_str("c-");
+        for b in &tag.as_ref()[..16] {
+            out.push_str(&format!("{b:02x}"));
+        }
+        out
+    }
+
     /// The cursor, or `None` for anything not minted by this key for this query.
     pub fn open(&self, query: &Query<'_>, token: &str) -> Option<Cursor> {
         if token.len() > MAX_TOKEN_CHARS {
