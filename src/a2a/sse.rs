@@ -49,6 +49,9 @@ pub enum SseError {
     NotUtf8,
 }
 
+/// A decoder's buffer larger than this is not kept once the events in it are taken out.
+const RETAIN_BYTES: usize = 64 * 1024;
+
 /// Incremental decoder: feed chunks as they arrive, take complete events out.
 #[derive(Debug)]
 pub struct SseDecoder {
@@ -89,6 +92,11 @@ impl SseDecoder {
         }
         if self.buf.len() > self.max_event_bytes {
             return Err(SseError::EventTooLarge);
+        }
+        // What is left shares the allocation of the events split off: a large event's buffer
+        // would live as long as the stream. Keep only what is pending.
+        if !out.is_empty() && self.buf.capacity() > RETAIN_BYTES {
+            self.buf = BytesMut::from(&self.buf[..]);
         }
         Ok(out)
     }
