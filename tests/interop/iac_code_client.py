@@ -46,6 +46,9 @@ from edge_http import CheckFailed, Checks, Skipped, env_secret, expect
 
 
 REPLY = os.environ.get('FAKE_REPLY', 'Hello from the fake LLM.')
+# bob's two turns naming alice's contextId
+BOB_SEND = 'bob on alice\'s context'
+BOB_STREAM = 'bob streams on alice\'s context'
 HTTP_TIMEOUT_S = 90.0
 
 INPUT_REQUIRED = 'TASK_STATE_INPUT_REQUIRED'
@@ -128,6 +131,43 @@ def generic(paths: list[str]) -> str:
     return ', '.join(f'{g} (x{n})' if n > 1 else g for g, n in counts.items())
 
 
+# (not inside a longer token: iac-code's own ids such as `iac-<32 hex>` end in one)
+ALIAS_RE = re.compile(r'(?<![0-9A-Za-z_-])c-[0-9a-f]{32}(?![0-9A-Za-z_-])')
+
+
+def is_alias(agent_ctx: str | None) -> bool:
+    """Whether a context id is one of the edge's per-caller aliases (`c-` + 32 hex digits)."""
+    return isinstance(agent_ctx, str) and ALIAS_RE.fullmatch(agent_ctx) is not None
+
+
+def user_turns(llm_request: dict) -> list[str]:
+    """The user messages of one chat request, in order: the conversation the model was shown."""
+    out = []
+    for m in (llm_request.get('body') or {}).get('messages') or []:
+        if not isinstance(m, dict) or m.get('role') != 'user':
+            continue
+        content = m.get('content')
+        if isinstance(content, list):
+            content = ''.join(c.get('text', '') for c in content if isinstance(c, dict))
+        out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+def context_ids(obj: object) -> set[str]:
+    """Every value of a `contextId` key anywhere in obj."""
+    out: set[str] = set()
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == 'contextId' and isinstance(v, str):
+                out.add(v)
+            else:
+                out |= context_ids(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            out |= context_ids(v)
+    return out
+
+
 def working_directories(llm_request: dict) -> list[str]:
     """The `Working directory: `...`` lines of iac-code's system prompt in one chat request:
     where the turn ran."""
@@ -182,6 +222,7 @@ class Runner(Checks):
         self.secret_leaked: dict[str, list[str]] = {}  # check -> paths of alice's key
         self.task_ids: list[str] = []
         self.first_task: dict | None = None
+        self.alice_prompts: list[str] = []  # alice's turns on self.ctx, in order
         self.validation_active: bool | None = None
         self.reject_errors: dict[str, dict] = {}  # rejection check -> the error object
         # tenant principal -> (its client, its tenant), when the policy has them
@@ -258,6 +299,47 @@ class Runner(Checks):
             return set()
         return {p.name for p in self.iac_tasks_dir.iterdir()}
 
+    @property
+    def iac_contexts_dir(self) -> Path:
+        return self.iac_tasks_dir.parent / 'contexts'
+
+    def iac_context_ids(self) -> set[str]:
+        """The contexts iac-code stored (a2a/contexts/<id>.json), by the ids it knows them by."""
+        d = self.iac_contexts_dir
+        if not d.is_dir():
+            return set()
+        return {p.name[:-5] for p in d.iterdir() if p.name.endswith('.json')}
+
+    @staticmethod
+    def read_json_file(f: Path, wait_s: float = 2.0) -> dict | None:
+        """A JSON file iac-code writes (given a moment to appear), or None."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                doc = json.loads(f.read_text(encoding='utf-8'))
+                return doc if isinstance(doc, dict) else None
+            except (OSError, ValueError):
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.1)
+
+    def iac_task_context(self, task_id: str) -> str | None:
+        """The context id iac-code filed a task under (its tasks/<task id>.json `context_id`):
+        the id the agent knows the context by, which is the edge's alias for a context id the
+        caller chose."""
+        doc = self.read_json_file(self.iac_tasks_dir / f'{task_id}.json')
+        return doc.get('context_id') if doc else None
+
+    def iac_context(self, agent_ctx: str) -> dict | None:
+        """iac-code's record of a context by its own id (contexts/<id>.json: cwd, session_id)."""
+        return self.read_json_file(self.iac_contexts_dir / f'{agent_ctx}.json')
+
+    def iac_context_cwd_of_task(self, task_id: str) -> tuple[str | None, str | None]:
+        """(the agent's context id, the cwd iac-code bound that context to) for a task."""
+        agent_ctx = self.iac_task_context(task_id)
+        rec = self.iac_context(agent_ctx) if agent_ctx else None
+        return agent_ctx, (rec or {}).get('cwd')
+
     def list_all_tasks(self) -> dict[str, dict]:
         seen: dict[str, dict] = {}
         token = ''
@@ -281,6 +363,7 @@ class Runner(Checks):
             'llm': len(self.llm_requests()),
             'posts': self.iac_posts(),
             'task_files': self.iac_task_files(),
+            'contexts': self.iac_context_ids(),
         }
 
     # -- card -----------------------------------------------------------------
@@ -354,6 +437,7 @@ class Runner(Checks):
         self.ctx = new_id('ctx-iac')
         n0 = len(self.llm_requests())
         t0 = time.monotonic()
+        self.alice_prompts.append('hello')
         res = self.result('SendMessage', {'message': self.message('hello', self.ctx)})
         dt = time.monotonic() - t0
         expect('task' in res, f'expected a task, got {short(res)}')
@@ -375,6 +459,7 @@ class Runner(Checks):
     def c_followup(self) -> str:
         expect(self.first_task, 'no first turn')
         n0 = len(self.llm_requests())
+        self.alice_prompts.append('second turn please')
         res = self.result('SendMessage', {'message': self.message('second turn please', self.ctx)})
         task = res.get('task') or {}
         st = (task.get('status') or {}).get('state')
@@ -524,24 +609,59 @@ class Runner(Checks):
                 s = s.replace(i, '<ID>')
         return s
 
+    def turn_raw(self, method: str, params: dict, http: httpx.Client) -> tuple[list[dict], str]:
+        """A whole SendMessage (one JSON document) or SendStreamingMessage (every SSE event,
+        read to the end): the JSON-RPC documents and the raw text of their data."""
+        body = {'jsonrpc': '2.0', 'id': new_id('rpc'), 'method': method, 'params': params}
+        with http.stream('POST', self.url, json=body) as r:
+            ctype = r.headers.get('content-type', '')
+            if r.status_code != 200:
+                r.read()
+                raise CheckFailed(f'{method}: HTTP {r.status_code}: {short(r.text)}')
+            if 'text/event-stream' in ctype:
+                datas = [data for _, data in iter_sse(r)]
+            else:
+                r.read()
+                expect('json' in ctype, f'{method}: content-type {ctype!r}: {short(r.text)}')
+                datas = [r.text]
+        expect(datas, f'{method}: empty answer')
+        docs = [json.loads(d) for d in datas]
+        for doc in docs:
+            expect(doc.get('id') == body['id'], f'{method}: response id {doc.get("id")!r} != {body["id"]!r}')
+        return docs, '\n'.join(datas)
+
+    @staticmethod
+    def turn_task(docs: list[dict], what: str) -> dict:
+        """The task a turn's answer starts with (the unary result's, or the first event's)."""
+        errs = [d['error'] for d in docs if 'error' in d]
+        expect(not errs, f'{what}: error {short(errs)}')
+        first = docs[0].get('result') or {}
+        expect('task' in first, f'{what}: expected a task, got {event_kind(first)}: {short(first)}')
+        return first['task']
+
     def c_bob_requests(self) -> str:
         expect(self.first_task, 'no task of alice from earlier checks')
         expect(self.bob is not None, 'BOB_TOKEN not given to the client')
         tid, ctx = self.first_task['id'], self.ctx
         self.iso_task_before = self.result('GetTask', {'id': tid})
+        self.iso_alice_tasks = list(self.task_ids)
+        # alice's context as iac-code knows it (the edge's alias of her contextId) and its record
+        self.iso_alice_agent_ctx = self.iac_task_context(tid)
+        expect(self.iso_alice_agent_ctx, f'iac-code has no task file (or no context_id) for alice\'s task {tid}')
+        self.iso_alice_ctx_record = self.iac_context(self.iso_alice_agent_ctx)
+        expect(self.iso_alice_ctx_record, f'iac-code has no contexts/{self.iso_alice_agent_ctx}.json')
         made_up, alice_made_up = str(uuid.uuid4()), str(uuid.uuid4())
         self.iso_ids = {'alice': [tid, ctx], 'made_up': [made_up], 'alice_made_up': [alice_made_up]}
         # a made-up id asked by alice too: the answer must not depend on the caller
         self.iso_alice_ref, _ = self.rpc_any('GetTask', {'id': alice_made_up}, self.http)
         before = self.snapshot()
         bob = self.bob
+        # alice's task id: refused like a made-up id, never forwarded
         self.iso_ref, _ = self.rpc_any('GetTask', {'id': made_up}, bob)
         res: dict[str, tuple[dict, str]] = {}
         res['get'] = self.rpc_any('GetTask', {'id': tid}, bob)
         res['cancel'] = self.rpc_any('CancelTask', {'id': tid}, bob)
         res['subscribe'] = self.rpc_any('SubscribeToTask', {'id': tid}, bob)
-        res['send-context'] = self.rpc_any(
-            'SendMessage', {'message': self.message('bob on alice\'s context', ctx)}, bob)
         msg = self.message('bob on alice\'s task', ctx)
         msg['taskId'] = tid
         res['send-task-id'] = self.rpc_any('SendMessage', {'message': msg}, bob)
@@ -549,14 +669,24 @@ class Runner(Checks):
         del msg['contextId']
         msg['taskId'] = tid
         res['send-task-id-only'] = self.rpc_any('SendMessage', {'message': msg}, bob)
-        res['stream-context'] = self.rpc_any(
-            'SendStreamingMessage', {'message': self.message('bob streams on alice\'s context', ctx)}, bob)
-        self.iso_bob_list, _ = self.rpc_any('ListTasks', {'pageSize': 100}, bob)
         self.iso_res = res
-        after = self.snapshot()
-        self.iso_window = (before, after)
-        return (f'{len(res) + 2} requests as bob on alice\'s task {tid} / context {ctx} '
-                f'(+ GetTask on a made-up id); made-up id reference error: '
+        mid = self.snapshot()
+        # alice's contextId: bob gets a context of his own by that name (each turn read whole)
+        turns: dict[str, tuple[list[dict], str]] = {}
+        turns['send-context'] = self.turn_raw(
+            'SendMessage', {'message': self.message(BOB_SEND, ctx)}, bob)
+        turns['stream-context'] = self.turn_raw(
+            'SendStreamingMessage', {'message': self.message(BOB_STREAM, ctx)}, bob)
+        self.iso_turns = turns
+        after_turns = self.snapshot()
+        self.iso_bob_llm = self.llm_requests()[mid['llm']:after_turns['llm']]
+        self.iso_bob_tasks: dict[str, str] = {}
+        self.iso_bob_list, _ = self.rpc_any('ListTasks', {'pageSize': 100}, bob)
+        after_list = self.snapshot()
+        self.iso_windows = {'task-ids': (before, mid), 'contexts': (mid, after_turns),
+                            'list': (after_turns, after_list)}
+        return (f'{len(res)} requests as bob on alice\'s task {tid}, 2 turns on her context {ctx}, '
+                f'his ListTasks (+ GetTask on a made-up id); made-up id reference error: '
                 f'{json.dumps(self.iso_ref.get("error"), ensure_ascii=False)}')
 
     def c_bob_reference(self) -> str:
@@ -582,32 +712,111 @@ class Runner(Checks):
                     f'{"" if raw_same else " (once the ids are replaced)"}: code {err.get("code")}')
         return run
 
+    def bob_own_context(self, key: str, prompts: list[str]) -> Callable[[], str]:
+        """Bob names alice's contextId: the answer is a task of his own in a context of his own
+        that he sees by the name he used, and iac-code holds it under another context than
+        alice's (bob's alias), with bob's turns only (`prompts`: his, in order)."""
+        def run() -> str:
+            docs, raw = self.iso_turns[key]
+            ctx = self.ctx
+            task = self.turn_task(docs, f'bob {key}')
+            tid = task.get('id')
+            self.iso_bob_tasks[key] = tid
+            expect(tid and tid not in self.iso_alice_tasks, f'bob got task {tid}, one of alice\'s')
+            results = [d['result'] for d in docs]
+            ids = {event_task_id(e) for e in results} - {None}
+            expect(ids == {tid}, f'the answer names tasks {sorted(ids)}, expected only {tid}')
+            named = context_ids(results)
+            expect(named == {ctx}, f'the answer names contexts {sorted(named)}, expected only {ctx!r} '
+                                   '(the name bob used)')
+            expect(not ALIAS_RE.search(raw), f'an agent-side alias is in bob\'s answer: '
+                                             f'{ALIAS_RE.findall(raw)}')
+            alice_ids = [t for t in self.iso_alice_tasks if t and t in raw]
+            expect(not alice_ids, f'alice\'s task ids in bob\'s answer: {alice_ids}')
+            texts = [t for r in results for m in ([r['task']] if 'task' in r else [])
+                     for t in task_texts(m)]
+            theirs = [t for t in texts if t in self.alice_prompts]
+            expect(not theirs, f'alice\'s turns in bob\'s answer: {theirs}')
+            states = [event_state(e) for e in results if event_state(e)]
+            expect(states and states[-1] == INPUT_REQUIRED, f'states {states}')
+            # what iac-code did with it
+            agent_ctx = self.iac_task_context(tid)
+            expect(is_alias(agent_ctx), f'iac-code filed bob\'s task {tid} under context {agent_ctx!r}, '
+                                        'expected an alias c-<32 hex>')
+            expect(agent_ctx != self.iso_alice_agent_ctx,
+                   f'bob\'s task {tid} is in alice\'s iac-code context {agent_ctx}')
+            before, after = self.iso_windows['contexts']
+            new_ctx = after['contexts'] - before['contexts']
+            expect(new_ctx == {agent_ctx}, f'new iac-code contexts during bob\'s turns: {sorted(new_ctx)}, '
+                                           f'expected just {agent_ctx}')
+            i = list(self.iso_turns).index(key)
+            expect(len(self.iso_bob_llm) == len(self.iso_turns),
+                   f'the LLM saw {len(self.iso_bob_llm)} requests for bob\'s {len(self.iso_turns)} turns')
+            seen = user_turns(self.iso_bob_llm[i])
+            expect(seen == prompts, f'the model was shown the user turns {seen}, expected bob\'s {prompts}')
+            return (f'task {tid} of bob\'s own ({states[-1]}), contextId {ctx!r} as he named it; '
+                    f'iac-code context {agent_ctx} (alice\'s is {self.iso_alice_agent_ctx}); '
+                    f'the model saw {seen}')
+        return run
+
     def c_bob_list(self) -> str:
         doc = self.iso_bob_list
         expect('result' in doc, f'bob\'s ListTasks: {short(doc)}')
         res = doc['result']
         tasks = res.get('tasks') or []
-        total = res.get('totalSize', 0)
-        expect(not tasks, f'bob sees {len(tasks)} tasks: {[t.get("id") for t in tasks]}')
-        expect(total == 0, f'totalSize {total!r}, expected 0')
+        listed = [t.get('id') for t in tasks]
+        alices = [t for t in listed if t in self.iso_alice_tasks]
+        expect(not alices, f'bob sees alice\'s tasks {alices}')
+        own = set(self.iso_bob_tasks.values())
+        expect(len(own) == len(self.iso_turns), f'bob\'s turns gave tasks {self.iso_bob_tasks}')
+        expect(sorted(listed) == sorted(own), f'bob lists {listed}, expected his own {sorted(own)}')
+        ctxs = context_ids(tasks)
+        expect(ctxs == {self.ctx}, f'bob\'s tasks name contexts {sorted(ctxs)}, expected {self.ctx!r}')
+        expect(not ALIAS_RE.search(json.dumps(res)), 'an agent-side alias is in bob\'s ListTasks')
+        total = res.get('totalSize')
+        expect(total in (None, len(own)), f'totalSize {total!r}, expected {len(own)}')
         expect(not res.get('nextPageToken'), f'nextPageToken {res.get("nextPageToken")!r}')
-        return f'tasks=[] totalSize={total!r} (raw {short(res, 200)})'
+        before, after = self.iso_windows['list']
+        expect(after['llm'] == before['llm'] and after['task_files'] == before['task_files']
+               and after['contexts'] == before['contexts'],
+               'bob\'s ListTasks changed what iac-code holds')
+        return (f'bob lists his {len(own)} tasks {sorted(own)} (contextId {self.ctx!r}), none of alice\'s; '
+                f'totalSize={total!r}; iac-code POSTs {after["posts"] - before["posts"]} (the edge reads '
+                f'each listed task), no turn')
 
     def c_bob_untouched(self) -> str:
-        before, after = self.iso_window
+        before, after = self.iso_windows['task-ids']
+        n = len(self.iso_res) + 1
         expect(after['posts'] == before['posts'],
-               f'iac-code saw {after["posts"] - before["posts"]} POSTs during bob\'s requests '
+               f'iac-code saw {after["posts"] - before["posts"]} POSTs during bob\'s {n} task-id requests '
                f'({before["posts"]}->{after["posts"]})')
         expect(after['llm'] == before['llm'], f'LLM requests {before["llm"]}->{after["llm"]}')
         expect(after['task_files'] == before['task_files'],
                f'new iac-code task files {sorted(after["task_files"] - before["task_files"])}')
-        return (f'iac-code POSTs {before["posts"]}->{after["posts"]}, LLM requests {after["llm"]}, '
-                f'task files {len(after["task_files"])}: none of bob\'s {len(self.iso_res) + 2} requests reached it')
+        expect(after['contexts'] == before['contexts'],
+               f'new iac-code contexts {sorted(after["contexts"] - before["contexts"])}')
+        c0, c1 = self.iso_windows['contexts']
+        k = len(self.iso_turns)
+        posts, llm = c1['posts'] - c0['posts'], c1['llm'] - c0['llm']
+        files = c1['task_files'] - c0['task_files']
+        ctxs = c1['contexts'] - c0['contexts']
+        expect(posts == k and llm == k,
+               f'bob\'s {k} turns on the context name: {posts} POSTs to iac-code, {llm} LLM requests, expected {k} each')
+        expect(len(files) == k and c0['task_files'] <= c1['task_files'],
+               f'iac-code task files +{sorted(files)} -{sorted(c0["task_files"] - c1["task_files"])}, '
+               f'expected {k} new')
+        expect(len(ctxs) == 1 and self.iso_alice_agent_ctx not in ctxs,
+               f'new iac-code contexts {sorted(ctxs)}, expected one (bob\'s)')
+        return (f'task-id requests: none of {n} ({n - 1} on alice\'s task, 1 made-up) reached iac-code (POSTs {before["posts"]}->{after["posts"]}, '
+                f'LLM {after["llm"]}, task files and contexts unchanged); the {k} context turns: exactly {posts} '
+                f'POSTs, {llm} LLM requests, {len(files)} task files, 1 new context {sorted(ctxs)[0]}')
 
     def c_alice_after_bob(self) -> str:
         seen = self.list_all_tasks()
-        missing = [t for t in self.task_ids if t not in seen]
+        missing = [t for t in self.iso_alice_tasks if t not in seen]
         expect(not missing, f'alice\'s ListTasks ({len(seen)} tasks) misses {missing}')
+        bobs = [t for t in getattr(self, 'iso_bob_tasks', {}).values() if t in seen]
+        expect(not bobs, f'alice\'s ListTasks lists bob\'s tasks {bobs}')
         tid = self.first_task['id']
         now = self.result('GetTask', {'id': tid})
         st0 = (self.iso_task_before.get('status') or {}).get('state')
@@ -615,12 +824,97 @@ class Runner(Checks):
         expect(st1 == st0 == INPUT_REQUIRED, f'task {tid}: state {st0} -> {st1}')
         expect(now.get('status') == self.iso_task_before.get('status'),
                f'status changed: {short(self.iso_task_before.get("status"))} -> {short(now.get("status"))}')
+        expect(now.get('contextId') == self.ctx, f'contextId {now.get("contextId")!r} != {self.ctx!r}')
         h0, h1 = self.iso_task_before.get('history') or [], now.get('history') or []
         expect(h0 == h1, f'history changed: {len(h0)} -> {len(h1)} messages')
         flat = json.dumps(now)
         expect('bob ' not in flat, 'a message of bob\'s is in alice\'s task')
-        return (f'ListTasks lists all {len(self.task_ids)} of alice\'s tasks ({len(seen)}); '
-                f'task {tid} still {st1}, status and {len(h1)} history messages unchanged')
+        rec = self.iac_context(self.iso_alice_agent_ctx)
+        expect(rec == self.iso_alice_ctx_record,
+               f'iac-code\'s record of alice\'s context changed: {short(self.iso_alice_ctx_record)} -> {short(rec)}')
+        # her next turn on the context: the model sees her conversation, none of bob's turns
+        n0 = len(self.llm_requests())
+        prompt = 'alice again after bob'
+        task = self.result('SendMessage', {'message': self.message(prompt, self.ctx)}).get('task') or {}
+        self.alice_prompts.append(prompt)
+        expect(task.get('contextId') == self.ctx, f'follow-up contextId {task.get("contextId")!r}')
+        reqs = self.llm_requests()[n0:]
+        expect(len(reqs) == 1, f'the LLM saw {len(reqs)} requests for alice\'s turn')
+        turns = user_turns(reqs[0])
+        expect(turns == self.alice_prompts, f'the model was shown {turns}, expected alice\'s {self.alice_prompts}')
+        agent_ctx = self.iac_task_context(task.get('id', ''))
+        expect(agent_ctx == self.iso_alice_agent_ctx,
+               f'alice\'s turn went to iac-code context {agent_ctx}, not hers ({self.iso_alice_agent_ctx})')
+        self.task_ids.append(task['id'])
+        return (f'ListTasks lists all {len(self.iso_alice_tasks)} of alice\'s tasks ({len(seen)}), none of bob\'s; '
+                f'task {tid} still {st1}, status and {len(h1)} history messages unchanged; iac-code context '
+                f'{self.iso_alice_agent_ctx} unchanged; her next turn there showed the model {turns}')
+
+    # -- context ids the caller chooses: per-caller aliases at the agent ----------
+
+    def c_context_alias(self) -> str:
+        """A contextId alice chooses reaches iac-code as an alias c-<32 hex>, the same one on
+        every turn; alice sees her name in every answer; bob naming it gets another alias."""
+        expect(self.bob is not None, 'BOB_TOKEN not given to the client')
+        x = new_id('ctx-alias')
+        c0 = self.iac_context_ids()
+        # 1. alice's first turn on x
+        n0 = len(self.llm_requests())
+        docs, raw = self.turn_raw('SendMessage', {'message': self.message('alias turn one', x)}, self.http)
+        t1 = self.turn_task(docs, 'alice, first turn')
+        expect(context_ids(docs) == {x}, f'the answer names contexts {sorted(context_ids(docs))}, expected {x!r}')
+        expect(not ALIAS_RE.search(raw), f'an alias is in alice\'s answer: {ALIAS_RE.findall(raw)}')
+        alias = self.iac_task_context(t1['id'])
+        c1 = self.iac_context_ids()
+        expect(c1 - c0 == {alias}, f'new iac-code contexts {sorted(c1 - c0)}, expected that of task '
+                                   f'{t1["id"]} ({alias!r})')
+        expect(is_alias(alias) and alias != x, f'iac-code knows alice\'s {x!r} as {alias!r}, expected c-<32 hex>')
+        expect(not (self.iac_contexts_dir / f'{x}.json').exists(), f'iac-code has a contexts/{x}.json')
+        rec = self.iac_context(alias) or {}
+        expect(rec.get('context_id') == alias, f'contexts/{alias}.json says context_id {rec.get("context_id")!r}')
+        # 2. her follow-up naming x: the same iac-code context, with the first turn's memory
+        n1 = len(self.llm_requests())
+        docs, raw = self.turn_raw('SendMessage', {'message': self.message('alias turn two', x)}, self.http)
+        t2 = self.turn_task(docs, 'alice, follow-up')
+        expect(context_ids(docs) == {x}, f'follow-up names contexts {sorted(context_ids(docs))}')
+        expect(not ALIAS_RE.search(raw), 'an alias is in alice\'s follow-up answer')
+        c2 = self.iac_context_ids()
+        expect(c2 == c1, f'the follow-up made new iac-code contexts {sorted(c2 - c1)}')
+        expect(self.iac_task_context(t2['id']) == alias,
+               f'follow-up filed under {self.iac_task_context(t2["id"])!r}, not {alias}')
+        reqs = self.llm_requests()
+        expect(len(reqs) == n1 + 1 and n1 == n0 + 1, f'LLM requests {n0}->{n1}->{len(reqs)}')
+        turns = user_turns(reqs[-1])
+        expect(turns == ['alias turn one', 'alias turn two'], f'the model was shown {turns}')
+        self.task_ids += [t1['id'], t2['id']]
+        # 3. ListTasks filtered by x (translated the same way); the alias itself names nothing of hers
+        doc, raw = self.rpc_text('ListTasks', {'contextId': x, 'pageSize': 100})
+        expect('result' in doc, f'ListTasks contextId={x}: {short(doc)}')
+        listed = sorted(t.get('id') for t in doc['result'].get('tasks') or [])
+        expect(listed == sorted([t1['id'], t2['id']]), f'ListTasks contextId={x} lists {listed}')
+        expect(context_ids(doc['result']) == {x}, f'ListTasks names contexts {sorted(context_ids(doc["result"]))}')
+        expect(not ALIAS_RE.search(raw), 'an alias is in alice\'s ListTasks')
+        by_alias = self.result('ListTasks', {'contextId': alias, 'pageSize': 100}).get('tasks') or []
+        expect(not by_alias, f'ListTasks contextId=<the alias> lists {[t.get("id") for t in by_alias]}')
+        # 4. bob naming x: a context of his own, another alias
+        n2 = len(self.llm_requests())
+        docs, raw = self.turn_raw('SendMessage', {'message': self.message('bob names alice\'s new context', x)}, self.bob)
+        t3 = self.turn_task(docs, 'bob on x')
+        expect(t3['id'] not in (t1['id'], t2['id']), f'bob got alice\'s task {t3["id"]}')
+        expect(context_ids(docs) == {x}, f'bob\'s answer names contexts {sorted(context_ids(docs))}')
+        expect(not ALIAS_RE.search(raw), 'an alias is in bob\'s answer')
+        bob_alias = self.iac_task_context(t3['id'])
+        c3 = self.iac_context_ids()
+        expect(c3 - c2 == {bob_alias}, f'new iac-code contexts for bob\'s turn {sorted(c3 - c2)}, '
+                                       f'expected {bob_alias!r}')
+        expect(is_alias(bob_alias) and bob_alias not in (alias, x),
+               f'bob\'s {x!r} is iac-code context {bob_alias!r}; alice\'s is {alias}')
+        reqs = self.llm_requests()[n2:]
+        expect(len(reqs) == 1 and user_turns(reqs[0]) == ['bob names alice\'s new context'],
+               f'bob\'s turn showed the model {[user_turns(r) for r in reqs]}')
+        return (f'alice\'s {x!r} is iac-code context {alias} on both turns (one new file, the model saw '
+                f'both turns), answers and ListTasks(contextId) show {x!r}, ListTasks(contextId=alias) is '
+                f'empty; bob\'s {x!r} is {bob_alias}')
 
     # -- a secret alice may send, echoed by the agent --------------------------
 
@@ -784,7 +1078,8 @@ class Runner(Checks):
             after = self.snapshot()
             tasks_after = set(self.list_all_tasks())
             reached = (after['llm'] != before['llm'] or after['posts'] != before['posts']
-                       or after['task_files'] != before['task_files'] or tasks_after != tasks_before)
+                       or after['task_files'] != before['task_files'] or tasks_after != tasks_before
+                       or after['contexts'] != before['contexts'])
             if not self.validation_active:
                 self.note(name, f'{what}: {short(doc, 700)}; '
                           f'reached iac-code={reached} (POSTs {before["posts"]}->{after["posts"]}, '
@@ -805,7 +1100,8 @@ class Runner(Checks):
             expect(not reached,
                    f'{what}: rejected but reached iac-code (POSTs {before["posts"]}->{after["posts"]}, '
                    f'LLM {before["llm"]}->{after["llm"]}, tasks +{sorted(tasks_after - tasks_before)}, '
-                   f'task files +{sorted(after["task_files"] - before["task_files"])})')
+                   f'task files +{sorted(after["task_files"] - before["task_files"])}, '
+                   f'contexts +{sorted(after["contexts"] - before["contexts"])})')
             if after_check is not None:
                 after_check()
             self.reject_errors[name] = err
@@ -817,14 +1113,6 @@ class Runner(Checks):
 
     def tenant_dir(self, tenant: str) -> str:
         return str(Path(self.workspace) / tenant)
-
-    def iac_context_cwd(self, ctx: str) -> str | None:
-        """The cwd iac-code bound the context to (its contexts/<id>.json)."""
-        f = self.iac_tasks_dir.parent / 'contexts' / f'{ctx}.json'
-        try:
-            return json.loads(f.read_text(encoding='utf-8')).get('cwd')
-        except (OSError, ValueError):
-            return None
 
     def tenant_turn(self, who: str) -> Callable[[], str]:
         """A turn with the tenant's own directory as cwd: iac-code serves it and runs it there
@@ -844,12 +1132,15 @@ class Runner(Checks):
             expect(len(reqs) == 1, f'the LLM saw {len(reqs)} requests for one turn')
             dirs = working_directories(reqs[0])
             expect(dirs == [wd], f'iac-code\'s prompt names working directories {dirs}, expected [{wd!r}]')
-            bound = self.iac_context_cwd(ctx)
-            expect(bound == wd, f'iac-code bound context {ctx} to cwd {bound!r}, expected {wd!r}')
+            # iac-code knows the context by the edge's alias of ctx: found through the task's file
+            agent_ctx, bound = self.iac_context_cwd_of_task(task.get('id', ''))
+            expect(bound == wd, f'iac-code bound context {ctx} (its {agent_ctx!r}) to cwd {bound!r}, '
+                                f'expected {wd!r}')
             again = self.result('GetTask', {'id': task['id']}, http)
             expect((again.get('status') or {}).get('state') == INPUT_REQUIRED, f'GetTask: {short(again, 300)}')
             return (f'{who} (tenant {tenant}): task {task["id"]} {st}; iac-code ran the turn in '
-                    f'<workspace>/{tenant} (prompt "Working directory", context binding); GetTask ok')
+                    f'<workspace>/{tenant} (prompt "Working directory", context {agent_ctx} bound there); '
+                    f'GetTask ok')
         return run
 
     def tenant_reject(self, name: str, who: str, method: str, cwd: str, what: str) -> Callable[[], str]:
@@ -885,13 +1176,17 @@ class Runner(Checks):
             expect(not reqs, f'refused ({short(err)}) but the LLM saw {len(reqs)} requests')
             return f'refused by the edge: {short(err)}'
         dirs = [d for r in reqs for d in working_directories(r)]
-        bound = self.iac_context_cwd(ctx)
+        task = (doc.get('result') or {}).get('task') or {}
+        expect(task.get('id'), f'no task in the answer: {short(doc)}')
+        agent_ctx, bound = self.iac_context_cwd_of_task(task['id'])
         own = self.tenant_dir(tenant)
         inside = all(d == own or d.startswith(own + '/') for d in dirs + [bound or ''])
+        expect(bound is not None, f'no cwd for iac-code\'s context {agent_ctx!r} of task {task["id"]}')
         expect(inside, f'tenant-a-user (workspace_roots <workspace>/team-a) sent no '
-                       f'metadata.iac_code.cwd; iac-code ran the turn in {dirs} (context bound to '
+                       f'metadata.iac_code.cwd; iac-code ran the turn in {dirs} (context {agent_ctx} bound to '
                        f'{bound!r}), outside the tenant\'s root')
-        return f'forwarded; iac-code ran it in {dirs}, context bound to {bound!r} (inside the tenant root)'
+        return (f'forwarded; iac-code ran it in {dirs}, context {agent_ctx} bound to {bound!r} '
+                f'(inside the tenant root)')
 
     # -- credentials ------------------------------------------------------------
 
@@ -969,16 +1264,21 @@ class Runner(Checks):
         # a second principal, bob: alice's tasks and contexts do not exist for him
         if self.check('isolation-bob-requests', self.c_bob_requests):
             self.check('isolation-made-up-id', self.c_bob_reference)
+            # alice's task id: exactly like a made-up id
             for key, name in (('get', 'GetTask'), ('cancel', 'CancelTask'),
                               ('subscribe', 'SubscribeToTask'),
-                              ('send-context', 'SendMessage-contextId'),
                               ('send-task-id', 'SendMessage-taskId'),
-                              ('send-task-id-only', 'SendMessage-taskId-only'),
-                              ('stream-context', 'SendStreamingMessage-contextId')):
+                              ('send-task-id-only', 'SendMessage-taskId-only')):
                 self.check(f'isolation-bob-{name}', self.bob_same_as_made_up(key))
+            # alice's contextId: a new context of bob's own by that name
+            self.check('isolation-bob-SendMessage-contextId',
+                       self.bob_own_context('send-context', [BOB_SEND]))
+            self.check('isolation-bob-SendStreamingMessage-contextId',
+                       self.bob_own_context('stream-context', [BOB_SEND, BOB_STREAM]))
             self.check('isolation-bob-ListTasks', self.c_bob_list)
             self.check('isolation-bob-not-forwarded', self.c_bob_untouched)
             self.check('isolation-alice-unchanged', self.c_alice_after_bob)
+        self.check('context-alias', self.c_context_alias)
 
         # alice may send iac_code.iac_code_api_key ([a2a.metadata.allowed_for]):
         # the agent uses it, echoes it, and the proxy redacts the echo
