@@ -15,6 +15,7 @@ pub mod gate;
 pub mod limits;
 pub mod policy;
 pub mod server;
+pub mod state;
 pub mod stream_body;
 pub mod telemetry;
 pub mod time;

@@ -210,3 +210,21 @@ async fn a_caller_that_does_not_read_is_bounded_and_dropped() {
     assert_eq!(again.status(), 200);
     drop(resp);
 }
+
+/// A follow-up that names only its task reaches the agent with the task's context (agents
+/// refuse a task sent with another context, and would make one up).
+#[tokio::test]
+async fn a_follow_up_by_task_id_names_its_context() {
+    let (up, p) = Proxy::with_recorder(Reply::Raw(SHARED_TASK), ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H1).await;
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("first")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-alice", "{v}");
+    let mut follow = message("again");
+    follow["message"]["taskId"] = json!("t-alice");
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", follow).await;
+    assert!(v.get("result").is_some(), "{v}");
+    let last = up.rpc_requests().pop().unwrap();
+    let body: Value = serde_json::from_slice(&last.body).unwrap();
+    assert_eq!(body["params"]["message"]["contextId"], "c-alice", "{body}");
+    assert_eq!(body["params"]["message"]["taskId"], "t-alice");
+}

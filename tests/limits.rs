@@ -695,3 +695,55 @@ async fn list_tasks_reads_spend_the_callers_rate() {
         String::from_utf8_lossy(&rb)
     );
 }
+
+/// A reload keeps every budget whose settings it does not change: a guesser blocked by the
+/// failure throttle stays blocked, a principal over its rate stays over it.
+#[tokio::test]
+async fn a_reload_resets_no_budget() {
+    let opts = || {
+        ProxyOpts {
+        extra_auth: "failures_per_minute = 1\nfailures_burst = 3\n".into(),
+        extra_policy: "[limits]\nrequests_per_second = 0.01\nburst = 2\n[network]\ntrusted_proxies = [\"127.0.0.1/32\"]\n".into(),
+        ..Default::default()
+    }
+    };
+    // The guesser comes through the trusted proxy from its own address.
+    async fn guess(c: &mut Client) -> (StatusCode, String) {
+        let mut headers = h("Bearer wrong");
+        headers.push(("x-forwarded-for", "192.0.2.9"));
+        let (status, _, body) = c.request("POST", "/", &headers, BODY).await;
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+    async fn honest(c: &mut Client) -> (StatusCode, String) {
+        let (status, _, body) = c
+            .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+            .await;
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+    let p = Proxy::start(opts()).await;
+    let mut c = p.client(Proto::H1).await;
+    for _ in 0..3 {
+        assert_eq!(guess(&mut c).await.0, StatusCode::UNAUTHORIZED);
+    }
+    let (status, body) = guess(&mut c).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("auth.throttled"), "{body}");
+    for _ in 0..2 {
+        assert_eq!(honest(&mut c).await.0, StatusCode::OK);
+    }
+    let (status, body) = honest(&mut c).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("rate.principal"), "{body}");
+    p.reload(&policy_text(p.dir.path(), &opts())).await;
+    let mut c = p.client(Proto::H2).await;
+    let (status, body) = guess(&mut c).await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "throttle kept: {body}"
+    );
+    assert!(body.contains("auth.throttled"), "{body}");
+    let (status, body) = honest(&mut c).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "rate kept: {body}");
+    assert!(body.contains("rate.principal"), "{body}");
+}

@@ -55,7 +55,7 @@ impl Gate {
             // Each read spends the caller's rate; the page stops where the budget does.
             let allowed = batch
                 .iter()
-                .take_while(|_| self.rates.check_principal(principal, None).is_ok())
+                .take_while(|_| self.budgets.rates.check_principal(principal, None).is_ok())
                 .count();
             if allowed == 0 && first == 0 {
                 return Err(Rejection::TooManyRequests {

@@ -46,13 +46,13 @@ use crate::authz::{AuthzPolicy, Grant, Roots};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
-use crate::limits::concurrency::{ConcurrencyGuard, ConcurrencyLimits};
+use crate::limits::concurrency::ConcurrencyGuard;
 use crate::limits::network::NetworkPolicy;
-use crate::limits::rate::{Limited, RateLimits, RateLimitsConfig};
-use crate::limits::FailureThrottle;
+use crate::limits::rate::Limited;
 use crate::policy::CardSource;
 use crate::policy::IdentityAssertionPolicy;
 use crate::policy::Policy;
+use crate::state::Budgets;
 use crate::telemetry;
 use crate::telemetry::metrics::{Metrics, Snapshot, UpstreamGauge};
 use crate::upstream::clean::clean_response;
@@ -118,14 +118,10 @@ pub struct Gate {
     fleet: Fleet,
     body_limits: BodyLimits,
     requests: Arc<RequestPolicy>,
-    throttle: FailureThrottle,
     principal_header: HeaderName,
     network: NetworkPolicy,
-    /// Per client address and per principal (checked before the body is read).
-    rates: RateLimits,
-    /// Per principal and method (checked once the method is known).
-    method_rates: RateLimits,
-    concurrency: ConcurrencyLimits,
+    /// Rates, the failure throttle and concurrency: the process's, kept across reloads.
+    budgets: Budgets,
     registry: TaskRegistry,
     relay_limits: RelayLimits,
     allow_chunked: bool,
@@ -184,29 +180,9 @@ impl Gate {
                 min_bytes_per_second: policy.limits.min_body_bytes_per_second,
             },
             requests: policy.a2a.requests.clone(),
-            throttle: FailureThrottle::new(
-                policy.auth.throttle.failures_per_minute,
-                policy.auth.throttle.failures_burst,
-                policy.limits.rates.ipv6_prefix,
-            ),
             principal_header,
             network: policy.network.clone(),
-            rates: RateLimits::new(RateLimitsConfig {
-                per_method: Default::default(),
-                ..policy.limits.rates.clone()
-            })?,
-            method_rates: RateLimits::new(RateLimitsConfig {
-                per_principal: None,
-                per_client_ip: None,
-                per_method: policy.limits.rates.per_method.clone(),
-                principal_overrides: Default::default(),
-                ipv6_prefix: policy.limits.rates.ipv6_prefix,
-            })?,
-            concurrency: ConcurrencyLimits::new(
-                policy.limits.max_in_flight_per_principal,
-                policy.limits.max_streams_per_principal,
-            )
-            .with_stream_budget(policy.limits.stream_buffer_bytes_per_principal),
+            budgets: Budgets::carry(policy, previous.map(|g| &g.budgets))?,
             registry,
             metrics,
             allow_chunked: policy.limits.allow_chunked_requests,
@@ -301,7 +277,10 @@ impl Gate {
         head: bool,
         client: IpAddr,
     ) -> Result<Response<BoxBody>, Rejection> {
-        self.rates.check_client_ip(client).map_err(too_many)?;
+        self.budgets
+            .rates
+            .check_client_ip(client)
+            .map_err(too_many)?;
         match route {
             Route::Card => self.card(headers, head).await,
             Route::Jwks => self.jwks(head),
@@ -318,12 +297,16 @@ impl Gate {
         headers: &HeaderMap,
         trace: &mut Trace,
     ) -> Result<Principal, Rejection> {
-        self.rates.check_client_ip(client).map_err(too_many)?;
+        self.budgets
+            .rates
+            .check_client_ip(client)
+            .map_err(too_many)?;
         let principal = self.authenticate(conn, client, headers).await?;
         trace.principal = Some(principal.name.clone());
         trace.tenant = principal.tenant.clone();
         trace.scheme = Some(principal.scheme.as_str());
-        self.rates
+        self.budgets
+            .rates
             .check_principal(&principal.name, None)
             .map_err(too_many)?;
         Ok(principal)
@@ -346,7 +329,8 @@ impl Gate {
         let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
         trace.method = Some(rpc.method.as_str());
         self.authorize(&grant, &principal, &rpc, trace)?;
-        self.method_rates
+        self.budgets
+            .method_rates
             .check_principal(&principal.name, Some(rpc.method.as_str()))
             .map_err(too_many)?;
         let guard = self.slot(&principal.name, rpc.method.is_streaming())?;
@@ -574,7 +558,7 @@ impl Gate {
         ip: IpAddr,
         headers: &HeaderMap,
     ) -> Result<Principal, Rejection> {
-        if let Some(wait) = self.throttle.retry_after(ip) {
+        if let Some(wait) = self.budgets.throttle.retry_after(ip) {
             return Err(Rejection::TooManyRequests {
                 reason: "auth.throttled",
                 retry_after_secs: wait.as_secs().max(1),
@@ -586,7 +570,7 @@ impl Gate {
         };
         match self.auth.authenticate(headers, creds).await {
             Ok(p) => Ok(p),
-            Err(r) => match self.throttle.record_failure(ip) {
+            Err(r) => match self.budgets.throttle.record_failure(ip) {
                 Some(wait) => Err(Rejection::TooManyRequests {
                     reason: "auth.throttled",
                     retry_after_secs: wait.as_secs().max(1),
@@ -598,7 +582,8 @@ impl Gate {
 
     /// A concurrency slot of the caller (in flight, or a stream), or 429.
     fn slot(&self, principal: &str, streaming: bool) -> Result<ConcurrencyGuard, Rejection> {
-        self.concurrency
+        self.budgets
+            .concurrency
             .acquire(principal, streaming)
             .map_err(|reason| Rejection::TooManyRequests {
                 reason,
@@ -706,6 +691,20 @@ fn alias_contexts(
     principal: &str,
     rpc: &mut RpcRequest,
 ) -> Option<(String, String)> {
+    // A follow-up naming only its task runs in the task's context: the agent is told which
+    // (an agent would otherwise make one up and refuse the task as another context's).
+    if let Some(Value::Object(m)) = rpc.params.get_mut("message") {
+        if !m.contains_key("contextId") {
+            let context = m
+                .get("taskId")
+                .and_then(Value::as_str)
+                .and_then(|t| registry.task_context(principal, t));
+            if let Some(c) = context {
+                m.insert("contextId".into(), Value::String(c));
+            }
+            return None;
+        }
+    }
     let slot = match rpc.method {
         Method::SendMessage | Method::SendStreamingMessage => rpc
             .params

@@ -480,6 +480,15 @@ impl TaskRegistry {
         }
     }
 
+    /// The agent's id of the context of the caller's task `task_id`, if it is the caller's.
+    pub fn task_context(&self, principal: &str, task_id: &str) -> Option<String> {
+        let st = self.shared.lock();
+        st.tasks
+            .get(task_id)
+            .filter(|e| &*e.owner == principal)
+            .map(|e| e.context.to_string())
+    }
+
     /// Records that the agent's context `agent_id` is the caller's `client_id` (after the
     /// caller's turn reserved it).
     pub fn name_context(&self, principal: &str, agent_id: &str, client_id: &str) {
