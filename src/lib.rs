@@ -10,6 +10,7 @@ pub mod auth;
 pub mod authz;
 pub mod body;
 pub mod card;
+pub mod crypto;
 pub mod engine;
 pub mod gate;
 pub mod limits;

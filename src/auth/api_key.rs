@@ -13,7 +13,7 @@ use http::{HeaderMap, HeaderName};
 use subtle::ConstantTimeEq;
 
 use super::{AuthRejection, Principal, Scheme, MAX_AUTHORIZATION_BYTES};
-use crate::policy::sha256;
+use crate::crypto::sha256;
 
 /// The header read when the policy names none.
 pub const DEFAULT_HEADER: &str = "X-API-Key";

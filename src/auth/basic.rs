@@ -24,7 +24,7 @@ use subtle::ConstantTimeEq;
 
 use super::hash::PasswordHash;
 use super::{AuthRejection, Principal, Scheme};
-use crate::policy::sha256;
+use crate::crypto::sha256;
 
 /// Upper bound on the decoded `user-id:password`.
 pub const MAX_DECODED_BYTES: usize = 4096;

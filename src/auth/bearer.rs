@@ -3,7 +3,8 @@
 use subtle::ConstantTimeEq;
 
 use super::{AuthRejection, Principal, Scheme};
-use crate::policy::{sha256, BearerCredential};
+use crate::crypto::sha256;
+use crate::policy::BearerCredential;
 
 pub struct BearerScheme {
     entries: Vec<(String, [u8; 32])>,

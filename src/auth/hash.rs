@@ -18,7 +18,7 @@ use argon2::{Algorithm, Argon2, Params, Version};
 use ring::rand::SecureRandom;
 use subtle::ConstantTimeEq;
 
-use crate::policy::sha256;
+use crate::crypto::sha256;
 
 /// The cost [`argon2id_phc`] uses: OWASP's recommendation (m = 19 MiB, t = 2, p = 1).
 pub const DEFAULT_M_COST_KIB: u32 = 19_456;

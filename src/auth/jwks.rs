@@ -512,7 +512,7 @@ pub(crate) mod tests {
     impl TempDir {
         pub(crate) fn new(tag: &str) -> TempDir {
             let dir = std::env::temp_dir()
-                .join(format!("a2a-edge-{tag}-{}", crate::policy::random_token()));
+                .join(format!("a2a-edge-{tag}-{}", crate::crypto::random_token()));
             std::fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
         }

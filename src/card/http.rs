@@ -58,7 +58,7 @@ fn opaque(tag: &str) -> Option<&str> {
 
 /// The strong entity tag of `bytes`.
 pub fn strong_etag(bytes: &[u8]) -> String {
-    let digest = crate::policy::sha256(bytes);
+    let digest = crate::crypto::sha256(bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("\"sha256-{hex}\"")
 }

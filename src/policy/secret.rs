@@ -4,29 +4,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use base64::Engine as _;
-use ring::rand::SecureRandom;
-
 use super::GeneratedToken;
 
-/// SHA-256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
-}
-
-/// 32 random bytes from the system generator, base64url without padding (43 characters).
-/// Panics only if the operating system has no random source, which makes running unsafe.
-pub fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    #[allow(clippy::expect_used)]
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system random number generator is unavailable");
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
+pub use crate::crypto::{random_token, sha256};
 
 pub fn parse_sha256_hex(hex: &str) -> Result<[u8; 32], String> {
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -18,7 +18,7 @@ pub fn init() {
 pub fn next() -> String {
     let prefix = PREFIX.get_or_init(|| {
         // Letters and digits only, so the id splits at its one '-'.
-        crate::policy::random_token()
+        crate::crypto::random_token()
             .chars()
             .filter(char::is_ascii_alphanumeric)
             .take(12)

@@ -222,7 +222,7 @@ mod tests {
     impl Fixture {
         fn new() -> Self {
             let dir = std::env::temp_dir()
-                .join(format!("a2a-edge-mtls-{}", crate::policy::random_token()));
+                .join(format!("a2a-edge-mtls-{}", crate::crypto::random_token()));
             let dev = dev::ensure(&dir).unwrap();
             let client_ca = test_pki::ca("a2a-edge test client CA");
             let other_ca = test_pki::ca("unrelated CA");

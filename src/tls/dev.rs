@@ -96,7 +96,7 @@ mod tests {
     #[test]
     fn generates_once_with_private_keys_and_a_usable_chain() {
         let dir =
-            std::env::temp_dir().join(format!("a2a-edge-dev-{}", crate::policy::random_token()));
+            std::env::temp_dir().join(format!("a2a-edge-dev-{}", crate::crypto::random_token()));
         let first = ensure(&dir).unwrap();
         assert!(first.created);
         for key in [dir.join("ca.key"), first.server_key.clone()] {

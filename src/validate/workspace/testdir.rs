@@ -10,7 +10,7 @@ pub(crate) struct TestDir {
 impl TestDir {
     pub fn new(tag: &str) -> TestDir {
         let path =
-            std::env::temp_dir().join(format!("a2a-edge-{tag}-{}", crate::policy::random_token()));
+            std::env::temp_dir().join(format!("a2a-edge-{tag}-{}", crate::crypto::random_token()));
         std::fs::create_dir(&path).unwrap();
         TestDir { path }
     }
