@@ -151,6 +151,7 @@ impl Gate {
         registry: TaskRegistry,
         metrics: Arc<Metrics>,
         previous: Option<&Gate>,
+        local: Option<Arc<dyn crate::upstream::LocalAgent>>,
     ) -> Result<Gate, String> {
         let auth = Authenticator::new(&policy.auth).await?;
         let schemes = auth.security_schemes().clone();
@@ -173,7 +174,12 @@ impl Gate {
                 },
             ),
             auth,
-            fleet: Fleet::from_policy(&policy.upstreams, &registry, previous.map(|g| &g.fleet))?,
+            fleet: Fleet::from_policy(
+                &policy.upstreams,
+                &registry,
+                previous.map(|g| &g.fleet),
+                local.as_ref(),
+            )?,
             body_limits: BodyLimits {
                 cap: policy.a2a.max_body_bytes,
                 timeout: policy.limits.body_read_timeout,

@@ -21,6 +21,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::auth::mtls::peer_identity;
 use crate::body::BoxBody;
+use crate::engine::{Engine, EngineConfig};
 use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
 use crate::policy::ClientAuth;
@@ -30,6 +31,7 @@ use crate::telemetry::metrics::Metrics;
 use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::upstream::registry::TaskRegistry;
+use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity};
 
 type HandlerFuture = std::pin::Pin<
@@ -66,6 +68,21 @@ pub struct Running {
     fixed: FixedAtStart,
     registry: TaskRegistry,
     metrics: Arc<Metrics>,
+    /// The embedded task engine, built once: its tasks outlive reloads.
+    engine: Arc<dyn LocalAgent>,
+}
+
+/// The embedded engine as one kind of agent of the fleet.
+struct EmbeddedEngine(Arc<Engine>);
+
+impl LocalAgent for EmbeddedEngine {
+    fn handle(
+        &self,
+        req: http::Request<bytes::Bytes>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = http::Response<BoxBody>> + Send + '_>>
+    {
+        Box::pin(self.0.handle(req))
+    }
 }
 
 impl Running {
@@ -96,6 +113,7 @@ impl Running {
             self.registry.clone(),
             self.metrics.clone(),
             Some(&previous),
+            Some(self.engine.clone()),
         )
         .await
         .map_err(StartError);
@@ -244,6 +262,8 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     };
     let registry = TaskRegistry::new(policy.limits.max_registry_entries);
     let metrics = Arc::new(Metrics::new());
+    let engine: Arc<dyn LocalAgent> =
+        Arc::new(EmbeddedEngine(Engine::new(EngineConfig::default())));
     let gate = Arc::new(
         Gate::new(
             &policy,
@@ -251,6 +271,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             registry.clone(),
             metrics.clone(),
             None,
+            Some(engine.clone()),
         )
         .await
         .map_err(StartError)?,
@@ -301,6 +322,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         fixed,
         registry,
         metrics,
+        engine,
     })
 }
 

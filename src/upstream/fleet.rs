@@ -106,6 +106,7 @@ impl Fleet {
         upstreams: &[UpstreamPolicy],
         registry: &TaskRegistry,
         previous: Option<&Fleet>,
+        local: Option<&Arc<dyn super::LocalAgent>>,
     ) -> Result<Fleet, String> {
         let mut agents = Vec::new();
         for u in upstreams {
@@ -118,10 +119,7 @@ impl Fleet {
                 |f: fn(&Agent) -> &AtomicU32| before.map_or(0, |a| f(a).load(Ordering::Relaxed));
             agents.push(Arc::new(Agent {
                 id,
-                upstream: Upstream::from_policy(
-                    u,
-                    previous.and_then(|f| f.get(id)).map(|a| &a.upstream),
-                )?,
+                upstream: Upstream::from_policy(u, local)?,
                 // Healthy until proven otherwise: the first check runs at start-up.
                 healthy: AtomicBool::new(before.map_or(true, |a| a.is_healthy())),
                 failures: AtomicU32::new(load(|a| &a.failures)),
@@ -205,7 +203,8 @@ mod tests {
     #[test]
     fn ids_follow_names_and_health_carries_over_for_unchanged_agents() {
         let registry = TaskRegistry::new(10);
-        let before = Fleet::from_policy(&[agent("a", 1), agent("b", 2)], &registry, None).unwrap();
+        let before =
+            Fleet::from_policy(&[agent("a", 1), agent("b", 2)], &registry, None, None).unwrap();
         let (a, b) = (registry.upstream_id("a"), registry.upstream_id("b"));
         before.get(b).unwrap().failed("test");
         assert!(!before.get(b).unwrap().is_healthy());
@@ -214,6 +213,7 @@ mod tests {
             &[agent("c", 3), agent("b", 2), agent("a", 9)],
             &registry,
             Some(&before),
+            None,
         )
         .unwrap();
         assert_eq!(after.get(b).unwrap().upstream.name, "b");
@@ -232,7 +232,7 @@ mod tests {
         // One success of two needed does not bring b back; the count carried over does.
         after.get(b).unwrap().succeeded();
         assert!(!after.get(b).unwrap().is_healthy());
-        let again = Fleet::from_policy(&[agent("b", 2)], &registry, Some(&after)).unwrap();
+        let again = Fleet::from_policy(&[agent("b", 2)], &registry, Some(&after), None).unwrap();
         again.get(b).unwrap().succeeded();
         assert!(
             again.get(b).unwrap().is_healthy(),

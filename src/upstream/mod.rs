@@ -21,7 +21,6 @@ pub use headers::{forwarded_headers, strip_hop_by_hop};
 pub use relay::{relay_response, Refused, RelayLimits, StreamLog};
 
 use crate::body::BoxBody;
-use crate::engine::{Engine, EngineConfig};
 use crate::policy::{UpstreamPolicy, UpstreamTarget};
 
 /// Why an agent could not answer. Rendered to callers without addresses or internals.
@@ -57,7 +56,7 @@ impl UpstreamError {
 }
 
 enum Target {
-    Embedded(Arc<Engine>),
+    Embedded(Arc<dyn LocalAgent>),
     Http {
         client: Box<Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>>,
         /// The agent's JSON-RPC endpoint.
@@ -73,17 +72,31 @@ pub struct Upstream {
     response_timeout: Duration,
 }
 
+/// An agent that runs in this process (the embedded task engine). The server builds it once
+/// and hands it to every policy's fleet, so its tasks outlive reloads; this module knows
+/// nothing of what it is.
+pub trait LocalAgent: Send + Sync {
+    fn handle(
+        &self,
+        req: Request<Bytes>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<BoxBody>> + Send + '_>>;
+}
+
 impl Upstream {
-    /// The agent of `p`. `previous` is the same agent under the policy being replaced: an
-    /// embedded engine is kept (its tasks live in it), anything else is built anew.
+    /// The agent of `p`; an `"embedded"` one is `local`.
     pub fn from_policy(
         p: &UpstreamPolicy,
-        previous: Option<&Upstream>,
+        local: Option<&Arc<dyn LocalAgent>>,
     ) -> Result<Upstream, String> {
         let target = match &p.target {
-            UpstreamTarget::Embedded => match previous.map(|u| &u.target) {
-                Some(Target::Embedded(engine)) => Target::Embedded(engine.clone()),
-                _ => Target::Embedded(Engine::new(EngineConfig::default())),
+            UpstreamTarget::Embedded => match local {
+                Some(agent) => Target::Embedded(agent.clone()),
+                None => {
+                    return Err(format!(
+                        "upstreams {:?}: no embedded engine in this process",
+                        p.name
+                    ))
+                }
             },
             UpstreamTarget::Http(uri) => {
                 let mut connector = HttpConnector::new();
