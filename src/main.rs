@@ -16,9 +16,10 @@ a2a-edge: a security-hardened edge proxy for A2A 1.0 agents
 
 USAGE:
   a2a-edge serve  [--policy FILE] [--ready-file FILE]   run the proxy (default policy: policies/default.toml)
-  a2a-edge check  [--policy FILE] [--explain P[,tenant=T][,groups=a|b]]
+  a2a-edge check  [--policy FILE] [--connect] [--explain P[,tenant=T][,groups=a|b]]
                                                         validate a policy and print what it would do
-                                                        (--explain: what caller P may do)
+                                                        (--explain: what caller P may do;
+                                                        --connect: reach the state store)
   a2a-edge engine --listen ADDR                         run the embedded A2A task engine alone (plain HTTP)
   a2a-edge hash-secret [--sha256 | --argon2id]          read a secret on stdin, print what a policy holds instead
   a2a-edge card sign|verify ...                         sign or verify an Agent Card (a2a-edge card --help)
@@ -91,6 +92,7 @@ struct Opts {
     ready_file: Option<PathBuf>,
     listen: Option<String>,
     explain: Option<String>,
+    connect: bool,
 }
 
 impl Opts {
@@ -108,6 +110,7 @@ impl Opts {
                 "--ready-file" => o.ready_file = Some(PathBuf::from(value("--ready-file")?)),
                 "--listen" => o.listen = Some(value("--listen")?),
                 "--explain" => o.explain = Some(value("--explain")?),
+                "--connect" => o.connect = true,
                 other => return Err(format!("unknown option {other:?}")),
             }
         }
@@ -154,6 +157,21 @@ fn check(opts: Opts) -> Result<(), String> {
         return Ok(());
     }
     println!("{}: OK\n{}", path.display(), policy.summary());
+    if opts.connect {
+        let Some(config) = policy.state.redis.clone() else {
+            println!("state    memory: nothing to connect to");
+            return Ok(());
+        };
+        let metrics = std::sync::Arc::new(a2a_edge::telemetry::metrics::Metrics::new());
+        let store = a2a_edge::state::redis::RedisStore::new(config, metrics)?;
+        run_async(async move {
+            store
+                .ping()
+                .await
+                .map(|()| println!("state    redis answers (PING)"))
+                .map_err(|e| format!("state: redis: {e}"))
+        })?;
+    }
     Ok(())
 }
 

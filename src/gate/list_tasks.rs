@@ -53,10 +53,19 @@ impl Gate {
         'batches: for (b, batch) in page.tasks.chunks(LIST_TASKS_CONCURRENCY).enumerate() {
             let first = b * LIST_TASKS_CONCURRENCY;
             // Each read spends the caller's rate; the page stops where the budget does.
-            let allowed = batch
-                .iter()
-                .take_while(|_| self.budgets.rates.check_principal(principal, None).is_ok())
-                .count();
+            let mut allowed = 0;
+            for _ in batch {
+                match self.budgets.check_principal(principal, None).await {
+                    Ok(()) => allowed += 1,
+                    Err(crate::state::Refused::Limited(_)) => break,
+                    Err(crate::state::Refused::Unavailable) => {
+                        return Err(Rejection::rpc(
+                            rpc.id.clone(),
+                            RpcError::new(-32603, "Shared state unavailable", "state.unavailable"),
+                        ))
+                    }
+                }
+            }
             if allowed == 0 && first == 0 {
                 return Err(Rejection::TooManyRequests {
                     reason: "rate.principal",

@@ -142,17 +142,18 @@ pub struct Gate {
 
 impl Gate {
     /// `public_url` is the policy's, with a port 0 already replaced by the bound port.
-    /// `registry` and `metrics` are shared across reloads: who owns which task, and the
-    /// counters, outlive a policy. `previous` is the gate this one replaces (a reload): its
-    /// agents' health carries over.
+    /// `process` is what outlives a policy (who owns which task, the counters, the embedded
+    /// engine, the shared store). `previous` is the gate this one replaces (a reload): its
+    /// agents' health and its budgets carry over.
     pub async fn new(
         policy: &Policy,
         public_url: &url::Url,
-        registry: TaskRegistry,
-        metrics: Arc<Metrics>,
+        process: &crate::state::Process,
         previous: Option<&Gate>,
-        local: Option<Arc<dyn crate::upstream::LocalAgent>>,
     ) -> Result<Gate, String> {
+        let registry = process.registry.clone();
+        let metrics = process.metrics.clone();
+        let local = process.local_agent.clone();
         let auth = Authenticator::new(&policy.auth).await?;
         let schemes = auth.security_schemes().clone();
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
@@ -188,7 +189,7 @@ impl Gate {
             requests: policy.a2a.requests.clone(),
             principal_header,
             network: policy.network.clone(),
-            budgets: Budgets::carry(policy, previous.map(|g| &g.budgets))?,
+            budgets: Budgets::carry(policy, previous.map(|g| &g.budgets), process.shared.clone())?,
             registry,
             metrics,
             allow_chunked: policy.limits.allow_chunked_requests,
@@ -312,9 +313,9 @@ impl Gate {
         trace.tenant = principal.tenant.clone();
         trace.scheme = Some(principal.scheme.as_str());
         self.budgets
-            .rates
             .check_principal(&principal.name, None)
-            .map_err(too_many)?;
+            .await
+            .map_err(refused)?;
         Ok(principal)
     }
 
@@ -336,9 +337,12 @@ impl Gate {
         trace.method = Some(rpc.method.as_str());
         self.authorize(&grant, &principal, &rpc, trace)?;
         self.budgets
-            .method_rates
             .check_principal(&principal.name, Some(rpc.method.as_str()))
-            .map_err(too_many)?;
+            .await
+            .map_err(|r| match refused(r) {
+                Rejection::Rpc { error, .. } => Rejection::rpc(rpc.id.clone(), error),
+                other => other,
+            })?;
         let guard = self.slot(&principal.name, rpc.method.is_streaming())?;
         let budget = guard.stream_budget();
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
@@ -564,7 +568,7 @@ impl Gate {
         ip: IpAddr,
         headers: &HeaderMap,
     ) -> Result<Principal, Rejection> {
-        if let Some(wait) = self.budgets.throttle.retry_after(ip) {
+        if let Some(wait) = self.budgets.retry_after(ip) {
             return Err(Rejection::TooManyRequests {
                 reason: "auth.throttled",
                 retry_after_secs: wait.as_secs().max(1),
@@ -576,12 +580,14 @@ impl Gate {
         };
         match self.auth.authenticate(headers, creds).await {
             Ok(p) => Ok(p),
-            Err(r) => match self.budgets.throttle.record_failure(ip) {
-                Some(wait) => Err(Rejection::TooManyRequests {
+            Err(r) => match self.budgets.record_failure(ip).await {
+                Ok(Some(wait)) => Err(Rejection::TooManyRequests {
                     reason: "auth.throttled",
                     retry_after_secs: wait.as_secs().max(1),
                 }),
-                None => Err(self.unauthorized(r.reason)),
+                Ok(None) => Err(self.unauthorized(r.reason)),
+                // The failure could not be counted: refuse (fail closed), and say why.
+                Err(_) => Err(refused(crate::state::Refused::Unavailable)),
             },
         }
     }
@@ -678,6 +684,7 @@ impl Gate {
                 .collect(),
             card_published: self.card.current().is_some(),
             registry: Some(self.registry.stats()),
+            state_available: self.budgets.shared.as_ref().map(|s| s.is_available()),
         }
     }
 }
@@ -810,6 +817,18 @@ fn insert_cwd(params: &mut serde_json::Map<String, Value>, root: &std::path::Pat
 fn unavailable(id: &Value) -> Rejection {
     let e = UpstreamError::Unavailable;
     Rejection::rpc(id.clone(), RpcError::new(-32603, e.message(), e.reason()))
+}
+
+/// A refused budget: 429, or, when the shared state did not answer, JSON-RPC -32603
+/// `state.unavailable` (never a decision taken without it).
+fn refused(r: crate::state::Refused) -> Rejection {
+    match r {
+        crate::state::Refused::Limited(l) => too_many(l),
+        crate::state::Refused::Unavailable => Rejection::rpc(
+            Value::Null,
+            RpcError::new(-32603, "Shared state unavailable", "state.unavailable"),
+        ),
+    }
 }
 
 fn too_many(l: Limited) -> Rejection {

@@ -87,6 +87,19 @@ impl FailureThrottle {
         Some(wait)
     }
 
+    /// Records that `ip` is blocked for `wait` (its budget was spent elsewhere: a shared store).
+    pub fn block(&self, ip: IpAddr, wait: Duration) {
+        let key = client_key(ip, self.ipv6_prefix);
+        let mut blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
+        if blocked.len() >= MAX_BLOCKED {
+            let now = Instant::now();
+            blocked.retain(|_, until| *until > now);
+        }
+        if blocked.len() < MAX_BLOCKED {
+            blocked.insert(key, Instant::now() + wait);
+        }
+    }
+
     /// Addresses (or prefixes) with a budget or a block held now.
     pub fn tracked(&self) -> (usize, usize) {
         let blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner()).len();

@@ -26,6 +26,26 @@ pub struct PolicyFile {
     #[serde(default)]
     pub network: NetworkSection,
     pub authz: Option<AuthzSection>,
+    #[serde(default)]
+    pub state: StateSection,
+}
+
+/// `[state]`: where the process state lives.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateSection {
+    /// "memory" (default) or "redis".
+    pub backend: Option<Spanned<String>>,
+    pub redis_url: Option<Spanned<String>>,
+    pub redis_password_env: Option<Spanned<String>>,
+    pub redis_password_file: Option<Spanned<PathBuf>>,
+    /// PEM CAs for a `rediss://` URL.
+    pub redis_ca_file: Option<Spanned<PathBuf>>,
+    pub key_prefix: Option<Spanned<String>>,
+    pub timeout_ms: Option<Spanned<u64>>,
+    /// The key of page tokens and context aliases: the same on every replica (required with
+    /// redis), and across restarts.
+    pub page_token_secret_env: Option<Spanned<String>>,
 }
 
 /// `[authz]`: what each authenticated caller may do.

@@ -9,6 +9,7 @@ mod card;
 mod file;
 mod limits;
 mod secret;
+mod state;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -33,6 +34,7 @@ pub use auth::{
 pub use card::{CardPolicy, CardSource};
 pub use limits::LimitsPolicy;
 pub use secret::{random_token, sha256, write_private};
+pub use state::StatePolicy;
 
 /// Why a policy was refused: names the file, the line and the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +83,8 @@ pub struct Policy {
     pub network: crate::limits::network::NetworkPolicy,
     /// `[authz]`; `None`: every authenticated caller may do everything.
     pub authz: Option<Arc<crate::authz::AuthzPolicy>>,
+    /// `[state]`.
+    pub state: StatePolicy,
 }
 
 #[derive(Debug, Clone)]
@@ -308,6 +312,20 @@ impl Policy {
                 }
             }
         }
+        match &self.state.redis {
+            None => s.push_str(&format!(
+                "state    memory: ownership, budgets and page tokens live in this process ({})\n",
+                if self.state.page_token_secret.is_some() {
+                    "page tokens and context aliases keyed by state.page_token_secret_env"
+                } else {
+                    "a random key per process"
+                }
+            )),
+            Some(r) => s.push_str(&format!(
+                "state    redis {} (prefix {:?}, {} ms a round trip): per-principal and per-method rates and the authentication failure budget are shared by the replicas; task ownership is still per replica (this version)\n",
+                r.url, r.key_prefix, r.timeout.as_millis()
+            )),
+        }
         if let Some(ia) = &self.auth.identity_assertion {
             s.push_str(&format!(
                 "identity every forwarded request carries a {} JWS (kid {:?}, {} s) in {}\n",
@@ -427,6 +445,7 @@ impl Ctx<'_> {
         let authz = self.authz(raw.authz, &requests.workspace)?.map(Arc::new);
         let limits = self.limits(raw.limits)?;
         let network = self.network(raw.network)?;
+        let state = self.state(raw.state)?;
         Ok(Policy {
             source: self.path.to_path_buf(),
             server,
@@ -441,6 +460,7 @@ impl Ctx<'_> {
             limits,
             network,
             authz,
+            state,
         })
     }
 

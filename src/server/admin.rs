@@ -113,6 +113,9 @@ fn ready(gate: &Gate, metrics: &Metrics) -> Response<BoxBody> {
     if healthy == 0 {
         reasons.push("upstream.none_healthy");
     }
+    if now.state_available == Some(false) {
+        reasons.push("state.unavailable");
+    }
     if !now.card_published {
         reasons.push("card.unavailable");
     }

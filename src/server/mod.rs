@@ -26,6 +26,8 @@ use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
 use crate::policy::ClientAuth;
 use crate::policy::Policy;
+use crate::state::redis::RedisStore;
+use crate::state::Process;
 use crate::telemetry;
 use crate::telemetry::metrics::Metrics;
 use crate::tls;
@@ -66,10 +68,8 @@ pub struct Running {
     acceptors: watch::Sender<TlsAcceptor>,
     /// The settings a reload cannot change, as started.
     fixed: FixedAtStart,
-    registry: TaskRegistry,
-    metrics: Arc<Metrics>,
-    /// The embedded task engine, built once: its tasks outlive reloads.
-    engine: Arc<dyn LocalAgent>,
+    /// What outlives a policy: ownership, counters, the embedded engine, the shared store.
+    process: Process,
 }
 
 /// The embedded engine as one kind of agent of the fleet.
@@ -103,21 +103,14 @@ impl Running {
         let ignored = self.fixed.changed_by(&policy);
         let acceptor = tls_acceptor(&policy);
         if acceptor.is_err() {
-            self.metrics.reload(false);
+            self.process.metrics.reload(false);
         }
         let (acceptor, _) = acceptor?;
         let previous = self.gates.borrow().clone();
-        let gate = Gate::new(
-            &policy,
-            &self.public_url,
-            self.registry.clone(),
-            self.metrics.clone(),
-            Some(&previous),
-            Some(self.engine.clone()),
-        )
-        .await
-        .map_err(StartError);
-        self.metrics.reload(gate.is_ok());
+        let gate = Gate::new(&policy, &self.public_url, &self.process, Some(&previous))
+            .await
+            .map_err(StartError);
+        self.process.metrics.reload(gate.is_ok());
         let gate = Arc::new(gate?);
         gate.refresh_card().await;
         self.gates.send_replace(gate);
@@ -127,7 +120,7 @@ impl Running {
 
     /// The process's counters (for a reload refused before it reached [`Running::reload`]).
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
+        &self.process.metrics
     }
 
     /// Waits until the server has drained and stopped.
@@ -145,6 +138,8 @@ struct FixedAtStart {
     admin_listen: Option<SocketAddr>,
     conn: ConnSettings,
     max_registry_entries: usize,
+    /// The state store and its key (backend, URL, prefix, timeout; the secret's digest).
+    state: (String, Option<String>, Option<[u8; 32]>),
 }
 
 impl FixedAtStart {
@@ -155,6 +150,19 @@ impl FixedAtStart {
             admin_listen: policy.server.admin_listen,
             conn: ConnSettings::of(policy),
             max_registry_entries: policy.limits.max_registry_entries,
+            state: (
+                policy.state.backend().to_string(),
+                policy
+                    .state
+                    .redis
+                    .as_ref()
+                    .map(|r| format!("{} {} {:?}", r.url, r.key_prefix, r.timeout)),
+                policy
+                    .state
+                    .page_token_secret
+                    .as_ref()
+                    .map(|s| crate::crypto::sha256(s.as_bytes())),
+            ),
         }
     }
 
@@ -200,6 +208,7 @@ impl FixedAtStart {
                 "limits.max_registry_entries",
                 self.max_registry_entries != new.max_registry_entries,
             ),
+            ("state", self.state != new.state),
         ]
         .into_iter()
         .filter_map(|(key, changed)| changed.then_some(key))
@@ -260,21 +269,29 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         ),
         None => None,
     };
-    let registry = TaskRegistry::new(policy.limits.max_registry_entries);
+    let registry = TaskRegistry::with_key(
+        policy.limits.max_registry_entries,
+        policy.state.page_token_secret.as_deref(),
+    );
     let metrics = Arc::new(Metrics::new());
     let engine: Arc<dyn LocalAgent> =
         Arc::new(EmbeddedEngine(Engine::new(EngineConfig::default())));
+    let shared = match &policy.state.redis {
+        Some(config) => Some(Arc::new(
+            RedisStore::new(config.clone(), metrics.clone()).map_err(StartError)?,
+        )),
+        None => None,
+    };
+    let process = Process {
+        registry,
+        metrics: metrics.clone(),
+        local_agent: Some(engine),
+        shared,
+    };
     let gate = Arc::new(
-        Gate::new(
-            &policy,
-            &public_url,
-            registry.clone(),
-            metrics.clone(),
-            None,
-            Some(engine.clone()),
-        )
-        .await
-        .map_err(StartError)?,
+        Gate::new(&policy, &public_url, &process, None)
+            .await
+            .map_err(StartError)?,
     );
     let (gates, gate_rx) = watch::channel(gate.clone());
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -320,9 +337,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         gates,
         acceptors,
         fixed,
-        registry,
-        metrics,
-        engine,
+        process,
     })
 }
 

@@ -3,10 +3,28 @@
 
 use std::sync::Arc;
 
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::redis::{RedisStore, StateUnavailable};
 use crate::limits::concurrency::ConcurrencyLimits;
-use crate::limits::rate::{RateLimits, RateLimitsConfig};
+use crate::limits::rate::{client_key, Limited, Rate, RateLimits, RateLimitsConfig};
 use crate::limits::FailureThrottle;
 use crate::policy::Policy;
+
+/// Why a budget refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Limited(Limited),
+    /// The budget is shared and the store did not answer: fail closed.
+    Unavailable,
+}
+
+impl From<StateUnavailable> for Refused {
+    fn from(_: StateUnavailable) -> Refused {
+        Refused::Unavailable
+    }
+}
 
 /// The settings one budget was built from: a reload that keeps them keeps the budget.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,12 +46,20 @@ pub struct Budgets {
     pub method_rates: Arc<RateLimits>,
     pub throttle: Arc<FailureThrottle>,
     pub concurrency: ConcurrencyLimits,
+    /// With `[state] backend = "redis"`: the per-principal and per-method rates and the
+    /// failure budgets live there, shared by every replica (the per-address rate, the
+    /// concurrency counters and the throttle's blocks stay local).
+    pub shared: Option<Arc<RedisStore>>,
     settings: Settings,
 }
 
 impl Budgets {
     /// The budgets `policy` asks for, keeping each of `previous` whose settings are the same.
-    pub fn carry(policy: &Policy, previous: Option<&Budgets>) -> Result<Budgets, String> {
+    pub fn carry(
+        policy: &Policy,
+        previous: Option<&Budgets>,
+        shared: Option<Arc<RedisStore>>,
+    ) -> Result<Budgets, String> {
         let l = &policy.limits;
         let settings = Settings {
             rates: RateLimitsConfig {
@@ -86,7 +112,82 @@ impl Budgets {
             method_rates,
             throttle,
             concurrency,
+            shared,
             settings,
         })
+    }
+
+    /// The principal's own rate (its override if any), then, with `method`, the (principal,
+    /// method) rate: shared by the replicas with a shared store, else this process's.
+    pub async fn check_principal(
+        &self,
+        principal: &str,
+        method: Option<&str>,
+    ) -> Result<(), Refused> {
+        let Some(store) = &self.shared else {
+            let local = if method.is_some() {
+                &self.method_rates
+            } else {
+                &self.rates
+            };
+            return local
+                .check_principal(principal, method)
+                .map_err(Refused::Limited);
+        };
+        let (rate, kind, reason) = match method {
+            None => (
+                self.settings
+                    .rates
+                    .principal_overrides
+                    .get(principal)
+                    .copied()
+                    .or(self.settings.rates.per_principal),
+                "rate:p".to_string(),
+                "rate.principal",
+            ),
+            Some(m) => (
+                self.settings.method_rates.per_method.get(m).copied(),
+                format!("rate:m:{m}"),
+                "rate.method",
+            ),
+        };
+        let Some(rate) = rate else {
+            return Ok(());
+        };
+        match store.spend(&kind, principal, rate, 1).await? {
+            Ok(()) => Ok(()),
+            Err(retry_after) => Err(Refused::Limited(Limited {
+                reason,
+                retry_after,
+            })),
+        }
+    }
+
+    /// How long `ip` must still wait after failing too often (this replica's record of the
+    /// block; the budget itself is shared).
+    pub fn retry_after(&self, ip: IpAddr) -> Option<Duration> {
+        self.throttle.retry_after(ip)
+    }
+
+    /// Spends one authentication failure of `ip`; how long it is blocked if its budget (shared
+    /// with a store) is now spent.
+    pub async fn record_failure(&self, ip: IpAddr) -> Result<Option<Duration>, StateUnavailable> {
+        let Some(store) = &self.shared else {
+            return Ok(self.throttle.record_failure(ip));
+        };
+        let (per_minute, burst, prefix) = self.settings.throttle;
+        let rate = Rate {
+            per_second: f64::from(per_minute) / 60.0,
+            burst,
+        };
+        let key = client_key(ip, prefix).to_string();
+        match store.spend("fail", &key, rate, 1).await? {
+            Ok(()) => Ok(None),
+            Err(wait) => {
+                let wait = wait.max(Duration::from_secs(1));
+                self.throttle.block(ip, wait);
+                Ok(Some(wait))
+            }
+        }
     }
 }

@@ -7,5 +7,24 @@
 //! Shared state for replicas (Redis) is the next step (issue 14): it goes behind this module.
 
 mod budgets;
+pub mod redis;
 
-pub use budgets::Budgets;
+use std::sync::Arc;
+
+pub use budgets::{Budgets, Refused};
+
+use crate::telemetry::metrics::Metrics;
+use crate::upstream::registry::TaskRegistry;
+use crate::upstream::LocalAgent;
+
+/// What the process builds once and hands to every policy's gate.
+#[derive(Clone)]
+pub struct Process {
+    /// Who owns which task and context.
+    pub registry: TaskRegistry,
+    pub metrics: Arc<Metrics>,
+    /// The embedded task engine (its tasks outlive reloads).
+    pub local_agent: Option<Arc<dyn LocalAgent>>,
+    /// `[state] backend = "redis"`: the shared store.
+    pub shared: Option<Arc<redis::RedisStore>>,
+}

@@ -64,6 +64,8 @@ pub struct Metrics {
     streams_open: AtomicI64,
     /// Authorization refusals by reason code (`authz.method`, `authz.push`, ...).
     authz_refusals: Mutex<BTreeMap<&'static str, u64>>,
+    /// Round trips to the shared state store: by outcome, and their durations.
+    state_round_trips: Mutex<(BTreeMap<&'static str, u64>, Histogram)>,
     card_refresh_failures: AtomicU64,
     reloads_ok: AtomicU64,
     reloads_failed: AtomicU64,
@@ -82,6 +84,8 @@ pub struct Snapshot {
     pub upstreams: Vec<UpstreamGauge>,
     pub card_published: bool,
     pub registry: Option<crate::upstream::registry::RegistryStats>,
+    /// With a shared state store: whether it answers.
+    pub state_available: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -124,6 +128,7 @@ impl Metrics {
             streams: Mutex::new(BTreeMap::new()),
             streams_open: AtomicI64::new(0),
             authz_refusals: Mutex::new(BTreeMap::new()),
+            state_round_trips: Mutex::new((BTreeMap::new(), Histogram::default())),
             card_refresh_failures: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
             reloads_failed: AtomicU64::new(0),
@@ -176,6 +181,16 @@ impl Metrics {
     /// An SSE stream ended: `completed`, `client_gone`, or the reason of its error frame.
     pub fn stream_ended(&self, outcome: &'static str) {
         *lock(&self.streams).entry(outcome).or_insert(0) += 1;
+    }
+
+    /// One round trip to the shared state store: `ok`, `error`, `timeout` or `unavailable`
+    /// (no connection).
+    pub fn state_round_trip(&self, outcome: &'static str, elapsed: Duration) {
+        let mut s = lock(&self.state_round_trips);
+        *s.0.entry(outcome).or_insert(0) += 1;
+        if outcome != "unavailable" {
+            s.1.observe(elapsed.as_secs_f64());
+        }
     }
 
     /// An authorization decision refused a request, for this reason.
@@ -299,6 +314,67 @@ impl Metrics {
                 &[("route", route)],
                 h.count,
             );
+        }
+
+        let (state_outcomes, state_hist) = lock(&self.state_round_trips).clone();
+        if !state_outcomes.is_empty() {
+            help(
+                &mut out,
+                "a2a_edge_state_round_trips_total",
+                "counter",
+                "Round trips to the shared state store (Redis), by outcome: ok, error, timeout, unavailable.",
+            );
+            for (outcome, n) in &state_outcomes {
+                line(
+                    &mut out,
+                    "a2a_edge_state_round_trips_total",
+                    &[("outcome", outcome)],
+                    *n,
+                );
+            }
+            help(
+                &mut out,
+                "a2a_edge_state_round_trip_seconds",
+                "histogram",
+                "Time of one round trip to the shared state store.",
+            );
+            let mut cumulative = 0;
+            for (i, b) in BUCKETS.iter().enumerate() {
+                cumulative += state_hist.buckets[i];
+                let le = b.to_string();
+                line(
+                    &mut out,
+                    "a2a_edge_state_round_trip_seconds_bucket",
+                    &[("le", &le)],
+                    cumulative,
+                );
+            }
+            cumulative += state_hist.buckets[BUCKETS.len()];
+            line(
+                &mut out,
+                "a2a_edge_state_round_trip_seconds_bucket",
+                &[("le", "+Inf")],
+                cumulative,
+            );
+            let _ = writeln!(
+                out,
+                "a2a_edge_state_round_trip_seconds_sum {}",
+                state_hist.sum_seconds
+            );
+            let _ = writeln!(
+                out,
+                "a2a_edge_state_round_trip_seconds_count {}",
+                state_hist.count
+            );
+        }
+        if let Some(available) = now.state_available {
+            help(
+                &mut out,
+                "a2a_edge_state_available",
+                "gauge",
+                "Whether the last round trip to the shared state store succeeded (1) or not (0).",
+            );
+            let _ = writeln!(out, "a2a_edge_state_available {}", u8::from(available));
         }
 
         let refusals = lock(&self.authz_refusals).clone();
@@ -575,6 +651,7 @@ mod tests {
             }],
             card_published: true,
             registry: None,
+            state_available: None,
         };
         let text = m.render(&now);
         assert!(text.contains("a2a_edge_connections_open 1\n"), "{text}");

@@ -177,11 +177,20 @@ impl TaskRegistry {
     /// A registry holding at most `max_entries` tasks and `max_entries` contexts (at least 1),
     /// with a fresh random page-token key.
     pub fn new(max_entries: usize) -> TaskRegistry {
+        Self::with_key(max_entries, None)
+    }
+
+    /// A registry whose page tokens and context aliases are keyed by `secret` (the same on
+    /// every replica and across restarts: `state.page_token_secret_env`); random without one.
+    pub fn with_key(max_entries: usize, secret: Option<&str>) -> TaskRegistry {
         TaskRegistry {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::new(max_entries)),
                 upstream_names: Mutex::new(Vec::new()),
-                key: TokenKey::generate(),
+                key: match secret {
+                    Some(s) => TokenKey::from_secret(s.as_bytes()),
+                    None => TokenKey::generate(),
+                },
             }),
         }
     }

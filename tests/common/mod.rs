@@ -685,3 +685,76 @@ pub async fn closed_port_url() -> String {
     drop(l);
     format!("http://{addr}/")
 }
+
+/// A real `redis-server` on a free loopback port, in a temp dir, stopped on drop.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<std::process::Child>,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts one; fails (never skips) when `redis-server` is not installed.
+    pub fn start() -> RedisServer {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut r = RedisServer {
+            port,
+            child: None,
+            dir: TempDir::new("redis"),
+        };
+        r.restart();
+        r
+    }
+
+    /// Starts it again on the same port (after [`RedisServer::stop`]).
+    pub fn restart(&mut self) {
+        let child = std::process::Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}): install it, e.g. `apt-get install redis-server` (.ci/run does)")
+            });
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let _ = s.write_all(b"PING\r\n");
+                let mut buf = [0u8; 7];
+                if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
+                    return;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -45,6 +45,12 @@ impl TokenKey {
         TokenKey(hmac::Key::new(hmac::HMAC_SHA256, &bytes))
     }
 
+    /// A key derived from an operator's secret (HMAC-SHA256 keyed by its SHA-256).
+    pub fn from_secret(secret: &[u8]) -> TokenKey {
+        let digest = crate::crypto::sha256(secret);
+        TokenKey(hmac::Key::new(hmac::HMAC_SHA256, &digest))
+    }
+
     pub fn mint(&self, query: &Query<'_>, cursor: &Cursor) -> String {
         let mut body = Vec::with_capacity(1 + 8 + cursor.task_id.len() + TAG_LEN);
         body.push(VERSION);

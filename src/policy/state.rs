@@ -1,0 +1,186 @@
+//! The `[state]` table: where the process state lives (this process, or a Redis shared by
+//! replicas) and the secret every replica signs page tokens and context aliases with.
+
+use std::time::Duration;
+
+use super::{file, secret, Ctx, PolicyError};
+use crate::state::redis::RedisConfig;
+
+#[derive(Debug, Clone, Default)]
+pub struct StatePolicy {
+    /// `backend = "redis"`.
+    pub redis: Option<RedisConfig>,
+    /// `page_token_secret_env`: the registry's key (else random per process).
+    pub page_token_secret: Option<String>,
+}
+
+impl StatePolicy {
+    pub fn backend(&self) -> &'static str {
+        if self.redis.is_some() {
+            "redis"
+        } else {
+            "memory"
+        }
+    }
+}
+
+impl Ctx<'_> {
+    pub(super) fn state(&self, s: file::StateSection) -> Result<StatePolicy, PolicyError> {
+        let page_token_secret = match &s.page_token_secret_env {
+            None => None,
+            Some(var) => {
+                let v = secret::from_env(var.get_ref())
+                    .or_else(|m| self.spanned_err("state.page_token_secret_env", var, m))?;
+                if v.len() < 32 {
+                    return self.spanned_err(
+                        "state.page_token_secret_env",
+                        var,
+                        "must hold at least 32 bytes",
+                    );
+                }
+                Some(v)
+            }
+        };
+        let redis_only = [
+            ("state.redis_url", s.redis_url.as_ref().map(|v| v.span())),
+            (
+                "state.redis_password_env",
+                s.redis_password_env.as_ref().map(|v| v.span()),
+            ),
+            (
+                "state.redis_password_file",
+                s.redis_password_file.as_ref().map(|v| v.span()),
+            ),
+            (
+                "state.redis_ca_file",
+                s.redis_ca_file.as_ref().map(|v| v.span()),
+            ),
+            ("state.key_prefix", s.key_prefix.as_ref().map(|v| v.span())),
+            ("state.timeout_ms", s.timeout_ms.as_ref().map(|v| v.span())),
+        ];
+        match s.backend.as_ref().map(|b| b.get_ref().as_str()) {
+            None | Some("memory") => {
+                if let Some((key, span)) = redis_only.iter().find(|(_, sp)| sp.is_some()) {
+                    return self.err(
+                        key,
+                        span.clone(),
+                        "only meaningful with backend = \"redis\"".into(),
+                    );
+                }
+                Ok(StatePolicy {
+                    redis: None,
+                    page_token_secret,
+                })
+            }
+            Some("redis") => {
+                let Some(raw) = &s.redis_url else {
+                    return self.err(
+                        "state.redis_url",
+                        s.backend.as_ref().map(|b| b.span()),
+                        "required with backend = \"redis\"".into(),
+                    );
+                };
+                let url = match url::Url::parse(raw.get_ref()) {
+                    Ok(u)
+                        if matches!(u.scheme(), "redis" | "rediss")
+                            && u.host().is_some()
+                            && u.password().is_none() =>
+                    {
+                        u
+                    }
+                    _ => {
+                        return self.spanned_err(
+                            "state.redis_url",
+                            raw,
+                            "must be redis://HOST:PORT/DB or rediss://..., without a password (use redis_password_env or redis_password_file)",
+                        )
+                    }
+                };
+                let password = match (&s.redis_password_env, &s.redis_password_file) {
+                    (None, None) => None,
+                    (Some(var), None) => Some(
+                        secret::from_env(var.get_ref())
+                            .or_else(|m| self.spanned_err("state.redis_password_env", var, m))?,
+                    ),
+                    (None, Some(f)) => Some(
+                        secret::from_file(f.get_ref(), false, false)
+                            .and_then(|t| t.ok_or_else(|| "missing".to_string()))
+                            .map(|t| t.token)
+                            .or_else(|m| self.spanned_err("state.redis_password_file", f, m))?,
+                    ),
+                    (Some(var), Some(_)) => {
+                        return self.spanned_err(
+                            "state.redis_password_env",
+                            var,
+                            "give redis_password_env or redis_password_file, not both",
+                        )
+                    }
+                };
+                let ca_pem = match &s.redis_ca_file {
+                    None => None,
+                    Some(_) if url.scheme() != "rediss" => {
+                        return self.err(
+                            "state.redis_ca_file",
+                            s.redis_ca_file.as_ref().map(|v| v.span()),
+                            "only meaningful with a rediss:// URL".into(),
+                        )
+                    }
+                    Some(f) => Some(std::fs::read(f.get_ref()).or_else(|e| {
+                        self.spanned_err("state.redis_ca_file", f, format!("cannot read: {e}"))
+                    })?),
+                };
+                let key_prefix = match &s.key_prefix {
+                    None => "a2a-edge:".to_string(),
+                    Some(p)
+                        if !p.get_ref().is_empty()
+                            && p.get_ref().len() <= 64
+                            && p.get_ref().bytes().all(|b| b.is_ascii_graphic()) =>
+                    {
+                        p.get_ref().clone()
+                    }
+                    Some(p) => {
+                        return self.spanned_err(
+                            "state.key_prefix",
+                            p,
+                            "must be 1-64 printable ASCII characters",
+                        )
+                    }
+                };
+                let timeout = match &s.timeout_ms {
+                    None => Duration::from_millis(250),
+                    Some(t) if (1..=60_000).contains(t.get_ref()) => {
+                        Duration::from_millis(*t.get_ref())
+                    }
+                    Some(t) => {
+                        return self.spanned_err(
+                            "state.timeout_ms",
+                            t,
+                            "must be between 1 and 60000",
+                        )
+                    }
+                };
+                if page_token_secret.is_none() {
+                    return self.err(
+                        "state.page_token_secret_env",
+                        s.backend.as_ref().map(|b| b.span()),
+                        "required with backend = \"redis\": every replica signs page tokens and context aliases with it".into(),
+                    );
+                }
+                Ok(StatePolicy {
+                    redis: Some(RedisConfig {
+                        url,
+                        password,
+                        ca_pem,
+                        key_prefix,
+                        timeout,
+                    }),
+                    page_token_secret,
+                })
+            }
+            Some(_) => {
+                let b = s.backend.as_ref().map(|b| b.span());
+                self.err("state.backend", b, "must be \"memory\" or \"redis\"".into())
+            }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! `[state] backend = "redis"` against a real `redis-server` the test starts on a free port:
+//! two edge replicas share the per-principal rate and the authentication failure budget;
+//! without Redis every request that needs it fails closed with `state.unavailable` (the
+//! public routes keep working, `/ready` says why), and service resumes by itself when Redis
+//! returns.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use http::StatusCode;
+
+const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#;
+
+fn state(redis: &RedisServer, extra: &str) -> ProxyOpts {
+    std::env::set_var(
+        "A2A_EDGE_TEST_PAGE_SECRET",
+        "a-page-token-secret-of-at-least-32-bytes",
+    );
+    ProxyOpts {
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        extra_policy: format!(
+            "[state]\nbackend = \"redis\"\nredis_url = \"{}\"\nkey_prefix = \"t:\"\ntimeout_ms = 300\npage_token_secret_env = \"A2A_EDGE_TEST_PAGE_SECRET\"\n{extra}",
+            redis.url()
+        ),
+        ..Default::default()
+    }
+}
+
+async fn post(c: &mut Client, token: &str) -> (StatusCode, String) {
+    let headers = [
+        ("authorization", token),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let (status, _, body) = c.request("POST", "/", &headers, BODY).await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+const TOKEN_HEADER: &str = "Bearer test-token-0123456789";
+
+#[tokio::test]
+async fn the_principal_rate_is_one_budget_across_replicas() {
+    let redis = RedisServer::start();
+    let extra = "[limits]\nrequests_per_second = 0.01\nburst = 4\n";
+    let a = Proxy::start(state(&redis, extra)).await;
+    let b = Proxy::start(state(&redis, extra)).await;
+    let mut ca = a.client(Proto::H1).await;
+    let mut cb = b.client(Proto::H2).await;
+    for on_a in [true, true, false, false] {
+        let c = if on_a { &mut ca } else { &mut cb };
+        let (status, body) = post(c, TOKEN_HEADER).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    for c in [&mut ca, &mut cb] {
+        let (status, body) = post(c, TOKEN_HEADER).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+        assert!(body.contains("rate.principal"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn the_failure_budget_is_one_across_replicas() {
+    let redis = RedisServer::start();
+    let throttle = ProxyOpts {
+        extra_auth: "failures_per_minute = 1\nfailures_burst = 3\n".into(),
+        ..state(&redis, "")
+    };
+    let a = Proxy::start(throttle).await;
+    let b = Proxy::start(ProxyOpts {
+        extra_auth: "failures_per_minute = 1\nfailures_burst = 3\n".into(),
+        ..state(&redis, "")
+    })
+    .await;
+    let mut ca = a.client(Proto::H1).await;
+    let mut cb = b.client(Proto::H1).await;
+    for on_a in [true, true, false] {
+        let c = if on_a { &mut ca } else { &mut cb };
+        assert_eq!(post(c, "Bearer wrong").await.0, StatusCode::UNAUTHORIZED);
+    }
+    // The fourth failure, on either replica, is over the shared budget.
+    let (status, body) = post(&mut cb, "Bearer wrong").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("auth.throttled"), "{body}");
+    let (status, body) = post(&mut ca, "Bearer wrong").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+}
+
+async fn admin_get(p: &Proxy, path: &str) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let addr = p.running.as_ref().unwrap().admin_addr.unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .uri(path)
+        .header("host", "admin")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn without_redis_requests_fail_closed_and_service_resumes() {
+    let mut redis = RedisServer::start();
+    let p = Proxy::start(state(&redis, "")).await;
+    let mut c = p.client(Proto::H2).await;
+    assert_eq!(post(&mut c, TOKEN_HEADER).await.0, StatusCode::OK);
+    let (status, _) = admin_get(&p, "/ready").await;
+    assert_eq!(status, 200);
+    redis.stop();
+    // Every request that needs the shared budget: refused, promptly, and saying why.
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let (status, body) = post(&mut c, TOKEN_HEADER).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(
+            body.contains("-32603") && body.contains("state.unavailable"),
+            "{body}"
+        );
+    }
+    // A wrong credential cannot be counted either: refused, never let through.
+    let (_, body) = post(&mut c, "Bearer wrong").await;
+    assert!(body.contains("state.unavailable"), "{body}");
+    // The public routes keep working; /ready says why it is not ready.
+    let (status, _, _) = c.request("GET", "/health", &[], String::new()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = c
+        .request("GET", "/.well-known/agent-card.json", &[], String::new())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = admin_get(&p, "/ready").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("state.unavailable"), "{body}");
+    let (_, metrics) = admin_get(&p, "/metrics").await;
+    assert!(metrics.contains("a2a_edge_state_available 0"), "{metrics}");
+    assert!(
+        metrics.contains("a2a_edge_state_round_trips_total{outcome=\"ok\"}"),
+        "{metrics}"
+    );
+    // Redis back: the replica recovers by itself.
+    redis.restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = post(&mut c, TOKEN_HEADER).await;
+        if status == StatusCode::OK
+            && !post(&mut c, TOKEN_HEADER)
+                .await
+                .1
+                .contains("state.unavailable")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no recovery within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _) = admin_get(&p, "/ready").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_redis_policy_needs_the_shared_page_token_secret() {
+    let text = "[server]\nlisten = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\n[[upstreams]]\nname = \"e\"\nurl = \"embedded\"\n[auth]\nallow_anonymous = true\n[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:1/0\"\n";
+    let e = a2a_edge::policy::Policy::from_toml(
+        std::path::Path::new("p.toml"),
+        text,
+        a2a_edge::policy::LoadMode::Check,
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "state.page_token_secret_env", "{e}");
+    let with_password = text.replace("redis://127.0.0.1:1/0", "redis://:secret@127.0.0.1:1/0");
+    let e = a2a_edge::policy::Policy::from_toml(
+        std::path::Path::new("p.toml"),
+        &with_password,
+        a2a_edge::policy::LoadMode::Check,
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "state.redis_url", "{e}");
+    assert!(!e.to_string().contains("secret@"), "{e}");
+}
