@@ -510,41 +510,61 @@ impl TaskRegistry {
     }
 
     /// Rewrites, in an answer to `principal`, every `contextId` that is the caller's alias
-    /// back to the id the caller chose.
+    /// back to the id the caller chose. The answer is walked without the registry's lock
+    /// (answers can be large); the lock is taken once, to look up the ids found.
     pub fn client_view(&self, principal: &str, answer: &mut Value) {
-        fn walk(v: &mut Value, st: &State, principal: &str, depth: usize) {
+        fn each(v: &mut Value, depth: usize, f: &mut dyn FnMut(&mut String)) {
             if depth > 128 {
                 return;
             }
             match v {
                 Value::Object(map) => {
                     for (k, v) in map.iter_mut() {
-                        if k == "contextId" {
-                            if let Value::String(id) = v {
-                                let mapped = st
-                                    .contexts
-                                    .get(id.as_str())
-                                    .filter(|e| &*e.owner == principal)
-                                    .and_then(|e| e.client.clone());
-                                if let Some(c) = mapped {
-                                    *id = c.to_string();
-                                }
-                            }
-                        } else {
-                            walk(v, st, principal, depth + 1);
+                        match v {
+                            Value::String(id) if k == "contextId" => f(id),
+                            _ => each(v, depth + 1, f),
                         }
                     }
                 }
-                Value::Array(items) => {
-                    for i in items {
-                        walk(i, st, principal, depth + 1);
-                    }
-                }
+                Value::Array(items) => items.iter_mut().for_each(|i| each(i, depth + 1, f)),
                 _ => {}
             }
         }
-        let st = self.shared.lock();
-        walk(answer, &st, principal, 0);
+        // Only aliases can need it: `c-` and 32 hex digits.
+        let is_alias = |id: &str| {
+            id.len() == 34 && id.starts_with("c-") && id[2..].bytes().all(|b| b.is_ascii_hexdigit())
+        };
+        let mut found: Vec<String> = Vec::new();
+        each(answer, 0, &mut |id| {
+            if is_alias(id) && !found.iter().any(|f| f == id) && found.len() < 64 {
+                found.push(id.clone());
+            }
+        });
+        if found.is_empty() {
+            return;
+        }
+        let mapped: Vec<(String, Id)> = {
+            let st = self.shared.lock();
+            found
+                .into_iter()
+                .filter_map(|id| {
+                    let client = st
+                        .contexts
+                        .get(id.as_str())
+                        .filter(|e| &*e.owner == principal)
+                        .and_then(|e| e.client.clone())?;
+                    Some((id, client))
+                })
+                .collect()
+        };
+        if mapped.is_empty() {
+            return;
+        }
+        each(answer, 0, &mut |id| {
+            if let Some((_, client)) = mapped.iter().find(|(a, _)| a == id) {
+                *id = client.to_string();
+            }
+        });
     }
 
     /// What the registry knows of one of the caller's tasks, as a minimal Task (id, context,
