@@ -50,8 +50,17 @@ impl Gate {
         let mut held = 0usize;
         // Where the page was cut short (the index of the first task left for the next page).
         let mut cut: Option<usize> = None;
-        'batches: for (b, batch) in page.tasks.chunks(LIST_TASKS_CONCURRENCY).enumerate() {
-            let first = b * LIST_TASKS_CONCURRENCY;
+        // Batches sized by what is left of the budget and the tasks' size so far (the first
+        // read alone), so that what a page reads stays close to what it holds.
+        let mut first = 0;
+        'batches: while first < page.tasks.len() {
+            let size = match (tasks.len(), held) {
+                (0, _) => 1,
+                (n, h) => {
+                    ((budget.saturating_sub(h)) / (h / n).max(1)).clamp(1, LIST_TASKS_CONCURRENCY)
+                }
+            };
+            let batch = &page.tasks[first..(first + size).min(page.tasks.len())];
             // Each read spends the caller's rate; the page stops where the budget does.
             let mut allowed = 0;
             for _ in batch {
@@ -103,6 +112,7 @@ impl Gate {
                 cut = Some(first + allowed);
                 break;
             }
+            first += batch.len();
         }
         let next_page_token = match cut {
             Some(0) | None => page.next_page_token.clone(),

@@ -238,6 +238,8 @@ where
                     let error = ev.event.as_deref() == Some("error") || v.get("error").is_some();
                     let json = to_json_bytes(&v);
                     send!(if error { error_event(&json) } else { data_event(&json) });
+                    // Time spent waiting for the caller is not the agent's silence.
+                    last_upstream = tokio::time::Instant::now();
                     events += 1;
                     if error {
                         return "upstream.error_event";
