@@ -747,3 +747,57 @@ async fn a_reload_resets_no_budget() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "rate kept: {body}");
     assert!(body.contains("rate.principal"), "{body}");
 }
+
+/// A caller that stops reading a stream loses its connection once nothing written to it is
+/// taken for `limits.write_timeout_ms`: the socket, its buffers and the kernel's send queue
+/// are not held for as long as the caller likes.
+#[tokio::test]
+async fn a_connection_whose_peer_takes_nothing_is_closed() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Flood(closed.clone()),
+        ProxyOpts {
+            extra_policy: "[limits]\nwrite_timeout_ms = 1000\nstream_idle_timeout_ms = 600000\n"
+                .into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut s = raw_tls(&p).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
+    let req = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    // Read nothing while the agent floods: the kernel buffers fill, the proxy's writes stall.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The proxy has closed the connection: what was queued drains, then the end comes.
+    let mut taken = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => {
+                    taken += n;
+                    if taken > 256 << 20 {
+                        return false;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(ended, "the connection was kept ({taken} bytes read)");
+    // The agent's stream was closed with it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent's stream was kept"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -144,6 +144,8 @@ pub struct LimitsSection {
     pub header_read_timeout_ms: Option<u64>,
     /// A connection (HTTP/1.1 or HTTP/2) with no request in flight this long is closed.
     pub idle_timeout_ms: Option<u64>,
+    /// A connection whose peer takes nothing written to it for this long is closed.
+    pub write_timeout_ms: Option<u64>,
     pub body_read_timeout_ms: Option<u64>,
     pub min_body_bytes_per_second: Option<u64>,
     /// A `:` keep-alive comment on an SSE stream whose agent is silent this long.

@@ -26,6 +26,8 @@ pub struct LimitsPolicy {
     pub header_read_timeout: Duration,
     /// A connection with no request in flight for this long is closed (HTTP/2 included).
     pub idle_timeout: Duration,
+    /// A connection whose peer takes nothing for this long is closed.
+    pub write_timeout: Duration,
     pub body_read_timeout: Duration,
     pub min_body_bytes_per_second: u64,
     pub stream_keepalive: Duration,
@@ -187,6 +189,7 @@ impl Ctx<'_> {
                 l.header_read_timeout_ms.unwrap_or(10_000).max(100),
             ),
             idle_timeout: Duration::from_millis(l.idle_timeout_ms.unwrap_or(120_000).max(100)),
+            write_timeout: Duration::from_millis(l.write_timeout_ms.unwrap_or(60_000).max(100)),
             body_read_timeout: Duration::from_millis(
                 l.body_read_timeout_ms.unwrap_or(60_000).max(100),
             ),

@@ -4,6 +4,7 @@
 
 mod activity;
 mod admin;
+mod write_stall;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -191,6 +192,10 @@ impl FixedAtStart {
                 a.header_read_timeout != b.header_read_timeout,
             ),
             ("limits.idle_timeout_ms", a.idle_timeout != b.idle_timeout),
+            (
+                "limits.write_timeout_ms",
+                a.write_timeout != b.write_timeout,
+            ),
             ("limits.max_headers", a.max_headers != b.max_headers),
             (
                 "limits.max_h2_streams_per_connection",
@@ -379,6 +384,7 @@ struct ConnSettings {
     max_connections: usize,
     max_connections_per_client: usize,
     idle_timeout: Duration,
+    write_timeout: Duration,
 }
 
 impl ConnSettings {
@@ -393,6 +399,7 @@ impl ConnSettings {
             max_connections: policy.limits.max_connections,
             max_connections_per_client: policy.limits.max_connections_per_client,
             idle_timeout: policy.limits.idle_timeout,
+            write_timeout: policy.limits.write_timeout,
         }
     }
 }
@@ -503,7 +510,9 @@ async fn accept_loop(
                         });
                         fut
                     });
-                    let connection = builder.serve_connection(TokioIo::new(tls), svc).into_owned();
+                    // A peer that takes nothing for the write timeout loses the connection.
+                    let io = write_stall::WriteStall::new(tls, settings.write_timeout);
+                    let connection = builder.serve_connection(TokioIo::new(io), svc).into_owned();
                     tokio::pin!(connection);
                     // Shutdown, or nothing in flight for the idle timeout: finish what runs
                     // (HTTP/2: GOAWAY), then close.
