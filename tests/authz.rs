@@ -695,23 +695,7 @@ async fn refusals_are_counted_by_reason_on_the_admin_listener() {
         message(text(), cwd(&b), Value::Null),
     )
     .await;
-    let addr = p.running.as_ref().unwrap().admin_addr.unwrap();
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::builder()
-        .uri("/metrics")
-        .header("host", "admin")
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    let body = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    let text = String::from_utf8(body.to_vec()).unwrap();
+    let (_, text) = admin_get(&p, "/metrics").await;
     assert!(
         text.contains("a2a_edge_authz_refusals_total{reason=\"authz.method\"} 2"),
         "{text}"

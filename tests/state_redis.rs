@@ -87,25 +87,6 @@ async fn the_failure_budget_is_one_across_replicas() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
 }
 
-async fn admin_get(p: &Proxy, path: &str) -> (u16, String) {
-    use http_body_util::BodyExt;
-    let addr = p.running.as_ref().unwrap().admin_addr.unwrap();
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::builder()
-        .uri(path)
-        .header("host", "admin")
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
 #[tokio::test]
 async fn without_redis_requests_fail_closed_and_service_resumes() {
     let mut redis = RedisServer::start();

@@ -777,3 +777,22 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// One plain-HTTP/1.1 GET to the proxy's admin listener: status and body.
+pub async fn admin_get(p: &Proxy, path: &str) -> (u16, String) {
+    let addr = p.running.as_ref().unwrap().admin_addr.unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .uri(path)
+        .header("host", "admin")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
