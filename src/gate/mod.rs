@@ -417,12 +417,7 @@ impl Gate {
                 let view = registry.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &requests.metadata, requests.redact_paths);
-                    if let Some(result) = v.get("result") {
-                        turn.observe(upstream, result).map_err(|_| FOREIGN)?;
-                    }
-                    view.client_view(&name, v);
-                    Ok(())
+                    one_answer(v, &requests, &view, &name, |r| turn.observe(upstream, r))
                 };
                 let plan = Plan {
                     agent: upstream,
@@ -460,14 +455,9 @@ impl Gate {
                 let requests = self.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    clean_response(v, &requests.metadata, requests.redact_paths);
-                    if let Some(result) = v.get("result") {
-                        registry
-                            .observe(&name, upstream, result)
-                            .map_err(|_| FOREIGN)?;
-                    }
-                    registry.client_view(&name, v);
-                    Ok(())
+                    one_answer(v, &requests, &registry, &name, |r| {
+                        registry.observe(&name, upstream, r)
+                    })
                 };
                 let plan = Plan {
                     agent: upstream,
@@ -746,6 +736,24 @@ struct Plan<F> {
     agent: UpstreamId,
     budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
     observe: F,
+}
+
+/// The single pass over one JSON-RPC response of an agent's answer to `name`: cleaned,
+/// learned from (`learn`: who owns what; refused when it names another caller's task), then
+/// put in the caller's view (its own context ids).
+fn one_answer(
+    v: &mut Value,
+    requests: &RequestPolicy,
+    view: &TaskRegistry,
+    name: &str,
+    learn: impl FnOnce(&Value) -> Result<(), crate::upstream::registry::Foreign>,
+) -> Result<(), upstream::Refused> {
+    clean_response(v, &requests.metadata, requests.redact_paths);
+    if let Some(result) = v.get("result") {
+        learn(result).map_err(|_| FOREIGN)?;
+    }
+    view.client_view(name, v);
+    Ok(())
 }
 
 /// An agent's answer named another caller's task or context: never relayed.
