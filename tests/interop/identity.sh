@@ -3,7 +3,7 @@
 # Interop test: a2a-edge's identity assertion ([auth.identity_assertion]), verified the way an
 # agent would, with PyJWT and the edge's /.well-known/jwks.json (verify_identity.py).
 #
-#   identity_client.py --TLS, Bearer ANA|BEN|CAROL--> a2a-edge --http, X-A2A-Edge-Identity--> recording_agent.py
+#   identity_client.py --TLS, Bearer ANA|BEN|CAROL|RITA--> a2a-edge --http, X-A2A-Edge-Identity--> recording_agent.py
 #
 # Env:
 #   A2A_EDGE_BIN    use this binary instead of `cargo build` (debug)
@@ -68,6 +68,7 @@ abort() { # abort CHECK MESSAGE: FAIL CHECK, the logs, the summary, exit 1
 ANA_TOKEN=ana-$(rand_token)
 BEN_TOKEN=ben-$(rand_token)
 CAROL_TOKEN=carol-$(rand_token)
+RITA_TOKEN=rita-$(rand_token)
 
 # ---- 1. the recording agent
 "$PY" -u "$HERE/recording_agent.py" --log "$TMP/agent.jsonl" --port-file "$TMP/agent.port" --name "$AGENT" \
@@ -82,8 +83,9 @@ done
 [[ -s "$TMP/agent.port" ]] || abort agent-start "the recording agent did not start"
 AGENT_URL="http://127.0.0.1:$(cat "$TMP/agent.port")/"
 
-# ---- 2. the proxy: three principals (two tenants, one without), an ES256 card key that signs
-# the identity assertions too (generated on first start), ttl_secs = TTL
+# ---- 2. the proxy: three principals (two tenants, one without) that may call every method, a
+# fourth (rita) that may only read ([authz]), an ES256 card key that signs the identity
+# assertions too (generated on first start), ttl_secs = TTL
 {
     policy_head "$TMP/certs" "$AGENT" "$AGENT_URL"
     cat <<EOF
@@ -105,6 +107,10 @@ token_env = "BEN_TOKEN"
 principal = "carol"
 token_env = "CAROL_TOKEN"
 
+[[auth.bearer]]
+principal = "rita"
+token_env = "RITA_TOKEN"
+
 [auth.identity_assertion]
 kid = "$KID"
 ttl_secs = $TTL
@@ -115,11 +121,25 @@ kid = "$KID"
 alg = "ES256"
 private_key_file = "$TMP/edge-id-es256.pem"
 generate_if_missing = true
+
+# rita may read, not write; require_workspace off: no rule has workspace_roots (the recording
+# agent has no workspace), and with it on every SendMessage would be refused workspace.required
+[authz]
+default = "deny"
+require_workspace = false
+[[authz.rules]]
+name = "writers"
+principals = ["ana", "ben", "carol"]
+methods = ["*"]
+[[authz.rules]]
+name = "readers"
+principals = ["rita"]
+methods = ["read"]
 EOF
 } >"$TMP/policy.toml"
 
 start_edge "$TMP/policy.toml" "$TMP/ready.json" "$TMP/proxy.log" \
-    ANA_TOKEN="$ANA_TOKEN" BEN_TOKEN="$BEN_TOKEN" CAROL_TOKEN="$CAROL_TOKEN"
+    ANA_TOKEN="$ANA_TOKEN" BEN_TOKEN="$BEN_TOKEN" CAROL_TOKEN="$CAROL_TOKEN" RITA_TOKEN="$RITA_TOKEN"
 PROXY_PID=$EDGE_PID
 wait_ready "$PROXY_PID" "$TMP/ready.json" || abort proxy-start "$READY_ERR"
 PUBLIC_URL=$READY_URL
@@ -135,7 +155,7 @@ fi
 
 # ---- 3. the checks (in the background + wait, so that INT/TERM run the cleanup at once)
 status=0
-ANA_TOKEN="$ANA_TOKEN" BEN_TOKEN="$BEN_TOKEN" CAROL_TOKEN="$CAROL_TOKEN" \
+ANA_TOKEN="$ANA_TOKEN" BEN_TOKEN="$BEN_TOKEN" CAROL_TOKEN="$CAROL_TOKEN" RITA_TOKEN="$RITA_TOKEN" \
     timeout --kill-after=5 "$CLIENT_TIMEOUT" "$PY" -u "$HERE/identity_client.py" \
     --url "$PUBLIC_URL" --ca "$CA" --agent-log "$TMP/agent.jsonl" --agent "$AGENT" \
     --kid "$KID" --ttl "$TTL" >"$TMP/client.out" &
@@ -152,7 +172,7 @@ stop "$AGENT_PID"
 
 # the callers' tokens reached neither the proxy log nor the agent
 leaks=()
-for who in ANA BEN CAROL; do
+for who in ANA BEN CAROL RITA; do
     var=${who}_TOKEN
     grep -qF -- "${!var}" "$TMP/proxy.log" "$TMP/agent.jsonl" 2>/dev/null && leaks+=("$var")
 done

@@ -4,10 +4,13 @@
 Sends SendMessage through the edge as three callers (ana: tenant team-a; ben: tenant team-b;
 carol: no tenant), reads what the recording agent (recording_agent.py) received, and checks the
 X-A2A-Edge-Identity header with `verify_identity` from verify_identity.py (PyJWT) and the
-edge's /.well-known/jwks.json. One PASS/FAIL line per check (edge_http.Checks).
+edge's /.well-known/jwks.json. A fourth caller, rita, may only read ([authz]): her SendMessage,
+sent with the official a2a-sdk client and as raw JSON-RPC, must be refused with the edge's
+authorization error (-32050) and never reach the agent. One PASS/FAIL line per check
+(edge_http.Checks).
 
 Usage (normally started by identity.sh):
-    ANA_TOKEN=... BEN_TOKEN=... CAROL_TOKEN=... identity_client.py --url https://127.0.0.1:P/ \\
+    ANA_TOKEN=... BEN_TOKEN=... CAROL_TOKEN=... RITA_TOKEN=... identity_client.py --url https://127.0.0.1:P/ \\
         --ca ca.pem --agent-log FILE --agent agent-1 --kid edge-id --ttl 2
 
 Exit status: 0 when no check FAILed.
@@ -16,6 +19,7 @@ Exit status: 0 when no check FAILed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -28,6 +32,10 @@ from pathlib import Path
 
 import httpx
 import jwt
+
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers.proto_helpers import new_text_message
+from a2a.types import Role, SendMessageRequest
 
 from edge_http import CheckFailed, Checks, env_secret, expect
 from verify_identity import fetch_jwks, verify_identity
@@ -43,6 +51,10 @@ CALLERS = {
     'ben': ('BEN_TOKEN', 'team-b', ['deployers', 'ops']),
     'carol': ('CAROL_TOKEN', None, []),
 }
+# the read-only caller (identity.sh's [authz] rule "readers": methods = ["read"]) and her token
+READER, READER_ENV = 'rita', 'RITA_TOKEN'
+AUTHZ_CODE = -32050
+AUTHZ_MESSAGE = 'Permission denied: this caller may not call SendMessage'
 
 
 def b64url(data: bytes) -> str:
@@ -113,6 +125,24 @@ class Runner(Checks):
                     return Seen(rec)
             time.sleep(0.05)
         raise CheckFailed(f'{who}: the agent never got message {mid}')
+
+    def agent_records(self) -> list[dict]:
+        return [json.loads(line) for line in self.agent_log.read_text(encoding='utf-8').splitlines()]
+
+    async def sdk_send(self, who: str, mid: str) -> Exception:
+        """SendMessage (message id `mid`) as `who` with the a2a-sdk client (card from the edge,
+        non-streaming JSON-RPC); the exception it raised (CheckFailed if it raised none)."""
+        opts = self.http_options(self.tokens[who], timeout_s=30)
+        async with httpx.AsyncClient(**opts) as http:
+            card = await A2ACardResolver(http, self.url).get_agent_card()
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+            msg = new_text_message('may a reader write?', role=Role.ROLE_USER)
+            msg.message_id = mid
+            try:
+                events = [ev async for ev in client.send_message(SendMessageRequest(message=msg))]
+            except Exception as e:  # noqa: BLE001 -- the point: which one, and what it says
+                return e
+        raise CheckFailed(f'{who}: the SDK got an answer, no error: {short(str(events))}')
 
     def verify(self, token: str, agent: str | None = None, issuer: str | None = None) -> dict:
         return verify_identity(token, self.jwks, agent or self.agent, issuer or self.url)
@@ -244,6 +274,48 @@ class Runner(Checks):
         return (f'{time.time() - exp:.1f} s after exp (ttl_secs {self.ttl}): '
                 + self.refused(token, jwt.ExpiredSignatureError))
 
+    def c_authz_sdk_error(self) -> str:
+        """The read-only caller's SendMessage: the SDK raises the edge's -32050, the raw
+        answer is that error (HTTP 200), and the agent receives nothing."""
+        who = READER
+        before = len(self.agent_records())
+        sdk_mid = f'msg-{uuid.uuid4().hex}'
+        e = asyncio.run(self.sdk_send(who, sdk_mid))
+        text = str(e)
+        expect(str(AUTHZ_CODE) in text and AUTHZ_MESSAGE in text,
+               f'SDK raised {type(e).__name__}: {text!r} (cause {e.__cause__!r}); expected '
+               f'{AUTHZ_CODE} and {AUTHZ_MESSAGE!r} in its text')
+        sdk = f'{type(e).__module__}.{type(e).__name__}: {text}'
+        # the same request as raw JSON-RPC: the error object itself
+        raw_mid = f'msg-{uuid.uuid4().hex}'
+        rpc_id = f'rpc-{uuid.uuid4().hex[:8]}'
+        body = {'jsonrpc': '2.0', 'id': rpc_id, 'method': 'SendMessage',
+                'params': {'message': {'messageId': raw_mid, 'role': 'ROLE_USER',
+                                       'parts': [{'text': 'may a reader write?'}]}}}
+        opts = self.http_options(self.tokens[who], timeout_s=30, headers={'A2A-Version': '1.0'})
+        with httpx.Client(**opts) as http:
+            r = http.post(self.url, json=body)
+        expect(r.status_code == 200, f'raw: HTTP {r.status_code}, expected 200: {short(r.text)}')
+        doc = r.json()
+        expect(doc.get('id') == rpc_id and 'result' not in doc, f'raw: {short(doc)}')
+        err = doc.get('error') or {}
+        expect(err.get('code') == AUTHZ_CODE, f'raw: error.code {err.get("code")!r}: {short(doc)}')
+        expect(err.get('message') == AUTHZ_MESSAGE, f'raw: error.message {err.get("message")!r}')
+        data = err.get('data')
+        expect(isinstance(data, list) and data and isinstance(data[0], dict), f'raw: error.data {short(data)}')
+        info = data[0]
+        expect(info.get('reason') == 'authz.method', f'raw: error.data[0].reason {info.get("reason")!r}')
+        want = {'method': 'SendMessage', 'missing': 'write'}
+        expect(info.get('metadata') == want, f'raw: error.data[0].metadata {info.get("metadata")!r}, expected {want}')
+        # neither request reached the agent (it logs every request before it answers)
+        after = self.agent_records()
+        expect(len(after) == before, f'the agent got {len(after) - before} request(s) during the check')
+        leaked = [m for m in (sdk_mid, raw_mid) if m in json.dumps(after)]
+        expect(not leaked, f'the agent got message(s) {leaked}')
+        return (f'{who} (methods = ["read"]) SendMessage: SDK raised {sdk}; raw: HTTP 200, '
+                f'error.code={err["code"]} reason={info["reason"]} metadata={json.dumps(info["metadata"])}; '
+                f'the agent got nothing ({before} requests before and after)')
+
     def run(self) -> int:
         if self.check('identity-jwks', self.c_jwks):
             ok = self.check('identity-verified', lambda: self.c_verified('ana'))
@@ -257,6 +329,7 @@ class Runner(Checks):
                 self.check('identity-alg-swapped', self.c_alg_swapped)
                 self.check('identity-forged-header-stripped', self.c_forged_headers)
                 self.check('identity-expired', self.c_expired)
+        self.check('authz-sdk-error', self.c_authz_sdk_error)
         print(f'identity-client: {self.passed} passed, {self.failed} failed', flush=True)
         return 0 if self.failed == 0 else 1
 
@@ -278,6 +351,9 @@ def main() -> int:
         if not token:
             return 2
         tokens[who] = token
+    tokens[READER] = env_secret(READER_ENV)
+    if not tokens[READER]:
+        return 2
     return Runner(args, tokens).run()
 
 
