@@ -119,10 +119,14 @@ impl Ctx<'_> {
                 create_push_configs,
             });
         }
+        // By default only where the rules manage workspaces at all.
+        let require_workspace = a
+            .require_workspace
+            .unwrap_or_else(|| rules.iter().any(|r| !r.workspace_roots.is_empty()));
         Ok(Some(AuthzPolicy {
             default_allow,
             rules,
-            require_workspace: a.require_workspace.unwrap_or(true),
+            require_workspace,
         }))
     }
 

@@ -420,3 +420,32 @@ fn static_principals_may_not_take_names_of_other_schemes() {
         }
     }
 }
+
+#[test]
+fn require_workspace_defaults_to_whether_rules_manage_workspaces() {
+    let dir = crate::validate::workspace::testdir::TestDir::new("policy-reqws");
+    dir.mkdir("ws/team-a");
+    let root = dir.join("ws");
+    let with_roots = format!(
+        "[authz]\n[[authz.rules]]\nname = \"m\"\ntenants = [\"*\"]\nmethods = [\"*\"]\nworkspace_roots = [\"{}/{{tenant}}\"]\n",
+        root.display()
+    );
+    let methods_only =
+        "[authz]\n[[authz.rules]]\nname = \"m\"\nprincipals = [\"*\"]\nmethods = [\"*\"]\n";
+    let rows = [
+        (with_roots.clone(), true),
+        (methods_only.to_string(), false),
+        (
+            with_roots.replace("[authz]\n", "[authz]\nrequire_workspace = false\n"),
+            false,
+        ),
+        (
+            methods_only.replace("[authz]\n", "[authz]\nrequire_workspace = true\n"),
+            true,
+        ),
+    ];
+    for (authz, want) in rows {
+        let p = load(&tenants_policy(&root, "", &authz)).unwrap();
+        assert_eq!(p.authz.unwrap().require_workspace, want, "{authz}");
+    }
+}
