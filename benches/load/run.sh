@@ -13,6 +13,8 @@
 #   WARMUP       seconds of unmeasured warm-up per target (default 2; 0 = none)
 #   H2LOAD       1 (default): also measure HTTP/2 with h2load (nghttp2-client); 0: skip
 #   H2_STREAMS   h2load concurrent streams per connection (default 8)
+#   STATE_REDIS  1 (default): also a2a-edge with `[state] backend = "redis"` (a local
+#                redis-server: the rates are then one Redis round trip each); 0: skip
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -33,10 +35,11 @@ NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
 NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
 H2LOAD=${H2LOAD:-1}
 H2_STREAMS=${H2_STREAMS:-8}
+STATE_REDIS=${STATE_REDIS:-1}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
-require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS
+require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
 
@@ -45,6 +48,7 @@ need_apt=()
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx)
 command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
 ((H2LOAD)) && { command -v h2load >/dev/null 2>&1 || need_apt+=(nghttp2-client); }
+((STATE_REDIS)) && { command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server); }
 apt_install "${need_apt[@]}"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (port picking, parsing)"
@@ -166,16 +170,45 @@ for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
 done
 [[ -n "$ok" ]] || die "nginx not answering on $NGINX_URL"
 
+# ---- (d) a2a-edge with the state in a local redis-server
+if ((STATE_REDIS)); then
+    REDIS_PORT=$(free_port)
+    mkdir -p "$TMP/redis" "$TMP/edge-redis"
+    redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+        --dir "$TMP/redis" >"$TMP/redis/redis.log" 2>&1 &
+    track $!
+    for _ in $(seq 1 100); do
+        python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1); s.sendall(b"PING\r\n"); sys.exit(0 if s.recv(7) == b"+PONG\r\n" else 1)' \
+            "$REDIS_PORT" 2>/dev/null && break
+        sleep 0.1
+    done
+    {
+        cat "$TMP/edge/policy.toml"
+        printf '\n[state]\nbackend = "redis"\nredis_url = "redis://127.0.0.1:%s/0"\npage_token_secret_env = "BENCH_PAGE_SECRET"\n' "$REDIS_PORT"
+    } >"$TMP/edge-redis/policy.toml"
+    log "starting a2a-edge serve (state in redis on 127.0.0.1:$REDIS_PORT)"
+    start_edge "$TMP/edge-redis/policy.toml" "$TMP/edge-redis/ready.json" "$TMP/edge-redis/proxy.log" \
+        "BENCH_PAGE_SECRET=$(head -c 24 /dev/urandom | base64)"
+    bench_wait_edge "$EDGE_PID" "$TMP/edge-redis"
+    EDGE_REDIS_URL=$READY_URL
+    log "a2a-edge (redis) at $EDGE_REDIS_URL"
+fi
+
 # ---- smoke: every target answers the benchmark request correctly
 smoke direct "$ENGINE_URL"
 smoke a2a-edge --cacert "$CERTS/ca.pem" "$EDGE_URL"
 smoke nginx --cacert "$CERTS/ca.pem" "$NGINX_URL"
+((STATE_REDIS)) && smoke a2a-edge-redis --cacert "$CERTS/ca.pem" "$EDGE_REDIS_URL"
 
 # ---- measure
 # names and logs of the servers, to check after every run that none died
 # (a crash under load, or a Ctrl-C that wrk survived but the servers did not)
 SERVER_NAMES=(engine a2a-edge nginx)
 SERVER_LOGS=("$TMP/engine.log" "$TMP/edge/proxy.log" "$NGX/error.log")
+if ((STATE_REDIS)); then
+    SERVER_NAMES+=(redis-server a2a-edge-redis)
+    SERVER_LOGS+=("$TMP/redis/redis.log" "$TMP/edge-redis/proxy.log")
+fi
 check_servers() {
     local i
     for i in "${!SERVER_NAMES[@]}"; do
@@ -207,6 +240,7 @@ run_wrk() { # name url
 run_wrk direct "$ENGINE_URL"
 run_wrk a2a-edge "$EDGE_URL"
 run_wrk nginx "$NGINX_URL"
+((STATE_REDIS)) && run_wrk a2a-edge-redis "$EDGE_REDIS_URL"
 
 # ---- HTTP/2 (h2load): the same request, CONNECTIONS connections with H2_STREAMS streams each,
 # against a2a-edge and nginx over TLS + h2, and the engine over HTTP/1.1 for reference
@@ -236,8 +270,10 @@ nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
 header=$(bench_header "$wrk_v" "$nginx_v")
 settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (wrk shares the cores)"
 
+redis_row=()
+((STATE_REDIS)) && redis_row=(a2a-edge-redis "${OUT[a2a-edge-redis]}")
 python3 - "$header" "$settings" \
-    direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" >"$TMP/results.md" <<'EOF'
+    direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" "${redis_row[@]}" >"$TMP/results.md" <<'EOF'
 import json, re, sys
 
 header, settings = sys.argv[1:3]
