@@ -220,14 +220,18 @@ where
                     return fail("upstream.bad_stream");
                 };
                 for ev in decoded {
+                    // Only what is relayed is kept while the caller is waited for: the raw
+                    // event, its text and the parsed value are dropped first.
+                    let crate::a2a::sse::SseEvent { event, data, .. } = ev;
                     // A comment (the agent's own keep-alive) is not relayed: its text is the
                     // agent's, unchecked; the edge sends keep-alives of its own.
-                    let Some(d) = ev.data.as_deref() else {
+                    let Some(data) = data else {
                         continue;
                     };
-                    let Ok(v) = serde_json::from_str::<Value>(d) else {
+                    let Ok(v) = serde_json::from_str::<Value>(&data) else {
                         return fail("upstream.bad_stream");
                     };
+                    drop(data);
                     let Ok(mut v) = shape(v, &id) else {
                         return fail("upstream.bad_stream");
                     };
@@ -235,9 +239,12 @@ where
                         return fail(reason);
                     }
                     // An error ends the stream, whatever the agent sends after it.
-                    let error = ev.event.as_deref() == Some("error") || v.get("error").is_some();
+                    let error = event.as_deref() == Some("error") || v.get("error").is_some();
                     let json = to_json_bytes(&v);
-                    send!(if error { error_event(&json) } else { data_event(&json) });
+                    drop(v);
+                    let frame = if error { error_event(&json) } else { data_event(&json) };
+                    drop(json);
+                    send!(frame);
                     // Time spent waiting for the caller is not the agent's silence.
                     last_upstream = tokio::time::Instant::now();
                     events += 1;
