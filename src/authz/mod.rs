@@ -101,8 +101,6 @@ pub struct Grant {
     pub create_push_configs: bool,
     /// The names of the rules that matched (for the audit log); empty: none did.
     pub rules: Vec<Arc<str>>,
-    /// Whether the grant came from `[authz]` rules at all (false: no `[authz]`, or the default).
-    pub from_rules: bool,
     /// See [`AuthzPolicy::require_workspace`]; only with `Roots::Only`.
     pub require_workspace: bool,
 }
@@ -124,7 +122,6 @@ impl Grant {
             metadata_allowed: Vec::new(),
             create_push_configs: true,
             rules: Vec::new(),
-            from_rules: false,
             require_workspace: false,
         }
     }
@@ -215,7 +212,6 @@ impl AuthzPolicy {
             metadata_allowed: Vec::new(),
             create_push_configs: false,
             rules: Vec::new(),
-            from_rules: true,
             require_workspace: self.require_workspace,
         };
         let mut roots = Vec::new();

@@ -113,14 +113,7 @@ impl Gate {
     /// it) or one failed recently (then answer 503 at once). So callers never make the edge
     /// fetch from the agent once per request.
     async fn refresh_card_on_demand(&self) {
-        if self
-            .card_refresh
-            .lock()
-            .await
-            .holds(std::time::Instant::now())
-        {
-            return;
-        }
+        // Waits for a refresh under way; then one may have published, or failed recently.
         let mut backoff = self.card_refresh.lock().await;
         if self.card.current().is_some() || backoff.holds(std::time::Instant::now()) {
             return;
