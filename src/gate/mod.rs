@@ -57,8 +57,8 @@ use crate::telemetry;
 use crate::telemetry::metrics::{Metrics, Snapshot, UpstreamGauge};
 use crate::upstream::clean::clean_response;
 use crate::upstream::fleet::Fleet;
-use crate::upstream::registry::UpstreamId;
-use crate::upstream::registry::{Denial, TaskRegistry};
+use crate::state::registry::UpstreamId;
+use crate::state::registry::{Denial, TaskRegistry};
 use crate::upstream::RelayLimits;
 use crate::upstream::{self, relay_response, StreamLog, UpstreamError};
 use crate::validate::push_url::check_resolved;
@@ -746,7 +746,7 @@ fn one_answer(
     requests: &RequestPolicy,
     view: &TaskRegistry,
     name: &str,
-    learn: impl FnOnce(&Value) -> Result<(), crate::upstream::registry::Foreign>,
+    learn: impl FnOnce(&Value) -> Result<(), crate::state::registry::Foreign>,
 ) -> Result<(), upstream::Refused> {
     clean_response(v, &requests.metadata, requests.redact_paths);
     if let Some(result) = v.get("result") {

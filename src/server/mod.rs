@@ -33,7 +33,7 @@ use crate::telemetry;
 use crate::telemetry::metrics::Metrics;
 use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
-use crate::upstream::registry::TaskRegistry;
+use crate::state::registry::TaskRegistry;
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity};
 

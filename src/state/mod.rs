@@ -7,6 +7,7 @@
 //! Shared state for replicas (Redis) is the next step (issue 14): it goes behind this module.
 
 mod budgets;
+pub mod registry;
 pub mod redis;
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 pub use budgets::{Budgets, Refused};
 
 use crate::telemetry::metrics::Metrics;
-use crate::upstream::registry::TaskRegistry;
+use crate::state::registry::TaskRegistry;
 use crate::upstream::LocalAgent;
 
 /// What the process builds once and hands to every policy's gate.

@@ -83,7 +83,7 @@ impl Default for Metrics {
 pub struct Snapshot {
     pub upstreams: Vec<UpstreamGauge>,
     pub card_published: bool,
-    pub registry: Option<crate::upstream::registry::RegistryStats>,
+    pub registry: Option<crate::state::registry::RegistryStats>,
     /// With a shared state store: whether it answers.
     pub state_available: Option<bool>,
 }
@@ -519,7 +519,7 @@ impl Metrics {
     }
 }
 
-fn registry(out: &mut String, r: &crate::upstream::registry::RegistryStats) {
+fn registry(out: &mut String, r: &crate::state::registry::RegistryStats) {
     help(
         out,
         "a2a_edge_registry_entries",

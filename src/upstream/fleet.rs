@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::json;
 
-use super::registry::{TaskRegistry, UpstreamId};
+use crate::state::registry::{TaskRegistry, UpstreamId};
 use super::{Upstream, UpstreamError};
 use crate::body::BoxBody;
 use crate::policy::{UpstreamPolicy, UpstreamTarget};

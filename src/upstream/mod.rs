@@ -4,7 +4,6 @@
 pub mod clean;
 pub mod fleet;
 mod headers;
-pub mod registry;
 mod relay;
 pub mod trace_context;
 
