@@ -127,7 +127,7 @@ impl Gate {
         match &self.card.policy().upstream {
             Some(name) => self
                 .fleet
-                .get(self.registry.upstream_id(name))
+                .get(self.owners.registry().upstream_id(name))
                 .filter(|a| a.is_healthy())
                 .map(|a| a.id),
             None => self.fleet.pick(),

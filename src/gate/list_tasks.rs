@@ -36,7 +36,7 @@ impl Gate {
         let page_size = p.get("pageSize").and_then(Value::as_u64).unwrap_or(50) as usize;
         let include_artifacts = p.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
         let page = self
-            .registry
+            .owners
             .list(
                 principal,
                 text("contextId"),
@@ -44,7 +44,8 @@ impl Gate {
                 page_size,
                 text("pageToken"),
             )
-            .map_err(|d| Rejection::rpc(rpc.id.clone(), d.rpc_error()))?;
+            .await
+            .map_err(|r| refusal(&rpc.id, r))?;
         let budget = self.list_page_bytes;
         let mut tasks: Vec<Value> = Vec::with_capacity(page.tasks.len());
         let mut held = 0usize;
@@ -93,16 +94,21 @@ impl Gate {
                             break 'batches;
                         }
                         held += bytes.len();
-                        match self.listed_task(&bytes, upstream, principal, include_artifacts) {
+                        match self
+                            .listed_task(&bytes, upstream, principal, include_artifacts)
+                            .await
+                        {
                             Ok(Some(task)) => task,
                             Ok(None) => continue,
                             Err(e) => return Err(Rejection::rpc(rpc.id.clone(), e)),
                         }
                     }
-                    Some(Read::TooLarge) => match self.registry.task_summary(principal, task_id) {
-                        Some(summary) => summary,
-                        None => continue,
-                    },
+                    Some(Read::TooLarge) => {
+                        match self.owners.registry().task_summary(principal, task_id) {
+                            Some(summary) => summary,
+                            None => continue,
+                        }
+                    }
                     // The agent no longer has it: left out of the page.
                     None => continue,
                 };
@@ -116,7 +122,7 @@ impl Gate {
         }
         let next_page_token = match cut {
             Some(0) | None => page.next_page_token.clone(),
-            Some(i) => self.registry.token_after(&page, i - 1),
+            Some(i) => self.owners.registry().token_after(&page, i - 1),
         };
         let result = json!({
             "tasks": tasks,
@@ -194,7 +200,7 @@ impl Gate {
 
     /// One listed task from the agent's GetTask answer: cleaned and learned from; `None` when
     /// the agent no longer has it; an error when it names another caller's task.
-    fn listed_task(
+    async fn listed_task(
         &self,
         bytes: &[u8],
         upstream: UpstreamId,
@@ -211,20 +217,26 @@ impl Gate {
         if !task.is_object() {
             return Ok(None);
         }
-        if self.registry.observe(principal, upstream, &task).is_err() {
+        match self.owners.learn(principal, upstream, &task).await {
+            Ok(()) => {}
+            Err(reason) if reason == crate::state::ownership::STATE_UNAVAILABLE => {
+                return Err(RpcError::new(-32603, "Shared state unavailable", reason))
+            }
             // The agent answered with another caller's task: never relayed.
-            return Err(RpcError::new(
-                -32603,
-                "Upstream agent sent an answer the edge refuses",
-                FOREIGN,
-            ));
+            Err(_) => {
+                return Err(RpcError::new(
+                    -32603,
+                    "Upstream agent sent an answer the edge refuses",
+                    FOREIGN,
+                ))
+            }
         }
         if !include_artifacts {
             if let Some(t) = task.as_object_mut() {
                 t.remove("artifacts");
             }
         }
-        self.registry.client_view(principal, &mut task);
+        self.owners.registry().client_view(principal, &mut task);
         Ok(Some(task))
     }
 }

@@ -52,13 +52,14 @@ use crate::limits::rate::Limited;
 use crate::policy::CardSource;
 use crate::policy::IdentityAssertionPolicy;
 use crate::policy::Policy;
+use crate::state::ownership::{Ownership, Pending, Refusal};
+use crate::state::registry::UpstreamId;
+use crate::state::registry::{Denial, TaskRegistry};
 use crate::state::Budgets;
 use crate::telemetry;
 use crate::telemetry::metrics::{Metrics, Snapshot, UpstreamGauge};
 use crate::upstream::clean::clean_response;
 use crate::upstream::fleet::Fleet;
-use crate::state::registry::UpstreamId;
-use crate::state::registry::{Denial, TaskRegistry};
 use crate::upstream::RelayLimits;
 use crate::upstream::{self, relay_response, StreamLog, UpstreamError};
 use crate::validate::push_url::check_resolved;
@@ -122,7 +123,8 @@ pub struct Gate {
     network: NetworkPolicy,
     /// Rates, the failure throttle and concurrency: the process's, kept across reloads.
     budgets: Budgets,
-    registry: TaskRegistry,
+    /// Who owns which task and context (the process's; with `redis`, shared by replicas).
+    owners: Ownership,
     relay_limits: RelayLimits,
     allow_chunked: bool,
     agent_paths: Vec<String>,
@@ -151,7 +153,8 @@ impl Gate {
         process: &crate::state::Process,
         previous: Option<&Gate>,
     ) -> Result<Gate, String> {
-        let registry = process.registry.clone();
+        let owners = process.owners.clone();
+        let registry = owners.registry().clone();
         let metrics = process.metrics.clone();
         let local = process.local_agent.clone();
         let auth = Authenticator::new(&policy.auth).await?;
@@ -190,7 +193,7 @@ impl Gate {
             principal_header,
             network: policy.network.clone(),
             budgets: Budgets::carry(policy, previous.map(|g| &g.budgets), process.shared.clone())?,
-            registry,
+            owners,
             metrics,
             allow_chunked: policy.limits.allow_chunked_requests,
             agent_paths: policy.server.agent_paths.clone(),
@@ -371,8 +374,15 @@ impl Gate {
         let (mut rpc, checked) = self
             .check_params(rpc, &principal, grant, heavy, default_cwd, trace)
             .await?;
-        // The context ids the caller names become the ids the agent knows them by.
-        let alias = alias_contexts(&self.registry, &name, &mut rpc);
+        // What the shared store knows of the ids the request names (one round trip, only
+        // for ids this replica has not seen), then the context ids the caller names become
+        // the ids the agent knows them by.
+        let (tasks, contexts) = named_ids(&rpc);
+        self.owners
+            .prefetch(&name, &tasks, &contexts)
+            .await
+            .map_err(|r| refusal(&rpc.id, r))?;
+        let alias = alias_contexts(self.owners.registry(), &name, &mut rpc);
         let (mut headers, trace_id) =
             upstream::forwarded_headers(&parts.headers, version, extensions);
         trace.trace_id = trace_id;
@@ -380,7 +390,8 @@ impl Gate {
         forwarding_headers(&mut headers, client, &trace.request_id);
         // Whose task is it? Decided here, before any agent sees the request.
         let deny = |d: Denial| Rejection::rpc(rpc.id.clone(), d.rpc_error());
-        let registry = self.registry.clone();
+        let owners = self.owners.clone();
+        let registry = owners.registry().clone();
         match rpc.method {
             Method::SendMessage | Method::SendStreamingMessage => {
                 let message = rpc.params.get("message");
@@ -396,14 +407,16 @@ impl Gate {
                 }
                 let field = |k: &str| message.and_then(|m| m.get(k)).and_then(Value::as_str);
                 let workspace = checked.workspace.as_ref().map(|w| w.forward_cwd());
-                let mut turn = registry
+                let mut turn = owners
                     .begin_turn(
                         &name,
                         field("taskId"),
                         field("contextId"),
                         workspace.as_deref(),
+                        alias.as_ref().map(|(_, client)| client.as_str()),
                     )
-                    .map_err(deny)?;
+                    .await
+                    .map_err(|r| refusal(&rpc.id, r))?;
                 if let Some((agent_id, client_id)) = &alias {
                     registry.name_context(&name, agent_id, client_id);
                 }
@@ -437,10 +450,10 @@ impl Gate {
                 let plan = Plan {
                     agent,
                     budget,
-                    observe: move |v: &mut Value| {
+                    observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
                         let _slot = &guard;
                         clean_response(v, &requests.metadata, requests.redact_paths);
-                        Ok(())
+                        Ok(None)
                     },
                 };
                 self.forward(headers, &rpc, &principal, trace, plan).await
@@ -456,7 +469,7 @@ impl Gate {
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     one_answer(v, &requests, &registry, &name, |r| {
-                        registry.observe(&name, upstream, r)
+                        owners.observe(&name, upstream, r)
                     })
                 };
                 let plan = Plan {
@@ -611,7 +624,7 @@ impl Gate {
         plan: Plan<F>,
     ) -> Result<Response<BoxBody>, Rejection>
     where
-        F: FnMut(&mut Value) -> Result<(), upstream::Refused> + Send + 'static,
+        F: FnMut(&mut Value) -> Result<Option<Pending>, upstream::Refused> + Send + 'static,
     {
         let Plan {
             agent,
@@ -673,7 +686,7 @@ impl Gate {
                 })
                 .collect(),
             card_published: self.card.current().is_some(),
-            registry: Some(self.registry.stats()),
+            registry: Some(self.owners.registry().stats()),
             state_available: self.budgets.shared.as_ref().map(|s| s.is_available()),
         }
     }
@@ -746,14 +759,54 @@ fn one_answer(
     requests: &RequestPolicy,
     view: &TaskRegistry,
     name: &str,
-    learn: impl FnOnce(&Value) -> Result<(), crate::state::registry::Foreign>,
-) -> Result<(), upstream::Refused> {
+    learn: impl FnOnce(&Value) -> Result<Option<Pending>, crate::state::registry::Foreign>,
+) -> Result<Option<Pending>, upstream::Refused> {
     clean_response(v, &requests.metadata, requests.redact_paths);
-    if let Some(result) = v.get("result") {
-        learn(result).map_err(|_| FOREIGN)?;
-    }
+    let pending = match v.get("result") {
+        Some(result) => learn(result).map_err(|_| FOREIGN)?,
+        None => None,
+    };
     view.client_view(name, v);
-    Ok(())
+    Ok(pending)
+}
+
+/// The task ids and the context ids a request names (the ownership stage's to check).
+fn named_ids(rpc: &RpcRequest) -> (Vec<&str>, Vec<&str>) {
+    let p = &rpc.params;
+    fn text(v: Option<&Value>) -> Option<&str> {
+        v.and_then(Value::as_str).filter(|s| !s.is_empty())
+    }
+    let mut tasks = Vec::new();
+    let mut contexts = Vec::new();
+    match rpc.method {
+        Method::SendMessage | Method::SendStreamingMessage => {
+            let m = p.get("message");
+            tasks.extend(text(m.and_then(|m| m.get("taskId"))));
+            contexts.extend(text(m.and_then(|m| m.get("contextId"))));
+            let refs = m
+                .and_then(|m| m.get("referenceTaskIds"))
+                .and_then(Value::as_array);
+            tasks.extend(refs.into_iter().flatten().filter_map(|r| text(Some(r))));
+        }
+        Method::ListTasks => contexts.extend(text(p.get("contextId"))),
+        Method::GetTask | Method::CancelTask | Method::SubscribeToTask => {
+            tasks.extend(text(p.get("id")))
+        }
+        Method::GetExtendedAgentCard => {}
+        _ => tasks.extend(text(p.get("taskId"))),
+    }
+    (tasks, contexts)
+}
+
+/// An ownership refusal as the caller's error.
+fn refusal(id: &Value, r: Refusal) -> Rejection {
+    match r {
+        Refusal::Denied(d) => Rejection::rpc(id.clone(), d.rpc_error()),
+        Refusal::Unavailable => Rejection::rpc(
+            id.clone(),
+            RpcError::new(-32603, "Shared state unavailable", "state.unavailable"),
+        ),
+    }
 }
 
 /// An agent's answer named another caller's task or context: never relayed.

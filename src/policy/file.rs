@@ -46,6 +46,10 @@ pub struct StateSection {
     /// The key of page tokens and context aliases: the same on every replica (required with
     /// redis), and across restarts.
     pub page_token_secret_env: Option<Spanned<String>>,
+    /// How long ownership is remembered after a task's or context's last write (redis).
+    pub task_retention_ms: Option<Spanned<u64>>,
+    /// How long a busy context stays busy unless its replica renews the lease (redis).
+    pub busy_lease_ms: Option<Spanned<u64>>,
 }
 
 /// `[authz]`: what each authenticated caller may do.

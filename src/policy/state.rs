@@ -12,7 +12,15 @@ pub struct StatePolicy {
     pub redis: Option<RedisConfig>,
     /// `page_token_secret_env`: the registry's key (else random per process).
     pub page_token_secret: Option<String>,
+    /// `task_retention_ms` (redis): how long ownership outlives its last write.
+    pub task_retention: Duration,
+    /// `busy_lease_ms` (redis): how long a busy context stays busy without renewal.
+    pub busy_lease: Duration,
 }
+
+/// A week.
+const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+const DEFAULT_LEASE_MS: u64 = 30_000;
 
 impl StatePolicy {
     pub fn backend(&self) -> &'static str {
@@ -57,6 +65,14 @@ impl Ctx<'_> {
             ),
             ("state.key_prefix", s.key_prefix.as_ref().map(|v| v.span())),
             ("state.timeout_ms", s.timeout_ms.as_ref().map(|v| v.span())),
+            (
+                "state.task_retention_ms",
+                s.task_retention_ms.as_ref().map(|v| v.span()),
+            ),
+            (
+                "state.busy_lease_ms",
+                s.busy_lease_ms.as_ref().map(|v| v.span()),
+            ),
         ];
         match s.backend.as_ref().map(|b| b.get_ref().as_str()) {
             None | Some("memory") => {
@@ -70,6 +86,8 @@ impl Ctx<'_> {
                 Ok(StatePolicy {
                     redis: None,
                     page_token_secret,
+                    task_retention: Duration::from_millis(DEFAULT_RETENTION_MS),
+                    busy_lease: Duration::from_millis(DEFAULT_LEASE_MS),
                 })
             }
             Some("redis") => {
@@ -159,6 +177,42 @@ impl Ctx<'_> {
                         )
                     }
                 };
+                let task_retention = match &s.task_retention_ms {
+                    None => Duration::from_millis(DEFAULT_RETENTION_MS),
+                    Some(t) if (60_000..=366 * 24 * 3600 * 1000).contains(t.get_ref()) => {
+                        Duration::from_millis(*t.get_ref())
+                    }
+                    Some(t) => {
+                        return self.spanned_err(
+                            "state.task_retention_ms",
+                            t,
+                            "must be between 60000 (a minute) and 31622400000 (a year)",
+                        )
+                    }
+                };
+                let busy_lease = match &s.busy_lease_ms {
+                    None => Duration::from_millis(DEFAULT_LEASE_MS),
+                    Some(t) if (300..=3_600_000).contains(t.get_ref()) => {
+                        Duration::from_millis(*t.get_ref())
+                    }
+                    Some(t) => {
+                        return self.spanned_err(
+                            "state.busy_lease_ms",
+                            t,
+                            "must be between 300 and 3600000",
+                        )
+                    }
+                };
+                if busy_lease <= timeout * 3 {
+                    return self.err(
+                        "state.busy_lease_ms",
+                        s.busy_lease_ms
+                            .as_ref()
+                            .map(|v| v.span())
+                            .or_else(|| s.timeout_ms.as_ref().map(|v| v.span())),
+                        "must be more than three round trips (3 x timeout_ms): a lease is renewed every third of it".into(),
+                    );
+                }
                 if page_token_secret.is_none() {
                     return self.err(
                         "state.page_token_secret_env",
@@ -175,6 +229,8 @@ impl Ctx<'_> {
                         timeout,
                     }),
                     page_token_secret,
+                    task_retention,
+                    busy_lease,
                 })
             }
             Some(_) => {

@@ -27,13 +27,15 @@ use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
 use crate::policy::ClientAuth;
 use crate::policy::Policy;
+use crate::state::ownership::Ownership;
 use crate::state::redis::RedisStore;
+use crate::state::registry::TaskRegistry;
+use crate::state::shared::SharedOwners;
 use crate::state::Process;
 use crate::telemetry;
 use crate::telemetry::metrics::Metrics;
 use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
-use crate::state::registry::TaskRegistry;
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity};
 
@@ -153,11 +155,16 @@ impl FixedAtStart {
             max_registry_entries: policy.limits.max_registry_entries,
             state: (
                 policy.state.backend().to_string(),
-                policy
-                    .state
-                    .redis
-                    .as_ref()
-                    .map(|r| format!("{} {} {:?}", r.url, r.key_prefix, r.timeout)),
+                policy.state.redis.as_ref().map(|r| {
+                    format!(
+                        "{} {} {:?} {:?} {:?}",
+                        r.url,
+                        r.key_prefix,
+                        r.timeout,
+                        policy.state.task_retention,
+                        policy.state.busy_lease
+                    )
+                }),
                 policy
                     .state
                     .page_token_secret
@@ -287,8 +294,15 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         )),
         None => None,
     };
+    let owners = shared.as_ref().map(|store| {
+        Arc::new(SharedOwners::new(
+            store.clone(),
+            policy.state.busy_lease,
+            policy.state.task_retention,
+        ))
+    });
     let process = Process {
-        registry,
+        owners: Ownership::new(registry, owners),
         metrics: metrics.clone(),
         local_agent: Some(engine),
         shared,

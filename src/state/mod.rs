@@ -2,27 +2,29 @@
 //! new policy's settings to [`Budgets::carry`], which keeps every budget whose settings did
 //! not change, so a SIGHUP resets no caller's rate, failure or concurrency budget.
 //!
-//! Today the state lives in this process (`[state] backend = "memory"`); the ownership
-//! registry is still built by the server and handed to each gate (`upstream::registry`).
-//! Shared state for replicas (Redis) is the next step (issue 14): it goes behind this module.
+//! - [`ownership`]: who owns which task and context, the one interface the gate asks;
+//!   `memory` is the process's [`registry`], `redis` is [`shared`] with the registry as cache.
+//! - [`budgets`]: rates, the failure throttle and concurrency (local or GCRA in [`redis`]).
 
 mod budgets;
-pub mod registry;
+pub mod ownership;
 pub mod redis;
+pub mod registry;
+pub mod shared;
 
 use std::sync::Arc;
 
 pub use budgets::{Budgets, Refused};
 
 use crate::telemetry::metrics::Metrics;
-use crate::state::registry::TaskRegistry;
 use crate::upstream::LocalAgent;
+use ownership::Ownership;
 
 /// What the process builds once and hands to every policy's gate.
 #[derive(Clone)]
 pub struct Process {
-    /// Who owns which task and context.
-    pub registry: TaskRegistry,
+    /// Who owns which task and context (this process's registry, or Redis with its cache).
+    pub owners: Ownership,
     pub metrics: Arc<Metrics>,
     /// The embedded task engine (its tasks outlive reloads).
     pub local_agent: Option<Arc<dyn LocalAgent>>,

@@ -148,6 +148,50 @@ impl RedisStore {
         }
     }
 
+    /// The `key_prefix`.
+    pub fn prefix(&self) -> &str {
+        &self.config.key_prefix
+    }
+
+    /// Runs `script` with `args` (no KEYS: the scripts build their keys from the prefix)
+    /// within one `timeout_ms`; counted in the round-trip metrics.
+    pub async fn run<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        args: &[&str],
+    ) -> Result<T, StateUnavailable> {
+        let mut conn = self.connection().await?;
+        let started = Instant::now();
+        let mut call = script.prepare_invoke();
+        for a in args {
+            call.arg(*a);
+        }
+        let out =
+            tokio::time::timeout(self.config.timeout, call.invoke_async::<T>(&mut conn)).await;
+        match out {
+            Ok(Ok(v)) => {
+                self.healthy.store(true, Ordering::Relaxed);
+                self.metrics.state_round_trip("ok", started.elapsed());
+                Ok(v)
+            }
+            Ok(Err(e)) => {
+                if !e.is_io_error() && !e.is_timeout() && !e.is_connection_dropped() {
+                    // Redis answered, with an error of the script's: a bug, not an outage.
+                    crate::telemetry::log(
+                        "state_script_error",
+                        serde_json::json!({"kind": format!("{:?}", e.kind())}),
+                    );
+                }
+                self.failed("error", started);
+                Err(StateUnavailable)
+            }
+            Err(_) => {
+                self.failed("timeout", started);
+                Err(StateUnavailable)
+            }
+        }
+    }
+
     /// Spends `cost` from the shared budget `kind:name` at `rate`: `Ok(Ok(()))` admitted,
     /// `Ok(Err(wait))` refused for `wait`.
     pub async fn spend(
@@ -157,11 +201,11 @@ impl RedisStore {
         rate: Rate,
         cost: u32,
     ) -> Result<Result<(), Duration>, StateUnavailable> {
-        let mut conn = self.connection().await?;
         let interval_us = (1e6 / rate.per_second).ceil().max(1.0) as u64;
-        let started = Instant::now();
         let mut call = self.gcra.key(self.key(kind, name));
         call.arg(interval_us).arg(rate.burst).arg(cost);
+        let mut conn = self.connection().await?;
+        let started = Instant::now();
         let out = tokio::time::timeout(
             self.config.timeout,
             call.invoke_async::<(i64, i64)>(&mut conn),

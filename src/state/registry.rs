@@ -43,6 +43,7 @@
 
 mod facts;
 mod forgotten;
+mod replica;
 mod state;
 mod token;
 mod turn;
@@ -207,6 +208,20 @@ impl TaskRegistry {
         context_id: Option<&str>,
         workspace: Option<&str>,
     ) -> Result<Turn, Denial> {
+        self.begin_turn_as(principal, task_id, context_id, workspace, false)
+    }
+
+    /// [`TaskRegistry::begin_turn`]; with `shared` the workspace, busy and forgotten-owner
+    /// checks were made by the shared store already (this registry is then a cache of
+    /// immutable facts: owners, agents), and only ownership and room are checked here.
+    pub(crate) fn begin_turn_as(
+        &self,
+        principal: &str,
+        task_id: Option<&str>,
+        context_id: Option<&str>,
+        workspace: Option<&str>,
+        shared: bool,
+    ) -> Result<Turn, Denial> {
         let task_id = present(task_id);
         let context_id = present(context_id);
         let mut st = self.shared.lock();
@@ -258,7 +273,7 @@ impl TaskRegistry {
 
         let Some((key, e)) = st.contexts.get_key_value(c.as_str()) else {
             // Evicted from someone else: as if it were still theirs.
-            if !st.forgotten.permits(&c, principal) {
+            if !shared && !st.forgotten.permits(&c, principal) {
                 return Err(Denial::NotFound);
             }
             // Unknown: reserve it for the caller (also when its entry was evicted but the
@@ -277,11 +292,11 @@ impl TaskRegistry {
             return Err(Denial::NotFound);
         }
         if let Workspace::Bound(bound) = &e.workspace {
-            if bound.as_deref() != workspace {
+            if bound.as_deref() != workspace && !shared {
                 return Err(Denial::WorkspaceMismatch);
             }
         }
-        if e.running.is_some() && !follow_up {
+        if e.running.is_some() && !follow_up && !shared {
             return Err(Denial::ContextBusy);
         }
         let (key, upstream) = (key.clone(), task_upstream.or(e.upstream));
@@ -343,6 +358,18 @@ impl TaskRegistry {
             Some(fact) => self.shared.lock().learn(principal, upstream, &fact),
             None => Ok(()),
         }
+    }
+
+    /// [`TaskRegistry::observe`] of what the shared store accepted already.
+    pub(crate) fn observe_news(
+        &self,
+        principal: &str,
+        upstream: UpstreamId,
+        news: &crate::state::shared::News,
+    ) -> Result<(), Foreign> {
+        self.shared
+            .lock()
+            .learn(principal, upstream, &Fact::from_news(news))
     }
 
     /// The caller's tasks for ListTasks, newest status first (timestamp, then task id, both

@@ -14,10 +14,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::json;
 
-use crate::state::registry::{TaskRegistry, UpstreamId};
 use super::{Upstream, UpstreamError};
 use crate::body::BoxBody;
 use crate::policy::{UpstreamPolicy, UpstreamTarget};
+use crate::state::registry::{TaskRegistry, UpstreamId};
 use crate::telemetry;
 
 /// One agent and what the edge knows of its health.

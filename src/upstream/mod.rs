@@ -49,6 +49,7 @@ impl UpstreamError {
             UpstreamError::Unavailable => "Upstream agent unavailable",
             UpstreamError::Timeout => "Upstream agent timed out",
             UpstreamError::BadResponse => "Upstream agent sent an invalid response",
+            UpstreamError::Refused("state.unavailable") => "Shared state unavailable",
             UpstreamError::Refused(_) => "Upstream agent sent an answer the edge refuses",
         }
     }

@@ -15,6 +15,7 @@
 //! read, the stream's maximum duration still applies, and so does the idle timeout: a caller
 //! that takes nothing for that long is dropped (`client.stalled`).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,7 +96,10 @@ fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
 /// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer is
 /// complete, so whatever it owns (a concurrency slot, a running turn) lives exactly as long.
-pub async fn relay_response<F>(
+/// What the observer returns may be a write to finish before the answer is relayed (the
+/// shared state's record of a new task): it is awaited first, and its refusal ends the answer
+/// like the observer's own.
+pub async fn relay_response<F, P>(
     upstream: Response<BoxBody>,
     id: &Value,
     limits: RelayLimits,
@@ -103,7 +107,8 @@ pub async fn relay_response<F>(
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
-    F: FnMut(&mut Value) -> Result<(), Refused> + Send + 'static,
+    F: FnMut(&mut Value) -> Result<Option<P>, Refused> + Send + 'static,
+    P: Future<Output = Result<(), Refused>> + Send,
 {
     if upstream.status() != StatusCode::OK {
         crate::telemetry::log(
@@ -139,7 +144,9 @@ where
             let v: Value =
                 serde_json::from_slice(&bytes).map_err(|_| UpstreamError::BadResponse)?;
             let mut v = shape(v, id).map_err(|_| UpstreamError::BadResponse)?;
-            observe(&mut v).map_err(UpstreamError::Refused)?;
+            if let Some(pending) = observe(&mut v).map_err(UpstreamError::Refused)? {
+                pending.await.map_err(UpstreamError::Refused)?;
+            }
             Ok(crate::body::json_response(
                 StatusCode::OK,
                 to_json_bytes(&v),
@@ -151,7 +158,7 @@ where
 
 /// `observe` (and what it owns) is dropped when the stream ends, however it ends. How it
 /// ended is logged (`stream_end`) and counted (`a2a_edge_streams_total{outcome}`).
-fn relay_sse<F>(
+fn relay_sse<F, P>(
     mut body: BoxBody,
     id: Value,
     limits: RelayLimits,
@@ -159,7 +166,8 @@ fn relay_sse<F>(
     mut observe: F,
 ) -> Response<BoxBody>
 where
-    F: FnMut(&mut Value) -> Result<(), Refused> + Send + 'static,
+    F: FnMut(&mut Value) -> Result<Option<P>, Refused> + Send + 'static,
+    P: Future<Output = Result<(), Refused>> + Send,
 {
     let (tx, out) = budgeted(limits.stream_buffer_bytes, log.shared_budget.clone());
     tokio::spawn(async move {
@@ -235,8 +243,14 @@ where
                     let Ok(mut v) = shape(v, &id) else {
                         return fail("upstream.bad_stream");
                     };
-                    if let Err(reason) = observe(&mut v) {
-                        return fail(reason);
+                    match observe(&mut v) {
+                        Err(reason) => return fail(reason),
+                        Ok(Some(pending)) => {
+                            if let Err(reason) = pending.await {
+                                return fail(reason);
+                            }
+                        }
+                        Ok(None) => {}
                     }
                     // An error ends the stream, whatever the agent sends after it.
                     let error = event.as_deref() == Some("error") || v.get("error").is_some();

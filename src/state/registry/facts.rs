@@ -16,7 +16,7 @@ const MAX_STATE_LEN: usize = 64;
 
 /// One observation. `task` is set only for shapes that prove a task exists (Task, status and
 /// artifact updates); a Message's `taskId` only refers to one and never creates it.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
 pub(super) struct Fact<'a> {
     pub task: Option<&'a str>,
     pub context: Option<&'a str>,
@@ -29,6 +29,17 @@ pub(super) struct Fact<'a> {
 }
 
 impl<'a> Fact<'a> {
+    /// What the shared store accepted ([`crate::state::shared::News`]).
+    pub fn from_news(news: &'a crate::state::shared::News) -> Fact<'a> {
+        Fact {
+            task: news.task.as_deref(),
+            context: news.context.as_deref(),
+            state: news.state.as_deref(),
+            timestamp: news.ts,
+            referenced_task: None,
+        }
+    }
+
     /// Reads one result. Returns `None` for shapes that teach nothing (errors, lists, junk).
     pub fn read(result: &'a Value) -> Option<Fact<'a>> {
         let obj = result.as_object()?;

@@ -48,9 +48,23 @@ impl Turn {
     /// is bound to the turn's workspace and kept busy until the turn ends.
     /// `Err` when the answer names another caller's task or context (it must not be relayed).
     pub fn observe(&mut self, upstream: UpstreamId, result: &Value) -> Result<(), Foreign> {
-        let Some(fact) = Fact::read(result) else {
-            return Ok(());
-        };
+        match Fact::read(result) {
+            Some(fact) => self.observe_fact(upstream, &fact),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Turn::observe`] of what the shared store accepted already.
+    pub(crate) fn observe_news(
+        &mut self,
+        upstream: UpstreamId,
+        news: &crate::state::shared::News,
+    ) -> Result<(), Foreign> {
+        self.observe_fact(upstream, &Fact::from_news(news))
+    }
+
+    fn observe_fact(&mut self, upstream: UpstreamId, fact: &Fact<'_>) -> Result<(), Foreign> {
+        let fact = *fact;
         let shared = self.shared.clone();
         let mut st = shared.lock();
         self.upstream.get_or_insert(upstream);

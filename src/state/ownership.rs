@@ -1,0 +1,444 @@
+//! Who owns which task and context: the one interface the gate asks, whatever the backend.
+//!
+//! - `memory`: the process's [`TaskRegistry`] decides everything (no I/O).
+//! - `redis`: Redis decides ([`SharedOwners`]), atomically across replicas; the registry is
+//!   this replica's bounded cache of the facts that never change (owners, agents, the ids
+//!   callers chose). A request's ids missing from the cache are fetched in one round trip
+//!   ([`Ownership::prefetch`]); a turn on a named context is one round trip (claim, workspace,
+//!   busy lease); an answer that teaches something new is written before it is relayed (one
+//!   round trip), so a caller that learns a task id from one replica finds it on every other.
+//!   Redis unreachable: [`Refusal::Unavailable`], never a decision without it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+
+use super::redis::StateUnavailable;
+use super::registry::{Denial, Foreign, ListPage, TaskRegistry, Turn, UpstreamId};
+use super::shared::{SharedOwners, TurnVerdict};
+
+/// What must be written before an answer is relayed; `Err` is the reason it must not be.
+pub type Pending = Pin<Box<dyn Future<Output = Result<(), &'static str>> + Send>>;
+
+/// Why a request is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Denied(Denial),
+    /// The shared store did not answer in time.
+    Unavailable,
+}
+
+impl From<StateUnavailable> for Refusal {
+    fn from(_: StateUnavailable) -> Refusal {
+        Refusal::Unavailable
+    }
+}
+
+/// The reason an answer is refused when the shared store could not record it.
+pub const STATE_UNAVAILABLE: &str = "state.unavailable";
+/// ... when it names another caller's task or context.
+pub const FOREIGN: &str = "upstream.foreign_task";
+
+/// At most this many ids of one request are fetched; the others count as unknown.
+const MAX_PREFETCH: usize = 64;
+
+#[derive(Clone)]
+pub struct Ownership {
+    local: TaskRegistry,
+    shared: Option<Arc<SharedOwners>>,
+}
+
+impl Ownership {
+    pub fn new(local: TaskRegistry, shared: Option<Arc<SharedOwners>>) -> Ownership {
+        Ownership { local, shared }
+    }
+
+    /// The process's registry (with `redis`: its cache).
+    pub fn registry(&self) -> &TaskRegistry {
+        &self.local
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Makes the cache know what Redis knows of these ids (no-op with `memory`, and for ids
+    /// the cache has). Each context id is fetched with the caller's alias of it.
+    pub async fn prefetch(
+        &self,
+        principal: &str,
+        tasks: &[&str],
+        contexts: &[&str],
+    ) -> Result<(), Refusal> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let tasks: Vec<String> = tasks
+            .iter()
+            .filter(|t| !t.is_empty() && !self.local.has_task(t))
+            .take(MAX_PREFETCH)
+            .map(|t| t.to_string())
+            .collect();
+        let mut wanted: Vec<String> = Vec::new();
+        for c in contexts
+            .iter()
+            .filter(|c| !c.is_empty())
+            .take(MAX_PREFETCH / 2)
+        {
+            for id in [c.to_string(), self.local.context_alias(principal, c)] {
+                if !self.local.has_context(&id) && !wanted.contains(&id) {
+                    wanted.push(id);
+                }
+            }
+        }
+        let (found_tasks, found_contexts) = shared.fetch(&tasks, &wanted).await?;
+        for (id, t, ctx) in found_tasks {
+            if let Some(c) = ctx {
+                self.import_context(&t.context, &c);
+            }
+            let upstream = self.local.upstream_id(&t.agent);
+            self.local
+                .import_task(&id, &t.owner, &t.context, upstream, &t.state, t.ts);
+        }
+        for (id, c) in found_contexts {
+            self.import_context(&id, &c);
+        }
+        Ok(())
+    }
+
+    fn import_context(&self, id: &str, c: &super::shared::ContextRecord) {
+        let upstream = c.agent.as_deref().map(|a| self.local.upstream_id(a));
+        self.local.import_context(
+            id,
+            &c.owner,
+            upstream,
+            c.workspace.clone(),
+            c.client.as_deref(),
+        );
+    }
+
+    /// Begins a SendMessage turn (see [`TaskRegistry::begin_turn`]); with `redis` the context
+    /// is claimed, checked and leased in Redis first. `client` is the id the caller chose
+    /// for the context, when the agent knows it by an alias.
+    pub async fn begin_turn(
+        &self,
+        principal: &str,
+        task: Option<&str>,
+        context: Option<&str>,
+        workspace: Option<&str>,
+        client: Option<&str>,
+    ) -> Result<OwnedTurn, Refusal> {
+        let (task, context) = (
+            task.filter(|s| !s.is_empty()),
+            context.filter(|s| !s.is_empty()),
+        );
+        let Some(shared) = &self.shared else {
+            let turn = self
+                .local
+                .begin_turn(principal, task, context, workspace)
+                .map_err(Refusal::Denied)?;
+            return Ok(self.owned(principal, turn, None, None, workspace));
+        };
+        let Some(c) = context else {
+            // A new context: the agent names it, and the answer claims and leases it.
+            let turn = self
+                .local
+                .begin_turn_as(principal, task, None, workspace, true)
+                .map_err(Refusal::Denied)?;
+            let lease = Lease::start(shared.clone(), None);
+            return Ok(self.owned(principal, turn, Some(lease), None, workspace));
+        };
+        let token = crate::crypto::random_token();
+        let verdict = shared
+            .turn(c, principal, task, workspace, &token, client)
+            .await?;
+        let (lease, agent) = match verdict {
+            TurnVerdict::Leased(agent) => {
+                (Some(Lease::with_token(shared.clone(), c, token)), agent)
+            }
+            TurnVerdict::FollowUp(agent) => (None, agent),
+            TurnVerdict::NotFound => return Err(Refusal::Denied(Denial::NotFound)),
+            TurnVerdict::WorkspaceMismatch => {
+                return Err(Refusal::Denied(Denial::WorkspaceMismatch))
+            }
+            TurnVerdict::ContextMismatch => return Err(Refusal::Denied(Denial::ContextMismatch)),
+            TurnVerdict::Busy => return Err(Refusal::Denied(Denial::ContextBusy)),
+        };
+        // A refusal here drops the lease (released).
+        let turn = self
+            .local
+            .begin_turn_as(principal, task, Some(c), workspace, true)
+            .map_err(Refusal::Denied)?;
+        let agent = agent.map(|a| self.local.upstream_id(&a));
+        Ok(self.owned(principal, turn, lease, agent, workspace))
+    }
+
+    fn owned(
+        &self,
+        principal: &str,
+        turn: Turn,
+        lease: Option<Lease>,
+        agent: Option<UpstreamId>,
+        workspace: Option<&str>,
+    ) -> OwnedTurn {
+        OwnedTurn {
+            upstream: turn.upstream().or(agent),
+            turn: Arc::new(Mutex::new(turn)),
+            lease: lease.map(Arc::new),
+            principal: principal.to_string(),
+            workspace: workspace.map(str::to_string),
+            owners: self.clone(),
+        }
+    }
+
+    /// Learns from an answer to a task-addressed request (GetTask, CancelTask, ...): with
+    /// `redis`, what is new is written first ([`Pending`]).
+    pub fn observe(
+        &self,
+        principal: &str,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<Option<Pending>, Foreign> {
+        let Some(shared) = &self.shared else {
+            return self
+                .local
+                .observe(principal, upstream, result)
+                .map(|_| None);
+        };
+        let Some(news) = self.local.news(result) else {
+            return self
+                .local
+                .observe(principal, upstream, result)
+                .map(|_| None);
+        };
+        let (shared, local) = (shared.clone(), self.local.clone());
+        let principal = principal.to_string();
+        let agent = self.local.upstream_name(upstream).unwrap_or_default();
+        Ok(Some(Box::pin(async move {
+            match shared.learn(&principal, &agent, &news, None, None).await {
+                Err(StateUnavailable) => Err(STATE_UNAVAILABLE),
+                Ok(false) => Err(FOREIGN),
+                Ok(true) => local
+                    .observe_news(&principal, upstream, &news)
+                    .map_err(|_| FOREIGN),
+            }
+        })))
+    }
+
+    /// [`Ownership::observe`], awaited.
+    pub async fn learn(
+        &self,
+        principal: &str,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<(), &'static str> {
+        match self.observe(principal, upstream, result) {
+            Err(Foreign) => Err(FOREIGN),
+            Ok(None) => Ok(()),
+            Ok(Some(p)) => p.await,
+        }
+    }
+
+    /// A ListTasks page (see [`TaskRegistry::list`]); with `redis`, read from Redis.
+    pub async fn list(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        status: Option<&str>,
+        page_size: usize,
+        page_token: Option<&str>,
+    ) -> Result<ListPage, Refusal> {
+        let Some(shared) = &self.shared else {
+            return self
+                .local
+                .list(principal, context_id, status, page_size, page_token)
+                .map_err(Refusal::Denied);
+        };
+        let context = context_id.unwrap_or("");
+        let status = status
+            .filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED")
+            .unwrap_or("");
+        let page_size = page_size.max(1);
+        let cursor = self
+            .local
+            .open_cursor(principal, context, status, page_token)
+            .map_err(Refusal::Denied)?;
+        let cursor_ref = cursor.as_ref().map(|(ts, id)| (*ts, id.as_str()));
+        let (total, rows) = shared
+            .list(principal, context, status, cursor_ref, page_size)
+            .await?;
+        let rows = rows
+            .into_iter()
+            .map(|r| {
+                let upstream = self.local.upstream_id(&r.agent);
+                self.local.import_context(
+                    &r.context,
+                    principal,
+                    Some(upstream),
+                    None,
+                    r.client_context.as_deref(),
+                );
+                self.local
+                    .import_task(&r.task, principal, &r.context, upstream, &r.state, r.ts);
+                (r.task, upstream, r.ts)
+            })
+            .collect();
+        Ok(self
+            .local
+            .page_from_rows(principal, context, status, rows, page_size, total))
+    }
+}
+
+/// A turn in flight (see [`Turn`]); with `redis`, it also holds the context's busy lease.
+pub struct OwnedTurn {
+    turn: Arc<Mutex<Turn>>,
+    lease: Option<Arc<Lease>>,
+    upstream: Option<UpstreamId>,
+    principal: String,
+    workspace: Option<String>,
+    owners: Ownership,
+}
+
+impl OwnedTurn {
+    /// The agent the context (or task) is bound to; `None`: pick one and bind it.
+    pub fn upstream(&self) -> Option<UpstreamId> {
+        self.upstream
+    }
+
+    pub fn bind_upstream(&mut self, upstream: UpstreamId) -> UpstreamId {
+        let bound = self.lock().bind_upstream(upstream);
+        self.upstream = Some(bound);
+        bound
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Turn> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Learns from one answer of this turn (see [`Turn::observe`]); with `redis`, what is new
+    /// is written first, and a context the agent names for this turn is leased.
+    pub fn observe(
+        &mut self,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<Option<Pending>, Foreign> {
+        let Some(shared) = self.owners.shared.clone() else {
+            return self.lock().observe(upstream, result).map(|_| None);
+        };
+        let Some(news) = self.owners.local.news(result) else {
+            return self.lock().observe(upstream, result).map(|_| None);
+        };
+        let turn = self.turn.clone();
+        let lease = self.lease.clone();
+        let principal = self.principal.clone();
+        let adopting = self.lock().context_id().is_none();
+        let workspace = self.workspace.clone();
+        let agent = self
+            .owners
+            .local
+            .upstream_name(upstream)
+            .unwrap_or_default();
+        Ok(Some(Box::pin(async move {
+            let token = lease.as_ref().map(|l| l.inner.token.clone());
+            // Only a context the agent names for this turn is bound to its workspace here
+            // (a named one was bound when the turn began).
+            let bind = adopting.then_some(workspace.as_deref());
+            match shared
+                .learn(&principal, &agent, &news, token.as_deref(), bind)
+                .await
+            {
+                Err(StateUnavailable) => Err(STATE_UNAVAILABLE),
+                Ok(false) => Err(FOREIGN),
+                Ok(true) => {
+                    if let (Some(l), Some(c)) = (&lease, &news.context) {
+                        l.adopt(c);
+                    }
+                    turn.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .observe_news(upstream, &news)
+                        .map_err(|_| FOREIGN)
+                }
+            }
+        })))
+    }
+}
+
+struct LeaseInner {
+    token: String,
+    /// `None` until the agent names the turn's new context.
+    context: Mutex<Option<String>>,
+}
+
+/// A context's busy lease in Redis: renewed every third of `busy_lease_ms` while held,
+/// released when dropped (the turn ended); a replica that dies stops renewing it.
+pub struct Lease {
+    owners: Arc<SharedOwners>,
+    inner: Arc<LeaseInner>,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl Lease {
+    fn start(owners: Arc<SharedOwners>, context: Option<&str>) -> Lease {
+        Self::with_token(owners, context.unwrap_or(""), crate::crypto::random_token())
+    }
+
+    fn with_token(owners: Arc<SharedOwners>, context: &str, token: String) -> Lease {
+        let inner = Arc::new(LeaseInner {
+            token,
+            context: Mutex::new(Some(context.to_string()).filter(|c| !c.is_empty())),
+        });
+        let (o, i) = (owners.clone(), inner.clone());
+        let renewer = tokio::spawn(async move {
+            let every = (o.lease / 3).max(std::time::Duration::from_millis(50));
+            loop {
+                tokio::time::sleep(every).await;
+                let c = i
+                    .context
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let Some(c) = c {
+                    // Redis away: the lease runs out, which is what a dead replica's does.
+                    let _ = o.renew(&c, &i.token).await;
+                }
+            }
+        });
+        Lease {
+            owners,
+            inner,
+            renewer,
+        }
+    }
+
+    fn adopt(&self, context: &str) {
+        let mut c = self
+            .inner
+            .context
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if c.is_none() {
+            *c = Some(context.to_string());
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renewer.abort();
+        let context = self
+            .inner
+            .context
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let (Some(c), Ok(rt)) = (context, tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let (owners, token) = (self.owners.clone(), self.inner.token.clone());
+        rt.spawn(async move {
+            let _ = owners.release(&c, &token).await;
+        });
+    }
+}

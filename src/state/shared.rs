@@ -1,0 +1,491 @@
+//! Ownership shared by replicas in Redis (`[state] backend = "redis"`): who owns which task
+//! and context, which agent serves it, the workspace a context is bound to, and which
+//! context is busy. Every decision is one Lua script, so it is atomic across replicas.
+//!
+//! Keys (after `key_prefix`; standalone Redis or Valkey, not Cluster: the scripts name keys
+//! they compute):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `t:{task}` | hash | `o` owner, `c` context (the agent's id), `u` agent name, `s` state, `ts` status timestamp (µs) |
+//! | `c:{context}` | hash | `o` owner, `u` agent name, `w` workspace (`-` the agent's default, `=path`; absent: not bound yet), `cl` the id the caller chose |
+//! | `b:{context}` | string, PX lease | the running turn: `token\ntask` |
+//! | `lt:{n}:{owner}` | zset | the owner's tasks by status timestamp |
+//! | `ls:{n}:{owner}:{state}` | zset | the same, per state |
+//! | `lc:{context}` | zset | a context's tasks |
+//!
+//! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
+//! finished task's owner is remembered that long, then forgotten with its ids: an id is
+//! claimed again only by whoever names it first, as with a fresh Redis). A busy lease lives
+//! `busy_lease_ms` unless the turn's replica renews it (every third of it while the turn
+//! streams), so a replica that dies mid-turn frees the context within one lease.
+//! Index entries of expired tasks are removed when a listing meets them, and a few at each
+//! new task of the owner, so `totalSize` may count recently expired tasks for a while.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::redis::{RedisStore, StateUnavailable};
+
+/// Begins a turn on a context the request names. ARGV: prefix, context, principal, task or
+/// '', workspace, lease token, lease ms, retention ms, the caller's id for it or ''.
+/// Returns {verdict, agent name or ''}; verdict: ok | follow | not_found | workspace |
+/// mismatch | busy.
+const TURN: &str = r#"
+local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ck = p .. 'c:' .. ctx
+local c = redis.call('HMGET', ck, 'o', 'w', 'u')
+if c[1] and c[1] ~= who then return {'not_found', ''} end
+if c[1] and c[2] and c[2] ~= ARGV[5] then return {'workspace', ''} end
+local u = c[3] or ''
+if task ~= '' then
+  local t = redis.call('HMGET', p .. 't:' .. task, 'o', 'c', 'u')
+  if not t[1] or t[1] ~= who then return {'not_found', ''} end
+  if t[2] ~= ctx then return {'mismatch', ''} end
+  u = t[3] or u
+end
+local bk = p .. 'b:' .. ctx
+local busy = redis.call('GET', bk)
+if busy then
+  local nl = string.find(busy, '\n', 1, true)
+  if task ~= '' and nl and string.sub(busy, nl + 1) == task then return {'follow', u} end
+  return {'busy', ''}
+end
+redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
+redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
+if ARGV[9] ~= '' then redis.call('HSETNX', ck, 'cl', ARGV[9]) end
+redis.call('PEXPIRE', ck, ARGV[8])
+return {'ok', u}
+"#;
+
+/// Learns one answer. ARGV: prefix, principal, agent name, context or '', task or '', state
+/// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
+/// turn adopts or '', lease ms. Returns 'ok' or 'foreign' (nothing written then).
+const LEARN: &str = r#"
+local p, who, agent, ctx, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ret = ARGV[8]
+local ck = p .. 'c:' .. ctx
+local c = redis.call('HMGET', ck, 'o', 'w')
+if c[1] and c[1] ~= who then return 'foreign' end
+local tk = p .. 't:' .. task
+local t = {false, false, false, false}
+if task ~= '' then
+  t = redis.call('HMGET', tk, 'o', 'c', 's', 'ts')
+  if t[1] and (t[1] ~= who or t[2] ~= ctx) then return 'foreign' end
+end
+redis.call('HSET', ck, 'o', who)
+redis.call('HSETNX', ck, 'u', agent)
+if not c[2] and ARGV[10] ~= '' then redis.call('HSET', ck, 'w', ARGV[10]) end
+redis.call('PEXPIRE', ck, ret)
+local bk = p .. 'b:' .. ctx
+if ARGV[9] ~= '' then
+  redis.call('SET', bk, ARGV[9] .. '\n', 'NX', 'PX', ARGV[11])
+end
+if task == '' then return 'ok' end
+local state = ARGV[6] ~= '' and ARGV[6] or (t[3] or '')
+local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
+local owner = #who .. ':' .. who
+local lt = p .. 'lt:' .. owner
+if t[1] then
+  redis.call('HSET', tk, 's', state, 'ts', ts)
+  if t[3] ~= state then redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. t[3], task) end
+else
+  redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
+  -- A few of the owner's oldest entries whose task expired leave the index.
+  local old = redis.call('ZRANGE', lt, 0, 3)
+  for _, id in ipairs(old) do
+    if redis.call('EXISTS', p .. 't:' .. id) == 0 then redis.call('ZREM', lt, id) end
+  end
+end
+redis.call('PEXPIRE', tk, ret)
+for _, k in ipairs({lt, p .. 'ls:' .. owner .. ':' .. state, p .. 'lc:' .. ctx}) do
+  redis.call('ZADD', k, ts, task)
+  redis.call('PEXPIRE', k, ret)
+end
+if ARGV[9] ~= '' and redis.call('GET', bk) == ARGV[9] .. '\n' then
+  redis.call('SET', bk, ARGV[9] .. '\n' .. task, 'KEEPTTL')
+end
+return 'ok'
+"#;
+
+/// What Redis knows of some ids. ARGV: prefix, then `t<task>` or `c<context>` each. For a
+/// task: o, c, u, s, ts and its context's o, u, w, cl (9 values); for a context its o, u, w,
+/// cl (4 values). Absent values are nil.
+const FETCH: &str = r#"
+local p = ARGV[1]
+local out = {}
+local function put(vals) for i = 1, #vals do out[#out + 1] = vals[i] end end
+for i = 2, #ARGV do
+  local kind, id = string.sub(ARGV[i], 1, 1), string.sub(ARGV[i], 2)
+  if kind == 't' then
+    local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'c', 'u', 's', 'ts')
+    put(t)
+    if t[2] then put(redis.call('HMGET', p .. 'c:' .. t[2], 'o', 'u', 'w', 'cl'))
+    else put({false, false, false, false}) end
+  else
+    put(redis.call('HMGET', p .. 'c:' .. id, 'o', 'u', 'w', 'cl'))
+  end
+end
+return out
+"#;
+
+/// One ListTasks page. ARGV: prefix, principal, context or '', state or '', cursor timestamp
+/// or '', cursor task id, page size. Returns {total, then per task: id, agent, ts, context,
+/// state, the caller's id of the context or ''}, at most page size + 1 tasks (one more
+/// than the page: there is a next page).
+const LIST: &str = r#"
+local p, who, ctx, state = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local size = tonumber(ARGV[7])
+local owner = #who .. ':' .. who
+local key
+if ctx ~= '' then key = p .. 'lc:' .. ctx
+elseif state ~= '' then key = p .. 'ls:' .. owner .. ':' .. state
+else key = p .. 'lt:' .. owner end
+local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
+local max = ARGV[5] ~= '' and ARGV[5] or '+inf'
+local rows = {}
+local found, offset = 0, 0
+local total = 0
+if ctx ~= '' then
+  -- A context's tasks are few; counting them is a walk.
+  for _, id in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+    local t = redis.call('HMGET', p .. 't:' .. id, 'o', 's')
+    if t[1] == who and (state == '' or t[2] == state) then total = total + 1 end
+  end
+else
+  total = redis.call('ZCARD', key)
+end
+while found <= size do
+  local chunk = redis.call('ZREVRANGEBYSCORE', key, max, '-inf', 'WITHSCORES', 'LIMIT', offset, 64)
+  if #chunk == 0 then break end
+  offset = offset + #chunk / 2
+  for i = 1, #chunk, 2 do
+    local id, score = chunk[i], chunk[i + 1]
+    if not (cur_ts and tonumber(score) == cur_ts and id >= ARGV[6]) then
+      local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'u', 'c', 's')
+      if not t[1] then
+        redis.call('ZREM', key, id)
+        offset = offset - 1
+        if ctx == '' then total = total - 1 end
+      elseif t[1] == who and (state == '' or t[4] == state) then
+        local cl = redis.call('HGET', p .. 'c:' .. t[3], 'cl') or ''
+        rows[#rows + 1] = id
+        rows[#rows + 1] = t[2] or ''
+        rows[#rows + 1] = score
+        rows[#rows + 1] = t[3]
+        rows[#rows + 1] = t[4] or ''
+        rows[#rows + 1] = cl
+        found = found + 1
+        if found > size then break end
+      end
+    end
+  end
+end
+table.insert(rows, 1, math.max(total, 0))
+return rows
+"#;
+
+/// Keeps a lease alive. ARGV: prefix, context, token, lease ms. 1 when it was still ours.
+const RENEW: &str = r#"
+local bk = ARGV[1] .. 'b:' .. ARGV[2]
+local v = redis.call('GET', bk)
+if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then
+  redis.call('PEXPIRE', bk, ARGV[4])
+  return 1
+end
+return 0
+"#;
+
+/// Ends a lease if it is still ours. ARGV: prefix, context, token.
+const RELEASE: &str = r#"
+local bk = ARGV[1] .. 'b:' .. ARGV[2]
+local v = redis.call('GET', bk)
+if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then redis.call('DEL', bk) end
+return 0
+"#;
+
+/// What a TURN script decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnVerdict {
+    /// Admitted and leased; the agent the context (or task) is bound to, if any.
+    Leased(Option<String>),
+    /// A follow-up on the running turn's own task (no lease of its own).
+    FollowUp(Option<String>),
+    NotFound,
+    WorkspaceMismatch,
+    ContextMismatch,
+    Busy,
+}
+
+/// A task as Redis knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskRecord {
+    pub owner: String,
+    pub context: String,
+    pub agent: String,
+    pub state: String,
+    pub ts: u64,
+}
+
+/// A context as Redis knows it. `workspace`: `None` not bound yet, `Some(None)` the agent's
+/// default directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextRecord {
+    pub owner: String,
+    pub agent: Option<String>,
+    pub workspace: Option<Option<String>>,
+    pub client: Option<String>,
+}
+
+/// One listed task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRow {
+    pub task: String,
+    pub agent: String,
+    pub ts: u64,
+    pub context: String,
+    pub state: String,
+    pub client_context: Option<String>,
+}
+
+/// What one answer teaches, to be written.
+#[derive(Debug, Clone, Default)]
+pub struct News {
+    pub context: Option<String>,
+    pub task: Option<String>,
+    pub state: Option<String>,
+    pub ts: Option<u64>,
+}
+
+/// A workspace as stored (`w`).
+pub fn encode_workspace(w: Option<&str>) -> String {
+    match w {
+        None => "-".to_string(),
+        Some(p) => format!("={p}"),
+    }
+}
+
+fn decode_workspace(w: Option<String>) -> Option<Option<String>> {
+    let w = w?;
+    match w.strip_prefix('=') {
+        Some(p) => Some(Some(p.to_string())),
+        None => Some(None),
+    }
+}
+
+/// The scripts, over one store.
+pub struct SharedOwners {
+    pub store: Arc<RedisStore>,
+    pub lease: Duration,
+    pub retention: Duration,
+    turn: redis::Script,
+    learn: redis::Script,
+    fetch: redis::Script,
+    list: redis::Script,
+    renew: redis::Script,
+    release: redis::Script,
+}
+
+fn ms(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+impl SharedOwners {
+    pub fn new(store: Arc<RedisStore>, lease: Duration, retention: Duration) -> SharedOwners {
+        SharedOwners {
+            store,
+            lease,
+            retention,
+            turn: redis::Script::new(TURN),
+            learn: redis::Script::new(LEARN),
+            fetch: redis::Script::new(FETCH),
+            list: redis::Script::new(LIST),
+            renew: redis::Script::new(RENEW),
+            release: redis::Script::new(RELEASE),
+        }
+    }
+
+    fn prefix(&self) -> &str {
+        self.store.prefix()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn turn(
+        &self,
+        context: &str,
+        principal: &str,
+        task: Option<&str>,
+        workspace: Option<&str>,
+        token: &str,
+        client: Option<&str>,
+    ) -> Result<TurnVerdict, StateUnavailable> {
+        let ws = encode_workspace(workspace);
+        let (lease, retention) = (ms(self.lease), ms(self.retention));
+        let args = [
+            self.prefix(),
+            context,
+            principal,
+            task.unwrap_or(""),
+            &ws,
+            token,
+            &lease,
+            &retention,
+            client.unwrap_or(""),
+        ];
+        let (verdict, agent): (String, String) = self.store.run(&self.turn, &args).await?;
+        let agent = Some(agent).filter(|a| !a.is_empty());
+        Ok(match verdict.as_str() {
+            "ok" => TurnVerdict::Leased(agent),
+            "follow" => TurnVerdict::FollowUp(agent),
+            "workspace" => TurnVerdict::WorkspaceMismatch,
+            "mismatch" => TurnVerdict::ContextMismatch,
+            "busy" => TurnVerdict::Busy,
+            _ => TurnVerdict::NotFound,
+        })
+    }
+
+    /// Writes what an answer teaches; `Ok(false)` when it names another caller's task or
+    /// context (nothing written). `token`: the answering turn's lease (a context it adopts
+    /// is leased to it); `bind`: the workspace such a context is bound to.
+    pub async fn learn(
+        &self,
+        principal: &str,
+        agent: &str,
+        news: &News,
+        token: Option<&str>,
+        bind: Option<Option<&str>>,
+    ) -> Result<bool, StateUnavailable> {
+        let Some(context) = news.context.as_deref() else {
+            return Ok(true);
+        };
+        let ts = news.ts.map(|t| t.to_string()).unwrap_or_default();
+        let token = token.unwrap_or("");
+        let ws = bind.map(encode_workspace).unwrap_or_default();
+        let (retention, lease_ms) = (ms(self.retention), ms(self.lease));
+        let args = [
+            self.prefix(),
+            principal,
+            agent,
+            context,
+            news.task.as_deref().unwrap_or(""),
+            news.state.as_deref().unwrap_or(""),
+            &ts,
+            &retention,
+            token,
+            &ws,
+            &lease_ms,
+        ];
+        let verdict: String = self.store.run(&self.learn, &args).await?;
+        Ok(verdict == "ok")
+    }
+
+    /// What Redis knows of these tasks and contexts (one round trip).
+    pub async fn fetch(
+        &self,
+        tasks: &[String],
+        contexts: &[String],
+    ) -> Result<
+        (
+            Vec<(String, TaskRecord, Option<ContextRecord>)>,
+            Vec<(String, ContextRecord)>,
+        ),
+        StateUnavailable,
+    > {
+        if tasks.is_empty() && contexts.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let mut args: Vec<String> = Vec::with_capacity(1 + tasks.len() + contexts.len());
+        args.push(self.prefix().to_string());
+        args.extend(tasks.iter().map(|t| format!("t{t}")));
+        args.extend(contexts.iter().map(|c| format!("c{c}")));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let vals: Vec<Option<String>> = self.store.run(&self.fetch, &refs).await?;
+        let mut it = vals.into_iter();
+        let mut next = || it.next().flatten();
+        let context = |o: Option<String>, u, w, cl| {
+            o.map(|owner| ContextRecord {
+                owner,
+                agent: u,
+                workspace: decode_workspace(w),
+                client: cl,
+            })
+        };
+        let mut found_tasks = Vec::new();
+        for t in tasks {
+            let (o, c, u, s, ts) = (next(), next(), next(), next(), next());
+            let ctx = context(next(), next(), next(), next());
+            if let (Some(owner), Some(context), Some(agent)) = (o, c, u) {
+                let record = TaskRecord {
+                    owner,
+                    context,
+                    agent,
+                    state: s.unwrap_or_default(),
+                    ts: ts.and_then(|t| t.parse().ok()).unwrap_or(0),
+                };
+                found_tasks.push((t.clone(), record, ctx));
+            }
+        }
+        let mut found_contexts = Vec::new();
+        for c in contexts {
+            if let Some(record) = context(next(), next(), next(), next()) {
+                found_contexts.push((c.clone(), record));
+            }
+        }
+        Ok((found_tasks, found_contexts))
+    }
+
+    /// One page of the caller's tasks after `cursor` (timestamp, task id): the total and up
+    /// to `size + 1` rows.
+    pub async fn list(
+        &self,
+        principal: &str,
+        context: &str,
+        state: &str,
+        cursor: Option<(u64, &str)>,
+        size: usize,
+    ) -> Result<(usize, Vec<ListRow>), StateUnavailable> {
+        let (ts, id) = match cursor {
+            Some((ts, id)) => (ts.to_string(), id),
+            None => (String::new(), ""),
+        };
+        let size = size.to_string();
+        let args = [self.prefix(), principal, context, state, &ts, id, &size];
+        let vals: Vec<redis::Value> = self.store.run(&self.list, &args).await?;
+        let text = |v: &redis::Value| -> String {
+            redis::from_redis_value::<String>(v).unwrap_or_default()
+        };
+        let mut it = vals.iter();
+        let total = it
+            .next()
+            .and_then(|v| redis::from_redis_value::<i64>(v).ok())
+            .unwrap_or(0)
+            .max(0) as usize;
+        let rest: Vec<&redis::Value> = it.collect();
+        let rows = rest
+            .chunks_exact(6)
+            .map(|r| ListRow {
+                task: text(r[0]),
+                agent: text(r[1]),
+                ts: text(r[2]).parse::<f64>().map(|f| f as u64).unwrap_or(0),
+                context: text(r[3]),
+                state: text(r[4]),
+                client_context: Some(text(r[5])).filter(|c| !c.is_empty()),
+            })
+            .collect();
+        Ok((total, rows))
+    }
+
+    /// Keeps the lease `token` on `context`; false when it is no longer ours.
+    pub async fn renew(&self, context: &str, token: &str) -> Result<bool, StateUnavailable> {
+        let lease = ms(self.lease);
+        let args = [self.prefix(), context, token, &lease];
+        let kept: i64 = self.store.run(&self.renew, &args).await?;
+        Ok(kept == 1)
+    }
+
+    pub async fn release(&self, context: &str, token: &str) -> Result<(), StateUnavailable> {
+        let args = [self.prefix(), context, token];
+        let _: i64 = self.store.run(&self.release, &args).await?;
+        Ok(())
+    }
+}
