@@ -1,0 +1,570 @@
+//! Three edge replicas on one real `redis-server` (started by the test on a free port) in
+//! front of one agent (a standalone engine): a caller's tasks and contexts are one fleet-wide.
+//! A task created through one replica is read, continued and canceled through the others; a
+//! stream started on one is subscribed to from another and keeps its context busy on all;
+//! ListTasks pages are the same from every replica and a page token of one continues on
+//! another; racing turns on one context have exactly one winner; a restarted replica keeps
+//! every caller's tasks; a replica killed in the middle of a turn frees its context after the
+//! busy lease.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+const MALLORY_ENTRY: &str = "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
+const ALICE: &str = "Bearer test-token-0123456789";
+const MALLORY: &str = "Bearer other-token";
+const SECRET_VAR: &str = "A2A_EDGE_TEST_REPLICA_SECRET";
+
+fn state_table(redis: &RedisServer, extra: &str) -> String {
+    std::env::set_var(SECRET_VAR, "a-shared-page-token-secret-of-32-bytes-or-more");
+    format!(
+        "[state]\nbackend = \"redis\"\nredis_url = \"{}\"\nkey_prefix = \"r:\"\ntimeout_ms = 500\npage_token_secret_env = \"{SECRET_VAR}\"\n{extra}",
+        redis.url()
+    )
+}
+
+fn opts(redis: &RedisServer, agent: &str, extra_state: &str) -> ProxyOpts {
+    ProxyOpts {
+        upstream_url: agent.to_string(),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        extra_policy: format!("{MALLORY_ENTRY}{}", state_table(redis, extra_state)),
+        ..Default::default()
+    }
+}
+
+async fn replicas(redis: &RedisServer, agent: &str, n: usize) -> Vec<Proxy> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(Proxy::start(opts(redis, agent, "")).await);
+    }
+    out
+}
+
+async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let headers = [
+        ("authorization", token),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+    serde_json::from_slice(&rb).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&rb)))
+}
+
+fn message(text: &str, extra: Value) -> Value {
+    let mut m = json!({"messageId": format!("m-{}", a2a_edge::crypto::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
+        m.extend(e);
+    }
+    json!({"message": m})
+}
+
+fn reason(v: &Value) -> String {
+    v["error"]["data"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_task_is_one_fleet_wide() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 3).await;
+    let mut c1 = r[0].client(Proto::H2).await;
+    let mut c2 = r[1].client(Proto::H1).await;
+    let mut c3 = r[2].client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        message("[[input]] plan", json!({"contextId": "ctx-a"})),
+    )
+    .await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-a", "{v}");
+    // Read through replica 2: the same task, in the caller's own context id.
+    let v = rpc_as(&mut c2, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["id"], task.as_str(), "{v}");
+    assert_eq!(v["result"]["contextId"], "ctx-a", "{v}");
+    // Someone else gets what a task that does not exist gets, on every replica.
+    let absent = rpc_as(&mut c2, MALLORY, "GetTask", json!({"id": "no-such-task"})).await;
+    for c in [&mut c1, &mut c2, &mut c3] {
+        let v = rpc_as(c, MALLORY, "GetTask", json!({"id": task})).await;
+        assert_eq!(v["error"], absent["error"], "{v}");
+        let v = rpc_as(c, MALLORY, "CancelTask", json!({"id": task})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+    }
+    // Continued through replica 3, by task id alone and by context id: the same context.
+    let v = rpc_as(
+        &mut c3,
+        ALICE,
+        "SendMessage",
+        message("[[input]] more", json!({"taskId": task})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-a", "{v}");
+    let v = rpc_as(
+        &mut c2,
+        ALICE,
+        "SendMessage",
+        message(
+            "[[input]] again",
+            json!({"contextId": "ctx-a", "taskId": task}),
+        ),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], task.as_str(), "{v}");
+    // Mallory naming her context id gets a context of his own, through any replica.
+    let v = rpc_as(
+        &mut c2,
+        MALLORY,
+        "SendMessage",
+        message("[[input]] join", json!({"contextId": "ctx-a"})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-a", "{v}");
+    assert_ne!(v["result"]["task"]["id"], task.as_str(), "{v}");
+    assert!(!v.to_string().contains("plan"), "her history leaked: {v}");
+    // A task left working through replica 1, canceled through replica 3, seen canceled
+    // through replica 2.
+    let mut hold = message("[[wait]] hold", json!({"contextId": "ctx-a"}));
+    hold["configuration"] = json!({"returnImmediately": true});
+    let v = rpc_as(&mut c1, ALICE, "SendMessage", hold).await;
+    let working = v["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_string();
+    let v = rpc_as(&mut c3, ALICE, "CancelTask", json!({"id": working})).await;
+    assert_eq!(v["result"]["status"]["state"], "TASK_STATE_CANCELED", "{v}");
+    assert_eq!(v["result"]["contextId"], "ctx-a", "{v}");
+    let v = rpc_as(&mut c2, ALICE, "GetTask", json!({"id": working})).await;
+    assert_eq!(v["result"]["status"]["state"], "TASK_STATE_CANCELED", "{v}");
+}
+
+#[tokio::test]
+async fn a_stream_on_one_replica_is_followed_and_guarded_on_the_others() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 3).await;
+    let mut c1 = r[0].client(Proto::H2).await;
+    let resp = c1
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                "[[slow:150]] [[chunks:8]] stream",
+                json!({"contextId": "ctx-s"}),
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("a first event");
+    let task = first["result"]["task"]["id"]
+        .as_str()
+        .or(first["result"]["statusUpdate"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    // While it streams, the context is busy on every replica...
+    let mut c2 = r[1].client(Proto::H1).await;
+    let v = rpc_as(
+        &mut c2,
+        ALICE,
+        "SendMessage",
+        message("cut in", json!({"contextId": "ctx-s"})),
+    )
+    .await;
+    assert_eq!(reason(&v), "context.busy", "{v}");
+    // ... and the stream is followed from replica 3.
+    let mut c3 = r[2].client(Proto::H2).await;
+    let resp = c3.rpc_stream("SubscribeToTask", json!({"id": task})).await;
+    let seen = EventReader::new(resp).rest().await;
+    assert!(!seen.is_empty());
+    for (_, e) in &seen {
+        assert!(e.get("error").is_none(), "{e}");
+        let ctx = e["result"]["task"]["contextId"]
+            .as_str()
+            .or(e["result"]["statusUpdate"]["contextId"].as_str())
+            .or(e["result"]["artifactUpdate"]["contextId"].as_str());
+        assert_eq!(ctx, Some("ctx-s"), "{e}");
+    }
+    let rest = events.rest().await;
+    assert!(
+        rest.iter().all(|(_, e)| e.get("error").is_none()),
+        "{rest:?}"
+    );
+    // Once the turn has ended, the context is free on every replica again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = rpc_as(
+            &mut c2,
+            ALICE,
+            "SendMessage",
+            message("[[input]] next", json!({"contextId": "ctx-s"})),
+        )
+        .await;
+        if v.get("result").is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "context still busy: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 3).await;
+    let mut c: Vec<Client> = Vec::new();
+    for p in &r {
+        c.push(p.client(Proto::H2).await);
+    }
+    let mut created = HashSet::new();
+    for i in 0..7 {
+        let v = rpc_as(
+            &mut c[i % 3],
+            ALICE,
+            "SendMessage",
+            message(
+                &format!("[[input]] t{i}"),
+                json!({"contextId": format!("ctx-{}", i % 2)}),
+            ),
+        )
+        .await;
+        created.insert(v["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    rpc_as(
+        &mut c[1],
+        MALLORY,
+        "SendMessage",
+        message("[[input]] his", json!({})),
+    )
+    .await;
+    // The whole listing, from each replica: identical.
+    let full: Vec<Value> = {
+        let mut all = Vec::new();
+        for k in 0..3 {
+            let v = rpc_as(&mut c[k], ALICE, "ListTasks", json!({"pageSize": 100})).await;
+            assert_eq!(v["result"]["totalSize"], 7, "{v}");
+            let ids: Vec<Value> = v["result"]["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id"].clone())
+                .collect();
+            all.push(ids);
+        }
+        assert_eq!(all[0], all[1]);
+        assert_eq!(all[1], all[2]);
+        all.remove(0)
+    };
+    let ids: HashSet<String> = full
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, created);
+    // Paged 3 at a time, each page from the next replica: the same order, no gap, no duplicate.
+    let mut paged = Vec::new();
+    let mut token = String::new();
+    for k in 0.. {
+        let v = rpc_as(
+            &mut c[k % 3],
+            ALICE,
+            "ListTasks",
+            if token.is_empty() {
+                json!({"pageSize": 3})
+            } else {
+                json!({"pageSize": 3, "pageToken": token})
+            },
+        )
+        .await;
+        for t in v["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+        {
+            paged.push(t["id"].clone());
+        }
+        token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+        if token.is_empty() {
+            break;
+        }
+        assert!(k < 5, "too many pages");
+    }
+    assert_eq!(paged, full);
+    // A context filter, by the caller's own context id, on any replica.
+    for k in 0..3 {
+        let v = rpc_as(&mut c[k], ALICE, "ListTasks", json!({"contextId": "ctx-1"})).await;
+        assert_eq!(v["result"]["totalSize"], 3, "{v}");
+        for t in v["result"]["tasks"].as_array().unwrap() {
+            assert_eq!(t["contextId"], "ctx-1", "{t}");
+        }
+    }
+    // A status filter.
+    let v = rpc_as(
+        &mut c[2],
+        ALICE,
+        "ListTasks",
+        json!({"status": "TASK_STATE_INPUT_REQUIRED"}),
+    )
+    .await;
+    assert_eq!(v["result"]["totalSize"], 7, "{v}");
+    let v = rpc_as(
+        &mut c[2],
+        ALICE,
+        "ListTasks",
+        json!({"status": "TASK_STATE_COMPLETED"}),
+    )
+    .await;
+    assert_eq!(v["result"]["totalSize"], 0, "{v}");
+    // Mallory sees his one task only; Alice's token is not his.
+    let v = rpc_as(&mut c[0], MALLORY, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["totalSize"], 1, "{v}");
+    let v = rpc_as(&mut c[0], ALICE, "ListTasks", json!({"pageSize": 1})).await;
+    let hers = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+    let v = rpc_as(&mut c[1], MALLORY, "ListTasks", json!({"pageToken": hers})).await;
+    assert_eq!(reason(&v), "list.page_token", "{v}");
+}
+
+#[tokio::test]
+async fn racing_turns_on_one_context_have_exactly_one_winner() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 2).await;
+    let (a, b) = (r[0].addr, r[1].addr);
+    let (ca, cb) = (r[0].ca.clone(), r[1].ca.clone());
+    let mut tries = 0;
+    for batch in 0..10 {
+        let mut races = tokio::task::JoinSet::new();
+        for i in 0..10 {
+            let ctx = format!("race-{batch}-{i}");
+            let (ca, cb) = (ca.clone(), cb.clone());
+            races.spawn(async move {
+                let send = |addr, ca: std::path::PathBuf, ctx: String| async move {
+                    let mut c = Client::connect(addr, &ca, Proto::H2).await;
+                    rpc_as(
+                        &mut c,
+                        ALICE,
+                        "SendMessage",
+                        message("[[slow:100]] race", json!({"contextId": ctx})),
+                    )
+                    .await
+                };
+                let (x, y) = tokio::join!(send(a, ca, ctx.clone()), send(b, cb, ctx));
+                (x, y)
+            });
+        }
+        while let Some(done) = races.join_next().await {
+            let (x, y) = done.unwrap();
+            let won = [&x, &y]
+                .iter()
+                .filter(|v| v.get("result").is_some())
+                .count();
+            let busy = [&x, &y]
+                .iter()
+                .filter(|v| reason(v) == "context.busy")
+                .count();
+            assert_eq!((won, busy), (1, 1), "{x}\n{y}");
+            tries += 1;
+        }
+    }
+    assert_eq!(tries, 100);
+}
+
+#[tokio::test]
+async fn claims_are_atomic_across_replicas() {
+    // Two replicas' stores racing to claim one context id for two callers: one owner.
+    use a2a_edge::state::redis::{RedisConfig, RedisStore};
+    use a2a_edge::state::shared::{SharedOwners, TurnVerdict};
+    use std::sync::Arc;
+    let redis = RedisServer::start();
+    let store = || {
+        let config = RedisConfig {
+            url: url::Url::parse(&redis.url()).unwrap(),
+            password: None,
+            ca_pem: None,
+            key_prefix: "claim:".into(),
+            timeout: Duration::from_secs(2),
+        };
+        let metrics = Arc::new(a2a_edge::telemetry::metrics::Metrics::new());
+        Arc::new(SharedOwners::new(
+            Arc::new(RedisStore::new(config, metrics).unwrap()),
+            Duration::from_secs(30),
+            Duration::from_secs(600),
+        ))
+    };
+    let (one, two) = (store(), store());
+    for i in 0..100 {
+        let ctx = format!("agent-ctx-{i}");
+        let (x, y) = tokio::join!(
+            one.turn(&ctx, "alice", None, None, "token-a", None),
+            two.turn(&ctx, "bob", None, None, "token-b", None)
+        );
+        let verdicts = [x.unwrap(), y.unwrap()];
+        let owners = verdicts
+            .iter()
+            .filter(|v| matches!(v, TurnVerdict::Leased(_)))
+            .count();
+        assert_eq!(owners, 1, "{verdicts:?}");
+        assert!(
+            verdicts.contains(&TurnVerdict::NotFound),
+            "the loser gets -32001: {verdicts:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_replica_keeps_every_callers_tasks() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let mut first = Proxy::start(opts(&redis, &agent, "")).await;
+    let mut c = first.client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] before", json!({"contextId": "ctx-r"})),
+    )
+    .await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] second", json!({"contextId": "ctx-r2"})),
+    )
+    .await;
+    let second_task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let v = rpc_as(&mut c, ALICE, "ListTasks", json!({"pageSize": 1})).await;
+    let token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+    let first_listed = v["result"]["tasks"][0]["id"].clone();
+    drop(c);
+    first.stop().await;
+    // A new process state (fresh registry, same Redis and secret).
+    let second = Proxy::start(opts(&redis, &agent, "")).await;
+    let mut c = second.client(Proto::H1).await;
+    let v = rpc_as(&mut c, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["contextId"], "ctx-r", "{v}");
+    let v = rpc_as(&mut c, MALLORY, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let v = rpc_as(&mut c, ALICE, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["totalSize"], 2, "{v}");
+    // The page token minted before the restart continues where the page ended.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "ListTasks",
+        json!({"pageSize": 1, "pageToken": token}),
+    )
+    .await;
+    let listed = [first_listed, v["result"]["tasks"][0]["id"].clone()];
+    assert!(
+        listed.contains(&json!(task)) && listed.contains(&json!(second_task)),
+        "{v}"
+    );
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] after", json!({"contextId": "ctx-r"})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-r", "{v}");
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_replica_killed_mid_turn_frees_the_context_after_its_lease() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let lease = "busy_lease_ms = 2000\n";
+    // Replica 1 is a child process, killed with SIGKILL in the middle of a stream.
+    let dir = TempDir::new("killed");
+    let policy = policy_text(dir.path(), &opts(&redis, &agent, lease));
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, policy).unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+            .args(["serve", "--policy"])
+            .arg(&path)
+            .arg("--ready-file")
+            .arg(&ready)
+            .env(SECRET_VAR, "a-shared-page-token-secret-of-32-bytes-or-more")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(child.0.try_wait().unwrap().is_none(), "serve exited");
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
+    let mut c1 = Client::connect(addr, &dir.path().join("certs/ca.pem"), Proto::H2).await;
+    let resp = c1
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                "[[slow:100]] [[chunks:5]] doomed",
+                json!({"contextId": "ctx-k"}),
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    events.next().await.expect("the stream started");
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let killed_at = Instant::now();
+    // Replica 2: the dead replica's lease still holds the context...
+    let r2 = Proxy::start(opts(&redis, &agent, lease)).await;
+    let mut c2 = r2.client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c2,
+        ALICE,
+        "SendMessage",
+        message("[[input]] too soon", json!({"contextId": "ctx-k"})),
+    )
+    .await;
+    assert!(
+        killed_at.elapsed() < Duration::from_millis(1500),
+        "too slow to tell"
+    );
+    assert_eq!(reason(&v), "context.busy", "{v}");
+    // ... until it runs out, without anyone renewing it.
+    let freed = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let v = rpc_as(
+            &mut c2,
+            ALICE,
+            "SendMessage",
+            message("[[input]] now", json!({"contextId": "ctx-k"})),
+        )
+        .await;
+        if v.get("result").is_some() {
+            break killed_at.elapsed();
+        }
+        assert_eq!(reason(&v), "context.busy", "{v}");
+        assert!(killed_at.elapsed() < Duration::from_secs(10), "never freed");
+    };
+    assert!(
+        freed >= Duration::from_millis(1500),
+        "freed too early: {freed:?}"
+    );
+}
