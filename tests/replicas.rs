@@ -249,8 +249,8 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
     // The whole listing, from each replica: identical.
     let full: Vec<Value> = {
         let mut all = Vec::new();
-        for k in 0..3 {
-            let v = rpc_as(&mut c[k], ALICE, "ListTasks", json!({"pageSize": 100})).await;
+        for client in c.iter_mut() {
+            let v = rpc_as(client, ALICE, "ListTasks", json!({"pageSize": 100})).await;
             assert_eq!(v["result"]["totalSize"], 7, "{v}");
             let ids: Vec<Value> = v["result"]["tasks"]
                 .as_array()
@@ -298,8 +298,8 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
     }
     assert_eq!(paged, full);
     // A context filter, by the caller's own context id, on any replica.
-    for k in 0..3 {
-        let v = rpc_as(&mut c[k], ALICE, "ListTasks", json!({"contextId": "ctx-1"})).await;
+    for client in c.iter_mut() {
+        let v = rpc_as(client, ALICE, "ListTasks", json!({"contextId": "ctx-1"})).await;
         assert_eq!(v["result"]["totalSize"], 3, "{v}");
         for t in v["result"]["tasks"].as_array().unwrap() {
             assert_eq!(t["contextId"], "ctx-1", "{t}");
