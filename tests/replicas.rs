@@ -568,3 +568,116 @@ async fn a_replica_killed_mid_turn_frees_the_context_after_its_lease() {
         "freed too early: {freed:?}"
     );
 }
+
+#[tokio::test]
+async fn redis_stopped_under_load_fails_closed_then_recovers() {
+    let mut redis = RedisServer::start_persistent();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 2).await;
+    let mut c = r[0].client(Proto::H2).await;
+    let mut hers = Vec::new();
+    for i in 0..4 {
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(&format!("[[input]] hers {i}"), json!({})),
+        )
+        .await;
+        hers.push(v["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        message("[[input]] his", json!({})),
+    )
+    .await;
+    let his = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let (addrs, cas) = ([r[0].addr, r[1].addr], [r[0].ca.clone(), r[1].ca.clone()]);
+    let started = Instant::now();
+    let mut load = tokio::task::JoinSet::new();
+    for w in 0..4usize {
+        let (addr, ca) = (addrs[w % 2], cas[w % 2].clone());
+        let (hers, his) = (hers.clone(), his.clone());
+        load.spawn(async move {
+            let mut c = Client::connect(addr, &ca, Proto::H2).await;
+            let mut seen = (0, 0);
+            let mut n = 0usize;
+            while started.elapsed() < Duration::from_secs(4) {
+                n += 1;
+                let (token, task, mine) = match n % 3 {
+                    0 => (MALLORY, hers[n % 4].clone(), false),
+                    1 => (ALICE, hers[n % 4].clone(), true),
+                    _ => (MALLORY, his.clone(), true),
+                };
+                let sent = Instant::now();
+                let body =
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}});
+                let headers = [
+                    ("authorization", token),
+                    ("content-type", "application/json"),
+                    ("a2a-version", "1.0"),
+                ];
+                let (status, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+                assert!(
+                    sent.elapsed() < Duration::from_secs(3),
+                    "a hang: {:?}",
+                    sent.elapsed()
+                );
+                assert_eq!(status, 200, "{}", String::from_utf8_lossy(&rb));
+                let v: Value = serde_json::from_slice(&rb).unwrap();
+                if let Some(result) = v.get("result") {
+                    assert!(mine, "another caller's task: {v}");
+                    assert_eq!(result["id"], task.as_str(), "{v}");
+                    seen.0 += 1;
+                } else if reason(&v) == "state.unavailable" {
+                    assert_eq!(v["error"]["code"], -32603, "{v}");
+                    seen.1 += 1;
+                } else {
+                    assert!(!mine, "{v}");
+                    assert_eq!(v["error"]["code"], -32001, "{v}");
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            seen
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    redis.stop();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, body) = admin_get(&r[1], "/ready").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("state.unavailable"), "{body}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    redis.restart();
+    let restarted = Instant::now();
+    let mut totals = (0, 0);
+    while let Some(done) = load.join_next().await {
+        let (ok, unavailable) = done.unwrap();
+        totals = (totals.0 + ok, totals.1 + unavailable);
+    }
+    assert!(totals.0 > 0 && totals.1 > 0, "{totals:?}");
+    // Service is back on both replicas within a few seconds, with what Redis kept (AOF):
+    // a replica that never saw her task finds it hers, and not his.
+    let fresh = Proxy::start(opts(&redis, &agent, "")).await;
+    for p in [&r[0], &r[1], &fresh] {
+        let mut c = p.client(Proto::H1).await;
+        loop {
+            let v = rpc_as(&mut c, ALICE, "GetTask", json!({"id": hers[0]})).await;
+            if v.get("result").is_some() {
+                break;
+            }
+            assert_eq!(reason(&v), "state.unavailable", "{v}");
+            assert!(
+                restarted.elapsed() < Duration::from_secs(5),
+                "no recovery: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let v = rpc_as(&mut c, MALLORY, "GetTask", json!({"id": hers[1]})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+        let (status, _) = admin_get(p, "/ready").await;
+        assert_eq!(status, 200);
+    }
+}

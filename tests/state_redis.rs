@@ -85,6 +85,19 @@ async fn the_failure_budget_is_one_across_replicas() {
     assert!(body.contains("auth.throttled"), "{body}");
     let (status, body) = post(&mut ca, "Bearer wrong").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    // A SIGHUP (the same reload) starts no replica's guesser over.
+    let text = policy_text(
+        a.dir.path(),
+        &ProxyOpts {
+            extra_auth: "failures_per_minute = 1\nfailures_burst = 3\n".into(),
+            ..state(&redis, "")
+        },
+    );
+    a.reload(&text).await;
+    let mut ca = a.client(Proto::H2).await;
+    let (status, body) = post(&mut ca, "Bearer wrong").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("auth.throttled"), "{body}");
 }
 
 #[tokio::test]

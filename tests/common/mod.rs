@@ -691,6 +691,8 @@ pub struct RedisServer {
     pub port: u16,
     child: Option<std::process::Child>,
     dir: TempDir,
+    /// `appendonly yes` with `appendfsync always`: what it held survives a restart.
+    aof: bool,
 }
 
 impl RedisServer {
@@ -698,6 +700,16 @@ impl RedisServer {
     /// machine), it is installed once with apt-get; otherwise the test fails (never skips)
     /// saying how to install it.
     pub fn start() -> RedisServer {
+        Self::start_with(false)
+    }
+
+    /// One that writes every change to its append-only file first (the persistence the
+    /// README recommends), so a restart keeps what it held.
+    pub fn start_persistent() -> RedisServer {
+        Self::start_with(true)
+    }
+
+    fn start_with(aof: bool) -> RedisServer {
         static INSTALL: std::sync::Once = std::sync::Once::new();
         INSTALL.call_once(|| {
             let present = std::process::Command::new("redis-server")
@@ -723,6 +735,7 @@ impl RedisServer {
             port,
             child: None,
             dir: TempDir::new("redis"),
+            aof,
         };
         r.restart();
         r
@@ -732,7 +745,12 @@ impl RedisServer {
     pub fn restart(&mut self) {
         let child = std::process::Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
+            .args(["--save", "", "--protected-mode", "yes"])
+            .args(if self.aof {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(std::process::Stdio::null())
