@@ -318,3 +318,40 @@ mod tests {
         }
     }
 }
+
+/// A duration as people read it: the largest whole unit (`7 d`, `90 min`, `1500 ms`).
+pub fn human_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("min", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= size && ms % size == 0 {
+            return format!("{} {unit}", ms / size);
+        }
+    }
+    format!("{ms} ms")
+}
+
+#[cfg(test)]
+mod human_tests {
+    use super::human_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_in_their_largest_whole_unit() {
+        let cases = [
+            (604_800_000, "7 d"),
+            (5_400_000, "90 min"),
+            (3_600_000, "1 h"),
+            (1500, "1500 ms"),
+            (2000, "2 s"),
+            (0, "0 ms"),
+        ];
+        for (ms, want) in cases {
+            assert_eq!(human_duration(Duration::from_millis(ms)), want);
+        }
+    }
+}

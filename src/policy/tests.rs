@@ -449,3 +449,87 @@ fn require_workspace_defaults_to_whether_rules_manage_workspaces() {
         assert_eq!(p.authz.unwrap().require_workspace, want, "{authz}");
     }
 }
+
+#[test]
+fn state_settings_are_checked_where_they_are_written() {
+    std::env::set_var("A2A_EDGE_POLICY_TEST_SECRET", "x".repeat(40));
+    std::env::set_var("A2A_EDGE_POLICY_TEST_SHORT", "short");
+    let base = "[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:6379/0\"\npage_token_secret_env = \"A2A_EDGE_POLICY_TEST_SECRET\"\n";
+    let with = |extra: &str| format!("{GOOD}{base}{extra}");
+    let p = load(&with("")).unwrap();
+    assert_eq!(p.state.backend(), "redis");
+    assert_eq!(p.state.busy_lease, Duration::from_secs(30));
+    assert_eq!(p.state.task_retention, Duration::from_secs(7 * 24 * 3600));
+    assert!(
+        p.summary().contains("busy contexts (lease 30000 ms)"),
+        "{}",
+        p.summary()
+    );
+    assert!(
+        p.summary().contains("kept 7 d after its last write"),
+        "{}",
+        p.summary()
+    );
+    let p = load(&with("task_retention_ms = 3600000\nbusy_lease_ms = 5000\n")).unwrap();
+    assert_eq!(p.state.task_retention, Duration::from_secs(3600));
+    assert_eq!(p.state.busy_lease, Duration::from_secs(5));
+    // (policy, the key the error names)
+    let cases: Vec<(String, &str)> = vec![
+        (with("task_retention_ms = 59999\n"), "state.task_retention_ms"),
+        (with("task_retention_ms = 99999999999999\n"), "state.task_retention_ms"),
+        (with("busy_lease_ms = 299\n"), "state.busy_lease_ms"),
+        (with("busy_lease_ms = 3600001\n"), "state.busy_lease_ms"),
+        // A lease is renewed every third of it: three round trips must fit.
+        (with("timeout_ms = 1000\nbusy_lease_ms = 3000\n"), "state.busy_lease_ms"),
+        (with("timeout_ms = 0\n"), "state.timeout_ms"),
+        (with("timeout_ms = 60001\n"), "state.timeout_ms"),
+        (with("key_prefix = \"\"\n"), "state.key_prefix"),
+        (with("key_prefix = \"a b\"\n"), "state.key_prefix"),
+        (with(&format!("key_prefix = \"{}\"\n", "k".repeat(65))), "state.key_prefix"),
+        (with("redis_ca_file = \"ca.pem\"\n"), "state.redis_ca_file"),
+        (
+            with("redis_password_env = \"HOME\"\nredis_password_file = \"p\"\n"),
+            "state.redis_password_env",
+        ),
+        (with("bogus = 1\n"), "bogus"),
+        (
+            format!("{GOOD}[state]\nbackend = \"valkey\"\n"),
+            "state.backend",
+        ),
+        (
+            format!("{GOOD}[state]\nbackend = \"memory\"\nbusy_lease_ms = 5000\n"),
+            "state.busy_lease_ms",
+        ),
+        (
+            format!("{GOOD}[state]\ntask_retention_ms = 3600000\n"),
+            "state.task_retention_ms",
+        ),
+        (
+            format!("{GOOD}[state]\nbackend = \"redis\"\nredis_url = \"redis://h/0\"\npage_token_secret_env = \"A2A_EDGE_POLICY_TEST_SHORT\"\n"),
+            "state.page_token_secret_env",
+        ),
+    ];
+    for (text, key) in cases {
+        match load(&text) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => assert!(
+                e.key.contains(key) || e.message.contains(key),
+                "{key}: {e}\n{text}"
+            ),
+        }
+    }
+    // URLs: only redis:// and rediss://, with a host, never a password inside.
+    for url in [
+        "http://127.0.0.1:6379/0",
+        "redis://:hunter2@127.0.0.1/0",
+        "redis://user:hunter2@127.0.0.1/0",
+        "redis:///0",
+        "unix:///run/redis.sock",
+        "not a url",
+    ] {
+        let text = format!("{GOOD}{}", base.replace("redis://127.0.0.1:6379/0", url));
+        let e = load(&text).unwrap_err();
+        assert_eq!(e.key, "state.redis_url", "{url}: {e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}
