@@ -15,6 +15,9 @@
 #   H2_STREAMS   h2load concurrent streams per connection (default 8)
 #   STATE_REDIS  1 (default): also a2a-edge with `[state] backend = "redis"` (a local
 #                redis-server: the rates are then one Redis round trip each); 0: skip
+#   HA           1: also two such replicas (one Redis) behind haproxy in TCP mode, wrk
+#                against haproxy (needs STATE_REDIS=1; haproxy installed when missing);
+#                0 (default): skip
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -36,10 +39,12 @@ NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
 H2LOAD=${H2LOAD:-1}
 H2_STREAMS=${H2_STREAMS:-8}
 STATE_REDIS=${STATE_REDIS:-1}
+HA=${HA:-0}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
-require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS
+require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
+((HA == 0 || STATE_REDIS)) || die "HA=1 needs STATE_REDIS=1 (the replicas share Redis)"
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
 
@@ -49,6 +54,7 @@ command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || need_apt+=(nginx
 command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
 ((H2LOAD)) && { command -v h2load >/dev/null 2>&1 || need_apt+=(nghttp2-client); }
 ((STATE_REDIS)) && { command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server); }
+((HA)) && { command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy); }
 apt_install "${need_apt[@]}"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (port picking, parsing)"
@@ -187,11 +193,42 @@ if ((STATE_REDIS)); then
         printf '\n[state]\nbackend = "redis"\nredis_url = "redis://127.0.0.1:%s/0"\npage_token_secret_env = "BENCH_PAGE_SECRET"\n' "$REDIS_PORT"
     } >"$TMP/edge-redis/policy.toml"
     log "starting a2a-edge serve (state in redis on 127.0.0.1:$REDIS_PORT)"
+    PAGE_SECRET=$(head -c 24 /dev/urandom | base64)
     start_edge "$TMP/edge-redis/policy.toml" "$TMP/edge-redis/ready.json" "$TMP/edge-redis/proxy.log" \
-        "BENCH_PAGE_SECRET=$(head -c 24 /dev/urandom | base64)"
+        "BENCH_PAGE_SECRET=$PAGE_SECRET"
     bench_wait_edge "$EDGE_PID" "$TMP/edge-redis"
     EDGE_REDIS_URL=$READY_URL
+    EDGE_REDIS_PID=$EDGE_PID
     log "a2a-edge (redis) at $EDGE_REDIS_URL"
+fi
+
+# ---- (e) a second such replica, and haproxy (TCP) in front of both
+if ((HA)); then
+    mkdir -p "$TMP/edge-redis-2" "$TMP/haproxy"
+    log "starting a second a2a-edge replica (the same policy and Redis)"
+    start_edge "$TMP/edge-redis/policy.toml" "$TMP/edge-redis-2/ready.json" "$TMP/edge-redis-2/proxy.log" \
+        "BENCH_PAGE_SECRET=$PAGE_SECRET"
+    bench_wait_edge "$EDGE_PID" "$TMP/edge-redis-2"
+    EDGE2_URL=$READY_URL
+    port_of() { local p=${1##*:}; echo "${p%/}"; }
+    HA_PORT=$(free_port)
+    sed -e "s|@HA_PORT@|$HA_PORT|g" -e "s|@EDGE1_PORT@|$(port_of "$EDGE_REDIS_URL")|g" \
+        -e "s|@EDGE2_PORT@|$(port_of "$EDGE2_URL")|g" "$HERE/haproxy.cfg.tmpl" >"$TMP/haproxy/haproxy.cfg"
+    haproxy -c -q -f "$TMP/haproxy/haproxy.cfg" || die "haproxy config check failed"
+    haproxy -db -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/haproxy.log" 2>&1 &
+    track $!
+    HA_URL="https://127.0.0.1:$HA_PORT/"
+    ok=
+    for _ in $(seq 1 100); do
+        kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$TMP/haproxy/haproxy.log" >&2; die "haproxy exited early"; }
+        if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${HA_URL}health"; then
+            ok=1
+            break
+        fi
+        sleep 0.1
+    done
+    [[ -n "$ok" ]] || { cat "$TMP/haproxy/haproxy.log" >&2; die "haproxy not answering on $HA_URL"; }
+    log "haproxy at $HA_URL (replicas $EDGE_REDIS_URL, $EDGE2_URL)"
 fi
 
 # ---- smoke: every target answers the benchmark request correctly
@@ -199,6 +236,7 @@ smoke direct "$ENGINE_URL"
 smoke a2a-edge --cacert "$CERTS/ca.pem" "$EDGE_URL"
 smoke nginx --cacert "$CERTS/ca.pem" "$NGINX_URL"
 ((STATE_REDIS)) && smoke a2a-edge-redis --cacert "$CERTS/ca.pem" "$EDGE_REDIS_URL"
+((HA)) && smoke haproxy-2-replicas --cacert "$CERTS/ca.pem" "$HA_URL"
 
 # ---- measure
 # names and logs of the servers, to check after every run that none died
@@ -208,6 +246,10 @@ SERVER_LOGS=("$TMP/engine.log" "$TMP/edge/proxy.log" "$NGX/error.log")
 if ((STATE_REDIS)); then
     SERVER_NAMES+=(redis-server a2a-edge-redis)
     SERVER_LOGS+=("$TMP/redis/redis.log" "$TMP/edge-redis/proxy.log")
+fi
+if ((HA)); then
+    SERVER_NAMES+=(a2a-edge-redis-2 haproxy)
+    SERVER_LOGS+=("$TMP/edge-redis-2/proxy.log" "$TMP/haproxy/haproxy.log")
 fi
 check_servers() {
     local i
@@ -241,6 +283,7 @@ run_wrk direct "$ENGINE_URL"
 run_wrk a2a-edge "$EDGE_URL"
 run_wrk nginx "$NGINX_URL"
 ((STATE_REDIS)) && run_wrk a2a-edge-redis "$EDGE_REDIS_URL"
+((HA)) && run_wrk haproxy-2-replicas "$HA_URL"
 
 # ---- HTTP/2 (h2load): the same request, CONNECTIONS connections with H2_STREAMS streams each,
 # against a2a-edge and nginx over TLS + h2, and the engine over HTTP/1.1 for reference
@@ -272,6 +315,7 @@ settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTT
 
 redis_row=()
 ((STATE_REDIS)) && redis_row=(a2a-edge-redis "${OUT[a2a-edge-redis]}")
+((HA)) && redis_row+=(haproxy-2-replicas "${OUT[haproxy-2-replicas]}")
 python3 - "$header" "$settings" \
     direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" "${redis_row[@]}" >"$TMP/results.md" <<'EOF'
 import json, re, sys
