@@ -198,6 +198,30 @@ async fn a_stream_on_one_replica_is_followed_and_guarded_on_the_others() {
         rest.iter().all(|(_, e)| e.get("error").is_none()),
         "{rest:?}"
     );
+    // A stream on a context the agent creates holds it busy everywhere as well, from its
+    // first event on.
+    let resp = c1
+        .rpc_stream(
+            "SendStreamingMessage",
+            message("[[slow:150]] [[chunks:6]] new context", json!({})),
+        )
+        .await;
+    let mut fresh = EventReader::new(resp);
+    let (_, first) = fresh.next().await.expect("a first event");
+    let created = first["result"]["task"]["contextId"]
+        .as_str()
+        .or(first["result"]["statusUpdate"]["contextId"].as_str())
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let v = rpc_as(
+        &mut c2,
+        ALICE,
+        "SendMessage",
+        message("cut in", json!({"contextId": created})),
+    )
+    .await;
+    assert_eq!(reason(&v), "context.busy", "{v}");
+    fresh.rest().await;
     // Once the turn has ended, the context is free on every replica again.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

@@ -414,6 +414,7 @@ impl Gate {
                         field("contextId"),
                         workspace.as_deref(),
                         alias.as_ref().map(|(_, client)| client.as_str()),
+                        rpc.method.is_streaming(),
                     )
                     .await
                     .map_err(|r| refusal(&rpc.id, r))?;

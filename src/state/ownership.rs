@@ -121,7 +121,9 @@ impl Ownership {
 
     /// Begins a SendMessage turn (see [`TaskRegistry::begin_turn`]); with `redis` the context
     /// is claimed, checked and leased in Redis first. `client` is the id the caller chose
-    /// for the context, when the agent knows it by an alias.
+    /// for the context, when the agent knows it by an alias. `streaming`: the answer is a
+    /// stream; a unary turn on a new context takes no lease (nobody knows the context before
+    /// its one answer, and the turn ends with it), which saves two round trips.
     pub async fn begin_turn(
         &self,
         principal: &str,
@@ -129,6 +131,7 @@ impl Ownership {
         context: Option<&str>,
         workspace: Option<&str>,
         client: Option<&str>,
+        streaming: bool,
     ) -> Result<OwnedTurn, Refusal> {
         let (task, context) = (
             task.filter(|s| !s.is_empty()),
@@ -147,8 +150,8 @@ impl Ownership {
                 .local
                 .begin_turn_as(principal, task, None, workspace, true)
                 .map_err(Refusal::Denied)?;
-            let lease = Lease::start(shared.clone(), None);
-            return Ok(self.owned(principal, turn, Some(lease), None, workspace));
+            let lease = streaming.then(|| Lease::start(shared.clone(), None));
+            return Ok(self.owned(principal, turn, lease, None, workspace));
         };
         let token = crate::crypto::random_token();
         let verdict = shared
