@@ -29,7 +29,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Serves the admin routes until `stop` turns true.
 pub async fn serve(
     listener: TcpListener,
-    gates: watch::Receiver<Arc<Gate>>,
+    gates: super::gates::Gates,
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -54,7 +54,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let _slot = slot;
             let svc = service_fn(move |req| {
-                let resp = answer(&req, &gates.borrow(), &metrics);
+                let resp = answer(&req, &gates.load(), &metrics);
                 async move { Ok::<_, Infallible>(resp) }
             });
             let conn = http1::Builder::new()

@@ -4,6 +4,7 @@
 
 mod activity;
 mod admin;
+mod gates;
 mod write_stall;
 
 use std::convert::Infallible;
@@ -38,6 +39,7 @@ use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity};
+use gates::Gates;
 
 type HandlerFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<http::Response<BoxBody>, Infallible>> + Send>,
@@ -66,7 +68,7 @@ pub struct Running {
     pub admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
-    gates: watch::Sender<Arc<Gate>>,
+    gates: Gates,
     /// The TLS settings new connections get (certificate rotation by reload).
     acceptors: watch::Sender<TlsAcceptor>,
     /// The settings a reload cannot change, as started.
@@ -109,14 +111,14 @@ impl Running {
             self.process.metrics.reload(false);
         }
         let (acceptor, _) = acceptor?;
-        let previous = self.gates.borrow().clone();
+        let previous = self.gates.load();
         let gate = Gate::new(&policy, &self.public_url, &self.process, Some(&previous))
             .await
             .map_err(StartError);
         self.process.metrics.reload(gate.is_ok());
         let gate = Arc::new(gate?);
         gate.refresh_card().await;
-        self.gates.send_replace(gate);
+        self.gates.replace(gate);
         self.acceptors.send_replace(acceptor);
         Ok(ignored)
     }
@@ -312,12 +314,12 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             .await
             .map_err(StartError)?,
     );
-    let (gates, gate_rx) = watch::channel(gate.clone());
+    let gates = Gates::new(gate.clone());
     let (shutdown, shutdown_rx) = watch::channel(false);
     // The card is published before the first request and kept fresh in the background.
     gate.refresh_card().await;
-    tokio::spawn(card_refresher(gate_rx.clone(), shutdown_rx.clone()));
-    tokio::spawn(health_checker(gate_rx.clone(), shutdown_rx.clone()));
+    tokio::spawn(card_refresher(gates.clone(), shutdown_rx.clone()));
+    tokio::spawn(health_checker(gates.clone(), shutdown_rx.clone()));
     let settings = ConnSettings::of(&policy);
     let fixed = FixedAtStart::of(&policy);
     // The admin listener outlives the drain (so /ready says 503 meanwhile) and stops after it.
@@ -325,7 +327,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     let admin_task = admin.map(|l| {
         tokio::spawn(admin::serve(
             l,
-            gate_rx.clone(),
+            gates.clone(),
             metrics.clone(),
             admin_stop_rx,
         ))
@@ -334,7 +336,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     let serving = accept_loop(
         listener,
         acceptor_rx,
-        gate_rx,
+        gates.clone(),
         settings,
         shutdown_rx,
         metrics.clone(),
@@ -362,24 +364,23 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
 
 /// Checks every agent's health at the policy's interval, and at once after a reload (a new
 /// agent that is down is then known before it is sent a context).
-async fn health_checker(
-    mut gates: watch::Receiver<Arc<Gate>>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn health_checker(gates: Gates, mut shutdown: watch::Receiver<bool>) {
+    let mut reloads = gates.reloads();
     loop {
-        let gate = gates.borrow_and_update().clone();
+        reloads.borrow_and_update();
+        let gate = gates.load();
         gate.fleet().check_all().await;
         tokio::select! {
             _ = tokio::time::sleep(gate.fleet().health_interval()) => {}
-            reloaded = gates.changed() => if reloaded.is_err() { return },
+            reloaded = reloads.changed() => if reloaded.is_err() { return },
             _ = shutdown.changed() => return,
         }
     }
 }
 
-async fn card_refresher(gates: watch::Receiver<Arc<Gate>>, mut shutdown: watch::Receiver<bool>) {
+async fn card_refresher(gates: Gates, mut shutdown: watch::Receiver<bool>) {
     loop {
-        let gate = gates.borrow().clone();
+        let gate = gates.load();
         tokio::select! {
             _ = tokio::time::sleep(gate.card_refresh_interval()) => gate.refresh_card().await,
             _ = shutdown.changed() => return,
@@ -443,7 +444,7 @@ fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
 async fn accept_loop(
     listener: TcpListener,
     acceptors: watch::Receiver<TlsAcceptor>,
-    gates: watch::Receiver<Arc<Gate>>,
+    gates: Gates,
     settings: ConnSettings,
     mut shutdown: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
@@ -466,7 +467,7 @@ async fn accept_loop(
                     }
                 };
                 // Denied networks are dropped before any TLS work.
-                if !gates.borrow().permits(peer.ip()) {
+                if !gates.load().permits(peer.ip()) {
                     telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "network.denied"}));
                     metrics.connection("network.denied");
                     drop(tcp);
@@ -514,7 +515,7 @@ async fn accept_loop(
                     let busy = activity.clone();
                     let svc = service_fn(move |req| {
                         // Each request takes the gate of the policy in force now (reloads).
-                        let gate = gates.borrow().clone();
+                        let gate = gates.load();
                         let conn = conn.clone();
                         let in_flight = busy.begin();
                         // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
