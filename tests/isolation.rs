@@ -10,34 +10,10 @@ use std::collections::HashSet;
 use common::*;
 use serde_json::{json, Value};
 
-const OTHER: &str = "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
-
-async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let headers = [
-        ("authorization", token),
-        ("content-type", "application/json"),
-        ("a2a-version", "1.0"),
-    ];
-    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
-    serde_json::from_slice(&rb).unwrap()
-}
-
-const ALICE: &str = "Bearer test-token-0123456789";
-const MALLORY: &str = "Bearer other-token";
-
-fn message(text: &str, extra: Value) -> Value {
-    let mut m = json!({"messageId": format!("m-{}", a2a_edge::policy::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]});
-    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
-        m.extend(e);
-    }
-    json!({"message": m})
-}
-
 #[tokio::test]
 async fn another_principal_cannot_touch_a_task_or_context() {
     let p = Proxy::start(ProxyOpts {
-        extra_policy: OTHER.into(),
+        extra_policy: MALLORY_ENTRY.into(),
         ..Default::default()
     })
     .await;
@@ -209,7 +185,7 @@ async fn context_rules_are_enforced_at_the_edge() {
 #[tokio::test]
 async fn list_tasks_pages_only_the_callers_tasks_without_gaps_or_duplicates() {
     let p = Proxy::start(ProxyOpts {
-        extra_policy: OTHER.into(),
+        extra_policy: MALLORY_ENTRY.into(),
         ..Default::default()
     })
     .await;
@@ -299,7 +275,7 @@ async fn list_tasks_pages_only_the_callers_tasks_without_gaps_or_duplicates() {
 #[tokio::test]
 async fn referenced_tasks_must_be_the_callers() {
     let p = Proxy::start(ProxyOpts {
-        extra_policy: OTHER.into(),
+        extra_policy: MALLORY_ENTRY.into(),
         ..Default::default()
     })
     .await;
@@ -362,7 +338,7 @@ async fn referenced_tasks_must_be_the_callers() {
 #[tokio::test]
 async fn client_chosen_context_ids_cannot_be_squatted_or_probed() {
     let p = Proxy::start(ProxyOpts {
-        extra_policy: OTHER.into(),
+        extra_policy: MALLORY_ENTRY.into(),
         ..Default::default()
     })
     .await;
@@ -406,7 +382,7 @@ async fn client_chosen_context_ids_cannot_be_squatted_or_probed() {
     let (up, p) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
-            extra_policy: OTHER.into(),
+            extra_policy: MALLORY_ENTRY.into(),
             ..Default::default()
         },
     )

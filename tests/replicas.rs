@@ -16,9 +16,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-const MALLORY_ENTRY: &str = "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
-const ALICE: &str = "Bearer test-token-0123456789";
-const MALLORY: &str = "Bearer other-token";
 const SECRET_VAR: &str = "A2A_EDGE_TEST_REPLICA_SECRET";
 
 fn state_table(redis: &RedisServer, extra: &str) -> String {
@@ -44,25 +41,6 @@ async fn replicas(redis: &RedisServer, agent: &str, n: usize) -> Vec<Proxy> {
         out.push(Proxy::start(opts(redis, agent, "")).await);
     }
     out
-}
-
-async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-    let headers = [
-        ("authorization", token),
-        ("content-type", "application/json"),
-        ("a2a-version", "1.0"),
-    ];
-    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
-    serde_json::from_slice(&rb).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&rb)))
-}
-
-fn message(text: &str, extra: Value) -> Value {
-    let mut m = json!({"messageId": format!("m-{}", a2a_edge::crypto::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]});
-    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
-        m.extend(e);
-    }
-    json!({"message": m})
 }
 
 fn reason(v: &Value) -> String {

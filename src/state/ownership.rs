@@ -259,10 +259,7 @@ impl Ownership {
                 .list(principal, context_id, status, page_size, page_token)
                 .map_err(Refusal::Denied);
         };
-        let context = context_id.unwrap_or("");
-        let status = status
-            .filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED")
-            .unwrap_or("");
+        let (context, status) = super::registry::list_filters(context_id, status);
         let page_size = page_size.max(1);
         let cursor = self
             .local

@@ -171,6 +171,19 @@ pub struct TaskRegistry {
     shared: Arc<Shared>,
 }
 
+/// ListTasks filters as pages are keyed by: `""` for none (empty strings and
+/// `TASK_STATE_UNSPECIFIED` mean no filter).
+pub(crate) fn list_filters<'a>(
+    context_id: Option<&'a str>,
+    status: Option<&'a str>,
+) -> (&'a str, &'a str) {
+    let context = present(context_id).unwrap_or("");
+    let status = present(status)
+        .filter(|s| *s != "TASK_STATE_UNSPECIFIED")
+        .unwrap_or("");
+    (context, status)
+}
+
 /// Proto3 strings: empty means absent.
 fn present(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
@@ -395,10 +408,7 @@ impl TaskRegistry {
         page_size: usize,
         page_token: Option<&str>,
     ) -> Result<ListPage, Denial> {
-        let context = present(context_id).unwrap_or("");
-        let status = present(status)
-            .filter(|s| *s != "TASK_STATE_UNSPECIFIED")
-            .unwrap_or("");
+        let (context, status) = list_filters(context_id, status);
         let page_size = page_size.max(1);
         let query = Query {
             principal,

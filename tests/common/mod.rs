@@ -814,3 +814,31 @@ pub async fn admin_get(p: &Proxy, path: &str) -> (u16, String) {
     let body = resp.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8_lossy(&body).into_owned())
 }
+
+/// A second bearer principal, `mallory`, for `extra_policy` (token [`MALLORY`]).
+pub const MALLORY_ENTRY: &str = "[[auth.bearer]]\nprincipal = \"mallory\"\ntoken_sha256 = \"6c67163bbed989f232b31acc4f04df54b31285bfc01bd022c735b71e041a4754\"\n";
+/// The `authorization` header of the policy's own principal (`tester`).
+pub const ALICE: &str = "Bearer test-token-0123456789";
+/// The `authorization` header of [`MALLORY_ENTRY`].
+pub const MALLORY: &str = "Bearer other-token";
+
+/// One JSON-RPC request as `token` (an `authorization` header value): the answer.
+pub async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let headers = [
+        ("authorization", token),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+    serde_json::from_slice(&rb).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&rb)))
+}
+
+/// SendMessage params: a user message of `text` (fresh messageId) with `extra` keys merged in.
+pub fn message(text: &str, extra: Value) -> Value {
+    let mut m = json!({"messageId": format!("m-{}", a2a_edge::crypto::random_token()), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
+        m.extend(e);
+    }
+    json!({"message": m})
+}
