@@ -117,9 +117,18 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         }
         real
     };
-    Url::from_file_path(&checked)
+    let forwarded = Url::from_file_path(&checked)
         .map(String::from)
-        .map_err(|()| syntax("A2A file URL part is malformed."))
+        .map_err(|()| syntax("A2A file URL part is malformed."))?;
+    // Re-encoding can lengthen it (a bare `%` becomes `%25`): what is forwarded must pass
+    // this check again (fuzz `part`, 2026-12-01).
+    if forwarded.len() > MAX_URL_BYTES {
+        return Err(invalid(
+            "A2A file URL part is too long.",
+            "part.url_too_long",
+        ));
+    }
+    Ok(forwarded)
 }
 
 /// Parses and decodes a `file:///` URL into an absolute path (not yet normalized).

@@ -223,7 +223,21 @@ fn media_type_rows() {
             (data(json!({"a": 1}), "text/markdown"), "part.media_type"),
             (data(json!("x"), "application/yaml"), "part.media_type"),
         ];
-        assert_rejected(&rows, rules, "/srv/ws");
+        // A type (or charset) the agent does not take at all is ContentTypeNotSupported
+        // (-32005, A2A §3.1.1); a malformed one, or one that does not fit the part's content,
+        // is invalid params.
+        let unsupported = ["text/html", "text/plain; charset=latin1", "video/mp4"];
+        for (part, reason) in &rows {
+            let e = run(part, rules).unwrap_err();
+            assert_eq!(e.reason, *reason, "{part}");
+            let media = part["mediaType"].as_str().unwrap_or("");
+            let want = if unsupported.contains(&media) {
+                -32005
+            } else {
+                -32602
+            };
+            assert_eq!(e.code, want, "{part}");
+        }
     });
 }
 
@@ -708,5 +722,15 @@ fn file_url_lexical_rows() {
         json!({"url": "file:///srv/ws/proj/a%00"}),
         "part.url_encoding",
     ));
+    // fuzz `part`, 2026-12-01: bare `%`s are re-encoded as `%25`, so a URL under the limit
+    // became one over it when forwarded, and the forwarded part failed a second check.
+    let percents = format!("file:///srv/ws/proj/{}x", "%".repeat(3000));
+    assert!(percents.len() < MAX_URL_BYTES);
+    rows.push((json!({ "url": percents }), "part.url_too_long"));
     assert_rejected(&rows, &rules, "/srv/ws");
+    // Just under: forwarded, and the forwarded URL is accepted again as it is.
+    let fits = format!("file:///srv/ws/proj/{}x", "%".repeat(2000));
+    let once = run(&json!({ "url": fits }), &rules).unwrap();
+    let twice = run(&Value::Object(once.clone()), &rules).unwrap();
+    assert_eq!(once, twice);
 }
