@@ -683,3 +683,36 @@ async fn redis_stopped_under_load_fails_closed_then_recovers() {
         assert_eq!(status, 200);
     }
 }
+
+#[tokio::test]
+async fn ownership_expires_after_the_retention() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let retention = "task_retention_ms = 1500\n";
+    let first = Proxy::start(opts(&redis, &agent, retention)).await;
+    let mut c = first.client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] short-lived", json!({"contextId": "ctx-e"})),
+    )
+    .await;
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    // Within the retention, a replica that never saw it finds it...
+    let second = Proxy::start(opts(&redis, &agent, retention)).await;
+    let mut c2 = second.client(Proto::H2).await;
+    let v = rpc_as(&mut c2, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["id"], task.as_str(), "{v}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // ... and after it, Redis has forgotten it: a replica that never saw it says -32001, and
+    // the listing is empty (its index entries go when met).
+    let third = Proxy::start(opts(&redis, &agent, retention)).await;
+    let mut c3 = third.client(Proto::H1).await;
+    let v = rpc_as(&mut c3, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let v = rpc_as(&mut c3, ALICE, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["tasks"], json!([]), "{v}");
+    let v = rpc_as(&mut c3, ALICE, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["totalSize"], 0, "{v}");
+}

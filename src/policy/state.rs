@@ -179,14 +179,14 @@ impl Ctx<'_> {
                 };
                 let task_retention = match &s.task_retention_ms {
                     None => Duration::from_millis(DEFAULT_RETENTION_MS),
-                    Some(t) if (60_000..=366 * 24 * 3600 * 1000).contains(t.get_ref()) => {
+                    Some(t) if (1000..=366 * 24 * 3600 * 1000).contains(t.get_ref()) => {
                         Duration::from_millis(*t.get_ref())
                     }
                     Some(t) => {
                         return self.spanned_err(
                             "state.task_retention_ms",
                             t,
-                            "must be between 60000 (a minute) and 31622400000 (a year)",
+                            "must be between 1000 and 31622400000 (a year); keep it above the longest task",
                         )
                     }
                 };

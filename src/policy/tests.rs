@@ -122,6 +122,8 @@ fn errors_name_file_line_and_key() {
         ("[server]\n", "[server]\nadmin_listen = \"localhost:9901\"\n", "server.admin_listen", Some(3)),
         ("[auth]\n", "[card]\nupstream = \"nobody\"\n[auth]\n", "card.upstream", Some(14)),
         ("[auth]\n", "[card]\nsource = \"static\"\nupstream = \"engine\"\n[card.static]\nname = \"x\"\n[auth]\n", "card.upstream", None),
+        // A static card must be an A2A 1.0 AgentCard (here: no description, version, ...).
+        ("[auth]\n", "[card]\nsource = \"static\"\n[card.static]\nname = \"x\"\n[auth]\n", "card.static", None),
         ("[server]\n", "[server]\nadmin_listen = \"0.0.0.0:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"[::]:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"10.0.0.1:9901\"\n", "server.admin_listen", Some(3)),
@@ -475,7 +477,7 @@ fn state_settings_are_checked_where_they_are_written() {
     assert_eq!(p.state.busy_lease, Duration::from_secs(5));
     // (policy, the key the error names)
     let cases: Vec<(String, &str)> = vec![
-        (with("task_retention_ms = 59999\n"), "state.task_retention_ms"),
+        (with("task_retention_ms = 999\n"), "state.task_retention_ms"),
         (with("task_retention_ms = 99999999999999\n"), "state.task_retention_ms"),
         (with("busy_lease_ms = 299\n"), "state.busy_lease_ms"),
         (with("busy_lease_ms = 3600001\n"), "state.busy_lease_ms"),
