@@ -362,6 +362,7 @@ description = "one card for the fleet"
 version = "2.0.0"
 defaultInputModes = ["text/plain"]
 defaultOutputModes = ["text/plain"]
+skills = []
 supportedInterfaces = [{ url = "http://internal:1/", protocolBinding = "JSONRPC", protocolVersion = "1.0" }]
 [card.static.capabilities]
 streaming = true

@@ -199,7 +199,7 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
                 json!([{"raw": b64(b"<svg/>"), "mediaType": "image/svg+xml"}]),
                 json!({}),
             ),
-            -32602,
+            -32005,
             "part.media_type",
         ),
         (
@@ -209,7 +209,7 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
                 json!([{"text": "x", "mediaType": "text/plain; charset=latin1"}]),
                 json!({}),
             ),
-            -32602,
+            -32005,
             "part.charset",
         ),
         (

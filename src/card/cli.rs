@@ -300,6 +300,11 @@ fn verify(o: Opts, env: Env<'_>, out: &mut dyn Write) -> Result<u8, Failure> {
     };
     let verdict = verify_card(&card, &keys);
     writeln!(out, "{verdict}").map_err(|e| run_err(e.to_string()))?;
+    // The card must also be an A2A 1.0 AgentCard (what the edge publishes).
+    if let Err(e) = super::schema::check(&card) {
+        eprintln!("a2a-edge card: card.invalid: {e}");
+        return Ok(1);
+    }
     if let Verdict::Valid { kid } = &verdict {
         eprintln!("a2a-edge card: signature by kid {kid:?} verified");
         return Ok(0);

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod http;
 pub mod jws;
 pub mod keys;
+pub mod schema;
 pub mod service;
 pub mod verify;
 

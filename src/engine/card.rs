@@ -28,7 +28,8 @@ pub(crate) fn build(config: &EngineConfig) -> Value {
             "protocolBinding": "JSONRPC",
             "protocolVersion": "1.0",
         }],
-        "provider": {"organization": "a2a-edge"},
+        // AgentProvider: both fields are required (an SDK refuses the card without `url`).
+        "provider": {"organization": "a2a-edge", "url": config.public_url},
         "capabilities": {
             "streaming": true,
             "pushNotifications": false,

@@ -84,7 +84,25 @@ impl Ctx<'_> {
             }
             Some("static") => match &c.static_card {
                 Some(t) => match serde_json::to_value(t.get_ref()) {
-                    Ok(v) => CardSource::Static(v),
+                    Ok(v) => {
+                        // What the edge will publish must be an A2A 1.0 AgentCard; the edge
+                        // writes `supportedInterfaces` itself.
+                        let mut probe = v.clone();
+                        if let Some(m) = probe.as_object_mut() {
+                            m.entry("supportedInterfaces").or_insert_with(|| {
+                                serde_json::json!([{"url": "https://edge.invalid/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+                            });
+                        }
+                        crate::card::schema::repair(&mut probe);
+                        if let Err(e) = crate::card::schema::check(&probe) {
+                            return self.spanned_err(
+                                "card.static",
+                                t,
+                                format!("not an A2A 1.0 AgentCard: {e}"),
+                            );
+                        }
+                        CardSource::Static(v)
+                    }
                     Err(e) => {
                         return self.spanned_err("card.static", t, format!("not a card: {e}"))
                     }

@@ -38,12 +38,15 @@ pub struct Fields {
 }
 
 impl Fields {
-    pub fn new(src: Map<String, Value>, path: &'static str) -> Fields {
-        Fields {
+    /// The object `src` at `path`, its proto field names put in JSON names first
+    /// ([`super::names`]; both spellings of one field: `params.duplicate_field`).
+    pub fn new(mut src: Map<String, Value>, path: &'static str) -> Result<Fields, RpcError> {
+        super::names::to_json_names(&mut src, path)?;
+        Ok(Fields {
             src,
             out: Map::new(),
             path,
-        }
+        })
     }
 
     /// The object as far as it was checked; unchecked fields are dropped.
@@ -110,8 +113,9 @@ impl Fields {
         self.id(key)?.ok_or_else(|| self.missing(key))
     }
 
-    /// An optional integer in `range`, copied to the output as an integer. Integral floats
-    /// (`10.0`) are accepted, as protobuf's JSON parser does.
+    /// An optional integer in `range`, copied to the output as a JSON number. As ProtoJSON
+    /// parsers do, integral floats (`10.0`) and decimal strings (`"10"`, `"-3"`: at most 20
+    /// characters, digits only after an optional `-`) are accepted too.
     pub fn int(
         &mut self,
         key: &str,
@@ -126,6 +130,18 @@ impl Fields {
                     .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
                     .map(|f| f as i64)
             }),
+            Value::String(t)
+                if t.len() <= 20
+                    && !t.is_empty()
+                    && t.strip_prefix('-')
+                        .unwrap_or(t)
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                    && t != "-" =>
+            {
+                // Too many digits for i64: out of any range the edge checks.
+                Some(t.parse::<i64>().unwrap_or(i64::MAX))
+            }
             _ => None,
         };
         match n {
@@ -265,7 +281,7 @@ mod tests {
         let Value::Object(m) = src else {
             unreachable!()
         };
-        let mut f = Fields::new(m, "params");
+        let mut f = Fields::new(m, "params").unwrap();
         assert_eq!(f.required_id("id").unwrap(), "t1");
         assert_eq!(
             f.int("historyLength", 0..=i32::MAX as i64).unwrap(),
@@ -273,6 +289,13 @@ mod tests {
         );
         assert_eq!(f.bool("flag").unwrap(), Some(true));
         assert_eq!(f.int("n", 0..=1).unwrap(), None);
+        // ProtoJSON's string form of an integer: forwarded as a number.
+        let Value::Object(m) = json!({"pageSize": "7"}) else {
+            unreachable!()
+        };
+        let mut g = Fields::new(m, "params").unwrap();
+        assert_eq!(g.int("pageSize", 1..=100).unwrap(), Some(7));
+        assert_eq!(Value::Object(g.finish()), json!({"pageSize": 7}));
         assert_eq!(
             Value::Object(f.finish()),
             json!({"id": "t1", "historyLength": 3, "flag": true})
@@ -291,7 +314,10 @@ mod tests {
             let Value::Object(m) = v.clone() else {
                 unreachable!()
             };
-            let e = Fields::new(m, "params").required_id("id").unwrap_err();
+            let e = Fields::new(m, "params")
+                .unwrap()
+                .required_id("id")
+                .unwrap_err();
             assert_eq!(e.reason, reason, "{v}");
             assert_eq!(e.code, -32602);
         }
@@ -299,14 +325,25 @@ mod tests {
             (json!({"k": -1}), "int.range"),
             (json!({"k": 101}), "int.range"),
             (json!({"k": 1.5}), "params.type"),
-            (json!({"k": "5"}), "params.type"),
+            (json!({"k": "5.0"}), "params.type"),
+            (json!({"k": " 5"}), "params.type"),
+            (json!({"k": "0x5"}), "params.type"),
+            (json!({"k": "-"}), "params.type"),
+            (json!({"k": ""}), "params.type"),
+            (json!({"k": "+5"}), "params.type"),
+            (json!({"k": "-1"}), "int.range"),
+            (json!({"k": "101"}), "int.range"),
+            (json!({"k": "99999999999999999999"}), "int.range"),
             (json!({"k": 1e300}), "params.type"),
         ];
         for (v, reason) in ints {
             let Value::Object(m) = v.clone() else {
                 unreachable!()
             };
-            let e = Fields::new(m, "params").int("k", 0..=100).unwrap_err();
+            let e = Fields::new(m, "params")
+                .unwrap()
+                .int("k", 0..=100)
+                .unwrap_err();
             assert_eq!(e.reason, reason, "{v}");
         }
     }

@@ -5,8 +5,8 @@
 //!
 //! | reason | meaning |
 //! |---|---|
-//! | `part.media_type` | the media type is malformed (no `/`, empty type or subtype, whitespace where the grammar allows none, non-ASCII, over 255 bytes, bad parameter syntax) or is in neither class |
-//! | `part.charset` | a `charset` parameter that is not `utf-8` or `us-ascii` on a text-like type, a repeated `charset`, or a `charset` on a multimodal type |
+//! | `part.media_type` | -32005 (ContentTypeNotSupported): a well-formed type in neither class; -32602: the media type is malformed (no `/`, empty type or subtype, whitespace where the grammar allows none, non-ASCII, over 255 bytes, bad parameter syntax) |
+//! | `part.charset` | -32005: a `charset` other than `utf-8` or `us-ascii` on a text-like type; -32602: a repeated `charset`, or a `charset` on a multimodal type |
 //! | `part.media_param` | a parameter other than `charset` |
 //!
 //! Decisions:
@@ -118,7 +118,9 @@ impl MediaTypes {
         } else if self.multimodal.contains(&parsed.essence) {
             MediaClass::Multimodal
         } else {
-            return Err(RpcError::invalid_params(
+            // A2A §3.1.1: ContentTypeNotSupportedError (the TCK's CORE-SEND-003).
+            return Err(RpcError::new(
+                -32005,
                 "A2A part has unsupported media type.",
                 "part.media_type",
             ));
@@ -146,7 +148,8 @@ impl MediaTypes {
             }
             let value = value.to_ascii_lowercase();
             if value != "utf-8" && value != "us-ascii" {
-                return Err(RpcError::invalid_params(
+                return Err(RpcError::new(
+                    -32005,
                     "A2A text parts must be UTF-8.",
                     "part.charset",
                 ));
@@ -393,7 +396,19 @@ mod tests {
         for (input, reason) in bad {
             let err = t.classify(Some(input)).unwrap_err();
             assert_eq!(err.reason, *reason, "input {input:?}");
-            assert_eq!(err.code, -32602);
+            // Well-formed but not supported: ContentTypeNotSupported (A2A §3.1.1); malformed:
+            // invalid params.
+            let unsupported = matches!(
+                *input,
+                "text/html" | "image/svg+xml" | "application/xml" | "*/*" | "text/*"
+            ) || (reason == &"part.charset"
+                && !input.contains("; charset=utf-8; charset")
+                && !input.starts_with("image/"));
+            assert_eq!(
+                err.code,
+                if unsupported { -32005 } else { -32602 },
+                "input {input:?}"
+            );
             assert!(!err.message.contains(input), "message echoes the value");
         }
     }

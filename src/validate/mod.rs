@@ -4,6 +4,7 @@
 pub mod fields;
 pub mod media;
 pub mod metadata;
+pub mod names;
 pub mod parts;
 pub mod push_url;
 pub mod request;

@@ -115,7 +115,7 @@ pub fn check_params(
     params: Map<String, Value>,
     rules: &Rules,
 ) -> Result<(Map<String, Value>, Checked), RpcError> {
-    let mut f = Fields::new(params, "params");
+    let mut f = Fields::new(params, "params")?;
     let mut checked = Checked::default();
     f.id("tenant")?;
     match method {
@@ -161,7 +161,7 @@ pub fn check_params(
 
 fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<(), RpcError> {
     let message = f.required_object("message")?;
-    let mut m = Fields::new(message, "params.message");
+    let mut m = Fields::new(message, "params.message")?;
     // The workspace first: file parts are checked against it.
     let request_meta = f.object("metadata")?;
     let message_meta = m.object("metadata")?;
@@ -252,6 +252,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
                 "message.parts",
             ));
         };
+        super::names::to_json_names(&mut part, "params.message.parts")?;
         check_part(&mut part, &part_rules)?;
         clean.push(Value::Object(part));
     }
@@ -259,12 +260,12 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
     f.put("message", Value::Object(m.finish()));
 
     if let Some(config) = f.object("configuration")? {
-        let mut c = Fields::new(config, "params.configuration");
+        let mut c = Fields::new(config, "params.configuration")?;
         c.strings("acceptedOutputModes", 64, 255, |s| s.contains('/'))?;
         c.int("historyLength", 0..=INT32_MAX)?;
         c.bool("returnImmediately")?;
         if let Some(push) = c.object("taskPushNotificationConfig")? {
-            let mut p = Fields::new(push, "params.configuration.taskPushNotificationConfig");
+            let mut p = Fields::new(push, "params.configuration.taskPushNotificationConfig")?;
             checked.push_url = Some(push_config(&mut p, rules, false)?);
             c.put("taskPushNotificationConfig", Value::Object(p.finish()));
         }
@@ -291,7 +292,7 @@ fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url
     f.put("url", Value::String(url.as_str().to_string()));
     f.string("token", MAX_TOKEN)?;
     if let Some(auth) = f.object("authentication")? {
-        let mut a = Fields::new(auth, "authentication");
+        let mut a = Fields::new(auth, "authentication")?;
         a.string("scheme", 64)?;
         a.string("credentials", MAX_TOKEN)?;
         f.put("authentication", Value::Object(a.finish()));
@@ -325,10 +326,17 @@ fn task_state(f: &mut Fields, key: &str) -> Result<(), RpcError> {
 fn timestamp(f: &mut Fields, key: &str) -> Result<(), RpcError> {
     match f.take(key) {
         None => Ok(()),
-        Some(Value::String(s)) if s.len() <= 64 && crate::time::parse_rfc3339(&s).is_some() => {
-            f.put(key, Value::String(s));
-            Ok(())
-        }
+        // Any fraction and offset in; UTC `Z` (microseconds) out.
+        Some(Value::String(s)) if s.len() <= 64 => match crate::time::parse_rfc3339(&s) {
+            Some(micros) => {
+                f.put(key, Value::String(crate::time::format_rfc3339(micros)));
+                Ok(())
+            }
+            None => Err(invalid(
+                format!("{key} must be an RFC 3339 timestamp"),
+                "timestamp.invalid",
+            )),
+        },
         Some(_) => Err(invalid(
             format!("{key} must be an RFC 3339 timestamp"),
             "timestamp.invalid",

@@ -1,0 +1,133 @@
+//! ProtoJSON field names. A2A 1.0's JSON is ProtoJSON, whose parsers accept both the JSON
+//! name of a field (`taskId`) and its proto field name (`task_id`); the a2a-sdk server does.
+//! Every object the edge checks field by field (params, the message, its parts, the send
+//! configuration, push configs, their authentication) is first put in JSON names by this one
+//! table, so each rule checks one spelling and the agent gets the JSON name. Both spellings
+//! of one field in one object are refused (`params.duplicate_field`), as protobuf refuses
+//! them: two spellings are a parser-differential hazard. Metadata is a free-form Struct and
+//! is never renamed.
+//!
+//! | reason | when |
+//! |---|---|
+//! | `params.duplicate_field` | one object names a field by its JSON name and by its proto name |
+
+use serde_json::{Map, Value};
+
+use crate::a2a::RpcError;
+
+/// (proto field name, JSON name) of every field of the A2A 1.0 request messages the edge
+/// checks whose two names differ (a2a.proto: SendMessageRequest, Message, Part,
+/// SendMessageConfiguration, TaskPushNotificationConfig, AuthenticationInfo, GetTaskRequest,
+/// ListTasksRequest, CancelTaskRequest, SubscribeToTaskRequest, the push-config requests).
+/// The others (`id`, `tenant`, `url`, `role`, `parts`, ...) are spelled alike.
+pub const PROTO_NAMES: &[(&str, &str)] = &[
+    ("accepted_output_modes", "acceptedOutputModes"),
+    ("context_id", "contextId"),
+    ("history_length", "historyLength"),
+    ("include_artifacts", "includeArtifacts"),
+    ("media_type", "mediaType"),
+    ("message_id", "messageId"),
+    ("page_size", "pageSize"),
+    ("page_token", "pageToken"),
+    ("reference_task_ids", "referenceTaskIds"),
+    ("return_immediately", "returnImmediately"),
+    ("status_timestamp_after", "statusTimestampAfter"),
+    ("task_id", "taskId"),
+    (
+        "task_push_notification_config",
+        "taskPushNotificationConfig",
+    ),
+];
+
+/// Renames the proto names of `object` to JSON names (in place). `path` names the object in
+/// the error (`params.message`).
+pub fn to_json_names(object: &mut Map<String, Value>, path: &str) -> Result<(), RpcError> {
+    // Most objects use JSON names only: nothing to do unless a key has an underscore.
+    if !object.keys().any(|k| k.contains('_')) {
+        return Ok(());
+    }
+    for (proto, json) in PROTO_NAMES {
+        let Some(v) = object.remove(*proto) else {
+            continue;
+        };
+        if object.contains_key(*json) {
+            return Err(RpcError::invalid_params(
+                format!("{path}.{json} is given twice (as {json} and as {proto})"),
+                "params.duplicate_field",
+            ));
+        }
+        object.insert((*json).to_string(), v);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn every_proto_name_becomes_its_json_name() {
+        for (proto, json) in PROTO_NAMES {
+            let mut m = map(json!({ *proto: 1, "other": 2 }));
+            to_json_names(&mut m, "params").unwrap();
+            assert_eq!(m.get(*json), Some(&json!(1)), "{proto}");
+            assert!(!m.contains_key(*proto), "{proto}");
+            assert_eq!(m.get("other"), Some(&json!(2)));
+        }
+    }
+
+    #[test]
+    fn the_table_is_the_lower_camel_case_of_each_proto_name() {
+        for (proto, json) in PROTO_NAMES {
+            let mut camel = String::new();
+            let mut up = false;
+            for c in proto.chars() {
+                match c {
+                    '_' => up = true,
+                    c if up => {
+                        camel.push(c.to_ascii_uppercase());
+                        up = false
+                    }
+                    c => camel.push(c),
+                }
+            }
+            assert_eq!(&camel, json);
+        }
+        let mut sorted = PROTO_NAMES.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), PROTO_NAMES.len());
+    }
+
+    #[test]
+    fn both_spellings_in_one_object_are_refused() {
+        for (proto, json) in PROTO_NAMES {
+            let mut m = map(json!({ *proto: "a", *json: "a" }));
+            let e = to_json_names(&mut m, "params.message").unwrap_err();
+            assert_eq!(e.reason, "params.duplicate_field");
+            assert_eq!(e.code, -32602);
+            assert!(e.message.contains(json), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn unknown_names_and_look_alikes_stay_as_they_are() {
+        // Not in the table: left for the checks to drop as unknown fields.
+        for key in [
+            "Task_Id", "task__id", "taskid", "task-id", "_task_id", "iac_code",
+        ] {
+            let mut m = map(json!({ key: 1 }));
+            to_json_names(&mut m, "params").unwrap();
+            assert_eq!(m.get(key), Some(&json!(1)), "{key}");
+            assert!(!m.contains_key("taskId"), "{key}");
+        }
+    }
+}
