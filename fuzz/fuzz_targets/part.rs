@@ -3,7 +3,8 @@
 //! The first byte picks the request's workspace: none, the root, `root/sub`, the second
 //! root; and whether the filesystem is checked.
 //!
-//! Properties: never panics; a refused part is left untouched and the refusal is a -32602
+//! Properties: never panics; a refused part is left untouched and the refusal is a -32602 (or -32005 for an
+//! unsupported media type or charset)
 //! with a `part.*` reason; an accepted part holds exactly one of text/raw/url/data, only
 //! known keys, a `mediaType` that is already normalized (classifies to itself), and a file
 //! URL only with a workspace and inside it and a root; checking the accepted part again
@@ -61,7 +62,12 @@ fuzz_target!(|data: &[u8]| {
     let mut checked: Map<String, Value> = part.clone();
     if let Err(e) = check_part(&mut checked, &rules) {
         assert_eq!(checked, part, "a refused part was modified");
-        assert_eq!(e.code, -32602);
+        // -32005 only for a media type or charset the agent does not take (A2A §3.1.1).
+        assert!(
+            e.code == -32602
+                || (e.code == -32005 && matches!(e.reason, "part.media_type" | "part.charset")),
+            "{e:?}"
+        );
         assert!(e.reason.starts_with("part."), "{e:?}");
         return;
     }
