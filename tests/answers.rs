@@ -49,7 +49,8 @@ async fn an_answer_naming_another_callers_task_is_refused() {
         let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("mine")).await;
         assert_eq!(v["result"]["task"]["id"], "t-alice", "{v}");
         let (v, text) = rpc_as(&mut c, MALLORY_TOKEN, "SendMessage", message("his")).await;
-        assert_eq!(v["error"]["code"], -32603, "{v}");
+        // InvalidAgentResponseError (A2A §5.4): the agent's answer is not one for this caller.
+        assert_eq!(v["error"]["code"], -32006, "{v}");
         assert_eq!(v["error"]["data"][0]["reason"], "upstream.foreign_task");
         assert!(
             !text.contains("private plan") && !text.contains("t-alice"),
@@ -135,7 +136,10 @@ async fn answers_take_the_shape_of_the_callers_request() {
                 assert_eq!(v["result"], json!({"echo": true}), "{raw}: {v}");
                 assert!(v.get("extra").is_none(), "{v}");
             }
-            Err(reason) => assert_eq!(v["error"]["data"][0]["reason"], reason, "{raw}: {v}"),
+            Err(reason) => {
+                assert_eq!(v["error"]["data"][0]["reason"], reason, "{raw}: {v}");
+                assert_eq!(v["error"]["code"], -32006, "{raw}: {v}");
+            }
         }
     }
 }

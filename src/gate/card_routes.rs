@@ -168,7 +168,7 @@ impl Gate {
             Rejection::rpc(
                 id.clone(),
                 RpcError::new(
-                    -32603,
+                    crate::upstream::INVALID_AGENT_RESPONSE,
                     "Upstream agent sent an invalid card",
                     "card.extended_invalid",
                 ),

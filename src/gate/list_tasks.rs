@@ -181,12 +181,7 @@ impl Gate {
         while let Some(joined) = reads.join_next().await {
             match joined {
                 Ok(Ok((i, read))) => out[i] = read,
-                Ok(Err(e)) => {
-                    return Err(Rejection::rpc(
-                        rpc.id.clone(),
-                        RpcError::new(-32603, e.message(), e.reason()),
-                    ))
-                }
+                Ok(Err(e)) => return Err(Rejection::rpc(rpc.id.clone(), e.rpc_error())),
                 Err(_) => {
                     return Err(Rejection::rpc(
                         rpc.id.clone(),
@@ -225,7 +220,7 @@ impl Gate {
             // The agent answered with another caller's task: never relayed.
             Err(_) => {
                 return Err(RpcError::new(
-                    -32603,
+                    upstream::answer_code(FOREIGN),
                     "Upstream agent sent an answer the edge refuses",
                     FOREIGN,
                 ))

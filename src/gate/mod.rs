@@ -632,12 +632,7 @@ impl Gate {
             budget,
             observe,
         } = plan;
-        let upstream_error = |e: UpstreamError| {
-            Rejection::rpc(
-                rpc.id.clone(),
-                RpcError::new(-32603, e.message(), e.reason()),
-            )
-        };
+        let upstream_error = |e: UpstreamError| Rejection::rpc(rpc.id.clone(), e.rpc_error());
         // The agent that owns the context or task; if it is down, say so (never move the
         // request to an agent that does not know it).
         let agent = self
@@ -878,7 +873,7 @@ fn insert_cwd(params: &mut serde_json::Map<String, Value>, root: &std::path::Pat
 
 fn unavailable(id: &Value) -> Rejection {
     let e = UpstreamError::Unavailable;
-    Rejection::rpc(id.clone(), RpcError::new(-32603, e.message(), e.reason()))
+    Rejection::rpc(id.clone(), e.rpc_error())
 }
 
 /// A refused budget: 429, or, when the shared state did not answer, JSON-RPC -32603

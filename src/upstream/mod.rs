@@ -36,6 +36,21 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The JSON-RPC code: -32006 (InvalidAgentResponseError, A2A §5.4) when the agent's
+    /// answer does not conform, -32603 otherwise.
+    pub fn code(self) -> i64 {
+        match self {
+            UpstreamError::BadResponse => INVALID_AGENT_RESPONSE,
+            UpstreamError::Refused(reason) => answer_code(reason),
+            _ => -32603,
+        }
+    }
+
+    /// The caller's error for it.
+    pub fn rpc_error(self) -> crate::a2a::RpcError {
+        crate::a2a::RpcError::new(self.code(), self.message(), self.reason())
+    }
+
     pub fn reason(self) -> &'static str {
         match self {
             UpstreamError::Unavailable => "upstream.unavailable",
@@ -52,6 +67,22 @@ impl UpstreamError {
             UpstreamError::Refused("state.unavailable") => "Shared state unavailable",
             UpstreamError::Refused(_) => "Upstream agent sent an answer the edge refuses",
         }
+    }
+}
+
+/// InvalidAgentResponseError.
+pub const INVALID_AGENT_RESPONSE: i64 = -32006;
+
+/// The code of an answer refused or cut short for `reason`: -32006 when the agent's answer did
+/// not conform (malformed, truncated, another caller's task), -32603 when the edge could not
+/// relay it (shared state, time limits, a broken connection).
+pub fn answer_code(reason: &str) -> i64 {
+    match reason {
+        "upstream.bad_response"
+        | "upstream.bad_stream"
+        | "upstream.stream_truncated"
+        | "upstream.foreign_task" => INVALID_AGENT_RESPONSE,
+        _ => -32603,
     }
 }
 

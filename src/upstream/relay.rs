@@ -179,7 +179,7 @@ where
             // Ends the stream with an error frame; the outcome is its reason. The frame is
             // small and goes past the budgets (a caller that reads gets it).
             let fail = |reason: &'static str| {
-                let err = RpcError::new(-32603, "Upstream stream failed", reason);
+                let err = RpcError::new(super::answer_code(reason), "Upstream stream failed", reason);
                 tx.send_last(error_event(&error_body(&id, &err)));
                 reason
             };
