@@ -22,6 +22,8 @@ pub struct Served {
     pub validators: Validators,
     /// The canonical form it was built from (to detect real changes).
     canonical: Vec<u8>,
+    /// `capabilities.extendedAgentCard`: the agent has an extended card to ask for.
+    pub extended: bool,
 }
 
 pub struct CardService {
@@ -83,10 +85,12 @@ impl CardService {
             etag: strong_etag(&bytes),
             last_modified: crate::time::now_micros() / 1_000_000,
         };
+        let extended = card["capabilities"]["extendedAgentCard"] == serde_json::json!(true);
         *current = Some(Arc::new(Served {
             bytes,
             validators,
             canonical,
+            extended,
         }));
         Ok(())
     }

@@ -99,9 +99,23 @@ impl Gate {
             CardSource::Upstream => self.fetch_agent_card().await,
         };
         let outcome = card.and_then(|c| self.card.publish(c).map_err(|e| e.0));
+        let invalid = |v: bool| {
+            self.card_invalid
+                .store(v, std::sync::atomic::Ordering::Relaxed)
+        };
         match outcome {
-            Ok(()) => *backoff = CardBackoff::default(),
+            Ok(()) => {
+                invalid(false);
+                *backoff = CardBackoff::default()
+            }
             Err(reason) => {
+                // Not an A2A 1.0 AgentCard (the rewrite's own checks, or the schema's).
+                if matches!(
+                    reason.as_str(),
+                    "card.invalid" | "card.missing_field" | "card.not_object"
+                ) {
+                    invalid(true);
+                }
                 self.metrics.card_refresh_failed();
                 telemetry::log("card_refresh_failed", json!({"reason": reason}));
                 backoff.failed();

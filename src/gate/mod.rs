@@ -134,6 +134,8 @@ pub struct Gate {
     list_page_bytes: usize,
     /// One card refresh at a time, and the backoff after a failed one.
     card_refresh: tokio::sync::Mutex<card_routes::CardBackoff>,
+    /// The last refresh refused the card as not an A2A 1.0 AgentCard (`/ready`, metrics).
+    card_invalid: std::sync::atomic::AtomicBool,
     /// `[authz]`; `None`: every caller gets `everything`.
     authz: Option<Arc<AuthzPolicy>>,
     everything: Arc<Grant>,
@@ -163,6 +165,7 @@ impl Gate {
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
         Ok(Gate {
             card_refresh: tokio::sync::Mutex::new(Default::default()),
+            card_invalid: Default::default(),
             list_page_bytes: policy.limits.list_tasks_page_bytes,
             authz: policy.authz.clone(),
             everything: Arc::new(Grant::everything()),
@@ -446,6 +449,14 @@ impl Gate {
                 self.list_tasks(headers, &rpc, &principal, trace).await
             }
             Method::GetExtendedAgentCard => {
+                // A2A §5.4: an agent whose card does not offer an extended card answers
+                // ExtendedAgentCardNotConfiguredError; no agent is asked.
+                if !self.card.current().is_some_and(|c| c.extended) {
+                    return Err(Rejection::rpc(
+                        rpc.id.clone(),
+                        RpcError::extended_card_not_configured(),
+                    ));
+                }
                 let requests = self.requests.clone();
                 let agent = self.card_agent().ok_or_else(|| unavailable(&rpc.id))?;
                 let plan = Plan {
@@ -682,6 +693,7 @@ impl Gate {
                 })
                 .collect(),
             card_published: self.card.current().is_some(),
+            card_invalid: self.card_invalid.load(std::sync::atomic::Ordering::Relaxed),
             registry: Some(self.owners.registry().stats()),
             state_available: self.budgets.shared.as_ref().map(|s| s.is_available()),
         }

@@ -119,6 +119,9 @@ fn ready(gate: &Gate, metrics: &Metrics) -> Response<BoxBody> {
     if !now.card_published {
         reasons.push("card.unavailable");
     }
+    if now.card_invalid {
+        reasons.push("card.invalid");
+    }
     let body = json!({
         "status": if reasons.is_empty() { "ready" } else { "not_ready" },
         "reasons": reasons,

@@ -83,6 +83,8 @@ impl Default for Metrics {
 pub struct Snapshot {
     pub upstreams: Vec<UpstreamGauge>,
     pub card_published: bool,
+    /// The last card refresh refused the agent's card as not an A2A 1.0 AgentCard.
+    pub card_invalid: bool,
     pub registry: Option<crate::state::registry::RegistryStats>,
     /// With a shared state store: whether it answers.
     pub state_available: Option<bool>,
@@ -482,6 +484,13 @@ impl Metrics {
         );
         help(
             &mut out,
+            "a2a_edge_card_invalid",
+            "gauge",
+            "1 when the last card refresh refused the card as not an A2A 1.0 AgentCard (card.invalid).",
+        );
+        let _ = writeln!(out, "a2a_edge_card_invalid {}", u8::from(now.card_invalid));
+        help(
+            &mut out,
             "a2a_edge_card_refresh_failures_total",
             "counter",
             "Card refreshes that failed (the last good card stays served).",
@@ -650,6 +659,7 @@ mod tests {
                 in_flight: 2,
             }],
             card_published: true,
+            card_invalid: false,
             registry: None,
             state_available: None,
         };
