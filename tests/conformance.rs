@@ -436,3 +436,51 @@ async fn an_agent_card_missing_a_required_field_is_not_published() {
     let (_, metrics) = admin_get(&p, "/metrics").await;
     assert!(metrics.contains("a2a_edge_card_invalid 0"), "{metrics}");
 }
+
+#[tokio::test]
+async fn push_callbacks_to_the_operators_own_receivers_only() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Raw(TASK),
+        ProxyOpts {
+            extra_policy: "[a2a.push]\nallowed_networks = [\"10.20.0.0/16\"]\nallowed_hosts = [\"hooks.internal\"]\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    rpc_as(&mut c, ALICE, "SendMessage", message("first", json!({}))).await;
+    for url in ["https://10.20.3.4/a2a", "https://hooks.internal/a2a"] {
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t-conf", "url": url}),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{url}: {v}");
+        let (_, got) = last_params(&up);
+        assert_eq!(got["url"], url);
+    }
+    let before = up.rpc_requests().len();
+    for (url, why) in [
+        ("https://10.21.3.4/a2a", "push.private_address"),
+        ("https://127.0.0.1/a2a", "push.private_address"),
+        ("https://0x0a150304/a2a", "push.private_address"),
+        ("https://other.internal/a2a", "push.local_name"),
+        ("https://[::ffff:10.20.3.4]/a2a", "push.private_address"),
+    ] {
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t-conf", "url": url}),
+        )
+        .await;
+        assert_eq!(reason(&v), why, "{url}: {v}");
+    }
+    assert_eq!(
+        up.rpc_requests().len(),
+        before,
+        "a refused callback reached the agent"
+    );
+}

@@ -138,6 +138,7 @@ fuzz_target!(|data: &[u8]| {
         &PushUrlPolicy {
             allow_http: true,
             resolve_names: false,
+            ..Default::default()
         },
     );
 });

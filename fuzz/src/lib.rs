@@ -183,6 +183,7 @@ fn build_fixture() -> std::io::Result<Fixture> {
         push: PushUrlPolicy {
             allow_http: true,
             resolve_names: false,
+            ..Default::default()
         },
         required_extensions: vec![],
         redact_paths: false,

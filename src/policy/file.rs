@@ -394,6 +394,10 @@ pub struct PushSection {
     /// Resolve callback host names at registration and refuse private answers.
     #[serde(default)]
     pub resolve_names: bool,
+    /// CIDRs of the operator's own receivers, accepted although special-purpose.
+    pub allowed_networks: Option<Spanned<Vec<String>>>,
+    /// Exact host names accepted although local-only.
+    pub allowed_hosts: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

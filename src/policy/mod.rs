@@ -470,6 +470,71 @@ impl Ctx<'_> {
 
     /// The request rules: `[a2a]` and `[workspace]`, with the iac-code environment variables
     /// where the policy is silent.
+    /// `[a2a.push]`.
+    fn push_policy(&self, p: &file::PushSection) -> Result<PushUrlPolicy, PolicyError> {
+        let mut allowed_networks = Vec::new();
+        if let Some(nets) = &p.allowed_networks {
+            for (i, raw) in nets.get_ref().iter().enumerate() {
+                let key = format!("a2a.push.allowed_networks[{i}]");
+                let net: ipnet::IpNet = match raw.parse() {
+                    Ok(n) => n,
+                    // A bare address is its own /32 or /128.
+                    Err(_) => match raw.parse::<std::net::IpAddr>() {
+                        Ok(ip) => ipnet::IpNet::from(ip),
+                        Err(_) => {
+                            return self.spanned_err(
+                                &key,
+                                nets,
+                                "not a CIDR (10.20.0.0/16) or an address",
+                            )
+                        }
+                    },
+                };
+                let too_broad = match net {
+                    ipnet::IpNet::V4(n) => n.prefix_len() < 8,
+                    ipnet::IpNet::V6(n) => n.prefix_len() < 16,
+                };
+                if too_broad {
+                    return self.spanned_err(
+                        &key,
+                        nets,
+                        "too broad (at least /8 for IPv4, /16 for IPv6): name the receivers' networks",
+                    );
+                }
+                allowed_networks.push(net.trunc());
+            }
+        }
+        let mut allowed_hosts = Vec::new();
+        if let Some(hosts) = &p.allowed_hosts {
+            for (i, raw) in hosts.get_ref().iter().enumerate() {
+                let key = format!("a2a.push.allowed_hosts[{i}]");
+                let name = raw.strip_suffix('.').unwrap_or(raw).to_ascii_lowercase();
+                let label_ok = |l: &str| {
+                    !l.is_empty()
+                        && l.len() <= 63
+                        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                };
+                if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
+                    return self.spanned_err(&key, hosts, "not a host name");
+                }
+                if name == "localhost" || name.ends_with(".localhost") {
+                    return self.spanned_err(
+                        &key,
+                        hosts,
+                        "localhost is never allowed by name: allow the loopback address in allowed_networks (127.0.0.1/32) and use it",
+                    );
+                }
+                allowed_hosts.push(name);
+            }
+        }
+        Ok(PushUrlPolicy {
+            allow_http: p.allow_http,
+            resolve_names: p.resolve_names,
+            allowed_networks,
+            allowed_hosts,
+        })
+    }
+
     fn requests(
         &self,
         a: file::A2aSection,
@@ -557,10 +622,7 @@ impl Ctx<'_> {
             media,
             workspace,
             metadata,
-            push: PushUrlPolicy {
-                allow_http: a.push.allow_http,
-                resolve_names: a.push.resolve_names,
-            },
+            push: self.push_policy(&a.push)?,
             required_extensions,
             redact_paths: a.redact_paths,
         })

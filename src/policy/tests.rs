@@ -535,3 +535,56 @@ fn state_settings_are_checked_where_they_are_written() {
         assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }
+
+#[test]
+fn push_allow_lists_are_checked_at_load() {
+    let with = |extra: &str| format!("{GOOD}[a2a.push]\n{extra}");
+    let p = load(&with(
+        "allowed_networks = [\"10.20.0.0/16\", \"fd00::1\", \"10.1.2.3/8\"]\nallowed_hosts = [\"Hooks.Internal.\"]\n",
+    ))
+    .unwrap();
+    let push = &p.a2a.requests.push;
+    let nets: Vec<String> = push
+        .allowed_networks
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(nets, ["10.20.0.0/16", "fd00::1/128", "10.0.0.0/8"]);
+    assert_eq!(push.allowed_hosts, ["hooks.internal"]);
+    let cases = [
+        (
+            "allowed_networks = [\"0.0.0.0/0\"]\n",
+            "a2a.push.allowed_networks[0]",
+        ),
+        (
+            "allowed_networks = [\"10.0.0.0/8\", \"::/0\"]\n",
+            "a2a.push.allowed_networks[1]",
+        ),
+        (
+            "allowed_networks = [\"10.0.0.0/33\"]\n",
+            "a2a.push.allowed_networks[0]",
+        ),
+        (
+            "allowed_networks = [\"intranet\"]\n",
+            "a2a.push.allowed_networks[0]",
+        ),
+        (
+            "allowed_hosts = [\"localhost\"]\n",
+            "a2a.push.allowed_hosts[0]",
+        ),
+        (
+            "allowed_hosts = [\"a.localhost\"]\n",
+            "a2a.push.allowed_hosts[0]",
+        ),
+        ("allowed_hosts = [\"a b\"]\n", "a2a.push.allowed_hosts[0]"),
+        (
+            "allowed_hosts = [\"*.internal\"]\n",
+            "a2a.push.allowed_hosts[0]",
+        ),
+        ("allowed_hosts = [\"\"]\n", "a2a.push.allowed_hosts[0]"),
+    ];
+    for (extra, key) in cases {
+        let e = load(&with(extra)).unwrap_err();
+        assert_eq!(e.key, key, "{extra}: {e}");
+    }
+}

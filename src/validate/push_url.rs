@@ -78,6 +78,41 @@ pub struct PushUrlPolicy {
     pub allow_http: bool,
     /// Make [`check_resolved`] resolve host names and reject private answers.
     pub resolve_names: bool,
+    /// `allowed_networks`: addresses in these are accepted although special-purpose (the
+    /// operator's own receivers). An address that reaches the host itself (loopback,
+    /// unspecified) only by a network that lies inside its block (`127.0.0.1/32`, `::1/128`),
+    /// never by a broader one.
+    pub allowed_networks: Vec<ipnet::IpNet>,
+    /// `allowed_hosts`: exact names (lower case, no trailing dot) accepted although the name
+    /// rules refuse them (single-label, `.internal`, ...); with `resolve_names` their answers
+    /// are still judged, and a private answer needs `allowed_networks` too.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Blocks whose addresses reach the host itself: allowed only by a network inside them.
+const SELF_BLOCKS: [ipnet::IpNet; 4] = [
+    ipnet::IpNet::V4(v4(127, 0, 0, 0, 8)),
+    ipnet::IpNet::V4(v4(0, 0, 0, 0, 8)),
+    ipnet::IpNet::V6(v6(0, 0, 0, 0, 0, 0, 0, 1, 128)),
+    ipnet::IpNet::V6(v6(0, 0, 0, 0, 0, 0, 0, 0, 128)),
+];
+
+impl PushUrlPolicy {
+    /// Whether the operator allowed this special-purpose address.
+    fn allows(&self, ip: IpAddr) -> bool {
+        let own = SELF_BLOCKS.iter().find(|b| b.contains(&ip));
+        self.allowed_networks.iter().any(|n| {
+            n.contains(&ip)
+                && match own {
+                    Some(block) => block.contains(n),
+                    None => true,
+                }
+        })
+    }
+
+    fn allows_host(&self, name: &str) -> bool {
+        self.allowed_hosts.iter().any(|h| h == name)
+    }
 }
 
 /// Whether a special-purpose address reaches into the host or its private network, or is
@@ -255,9 +290,10 @@ pub fn special_purpose(ip: IpAddr) -> Option<&'static str> {
     classify(ip).map(|(kind, _)| kind)
 }
 
-fn reject_ip(ip: IpAddr, resolved: bool) -> Result<(), RpcError> {
+fn reject_ip(ip: IpAddr, resolved: bool, policy: &PushUrlPolicy) -> Result<(), RpcError> {
     match classify(ip) {
         None => Ok(()),
+        Some(_) if policy.allows(ip) => Ok(()),
         Some((kind, reach)) => {
             let verb = if resolved { "resolve to" } else { "target" };
             Err(RpcError::invalid_params(
@@ -273,7 +309,7 @@ fn host_error(message: &str, reason: &'static str) -> RpcError {
 }
 
 /// Judges a host name (already lower-cased, IDNA-mapped and percent-decoded by the parser).
-fn check_domain(domain: &str) -> Result<(), RpcError> {
+fn check_domain(domain: &str, policy: &PushUrlPolicy) -> Result<(), RpcError> {
     let name = domain.strip_suffix('.').unwrap_or(domain);
     if name.is_empty() || name.len() > MAX_HOST_LEN || name.split('.').any(str::is_empty) {
         return Err(host_error(
@@ -283,6 +319,9 @@ fn check_domain(domain: &str) -> Result<(), RpcError> {
     }
     // The parser lower-cases ASCII hosts; do it again so this function stands alone.
     let name = name.to_ascii_lowercase();
+    if policy.allows_host(&name) {
+        return Ok(());
+    }
     if name == "localhost" || name.ends_with(".localhost") {
         return Err(host_error(
             "Push notification URL must not target localhost",
@@ -347,9 +386,9 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
                 "push.url_host",
             ))
         }
-        Some(Host::Domain(domain)) => check_domain(domain)?,
-        Some(Host::Ipv4(ip)) => reject_ip(IpAddr::V4(ip), false)?,
-        Some(Host::Ipv6(ip)) => reject_ip(IpAddr::V6(ip), false)?,
+        Some(Host::Domain(domain)) => check_domain(domain, policy)?,
+        Some(Host::Ipv4(ip)) => reject_ip(IpAddr::V4(ip), false, policy)?,
+        Some(Host::Ipv6(ip)) => reject_ip(IpAddr::V6(ip), false, policy)?,
     }
     // Normalization can lengthen a URL (punycode, percent-encoding).
     if url.as_str().len() > MAX_PUSH_URL_LEN {
@@ -377,8 +416,8 @@ pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), Rpc
                 "push.url_host",
             ))
         }
-        Some(Host::Ipv4(ip)) => return reject_ip(IpAddr::V4(ip), false),
-        Some(Host::Ipv6(ip)) => return reject_ip(IpAddr::V6(ip), false),
+        Some(Host::Ipv4(ip)) => return reject_ip(IpAddr::V4(ip), false, policy),
+        Some(Host::Ipv6(ip)) => return reject_ip(IpAddr::V6(ip), false, policy),
         Some(Host::Domain(domain)) => domain,
     };
     let failed = || {
@@ -395,7 +434,7 @@ pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), Rpc
     let mut any = false;
     for addr in answers {
         any = true;
-        reject_ip(addr.ip(), true)?;
+        reject_ip(addr.ip(), true, policy)?;
     }
     if any {
         Ok(())
@@ -413,7 +452,7 @@ mod tests {
     fn http() -> PushUrlPolicy {
         PushUrlPolicy {
             allow_http: true,
-            resolve_names: false,
+            ..Default::default()
         }
     }
 
@@ -583,6 +622,7 @@ mod tests {
             let policy = PushUrlPolicy {
                 allow_http,
                 resolve_names: false,
+                ..Default::default()
             };
             let got = reason_of(raw, &policy);
             if got != expected {
@@ -765,6 +805,91 @@ mod tests {
     }
 
     #[test]
+    fn operator_allowed_networks_and_hosts() {
+        let policy = PushUrlPolicy {
+            allow_http: true,
+            allowed_networks: ["10.20.0.0/16", "fd00:a2a::/32", "127.0.0.1/32"]
+                .iter()
+                .map(|n| n.parse().unwrap())
+                .collect(),
+            allowed_hosts: vec!["hooks.internal".into(), "receiver".into()],
+            ..Default::default()
+        };
+        let broad_loopback = PushUrlPolicy {
+            allowed_networks: vec!["::/16".parse().unwrap(), "0.0.0.0/8".parse().unwrap()],
+            ..Default::default()
+        };
+        let none = PushUrlPolicy::default();
+        // (url, policy, expected reason or None)
+        let rows: Vec<(&str, &PushUrlPolicy, Option<&str>)> = vec![
+            ("https://10.20.1.2/hook", &policy, None),
+            ("https://0x0a.20.1.2/hook", &policy, None),
+            ("https://10.20.255.255/", &policy, None),
+            ("https://10.21.0.1/", &policy, Some("push.private_address")),
+            (
+                "https://192.168.1.1/",
+                &policy,
+                Some("push.private_address"),
+            ),
+            ("https://[fd00:a2a::1]/", &policy, None),
+            (
+                "https://[fd00:a2b::1]/",
+                &policy,
+                Some("push.private_address"),
+            ),
+            // The mapped form of an allowed IPv4 is another address: refused as ever.
+            (
+                "https://[::ffff:10.20.1.2]/",
+                &policy,
+                Some("push.private_address"),
+            ),
+            // Loopback by a network inside the loopback block only.
+            ("http://127.0.0.1:8080/", &policy, None),
+            ("http://127.0.0.2/", &policy, Some("push.private_address")),
+            (
+                "https://[::1]/",
+                &broad_loopback,
+                Some("push.private_address"),
+            ),
+            ("https://0.0.0.1/", &broad_loopback, None),
+            ("https://0.0.0.0/", &broad_loopback, None),
+            // Names: exactly those listed, in any case, with a trailing dot.
+            ("https://hooks.internal/a", &policy, None),
+            ("https://HOOKS.Internal./a", &policy, None),
+            ("https://receiver/", &policy, None),
+            ("https://other.internal/", &policy, Some("push.local_name")),
+            (
+                "https://x.hooks.internal/",
+                &policy,
+                Some("push.local_name"),
+            ),
+            ("https://localhost/", &policy, Some("push.localhost")),
+            ("https://hooks.internal/", &none, Some("push.local_name")),
+            ("https://10.20.1.2/", &none, Some("push.private_address")),
+        ];
+        for (url, p, want) in rows {
+            let got = check_push_url(url, p).err().map(|e| e.reason);
+            assert_eq!(got, want, "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn allowed_networks_hold_after_resolution() {
+        let policy = PushUrlPolicy {
+            resolve_names: true,
+            allowed_networks: vec!["10.20.0.0/16".parse().unwrap()],
+            ..Default::default()
+        };
+        let ok = Url::parse("https://10.20.1.2/").unwrap();
+        check_resolved(&ok, &policy).await.unwrap();
+        let bad = Url::parse("https://10.30.1.2/").unwrap();
+        assert_eq!(
+            check_resolved(&bad, &policy).await.unwrap_err().reason,
+            "push.private_address"
+        );
+    }
+
+    #[test]
     fn public_examples() {
         for ip in [
             "8.8.8.8",
@@ -799,6 +924,7 @@ mod tests {
         let policy = PushUrlPolicy {
             allow_http: false,
             resolve_names: true,
+            ..Default::default()
         };
         let url = Url::parse("https://localhost/").unwrap();
         let e = check_resolved(&url, &policy).await.unwrap_err();
@@ -819,6 +945,7 @@ mod tests {
         let policy = PushUrlPolicy {
             allow_http: false,
             resolve_names: true,
+            ..Default::default()
         };
         let public = check_push_url("https://8.8.8.8/x", &policy).unwrap();
         assert!(check_resolved(&public, &policy).await.is_ok());
@@ -835,6 +962,7 @@ mod tests {
         let policy = PushUrlPolicy {
             allow_http: false,
             resolve_names: true,
+            ..Default::default()
         };
         // `.invalid` never resolves (RFC 6761); the local resolver answers NXDOMAIN or fails.
         let url = Url::parse("https://hooks.example.invalid/").unwrap();
