@@ -482,3 +482,53 @@ async fn public_card_requests_do_not_hammer_the_agent() {
         .await;
     assert_eq!(status, 200);
 }
+
+/// The protected header of the card's signature by `kid`.
+fn protected_of(card: &Value, kid: &str) -> Value {
+    use base64::Engine as _;
+    for sig in card["signatures"].as_array().unwrap() {
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(sig["protected"].as_str().unwrap())
+            .unwrap();
+        let h: Value = serde_json::from_slice(&raw).unwrap();
+        if h["kid"] == kid {
+            return h;
+        }
+    }
+    panic!("no signature by {kid}: {card}");
+}
+
+#[tokio::test]
+async fn asymmetric_signatures_say_where_the_keys_are() {
+    // Default: the edge's own JWKS URL in the protected header of an ES256 signature.
+    let s = setup("e1", "").await;
+    let mut c = s.proxy.client(Proto::H1).await;
+    let (_, _, body) = fetch(&mut c, &[]).await;
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    let jku = format!("{}.well-known/jwks.json", s.proxy.public_url);
+    assert_eq!(protected_of(&card, "e1")["jku"], jku.as_str());
+    // ... which is where the key is, and its signature verifies with it.
+    let (status, _, _) = c.request("GET", "/.well-known/jwks.json", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(verify_card(&card, &jwks_keys(&mut c).await).is_valid());
+    // HS256: no JWKS to point at.
+    let h = setup("h1", "").await;
+    let mut c = h.proxy.client(Proto::H2).await;
+    let (_, _, body) = fetch(&mut c, &[]).await;
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert!(protected_of(&card, "h1").get("jku").is_none());
+    // Off, or another URL, by policy.
+    let off = setup("e1", "jku = false").await;
+    let mut c = off.proxy.client(Proto::H1).await;
+    let (_, _, body) = fetch(&mut c, &[]).await;
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert!(protected_of(&card, "e1").get("jku").is_none());
+    let there = setup("e1", "jku = \"https://keys.example/jwks.json\"").await;
+    let mut c = there.proxy.client(Proto::H1).await;
+    let (_, _, body) = fetch(&mut c, &[]).await;
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        protected_of(&card, "e1")["jku"],
+        "https://keys.example/jwks.json"
+    );
+}

@@ -26,6 +26,9 @@ pub struct EdgeFace {
 
 pub use canonical::CardError;
 
+/// Where the edge publishes the public keys of its card signatures.
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
+
 /// Rewrites an agent's card for the edge.
 pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
     let Value::Object(mut card) = card else {

@@ -14,6 +14,7 @@ use super::jws::{sign_card, SignOptions};
 use super::verify::verify_card;
 use super::{rewrite, EdgeFace};
 use crate::policy::CardPolicy;
+use crate::policy::Jku;
 
 /// One published card.
 #[derive(Debug)]
@@ -44,7 +45,18 @@ impl CardService {
         let jwks = (!keys.is_empty()).then(|| Bytes::from(json!({"keys": keys}).to_string()));
         CardService {
             options: SignOptions {
-                jku: policy.jku.clone(),
+                jku: match &policy.jku {
+                    Jku::Url(u) => Some(u.clone()),
+                    Jku::Off => None,
+                    // An asymmetric active key is published in the edge's JWKS: say where.
+                    Jku::Auto => policy
+                        .active
+                        .and_then(|i| policy.signing_keys.get(i))
+                        .and_then(|k| k.public_jwk())
+                        .and_then(|_| url::Url::parse(&face.public_url).ok())
+                        .and_then(|u| u.join(super::JWKS_PATH).ok())
+                        .map(String::from),
+                },
                 jku_null: false,
             },
             face,

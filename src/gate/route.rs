@@ -17,7 +17,7 @@ pub enum Route {
 
 pub const HEALTH_PATH: &str = "/health";
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-pub const JWKS_PATH: &str = "/.well-known/jwks.json";
+pub const JWKS_PATH: &str = crate::card::JWKS_PATH;
 
 /// `rpc_path` is the path of `server.public_url`; it is served with and without a trailing
 /// slash (the A2A TCK appends one).

@@ -19,6 +19,16 @@ pub enum CardSource {
     Static(Value),
 }
 
+/// Where the card's signatures say the keys are (`card.jku`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Jku {
+    /// The edge's own `/.well-known/jwks.json` when the signing key is asymmetric (the
+    /// default), so verifiers that resolve keys by `jku` find them.
+    Auto,
+    Off,
+    Url(String),
+}
+
 #[derive(Clone)]
 pub struct CardPolicy {
     pub source: CardSource,
@@ -29,7 +39,8 @@ pub struct CardPolicy {
     /// All configured keys; `active` indexes the one that signs.
     pub signing_keys: Vec<std::sync::Arc<SigningKey>>,
     pub active: Option<usize>,
-    pub jku: Option<String>,
+    /// `jku` of the signatures' protected header.
+    pub jku: Jku,
     /// When set, the agents' card must verify with these keys first.
     pub upstream_keys: Option<std::sync::Arc<VerifyKeys>>,
 }
@@ -229,11 +240,18 @@ impl Ctx<'_> {
                 )
             }
         };
-        let jku = match &c.jku {
-            None => None,
-            Some(u) => match url::Url::parse(u.get_ref()) {
-                Ok(url) if url.scheme() == "https" => Some(url.to_string()),
-                _ => return self.spanned_err("card.jku", u, "must be an https:// URL"),
+        let jku = match c.jku.as_ref().map(|u| (u, u.get_ref())) {
+            None | Some((_, file::JkuSetting::Switch(true))) => Jku::Auto,
+            Some((_, file::JkuSetting::Switch(false))) => Jku::Off,
+            Some((u, file::JkuSetting::Url(raw))) => match url::Url::parse(raw) {
+                Ok(url) if url.scheme() == "https" => Jku::Url(url.to_string()),
+                _ => {
+                    return self.spanned_err(
+                        "card.jku",
+                        u,
+                        "must be an https:// URL, true (the edge's JWKS) or false",
+                    )
+                }
             },
         };
         let upstream_keys = match &c.upstream_keys {

@@ -191,8 +191,9 @@ pub struct CardSection {
     pub max_age_secs: Option<u32>,
     /// The kid of the key that signs; the others stay published for verification.
     pub active_kid: Option<Spanned<String>>,
-    /// `jku` of the protected header (where verifiers find the public keys).
-    pub jku: Option<Spanned<String>>,
+    /// `jku` of the protected header (where verifiers find the public keys): a URL, or
+    /// `false` for none; absent or `true`: the edge's own JWKS URL with an asymmetric key.
+    pub jku: Option<Spanned<JkuSetting>>,
     #[serde(default)]
     pub signing_keys: Vec<SigningKeySection>,
     /// Keys that must verify the agents' own card before the edge trusts it.
@@ -405,4 +406,12 @@ pub struct PushSection {
 pub struct WorkspaceSection {
     pub allowed_roots: Option<Spanned<Vec<PathBuf>>>,
     pub check_filesystem: Option<bool>,
+}
+
+/// `card.jku`: `true`/`false` or a URL.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum JkuSetting {
+    Switch(bool),
+    Url(String),
 }

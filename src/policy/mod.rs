@@ -31,7 +31,7 @@ pub use auth::{
     ApiKeyPolicy, AuthPolicy, BasicCredential, BasicSecret, BearerCredential, ClientAuth,
     GeneratedToken, IdentityAssertionPolicy, JwksLocation, JwtPolicy, ThrottlePolicy,
 };
-pub use card::{CardPolicy, CardSource};
+pub use card::{CardPolicy, CardSource, Jku};
 pub use limits::LimitsPolicy;
 pub use secret::{random_token, sha256, write_private};
 pub use state::StatePolicy;
