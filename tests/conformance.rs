@@ -484,3 +484,60 @@ async fn push_callbacks_to_the_operators_own_receivers_only() {
         "a refused callback reached the agent"
     );
 }
+
+#[tokio::test]
+async fn media_types_can_come_from_the_agent_card() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    up.card.lock().unwrap()["defaultInputModes"] = json!(["text/plain", "text/csv"]);
+    up.card.lock().unwrap()["skills"] = json!([{"id": "s", "name": "n", "description": "d",
+        "tags": [], "inputModes": ["image/*"]}]);
+    let opts = || ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_policy: "[a2a]\ninput_media_types = \"card\"\n".into(),
+        ..Default::default()
+    };
+    let p = Proxy::start(opts()).await;
+    let mut c = p.client(Proto::H2).await;
+    let part = |media: &str, content: Value| {
+        let mut part = content;
+        part["mediaType"] = json!(media);
+        json!({"message": {"messageId": a2a_edge::crypto::random_token(), "role": "ROLE_USER", "parts": [part]}})
+    };
+    let png = json!({"raw": "iVBORw0KGgo="});
+    let text = json!({"text": "a,b"});
+    // (media type, content, accepted)
+    let rows = [
+        ("text/csv", text.clone(), true),
+        ("text/plain", text.clone(), true),
+        ("image/tiff", png.clone(), true),
+        ("image/png", png.clone(), true),
+        ("text/markdown", text.clone(), false),
+        ("application/pdf", png.clone(), false),
+        ("audio/ogg", png.clone(), false),
+    ];
+    for (media, content, accepted) in rows.clone() {
+        let before = up.rpc_requests().len();
+        let v = rpc_as(&mut c, ALICE, "SendMessage", part(media, content)).await;
+        if accepted {
+            assert!(v.get("result").is_some(), "{media}: {v}");
+            assert_eq!(up.rpc_requests().len(), before + 1);
+        } else {
+            assert_eq!(v["error"]["code"], -32005, "{media}: {v}");
+            assert_eq!(up.rpc_requests().len(), before, "{media} reached the agent");
+        }
+    }
+    // The agent's card changes: the next refresh (here a reload) changes the set.
+    up.card.lock().unwrap()["defaultInputModes"] = json!(["text/markdown"]);
+    up.card.lock().unwrap()["skills"] = json!([]);
+    p.reload(&policy_text(p.dir.path(), &opts())).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        part("text/markdown", text.clone()),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let v = rpc_as(&mut c, ALICE, "SendMessage", part("text/csv", text)).await;
+    assert_eq!(v["error"]["code"], -32005, "{v}");
+}

@@ -98,7 +98,16 @@ impl Gate {
             CardSource::Static(v) => Ok(v.clone()),
             CardSource::Upstream => self.fetch_agent_card().await,
         };
-        let outcome = card.and_then(|c| self.card.publish(c).map_err(|e| e.0));
+        let outcome = card.and_then(|c| {
+            // With `a2a.input_media_types = "card"`, the published card's input modes are
+            // what parts may be.
+            let modes = self.requests.media.is_from_card().then(|| c.clone());
+            self.card.publish(c).map_err(|e| e.0)?;
+            if let Some(card) = modes {
+                self.requests.media.learn_card(&card);
+            }
+            Ok(())
+        });
         let invalid = |v: bool| {
             self.card_invalid
                 .store(v, std::sync::atomic::Ordering::Relaxed)

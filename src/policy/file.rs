@@ -368,6 +368,9 @@ pub struct A2aSection {
     pub max_body_bytes: Option<Spanned<u64>>,
     #[serde(default)]
     pub required_extensions: Vec<Spanned<String>>,
+    /// `"builtin"` (default: iac-code's classes plus the extras) or `"card"` (the served
+    /// card's input modes).
+    pub input_media_types: Option<Spanned<String>>,
     pub extra_text_media_types: Option<Spanned<Vec<String>>>,
     pub extra_multimodal_media_types: Option<Spanned<Vec<String>>>,
     /// Replace absolute paths in agents' answers with `[PATH]` (as iac-code's safe mode).

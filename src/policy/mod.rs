@@ -273,11 +273,15 @@ impl Policy {
                 r.required_extensions.join(", ")
             ));
         }
-        s.push_str(&format!(
-            "parts    text-like: {}; multimodal: {}\n",
-            r.media.text().join(", "),
-            r.media.multimodal().join(", ")
-        ));
+        if r.media.is_from_card() {
+            s.push_str("parts    media types: the served card's defaultInputModes and skills' inputModes (text-like: text/* and JSON/YAML types; the rest multimodal)\n");
+        } else {
+            s.push_str(&format!(
+                "parts    text-like: {}; multimodal: {}\n",
+                r.media.text().join(", "),
+                r.media.multimodal().join(", ")
+            ));
+        }
         let roots: Vec<String> = r
             .workspace
             .roots
@@ -586,10 +590,38 @@ impl Ctx<'_> {
             "a2a.extra_multimodal_media_types",
             "IACCODE_A2A_MULTIMODAL_MIME_TYPES",
         );
-        let media = match MediaTypes::new(&text, &[]) {
-            Err(m) => return self.err(&text_key, text_span, m),
-            Ok(_) => {
-                MediaTypes::new(&text, &multi).or_else(|m| self.err(&multi_key, multi_span, m))?
+        let media = match a
+            .input_media_types
+            .as_ref()
+            .map(|v| (v, v.get_ref().as_str()))
+        {
+            Some((_, "card")) => {
+                if let Some((key, span)) = [
+                    (text_key.clone(), &text_span),
+                    (multi_key.clone(), &multi_span),
+                ]
+                .into_iter()
+                .find(|(_, s)| s.is_some())
+                {
+                    return self.err(
+                        &key,
+                        span.clone(),
+                        "only meaningful with the built-in classes (a2a.input_media_types = \"builtin\"); with \"card\" the card's input modes decide".into(),
+                    );
+                }
+                MediaTypes::from_card()
+            }
+            None | Some((_, "builtin")) => match MediaTypes::new(&text, &[]) {
+                Err(m) => return self.err(&text_key, text_span, m),
+                Ok(_) => MediaTypes::new(&text, &multi)
+                    .or_else(|m| self.err(&multi_key, multi_span, m))?,
+            },
+            Some((v, _)) => {
+                return self.spanned_err(
+                    "a2a.input_media_types",
+                    v,
+                    "must be \"builtin\" or \"card\"",
+                )
             }
         };
         let denied = a

@@ -70,6 +70,36 @@ pub enum MediaClass {
 pub struct MediaTypes {
     text: Vec<String>,
     multimodal: Vec<String>,
+    /// `a2a.input_media_types = "card"`: the accepted set is the served card's, replaced at
+    /// every card refresh ([`MediaTypes::learn_card`]); empty (only parts without a type)
+    /// until a card is known.
+    card: Option<std::sync::Arc<arc_swap::ArcSwap<Vec<String>>>>,
+}
+
+/// Most media ranges taken from one card.
+const MAX_CARD_MODES: usize = 256;
+
+/// The size class a type from a card gets: text-like for `text/*` and JSON/YAML types.
+fn class_of(essence: &str) -> MediaClass {
+    let (top, sub) = essence.split_once('/').unwrap_or((essence, ""));
+    let texty = top == "text"
+        || matches!(sub, "json" | "yaml" | "x-yaml")
+        || sub.ends_with("+json")
+        || sub.ends_with("+yaml");
+    if texty {
+        MediaClass::Text
+    } else {
+        MediaClass::Multimodal
+    }
+}
+
+/// Whether `range` (`type/subtype`, `type/*` or `*/*`) covers `essence`.
+fn covers(range: &str, essence: &str) -> bool {
+    match range.strip_suffix("/*") {
+        Some("*") => true,
+        Some(top) => essence.split_once('/').is_some_and(|(t, _)| t == top),
+        None => range == essence,
+    }
 }
 
 impl MediaTypes {
@@ -99,7 +129,59 @@ impl MediaTypes {
                 "media type {both:?} is configured as both text and multimodal"
             ));
         }
-        Ok(MediaTypes { text, multimodal })
+        Ok(MediaTypes {
+            text,
+            multimodal,
+            card: None,
+        })
+    }
+
+    /// The set comes from the agent card (`a2a.input_media_types = "card"`).
+    pub fn from_card() -> MediaTypes {
+        MediaTypes {
+            text: Vec::new(),
+            multimodal: Vec::new(),
+            card: Some(Default::default()),
+        }
+    }
+
+    pub fn is_from_card(&self) -> bool {
+        self.card.is_some()
+    }
+
+    /// With the card as source: takes the card's `defaultInputModes` and every skill's
+    /// `inputModes` (media ranges, parameters dropped, lower-cased; at most 256; malformed
+    /// entries ignored) as the accepted set. No effect otherwise.
+    pub fn learn_card(&self, card: &serde_json::Value) {
+        let Some(slot) = &self.card else {
+            return;
+        };
+        let mut modes: Vec<String> = Vec::new();
+        let skills = card["skills"].as_array().into_iter().flatten();
+        let lists =
+            std::iter::once(&card["defaultInputModes"]).chain(skills.map(|s| &s["inputModes"]));
+        for list in lists {
+            for m in list
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.as_str())
+            {
+                let Some(p) = parse(m) else { continue };
+                if modes.len() < MAX_CARD_MODES && !modes.contains(&p.essence) {
+                    modes.push(p.essence);
+                }
+            }
+        }
+        slot.store(std::sync::Arc::new(modes));
+    }
+
+    /// With the card as source: the accepted ranges now.
+    pub fn card_modes(&self) -> Vec<String> {
+        self.card
+            .as_ref()
+            .map(|c| c.load().as_ref().clone())
+            .unwrap_or_default()
     }
 
     /// Classifies a part's `mediaType` and returns the normalized type to forward: lower-cased,
@@ -113,7 +195,20 @@ impl MediaTypes {
         let parsed = parse(raw).ok_or_else(|| {
             RpcError::invalid_params("A2A part media type is malformed.", "part.media_type")
         })?;
-        let class = if self.text.contains(&parsed.essence) {
+        // A part has one type, never a range.
+        let from_card = self.card.as_ref().map(|c| {
+            !parsed.essence.contains('*') && c.load().iter().any(|r| covers(r, &parsed.essence))
+        });
+        let class = if let Some(listed) = from_card {
+            if !listed {
+                return Err(RpcError::new(
+                    -32005,
+                    "A2A part has unsupported media type.",
+                    "part.media_type",
+                ));
+            }
+            class_of(&parsed.essence)
+        } else if self.text.contains(&parsed.essence) {
             MediaClass::Text
         } else if self.multimodal.contains(&parsed.essence) {
             MediaClass::Multimodal
@@ -470,5 +565,59 @@ mod tests {
         }
         assert!(MediaTypes::new(&[], &["text/plain".to_string()]).is_err());
         assert!(MediaTypes::new(&["x/y".to_string()], &["X/Y".to_string()]).is_err());
+    }
+
+    #[test]
+    fn types_from_the_card() {
+        let t = MediaTypes::from_card();
+        // No card yet: only parts without a type.
+        assert!(t.classify(None).is_ok());
+        assert_eq!(t.classify(Some("text/plain")).unwrap_err().code, -32005);
+        t.learn_card(&serde_json::json!({
+            "defaultInputModes": ["text/plain", "Application/JSON; charset=utf-8", "bogus", 7],
+            "skills": [{"inputModes": ["image/*", "text/csv"]}, {"inputModes": ["application/vnd.api+json", "application/x-yaml"]}, {}]
+        }));
+        let rows = [
+            ("text/plain", Some(MediaClass::Text)),
+            ("application/json", Some(MediaClass::Text)),
+            ("text/csv", Some(MediaClass::Text)),
+            ("application/vnd.api+json", Some(MediaClass::Text)),
+            ("application/x-yaml", Some(MediaClass::Text)),
+            ("image/png", Some(MediaClass::Multimodal)),
+            ("IMAGE/TIFF", Some(MediaClass::Multimodal)),
+            ("image/*", None),
+            ("*/*", None),
+            ("text/html", None),
+            ("application/pdf", None),
+            ("audio/ogg", None),
+        ];
+        for (m, want) in rows {
+            match (t.classify(Some(m)), want) {
+                (Ok((class, _)), Some(w)) => assert_eq!(class, w, "{m}"),
+                (Err(e), None) => {
+                    assert_eq!((e.code, e.reason), (-32005, "part.media_type"), "{m}")
+                }
+                (got, _) => panic!("{m}: {got:?}"),
+            }
+        }
+        // A charset still only on text-like types.
+        assert_eq!(
+            t.classify(Some("image/png; charset=utf-8"))
+                .unwrap_err()
+                .reason,
+            "part.charset"
+        );
+        // A refresh replaces the set; `*/*` takes everything well-formed.
+        t.learn_card(&serde_json::json!({"defaultInputModes": ["*/*"]}));
+        assert_eq!(
+            t.classify(Some("application/pdf")).unwrap().0,
+            MediaClass::Multimodal
+        );
+        assert!(t.classify(Some("text/plain")).is_ok());
+        assert_eq!(t.card_modes(), ["*/*"]);
+        // The built-in set ignores cards.
+        let builtin = MediaTypes::new(&[], &[]).unwrap();
+        builtin.learn_card(&serde_json::json!({"defaultInputModes": ["application/pdf"]}));
+        assert!(builtin.classify(Some("application/pdf")).is_err());
     }
 }
