@@ -305,6 +305,35 @@ class Runner(Checks):
         )
         return f'task {tid}: stream of {len(events)} events ended {state_name(states[-1])}'
 
+    async def c_proto_names(self) -> str:
+        # A2A 1.0 JSON is ProtoJSON: proto field names (message_id, media_type, task_id,
+        # history_length as a string) are as valid as the JSON names. The edge accepts them,
+        # and its answers parse as the SDK's own protobuf messages.
+        from google.protobuf import json_format
+        from a2a.types import SendMessageResponse, Task
+
+        async def rpc(http: httpx.AsyncClient, method: str, params: dict) -> dict:
+            body = {'jsonrpc': '2.0', 'id': 1, 'method': method, 'params': params}
+            r = await http.post(self.url, json=body, headers={'A2A-Version': '1.0'})
+            expect(r.status_code == 200, f'{method}: HTTP {r.status_code}')
+            answer = r.json()
+            expect('result' in answer, f'{method} in proto names refused: {answer.get("error")}')
+            return answer['result']
+
+        async with self.httpx_client(self.token) as http:
+            sent = await rpc(http, 'SendMessage', {'message': {
+                'message_id': 'proto-names-1', 'role': 'ROLE_USER',
+                'parts': [{'text': '[[input]] proto names', 'media_type': 'text/plain'}]},
+                'configuration': {'history_length': '1', 'return_immediately': False}})
+            resp = json_format.ParseDict(sent, SendMessageResponse(), ignore_unknown_fields=True)
+            tid = resp.task.id
+            expect(bool(tid), f'no task in the answer: {sent}')
+            got = await rpc(http, 'GetTask', {'id': tid, 'history_length': '0'})
+            task = json_format.ParseDict(got, Task(), ignore_unknown_fields=True)
+            expect(task.id == tid, f'GetTask answered {task.id}')
+            expect(len(task.history) == 0, f'history_length "0" ignored: {len(task.history)} messages')
+        return f'task {tid}: SendMessage and GetTask in proto field names, answers parse as SendMessageResponse and Task'
+
     async def _expect_401(self, token: str | None) -> str:
         async with self.httpx_client(token) as http:
             client = self.sdk_client(http, streaming=False)
@@ -362,6 +391,7 @@ class Runner(Checks):
         await self.acheck('list-tasks', self.c_list_tasks)
         await self.acheck('cancel-return-immediately', self.c_cancel_return_immediately)
         await self.acheck('cancel-streaming', self.c_cancel_streaming)
+        await self.acheck('proto-names', self.c_proto_names)
         await self.acheck('auth-no-token', self.c_no_token)
         await self.acheck('auth-wrong-token', self.c_wrong_token)
         print(f'sdk-client: {self.passed} passed, {self.failed} failed', flush=True)
