@@ -363,6 +363,20 @@ async fn a_read_only_group_and_a_caller_without_rules_get_the_authorization_erro
             json!({"taskPushNotificationConfig": {"url": "https://hooks.example.com/x"}});
         let v = call(&mut c, ALICE, "SendMessage", inline).await;
         assert_eq!(reason(&v), "authz.push", "{v}");
+        // ... nor in the proto spelling of the same field (ProtoJSON accepts both).
+        let mut proto_spelling = message(text(), Value::Null, Value::Null);
+        proto_spelling["configuration"] =
+            json!({"task_push_notification_config": {"url": "https://hooks.example.com/x"}});
+        let v = call(&mut c, ALICE, "SendMessage", proto_spelling).await;
+        assert_eq!(reason(&v), "authz.push", "{v}");
+        let v = call(
+            &mut c,
+            ALICE,
+            "CreateTaskPushNotificationConfig",
+            json!({"task_id": "t1", "url": "https://hooks.example.com/x"}),
+        )
+        .await;
+        assert_eq!(v["error"]["code"], -32050, "{v}");
         // The harness's own principal matches no rule: refused before its body is read.
         let v = call(&mut c, TOKEN, "GetTask", json!({"id": "t1"})).await;
         assert_eq!(v["error"]["code"], -32050, "{v}");

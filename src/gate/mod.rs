@@ -339,7 +339,11 @@ impl Gate {
         let grant = self.grant(&principal, trace)?;
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
         let bytes = read_body(body, &parts.headers, self.body_limits).await?;
-        let rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
+        let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
+        // ProtoJSON names first: every later stage reads one spelling (authorization looks
+        // for inline push configs and tenants).
+        crate::validate::names::normalize_params(&mut rpc.params)
+            .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
         trace.method = Some(rpc.method.as_str());
         self.authorize(&grant, &principal, &rpc, trace)?;
         self.budgets

@@ -61,10 +61,66 @@ pub fn to_json_names(object: &mut Map<String, Value>, path: &str) -> Result<(), 
     Ok(())
 }
 
+/// Puts every object of a request's params that the edge reads into JSON names: the params,
+/// the message and its parts, the send configuration, push configs and their authentication.
+/// Done right after parsing, before any stage reads a field (authorization looks for an
+/// inline push config and tenants: a proto spelling must not slip past it).
+pub fn normalize_params(params: &mut Map<String, Value>) -> Result<(), RpcError> {
+    to_json_names(params, "params")?;
+    if let Some(Value::Object(auth)) = params.get_mut("authentication") {
+        to_json_names(auth, "params.authentication")?;
+    }
+    if let Some(Value::Object(m)) = params.get_mut("message") {
+        to_json_names(m, "params.message")?;
+        if let Some(Value::Array(parts)) = m.get_mut("parts") {
+            for part in parts.iter_mut().filter_map(Value::as_object_mut) {
+                to_json_names(part, "params.message.parts")?;
+            }
+        }
+    }
+    if let Some(Value::Object(c)) = params.get_mut("configuration") {
+        to_json_names(c, "params.configuration")?;
+        if let Some(Value::Object(push)) = c.get_mut("taskPushNotificationConfig") {
+            to_json_names(push, "params.configuration.taskPushNotificationConfig")?;
+            if let Some(Value::Object(auth)) = push.get_mut("authentication") {
+                to_json_names(auth, "authentication")?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_request_is_renamed_where_the_edge_reads_it_and_nowhere_else() {
+        let mut p = map(json!({
+            "message": {"message_id": "m", "task_id": "t", "parts": [{"media_type": "text/plain", "text": "x"}],
+                "metadata": {"iac_code": {"cwd": "/w"}, "task_id": "kept"}},
+            "configuration": {"history_length": 1, "task_push_notification_config": {"task_id": "t", "url": "https://h.example/"}},
+            "metadata": {"page_size": 1}
+        }));
+        normalize_params(&mut p).unwrap();
+        assert_eq!(
+            Value::Object(p),
+            json!({
+                "message": {"messageId": "m", "taskId": "t", "parts": [{"mediaType": "text/plain", "text": "x"}],
+                    "metadata": {"iac_code": {"cwd": "/w"}, "task_id": "kept"}},
+                "configuration": {"historyLength": 1, "taskPushNotificationConfig": {"taskId": "t", "url": "https://h.example/"}},
+                "metadata": {"page_size": 1}
+            })
+        );
+        let mut dup = map(
+            json!({"configuration": {"taskPushNotificationConfig": {}, "task_push_notification_config": {}}}),
+        );
+        assert_eq!(
+            normalize_params(&mut dup).unwrap_err().reason,
+            "params.duplicate_field"
+        );
+    }
 
     fn map(v: Value) -> Map<String, Value> {
         match v {
