@@ -541,3 +541,40 @@ async fn media_types_can_come_from_the_agent_card() {
     let v = rpc_as(&mut c, ALICE, "SendMessage", part("text/csv", text)).await;
     assert_eq!(v["error"]["code"], -32005, "{v}");
 }
+
+#[tokio::test]
+async fn list_tasks_after_a_time_lists_only_newer_tasks() {
+    let p = Proxy::start(ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] old", json!({})),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let cut = a2a_edge::time::now_micros();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] new", json!({})),
+    )
+    .await;
+    let new = v["result"]["task"]["id"].clone();
+    // In proto spelling, with an offset: the same instant.
+    let stamp = a2a_edge::time::format_rfc3339(cut).replace('Z', "+00:00");
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "ListTasks",
+        json!({"status_timestamp_after": stamp}),
+    )
+    .await;
+    assert_eq!(v["result"]["totalSize"], 1, "{v}");
+    assert_eq!(v["result"]["tasks"][0]["id"], new, "{v}");
+    let v = rpc_as(&mut c, ALICE, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["totalSize"], 2, "{v}");
+}

@@ -331,6 +331,39 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
     let hers = v["result"]["nextPageToken"].as_str().unwrap().to_string();
     let v = rpc_as(&mut c[1], MALLORY, "ListTasks", json!({"pageToken": hers})).await;
     assert_eq!(reason(&v), "list.page_token", "{v}");
+    // statusTimestampAfter: only what changed since, from any replica (an offset is fine).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let cut = a2a_edge::time::now_micros();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut newer = HashSet::new();
+    for client in c.iter_mut().take(2) {
+        let v = rpc_as(
+            client,
+            ALICE,
+            "SendMessage",
+            message("[[input]] later", json!({})),
+        )
+        .await;
+        newer.insert(v["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    let stamp = a2a_edge::time::format_rfc3339(cut).replace('Z', "+00:00");
+    for client in c.iter_mut() {
+        let v = rpc_as(
+            client,
+            ALICE,
+            "ListTasks",
+            json!({"statusTimestampAfter": stamp}),
+        )
+        .await;
+        assert_eq!(v["result"]["totalSize"], 2, "{v}");
+        let got: HashSet<String> = v["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got, newer);
+    }
 }
 
 #[tokio::test]

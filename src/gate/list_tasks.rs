@@ -41,6 +41,10 @@ impl Gate {
                 principal,
                 text("contextId"),
                 text("status"),
+                // Validated and put in UTC `Z` by the params check.
+                text("statusTimestampAfter")
+                    .and_then(crate::time::parse_rfc3339)
+                    .unwrap_or(0),
                 page_size,
                 text("pageToken"),
             )

@@ -245,29 +245,31 @@ impl Ownership {
     }
 
     /// A ListTasks page (see [`TaskRegistry::list`]); with `redis`, read from Redis.
+    /// `after`: `statusTimestampAfter` in microseconds (0: none).
     pub async fn list(
         &self,
         principal: &str,
         context_id: Option<&str>,
         status: Option<&str>,
+        after: u64,
         page_size: usize,
         page_token: Option<&str>,
     ) -> Result<ListPage, Refusal> {
         let Some(shared) = &self.shared else {
             return self
                 .local
-                .list(principal, context_id, status, page_size, page_token)
+                .list_after(principal, context_id, status, after, page_size, page_token)
                 .map_err(Refusal::Denied);
         };
         let (context, status) = super::registry::list_filters(context_id, status);
         let page_size = page_size.max(1);
         let cursor = self
             .local
-            .open_cursor(principal, context, status, page_token)
+            .open_cursor(principal, context, status, after, page_token)
             .map_err(Refusal::Denied)?;
         let cursor_ref = cursor.as_ref().map(|(ts, id)| (*ts, id.as_str()));
         let (total, rows) = shared
-            .list(principal, context, status, cursor_ref, page_size)
+            .list(principal, context, status, after, cursor_ref, page_size)
             .await?;
         let rows = rows
             .into_iter()
@@ -287,7 +289,7 @@ impl Ownership {
             .collect();
         Ok(self
             .local
-            .page_from_rows(principal, context, status, rows, page_size, total))
+            .page_from_rows(principal, context, status, after, rows, page_size, total))
     }
 }
 

@@ -130,7 +130,7 @@ pub struct ListPage {
     /// Each listed task's timestamp, and the query, to resume after any task of the page
     /// ([`TaskRegistry::token_after`]).
     timestamps: Vec<u64>,
-    query: (String, String, String),
+    query: (String, String, String, u64),
 }
 
 /// Counts for metrics and /ready.
@@ -408,12 +408,28 @@ impl TaskRegistry {
         page_size: usize,
         page_token: Option<&str>,
     ) -> Result<ListPage, Denial> {
+        self.list_after(principal, context_id, status, 0, page_size, page_token)
+    }
+
+    /// [`TaskRegistry::list`] of the tasks whose status timestamp is after `after`
+    /// (microseconds; 0: no filter; `statusTimestampAfter`). A task without a timestamp is
+    /// not after any time.
+    pub fn list_after(
+        &self,
+        principal: &str,
+        context_id: Option<&str>,
+        status: Option<&str>,
+        after: u64,
+        page_size: usize,
+        page_token: Option<&str>,
+    ) -> Result<ListPage, Denial> {
         let (context, status) = list_filters(context_id, status);
         let page_size = page_size.max(1);
         let query = Query {
             principal,
             context,
             status,
+            after,
         };
         let cursor = match present(page_token) {
             None => None,
@@ -445,10 +461,13 @@ impl TaskRegistry {
                 &*t.owner == principal && (status.is_empty() || *t.state == *status)
             })
         };
-        let total_size = if context.is_empty() && status.is_empty() {
+        let total_size = if context.is_empty() && status.is_empty() && after == 0 {
             index.len()
         } else {
-            index.iter().filter(|(_, id)| matches(id)).count()
+            index
+                .iter()
+                .filter(|(ts, id)| (after == 0 || *ts > after) && matches(id))
+                .count()
         };
         let upper = match cursor {
             None => Bound::Unbounded,
@@ -459,6 +478,10 @@ impl TaskRegistry {
         let mut last: Option<(u64, &Id)> = None;
         let mut more = false;
         for (ts, id) in index.range((Bound::Unbounded, upper)).rev() {
+            // Newest first: once one is not after the filter, none left is.
+            if after > 0 && *ts <= after {
+                break;
+            }
             if !matches(id) {
                 continue;
             }
@@ -490,6 +513,7 @@ impl TaskRegistry {
                 principal.to_string(),
                 context.to_string(),
                 status.to_string(),
+                after,
             ),
         })
     }
@@ -505,6 +529,7 @@ impl TaskRegistry {
             principal: &page.query.0,
             context: &page.query.1,
             status: &page.query.2,
+            after: page.query.3,
         };
         self.shared.key.mint(
             &query,

@@ -130,7 +130,7 @@ return out
 "#;
 
 /// One ListTasks page. ARGV: prefix, principal, context or '', state or '', cursor timestamp
-/// or '', cursor task id, page size. Returns {total, then per task: id, agent, ts, context,
+/// or '', cursor task id, page size, only tasks after this timestamp or ''. Returns {total, then per task: id, agent, ts, context,
 /// state, the caller's id of the context or ''}, at most page size + 1 tasks (one more
 /// than the page: there is a next page).
 const LIST: &str = r#"
@@ -143,20 +143,23 @@ elseif state ~= '' then key = p .. 'ls:' .. owner .. ':' .. state
 else key = p .. 'lt:' .. owner end
 local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
 local max = ARGV[5] ~= '' and ARGV[5] or '+inf'
+local min = ARGV[8] ~= '' and ('(' .. ARGV[8]) or '-inf'
 local rows = {}
 local found, offset = 0, 0
 local total = 0
 if ctx ~= '' then
   -- A context's tasks are few; counting them is a walk.
-  for _, id in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, min, '+inf')) do
     local t = redis.call('HMGET', p .. 't:' .. id, 'o', 's')
     if t[1] == who and (state == '' or t[2] == state) then total = total + 1 end
   end
+elseif ARGV[8] ~= '' then
+  total = redis.call('ZCOUNT', key, min, '+inf')
 else
   total = redis.call('ZCARD', key)
 end
 while found <= size do
-  local chunk = redis.call('ZREVRANGEBYSCORE', key, max, '-inf', 'WITHSCORES', 'LIMIT', offset, 64)
+  local chunk = redis.call('ZREVRANGEBYSCORE', key, max, min, 'WITHSCORES', 'LIMIT', offset, 64)
   if #chunk == 0 then break end
   offset = offset + #chunk / 2
   for i = 1, #chunk, 2 do
@@ -434,13 +437,14 @@ impl SharedOwners {
         Ok((found_tasks, found_contexts))
     }
 
-    /// One page of the caller's tasks after `cursor` (timestamp, task id): the total and up
-    /// to `size + 1` rows.
+    /// One page of the caller's tasks after `cursor` (timestamp, task id), only those whose
+    /// status timestamp is after `after` (0: all): the total and up to `size + 1` rows.
     pub async fn list(
         &self,
         principal: &str,
         context: &str,
         state: &str,
+        after: u64,
         cursor: Option<(u64, &str)>,
         size: usize,
     ) -> Result<(usize, Vec<ListRow>), StateUnavailable> {
@@ -449,7 +453,21 @@ impl SharedOwners {
             None => (String::new(), ""),
         };
         let size = size.to_string();
-        let args = [self.prefix(), principal, context, state, &ts, id, &size];
+        let after = if after > 0 {
+            after.to_string()
+        } else {
+            String::new()
+        };
+        let args = [
+            self.prefix(),
+            principal,
+            context,
+            state,
+            &ts,
+            id,
+            &size,
+            &after,
+        ];
         let vals: Vec<redis::Value> = self.store.run(&self.list, &args).await?;
         let text = |v: &redis::Value| -> String {
             redis::from_redis_value::<String>(v).unwrap_or_default()

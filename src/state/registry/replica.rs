@@ -126,6 +126,7 @@ impl TaskRegistry {
         principal: &str,
         context: &str,
         status: &str,
+        after: u64,
         token: Option<&str>,
     ) -> Result<Option<(u64, String)>, Denial> {
         let Some(t) = present(token) else {
@@ -135,6 +136,7 @@ impl TaskRegistry {
             principal,
             context,
             status,
+            after,
         };
         let c = self
             .shared
@@ -146,11 +148,13 @@ impl TaskRegistry {
 
     /// A page from rows read elsewhere (the shared store): `rows` are `(task, agent, ts)` in
     /// order, at most `page_size + 1` (one more: there is a next page).
+    #[allow(clippy::too_many_arguments)]
     pub fn page_from_rows(
         &self,
         principal: &str,
         context: &str,
         status: &str,
+        after: u64,
         mut rows: Vec<(String, UpstreamId, u64)>,
         page_size: usize,
         total_size: usize,
@@ -163,6 +167,7 @@ impl TaskRegistry {
                     principal,
                     context,
                     status,
+                    after,
                 },
                 &Cursor {
                     timestamp: *ts,
@@ -181,6 +186,7 @@ impl TaskRegistry {
                 principal.to_string(),
                 context.to_string(),
                 status.to_string(),
+                after,
             ),
         }
     }

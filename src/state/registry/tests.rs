@@ -1003,3 +1003,49 @@ fn concurrent_turns_on_one_context_admit_exactly_one() {
     assert_eq!(reg.stats().running_contexts, 0);
     reg.check_invariants();
 }
+
+#[test]
+fn list_after_a_time_keeps_only_newer_statuses_and_binds_the_token() {
+    let reg = TaskRegistry::new(100);
+    for (id, ts) in [
+        ("t10", Some(10)),
+        ("t20", Some(20)),
+        ("t30", Some(30)),
+        ("t40", Some(40)),
+        ("none", None),
+    ] {
+        reg.observe(A, 0, &task(id, "c", "TASK_STATE_WORKING", ts))
+            .unwrap();
+    }
+    // (after, expected ids newest first)
+    let cases: [(u64, &[&str]); 5] = [
+        (0, &["t40", "t30", "t20", "t10", "none"]),
+        (9, &["t40", "t30", "t20", "t10"]),
+        (10, &["t40", "t30", "t20"]),
+        (39, &["t40"]),
+        (40, &[]),
+    ];
+    for (after, want) in cases {
+        let page = reg.list_after(A, None, None, after, 50, None).unwrap();
+        assert_eq!(ids(&page), want, "after {after}");
+        assert_eq!(page.total_size, want.len(), "after {after}");
+        let in_ctx = reg.list_after(A, Some("c"), None, after, 50, None).unwrap();
+        assert_eq!(ids(&in_ctx), want, "after {after}, context");
+    }
+    // Paged: no gap, no duplicate, and the token is only good for the same filter.
+    let first = reg.list_after(A, None, None, 15, 2, None).unwrap();
+    assert_eq!(ids(&first), ["t40", "t30"]);
+    let next = reg
+        .list_after(A, None, None, 15, 2, Some(&first.next_page_token))
+        .unwrap();
+    assert_eq!(ids(&next), ["t20"]);
+    assert!(next.next_page_token.is_empty());
+    for other in [0, 14, 16] {
+        assert_eq!(
+            reg.list_after(A, None, None, other, 2, Some(&first.next_page_token))
+                .unwrap_err(),
+            Denial::InvalidToken,
+            "after {other}"
+        );
+    }
+}

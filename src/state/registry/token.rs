@@ -31,6 +31,8 @@ pub(super) struct Query<'a> {
     pub context: &'a str,
     /// Normalized: `""` when no filter.
     pub status: &'a str,
+    /// `statusTimestampAfter` in microseconds; 0 when no filter.
+    pub after: u64,
 }
 
 pub(super) struct TokenKey(hmac::Key);
@@ -109,6 +111,7 @@ fn signed_bytes(query: &Query<'_>, body: &[u8]) -> Vec<u8> {
         m.extend_from_slice(&(field.len() as u64).to_be_bytes());
         m.extend_from_slice(field.as_bytes());
     }
+    m.extend_from_slice(&query.after.to_be_bytes());
     m.extend_from_slice(body);
     m
 }
