@@ -300,10 +300,15 @@ fn verify(o: Opts, env: Env<'_>, out: &mut dyn Write) -> Result<u8, Failure> {
     };
     let verdict = verify_card(&card, &keys);
     writeln!(out, "{verdict}").map_err(|e| run_err(e.to_string()))?;
-    // The card must also be an A2A 1.0 AgentCard (what the edge publishes).
-    if let Err(e) = super::schema::check(&card) {
-        eprintln!("a2a-edge card: card.invalid: {e}");
-        return Ok(1);
+    // Whether it is an A2A 1.0 AgentCard, as the edge checks what it publishes: reported
+    // beside the signature verdict (the exit status is the signature's).
+    let mut probe = card.clone();
+    if super::schema::repair(&mut probe) {
+        eprintln!("a2a-edge card: its provider lacks url or organization; the edge would drop it");
+    }
+    match super::schema::check(&probe) {
+        Ok(()) => eprintln!("a2a-edge card: an A2A 1.0 AgentCard"),
+        Err(e) => eprintln!("a2a-edge card: card.invalid: {e} (the edge would not publish it)"),
     }
     if let Verdict::Valid { kid } = &verdict {
         eprintln!("a2a-edge card: signature by kid {kid:?} verified");

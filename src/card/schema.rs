@@ -4,9 +4,10 @@
 //! served a card its SDK cannot read (the Rust SDK refuses a whole card for one missing
 //! field). One declarative table per message; [`check`] walks a card against it.
 //!
-//! Decisions: a REQUIRED string must be a non-empty string; a REQUIRED repeated field must be
-//! an array (ProtoJSON cannot tell an empty list from an absent one, so `skills: []` passes),
-//! except `supportedInterfaces`, which needs one interface to be usable at all; unknown fields
+//! Decisions: a REQUIRED string must be a non-empty string; a REQUIRED repeated field, when
+//! present, must be an array, and may be absent or empty (ProtoJSON omits an empty list, as
+//! the a2a-sdk signer does), except `supportedInterfaces`, which needs one interface to be
+//! usable at all; unknown fields
 //! are left alone (they are the rewrite's business). [`repair`] drops an incomplete
 //! `provider` (an optional field whose required `url` or `organization` is missing, as
 //! iac-code 0.16.0's card has it) before the check, since the card is valid without it.
@@ -324,7 +325,10 @@ fn message(map: &Map<String, Value>, msg: &Msg, path: &str) -> Result<(), Invali
     for f in msg.fields {
         let at = format!("{path}.{}", f.name);
         match map.get(f.name) {
-            None | Some(Value::Null) if f.required => {
+            // ProtoJSON omits an empty list, so a required repeated field may be absent.
+            None | Some(Value::Null)
+                if f.required && !matches!(f.ty, Ty::Strings | Ty::List(_)) =>
+            {
                 return Err(Invalid(format!("{at}: required by {}", msg.name)))
             }
             None | Some(Value::Null) => {}
@@ -456,6 +460,15 @@ mod tests {
     #[test]
     fn a_complete_card_passes() {
         check(&good()).unwrap();
+        // ProtoJSON omits empty lists: required repeated fields may be absent.
+        for list in [
+            "defaultInputModes",
+            "defaultOutputModes",
+            "skills",
+            "skills/0/tags",
+        ] {
+            check(&edit(good(), list, None)).unwrap_or_else(|e| panic!("{list}: {e}"));
+        }
         check(&edit(good(), "skills", Some(json!([])))).unwrap();
         check(&edit(good(), "provider", None)).unwrap();
     }
@@ -468,9 +481,6 @@ mod tests {
             "supportedInterfaces",
             "version",
             "capabilities",
-            "defaultInputModes",
-            "defaultOutputModes",
-            "skills",
             "supportedInterfaces/0/url",
             "supportedInterfaces/0/protocolBinding",
             "supportedInterfaces/0/protocolVersion",
@@ -479,7 +489,6 @@ mod tests {
             "skills/0/id",
             "skills/0/name",
             "skills/0/description",
-            "skills/0/tags",
             "securitySchemes/bearer/httpAuthSecurityScheme/scheme",
             "securitySchemes/key/apiKeySecurityScheme/location",
             "securitySchemes/key/apiKeySecurityScheme/name",
