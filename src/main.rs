@@ -77,6 +77,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Log lines still queued for stderr go out before the process ends.
+    a2a_edge::telemetry::sink::flush(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -484,6 +484,17 @@ impl Metrics {
         );
         help(
             &mut out,
+            "a2a_edge_log_lines_dropped_total",
+            "counter",
+            "Log lines dropped because the queue to the log writer was full (requests never wait for stderr).",
+        );
+        let _ = writeln!(
+            out,
+            "a2a_edge_log_lines_dropped_total {}",
+            crate::telemetry::sink::dropped()
+        );
+        help(
+            &mut out,
             "a2a_edge_card_invalid",
             "gauge",
             "1 when the last card refresh refused the card as not an A2A 1.0 AgentCard (card.invalid).",

@@ -3,8 +3,7 @@
 
 pub mod metrics;
 pub mod request_id;
-
-use std::io::Write;
+pub mod sink;
 
 use serde_json::{Map, Value};
 
@@ -13,7 +12,7 @@ use serde_json::{Map, Value};
 pub fn log_line<T: serde::Serialize>(line: &T) {
     if let Ok(mut text) = serde_json::to_vec(line) {
         text.push(b'\n');
-        let _ = std::io::stderr().lock().write_all(&text);
+        sink::emit(text);
     }
 }
 
@@ -32,6 +31,6 @@ pub fn log(event: &str, fields: Value) {
     }
     let mut text = Value::Object(line).to_string();
     text.push('\n');
-    // A log that cannot be written must not take the request down.
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    // A log that cannot be written must not take the request down (nor wait for stderr).
+    sink::emit(text.into_bytes());
 }
