@@ -187,6 +187,11 @@ async fn serve(opts: Opts) -> Result<(), String> {
         .filter_map(|b| b.generated.clone().map(|g| (b.principal.clone(), g)))
         .collect();
     let running = server::start(policy).await.map_err(|e| e.to_string())?;
+    // Signal handlers before anyone is told the proxy is up (a SIGHUP or SIGTERM sent right
+    // after the ready file must reload or drain, not kill the process).
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let stop = stop_signals()?;
     let url = running.public_url.clone();
     println!(
         "a2a-edge listening on {url} (local address {})",
@@ -227,9 +232,6 @@ async fn serve(opts: Opts) -> Result<(), String> {
         write_atomically(ready, info.to_string().as_bytes())?;
     }
     // SIGHUP reloads the policy; SIGTERM and Ctrl-C drain and stop.
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let stop = wait_for_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -274,12 +276,13 @@ async fn run_engine(opts: Opts) -> Result<(), String> {
         public_url: url.clone(),
         ..EngineConfig::default()
     });
+    let stop = stop_signals()?;
     println!("engine listening on {url}");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(engine::serve(listener, engine, async move {
         let _ = rx.await;
     }));
-    wait_for_signal().await?;
+    stop.await?;
     let _ = tx.send(());
     serving
         .await
@@ -337,13 +340,18 @@ fn hash_secret(args: &[String]) -> ExitCode {
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
-async fn wait_for_signal() -> Result<(), String> {
+/// Installs the SIGTERM and SIGINT handlers now (not when first awaited) and returns what
+/// resolves when either arrives.
+fn stop_signals() -> Result<impl std::future::Future<Output = Result<(), String>>, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(|e| e.to_string()),
-        _ = term.recv() => Ok(()),
-    }
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => Ok(()),
+            _ = term.recv() => Ok(()),
+        }
+    })
 }
 
 /// Writes a file so that readers never see it half-written.
