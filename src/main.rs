@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         }
     };
     // Log lines still queued for stderr go out before the process ends.
-    a2a_edge::telemetry::sink::flush(std::time::Duration::from_secs(2));
+    a2a_edge::telemetry::sink::flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

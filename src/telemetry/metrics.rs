@@ -486,7 +486,7 @@ impl Metrics {
             &mut out,
             "a2a_edge_log_lines_dropped_total",
             "counter",
-            "Log lines dropped because the queue to the log writer was full (requests never wait for stderr).",
+            "Log lines dropped because the log writer's buffer (8 MiB) was full (requests never wait for stderr).",
         );
         let _ = writeln!(
             out,

@@ -1,94 +1,107 @@
-//! Where log lines go: a bounded queue to one writer thread, so that no request waits on
-//! standard error (a slow terminal, a full pipe, a stalled log shipper). The writer batches
-//! what is queued into one buffered write. When the queue is full a line is dropped and
-//! counted (`a2a_edge_log_lines_dropped_total`), never blocking the request that logs it.
-//! [`flush`] waits (boundedly) until what was queued is written: at exit, and for tests.
+//! Where log lines go: appended to a bounded in-memory buffer that one writer thread hands
+//! to standard error in batches, so that no request waits on stderr (a slow terminal, a full
+//! pipe, a stalled log shipper) and a request costs no system call for its log line. The
+//! writer is woken only when a line lands in an empty buffer; under load it finds the next
+//! batch waiting. When the buffer holds 8 MiB, new lines are dropped and counted
+//! (`a2a_edge_log_lines_dropped_total`), never blocking the request that logs them. [`flush`]
+//! writes what is buffered at once (at exit).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-/// Lines the queue holds before new ones are dropped.
-const QUEUE_LINES: usize = 65_536;
+/// What the buffer may hold before lines are dropped.
+const BUFFER_BYTES: usize = 8 << 20;
 
-enum Item {
-    Line(Vec<u8>),
-    /// Acknowledged once every line queued before it is written.
-    Flush(SyncSender<()>),
+struct Sink {
+    buf: Mutex<Vec<u8>>,
+    ready: Condvar,
+    /// Held while a batch is taken and written, so that batches reach stderr in order.
+    writing: Mutex<()>,
 }
 
-static SINK: OnceLock<Option<SyncSender<Item>>> = OnceLock::new();
+static SINK: OnceLock<Option<&'static Sink>> = OnceLock::new();
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-fn sink() -> Option<&'static SyncSender<Item>> {
-    SINK.get_or_init(|| {
-        let (tx, rx) = sync_channel(QUEUE_LINES);
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn sink() -> Option<&'static Sink> {
+    *SINK.get_or_init(|| {
+        // One per process, for its whole life.
+        let sink: &'static Sink = Box::leak(Box::new(Sink {
+            buf: Mutex::new(Vec::with_capacity(64 * 1024)),
+            ready: Condvar::new(),
+            writing: Mutex::new(()),
+        }));
         std::thread::Builder::new()
             .name("a2a-edge-log".into())
-            .spawn(move || write_loop(rx))
+            .spawn(move || write_loop(sink))
             .ok()
-            .map(|_| tx)
+            .map(|_| sink)
     })
-    .as_ref()
 }
 
-fn write_loop(rx: Receiver<Item>) {
-    // Not the locked handle: others (eprintln! at start and exit) take the lock per write.
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr());
-    while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        // Everything queued now goes out in one flush.
-        while let Some(item) = next.take() {
-            match item {
-                Item::Line(line) => {
-                    let _ = out.write_all(&line);
-                }
-                Item::Flush(ack) => {
-                    let _ = out.flush();
-                    let _ = ack.send(());
-                }
+fn write_loop(sink: &'static Sink) {
+    let mut batch: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        {
+            let mut buf = lock(&sink.buf);
+            while buf.is_empty() {
+                // Bounded, so that a wake-up missed for any reason costs a moment only.
+                buf = sink
+                    .ready
+                    .wait_timeout(buf, Duration::from_millis(100))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
             }
-            next = rx.try_recv().ok();
         }
-        let _ = out.flush();
+        write_pending(sink, &mut batch);
     }
 }
 
-/// Queues one finished line (with its newline); written directly if there is no writer.
+/// Takes what is buffered and writes it (in order with every other batch).
+fn write_pending(sink: &Sink, batch: &mut Vec<u8>) {
+    let _in_order = lock(&sink.writing);
+    std::mem::swap(&mut *lock(&sink.buf), batch);
+    if !batch.is_empty() {
+        let _ = std::io::stderr().write_all(batch);
+    }
+    batch.clear();
+    // A burst must not keep its memory for good.
+    batch.shrink_to(1 << 20);
+}
+
+/// Buffers one finished line (with its newline); written directly if there is no writer.
 pub fn emit(line: Vec<u8>) {
-    match sink() {
-        Some(tx) => match tx.try_send(Item::Line(line)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Disconnected(Item::Line(line))) => direct(&line),
-            Err(TrySendError::Disconnected(_)) => {}
-        },
-        None => direct(&line),
+    let Some(sink) = sink() else {
+        let _ = std::io::stderr().lock().write_all(&line);
+        return;
+    };
+    let mut buf = lock(&sink.buf);
+    if buf.len() + line.len() > BUFFER_BYTES {
+        drop(buf);
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let was_empty = buf.is_empty();
+    buf.extend_from_slice(&line);
+    drop(buf);
+    if was_empty {
+        sink.ready.notify_one();
     }
 }
 
-fn direct(line: &[u8]) {
-    let _ = std::io::stderr().lock().write_all(line);
-}
-
-/// Lines dropped because the queue was full.
+/// Lines dropped because the buffer was full.
 pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
-/// Waits until every line queued so far is written, at most `limit`.
-pub fn flush(limit: Duration) {
-    let Some(tx) = SINK.get().and_then(Option::as_ref) else {
-        return;
-    };
-    let (ack, done) = sync_channel(1);
-    if tx.send(Item::Flush(ack)).is_ok() {
-        match done.recv_timeout(limit) {
-            Ok(()) | Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
-        }
+/// Writes what is buffered now (from the calling thread).
+pub fn flush() {
+    if let Some(sink) = SINK.get().copied().flatten() {
+        write_pending(sink, &mut Vec::new());
     }
 }
