@@ -384,11 +384,13 @@ impl Gate {
         // What the shared store knows of the ids the request names (one round trip, only
         // for ids this replica has not seen), then the context ids the caller names become
         // the ids the agent knows them by.
-        let (tasks, contexts) = named_ids(&rpc);
-        self.owners
-            .prefetch(&name, &tasks, &contexts)
-            .await
-            .map_err(|r| refusal(&rpc.id, r))?;
+        if self.owners.is_shared() {
+            let (tasks, contexts) = named_ids(&rpc);
+            self.owners
+                .prefetch(&name, &tasks, &contexts)
+                .await
+                .map_err(|r| refusal(&rpc.id, r))?;
+        }
         let alias = alias_contexts(self.owners.registry(), &name, &mut rpc);
         let (mut headers, trace_id) =
             upstream::forwarded_headers(&parts.headers, version, extensions);

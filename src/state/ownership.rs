@@ -60,6 +60,7 @@ impl Ownership {
         &self.local
     }
 
+    /// Whether the truth is in Redis (else [`Ownership::prefetch`] has nothing to do).
     pub fn is_shared(&self) -> bool {
         self.shared.is_some()
     }

@@ -425,22 +425,7 @@ impl TaskRegistry {
     ) -> Result<ListPage, Denial> {
         let (context, status) = list_filters(context_id, status);
         let page_size = page_size.max(1);
-        let query = Query {
-            principal,
-            context,
-            status,
-            after,
-        };
-        let cursor = match present(page_token) {
-            None => None,
-            Some(t) => Some(
-                self.shared
-                    .key
-                    .open(&query, t)
-                    .ok_or(Denial::InvalidToken)?,
-            ),
-        };
-
+        let cursor = self.open_cursor(principal, context, status, after, page_token)?;
         let st = self.shared.lock();
         let index = if context.is_empty() {
             st.by_principal.get(principal)
@@ -448,13 +433,16 @@ impl TaskRegistry {
             st.by_context.get(context)
         };
         let Some(index) = index else {
-            return Ok(ListPage {
-                tasks: Vec::new(),
-                next_page_token: String::new(),
-                total_size: 0,
-                timestamps: Vec::new(),
-                query: Default::default(),
-            });
+            drop(st);
+            return Ok(self.page_from_rows(
+                principal,
+                context,
+                status,
+                after,
+                Vec::new(),
+                page_size,
+                0,
+            ));
         };
         let matches = |id: &Id| {
             st.tasks.get(id).is_some_and(|t| {
@@ -471,12 +459,10 @@ impl TaskRegistry {
         };
         let upper = match cursor {
             None => Bound::Unbounded,
-            Some(Cursor { timestamp, task_id }) => Bound::Excluded((timestamp, Id::from(task_id))),
+            Some((timestamp, task_id)) => Bound::Excluded((timestamp, Id::from(task_id))),
         };
-        let mut tasks = Vec::with_capacity(page_size.min(total_size));
-        let mut timestamps = Vec::with_capacity(page_size.min(total_size));
-        let mut last: Option<(u64, &Id)> = None;
-        let mut more = false;
+        // One more than the page: then there is a next page.
+        let mut rows = Vec::with_capacity(page_size.min(total_size) + 1);
         for (ts, id) in index.range((Bound::Unbounded, upper)).rev() {
             // Newest first: once one is not after the filter, none left is.
             if after > 0 && *ts <= after {
@@ -485,37 +471,16 @@ impl TaskRegistry {
             if !matches(id) {
                 continue;
             }
-            if tasks.len() == page_size {
-                more = true;
+            let upstream = st.tasks.get(id).map_or(0, |t| t.upstream);
+            rows.push((id.to_string(), upstream, *ts));
+            if rows.len() > page_size {
                 break;
             }
-            let upstream = st.tasks.get(id).map_or(0, |t| t.upstream);
-            tasks.push((id.to_string(), upstream));
-            timestamps.push(*ts);
-            last = Some((*ts, id));
         }
-        let next_page_token = match (more, last) {
-            (true, Some((timestamp, id))) => self.shared.key.mint(
-                &query,
-                &Cursor {
-                    timestamp,
-                    task_id: id.to_string(),
-                },
-            ),
-            _ => String::new(),
-        };
-        Ok(ListPage {
-            tasks,
-            next_page_token,
-            total_size,
-            timestamps,
-            query: (
-                principal.to_string(),
-                context.to_string(),
-                status.to_string(),
-                after,
-            ),
-        })
+        drop(st);
+        Ok(self.page_from_rows(
+            principal, context, status, after, rows, page_size, total_size,
+        ))
     }
 
     /// A page token that resumes right after the page's task `index` (a page cut short).
