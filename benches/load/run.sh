@@ -1,38 +1,67 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# Load benchmark: wrk (HTTP/1.1 keep-alive, ~1 KB SendMessage) against
-#   direct   plain HTTP to `a2a-edge engine` (the embedded echo agent)
-#   a2a-edge TLS + bearer auth, proxying to that engine over HTTP
-#   nginx    TLS termination + proxy_pass (upstream keepalive) to that engine
-# and prints a Markdown table (also written to benches/load/results.md).
+# Load benchmark: wrk (HTTP/1.1 keep-alive, a ~1 KB SendMessage) and h2load (HTTP/2) against
+# two upstream shapes, each reached
+#   direct   plain HTTP to the upstream
+#   a2a-edge TLS + bearer auth, every check on, proxying to that upstream over HTTP
+#   nginx    TLS termination + proxy_pass (upstream keepalive) to that upstream
+#   a2a-edge-redis  a2a-edge with `[state] backend = "redis"` (a local redis-server)
+# The shapes: `engine` (the embedded echo agent, `a2a-edge engine`) and `static` (nginx
+# `return 200` with a fixed 1.3 KB Task, static-task.json: what a proxy costs when the agent
+# costs nothing). The targets run interleaved for ROUNDS rounds; the tables give the medians and
+# the ratios edge / nginx (also written to benches/load/results.md).
 #
+# Usage: run.sh [--rounds N]
 # Env:
-#   DURATION     seconds per measured run (default 15)
+#   ROUNDS       rounds of every target, interleaved (default 2; --rounds wins)
+#   SHAPES       the upstream shapes, space-separated (default "engine static")
+#   DURATION     seconds per measured run (default 8)
 #   CONNECTIONS  wrk connections (default 32)
-#   THREADS      wrk threads (default 2)
-#   WARMUP       seconds of unmeasured warm-up per target (default 2; 0 = none)
+#   THREADS      wrk threads (default 1)
+#   WARMUP       seconds of unmeasured warm-up per run (default 2; 0 = none)
 #   H2LOAD       1 (default): also measure HTTP/2 with h2load (nghttp2-client); 0: skip
 #   H2_STREAMS   h2load concurrent streams per connection (default 8)
-#   STATE_REDIS  1 (default): also a2a-edge with `[state] backend = "redis"` (a local
-#                redis-server: the rates are then one Redis round trip each); 0: skip
-#   HA           1: also two such replicas (one Redis) behind haproxy in TCP mode, wrk
-#                against haproxy (needs STATE_REDIS=1; haproxy installed when missing);
-#                0 (default): skip
+#   STATE_REDIS  1 (default): also a2a-edge with the state in Redis; 0: skip
+#   HA           1: also two such replicas (one Redis) behind haproxy in TCP mode, engine
+#                shape only (needs STATE_REDIS=1; haproxy installed when missing); 0 (default)
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
 #                a2a-edge does (one JSON line per request on stderr); 0: off
 #   RESULTS      output file (default benches/load/results.md)
 #   READY_TIMEOUT seconds to wait for each server to come up (default 60)
+#   PERF_TARGET  a target name (e.g. a2a-edge-static): `perf record -g` on that edge during
+#                its first measured run, the report in PERF_OUT (default $TMP/perf.data; the
+#                binary should be built with -C force-frame-pointers=yes)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LOG_TAG=bench
 # shellcheck source=../../tests/interop/lib.sh
 source "$HERE/../../tests/interop/lib.sh"
-DURATION=${DURATION:-15}
+ROUNDS=${ROUNDS:-2}
+while (($#)); do
+    case $1 in
+    --rounds)
+        (($# >= 2)) || die "--rounds needs a number"
+        ROUNDS=$2
+        shift 2
+        ;;
+    --rounds=*)
+        ROUNDS=${1#--rounds=}
+        shift
+        ;;
+    -h | --help)
+        sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *) die "unknown argument: $1 (usage: run.sh [--rounds N])" ;;
+    esac
+done
+SHAPES=${SHAPES:-engine static}
+DURATION=${DURATION:-8}
 CONNECTIONS=${CONNECTIONS:-32}
-THREADS=${THREADS:-2}
+THREADS=${THREADS:-1}
 WARMUP=${WARMUP:-2}
 NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
 NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
@@ -42,11 +71,16 @@ STATE_REDIS=${STATE_REDIS:-1}
 HA=${HA:-0}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
+PERF_TARGET=${PERF_TARGET:-}
 
-require_uints DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
+require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
+((ROUNDS > 0)) || die "ROUNDS must be > 0"
 ((HA == 0 || STATE_REDIS)) || die "HA=1 needs STATE_REDIS=1 (the replicas share Redis)"
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
+for shape in $SHAPES; do
+    [[ $shape == engine || $shape == static ]] || die "unknown shape in SHAPES: $shape (engine, static)"
+done
 
 # ---- tools
 need_apt=()
@@ -55,6 +89,7 @@ command -v wrk >/dev/null 2>&1 || need_apt+=(wrk)
 ((H2LOAD)) && { command -v h2load >/dev/null 2>&1 || need_apt+=(nghttp2-client); }
 ((STATE_REDIS)) && { command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server); }
 ((HA)) && { command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy); }
+[[ -z "$PERF_TARGET" ]] || command -v perf >/dev/null 2>&1 || need_apt+=(linux-perf)
 apt_install "${need_apt[@]}"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (port picking, parsing)"
@@ -66,6 +101,7 @@ edge_bin release
 
 # ---- temp dir and cleanup
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
+PERF_OUT=${PERF_OUT:-$TMP/perf.data}
 
 # wait_for_line FILE REGEX PID -> prints first capture group
 wait_for_line() {
@@ -83,7 +119,7 @@ wait_for_line() {
     return 1
 }
 
-# smoke FILE CURL-ARGS...: one request like wrk's, must be HTTP 200 with a result
+# smoke NAME CURL-ARGS...: one request like wrk's, must be HTTP 200 with a result
 smoke() {
     local name=$1
     shift
@@ -99,27 +135,60 @@ smoke() {
     log "smoke $name: HTTP 200, $(wc -c <"$TMP/smoke.$name") bytes"
 }
 
+# render TEMPLATE OUT KEY=VALUE...: TEMPLATE with every @KEY@ replaced by VALUE
+render() {
+    python3 - "$@" <<'EOF' || die "could not render $1"
+import re, sys
+tmpl, out, *pairs = sys.argv[1:]
+text = open(tmpl).read()
+for kv in pairs:
+    k, v = kv.split("=", 1)
+    text = text.replace(f"@{k}@", v)
+left = sorted(set(re.findall(r"@[A-Z0-9_]+@", text)))
+if left:
+    sys.exit(f"{tmpl}: not filled in: {' '.join(left)}")
+open(out, "w").write(text)
+EOF
+}
+
 BENCH_TOKEN=$(rand_token)
 export BENCH_TOKEN
 BODY="$HERE/sendmessage.json" # the body wrk sends (read by sendmessage.lua)
-python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$BODY" || die "$BODY is not valid JSON"
+STATIC_BODY_FILE="$HERE/static-task.json"
+python3 -c 'import json,sys; [json.load(open(f)) for f in sys.argv[1:]]' "$BODY" "$STATIC_BODY_FILE" ||
+    die "$BODY or $STATIC_BODY_FILE is not valid JSON"
 
-# ---- (a) engine, plain HTTP
+# Target names, in the order every round runs them; their URLs, and the servers to watch.
+TARGETS=()
+declare -A URL=() CACERT=()
+SERVER_NAMES=()
+SERVER_PIDS=()
+SERVER_LOGS=()
+watch_server() { SERVER_NAMES+=("$1"); SERVER_PIDS+=("$2"); SERVER_LOGS+=("$3"); }
+
+# ---- the engine (plain HTTP); the static upstream is a server of the nginx below
 log "starting engine"
 "$BIN" engine --listen 127.0.0.1:0 >"$TMP/engine.log" 2>&1 &
 track $!
+watch_server engine "$!" "$TMP/engine.log"
 ENGINE_URL=$(wait_for_line "$TMP/engine.log" 'engine listening on http://127\.0\.0\.1:[0-9]+/' "${PIDS[-1]}") ||
     die "engine did not print 'engine listening on http://127.0.0.1:PORT/'"
 ENGINE_URL=${ENGINE_URL#engine listening on }
 ENGINE_PORT=${ENGINE_URL##*:}
 ENGINE_PORT=${ENGINE_PORT%/}
 log "engine at $ENGINE_URL"
+STATIC_PORT=$(free_port)
+STATIC_URL="http://127.0.0.1:$STATIC_PORT/"
+declare -A UPSTREAM=([engine]=$ENGINE_URL [static]=$STATIC_URL)
 
-# ---- (b) a2a-edge in front of the engine
-mkdir -p "$TMP/edge"
-{
-    policy_head "$TMP/edge/certs" engine "$ENGINE_URL"
-    cat <<EOF
+# edge_policy DIR UPSTREAM_URL [EXTRA...]: a policy for the benchmark in DIR/policy.toml
+edge_policy() {
+    local dir=$1 url=$2
+    shift 2
+    mkdir -p "$dir"
+    {
+        policy_head "$dir/certs" agent "$url"
+        cat <<EOF
 
 [auth]
 [[auth.bearer]]
@@ -135,280 +204,328 @@ client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
 max_in_flight_per_principal = 100000
 EOF
-} >"$TMP/edge/policy.toml"
-log "starting a2a-edge serve"
-start_edge "$TMP/edge/policy.toml" "$TMP/edge/ready.json" "$TMP/edge/proxy.log"
-bench_wait_edge "$EDGE_PID" "$TMP/edge"
-EDGE_URL=$READY_URL
-CERTS="$TMP/edge/certs"
-for f in ca.pem server.pem server.key; do
-    [[ -s "$CERTS/$f" ]] || die "dev cert file $CERTS/$f missing"
-done
-log "a2a-edge at $EDGE_URL"
+        (($# == 0)) || printf '%s\n' "$@"
+    } >"$dir/policy.toml"
+}
 
-# ---- (c) nginx with the same certificate
-NGX="$TMP/nginx"
-mkdir -p "$NGX/tmp"
-NGINX_PORT=$(free_port)
-if ((NGINX_ACCESS_LOG)); then
-    access_log="access_log $NGX/access.log combined;"
-else
-    access_log="access_log off;"
-fi
-sed -e "s|@PREFIX@|$NGX|g" -e "s|@WORKERS@|$NGINX_WORKERS|g" -e "s|@ACCESS_LOG@|$access_log|g" \
-    -e "s|@ENGINE_PORT@|$ENGINE_PORT|g" -e "s|@NGINX_PORT@|$NGINX_PORT|g" \
-    -e "s|@CERT@|$CERTS/server.pem|g" -e "s|@KEY@|$CERTS/server.key|g" \
-    "$HERE/nginx.conf.tmpl" >"$NGX/nginx.conf"
-"$NGINX" -t -q -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" ||
-    { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx config test failed"; }
-log "starting nginx on 127.0.0.1:$NGINX_PORT"
-"$NGINX" -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$NGX/stdout.log" 2>&1 &
-track $!
-NGINX_URL="https://127.0.0.1:$NGINX_PORT/"
-ok=
-for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
-    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx exited early"; }
-    if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "$NGINX_URL"health 2>/dev/null; then
-        ok=1
-        break
-    fi
-    sleep 0.1
-done
-[[ -n "$ok" ]] || die "nginx not answering on $NGINX_URL"
-
-# ---- (d) a2a-edge with the state in a local redis-server
+# ---- a redis-server for the edges with shared state (one database per shape)
 if ((STATE_REDIS)); then
     REDIS_PORT=$(free_port)
-    mkdir -p "$TMP/redis" "$TMP/edge-redis"
+    mkdir -p "$TMP/redis"
     redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
         --dir "$TMP/redis" >"$TMP/redis/redis.log" 2>&1 &
     track $!
+    watch_server redis-server "$!" "$TMP/redis/redis.log"
     for _ in $(seq 1 100); do
         python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1); s.sendall(b"PING\r\n"); sys.exit(0 if s.recv(7) == b"+PONG\r\n" else 1)' \
             "$REDIS_PORT" 2>/dev/null && break
         sleep 0.1
     done
-    {
-        cat "$TMP/edge/policy.toml"
-        printf '\n[state]\nbackend = "redis"\nredis_url = "redis://127.0.0.1:%s/0"\npage_token_secret_env = "BENCH_PAGE_SECRET"\n' "$REDIS_PORT"
-    } >"$TMP/edge-redis/policy.toml"
-    log "starting a2a-edge serve (state in redis on 127.0.0.1:$REDIS_PORT)"
     PAGE_SECRET=$(head -c 24 /dev/urandom | base64)
-    start_edge "$TMP/edge-redis/policy.toml" "$TMP/edge-redis/ready.json" "$TMP/edge-redis/proxy.log" \
-        "BENCH_PAGE_SECRET=$PAGE_SECRET"
-    bench_wait_edge "$EDGE_PID" "$TMP/edge-redis"
-    EDGE_REDIS_URL=$READY_URL
-    EDGE_REDIS_PID=$EDGE_PID
-    log "a2a-edge (redis) at $EDGE_REDIS_URL"
 fi
 
-# ---- (e) a second such replica, and haproxy (TCP) in front of both
+# ---- the edges: per shape, one with the state in memory and (STATE_REDIS) one in Redis
+declare -A EDGE_PID_OF=()
+CERTS=
+db=0
+for shape in $SHAPES; do
+    dir="$TMP/edge-$shape"
+    edge_policy "$dir" "${UPSTREAM[$shape]}"
+    log "starting a2a-edge serve ($shape upstream)"
+    start_edge "$dir/policy.toml" "$dir/ready.json" "$dir/proxy.log"
+    bench_wait_edge "$EDGE_PID" "$dir"
+    URL[a2a-edge-$shape]=$READY_URL
+    CACERT[a2a-edge-$shape]="$dir/certs/ca.pem"
+    EDGE_PID_OF[a2a-edge-$shape]=$EDGE_PID
+    watch_server "a2a-edge-$shape" "$EDGE_PID" "$dir/proxy.log"
+    [[ -n "$CERTS" ]] || CERTS="$dir/certs" # nginx serves the first edge's dev certificate
+    if ((STATE_REDIS)); then
+        rdir="$TMP/edge-redis-$shape"
+        edge_policy "$rdir" "${UPSTREAM[$shape]}" "" "[state]" 'backend = "redis"' \
+            "redis_url = \"redis://127.0.0.1:$REDIS_PORT/$db\"" 'page_token_secret_env = "BENCH_PAGE_SECRET"'
+        db=$((db + 1))
+        log "starting a2a-edge serve ($shape upstream, state in redis on 127.0.0.1:$REDIS_PORT)"
+        start_edge "$rdir/policy.toml" "$rdir/ready.json" "$rdir/proxy.log" "BENCH_PAGE_SECRET=$PAGE_SECRET"
+        bench_wait_edge "$EDGE_PID" "$rdir"
+        URL[a2a-edge-redis-$shape]=$READY_URL
+        CACERT[a2a-edge-redis-$shape]="$rdir/certs/ca.pem"
+        EDGE_PID_OF[a2a-edge-redis-$shape]=$EDGE_PID
+        watch_server "a2a-edge-redis-$shape" "$EDGE_PID" "$rdir/proxy.log"
+    fi
+done
+for f in ca.pem server.pem server.key; do
+    [[ -s "$CERTS/$f" ]] || die "dev cert file $CERTS/$f missing"
+done
+
+# ---- nginx: the static upstream and the TLS proxies (same certificate as the first edge)
+NGX="$TMP/nginx"
+mkdir -p "$NGX/tmp"
+NGINX_PORT=$(free_port)
+NGINX_STATIC_PORT=$(free_port)
+if ((NGINX_ACCESS_LOG)); then
+    access_log="access_log $NGX/access.log combined;"
+else
+    access_log="access_log off;"
+fi
+render "$HERE/nginx.conf.tmpl" "$NGX/nginx.conf" "PREFIX=$NGX" "WORKERS=$NGINX_WORKERS" \
+    "ACCESS_LOG=$access_log" "ENGINE_PORT=$ENGINE_PORT" "NGINX_PORT=$NGINX_PORT" \
+    "STATIC_PORT=$STATIC_PORT" "NGINX_STATIC_PORT=$NGINX_STATIC_PORT" \
+    "STATIC_BODY=$(cat "$STATIC_BODY_FILE")" "CERT=$CERTS/server.pem" "KEY=$CERTS/server.key"
+"$NGINX" -t -q -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" ||
+    { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx config test failed"; }
+log "starting nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static), static upstream :$STATIC_PORT"
+"$NGINX" -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$NGX/stdout.log" 2>&1 &
+track $!
+watch_server nginx "$!" "$NGX/error.log"
+URL[nginx-engine]="https://127.0.0.1:$NGINX_PORT/"
+URL[nginx-static]="https://127.0.0.1:$NGINX_STATIC_PORT/"
+CACERT[nginx-engine]="$CERTS/ca.pem"
+CACERT[nginx-static]="$CERTS/ca.pem"
+URL[direct-engine]=$ENGINE_URL
+URL[direct-static]=$STATIC_URL
+ok=
+for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
+    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx exited early"; }
+    if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${URL[nginx-engine]}health" 2>/dev/null &&
+        curl -s -o /dev/null --max-time 2 "${STATIC_URL}health" 2>/dev/null; then
+        ok=1
+        break
+    fi
+    sleep 0.1
+done
+[[ -n "$ok" ]] || die "nginx not answering on ${URL[nginx-engine]} and $STATIC_URL"
+
+# ---- (HA) a second replica of the engine shape's redis edge, and haproxy (TCP) in front
 if ((HA)); then
-    mkdir -p "$TMP/edge-redis-2" "$TMP/haproxy"
+    mkdir -p "$TMP/edge-redis-engine-2" "$TMP/haproxy"
     log "starting a second a2a-edge replica (the same policy and Redis)"
-    start_edge "$TMP/edge-redis/policy.toml" "$TMP/edge-redis-2/ready.json" "$TMP/edge-redis-2/proxy.log" \
-        "BENCH_PAGE_SECRET=$PAGE_SECRET"
-    bench_wait_edge "$EDGE_PID" "$TMP/edge-redis-2"
-    EDGE2_URL=$READY_URL
+    start_edge "$TMP/edge-redis-engine/policy.toml" "$TMP/edge-redis-engine-2/ready.json" \
+        "$TMP/edge-redis-engine-2/proxy.log" "BENCH_PAGE_SECRET=$PAGE_SECRET"
+    bench_wait_edge "$EDGE_PID" "$TMP/edge-redis-engine-2"
+    watch_server a2a-edge-redis-engine-2 "$EDGE_PID" "$TMP/edge-redis-engine-2/proxy.log"
     port_of() { local p=${1##*:}; echo "${p%/}"; }
     HA_PORT=$(free_port)
-    sed -e "s|@HA_PORT@|$HA_PORT|g" -e "s|@EDGE1_PORT@|$(port_of "$EDGE_REDIS_URL")|g" \
-        -e "s|@EDGE2_PORT@|$(port_of "$EDGE2_URL")|g" "$HERE/haproxy.cfg.tmpl" >"$TMP/haproxy/haproxy.cfg"
+    render "$HERE/haproxy.cfg.tmpl" "$TMP/haproxy/haproxy.cfg" "HA_PORT=$HA_PORT" \
+        "EDGE1_PORT=$(port_of "${URL[a2a-edge-redis-engine]}")" "EDGE2_PORT=$(port_of "$READY_URL")"
     haproxy -c -q -f "$TMP/haproxy/haproxy.cfg" || die "haproxy config check failed"
     haproxy -db -f "$TMP/haproxy/haproxy.cfg" >"$TMP/haproxy/haproxy.log" 2>&1 &
     track $!
-    HA_URL="https://127.0.0.1:$HA_PORT/"
+    watch_server haproxy "$!" "$TMP/haproxy/haproxy.log"
+    URL[haproxy-2-replicas-engine]="https://127.0.0.1:$HA_PORT/"
+    CACERT[haproxy-2-replicas-engine]="$TMP/edge-redis-engine/certs/ca.pem"
     ok=
     for _ in $(seq 1 100); do
         kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$TMP/haproxy/haproxy.log" >&2; die "haproxy exited early"; }
-        if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${HA_URL}health"; then
+        if curl -s -o /dev/null --max-time 2 --cacert "${CACERT[haproxy-2-replicas-engine]}" \
+            "${URL[haproxy-2-replicas-engine]}health"; then
             ok=1
             break
         fi
         sleep 0.1
     done
-    [[ -n "$ok" ]] || { cat "$TMP/haproxy/haproxy.log" >&2; die "haproxy not answering on $HA_URL"; }
-    log "haproxy at $HA_URL (replicas $EDGE_REDIS_URL, $EDGE2_URL)"
+    [[ -n "$ok" ]] || { cat "$TMP/haproxy/haproxy.log" >&2; die "haproxy not answering"; }
 fi
 
-# ---- smoke: every target answers the benchmark request correctly
-smoke direct "$ENGINE_URL"
-smoke a2a-edge --cacert "$CERTS/ca.pem" "$EDGE_URL"
-smoke nginx --cacert "$CERTS/ca.pem" "$NGINX_URL"
-((STATE_REDIS)) && smoke a2a-edge-redis --cacert "$CERTS/ca.pem" "$EDGE_REDIS_URL"
-((HA)) && smoke haproxy-2-replicas --cacert "$CERTS/ca.pem" "$HA_URL"
+# ---- the targets of every round, and a smoke request to each
+for shape in $SHAPES; do
+    TARGETS+=("direct-$shape" "a2a-edge-$shape" "nginx-$shape")
+    ((STATE_REDIS)) && TARGETS+=("a2a-edge-redis-$shape")
+    [[ $shape == engine ]] && ((HA)) && TARGETS+=("haproxy-2-replicas-engine")
+done
+for t in "${TARGETS[@]}"; do
+    if [[ -n "${CACERT[$t]:-}" ]]; then
+        smoke "$t" --cacert "${CACERT[$t]}" "${URL[$t]}" || die "smoke request to $t failed"
+    else
+        smoke "$t" "${URL[$t]}" || die "smoke request to $t failed"
+    fi
+done
 
 # ---- measure
-# names and logs of the servers, to check after every run that none died
-# (a crash under load, or a Ctrl-C that wrk survived but the servers did not)
-SERVER_NAMES=(engine a2a-edge nginx)
-SERVER_LOGS=("$TMP/engine.log" "$TMP/edge/proxy.log" "$NGX/error.log")
-if ((STATE_REDIS)); then
-    SERVER_NAMES+=(redis-server a2a-edge-redis)
-    SERVER_LOGS+=("$TMP/redis/redis.log" "$TMP/edge-redis/proxy.log")
-fi
-if ((HA)); then
-    SERVER_NAMES+=(a2a-edge-redis-2 haproxy)
-    SERVER_LOGS+=("$TMP/edge-redis-2/proxy.log" "$TMP/haproxy/haproxy.log")
-fi
 check_servers() {
     local i
     for i in "${!SERVER_NAMES[@]}"; do
-        if ! kill -0 "${PIDS[i]}" 2>/dev/null; then
-            log "${SERVER_NAMES[i]} (pid ${PIDS[i]}) is no longer running; last log lines:"
+        if ! kill -0 "${SERVER_PIDS[i]}" 2>/dev/null; then
+            log "${SERVER_NAMES[i]} (pid ${SERVER_PIDS[i]}) is no longer running; last log lines:"
             tail -n 20 "${SERVER_LOGS[i]}" >&2 2>/dev/null || true
             die "${SERVER_NAMES[i]} died during the benchmark ($1); no results written"
         fi
     done
 }
+
+# perf_start NAME: when NAME is PERF_TARGET and this is its first run, `perf record -g` on it
+PERF_PID=
+perf_start() {
+    [[ "$1" == "$PERF_TARGET" && ! -e "$PERF_OUT" && -n "${EDGE_PID_OF[$1]:-}" ]] || return 0
+    perf record -g -F 999 -p "${EDGE_PID_OF[$1]}" -o "$PERF_OUT" >"$TMP/perf.log" 2>&1 &
+    PERF_PID=$!
+    log "perf record on $1 (pid ${EDGE_PID_OF[$1]}) -> $PERF_OUT"
+}
+perf_stop() {
+    [[ -n "$PERF_PID" ]] || return 0
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    PERF_PID=
+}
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
-declare -A OUT
-run_wrk() { # name url
-    local name=$1 url=$2
+run_wrk() { # name url round
+    local name=$1 url=$2 round=$3 out="$TMP/wrk.$1.$3.txt"
     if ((WARMUP > 0)); then
-        log "$name: warm-up ${WARMUP}s"
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" --timeout 10s \
-            -s "$HERE/sendmessage.lua" "$url" >"$TMP/warmup.$name.txt" 2>&1 || true
+            -s "$HERE/sendmessage.lua" "$url" >"$TMP/warmup.txt" 2>&1 || true
     fi
-    log "$name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency $url"
+    log "round $round, $name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency $url"
+    perf_start "$name"
     timeout --foreground --kill-after=10 $((DURATION + 60)) \
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s --latency \
-        -s "$HERE/sendmessage.lua" "$url" >"$TMP/wrk.$name.txt" 2>&1 ||
+        -s "$HERE/sendmessage.lua" "$url" >"$out" 2>&1 ||
         log "$name: wrk exited with status $?"
-    sed 's/^/    /' "$TMP/wrk.$name.txt" >&2
-    OUT[$name]="$TMP/wrk.$name.txt"
+    perf_stop
+    grep -E '^(Requests/sec|  Latency|BENCHJSON)' "$out" | sed 's/^/    /' >&2 || true
     check_servers "after the $name run"
 }
-run_wrk direct "$ENGINE_URL"
-run_wrk a2a-edge "$EDGE_URL"
-run_wrk nginx "$NGINX_URL"
-((STATE_REDIS)) && run_wrk a2a-edge-redis "$EDGE_REDIS_URL"
-((HA)) && run_wrk haproxy-2-replicas "$HA_URL"
 
-# ---- HTTP/2 (h2load): the same request, CONNECTIONS connections with H2_STREAMS streams each,
-# against a2a-edge and nginx over TLS + h2, and the engine over HTTP/1.1 for reference
-declare -A H2OUT
-run_h2load() { # name url [extra h2load args]
-    local name=$1 url=$2
-    shift 2
-    log "$name: h2load -c$CONNECTIONS -m$H2_STREAMS -D$DURATION $*"
+# HTTP/2 (h2load): the same request, CONNECTIONS connections with H2_STREAMS streams each,
+# against a2a-edge and nginx over TLS + h2, and the upstream over HTTP/1.1 for reference
+H2TARGETS=()
+for shape in $SHAPES; do
+    H2TARGETS+=("direct-$shape" "a2a-edge-$shape" "nginx-$shape")
+done
+run_h2load() { # name url round
+    local name=$1 url=$2 round=$3 extra=()
+    [[ $name == direct-* ]] && extra=(--h1)
+    log "round $round, $name: h2load -c$CONNECTIONS -m$H2_STREAMS -D$DURATION ${extra[*]}"
     timeout --foreground --kill-after=10 $((DURATION + WARMUP + 60)) \
         h2load -c"$CONNECTIONS" -m"$H2_STREAMS" -t"$THREADS" -D"$DURATION" --warm-up-time="$WARMUP" \
         -d "$BODY" -H 'content-type: application/json' -H 'a2a-version: 1.0' \
-        -H "authorization: Bearer $BENCH_TOKEN" "$@" "$url" >"$TMP/h2load.$name.txt" 2>&1 ||
+        -H "authorization: Bearer $BENCH_TOKEN" "${extra[@]}" "$url" >"$TMP/h2load.$name.$round.txt" 2>&1 ||
         log "$name: h2load exited with status $?"
-    sed 's/^/    /' "$TMP/h2load.$name.txt" >&2
-    H2OUT[$name]="$TMP/h2load.$name.txt"
+    grep -E '^(finished in|requests:|status codes:)' "$TMP/h2load.$name.$round.txt" | sed 's/^/    /' >&2 || true
     check_servers "after the $name h2load run"
 }
-if ((H2LOAD)); then
-    run_h2load direct-h1 "$ENGINE_URL" --h1
-    run_h2load a2a-edge-h2 "$EDGE_URL"
-    run_h2load nginx-h2 "$NGINX_URL"
-fi
 
-# ---- header and table
+for round in $(seq 1 "$ROUNDS"); do
+    for t in "${TARGETS[@]}"; do run_wrk "$t" "${URL[$t]}" "$round"; done
+    if ((H2LOAD)); then
+        for t in "${H2TARGETS[@]}"; do run_h2load "$t" "${URL[$t]}" "$round"; done
+    fi
+done
+
+# ---- header and tables
 wrk_v=$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}' || true)
 nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
 header=$(bench_header "$wrk_v" "$nginx_v")
-settings="wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (wrk shares the cores)"
+settings="$ROUNDS round(s), interleaved: every target in turn, then again; medians over the rounds. wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (the load tools share the cores)"
 
-redis_row=()
-((STATE_REDIS)) && redis_row=(a2a-edge-redis "${OUT[a2a-edge-redis]}")
-((HA)) && redis_row+=(haproxy-2-replicas "${OUT[haproxy-2-replicas]}")
-python3 - "$header" "$settings" \
-    direct "${OUT[direct]}" a2a-edge "${OUT[a2a-edge]}" nginx "${OUT[nginx]}" "${redis_row[@]}" >"$TMP/results.md" <<'EOF'
-import json, re, sys
+python3 - "$TMP" "$header" "$settings" "$ROUNDS" "$H2LOAD" "$CONNECTIONS" "$H2_STREAMS" "$DURATION" \
+    "$SHAPES" "${TARGETS[*]}" "${H2TARGETS[*]}" >"$TMP/results.md" <<'EOF'
+import json, os, re, statistics, sys
 
-header, settings = sys.argv[1:3]
-rows = []
-args = sys.argv[3:]
-for name, path in zip(args[0::2], args[1::2]):
-    text = open(path, errors="replace").read()
-    m = re.search(r"^BENCHJSON (\{.*\})$", text, re.M)
-    if not m:
-        rows.append((name, None, text.strip().splitlines()[-1:] or ["no output"]))
-        continue
-    rows.append((name, json.loads(m.group(1)), None))
+tmp, header, settings, rounds, h2, conns, streams, duration, shapes, targets, h2targets = sys.argv[1:]
+rounds = int(rounds)
+shapes, targets, h2targets = shapes.split(), targets.split(), h2targets.split()
+median = statistics.median
+
+def wrk_runs(name):
+    runs = []
+    for r in range(1, rounds + 1):
+        path = os.path.join(tmp, f"wrk.{name}.{r}.txt")
+        text = open(path, errors="replace").read() if os.path.exists(path) else ""
+        m = re.search(r"^BENCHJSON (\{.*\})$", text, re.M)
+        if m:
+            d = json.loads(m.group(1))
+            d["rps"] = d["requests"] / (d["duration_us"] / 1e6) if d["duration_us"] else 0.0
+            d["errors"] = (d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
+                           + d["non2xx"] + d["rpc_errors"])
+            runs.append(d)
+    return runs
+
+def h2_runs(name):
+    runs = []
+    for r in range(1, rounds + 1):
+        path = os.path.join(tmp, f"h2load.{name}.{r}.txt")
+        t = open(path, errors="replace").read() if os.path.exists(path) else ""
+        fin = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", t)
+        req = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", t)
+        st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", t)
+        lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", t)
+        if fin and req and st and lat:
+            runs.append(dict(rps=float(fin.group(1)),
+                             errors=int(req.group(4)) + int(req.group(5)) + int(req.group(6))
+                             + sum(int(st.group(i)) for i in (2, 3, 4)),
+                             mean=lat.group(3), max=lat.group(2)))
+    return runs
 
 def ms(us):
     return f"{us / 1000:.2f} ms"
 
-base = next((d for n, d, _ in rows if n == "direct" and d and d["requests"]), None)
-lines = [
-    f"# a2a-edge load benchmark",
-    "",
-    header,
-    "",
-    settings,
-    "",
-    "| target | req/s | p50 | p99 | errors | req/s ratio vs direct | p99 ratio vs direct |",
-    "|---|---:|---:|---:|---:|---:|---:|",
-]
-for name, d, err in rows:
-    if d is None:
-        lines.append(f"| {name} | – | – | – | run failed: {err[0][:60]} | – | – |")
-        continue
-    rps = d["requests"] / (d["duration_us"] / 1e6) if d["duration_us"] else 0.0
-    sock = d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
-    errs = sock + d["non2xx"] + d["rpc_errors"]
-    detail = []
-    if sock:
-        detail.append(f"socket {sock}")
-    if d["non2xx"]:
-        detail.append(f"non-2xx {d['non2xx']}")
-    if d["rpc_errors"]:
-        detail.append(f"JSON-RPC error {d['rpc_errors']}")
-    errs_s = f"{errs}" + (f" ({', '.join(detail)})" if detail else "")
-    if base:
-        brps = base["requests"] / (base["duration_us"] / 1e6)
-        r_rps = f"{rps / brps:.2f}" if brps else "–"
-        r_p99 = f"{d['p99_us'] / base['p99_us']:.2f}" if base["p99_us"] else "–"
-    else:
-        r_rps = r_p99 = "–"
-    lines.append(
-        f"| {name} | {rps:,.0f} | {ms(d['p50_us'])} | {ms(d['p99_us'])} | {errs_s} | {r_rps} | {r_p99} |"
-    )
-lines.append("")
-lines.append("errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies holding a JSON-RPC error.")
-sys.stdout.write("\n".join(lines) + "\n")
-EOF
-if ((H2LOAD)); then
-    python3 - "$CONNECTIONS" "$H2_STREAMS" "$DURATION" \
-        direct-h1 "${H2OUT[direct-h1]}" a2a-edge-h2 "${H2OUT[a2a-edge-h2]}" nginx-h2 "${H2OUT[nginx-h2]}" \
-        >>"$TMP/results.md" <<'EOF'
-import re, sys
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "–"
 
-conns, streams, duration = sys.argv[1:4]
-args = sys.argv[4:]
-rows = []
-for name, path in zip(args[0::2], args[1::2]):
-    t = open(path, errors="replace").read()
-    fin = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", t)
-    req = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout", t)
-    st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", t)
-    lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", t)
-    if not (fin and req and st and lat):
-        rows.append((name, None))
-        continue
-    rows.append((name, dict(rps=float(fin.group(1)), done=int(req.group(2)),
-                            failed=int(req.group(4)) + int(req.group(5)) + int(req.group(6)),
-                            non2xx=sum(int(st.group(i)) for i in (2, 3, 4)),
-                            max=lat.group(2), mean=lat.group(3))))
-base = next((d for n, d in rows if n == "direct-h1" and d), None)
-out = ["", f"HTTP/2: h2load -c{conns} -m{streams} -D{duration} (warm-up as above), the same request; "
-       f"a2a-edge and nginx over TLS + h2, the engine over HTTP/1.1 (`--h1`, {conns} connections, "
-       "one request in flight on each) for reference. h2load reports mean and max latency, not "
-       "percentiles, and does not read the bodies (errors = failed + errored + timeouts + non-2xx).",
-       "", "| target | req/s | mean | max | errors | req/s ratio vs direct |", "|---|---:|---:|---:|---:|---:|"]
-for name, d in rows:
-    if d is None:
-        out.append(f"| {name} | – | – | – | run failed | – |")
-        continue
-    errs = d["failed"] + d["non2xx"]
-    ratio = f"{d['rps'] / base['rps']:.2f}" if base and base["rps"] else "–"
-    out.append(f"| {name} | {d['rps']:,.0f} | {d['mean']} | {d['max']} | {errs} | {ratio} |")
+out = ["# a2a-edge load benchmark", "", header, "", settings, ""]
+summary = []
+for shape in shapes:
+    rows = [t for t in targets if t.endswith("-" + shape)]
+    med = {}
+    out += [f"## Upstream: {shape}" + (" (`a2a-edge engine`, the embedded echo agent)" if shape == "engine"
+            else " (nginx `return 200` with a fixed 1.3 KB Task)"), "",
+            "| target | req/s | p50 | p99 | errors | rounds' req/s | vs direct | p99 vs direct |",
+            "|---|---:|---:|---:|---:|---|---:|---:|"]
+    for t in rows:
+        runs = wrk_runs(t)
+        if not runs:
+            out.append(f"| {t} | – | – | – | run failed | – | – | – |")
+            continue
+        med[t] = dict(rps=median(r["rps"] for r in runs), p50=median(r["p50_us"] for r in runs),
+                      p99=median(r["p99_us"] for r in runs), errors=sum(r["errors"] for r in runs),
+                      each=" / ".join(f"{r['rps']:,.0f}" for r in runs))
+    base = med.get(f"direct-{shape}")
+    for t in rows:
+        if t not in med:
+            continue
+        d = med[t]
+        out.append(f"| {t.removesuffix('-' + shape)} | {d['rps']:,.0f} | {ms(d['p50'])} | {ms(d['p99'])} | "
+                   f"{d['errors']} | {d['each']} | {ratio(d['rps'], base and base['rps'])} | "
+                   f"{ratio(d['p99'], base and base['p99'])} |")
+    e, n, rd = med.get(f"a2a-edge-{shape}"), med.get(f"nginx-{shape}"), med.get(f"a2a-edge-redis-{shape}")
+    if e and n:
+        summary.append(f"| {shape} | HTTP/1.1 (wrk) | {ratio(e['rps'], n['rps'])} | "
+                       f"{ms(e['p99'])} vs {ms(n['p99'])} | {ratio(rd['rps'], e['rps']) if rd else '–'} |")
+    if h2 == "1":
+        h2rows = [t for t in h2targets if t.endswith("-" + shape)]
+        hm = {}
+        out += ["", f"HTTP/2, upstream {shape}: h2load -c{conns} -m{streams} -D{duration}; a2a-edge and nginx "
+                "over TLS + h2, the upstream over HTTP/1.1 (`--h1`) for reference; h2load reports mean "
+                "and max latency, not percentiles (errors = failed + errored + timeouts + non-2xx).", "",
+                "| target | req/s | mean | max | errors | rounds' req/s | vs direct |", "|---|---:|---:|---:|---:|---|---:|"]
+        for t in h2rows:
+            runs = h2_runs(t)
+            if runs:
+                hm[t] = dict(rps=median(r["rps"] for r in runs), errors=sum(r["errors"] for r in runs),
+                             mean=runs[-1]["mean"], max=runs[-1]["max"],
+                             each=" / ".join(f"{r['rps']:,.0f}" for r in runs))
+        hb = hm.get(f"direct-{shape}")
+        for t in h2rows:
+            if t not in hm:
+                out.append(f"| {t} | – | – | – | run failed | – | – |")
+                continue
+            d = hm[t]
+            label = t.removesuffix("-" + shape) + (" (h1)" if t.startswith("direct") else " (h2)")
+            out.append(f"| {label} | {d['rps']:,.0f} | {d['mean']} | {d['max']} | {d['errors']} | {d['each']} | "
+                       f"{ratio(d['rps'], hb and hb['rps'])} |")
+        e2, n2 = hm.get(f"a2a-edge-{shape}"), hm.get(f"nginx-{shape}")
+        if e2 and n2:
+            summary.append(f"| {shape} | HTTP/2 (h2load) | {ratio(e2['rps'], n2['rps'])} | "
+                           f"mean {e2['mean']} vs {n2['mean']} | – |")
+    out.append("")
+out += ["## Summary", "", "| upstream | protocol | edge / nginx (req/s) | edge vs nginx latency | redis / memory |",
+        "|---|---|---:|---|---:|"] + summary
+out += ["", "errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies "
+        "holding a JSON-RPC error, summed over the rounds."]
 sys.stdout.write("\n".join(out) + "\n")
 EOF
-fi
 bench_results "$TMP/results.md"
+if [[ -n "$PERF_TARGET" && -e "$PERF_OUT" ]]; then
+    log "perf data of $PERF_TARGET: $PERF_OUT (perf report -i $PERF_OUT --no-children)"
+    TMP_KEEP="kept $TMP (perf data)"
+fi
