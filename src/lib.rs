@@ -15,6 +15,7 @@ pub mod engine;
 pub mod gate;
 pub mod limits;
 pub mod policy;
+pub mod runtime;
 pub mod server;
 pub mod state;
 pub mod stream_body;

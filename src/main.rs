@@ -180,6 +180,7 @@ fn check(opts: Opts) -> Result<(), String> {
 async fn serve(opts: Opts) -> Result<(), String> {
     let path = opts.policy_path();
     let policy = Policy::load(&path, LoadMode::Serve).map_err(|e| e.to_string())?;
+    a2a_edge::runtime::configured()?;
     let dev_tokens: Vec<_> = policy
         .auth
         .bearer

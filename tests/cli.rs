@@ -71,6 +71,16 @@ fn stdout_of_success(cmd: &mut Command) -> String {
 /// file (failing at once if the process exits first) and returns the child with what the
 /// ready file says (`listen`, `admin`). `policy` may be relative to `dir`.
 async fn spawn_serve(dir: &Path, policy: &Path, stdout: Stdio) -> (ChildGuard, Value) {
+    spawn_serve_with(dir, policy, stdout, &[]).await
+}
+
+/// [`spawn_serve`] with environment variables.
+async fn spawn_serve_with(
+    dir: &Path,
+    policy: &Path,
+    stdout: Stdio,
+    envs: &[(&str, &str)],
+) -> (ChildGuard, Value) {
     let ready = dir.join("ready.json");
     let mut child = ChildGuard(
         Command::new(BIN)
@@ -78,6 +88,7 @@ async fn spawn_serve(dir: &Path, policy: &Path, stdout: Stdio) -> (ChildGuard, V
             .arg(policy)
             .arg("--ready-file")
             .arg(&ready)
+            .envs(envs.iter().copied())
             .current_dir(dir)
             .stdout(stdout)
             .stderr(Stdio::null())
@@ -385,4 +396,103 @@ fn explain_prints_what_the_readme_shows() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
+}
+
+/// The connections are served by `A2A_EDGE_WORKERS` worker threads (named `a2a-edge-wN`), each
+/// taking its share of the connections; a value outside 1..=256 stops `serve` with an error
+/// that names the variable.
+#[tokio::test]
+async fn serve_spreads_connections_over_the_configured_worker_threads() {
+    let dir = TempDir::new("cli-workers");
+    let policy = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+[tls]
+dev = true
+dev_dir = "{d}/certs/dev"
+[[upstreams]]
+name = "engine"
+url = "embedded"
+[auth]
+[[auth.bearer]]
+principal = "dev"
+token_file = "{d}/certs/dev/bearer-token"
+generate_if_missing = true
+"#,
+        d = dir.path().display()
+    );
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, policy).unwrap();
+
+    for bad in ["0", "257", "four"] {
+        let out = Command::new(BIN)
+            .args(["serve", "--policy"])
+            .arg(&file)
+            .env("A2A_EDGE_WORKERS", bad)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "A2A_EDGE_WORKERS={bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("A2A_EDGE_WORKERS"), "{bad}: {err}");
+    }
+
+    let (child, info) = spawn_serve_with(
+        dir.path(),
+        &file,
+        Stdio::null(),
+        &[("A2A_EDGE_WORKERS", "3")],
+    )
+    .await;
+    let pid = child.0.id();
+    let workers = |pid: u32| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|n| n.trim().to_string())
+            .filter(|n| n.starts_with("a2a-edge-w"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(workers(pid), ["a2a-edge-w0", "a2a-edge-w1", "a2a-edge-w2"]);
+
+    // Six connections at once, over HTTP/1.1 and HTTP/2: every one is served.
+    let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
+    let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
+    let auth = format!("Bearer {}", token.trim());
+    let ca = dir.path().join("certs/dev/ca.pem");
+    let mut clients = Vec::new();
+    for i in 0..6 {
+        let proto = if i % 2 == 0 { Proto::H1 } else { Proto::H2 };
+        clients.push(Client::connect(addr, &ca, proto).await);
+    }
+    let mut answers = Vec::new();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"SendMessage","params":{{"message":{{"messageId":"m{i}","role":"ROLE_USER","parts":[{{"text":"hello {i}"}}]}}}}}}"#
+        );
+        let (status, _, rb) = c
+            .request(
+                "POST",
+                "/",
+                &[
+                    ("authorization", &auth),
+                    ("a2a-version", "1.0"),
+                    ("content-type", "application/json"),
+                ],
+                body,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert_eq!(v["id"], i, "{v}");
+        answers.push(v["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    answers.sort();
+    answers.dedup();
+    assert_eq!(answers.len(), 6, "six tasks");
+    sigterm(&child.0);
 }

@@ -25,6 +25,8 @@
 #   HA           1: also two such replicas (one Redis) behind haproxy in TCP mode, engine
 #                shape only (needs STATE_REDIS=1; haproxy installed when missing); 0 (default)
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
+#   BASELINE_BIN a second a2a-edge binary (e.g. the previous commit's) measured in the same
+#                rounds as `a2a-edge-base`, memory state: the A/B of one change in one run
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
 #                a2a-edge does (one JSON line per request on stderr); 0: off
@@ -72,6 +74,8 @@ HA=${HA:-0}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 PERF_TARGET=${PERF_TARGET:-}
+BASELINE_BIN=${BASELINE_BIN:-}
+[[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
 require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
@@ -239,6 +243,20 @@ for shape in $SHAPES; do
     EDGE_PID_OF[a2a-edge-$shape]=$EDGE_PID
     watch_server "a2a-edge-$shape" "$EDGE_PID" "$dir/proxy.log"
     [[ -n "$CERTS" ]] || CERTS="$dir/certs" # nginx serves the first edge's dev certificate
+    if [[ -n "$BASELINE_BIN" ]]; then
+        bdir="$TMP/edge-base-$shape"
+        edge_policy "$bdir" "${UPSTREAM[$shape]}"
+        log "starting the baseline a2a-edge serve ($shape upstream): $BASELINE_BIN"
+        BIN_SAVED=$BIN
+        BIN=$BASELINE_BIN
+        start_edge "$bdir/policy.toml" "$bdir/ready.json" "$bdir/proxy.log"
+        BIN=$BIN_SAVED
+        bench_wait_edge "$EDGE_PID" "$bdir"
+        URL[a2a-edge-base-$shape]=$READY_URL
+        CACERT[a2a-edge-base-$shape]="$bdir/certs/ca.pem"
+        EDGE_PID_OF[a2a-edge-base-$shape]=$EDGE_PID
+        watch_server "a2a-edge-base-$shape" "$EDGE_PID" "$bdir/proxy.log"
+    fi
     if ((STATE_REDIS)); then
         rdir="$TMP/edge-redis-$shape"
         edge_policy "$rdir" "${UPSTREAM[$shape]}" "" "[state]" 'backend = "redis"' \
@@ -328,7 +346,9 @@ fi
 
 # ---- the targets of every round, and a smoke request to each
 for shape in $SHAPES; do
-    TARGETS+=("direct-$shape" "a2a-edge-$shape" "nginx-$shape")
+    TARGETS+=("direct-$shape" "a2a-edge-$shape")
+    [[ -z "$BASELINE_BIN" ]] || TARGETS+=("a2a-edge-base-$shape")
+    TARGETS+=("nginx-$shape")
     ((STATE_REDIS)) && TARGETS+=("a2a-edge-redis-$shape")
     [[ $shape == engine ]] && ((HA)) && TARGETS+=("haproxy-2-replicas-engine")
 done
@@ -389,7 +409,9 @@ run_wrk() { # name url round
 # against a2a-edge and nginx over TLS + h2, and the upstream over HTTP/1.1 for reference
 H2TARGETS=()
 for shape in $SHAPES; do
-    H2TARGETS+=("direct-$shape" "a2a-edge-$shape" "nginx-$shape")
+    H2TARGETS+=("direct-$shape" "a2a-edge-$shape")
+    [[ -z "$BASELINE_BIN" ]] || H2TARGETS+=("a2a-edge-base-$shape")
+    H2TARGETS+=("nginx-$shape")
 done
 run_h2load() { # name url round
     local name=$1 url=$2 round=$3 extra=()
@@ -488,6 +510,10 @@ for shape in shapes:
                    f"{d['errors']} | {d['each']} | {ratio(d['rps'], base and base['rps'])} | "
                    f"{ratio(d['p99'], base and base['p99'])} |")
     e, n, rd = med.get(f"a2a-edge-{shape}"), med.get(f"nginx-{shape}"), med.get(f"a2a-edge-redis-{shape}")
+    b = med.get(f"a2a-edge-base-{shape}")
+    if e and b:
+        summary.append(f"| {shape} | HTTP/1.1 (wrk) | A/B: a2a-edge / a2a-edge-base = {ratio(e['rps'], b['rps'])} | "
+                       f"{ms(e['p99'])} vs {ms(b['p99'])} | – |")
     if e and n:
         summary.append(f"| {shape} | HTTP/1.1 (wrk) | {ratio(e['rps'], n['rps'])} | "
                        f"{ms(e['p99'])} vs {ms(n['p99'])} | {ratio(rd['rps'], e['rps']) if rd else '–'} |")
@@ -514,6 +540,10 @@ for shape in shapes:
             out.append(f"| {label} | {d['rps']:,.0f} | {d['mean']} | {d['max']} | {d['errors']} | {d['each']} | "
                        f"{ratio(d['rps'], hb and hb['rps'])} |")
         e2, n2 = hm.get(f"a2a-edge-{shape}"), hm.get(f"nginx-{shape}")
+        b2 = hm.get(f"a2a-edge-base-{shape}")
+        if e2 and b2:
+            summary.append(f"| {shape} | HTTP/2 (h2load) | A/B: a2a-edge / a2a-edge-base = {ratio(e2['rps'], b2['rps'])} | "
+                           f"mean {e2['mean']} vs {b2['mean']} | – |")
         if e2 and n2:
             summary.append(f"| {shape} | HTTP/2 (h2load) | {ratio(e2['rps'], n2['rps'])} | "
                            f"mean {e2['mean']} vs {n2['mean']} | – |")

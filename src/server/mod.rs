@@ -5,6 +5,7 @@
 mod activity;
 mod admin;
 mod gates;
+mod workers;
 mod write_stall;
 
 use std::convert::Infallible;
@@ -40,6 +41,7 @@ use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity};
 use gates::Gates;
+use workers::Workers;
 
 type HandlerFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<http::Response<BoxBody>, Infallible>> + Send>,
@@ -452,6 +454,15 @@ async fn accept_loop(
     // Every connection task holds a clone of `open`; the drain ends when all are dropped.
     let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let builder = Arc::new(http_builder(&settings));
+    // The connections are served by single-threaded runtimes on worker threads; the accept loop
+    // stays here, so that every refusal at accept happens in one place.
+    let workers = match Workers::start() {
+        Ok(w) => w,
+        Err(e) => {
+            telemetry::log("workers_failed", json!({"error": e.to_string()}));
+            return;
+        }
+    };
     let connections = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
     let per_client = ConnectionsPerClient::new(settings.max_connections_per_client);
     loop {
@@ -494,7 +505,7 @@ async fn accept_loop(
                 let builder = builder.clone();
                 let metrics = metrics.clone();
                 metrics.connection("accepted");
-                tokio::spawn(async move {
+                workers.spawn(async move {
                     let _permit = (permit, client_slot, open);
                     let _open = metrics.open_connection();
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {

@@ -86,10 +86,13 @@ pub fn answer_code(reason: &str) -> i64 {
     }
 }
 
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 enum Target {
     Embedded(Arc<dyn LocalAgent>),
     Http {
-        client: Box<Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>>,
+        /// One pool per worker thread (and one for the others): `crate::runtime::slot`.
+        clients: Box<[HttpClient]>,
         /// The agent's JSON-RPC endpoint.
         rpc: Uri,
     },
@@ -147,12 +150,16 @@ impl Upstream {
                     .https_or_http()
                     .enable_http1()
                     .wrap_connector(connector);
-                let client = Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(60))
-                    .pool_max_idle_per_host(64)
-                    .build(connector);
+                let clients = (0..=crate::runtime::workers())
+                    .map(|_| {
+                        Client::builder(TokioExecutor::new())
+                            .pool_idle_timeout(Duration::from_secs(60))
+                            .pool_max_idle_per_host(64)
+                            .build(connector.clone())
+                    })
+                    .collect();
                 Target::Http {
-                    client: Box::new(client),
+                    clients,
                     rpc: uri.clone(),
                 }
             }
@@ -249,7 +256,10 @@ impl Upstream {
         let exchange = async {
             match &self.target {
                 Target::Embedded(engine) => Ok(engine.handle(req).await),
-                Target::Http { client, .. } => match client.request(req.map(Full::new)).await {
+                Target::Http { clients, .. } => match clients[crate::runtime::slot(clients.len())]
+                    .request(req.map(Full::new))
+                    .await
+                {
                     Ok(resp) => Ok(resp.map(|b| {
                         b.map_err(|e| -> crate::body::BodyError { Box::new(e) })
                             .boxed_unsync()
