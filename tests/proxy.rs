@@ -621,3 +621,64 @@ async fn a_cr_only_stream_keeps_its_last_event() {
         assert!(events.iter().all(|(kind, _)| kind.is_none()), "{events:?}");
     }
 }
+
+/// The edge picks the cipher suite by its own order, not the client's: a client that lists
+/// ChaCha20 (or AES-128) before AES-256 still gets AES-256-GCM, over TLS 1.3 and 1.2.
+#[tokio::test]
+async fn the_edge_chooses_the_cipher_suite_by_its_own_order() {
+    use rustls::crypto::ring::{cipher_suite as cs, default_provider};
+    use rustls_pki_types::ServerName;
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in a2a_edge::tls::load_certs(&proxy.ca).unwrap() {
+        roots.add(c).unwrap();
+    }
+    let cases = [
+        (
+            &rustls::version::TLS13,
+            vec![
+                cs::TLS13_CHACHA20_POLY1305_SHA256,
+                cs::TLS13_AES_128_GCM_SHA256,
+                cs::TLS13_AES_256_GCM_SHA384,
+            ],
+            cs::TLS13_AES_256_GCM_SHA384,
+        ),
+        (
+            &rustls::version::TLS12,
+            vec![
+                cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+                cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+                cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            ],
+            cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        ),
+    ];
+    for (version, client_order, expected) in cases {
+        let provider = rustls::crypto::CryptoProvider {
+            cipher_suites: client_order,
+            ..default_provider()
+        };
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let (_, session) = tls.get_ref();
+        let got = session.negotiated_cipher_suite().unwrap().suite();
+        // The dev certificate's key decides ECDSA or RSA for TLS 1.2: compare the bulk cipher.
+        let name = format!("{got:?}");
+        let want = format!("{:?}", expected.suite());
+        assert!(
+            name.ends_with("AES_256_GCM_SHA384") && want.ends_with("AES_256_GCM_SHA384"),
+            "{version:?}: got {name}, want the edge's first suite ({want})"
+        );
+    }
+}

@@ -76,6 +76,9 @@ pub fn server_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConf
             ))
         })?;
     cfg.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    // The edge's cipher-suite order wins, not the client's (a client that lists a weaker
+    // suite first does not get it while a stronger one is shared).
+    cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
 }
 
