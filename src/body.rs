@@ -101,20 +101,34 @@ pub enum CollectError {
     Read,
 }
 
-/// Reads a whole body, refusing it as soon as it grows beyond `cap` bytes.
+/// Reads a whole body, refusing it as soon as it grows beyond `cap` bytes. A body that
+/// arrives in one frame (the usual small JSON answer) is returned as it came, without a copy.
 pub async fn collect_limited<B>(mut body: B, cap: usize) -> Result<Bytes, CollectError>
 where
     B: Body<Data = Bytes> + Unpin,
 {
+    let mut first: Option<Bytes> = None;
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| CollectError::Read)?;
         if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > cap {
+            let held = first.as_ref().map_or(0, Bytes::len) + buf.len();
+            if held + data.len() > cap {
                 return Err(CollectError::TooLarge);
             }
-            buf.extend_from_slice(&data);
+            if data.is_empty() {
+                continue;
+            }
+            match first.take() {
+                None if buf.is_empty() => first = Some(data),
+                None => buf.extend_from_slice(&data),
+                Some(f) => {
+                    buf.reserve(f.len() + data.len());
+                    buf.extend_from_slice(&f);
+                    buf.extend_from_slice(&data);
+                }
+            }
         }
     }
-    Ok(buf.freeze())
+    Ok(first.unwrap_or_else(|| buf.freeze()))
 }

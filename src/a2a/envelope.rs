@@ -115,6 +115,11 @@ impl RpcRequest {
 
     /// The proxy's own serialization of this request.
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_sized(128)
+    }
+
+    /// [`RpcRequest::to_bytes`] into a buffer of `hint` bytes to start with.
+    pub fn to_bytes_sized(&self, hint: usize) -> Vec<u8> {
         #[derive(Serialize)]
         struct Wire<'a> {
             jsonrpc: &'static str,
@@ -122,12 +127,15 @@ impl RpcRequest {
             method: &'static str,
             params: &'a Map<String, Value>,
         }
-        to_json_bytes(&Wire {
-            jsonrpc: "2.0",
-            id: &self.id,
-            method: self.method.as_str(),
-            params: &self.params,
-        })
+        to_json_bytes_sized(
+            &Wire {
+                jsonrpc: "2.0",
+                id: &self.id,
+                method: self.method.as_str(),
+                params: &self.params,
+            },
+            hint,
+        )
     }
 }
 
@@ -135,10 +143,20 @@ impl RpcRequest {
 /// Serializing a `Value` or a map of them to memory cannot fail; should it, the body is an
 /// internal error, never a panic.
 pub fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
-    serde_json::to_vec(v).unwrap_or_else(|_| {
-        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#
-            .to_vec()
-    })
+    to_json_bytes_sized(v, 128)
+}
+
+/// [`to_json_bytes`] into a buffer of `hint` bytes to start with (the size of what was
+/// parsed, for a re-serialization: no regrowing and copying on the way).
+pub fn to_json_bytes_sized<T: Serialize>(v: &T, hint: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(hint.clamp(128, 1 << 20));
+    match serde_json::to_writer(&mut out, v) {
+        Ok(()) => out,
+        Err(_) => {
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#
+                .to_vec()
+        }
+    }
 }
 
 /// A JSON-RPC error response body.

@@ -7,7 +7,7 @@ pub mod json;
 pub mod method;
 pub mod sse;
 
-pub use envelope::{error_body, result_body, to_json_bytes, RpcRequest};
+pub use envelope::{error_body, result_body, to_json_bytes, to_json_bytes_sized, RpcRequest};
 pub use error::RpcError;
 pub use method::Method;
 

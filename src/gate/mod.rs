@@ -661,7 +661,7 @@ impl Gate {
         self.caller_headers(&mut headers, &agent.upstream.name, who, request_id)
             .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
         let resp = agent
-            .send_rpc(headers, Bytes::from(rpc.to_bytes()))
+            .send_rpc(headers, Bytes::from(rpc.to_bytes_sized(1024)))
             .await
             .map_err(upstream_error)?;
         // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:

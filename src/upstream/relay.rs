@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
-use crate::a2a::{error_body, to_json_bytes, RpcError};
+use crate::a2a::{error_body, to_json_bytes, to_json_bytes_sized, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody};
 use crate::stream_body::budgeted;
 use crate::telemetry::metrics::Metrics;
@@ -149,7 +149,7 @@ where
             }
             Ok(crate::body::json_response(
                 StatusCode::OK,
-                to_json_bytes(&v),
+                to_json_bytes_sized(&v, bytes.len() + 64),
             ))
         }
         _ => Err(UpstreamError::BadResponse),
