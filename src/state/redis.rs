@@ -1,11 +1,11 @@
 //! The Redis backend of the process state (`[state] backend = "redis"`): budgets shared by
 //! every replica on one Redis (or anything speaking its protocol, such as Valkey).
 //!
-//! One multiplexed connection, reconnected by itself (`ConnectionManager`); each round trip
-//! is bounded by `timeout_ms`, and a failure or a timeout makes the caller fail closed
-//! ([`StateUnavailable`]): no decision that needs shared state is ever taken without it. The
-//! connection is made on first use and retried at most every 500 ms while Redis is away, so
-//! the replica recovers by itself when Redis returns.
+//! One multiplexed connection per worker thread, reconnected by itself (`ConnectionManager`);
+//! each round trip is bounded by `timeout_ms`, and a failure or a timeout makes the caller
+//! fail closed ([`StateUnavailable`]): no decision that needs shared state is ever taken
+//! without it. A connection is made on first use and retried at most every 500 ms while Redis
+//! is away, so the replica recovers by itself when Redis returns.
 //!
 //! Rates are GCRA, as governor computes them locally, in one Lua script that reads Redis's
 //! own clock (`TIME`): replicas with skewed clocks still share one budget.
@@ -68,7 +68,11 @@ return {1, 0}
 pub struct RedisStore {
     client: redis::Client,
     config: RedisConfig,
-    conn: tokio::sync::Mutex<(Option<ConnectionManager>, Option<Instant>)>,
+    /// One multiplexed connection per worker thread (and one for the others), each driven by
+    /// the runtime it serves (`crate::runtime::slot`): a round trip is then not handed to
+    /// another thread's connection task and back. With the last failed attempt, for the
+    /// backoff.
+    conns: Box<[tokio::sync::Mutex<(Option<ConnectionManager>, Option<Instant>)>]>,
     gcra: redis::Script,
     healthy: AtomicBool,
     metrics: Arc<Metrics>,
@@ -96,7 +100,9 @@ impl RedisStore {
         Ok(RedisStore {
             client,
             config,
-            conn: tokio::sync::Mutex::new((None, None)),
+            conns: (0..=crate::runtime::workers())
+                .map(|_| tokio::sync::Mutex::new((None, None)))
+                .collect(),
             gcra: redis::Script::new(GCRA),
             healthy: AtomicBool::new(false),
             metrics,
@@ -113,7 +119,9 @@ impl RedisStore {
     }
 
     async fn connection(&self) -> Result<ConnectionManager, StateUnavailable> {
-        let mut slot = self.conn.lock().await;
+        let mut slot = self.conns[crate::runtime::slot(self.conns.len())]
+            .lock()
+            .await;
         if let Some(c) = &slot.0 {
             return Ok(c.clone());
         }
