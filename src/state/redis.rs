@@ -65,6 +65,9 @@ redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_
 return {1, 0}
 "#;
 
+/// A worker's connection, once made, and when the last attempt to make it failed.
+type Slot = (Option<ConnectionManager>, Option<Instant>);
+
 pub struct RedisStore {
     client: redis::Client,
     config: RedisConfig,
@@ -72,7 +75,7 @@ pub struct RedisStore {
     /// the runtime it serves (`crate::runtime::slot`): a round trip is then not handed to
     /// another thread's connection task and back. With the last failed attempt, for the
     /// backoff.
-    conns: Box<[tokio::sync::Mutex<(Option<ConnectionManager>, Option<Instant>)>]>,
+    conns: Box<[tokio::sync::Mutex<Slot>]>,
     gcra: redis::Script,
     healthy: AtomicBool,
     metrics: Arc<Metrics>,
