@@ -1,7 +1,14 @@
 //! The cost of the edge's work on a request body: strict parse of the JSON-RPC envelope, the
-//! per-method checks (parts, workspace, metadata), and the re-serialization that is forwarded.
+//! per-method checks (parts, workspace, metadata), and the re-serialization that is forwarded;
+//! and on an agent's answer: parse, clean, observe (the registry learns the task), the
+//! caller's view, and the serialization that is relayed.
 
 use std::hint::black_box;
+
+// The allocator of the binary, so that the numbers are the proxy's (large buffers in
+// particular: the system allocator maps and unmaps them on every iteration).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 
 use a2a_edge::a2a::RpcRequest;
@@ -88,5 +95,59 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// What the edge does with one unary answer of an agent (the steps of `relay_response` and
+/// the gate's `one_answer`): parse, clean, learn the task (a turn of the registry), rewrite to
+/// the caller's view, serialize.
+fn answer_pass(
+    bytes: &[u8],
+    policy: &RequestPolicy,
+    registry: &a2a_edge::state::registry::TaskRegistry,
+    upstream: a2a_edge::state::registry::UpstreamId,
+) -> Vec<u8> {
+    let mut v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    a2a_edge::upstream::clean::clean_response(&mut v, &policy.metadata, policy.redact_paths);
+    let mut turn = registry.begin_turn("bench", None, None, None).unwrap();
+    turn.bind_upstream(upstream);
+    turn.observe(upstream, &v["result"]).unwrap();
+    turn.finish();
+    registry.client_view("bench", &mut v);
+    a2a_edge::a2a::to_json_bytes_sized(&v, bytes.len() + 64)
+}
+
+fn answers(c: &mut Criterion) {
+    let policy = policy();
+    let text = "lorem ipsum dolor sit amet ".repeat(40);
+    let answer = |task: &str, context: &str| -> Vec<u8> {
+        json!({"jsonrpc": "2.0", "id": "bench-1", "result": {"task": {
+            "id": task, "contextId": context,
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-01T12:00:00.000000Z"},
+            "artifacts": [{"artifactId": "a-1", "parts": [{"text": &text[..1000]}]}],
+            "metadata": {"iac_code": {"cwd": "/srv/ws", "iac_code_api_key": "sk-redacted"}}
+        }}})
+        .to_string()
+        .into_bytes()
+    };
+    let registry = a2a_edge::state::registry::TaskRegistry::new(100_000);
+    let upstream = registry.upstream_id("agent");
+    let known = answer("task-known", "ctx-known");
+    let mut g = c.benchmark_group("answer_pass");
+    g.throughput(Throughput::Bytes(known.len() as u64));
+    g.bench_function(format!("known_task_{}B", known.len()), |b| {
+        b.iter(|| answer_pass(black_box(&known), &policy, &registry, upstream))
+    });
+    let mut n = 0u64;
+    g.bench_function(format!("new_task_{}B", known.len()), |b| {
+        b.iter_batched(
+            || {
+                n += 1;
+                answer(&format!("task-{n:08}"), &format!("ctx-{n:08}"))
+            },
+            |bytes| answer_pass(&bytes, &policy, &registry, upstream),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, answers);
 criterion_main!(benches);

@@ -232,9 +232,47 @@ fn check_raw(encoded: &str, class: MediaClass) -> Result<(), RpcError> {
                 ));
             }
         }
-        MediaClass::Multimodal => {
-            decode_base64(encoded, MAX_BINARY_INLINE_BYTES)?;
+        MediaClass::Multimodal => check_base64(encoded, MAX_BINARY_INLINE_BYTES)?,
+    }
+    Ok(())
+}
+
+/// What [`decode_base64`] checks, without keeping the bytes: the input is decoded a slice at a
+/// time into one small buffer (a 5 MiB image costs no 5 MiB allocation). Only the last slice
+/// may hold padding; a `=` in any other would be accepted by decoding that slice alone.
+fn check_base64(encoded: &str, limit: usize) -> Result<(), RpcError> {
+    /// Characters per slice: a multiple of 4 (whole quanta), 48 KiB decoded.
+    const SLICE: usize = 64 * 1024;
+    if encoded.len() > limit.div_ceil(3).saturating_mul(4) {
+        return Err(too_large());
+    }
+    let bad = || {
+        invalid(
+            "A2A part bytes must be standard base64 with padding.",
+            "part.base64",
+        )
+    };
+    let mut buf = vec![0u8; SLICE / 4 * 3];
+    let mut decoded = 0usize;
+    let bytes = encoded.as_bytes();
+    let mut start = 0;
+    loop {
+        let end = (start + SLICE).min(bytes.len());
+        let slice = &bytes[start..end];
+        let last = end == bytes.len();
+        if !last && slice.contains(&b'=') {
+            return Err(bad());
         }
+        decoded += base64::engine::general_purpose::STANDARD
+            .decode_slice(slice, &mut buf)
+            .map_err(|_| bad())?;
+        if last {
+            break;
+        }
+        start = end;
+    }
+    if decoded > limit {
+        return Err(too_large());
     }
     Ok(())
 }
@@ -265,7 +303,7 @@ fn check_data(value: &Value, class: MediaClass, media: &str) -> Result<(), RpcEr
                         "A2A binary data parts must include base64 bytes under bytes or base64.",
                     )),
                 };
-            decode_base64(encoded, MAX_BINARY_INLINE_BYTES)?;
+            check_base64(encoded, MAX_BINARY_INLINE_BYTES)?;
         }
     }
     Ok(())

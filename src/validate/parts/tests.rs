@@ -280,6 +280,35 @@ fn raw_and_data_rows() {
             run(part, rules).unwrap_or_else(|e| panic!("{:.200}: {e}", part.to_string()));
         }
 
+        // Binary bytes are checked a 64 KiB slice at a time: what only the whole input shows
+        // (padding that ends a slice, a bad byte deep in it, the last quantum) is refused too.
+        let slice = 64 * 1024;
+        let pad_at_slice_end = format!("{}QQ==QUJD", "A".repeat(slice - 4));
+        let bad_deep = format!("{}*AAA", "A".repeat(3 * slice));
+        let bad_tail_bits = format!("{}aGVsbG9=", "A".repeat(slice));
+        let short_tail = format!("{}AAA", "A".repeat(2 * slice));
+        let long_ok = b64(&vec![7u8; 3 * slice + 5]);
+        run(&json!({"raw": long_ok, "mediaType": "image/png"}), rules).unwrap();
+        run(
+            &json!({"data": {"bytes": long_ok}, "mediaType": "image/png"}),
+            rules,
+        )
+        .unwrap();
+        for (i, bad) in [pad_at_slice_end, bad_deep, bad_tail_bits, short_tail]
+            .iter()
+            .enumerate()
+        {
+            for part in [
+                json!({"raw": bad, "mediaType": "image/png"}),
+                json!({"data": {"base64": bad}, "mediaType": "image/png"}),
+            ] {
+                match run(&part, rules) {
+                    Ok(_) => panic!("slice case {i} passed"),
+                    Err(e) => assert_eq!(e.reason, "part.base64", "slice case {i}"),
+                }
+            }
+        }
+
         let png = |data: Value| json!({"data": data, "mediaType": "image/png"});
         let rows: Vec<(Value, &str)> = vec![
             // base64 tricks (text and binary)
