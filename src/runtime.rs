@@ -9,16 +9,17 @@ thread_local! {
     static WORKER: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The number of worker threads: `A2A_EDGE_WORKERS` (1 to 256), else twice the cores this
-/// process may use. Twice: a worker the kernel has descheduled (the cores shared with other
-/// processes) holds up only half as many connections, and the others take its core. Measured
-/// on 2 cores against tokio's work-stealing runtime (benches/load, static upstream): 2
-/// workers HTTP/2 +15 %, HTTP/1.1 -4 %; 4 workers HTTP/2 +38 %, HTTP/1.1 -2 %.
+/// The number of worker threads: `A2A_EDGE_WORKERS` (1 to 256), else one per core this
+/// process may use (like nginx's `worker_processes auto`). Measured on 2 cores against
+/// tokio's work-stealing runtime (benches/load, one run of 2 rounds each): one worker per
+/// core was faster in every row (HTTP/1.1 and HTTP/2, cheap and costly upstream: 1.10 to
+/// 1.23); two per core won more with a cheap upstream (up to 1.70 over HTTP/2) but lost with
+/// an upstream that shares the cores (0.86 over HTTP/1.1).
 pub fn workers() -> usize {
     configured()
         .ok()
         .flatten()
-        .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// `A2A_EDGE_WORKERS` as set: `None` when unset, an error naming it when it is not 1 to 256

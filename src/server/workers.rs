@@ -1,10 +1,10 @@
-//! The threads that serve connections (twice as many as cores), each with a single-threaded
+//! The threads that serve connections (one per core), each with a single-threaded
 //! runtime, like nginx's workers. A connection and everything its requests spawn (the upstream
 //! connection of the pool, a stream's relay) stay on the thread it was given, so that a
 //! request costs no hand-over between threads and no work-stealing (each agent's connection
 //! pool is per thread too: `crate::runtime`). New connections are dealt out in turn.
-//! `A2A_EDGE_WORKERS` sets the number of threads (1 to 256; default: twice the cores this
-//! process may use).
+//! `A2A_EDGE_WORKERS` sets the number of threads (1 to 256; default: the cores this process
+//! may use).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
