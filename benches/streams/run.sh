@@ -28,7 +28,7 @@
 #   LATENCY_STREAMS  streams per target and connection mode (default 500)
 #   LATENCY_WARMUP   more streams first, not counted (default 20)
 #   LATENCY_MODES    comma-separated: fresh, keepalive (default "fresh,keepalive")
-#   A2A_EDGE_WORKERS the edge's worker threads (default: unset, twice the cores) for every phase
+#   A2A_EDGE_WORKERS the edge's worker threads (default: unset, one per core) for every phase
 #                    but upstream_w1 (always 1)
 #   EDGE_ENV         VAR=VALUE... (space-separated) exported to every edge, for a diagnosis, e.g.
 #                    EDGE_ENV=MIMALLOC_ARENA_EAGER_COMMIT=0 (default: none; named in the report)
@@ -90,7 +90,7 @@ if [[ -n "$WORKERS_ENV" ]]; then
         die "A2A_EDGE_WORKERS must be 1 to 256 (got '$WORKERS_ENV')"
     DEFAULT_WORKERS="$WORKERS_ENV (A2A_EDGE_WORKERS)"
 else
-    DEFAULT_WORKERS="$((2 * $(nproc))) (default: twice the cores)"
+    DEFAULT_WORKERS="$(nproc) (default: one per core)"
 fi
 
 # ---- tools, descriptors
@@ -228,7 +228,7 @@ memory_phase() { # phase
     # driver fails loudly when the streams do not open)
     log "$phase: edge $READY_URL (pid $EDGE_PID, admin $ADMIN, workers ${workers:-default})${ENGINE_PID:+, engine $ENGINE_URL (pid $ENGINE_PID)}"
     python3 "$HERE/drive.py" memory --name "$phase" --label "$label" \
-        --workers "${workers:-$((2 * $(nproc))) (default)}" --url "$READY_URL" --cacert "$TMP/certs/ca.pem" \
+        --workers "${workers:-$(nproc) (default)}" --url "$READY_URL" --cacert "$TMP/certs/ca.pem" \
         --edge-pid "$EDGE_PID" "${engine_args[@]}" --admin "$ADMIN" --streams "$STREAMS" \
         --open-concurrency "$OPEN_CONCURRENCY" --open-timeout "$OPEN_TIMEOUT" --idle-samples "$IDLE_SAMPLES" \
         --idle-secs "$IDLE_SECS" --settle "$SETTLE" --after "$AFTER" --out "$dir/result.json" || rc=$?
