@@ -15,6 +15,7 @@
 //! `list_tasks`, `agent_path`, `card_routes`.
 
 mod agent_path;
+pub mod agents;
 mod authorize;
 mod body;
 mod card_routes;
