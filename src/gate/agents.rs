@@ -210,7 +210,12 @@ mod tests {
     #[test]
     fn requests_reach_exactly_their_agent() {
         let t = table();
-        let cases: &[(&str, &str, Option<(&str, AgentPath)>)] = &[
+        type Case = (
+            &'static str,
+            &'static str,
+            Option<(&'static str, AgentPath)>,
+        );
+        let cases: &[Case] = &[
             (
                 "edge.example",
                 "/agents/iac-code/",
