@@ -67,6 +67,33 @@ fn stdout_of_success(cmd: &mut Command) -> String {
     stdout
 }
 
+/// A policy in `dir` (`p.toml`): the embedded engine, dev certificates and a generated dev
+/// bearer token under `dir/certs/dev`, listeners on port 0.
+fn write_dev_policy(dir: &Path) -> std::path::PathBuf {
+    let policy = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+[tls]
+dev = true
+dev_dir = "{d}/certs/dev"
+[[upstreams]]
+name = "engine"
+url = "embedded"
+[auth]
+[[auth.bearer]]
+principal = "dev"
+token_file = "{d}/certs/dev/bearer-token"
+generate_if_missing = true
+"#,
+        d = dir.display()
+    );
+    let file = dir.join("p.toml");
+    std::fs::write(&file, policy).unwrap();
+    file
+}
+
 /// Starts `a2a-edge serve --policy <policy>` in `dir` with a ready file there, waits for that
 /// file (failing at once if the process exits first) and returns the child with what the
 /// ready file says (`listen`, `admin`). `policy` may be relative to `dir`.
@@ -149,27 +176,7 @@ fn check_names_file_line_and_key_of_an_error() {
 #[tokio::test]
 async fn serve_prints_a_working_dev_credential_and_drains_on_sigterm() {
     let dir = TempDir::new("cli-serve");
-    let policy = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-[tls]
-dev = true
-dev_dir = "{d}/certs/dev"
-[[upstreams]]
-name = "engine"
-url = "embedded"
-[auth]
-[[auth.bearer]]
-principal = "dev"
-token_file = "{d}/certs/dev/bearer-token"
-generate_if_missing = true
-"#,
-        d = dir.path().display()
-    );
-    let file = dir.path().join("p.toml");
-    std::fs::write(&file, policy).unwrap();
+    let file = write_dev_policy(dir.path());
     let (mut child, info) = spawn_serve(dir.path(), &file, Stdio::piped()).await;
     let addr = info["listen"].as_str().unwrap().parse().unwrap();
     let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
@@ -404,27 +411,7 @@ fn explain_prints_what_the_readme_shows() {
 #[tokio::test]
 async fn serve_spreads_connections_over_the_configured_worker_threads() {
     let dir = TempDir::new("cli-workers");
-    let policy = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-[tls]
-dev = true
-dev_dir = "{d}/certs/dev"
-[[upstreams]]
-name = "engine"
-url = "embedded"
-[auth]
-[[auth.bearer]]
-principal = "dev"
-token_file = "{d}/certs/dev/bearer-token"
-generate_if_missing = true
-"#,
-        d = dir.path().display()
-    );
-    let file = dir.path().join("p.toml");
-    std::fs::write(&file, policy).unwrap();
+    let file = write_dev_policy(dir.path());
 
     for bad in ["0", "257", "four"] {
         let out = Command::new(BIN)

@@ -107,22 +107,6 @@ edge_bin release
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
 PERF_OUT=${PERF_OUT:-$TMP/perf.data}
 
-# wait_for_line FILE REGEX PID -> prints first capture group
-wait_for_line() {
-    local file=$1 re=$2 pid=$3 deadline=$((SECONDS + READY_TIMEOUT)) line
-    while ((SECONDS < deadline)); do
-        if line=$(grep -m1 -oE "$re" "$file" 2>/dev/null); then
-            echo "$line"
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || { log "process $pid exited; log:"; tail -n 30 "$file" >&2; return 1; }
-        sleep 0.1
-    done
-    log "timed out after ${READY_TIMEOUT}s waiting for /$re/ in $file:"
-    tail -n 30 "$file" >&2
-    return 1
-}
-
 # smoke NAME CURL-ARGS...: one request like wrk's, must be HTTP 200 with a result
 smoke() {
     local name=$1

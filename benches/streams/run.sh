@@ -145,22 +145,6 @@ EOF
         { cat "${1%.toml}.check.txt" >&2; die "a2a-edge check refused the policy $1"; }
 }
 
-# wait_for_line FILE REGEX PID -> prints the first match
-wait_for_line() {
-    local file=$1 re=$2 pid=$3 deadline=$((SECONDS + READY_TIMEOUT)) line
-    while ((SECONDS < deadline)); do
-        if line=$(grep -m1 -oE "$re" "$file" 2>/dev/null); then
-            echo "$line"
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || { log "process $pid exited; log:"; tail -n 30 "$file" >&2; return 1; }
-        sleep 0.1
-    done
-    log "timed out after ${READY_TIMEOUT}s waiting for /$re/ in $file:"
-    tail -n 30 "$file" >&2
-    return 1
-}
-
 ENGINE_PID='' ENGINE_URL=''
 start_engine() { # dir
     "$BIN" engine --listen 127.0.0.1:0 >"$1/engine.log" 2>&1 &

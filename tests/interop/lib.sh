@@ -118,6 +118,23 @@ cleanup() {
     exit "$rc"
 }
 
+# wait_for_line FILE REGEX PID: the first match of REGEX in FILE, printed, within
+# READY_TIMEOUT s (default 60); 1 with the end of FILE when PID exits first or time runs out
+wait_for_line() {
+    local file=$1 re=$2 pid=$3 deadline=$((SECONDS + ${READY_TIMEOUT:-60})) line
+    while ((SECONDS < deadline)); do
+        if line=$(grep -m1 -oE "$re" "$file" 2>/dev/null); then
+            echo "$line"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || { log "process $pid exited; log:"; tail -n 30 "$file" >&2; return 1; }
+        sleep 0.1
+    done
+    log "timed out after ${READY_TIMEOUT:-60}s waiting for /$re/ in $file:"
+    tail -n 30 "$file" >&2
+    return 1
+}
+
 # ---- the a2a-edge binary and its policies ---------------------------------------------------
 
 # edge_bin release|debug: BIN, A2A_EDGE_BIN or the binary of that cargo profile (built first; a
