@@ -51,6 +51,8 @@ pub struct JwtConfig {
 pub struct JwtScheme {
     config: JwtConfig,
     keys: JwksCache,
+    /// The claim checks for each configured algorithm, built once.
+    validations: Vec<(Algorithm, Validation)>,
 }
 
 impl JwtScheme {
@@ -88,7 +90,16 @@ impl JwtScheme {
                 MAX_LEEWAY.as_secs()
             ));
         }
-        Ok(JwtScheme { config, keys })
+        let validations = config
+            .algorithms
+            .iter()
+            .map(|&alg| (alg, validation(&config, alg)))
+            .collect();
+        Ok(JwtScheme {
+            config,
+            keys,
+            validations,
+        })
     }
 
     /// Cheap shape test: three base64url segments separated by dots (the signature may be
@@ -115,16 +126,14 @@ impl JwtScheme {
         let key = DecodingKey::from_jwk(&jwk).map_err(|_| reject("jwt.key_mismatch"))?;
 
         let leeway = self.config.leeway.as_secs();
-        let mut validation = Validation::new(alg);
-        validation.leeway = leeway;
-        validation.validate_exp = true;
-        validation.validate_nbf = true;
-        validation.validate_aud = true;
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        validation.set_issuer(&[&self.config.issuer]);
-        validation.set_audience(&[&self.config.audience]);
+        let validation = self
+            .validations
+            .iter()
+            .find(|(a, _)| *a == alg)
+            .map(|(_, v)| v)
+            .ok_or(reject("jwt.alg"))?;
         // Signature first, then claims: nothing below is looked at for an unsigned token.
-        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
             .map_err(|e| reject(reason_for(e.kind())))?
             .claims;
 
@@ -163,6 +172,20 @@ impl JwtScheme {
         }
         Ok(principal)
     }
+}
+
+/// The library's checks of a token signed with `alg`: expiry, not-before and audience with the
+/// leeway, `exp`, `iss` and `aud` required, the one issuer and audience.
+fn validation(config: &JwtConfig, alg: Algorithm) -> Validation {
+    let mut validation = Validation::new(alg);
+    validation.leeway = config.leeway.as_secs();
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
+    validation.validate_aud = true;
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    validation.set_issuer(&[&config.issuer]);
+    validation.set_audience(&[&config.audience]);
+    validation
 }
 
 fn is_hmac(alg: Algorithm) -> bool {
