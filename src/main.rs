@@ -187,7 +187,15 @@ async fn serve(opts: Opts) -> Result<(), String> {
         .iter()
         .filter_map(|b| b.generated.clone().map(|g| (b.principal.clone(), g)))
         .collect();
+    let from_environment = policy.auth.from_environment.clone();
     let running = server::start(policy).await.map_err(|e| e.to_string())?;
+    if !from_environment.is_empty() {
+        // Credentials nobody wrote into the policy are accepted: say so where operators look.
+        a2a_edge::telemetry::log(
+            "auth_from_environment",
+            serde_json::json!({"variables": from_environment}),
+        );
+    }
     // Signal handlers before anyone is told the proxy is up (a SIGHUP or SIGTERM sent right
     // after the ready file must reload or drain, not kill the process).
     use tokio::signal::unix::{signal, SignalKind};

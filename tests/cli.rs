@@ -290,9 +290,25 @@ fn iac_code_environment_variables_configure_schemes_the_policy_leaves_unset() {
             .env("IACCODE_A2A_API_KEY", "key")
             .env("IACCODE_A2A_API_KEY_HEADER", "X-My-Key"),
     );
-    for needle in ["\"bearer\"", "\"alice\"", "X-My-Key"] {
+    for needle in [
+        "\"bearer\"",
+        "\"alice\"",
+        "X-My-Key",
+        // `check` says which credentials came from the environment rather than the policy.
+        "from the environment, not the policy: IACCODE_A2A_HTTP_TOKEN",
+        "from the environment, not the policy: IACCODE_A2A_BASIC_USERNAME + IACCODE_A2A_BASIC_PASSWORD",
+        "from the environment, not the policy: IACCODE_A2A_API_KEY",
+    ] {
         assert!(stdout.contains(needle), "{needle}: {stdout}");
     }
+    // A policy that sets the scheme itself takes nothing from the environment.
+    let with_bearer = format!(
+        "{text}[auth]\n[[auth.bearer]]\nprincipal = \"p\"\ntoken_sha256 = \"{}\"\n",
+        "ab".repeat(32)
+    );
+    std::fs::write(&file, with_bearer).unwrap();
+    let stdout = stdout_of_success(check_cmd(&file).env("IACCODE_A2A_HTTP_TOKEN", "tok"));
+    assert!(!stdout.contains("IACCODE_A2A_HTTP_TOKEN"), "{stdout}");
     for secret in ["tok\n", "\"pw\"", "\"key\""] {
         assert!(!stdout.contains(secret), "{secret}: {stdout}");
     }

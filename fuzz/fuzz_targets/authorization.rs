@@ -30,6 +30,7 @@ fn authenticator() -> &'static Authenticator {
     static A: OnceLock<Authenticator> = OnceLock::new();
     A.get_or_init(|| {
         let policy = AuthPolicy {
+            from_environment: vec![],
             allow_anonymous: false,
             bearer: vec![
                 BearerCredential {

@@ -14,6 +14,7 @@ fn attrs(tenant: Option<&str>, groups: &[&str]) -> Attributes {
 
 fn policy(anonymous: bool) -> AuthPolicy {
     AuthPolicy {
+        from_environment: vec![],
         allow_anonymous: anonymous,
         bearer: vec![
             BearerCredential {

@@ -30,6 +30,10 @@ pub struct AuthPolicy {
     pub mtls_identities: Vec<IdentityPattern>,
     /// `[auth.identity_assertion]`: a signed statement of the caller on every forwarded request.
     pub identity_assertion: Option<IdentityAssertionPolicy>,
+    /// The iac-code environment variables that configured a scheme the policy left unset
+    /// (`IACCODE_A2A_HTTP_TOKEN`, ...): shown by `check` and logged by `serve`, so that
+    /// credentials nobody wrote into the policy never go unnoticed.
+    pub from_environment: Vec<&'static str>,
 }
 
 /// The signed identity the agents receive (a compact JWS in `header`).
@@ -200,9 +204,11 @@ impl Ctx<'_> {
         client_auth: ClientAuth,
         mode: LoadMode,
     ) -> Result<AuthPolicy, PolicyError> {
+        let mut from_environment = Vec::new();
         let mut bearer = self.bearer(a.bearer, mode)?;
         if bearer.is_empty() {
             if let Ok(token) = secret::from_env("IACCODE_A2A_HTTP_TOKEN") {
+                from_environment.push("IACCODE_A2A_HTTP_TOKEN");
                 bearer.push(BearerCredential {
                     attributes: Attributes::default(),
                     principal: ENV_BEARER_PRINCIPAL.into(),
@@ -224,6 +230,7 @@ impl Ctx<'_> {
                         format!("{PRINCIPAL_RULE}, without ':'"),
                     );
                 }
+                from_environment.push("IACCODE_A2A_BASIC_USERNAME + IACCODE_A2A_BASIC_PASSWORD");
                 basic.push(BasicCredential {
                     attributes: Attributes::default(),
                     username: user,
@@ -235,6 +242,7 @@ impl Ctx<'_> {
             Some(section) => Some(self.api_key(section)?),
             None => match secret::from_env("IACCODE_A2A_API_KEY") {
                 Ok(key) => {
+                    from_environment.push("IACCODE_A2A_API_KEY");
                     let header = std::env::var("IACCODE_A2A_API_KEY_HEADER")
                         .ok()
                         .filter(|h| !h.is_empty())
@@ -291,6 +299,7 @@ impl Ctx<'_> {
             );
         }
         let policy = AuthPolicy {
+            from_environment,
             mtls_identities,
             identity_assertion: None,
             allow_anonymous: a.allow_anonymous,

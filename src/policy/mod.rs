@@ -223,6 +223,12 @@ impl Policy {
         if !a.any_scheme() {
             s.push_str("auth     none: anonymous access allowed (allow_anonymous = true)\n");
         }
+        for var in &a.from_environment {
+            s.push_str(&format!(
+                "auth     from the environment, not the policy: {var} (iac-code compatibility; \
+                 set the scheme in [auth] to turn this off)\n"
+            ));
+        }
         for b in &a.bearer {
             s.push_str(&format!(
                 "auth     bearer token for principal {:?}\n",
