@@ -10,21 +10,7 @@ use a2a_edge::authz::explain;
 use a2a_edge::engine::{self, Engine, EngineConfig};
 use a2a_edge::policy::{LoadMode, Policy};
 use a2a_edge::server;
-
-const USAGE: &str = "\
-a2a-edge: a security-hardened edge proxy for A2A 1.0 agents
-
-USAGE:
-  a2a-edge serve  [--policy FILE] [--ready-file FILE]   run the proxy (default policy: policies/default.toml)
-  a2a-edge check  [--policy FILE] [--connect] [--explain P[,tenant=T][,groups=a|b]]
-                                                        validate a policy and print what it would do
-                                                        (--explain: what caller P may do;
-                                                        --connect: reach the state store)
-  a2a-edge engine --listen ADDR                         run the embedded A2A task engine alone (plain HTTP)
-  a2a-edge hash-secret [--sha256 | --argon2id]          read a secret on stdin, print what a policy holds instead
-  a2a-edge card sign|verify ...                         sign or verify an Agent Card (a2a-edge card --help)
-  a2a-edge --version | --help
-";
+use clap::{CommandFactory, Parser, Subcommand};
 
 const DEFAULT_POLICY: &str = "policies/default.toml";
 
@@ -34,15 +20,86 @@ const DEFAULT_POLICY: &str = "policies/default.toml";
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// a2a-edge: a security-hardened edge proxy for A2A 1.0 agents.
+#[derive(Parser)]
+#[command(name = "a2a-edge", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy.
+    Serve {
+        #[command(flatten)]
+        policy: PolicyArg,
+        /// Write {"listen", "public_url", "admin"} to FILE once the proxy accepts connections.
+        #[arg(long, value_name = "FILE")]
+        ready_file: Option<PathBuf>,
+    },
+    /// Validate a policy and print what it would do.
+    Check {
+        #[command(flatten)]
+        policy: PolicyArg,
+        /// Also reach the state store (`[state] backend = "redis"`: one PING).
+        #[arg(long)]
+        connect: bool,
+        /// Print what caller P may do instead: P[,tenant=T][,groups=a|b].
+        #[arg(long, value_name = "CALLER")]
+        explain: Option<String>,
+    },
+    /// Run the embedded A2A task engine alone (plain HTTP).
+    Engine {
+        /// The address to listen on, e.g. 127.0.0.1:0.
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+    },
+    /// Read a secret on standard input and print what a policy holds instead.
+    HashSecret {
+        /// Only the SHA-256 digest (`token_sha256`, `key_sha256`).
+        #[arg(long, conflicts_with = "argon2id")]
+        sha256: bool,
+        /// Only the Argon2id PHC string (`password_hash`).
+        #[arg(long)]
+        argon2id: bool,
+    },
+    /// Sign or verify an Agent Card, print a key's JWKS (`a2a-edge card --help`).
+    #[command(disable_help_flag = true)]
+    Card {
+        /// sign | verify | jwks, and their options.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output.
+    Man,
+    /// Print the version.
+    #[command(hide = true)]
+    Version,
+}
+
+#[derive(clap::Args)]
+struct PolicyArg {
+    /// The policy file.
+    #[arg(long, value_name = "FILE", env = "A2A_EDGE_POLICY", default_value = DEFAULT_POLICY)]
+    policy: PathBuf,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first() else {
-        eprint!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    match cmd.as_str() {
-        "card" => {
-            return match a2a_edge::card::cli::run(&args[1..]) {
+    // Usage errors exit 2 (clap's own), `--help` and `--version` 0.
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Card { args } => {
+            return match a2a_edge::card::cli::run(&args) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("a2a-edge card: {e}");
@@ -50,32 +107,50 @@ fn main() -> ExitCode {
                 }
             }
         }
-        "hash-secret" => return hash_secret(&args[1..]),
-        _ => {}
-    }
-    let opts = match Opts::parse(&args[1..]) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("a2a-edge: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
+        Command::HashSecret { sha256, argon2id } => {
+            return hash_secret(sha256 || !argon2id, argon2id || !sha256)
         }
-    };
-    let result = match cmd.as_str() {
-        "serve" => run_async(serve(opts)),
-        "check" => check(opts),
-        "engine" => run_async(run_engine(opts)),
-        "--version" | "-V" | "version" => {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "a2a-edge",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            return match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("a2a-edge man: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Version => {
             println!("a2a-edge {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        "--help" | "-h" | "help" => {
-            print!("{USAGE}");
-            Ok(())
-        }
-        other => {
-            eprintln!("a2a-edge: unknown command {other:?}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Command::Serve { policy, ready_file } => run_async(serve(Opts {
+            policy: Some(policy.policy),
+            ready_file,
+            ..Opts::default()
+        })),
+        Command::Check {
+            policy,
+            connect,
+            explain,
+        } => check(Opts {
+            policy: Some(policy.policy),
+            explain,
+            connect,
+            ..Opts::default()
+        }),
+        Command::Engine { listen } => run_async(run_engine(Opts {
+            listen: Some(listen),
+            ..Opts::default()
+        })),
     };
     // Log lines still queued for stderr go out before the process ends.
     a2a_edge::telemetry::sink::flush();
@@ -98,27 +173,6 @@ struct Opts {
 }
 
 impl Opts {
-    fn parse(args: &[String]) -> Result<Opts, String> {
-        let mut o = Opts::default();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let mut value = |name: &str| {
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            match a.as_str() {
-                "--policy" => o.policy = Some(PathBuf::from(value("--policy")?)),
-                "--ready-file" => o.ready_file = Some(PathBuf::from(value("--ready-file")?)),
-                "--listen" => o.listen = Some(value("--listen")?),
-                "--explain" => o.explain = Some(value("--explain")?),
-                "--connect" => o.connect = true,
-                other => return Err(format!("unknown option {other:?}")),
-            }
-        }
-        Ok(o)
-    }
-
     fn policy_path(&self) -> PathBuf {
         self.policy
             .clone()
@@ -301,22 +355,8 @@ async fn run_engine(opts: Opts) -> Result<(), String> {
 
 /// Reads a secret on standard input (one trailing newline dropped) and prints the policy lines
 /// that stand for it, so the secret itself never enters a policy.
-fn hash_secret(args: &[String]) -> ExitCode {
+fn hash_secret(sha: bool, argon: bool) -> ExitCode {
     use std::io::Read;
-    let (sha, argon) = match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        [] => (true, true),
-        ["--sha256"] => (true, false),
-        ["--argon2id"] => (false, true),
-        _ => {
-            eprintln!("usage: a2a-edge hash-secret [--sha256 | --argon2id] < secret");
-            return ExitCode::from(2);
-        }
-    };
     let mut input = Vec::new();
     if let Err(e) = std::io::stdin().take(64 * 1024).read_to_end(&mut input) {
         eprintln!("a2a-edge hash-secret: cannot read standard input: {e}");

@@ -499,3 +499,125 @@ async fn serve_spreads_connections_over_the_configured_worker_threads() {
     assert_eq!(answers.len(), 6, "six tasks");
     sigterm(&child.0);
 }
+
+/// Every command answers `--help` (exit 0, naming its options), a usage error exits 2 and
+/// names what was wrong, and `--version`, completions and the man page print.
+#[test]
+fn every_command_has_help_and_clear_usage_errors() {
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let helps: &[(&[&str], &[&str])] = &[
+        (
+            &["--help"],
+            &[
+                "serve",
+                "check",
+                "engine",
+                "hash-secret",
+                "card",
+                "completions",
+                "man",
+            ],
+        ),
+        (
+            &["serve", "--help"],
+            &["--policy", "--ready-file", "A2A_EDGE_POLICY"],
+        ),
+        (
+            &["check", "--help"],
+            &["--policy", "--connect", "--explain"],
+        ),
+        (&["engine", "--help"], &["--listen"]),
+        (&["hash-secret", "--help"], &["--sha256", "--argon2id"]),
+        (&["card", "--help"], &["sign", "verify", "jwks"]),
+        (
+            &["card", "sign", "--help"],
+            &["--kid", "--key-file", "--secret-env"],
+        ),
+        (&["card", "verify", "-h"], &["--jwks-url", "--secret"]),
+        (&["card", "jwks", "--help"], &["--key-file", "--alg"]),
+        (&["completions", "--help"], &["bash", "zsh", "fish"]),
+        (&["man", "--help"], &["manual page"]),
+        (&["help", "check"], &["--explain"]),
+    ];
+    for (args, names) in helps {
+        let (code, text) = run(args);
+        assert_eq!(code, Some(0), "{args:?}: {text}");
+        for n in *names {
+            assert!(text.contains(n), "{args:?} does not name {n}: {text}");
+        }
+    }
+    let errors: &[(&[&str], &str)] = &[
+        (&[], "Usage"),
+        (&["serve", "--bogus"], "--bogus"),
+        (&["serve", "--policy"], "--policy"),
+        (&["engine"], "--listen"),
+        (&["frobnicate"], "frobnicate"),
+        (
+            &["hash-secret", "--sha256", "--argon2id"],
+            "cannot be used with",
+        ),
+        (&["completions", "tcsh"], "tcsh"),
+        (&["card", "sign", "--nope"], "--nope"),
+    ];
+    for (args, says) in errors {
+        let (code, text) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?} does not say {says}: {text}");
+    }
+    let (code, text) = run(&["--version"]);
+    assert_eq!(
+        (code, text.trim()),
+        (Some(0), concat!("a2a-edge ", env!("CARGO_PKG_VERSION")))
+    );
+    let (code, text) = run(&["completions", "bash"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        text.contains("a2a-edge") && text.contains("hash-secret"),
+        "{text}"
+    );
+    let (code, text) = run(&["man"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        text.starts_with(".ie") || text.contains(".TH a2a-edge"),
+        "{text}"
+    );
+}
+
+/// `A2A_EDGE_POLICY` is the policy when `--policy` is not given; `--policy` wins over it.
+#[test]
+fn the_policy_comes_from_a2a_edge_policy_unless_given() {
+    let dir = TempDir::new("cli-policy-env");
+    let file = write_dev_policy(dir.path());
+    let out = Command::new(BIN)
+        .arg("check")
+        .env("A2A_EDGE_POLICY", &file)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!("{}: OK", file.display())),
+        "{stdout}"
+    );
+    let out = Command::new(BIN)
+        .args(["check", "--policy", "missing.toml"])
+        .env("A2A_EDGE_POLICY", &file)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
+}

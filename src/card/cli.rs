@@ -61,6 +61,11 @@ pub fn run(args: &[String]) -> Result<ExitCode, String> {
 type Env<'a> = &'a dyn Fn(&str) -> Option<Vec<u8>>;
 
 fn run_with(args: &[String], env: Env<'_>, out: &mut dyn Write) -> Result<u8, String> {
+    // `card sign --help` and the like: the usage, exit 0 (nothing else on the line runs).
+    if args.iter().skip(1).any(|a| a == "--help" || a == "-h") {
+        write!(out, "{USAGE}").map_err(|e| e.to_string())?;
+        return Ok(0);
+    }
     let result = match args.first().map(String::as_str) {
         Some("sign") => Opts::parse(&args[1..]).and_then(|o| sign(o, env, out)),
         Some("verify") => Opts::parse(&args[1..]).and_then(|o| verify(o, env, out)),
