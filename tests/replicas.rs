@@ -749,3 +749,36 @@ async fn ownership_expires_after_the_retention() {
     let v = rpc_as(&mut c3, ALICE, "ListTasks", json!({})).await;
     assert_eq!(v["result"]["totalSize"], 0, "{v}");
 }
+
+/// A replica that has served nothing yet (a balancer sends it nothing until `/ready` says 200)
+/// learns from its own probe that Redis answers, and an idle one that Redis is gone: `/ready`
+/// follows Redis without any request.
+#[tokio::test]
+async fn ready_follows_redis_without_traffic() {
+    let mut redis = RedisServer::start_persistent();
+    let (agent, _stop) = start_engine().await;
+    let p = Proxy::start(opts(&redis, &agent, "")).await;
+    let wait_for = |want: u16| {
+        let p = &p;
+        async move {
+            let started = Instant::now();
+            loop {
+                let (status, body) = admin_get(p, "/ready").await;
+                if status == want {
+                    return body;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(15),
+                    "/ready stayed {status}: {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    wait_for(200).await;
+    redis.stop();
+    let body = wait_for(503).await;
+    assert!(body.contains("state.unavailable"), "{body}");
+    redis.restart();
+    wait_for(200).await;
+}

@@ -686,6 +686,14 @@ impl Gate {
         &self.fleet
     }
 
+    /// The health checker's probe of the shared state store (nothing with `memory`): a PING
+    /// whose outcome `/ready` reports until the next round trip.
+    pub async fn check_state(&self) {
+        if let Some(store) = &self.budgets.shared {
+            let _ = store.ping().await;
+        }
+    }
+
     /// What `/metrics` and `/ready` report about this policy's state now.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {

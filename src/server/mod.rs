@@ -372,6 +372,7 @@ async fn health_checker(gates: Gates, mut shutdown: watch::Receiver<bool>) {
         reloads.borrow_and_update();
         let gate = gates.load();
         gate.fleet().check_all().await;
+        gate.check_state().await;
         tokio::select! {
             _ = tokio::time::sleep(gate.fleet().health_interval()) => {}
             reloaded = reloads.changed() => if reloaded.is_err() { return },

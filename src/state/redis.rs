@@ -248,18 +248,38 @@ impl RedisStore {
         self.metrics.state_round_trip(outcome, started.elapsed());
     }
 
-    /// One PING (for `check --connect`).
+    /// One PING (for `check --connect`, and the health checker's probe): its outcome is the
+    /// store's availability for `/ready` until the next round trip, so that a replica with no
+    /// traffic yet (a balancer sends it none until it is ready) still learns that Redis
+    /// answers, and an idle one that Redis is gone.
     pub async fn ping(&self) -> Result<(), String> {
+        let started = Instant::now();
         let mut conn = self
             .connection()
             .await
             .map_err(|_| "cannot connect".to_string())?;
-        let pong: Result<String, _> = tokio::time::timeout(
+        let pong: Result<String, _> = match tokio::time::timeout(
             self.config.timeout,
             redis::cmd("PING").query_async(&mut conn),
         )
         .await
-        .map_err(|_| "no answer within state.timeout_ms".to_string())?;
-        pong.map(|_| ()).map_err(|e| e.to_string())
+        {
+            Ok(r) => r,
+            Err(_) => {
+                self.failed("timeout", started);
+                return Err("no answer within state.timeout_ms".to_string());
+            }
+        };
+        match pong {
+            Ok(_) => {
+                self.healthy.store(true, Ordering::Relaxed);
+                self.metrics.state_round_trip("ok", started.elapsed());
+                Ok(())
+            }
+            Err(e) => {
+                self.failed("error", started);
+                Err(e.to_string())
+            }
+        }
     }
 }
