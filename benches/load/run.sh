@@ -176,22 +176,13 @@ edge_policy() {
     mkdir -p "$dir"
     {
         policy_head "$dir/certs" agent "$url"
-        cat <<EOF
-
-[auth]
-[[auth.bearer]]
-principal = "bench"
-token_env = "BENCH_TOKEN"
-
-# The benchmark measures the proxy's work, not its rate limits (wrk is one client, one
-# principal): limits far above what the load can reach.
-[limits]
-requests_per_second = 1000000
+        # The benchmark measures the proxy's work, not its rate limits (wrk is one client, one
+        # principal): limits far above what the load can reach.
+        bench_auth_limits "requests_per_second = 1000000
 burst = 1000000
 client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
-max_in_flight_per_principal = 100000
-EOF
+max_in_flight_per_principal = 100000"
         (($# == 0)) || printf '%s\n' "$@"
     } >"$dir/policy.toml"
 }

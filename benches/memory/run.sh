@@ -125,16 +125,7 @@ write_policy() { # phase agent_port file
     {
         policy_head "$TMP/certs" hostile "http://127.0.0.1:$2/" 127.0.0.1:0 https://127.0.0.1:0/ \
             "drain_timeout_ms = 2000"
-        cat <<EOF
-
-[auth]
-[[auth.bearer]]
-principal = "bench"
-token_env = "BENCH_TOKEN"
-
-[limits]
-$LIMITS
-EOF
+        bench_auth_limits "$LIMITS"
         if [[ $1 == throttle ]]; then
             printf '\n[network]\ntrusted_proxies = ["127.0.0.1/32"]\n'
         fi

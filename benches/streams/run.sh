@@ -130,16 +130,7 @@ max_streams_per_principal = $LIMIT"
 write_policy() { # file upstream_url
     {
         policy_head "$TMP/certs" agent "$2" 127.0.0.1:0 https://127.0.0.1:0/ 'admin_listen = "127.0.0.1:0"'
-        cat <<EOF
-
-[auth]
-[[auth.bearer]]
-principal = "bench"
-token_env = "BENCH_TOKEN"
-
-[limits]
-$LIMITS
-EOF
+        bench_auth_limits "$LIMITS"
     } >"$1"
     "$BIN" check --policy "$1" >"${1%.toml}.check.txt" 2>&1 ||
         { cat "${1%.toml}.check.txt" >&2; die "a2a-edge check refused the policy $1"; }

@@ -118,6 +118,12 @@ cleanup() {
     exit "$rc"
 }
 
+# bench_auth_limits LIMITS: the [auth] section of the benchmarks' policies (one principal,
+# "bench", its token in BENCH_TOKEN) and a [limits] section holding the lines LIMITS
+bench_auth_limits() {
+    printf '\n[auth]\n[[auth.bearer]]\nprincipal = "bench"\ntoken_env = "BENCH_TOKEN"\n\n[limits]\n%s\n' "$1"
+}
+
 # wait_for_line FILE REGEX PID: the first match of REGEX in FILE, printed, within
 # READY_TIMEOUT s (default 60); 1 with the end of FILE when PID exits first or time runs out
 wait_for_line() {
