@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use http::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_a2a-edge");
 
@@ -474,24 +474,14 @@ async fn serve_spreads_connections_over_the_configured_worker_threads() {
     }
     let mut answers = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{i},"method":"SendMessage","params":{{"message":{{"messageId":"m{i}","role":"ROLE_USER","parts":[{{"text":"hello {i}"}}]}}}}}}"#
-        );
-        let (status, _, rb) = c
-            .request(
-                "POST",
-                "/",
-                &[
-                    ("authorization", &auth),
-                    ("a2a-version", "1.0"),
-                    ("content-type", "application/json"),
-                ],
-                body,
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK);
-        let v: Value = serde_json::from_slice(&rb).unwrap();
-        assert_eq!(v["id"], i, "{v}");
+        let v = rpc_as(
+            c,
+            &auth,
+            "SendMessage",
+            message(&format!("hello {i}"), json!({})),
+        )
+        .await;
+        assert_eq!(v["id"], 7, "{v}"); // rpc_as's request id, echoed
         answers.push(v["result"]["task"]["id"].as_str().unwrap().to_string());
     }
     answers.sort();
