@@ -204,21 +204,29 @@ fn check_filename(name: &str) -> Result<(), RpcError> {
 /// Strict standard base64 (padding required, no whitespace, canonical trailing bits), decoded
 /// size at most `limit`. Overlong input is refused before decoding.
 fn decode_base64(encoded: &str, limit: usize) -> Result<Vec<u8>, RpcError> {
-    if encoded.len() > limit.div_ceil(3).saturating_mul(4) {
-        return Err(too_large());
-    }
+    refuse_overlong(encoded, limit)?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded)
-        .map_err(|_| {
-            invalid(
-                "A2A part bytes must be standard base64 with padding.",
-                "part.base64",
-            )
-        })?;
+        .map_err(|_| not_base64())?;
     if bytes.len() > limit {
         return Err(too_large());
     }
     Ok(bytes)
+}
+
+/// Longer than any base64 of `limit` bytes.
+fn refuse_overlong(encoded: &str, limit: usize) -> Result<(), RpcError> {
+    if encoded.len() > limit.div_ceil(3).saturating_mul(4) {
+        return Err(too_large());
+    }
+    Ok(())
+}
+
+fn not_base64() -> RpcError {
+    invalid(
+        "A2A part bytes must be standard base64 with padding.",
+        "part.base64",
+    )
 }
 
 fn check_raw(encoded: &str, class: MediaClass) -> Result<(), RpcError> {
@@ -243,33 +251,18 @@ fn check_raw(encoded: &str, class: MediaClass) -> Result<(), RpcError> {
 fn check_base64(encoded: &str, limit: usize) -> Result<(), RpcError> {
     /// Characters per slice: a multiple of 4 (whole quanta), 48 KiB decoded.
     const SLICE: usize = 64 * 1024;
-    if encoded.len() > limit.div_ceil(3).saturating_mul(4) {
-        return Err(too_large());
-    }
-    let bad = || {
-        invalid(
-            "A2A part bytes must be standard base64 with padding.",
-            "part.base64",
-        )
-    };
+    refuse_overlong(encoded, limit)?;
     let mut buf = vec![0u8; SLICE / 4 * 3];
+    let slices = encoded.as_bytes().chunks(SLICE);
+    let count = slices.len();
     let mut decoded = 0usize;
-    let bytes = encoded.as_bytes();
-    let mut start = 0;
-    loop {
-        let end = (start + SLICE).min(bytes.len());
-        let slice = &bytes[start..end];
-        let last = end == bytes.len();
-        if !last && slice.contains(&b'=') {
-            return Err(bad());
+    for (i, slice) in slices.enumerate() {
+        if i + 1 < count && slice.contains(&b'=') {
+            return Err(not_base64());
         }
         decoded += base64::engine::general_purpose::STANDARD
             .decode_slice(slice, &mut buf)
-            .map_err(|_| bad())?;
-        if last {
-            break;
-        }
-        start = end;
+            .map_err(|_| not_base64())?;
     }
     if decoded > limit {
         return Err(too_large());
