@@ -68,6 +68,8 @@ pub struct Rule {
     pub workspace_roots: Vec<RootTemplate>,
     pub metadata_allowed: Arc<Exceptions>,
     pub create_push_configs: bool,
+    /// The agents (`[[agents]]` names) the rule applies at; `None`: every agent.
+    pub agents: Option<Vec<String>>,
 }
 
 /// The compiled `[authz]` section.
@@ -188,8 +190,12 @@ impl Rule {
             .iter()
             .map(|t| t.text.as_str())
             .collect();
+        let at = match &self.agents {
+            Some(list) => format!(" at agents {}", list.join(", ")),
+            None => String::new(),
+        };
         format!(
-            "{} -> methods [{}], workspace roots [{}], metadata [{}], push configs {}",
+            "{}{at} -> methods [{}], workspace roots [{}], metadata [{}], push configs {}",
             who.join("; "),
             methods::describe(self.methods),
             roots.join(", "),
@@ -206,6 +212,12 @@ impl Rule {
 impl AuthzPolicy {
     /// The union of what the rules matching `p` give; the default when none matches.
     pub fn grant(&self, p: &Principal) -> Result<Grant, Refusal> {
+        self.grant_at(p, None)
+    }
+
+    /// The grant of `p` at the agent named `agent` (`None`: the one agent of a policy
+    /// without `[[agents]]`): only the rules that apply there count.
+    pub fn grant_at(&self, p: &Principal, agent: Option<&str>) -> Result<Grant, Refusal> {
         let mut g = Grant {
             methods: MethodSet::EMPTY,
             roots: Roots::Only(Vec::new()),
@@ -215,7 +227,16 @@ impl AuthzPolicy {
             require_workspace: self.require_workspace,
         };
         let mut roots = Vec::new();
-        for rule in self.rules.iter().filter(|r| r.matcher.matches(p)) {
+        let here = |r: &&Rule| match (&r.agents, agent) {
+            (Some(list), Some(a)) => list.iter().any(|n| n == a),
+            _ => true,
+        };
+        for rule in self
+            .rules
+            .iter()
+            .filter(here)
+            .filter(|r| r.matcher.matches(p))
+        {
             g.rules.push(rule.name.clone());
             g.methods = g.methods.union(rule.methods);
             g.create_push_configs |= rule.create_push_configs;

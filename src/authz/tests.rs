@@ -22,6 +22,7 @@ fn rule(name: &str, m: Matcher, methods: &[&str], roots: &[&str], meta: &[&str])
             Exceptions::parse(&meta.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap(),
         ),
         create_push_configs: methods.contains(Method::CreateTaskPushNotificationConfig),
+        agents: None,
     }
 }
 

@@ -34,12 +34,38 @@ pub fn sign_card(
     key: &SigningKey,
     options: &SignOptions,
 ) -> Result<(), CardError> {
+    let payload = canonical_card(card)?;
+    sign_payload(card, &payload, key, options)
+}
+
+/// Signs any JSON object the way a card is signed, over RFC 8785 of the object without its
+/// `signatures` member (not filtered by the AgentCard schema): the agents catalog.
+pub fn sign_document(
+    doc: &mut Value,
+    key: &SigningKey,
+    options: &SignOptions,
+) -> Result<(), CardError> {
+    let Value::Object(obj) = doc else {
+        return Err(err("the document is not a JSON object"));
+    };
+    let mut unsigned = obj.clone();
+    unsigned.remove("signatures");
+    let payload = super::canonical::jcs(&Value::Object(unsigned))?;
+    sign_payload(doc, &payload, key, options)
+}
+
+/// Appends (or replaces, by kid) the detached signature over `payload` to `card.signatures`.
+fn sign_payload(
+    card: &mut Value,
+    payload: &[u8],
+    key: &SigningKey,
+    options: &SignOptions,
+) -> Result<(), CardError> {
     if let Some(jku) = &options.jku {
         check_jku(jku)?;
     }
-    let payload = canonical_card(card)?;
     let protected = b64(protected_header(key, options).as_bytes());
-    let signing_input = format!("{protected}.{}", b64(&payload));
+    let signing_input = format!("{protected}.{}", b64(payload));
     let signature = b64(&key.sign(signing_input.as_bytes())?);
 
     let Value::Object(obj) = card else {

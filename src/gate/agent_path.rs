@@ -9,6 +9,7 @@ impl Gate {
     /// paths are the agent's own API: the task registry does not guard them.
     pub(super) async fn agent_path(
         &self,
+        at: &AgentGate,
         conn: &ConnInfo,
         client: IpAddr,
         req: Request<Incoming>,
@@ -17,7 +18,7 @@ impl Gate {
         let (parts, body) = req.into_parts();
         let principal = self.admit(conn, client, &parts.headers, trace).await?;
         // The agents' own read-only routes: for callers granted the read class.
-        let grant = self.grant(&principal, trace)?;
+        let grant = self.grant(at, &principal, trace)?;
         if let Err(r) = grant.allows(Method::GetTask) {
             self.audit(&r, &principal, None, &grant.rules, trace);
             return Err(Rejection::Http {
@@ -28,12 +29,20 @@ impl Gate {
             });
         }
         let _slot = self.slot(&principal.name, false)?;
-        let bytes = read_body(body, &parts.headers, self.body_limits).await?;
+        let bytes = read_body(body, &parts.headers, at.body_limits).await?;
         let path_and_query = parts
             .uri
             .path_and_query()
             .map(|pq| pq.as_str())
             .unwrap_or("/");
+        // With `[[agents]]` the path is the agent's own, under its prefix.
+        let path_and_query = match &at.name {
+            Some(_) => match path_and_query.strip_prefix(at.rpc_path.as_str()) {
+                Some(rest) => format!("/{rest}"),
+                None => path_and_query.to_string(),
+            },
+            None => path_and_query.to_string(),
+        };
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         if !bytes.is_empty() {
@@ -53,10 +62,10 @@ impl Gate {
             reason,
             allow: None,
         };
-        let agent = self
+        let agent = at
             .fleet
             .pick()
-            .and_then(|id| self.fleet.get(id))
+            .and_then(|id| at.fleet.get(id))
             .ok_or(bad_gateway("upstream.unavailable"))?;
         self.caller_headers(
             &mut headers,
@@ -67,7 +76,7 @@ impl Gate {
         .map_err(|_| bad_gateway("identity.sign_failed"))?;
         let resp = agent
             .upstream
-            .request_path(parts.method, path_and_query, headers, bytes)
+            .request_path(parts.method, &path_and_query, headers, bytes)
             .await
             .map_err(|e| bad_gateway(e.reason()))?;
         let status = resp.status();
@@ -87,8 +96,8 @@ impl Gate {
         let mut wrapped = json!({ "result": value });
         clean_response(
             &mut wrapped,
-            &self.requests.metadata,
-            self.requests.redact_paths,
+            &at.requests.metadata,
+            at.requests.redact_paths,
         );
         let body = wrapped
             .get("result")

@@ -9,8 +9,8 @@
 //! prefixes nest on one host are refused when the table is built (a path must never be able to
 //! belong to two agents).
 //!
-//! Not yet wired into the pipeline: `[[agents]]` parsing, the per-agent gates, cards and the
-//! catalog come next (see the notes).
+//! The gate asks this table first when the policy has `[[agents]]`; the edge's own paths
+//! (`/health`, the JWKS, the catalog) are answered on every host before it.
 
 use url::Url;
 
@@ -30,12 +30,16 @@ pub enum AgentPath {
     Rpc,
     /// `<prefix>.well-known/agent-card.json`.
     Card,
+    /// `<prefix>` + one of `server.agent_paths` (without its leading `/`).
+    Agent,
 }
 
 /// The routing table of the agents.
 #[derive(Debug, Clone, Default)]
 pub struct AgentRoutes {
     places: Vec<AgentPlace>,
+    /// `server.agent_paths`, served under each prefix.
+    agent_paths: Vec<String>,
 }
 
 const CARD_SUFFIX: &str = ".well-known/agent-card.json";
@@ -95,26 +99,58 @@ impl AgentRoutes {
                 prefix,
             });
         }
-        Ok(AgentRoutes { places })
+        Ok(AgentRoutes {
+            places,
+            agent_paths: Vec::new(),
+        })
+    }
+
+    /// The table that also serves `paths` (`server.agent_paths`, each starting with `/`)
+    /// under every agent's prefix.
+    pub fn with_agent_paths(mut self, paths: &[String]) -> AgentRoutes {
+        self.agent_paths = paths.to_vec();
+        self
     }
 
     /// The agent and the path a request is for, or `None` (404). `authority` is the
     /// request's `:authority` or `Host` value; `path` its path, as received.
     pub fn route(&self, authority: &str, path: &str) -> Option<(&AgentPlace, AgentPath)> {
+        self.route_index(authority, path)
+            .map(|(i, kind)| (&self.places[i], kind))
+    }
+
+    /// [`AgentRoutes::route`] by the agent's index (the policy's order).
+    pub fn route_index(&self, authority: &str, path: &str) -> Option<(usize, AgentPath)> {
         let (host, port) = parse_authority(authority)?;
         self.places
             .iter()
-            .filter(|p| p.host == host && p.port == port)
-            .find_map(|p| {
+            .enumerate()
+            .filter(|(_, p)| p.host == host && p.port == port)
+            .find_map(|(i, p)| {
                 let rest = path.strip_prefix(p.prefix.as_str());
                 let bare = p.prefix.trim_end_matches('/');
                 match rest {
-                    Some("") => Some((p, AgentPath::Rpc)),
-                    Some(CARD_SUFFIX) => Some((p, AgentPath::Card)),
-                    None if path == bare && !bare.is_empty() => Some((p, AgentPath::Rpc)),
+                    Some("") => Some((i, AgentPath::Rpc)),
+                    Some(CARD_SUFFIX) => Some((i, AgentPath::Card)),
+                    Some(r)
+                        if self
+                            .agent_paths
+                            .iter()
+                            .any(|a| a.strip_prefix('/') == Some(r)) =>
+                    {
+                        Some((i, AgentPath::Agent))
+                    }
+                    None if path == bare && !bare.is_empty() => Some((i, AgentPath::Rpc)),
                     _ => None,
                 }
             })
+    }
+
+    /// The part of `path` after the prefix of agent `i`, as a path (`/` + the rest).
+    pub fn inner_path(&self, i: usize, path: &str) -> Option<String> {
+        let p = self.places.get(i)?;
+        path.strip_prefix(p.prefix.as_str())
+            .map(|rest| format!("/{rest}"))
     }
 
     /// The agents, in the policy's order.

@@ -31,11 +31,16 @@ impl Gate {
     /// The caller's grant under the policy in force. Refused outright when a workspace
     /// template cannot take the caller's tenant or name, and before the body is read when the
     /// grant allows no method at all.
-    pub(super) fn grant(&self, p: &Principal, trace: &Trace) -> Result<Arc<Grant>, Rejection> {
+    pub(super) fn grant(
+        &self,
+        at: &AgentGate,
+        p: &Principal,
+        trace: &Trace,
+    ) -> Result<Arc<Grant>, Rejection> {
         let Some(authz) = &self.authz else {
             return Ok(self.everything.clone());
         };
-        let grant = match authz.grant(p) {
+        let grant = match authz.grant_at(p, at.name.as_deref()) {
             Ok(g) => g,
             Err(r) => {
                 self.audit(&r, p, None, &[], trace);

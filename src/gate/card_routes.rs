@@ -7,18 +7,19 @@ use super::*;
 pub(super) const MAX_CARD_BYTES: usize = 1024 * 1024;
 
 impl Gate {
-    /// The public Agent Card, from the cache the refresher keeps (fetched now if nothing was
-    /// published yet), with its validators; 304 for a matching conditional request.
+    /// An agent's public Agent Card, from the cache the refresher keeps (fetched now if
+    /// nothing was published yet), with its validators; 304 for a matching conditional request.
     pub(super) async fn card(
         &self,
+        agent: &AgentGate,
         headers: &HeaderMap,
         head: bool,
     ) -> Result<Response<BoxBody>, Rejection> {
-        let served = match self.card.current() {
+        let served = match agent.card.current() {
             Some(s) => s,
             None => {
-                self.refresh_card_on_demand().await;
-                self.card.current().ok_or(Rejection::Http {
+                agent.refresh_card_on_demand(self).await;
+                agent.card.current().ok_or(Rejection::Http {
                     status: StatusCode::SERVICE_UNAVAILABLE,
                     message: "Agent card unavailable",
                     reason: "card.unavailable",
@@ -26,7 +27,7 @@ impl Gate {
                 })?
             }
         };
-        let max_age = self.card.policy().max_age_secs;
+        let max_age = agent.card.policy().max_age_secs;
         let not_modified = card::http::not_modified(headers, &served.validators);
         let mut r = if not_modified {
             let mut r = Response::new(crate::body::empty());
@@ -62,9 +63,9 @@ impl Gate {
         Ok(r)
     }
 
-    /// The public keys that verify the card (asymmetric keys only).
+    /// The public keys that verify the cards (asymmetric keys only; every agent's).
     pub(super) fn jwks(&self, head: bool) -> Result<Response<BoxBody>, Rejection> {
-        let Some(bytes) = self.card.jwks() else {
+        let Some(bytes) = self.jwks.clone() else {
             return Err(Rejection::Http {
                 status: StatusCode::NOT_FOUND,
                 message: "Not found",
@@ -76,27 +77,80 @@ impl Gate {
         let mut r = json_response(StatusCode::OK, if head { Bytes::new() } else { bytes });
         let h = r.headers_mut();
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        if let Ok(v) = HeaderValue::from_str(&format!(
-            "public, max-age={}",
-            self.card.policy().max_age_secs
-        )) {
+        let max_age = self
+            .agents
+            .iter()
+            .map(|a| a.card.policy().max_age_secs)
+            .min();
+        if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={}", max_age.unwrap_or(0))) {
             h.insert(header::CACHE_CONTROL, v);
         }
         Ok(r)
     }
 
-    /// Fetches (or takes from the policy) the agents' card and publishes it; the last good
-    /// card stays served when this fails. One refresh at a time (the refresher and public
-    /// requests share it).
+    /// Refreshes every agent's card (see [`AgentGate::refresh_card`]), concurrently.
     pub async fn refresh_card(&self) {
-        let mut backoff = self.card_refresh.lock().await;
-        self.refresh_card_locked(&mut backoff).await;
+        let all = self.agents.iter().map(|a| a.refresh_card(self));
+        futures_join_all(all).await;
     }
 
-    async fn refresh_card_locked(&self, backoff: &mut CardBackoff) {
+    /// How often the refresher runs (the shortest of the agents' intervals).
+    pub fn card_refresh_interval(&self) -> std::time::Duration {
+        self.agents
+            .iter()
+            .map(|a| a.card.policy().refresh_interval)
+            .min()
+            .unwrap_or(std::time::Duration::from_secs(300))
+    }
+}
+
+/// Runs the futures to completion together (a handful: one per agent).
+async fn futures_join_all<F: std::future::Future<Output = ()>>(all: impl Iterator<Item = F>) {
+    let mut pending: Vec<std::pin::Pin<Box<F>>> = all.map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        pending.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if pending.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Every agent's public card keys as one JWKS; a kid shared by agents is one key (the policy
+/// refuses a kid naming two keys).
+pub(super) fn union_jwks<'a>(cards: impl Iterator<Item = &'a CardService>) -> Option<Bytes> {
+    let mut keys: Vec<Value> = Vec::new();
+    for card in cards {
+        let Some(bytes) = card.jwks() else { continue };
+        let Ok(Value::Object(mut set)) = serde_json::from_slice::<Value>(&bytes) else {
+            continue;
+        };
+        if let Some(Value::Array(list)) = set.remove("keys") {
+            for k in list {
+                if !keys.iter().any(|seen| seen.get("kid") == k.get("kid")) {
+                    keys.push(k);
+                }
+            }
+        }
+    }
+    (!keys.is_empty()).then(|| Bytes::from(json!({ "keys": keys }).to_string()))
+}
+
+impl AgentGate {
+    /// Fetches (or takes from the policy) this agent's card and publishes it; the last good
+    /// card stays served when this fails. One refresh at a time (the refresher and public
+    /// requests share it).
+    pub(super) async fn refresh_card(&self, gate: &Gate) {
+        let mut backoff = self.card_refresh.lock().await;
+        self.refresh_card_locked(gate, &mut backoff).await;
+    }
+
+    async fn refresh_card_locked(&self, gate: &Gate, backoff: &mut CardBackoff) {
         let card = match &self.card.policy().source {
             CardSource::Static(v) => Ok(v.clone()),
-            CardSource::Upstream => self.fetch_agent_card().await,
+            CardSource::Upstream => self.fetch_agent_card(gate.owners.registry()).await,
         };
         let outcome = card.and_then(|c| {
             // With `a2a.input_media_types = "card"`, the published card's input modes are
@@ -125,8 +179,12 @@ impl Gate {
                 ) {
                     invalid(true);
                 }
-                self.metrics.card_refresh_failed();
-                telemetry::log("card_refresh_failed", json!({"reason": reason}));
+                gate.metrics.card_refresh_failed();
+                let agent = self.name.as_deref();
+                telemetry::log(
+                    "card_refresh_failed",
+                    json!({"reason": reason, "agent": agent}),
+                );
                 backoff.failed();
             }
         }
@@ -135,31 +193,31 @@ impl Gate {
     /// A public request found no card: fetch it, unless a fetch is under way (then wait for
     /// it) or one failed recently (then answer 503 at once). So callers never make the edge
     /// fetch from the agent once per request.
-    async fn refresh_card_on_demand(&self) {
+    async fn refresh_card_on_demand(&self, gate: &Gate) {
         // Waits for a refresh under way; then one may have published, or failed recently.
         let mut backoff = self.card_refresh.lock().await;
         if self.card.current().is_some() || backoff.holds(std::time::Instant::now()) {
             return;
         }
-        self.refresh_card_locked(&mut backoff).await;
+        self.refresh_card_locked(gate, &mut backoff).await;
     }
 
     /// The agent whose card is served: `card.upstream` when set (if healthy), else the least
     /// busy healthy agent.
-    pub(super) fn card_agent(&self) -> Option<UpstreamId> {
+    pub(super) fn card_agent(&self, registry: &TaskRegistry) -> Option<UpstreamId> {
         match &self.card.policy().upstream {
             Some(name) => self
                 .fleet
-                .get(self.owners.registry().upstream_id(name))
+                .get(registry.upstream_id(name))
                 .filter(|a| a.is_healthy())
                 .map(|a| a.id),
             None => self.fleet.pick(),
         }
     }
 
-    pub(super) async fn fetch_agent_card(&self) -> Result<Value, String> {
+    pub(super) async fn fetch_agent_card(&self, registry: &TaskRegistry) -> Result<Value, String> {
         let agent = self
-            .card_agent()
+            .card_agent(registry)
             .and_then(|id| self.fleet.get(id))
             .ok_or_else(|| "upstream.unavailable".to_string())?;
         let resp = agent
@@ -174,11 +232,6 @@ impl Gate {
             .await
             .map_err(|_| "card.upstream_body".to_string())?;
         serde_json::from_slice(&bytes).map_err(|_| "card.upstream_json".to_string())
-    }
-
-    /// How often the refresher runs.
-    pub fn card_refresh_interval(&self) -> std::time::Duration {
-        self.card.policy().refresh_interval
     }
 
     /// The agent's extended card, verified, rewritten and signed like the public one.

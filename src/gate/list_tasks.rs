@@ -23,14 +23,17 @@ enum Read {
 
 impl Gate {
     /// ListTasks answered for the caller alone (see the module note).
+    /// `owner`: the name the registry knows the caller by at this agent.
     pub(super) async fn list_tasks(
         &self,
+        at: &AgentGate,
         headers: HeaderMap,
         rpc: &RpcRequest,
         who: &Principal,
+        owner: &str,
         trace: &Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
-        let principal = who.name.as_str();
+        let principal = owner;
         let p = &rpc.params;
         let text = |k: &str| p.get(k).and_then(Value::as_str);
         let page_size = p.get("pageSize").and_then(Value::as_u64).unwrap_or(50) as usize;
@@ -69,7 +72,7 @@ impl Gate {
             // Each read spends the caller's rate; the page stops where the budget does.
             let mut allowed = 0;
             for _ in batch {
-                match self.budgets.check_principal(principal, None).await {
+                match self.budgets.check_principal(&who.name, None).await {
                     Ok(()) => allowed += 1,
                     Err(crate::state::Refused::Limited(_)) => break,
                     Err(crate::state::Refused::Unavailable) => {
@@ -87,7 +90,7 @@ impl Gate {
                 });
             }
             let reads = self
-                .read_tasks(&batch[..allowed], &headers, rpc, who, trace, budget)
+                .read_tasks(at, &batch[..allowed], &headers, rpc, who, trace, budget)
                 .await?;
             for (k, read) in reads.into_iter().enumerate() {
                 let (task_id, _) = &batch[k];
@@ -99,7 +102,7 @@ impl Gate {
                         }
                         held += bytes.len();
                         match self
-                            .listed_task(&bytes, upstream, principal, include_artifacts)
+                            .listed_task(at, &bytes, upstream, principal, include_artifacts)
                             .await
                         {
                             Ok(Some(task)) => task,
@@ -141,8 +144,10 @@ impl Gate {
     }
 
     /// Reads these tasks from their agents at once, each capped at `cap` bytes; in order.
+    #[allow(clippy::too_many_arguments)]
     async fn read_tasks(
         &self,
+        at: &AgentGate,
         batch: &[(String, UpstreamId)],
         headers: &HeaderMap,
         rpc: &RpcRequest,
@@ -162,7 +167,7 @@ impl Gate {
                 method: Method::GetTask,
                 params,
             };
-            let agent = self
+            let agent = at
                 .fleet
                 .get(*upstream)
                 .filter(|a| a.is_healthy())
@@ -201,6 +206,7 @@ impl Gate {
     /// the agent no longer has it; an error when it names another caller's task.
     async fn listed_task(
         &self,
+        at: &AgentGate,
         bytes: &[u8],
         upstream: UpstreamId,
         principal: &str,
@@ -209,7 +215,7 @@ impl Gate {
         let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
             return Ok(None);
         };
-        clean_response(&mut v, &self.requests.metadata, self.requests.redact_paths);
+        clean_response(&mut v, &at.requests.metadata, at.requests.redact_paths);
         let Some(mut task) = v.get_mut("result").map(Value::take) else {
             return Ok(None);
         };

@@ -14,11 +14,13 @@
 //! `body` (framing, reading the body), `forwarding` (headers the agent gets from the proxy),
 //! `list_tasks`, `agent_path`, `card_routes`.
 
+mod agent_gate;
 mod agent_path;
 pub mod agents;
 mod authorize;
 mod body;
 mod card_routes;
+mod catalog;
 mod forwarding;
 mod list_tasks;
 mod rejection;
@@ -39,7 +41,10 @@ use serde_json::{json, Value};
 use body::{check_framing, read_body, BodyLimits};
 use forwarding::{forwarding_headers, principal_header_value};
 pub use rejection::Rejection;
-pub use route::{classify, Route, CARD_PATH, HEALTH_PATH};
+pub use route::{classify, Route, CARD_PATH, CATALOG_PATH, HEALTH_PATH};
+
+use agent_gate::AgentGate;
+use agents::AgentRoutes;
 
 use crate::a2a::{Method, RpcError, RpcRequest};
 use crate::auth::{Authenticator, ConnCredentials, Principal};
@@ -92,6 +97,8 @@ struct RequestLine<'a> {
     client: IpAddr,
     peer: IpAddr,
     route: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a str>,
     method: Option<&'static str>,
     principal: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,12 +121,16 @@ pub struct ConnInfo {
 
 /// The pipeline with everything its stages need. Built once per policy.
 pub struct Gate {
-    rpc_path: String,
-    card: CardService,
+    /// The agents behind the edge, in the policy's order (one without `[[agents]]`).
+    agents: Vec<AgentGate>,
+    /// With `[[agents]]`: which agent a request is for (host and path prefix).
+    routes: Option<AgentRoutes>,
+    /// Every agent's public card keys, by kid (`/.well-known/jwks.json`).
+    jwks: Option<Bytes>,
+    catalog: catalog::Catalog,
+    /// The metrics label of requests for no agent (the edge's own paths, 404).
+    unnamed: Arc<str>,
     auth: Authenticator,
-    fleet: Fleet,
-    body_limits: BodyLimits,
-    requests: Arc<RequestPolicy>,
     principal_header: HeaderName,
     network: NetworkPolicy,
     /// Rates, the failure throttle and concurrency: the process's, kept across reloads.
@@ -133,10 +144,6 @@ pub struct Gate {
     metrics: Arc<Metrics>,
     /// The byte budget of one ListTasks page.
     list_page_bytes: usize,
-    /// One card refresh at a time, and the backoff after a failed one.
-    card_refresh: tokio::sync::Mutex<card_routes::CardBackoff>,
-    /// The last refresh refused the card as not an A2A 1.0 AgentCard (`/ready`, metrics).
-    card_invalid: std::sync::atomic::AtomicBool,
     /// `[authz]`; `None`: every caller gets `everything`.
     authz: Option<Arc<AuthzPolicy>>,
     everything: Arc<Grant>,
@@ -153,6 +160,7 @@ impl Gate {
     pub async fn new(
         policy: &Policy,
         public_url: &url::Url,
+        bound_port: u16,
         process: &crate::state::Process,
         previous: Option<&Gate>,
     ) -> Result<Gate, String> {
@@ -164,36 +172,51 @@ impl Gate {
         let schemes = auth.security_schemes().clone();
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
+        let shared = agent_gate::Shared {
+            policy,
+            schemes: &schemes,
+            registry: &registry,
+            local: local.as_ref(),
+            previous,
+            body: BodyLimits {
+                cap: policy.a2a.max_body_bytes,
+                timeout: policy.limits.body_read_timeout,
+                min_bytes_per_second: policy.limits.min_body_bytes_per_second,
+            },
+        };
+        let agents = if policy.agents.is_empty() {
+            vec![AgentGate::single(&shared, public_url)?]
+        } else {
+            policy
+                .agents
+                .iter()
+                .map(|a| AgentGate::named(&shared, a, bound_port))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let routes = if policy.agents.is_empty() {
+            None
+        } else {
+            let urls: Vec<url::Url> = agents
+                .iter()
+                .map(|a| url::Url::parse(&a.public_url))
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("agents: {e}"))?;
+            let named = agents.iter().map(|a| &**a.label()).zip(urls.iter());
+            Some(AgentRoutes::new(named)?.with_agent_paths(&policy.server.agent_paths))
+        };
+        let jwks = card_routes::union_jwks(agents.iter().map(|a| &a.card));
         Ok(Gate {
-            card_refresh: tokio::sync::Mutex::new(Default::default()),
-            card_invalid: Default::default(),
+            catalog: catalog::Catalog::new(&policy.card, public_url),
+            unnamed: Arc::from(""),
+            jwks,
+            routes,
+            agents,
             list_page_bytes: policy.limits.list_tasks_page_bytes,
             authz: policy.authz.clone(),
             everything: Arc::new(Grant::everything()),
             identity: policy.auth.identity_assertion.clone(),
             public_url: public_url.to_string(),
-            rpc_path: public_url.path().to_string(),
-            card: CardService::new(
-                policy.card.clone(),
-                EdgeFace {
-                    public_url: public_url.to_string(),
-                    security_schemes: schemes,
-                    required_extensions: policy.a2a.requests.required_extensions.clone(),
-                },
-            ),
             auth,
-            fleet: Fleet::from_policy(
-                &policy.upstreams,
-                &registry,
-                previous.map(|g| &g.fleet),
-                local.as_ref(),
-            )?,
-            body_limits: BodyLimits {
-                cap: policy.a2a.max_body_bytes,
-                timeout: policy.limits.body_read_timeout,
-                min_bytes_per_second: policy.limits.min_body_bytes_per_second,
-            },
-            requests: policy.a2a.requests.clone(),
             principal_header,
             network: policy.network.clone(),
             budgets: Budgets::carry(policy, previous.map(|g| &g.budgets), process.shared.clone())?,
@@ -214,12 +237,13 @@ impl Gate {
     /// Serves one request. Never fails: every refusal is rendered as a response.
     pub async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<BoxBody> {
         let started = Instant::now();
-        let route = classify(
-            req.method(),
-            req.uri().path(),
-            &self.rpc_path,
-            &self.agent_paths,
-        );
+        let (route, named) = self.route(&req);
+        // Routes without an agent of their own (the edge's paths, 404) use the first's
+        // settings where they need any; they are labelled with no agent.
+        let (agent, label) = match named {
+            Some(a) => (a, a.label()),
+            None => (&self.agents[0], &self.unnamed),
+        };
         let head = req.method() == HttpMethod::HEAD;
         // The real client: the peer, or the rightmost untrusted hop behind a trusted proxy.
         let client = self.network.client_address(conn.peer.ip(), req.headers());
@@ -232,10 +256,12 @@ impl Gate {
             Err(rej) => Err(rej),
             Ok(()) => match route {
                 Route::Health | Route::Card | Route::Jwks => {
-                    self.public_route(route, req.headers(), head, client).await
+                    self.public_route(route, agent, req.headers(), head, client)
+                        .await
                 }
-                Route::Rpc => self.rpc(&conn, client, req, &mut trace).await,
-                Route::AgentPath => self.agent_path(&conn, client, req, &mut trace).await,
+                Route::Catalog => self.catalog(&conn, client, &req, head, &mut trace).await,
+                Route::Rpc => self.rpc(agent, &conn, client, req, &mut trace).await,
+                Route::AgentPath => self.agent_path(agent, &conn, client, req, &mut trace).await,
                 Route::NotFound => Err(Rejection::Http {
                     status: StatusCode::NOT_FOUND,
                     message: "Not found",
@@ -258,6 +284,7 @@ impl Gate {
             }
         };
         self.metrics.request(
+            label,
             route_name(route),
             trace.method,
             resp.status().as_u16(),
@@ -272,6 +299,7 @@ impl Gate {
             client,
             peer: conn.peer.ip(),
             route: route_name(route),
+            agent: Some(&**label).filter(|l| !l.is_empty()),
             method: trace.method,
             principal: trace.principal.as_deref(),
             tenant: trace.tenant.as_deref(),
@@ -287,6 +315,7 @@ impl Gate {
     async fn public_route(
         &self,
         route: Route,
+        agent: &AgentGate,
         headers: &HeaderMap,
         head: bool,
         client: IpAddr,
@@ -296,7 +325,7 @@ impl Gate {
             .check_client_ip(client)
             .map_err(too_many)?;
         match route {
-            Route::Card => self.card(headers, head).await,
+            Route::Card => self.card(agent, headers, head).await,
             Route::Jwks => self.jwks(head),
             _ => Ok(health()),
         }
@@ -330,6 +359,7 @@ impl Gate {
     /// only for an authenticated caller with an acceptable content type.
     async fn rpc(
         &self,
+        agent: &AgentGate,
         conn: &ConnInfo,
         client: IpAddr,
         req: Request<Incoming>,
@@ -337,9 +367,9 @@ impl Gate {
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
         let principal = self.admit(conn, client, &parts.headers, trace).await?;
-        let grant = self.grant(&principal, trace)?;
+        let grant = self.grant(agent, &principal, trace)?;
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
-        let bytes = read_body(body, &parts.headers, self.body_limits).await?;
+        let bytes = read_body(body, &parts.headers, agent.body_limits).await?;
         let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
         // ProtoJSON names first: every later stage reads one spelling (authorization looks
         // for inline push configs and tenants).
@@ -348,7 +378,7 @@ impl Gate {
         trace.method = Some(rpc.method.as_str());
         self.authorize(&grant, &principal, &rpc, trace)?;
         self.budgets
-            .check_principal(&principal.name, Some(rpc.method.as_str()))
+            .check_principal(&principal.name, Some(&agent.method_key(rpc.method)))
             .await
             .map_err(|r| match refused(r) {
                 Rejection::Rpc { error, .. } => Rejection::rpc(rpc.id.clone(), error),
@@ -359,14 +389,15 @@ impl Gate {
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
-            service::check_extensions(&parts.headers, &self.requests.required_extensions)
+            service::check_extensions(&parts.headers, &agent.requests.required_extensions)
                 .map_err(refuse)?;
         if rpc.method == Method::GetExtendedAgentCard && !principal.is_authenticated() {
             // The extended card is for authenticated callers only (A2A spec §13.3).
             return Err(self.unauthorized("auth.extended_card_anonymous"));
         }
-        let name = principal.name.clone();
-        let principal_value = principal_header_value(&name);
+        // The registry knows the caller by its name at this agent.
+        let name = agent.owner(&principal.name);
+        let principal_value = principal_header_value(&principal.name);
         // A turn of a caller with its own roots runs in one of them (`require_workspace`): one
         // that names no workspace gets the first (a follow-up then names the same one, as the
         // registry's workspace binding wants).
@@ -380,7 +411,7 @@ impl Gate {
         let heavy =
             default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (mut rpc, checked) = self
-            .check_params(rpc, &principal, grant, heavy, default_cwd, trace)
+            .check_params(agent, rpc, &principal, grant, heavy, default_cwd, trace)
             .await?;
         // What the shared store knows of the ids the request names (one round trip, only
         // for ids this replica has not seen), then the context ids the caller names become
@@ -434,10 +465,10 @@ impl Gate {
                 // A context stays with its agent; a new one goes to the least busy healthy agent.
                 let wanted = match turn.upstream() {
                     Some(id) => id,
-                    None => self.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?,
+                    None => agent.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?,
                 };
                 let upstream = turn.bind_upstream(wanted);
-                let requests = self.requests.clone();
+                let requests = agent.requests.clone();
                 let view = registry.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
@@ -448,26 +479,28 @@ impl Gate {
                     budget,
                     observe,
                 };
-                self.forward(headers, &rpc, &principal, trace, plan).await
+                self.forward(agent, headers, &rpc, &principal, trace, plan)
+                    .await
             }
             Method::ListTasks => {
                 // The slot is held for the whole fan-out.
                 let _slot = guard;
-                self.list_tasks(headers, &rpc, &principal, trace).await
+                self.list_tasks(agent, headers, &rpc, &principal, &name, trace)
+                    .await
             }
             Method::GetExtendedAgentCard => {
                 // A2A §5.4: an agent whose card does not offer an extended card answers
                 // ExtendedAgentCardNotConfiguredError; no agent is asked.
-                if !self.card.current().is_some_and(|c| c.extended) {
+                if !agent.card.current().is_some_and(|c| c.extended) {
                     return Err(Rejection::rpc(
                         rpc.id.clone(),
                         RpcError::extended_card_not_configured(),
                     ));
                 }
-                let requests = self.requests.clone();
-                let agent = self.card_agent().ok_or_else(|| unavailable(&rpc.id))?;
+                let requests = agent.requests.clone();
+                let upstream = agent.card_agent(self.owners.registry());
                 let plan = Plan {
-                    agent,
+                    agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
                     budget,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
                         let _slot = &guard;
@@ -475,7 +508,8 @@ impl Gate {
                         Ok(None)
                     },
                 };
-                self.forward(headers, &rpc, &principal, trace, plan).await
+                self.forward(agent, headers, &rpc, &principal, trace, plan)
+                    .await
             }
             _ => {
                 let key = match rpc.method {
@@ -484,7 +518,7 @@ impl Gate {
                 };
                 let task = rpc.params.get(key).and_then(Value::as_str).unwrap_or("");
                 let upstream = registry.authorize_task(&name, task).map_err(deny)?;
-                let requests = self.requests.clone();
+                let requests = agent.requests.clone();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     one_answer(v, &requests, &registry, &name, |r| {
@@ -496,15 +530,18 @@ impl Gate {
                     budget,
                     observe,
                 };
-                self.forward(headers, &rpc, &principal, trace, plan).await
+                self.forward(agent, headers, &rpc, &principal, trace, plan)
+                    .await
             }
         }
     }
 
     /// Checks the params of the request for its method and replaces them with the sanitized
     /// params. File and workspace checks touch the filesystem, so they run off the reactor.
+    #[allow(clippy::too_many_arguments)]
     async fn check_params(
         &self,
+        agent: &AgentGate,
         rpc: RpcRequest,
         principal: &Principal,
         grant: Arc<Grant>,
@@ -513,7 +550,7 @@ impl Gate {
         trace: &Trace,
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
-        let policy = self.requests.clone();
+        let policy = agent.requests.clone();
         let name = principal.name.clone();
         let restricted = matches!(grant.roots, Roots::Only(_));
         let rules_grant = grant.clone();
@@ -575,7 +612,7 @@ impl Gate {
             Err(_) => return Err(Rejection::rpc(id, RpcError::internal("validate.panicked"))),
         };
         if let Some(url) = &checked.push_url {
-            check_resolved(url, &self.requests.push)
+            check_resolved(url, &agent.requests.push)
                 .await
                 .map_err(|e| Rejection::rpc(id.clone(), e))?;
         }
@@ -636,6 +673,7 @@ impl Gate {
     /// to the plan's agent, and relays the answer through the plan's observer.
     async fn forward<F>(
         &self,
+        at: &AgentGate,
         mut headers: HeaderMap,
         rpc: &RpcRequest,
         who: &Principal,
@@ -653,7 +691,7 @@ impl Gate {
         let upstream_error = |e: UpstreamError| Rejection::rpc(rpc.id.clone(), e.rpc_error());
         // The agent that owns the context or task; if it is down, say so (never move the
         // request to an agent that does not know it).
-        let agent = self
+        let agent = at
             .fleet
             .get(agent)
             .filter(|a| a.is_healthy())
@@ -676,14 +714,56 @@ impl Gate {
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {
-            return self.extended_card(relayed, &rpc.id).await;
+            return at.extended_card(relayed, &rpc.id).await;
         }
         Ok(relayed)
     }
 
-    /// The agents, for the health checker.
-    pub fn fleet(&self) -> &Fleet {
-        &self.fleet
+    /// Every agent's fleet, for the health checker.
+    pub fn fleets(&self) -> impl Iterator<Item = &Fleet> {
+        self.agents.iter().map(|a| &a.fleet)
+    }
+
+    /// How often the health checker runs (the shortest of the fleets' intervals).
+    pub fn health_interval(&self) -> Duration {
+        self.fleets()
+            .map(Fleet::health_interval)
+            .min()
+            .unwrap_or(Duration::from_secs(5))
+    }
+
+    /// Which route a request takes, and for which agent: without `[[agents]]` the one agent
+    /// (the host is not looked at, as before); with them, the edge's own paths on any host,
+    /// then the agent whose host and prefix the request names (else 404).
+    fn route(&self, req: &Request<Incoming>) -> (Route, Option<&AgentGate>) {
+        let path = req.uri().path();
+        let Some(routes) = &self.routes else {
+            let first = self.agents.first();
+            let rpc_path = first.map_or("/", |a| a.rpc_path.as_str());
+            let route = classify(req.method(), path, rpc_path, &self.agent_paths);
+            return (route, first);
+        };
+        if let Some(r) = route::classify_edge(req.method(), path) {
+            return (r, None);
+        }
+        // HTTP/2 `:authority` (in the URI), else HTTP/1.1 `Host` (exactly one).
+        let authority = match req.uri().authority() {
+            Some(a) => Some(a.as_str()),
+            None => {
+                let mut hosts = req.headers().get_all(header::HOST).iter();
+                match (hosts.next(), hosts.next()) {
+                    (Some(h), None) => h.to_str().ok(),
+                    _ => None,
+                }
+            }
+        };
+        match authority.and_then(|a| routes.route_index(a, path)) {
+            Some((i, kind)) => match self.agents.get(i) {
+                Some(a) => (route::classify_agent(req.method(), kind), Some(a)),
+                None => (Route::NotFound, None),
+            },
+            None => (Route::NotFound, None),
+        }
     }
 
     /// The health checker's probe of the shared state store (nothing with `memory`): a PING
@@ -698,17 +778,19 @@ impl Gate {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             upstreams: self
-                .fleet
-                .agents()
-                .iter()
+                .fleets()
+                .flat_map(|f| f.agents().iter())
                 .map(|a| UpstreamGauge {
                     name: a.upstream.name.clone(),
                     healthy: a.is_healthy(),
                     in_flight: a.in_flight(),
                 })
                 .collect(),
-            card_published: self.card.current().is_some(),
-            card_invalid: self.card_invalid.load(std::sync::atomic::Ordering::Relaxed),
+            card_published: self.agents.iter().all(|a| a.card.current().is_some()),
+            card_invalid: self
+                .agents
+                .iter()
+                .any(|a| a.card_invalid.load(std::sync::atomic::Ordering::Relaxed)),
             registry: Some(self.owners.registry().stats()),
             state_available: self.budgets.shared.as_ref().map(|s| s.is_available()),
         }
@@ -931,6 +1013,7 @@ fn route_name(route: Route) -> &'static str {
         Route::Health => "health",
         Route::Card => "card",
         Route::Jwks => "jwks",
+        Route::Catalog => "catalog",
         Route::Rpc => "rpc",
         Route::AgentPath => "agent_path",
         Route::NotFound => "not_found",

@@ -8,6 +8,8 @@ pub enum Route {
     Health,
     Card,
     Jwks,
+    /// `/.well-known/agents.json`: the agents behind the edge.
+    Catalog,
     Rpc,
     /// A path of the agents that the policy exposes (`server.agent_paths`).
     AgentPath,
@@ -18,45 +20,72 @@ pub enum Route {
 pub const HEALTH_PATH: &str = "/health";
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 pub const JWKS_PATH: &str = crate::card::JWKS_PATH;
+pub const CATALOG_PATH: &str = "/.well-known/agents.json";
 
 /// `rpc_path` is the path of `server.public_url`; it is served with and without a trailing
 /// slash (the A2A TCK appends one).
 pub fn classify(method: &Method, path: &str, rpc_path: &str, agent_paths: &[String]) -> Route {
-    let get_or_head = method == Method::GET || method == Method::HEAD;
-    if path == HEALTH_PATH {
-        return if get_or_head {
-            Route::Health
-        } else {
-            Route::MethodNotAllowed("GET, HEAD")
-        };
+    if let Some(r) = classify_edge(method, path) {
+        return r;
     }
-    for (public, route) in [(CARD_PATH, Route::Card), (JWKS_PATH, Route::Jwks)] {
-        if path == public {
-            return if get_or_head {
-                route
-            } else {
-                Route::MethodNotAllowed("GET, HEAD")
-            };
-        }
+    if path == CARD_PATH {
+        return get_or_head_only(method, Route::Card);
     }
     let bare = rpc_path.trim_end_matches('/');
     let is_rpc =
         path == rpc_path || path.trim_end_matches('/') == bare && path.len() <= bare.len() + 1;
     if is_rpc {
-        return if method == Method::POST {
-            Route::Rpc
-        } else {
-            Route::MethodNotAllowed("POST")
-        };
+        return post_only(method, Route::Rpc);
     }
     if agent_paths.iter().any(|p| p == path) {
-        return if method == Method::GET || method == Method::POST {
-            Route::AgentPath
-        } else {
-            Route::MethodNotAllowed("GET, POST")
-        };
+        return agent_path(method);
     }
     Route::NotFound
+}
+
+/// The edge's own paths, on every host: `/health`, the JWKS, the catalog.
+pub fn classify_edge(method: &Method, path: &str) -> Option<Route> {
+    let route = match path {
+        HEALTH_PATH => Route::Health,
+        JWKS_PATH => Route::Jwks,
+        CATALOG_PATH => Route::Catalog,
+        _ => return None,
+    };
+    Some(get_or_head_only(method, route))
+}
+
+/// The route of a path under an agent's prefix ([`super::agents::AgentRoutes::route`]).
+pub fn classify_agent(method: &Method, kind: super::agents::AgentPath) -> Route {
+    use super::agents::AgentPath;
+    match kind {
+        AgentPath::Rpc => post_only(method, Route::Rpc),
+        AgentPath::Card => get_or_head_only(method, Route::Card),
+        AgentPath::Agent => agent_path(method),
+    }
+}
+
+fn get_or_head_only(method: &Method, route: Route) -> Route {
+    if method == Method::GET || method == Method::HEAD {
+        route
+    } else {
+        Route::MethodNotAllowed("GET, HEAD")
+    }
+}
+
+fn post_only(method: &Method, route: Route) -> Route {
+    if method == Method::POST {
+        route
+    } else {
+        Route::MethodNotAllowed("POST")
+    }
+}
+
+fn agent_path(method: &Method) -> Route {
+    if method == Method::GET || method == Method::POST {
+        Route::AgentPath
+    } else {
+        Route::MethodNotAllowed("GET, POST")
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ impl Ctx<'_> {
         &self,
         section: Option<file::AuthzSection>,
         workspace: &WorkspacePolicy,
+        agent_names: &[&str],
     ) -> Result<Option<AuthzPolicy>, PolicyError> {
         let Some(a) = section else {
             return Ok(None);
@@ -106,7 +107,32 @@ impl Ctx<'_> {
             let create_push_configs = r
                 .create_push_configs
                 .unwrap_or(methods.contains(crate::a2a::Method::CreateTaskPushNotificationConfig));
+            let agents = match &r.agents {
+                None => None,
+                Some(list) if agent_names.is_empty() => {
+                    return self.spanned_err(
+                        &key("agents"),
+                        list,
+                        "only meaningful with [[agents]]",
+                    )
+                }
+                Some(list) => {
+                    if let Some(bad) = list
+                        .get_ref()
+                        .iter()
+                        .find(|n| !agent_names.contains(&n.as_str()))
+                    {
+                        return self.spanned_err(
+                            &key("agents"),
+                            list,
+                            format!("{bad:?} names no agent (one of {agent_names:?})"),
+                        );
+                    }
+                    Some(list.get_ref().clone())
+                }
+            };
             rules.push(Rule {
+                agents,
                 name: Arc::from(name.as_str()),
                 matcher: Matcher {
                     principals: r.principals,

@@ -28,6 +28,31 @@ pub struct PolicyFile {
     pub authz: Option<AuthzSection>,
     #[serde(default)]
     pub state: StateSection,
+    /// `[[agents]]`: several agents behind one edge (absent: one agent at server.public_url).
+    #[serde(default)]
+    pub agents: Vec<AgentSection>,
+}
+
+/// One `[[agents]]` entry: where the agent is published, which upstreams serve it, and the
+/// sections of its own that replace the global ones for it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    pub name: Spanned<String>,
+    pub public_url: Spanned<String>,
+    pub upstreams: Spanned<Vec<String>>,
+    pub card: Option<CardSection>,
+    pub a2a: Option<A2aSection>,
+    pub workspace: Option<WorkspaceSection>,
+    pub limits: Option<AgentLimitsSection>,
+}
+
+/// `[agents.limits]`: only the per-method rates are the agent's own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentLimitsSection {
+    #[serde(default)]
+    pub methods: std::collections::BTreeMap<String, RateSection>,
 }
 
 /// `[state]`: where the process state lives.
@@ -82,6 +107,8 @@ pub struct AuthzRuleSection {
     /// Whether push configs may be created (default: when the methods grant
     /// CreateTaskPushNotificationConfig).
     pub create_push_configs: Option<bool>,
+    /// The agents (`[[agents]]` names) at which the rule applies; absent: every agent.
+    pub agents: Option<Spanned<Vec<String>>>,
 }
 
 /// `[auth.identity_assertion]`: a signed statement of the caller for the agents.
@@ -362,7 +389,7 @@ pub struct BearerSection {
     pub groups: Option<Spanned<Vec<String>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct A2aSection {
     pub max_body_bytes: Option<Spanned<u64>>,
@@ -382,14 +409,14 @@ pub struct A2aSection {
     pub push: PushSection,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetadataSection {
     pub denied_keys: Option<Spanned<Vec<String>>>,
     pub allowed_for: Option<Spanned<std::collections::BTreeMap<String, Vec<String>>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PushSection {
     /// Accept `http://` callback URLs (default: https only).
@@ -404,7 +431,7 @@ pub struct PushSection {
     pub allowed_hosts: Option<Spanned<Vec<String>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceSection {
     pub allowed_roots: Option<Spanned<Vec<PathBuf>>>,

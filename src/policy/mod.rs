@@ -3,6 +3,7 @@
 //!
 //! Relative paths in a policy are relative to the working directory of the process.
 
+mod agents;
 mod auth;
 mod authz;
 mod card;
@@ -27,6 +28,7 @@ use crate::validate::request::RequestPolicy;
 use crate::validate::workspace::WorkspacePolicy;
 use toml::Spanned;
 
+pub use agents::AgentPolicy;
 pub use auth::{
     ApiKeyPolicy, AuthPolicy, BasicCredential, BasicSecret, BearerCredential, ClientAuth,
     GeneratedToken, IdentityAssertionPolicy, JwksLocation, JwtPolicy, ThrottlePolicy,
@@ -85,6 +87,8 @@ pub struct Policy {
     pub authz: Option<Arc<crate::authz::AuthzPolicy>>,
     /// `[state]`.
     pub state: StatePolicy,
+    /// `[[agents]]`; empty: one agent at `server.public_url` served by every upstream.
+    pub agents: Vec<AgentPolicy>,
 }
 
 #[derive(Debug, Clone)]
@@ -440,7 +444,88 @@ impl Ctx<'_> {
         }
         let identity_assertion = raw.auth.identity_assertion.take();
         let mut auth = self.auth(raw.auth, tls.client_auth, mode)?;
-        let max_body_bytes = match raw.a2a.max_body_bytes.take() {
+        let agent_sections = std::mem::take(&mut raw.agents);
+        if !agent_sections.is_empty() {
+            let card_static = raw.card.source.as_ref().filter(|s| s.get_ref() == "static");
+            if let Some(s) = card_static {
+                return self.spanned_err(
+                    "card.source",
+                    s,
+                    "with [[agents]], a static card belongs in the agent's own card section",
+                );
+            }
+            if let Some(u) = &raw.card.upstream {
+                return self.spanned_err(
+                    "card.upstream",
+                    u,
+                    "with [[agents]], card.upstream belongs in the agent's own card section",
+                );
+            }
+        }
+        let (global_a2a, global_workspace) = (raw.a2a.clone(), raw.workspace.clone());
+        let a2a = self.a2a_policy(raw.a2a, raw.workspace)?;
+        let requests = a2a.requests.clone();
+        let names: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+        let card = self.card(raw.card, mode, &names)?;
+        auth.identity_assertion =
+            self.identity_assertion(identity_assertion, &card.signing_keys)?;
+        let mut limits = self.limits(raw.limits)?;
+        let globals = agents::Globals {
+            a2a: &global_a2a,
+            workspace: &global_workspace,
+            card: &card,
+            method_rates: &limits.rates.per_method,
+        };
+        let agents = self.agents(agent_sections, &upstreams, globals, mode)?;
+        if !agents.is_empty() {
+            // Per-method rates are per agent: keyed `<agent>/<method>`.
+            limits.rates.per_method = agents
+                .iter()
+                .flat_map(|a| {
+                    a.method_rates
+                        .iter()
+                        .map(|(m, r)| (format!("{}/{m}", a.name), *r))
+                })
+                .collect();
+        }
+        // Rules' roots lie inside the global roots or an agent's.
+        let mut all_roots = requests.workspace.clone();
+        for a in &agents {
+            for r in &a.a2a.requests.workspace.roots {
+                if !all_roots.roots.contains(r) {
+                    all_roots.roots.push(r.clone());
+                }
+            }
+        }
+        let agent_names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+        let authz = self
+            .authz(raw.authz, &all_roots, &agent_names)?
+            .map(Arc::new);
+        let network = self.network(raw.network)?;
+        let state = self.state(raw.state)?;
+        Ok(Policy {
+            source: self.path.to_path_buf(),
+            server,
+            tls,
+            upstreams,
+            auth,
+            a2a,
+            card,
+            limits,
+            network,
+            authz,
+            state,
+            agents,
+        })
+    }
+
+    /// `[a2a]` with `[workspace]`: the body cap and the request rules.
+    fn a2a_policy(
+        &self,
+        mut a: file::A2aSection,
+        w: file::WorkspaceSection,
+    ) -> Result<A2aPolicy, PolicyError> {
+        let max_body_bytes = match a.max_body_bytes.take() {
             None => DEFAULT_MAX_BODY_BYTES,
             Some(v) if *v.get_ref() == 0 || *v.get_ref() > MAX_MAX_BODY_BYTES => {
                 return self.spanned_err(
@@ -451,30 +536,9 @@ impl Ctx<'_> {
             }
             Some(v) => v.into_inner(),
         };
-        let requests = self.requests(raw.a2a, raw.workspace)?;
-        let names: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
-        let card = self.card(raw.card, mode, &names)?;
-        auth.identity_assertion =
-            self.identity_assertion(identity_assertion, &card.signing_keys)?;
-        let authz = self.authz(raw.authz, &requests.workspace)?.map(Arc::new);
-        let limits = self.limits(raw.limits)?;
-        let network = self.network(raw.network)?;
-        let state = self.state(raw.state)?;
-        Ok(Policy {
-            source: self.path.to_path_buf(),
-            server,
-            tls,
-            upstreams,
-            auth,
-            a2a: A2aPolicy {
-                max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
-                requests: Arc::new(requests),
-            },
-            card,
-            limits,
-            network,
-            authz,
-            state,
+        Ok(A2aPolicy {
+            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+            requests: Arc::new(self.requests(a, w)?),
         })
     }
 

@@ -114,9 +114,16 @@ impl Running {
         }
         let (acceptor, _) = acceptor?;
         let previous = self.gates.load();
-        let gate = Gate::new(&policy, &self.public_url, &self.process, Some(&previous))
-            .await
-            .map_err(StartError);
+        let port = self.local_addr.port();
+        let gate = Gate::new(
+            &policy,
+            &self.public_url,
+            port,
+            &self.process,
+            Some(&previous),
+        )
+        .await
+        .map_err(StartError);
         self.process.metrics.reload(gate.is_ok());
         let gate = Arc::new(gate?);
         gate.refresh_card().await;
@@ -312,7 +319,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         shared,
     };
     let gate = Arc::new(
-        Gate::new(&policy, &public_url, &process, None)
+        Gate::new(&policy, &public_url, local_addr.port(), &process, None)
             .await
             .map_err(StartError)?,
     );
@@ -371,10 +378,12 @@ async fn health_checker(gates: Gates, mut shutdown: watch::Receiver<bool>) {
     loop {
         reloads.borrow_and_update();
         let gate = gates.load();
-        gate.fleet().check_all().await;
+        for fleet in gate.fleets() {
+            fleet.check_all().await;
+        }
         gate.check_state().await;
         tokio::select! {
-            _ = tokio::time::sleep(gate.fleet().health_interval()) => {}
+            _ = tokio::time::sleep(gate.health_interval()) => {}
             reloaded = reloads.changed() => if reloaded.is_err() { return },
             _ = shutdown.changed() => return,
         }

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Upper bounds of the request-duration histogram, in seconds.
@@ -18,8 +18,10 @@ const BUCKETS: [f64; 14] = [
 ];
 
 /// One answered request's labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct RequestKey {
+    /// The agent's `[[agents]]` name; empty without `[[agents]]` (the label is left out).
+    agent: Arc<str>,
     route: &'static str,
     method: &'static str,
     status: u16,
@@ -49,7 +51,7 @@ impl Histogram {
 #[derive(Debug, Default)]
 struct Requests {
     counts: BTreeMap<RequestKey, u64>,
-    durations: BTreeMap<&'static str, Histogram>,
+    durations: BTreeMap<(Arc<str>, &'static str), Histogram>,
 }
 
 /// The process's counters. Shared (`Arc`) by the listener, every policy's gate and the admin
@@ -140,8 +142,10 @@ impl Metrics {
 
     /// One answered request. `reason` is the rejection's code, `None` when it was served;
     /// `elapsed` runs until the response head (for a stream: until the stream started).
+    #[allow(clippy::too_many_arguments)]
     pub fn request(
         &self,
+        agent: &Arc<str>,
         route: &'static str,
         method: Option<&'static str>,
         status: u16,
@@ -149,6 +153,7 @@ impl Metrics {
         elapsed: Duration,
     ) {
         let key = RequestKey {
+            agent: agent.clone(),
             route,
             method: method.unwrap_or(""),
             status,
@@ -157,7 +162,7 @@ impl Metrics {
         let mut r = lock(&self.requests);
         *r.counts.entry(key).or_insert(0) += 1;
         r.durations
-            .entry(route)
+            .entry((agent.clone(), route))
             .or_default()
             .observe(elapsed.as_secs_f64());
     }
@@ -263,7 +268,7 @@ impl Metrics {
             &mut out,
             "a2a_edge_requests_total",
             "counter",
-            "Requests answered, by route, JSON-RPC method, HTTP status and reason code (ok when served).",
+            "Requests answered, by agent (with [[agents]]), route, JSON-RPC method, HTTP status and reason code (ok when served).",
         );
         for (k, n) in &counts {
             let status = k.status.to_string();
@@ -271,6 +276,7 @@ impl Metrics {
                 &mut out,
                 "a2a_edge_requests_total",
                 &[
+                    ("agent", &k.agent),
                     ("route", k.route),
                     ("method", k.method),
                     ("status", &status),
@@ -283,9 +289,9 @@ impl Metrics {
             &mut out,
             "a2a_edge_request_duration_seconds",
             "histogram",
-            "Time from the request head to the response head, by route (a stream counts until it starts).",
+            "Time from the request head to the response head, by agent (with [[agents]]) and route (a stream counts until it starts).",
         );
-        for (route, h) in &durations {
+        for ((agent, route), h) in &durations {
             let mut cumulative = 0;
             for (i, b) in BUCKETS.iter().enumerate() {
                 cumulative += h.buckets[i];
@@ -293,7 +299,7 @@ impl Metrics {
                 line(
                     &mut out,
                     "a2a_edge_request_duration_seconds_bucket",
-                    &[("route", route), ("le", &le)],
+                    &[("agent", agent), ("route", route), ("le", &le)],
                     cumulative,
                 );
             }
@@ -301,19 +307,24 @@ impl Metrics {
             line(
                 &mut out,
                 "a2a_edge_request_duration_seconds_bucket",
-                &[("route", route), ("le", "+Inf")],
+                &[("agent", agent), ("route", route), ("le", "+Inf")],
                 cumulative,
             );
+            let agent_label = if agent.is_empty() {
+                String::new()
+            } else {
+                format!("agent=\"{}\",", escape(agent))
+            };
             let _ = writeln!(
                 out,
-                "a2a_edge_request_duration_seconds_sum{{route=\"{}\"}} {}",
+                "a2a_edge_request_duration_seconds_sum{{{agent_label}route=\"{}\"}} {}",
                 escape(route),
                 h.sum_seconds
             );
             line(
                 &mut out,
                 "a2a_edge_request_duration_seconds_count",
-                &[("route", route)],
+                &[("agent", agent), ("route", route)],
                 h.count,
             );
         }
@@ -592,6 +603,11 @@ fn help(out: &mut String, name: &str, kind: &str, text: &str) {
 
 fn line(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
     out.push_str(name);
+    // The agent label only exists with `[[agents]]`.
+    let labels: Vec<&(&str, &str)> = labels
+        .iter()
+        .filter(|(k, v)| !(*k == "agent" && v.is_empty()))
+        .collect();
     if !labels.is_empty() {
         out.push('{');
         for (i, (k, v)) in labels.iter().enumerate() {
@@ -627,11 +643,42 @@ mod tests {
     fn requests_are_counted_by_labels_and_timed_by_route() {
         let m = Metrics::new();
         let ms = Duration::from_millis;
-        m.request("rpc", Some("SendMessage"), 200, None, ms(3));
-        m.request("rpc", Some("SendMessage"), 200, None, ms(30));
-        m.request("rpc", None, 401, Some("auth.missing"), ms(0));
-        m.request("card", None, 200, None, Duration::from_secs(60));
+        m.request(&Arc::from(""), "rpc", Some("SendMessage"), 200, None, ms(3));
+        m.request(
+            &Arc::from(""),
+            "rpc",
+            Some("SendMessage"),
+            200,
+            None,
+            ms(30),
+        );
+        m.request(
+            &Arc::from(""),
+            "rpc",
+            None,
+            401,
+            Some("auth.missing"),
+            ms(0),
+        );
+        m.request(
+            &Arc::from(""),
+            "card",
+            None,
+            200,
+            None,
+            Duration::from_secs(60),
+        );
+        m.request(&Arc::from("ros"), "rpc", Some("GetTask"), 200, None, ms(1));
         let text = m.render(&Snapshot::default());
+        // With [[agents]], the agent's name is a label; without, there is none.
+        assert!(text.contains(
+            "a2a_edge_requests_total{agent=\"ros\",route=\"rpc\",method=\"GetTask\",status=\"200\",reason=\"ok\"} 1\n"
+        ), "{text}");
+        assert!(text
+            .contains("a2a_edge_request_duration_seconds_count{agent=\"ros\",route=\"rpc\"} 1\n"));
+        assert!(
+            text.contains("a2a_edge_request_duration_seconds_sum{agent=\"ros\",route=\"rpc\"} ")
+        );
         assert!(text.contains(
             "a2a_edge_requests_total{route=\"rpc\",method=\"SendMessage\",status=\"200\",reason=\"ok\"} 2\n"
         ), "{text}");
@@ -688,7 +735,14 @@ mod tests {
     #[test]
     fn every_sample_has_help_and_type_and_parses() {
         let m = Metrics::new();
-        m.request("rpc", Some("GetTask"), 200, None, Duration::from_millis(1));
+        m.request(
+            &Arc::from(""),
+            "rpc",
+            Some("GetTask"),
+            200,
+            None,
+            Duration::from_millis(1),
+        );
         m.connection("accepted");
         m.reload(true);
         m.reload(false);
