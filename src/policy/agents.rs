@@ -37,6 +37,13 @@ pub(super) struct Globals<'a> {
     pub method_rates: &'a BTreeMap<String, Rate>,
 }
 
+/// The path of a URL as written: after the authority, before any query or fragment.
+fn raw_path(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let path = &rest[rest.find('/')?..];
+    Some(path.split(['?', '#']).next().unwrap_or(path))
+}
+
 /// Whether a name may name an agent.
 fn valid_name(n: &str) -> bool {
     (1..=64).contains(&n.len())
@@ -70,8 +77,19 @@ impl Ctx<'_> {
                     format!("agent {name:?} is given twice"),
                 );
             }
-            let public_url = url::Url::parse(a.public_url.get_ref())
+            let raw = a.public_url.get_ref();
+            let public_url = url::Url::parse(raw)
                 .map_err(|e| format!("is not a URL: {e}"))
+                .and_then(|u| {
+                    // The parser would resolve `..` and `.`: the path must be written plain.
+                    if raw_path(raw) != Some(u.path()) {
+                        return Err(
+                            "path must be plain: no '%', '\\', empty, '.' or '..' segments"
+                                .to_string(),
+                        );
+                    }
+                    Ok(u)
+                })
                 .and_then(|u| {
                     AgentRoutes::new([(name.as_str(), &u)])
                         .map(|_| u)

@@ -588,3 +588,137 @@ fn push_allow_lists_are_checked_at_load() {
         assert_eq!(e.key, key, "{extra}: {e}");
     }
 }
+
+/// Two upstreams and two agents (`tf`, `ros`), with `extra` appended.
+fn agents_policy(agents: &str, extra: &str) -> String {
+    format!(
+        "{GOOD}\n[[upstreams]]\nname = \"second\"\nurl = \"http://127.0.0.1:9/\"\n{extra}\n{agents}"
+    )
+}
+
+const TWO_AGENTS: &str = r#"
+[[agents]]
+name = "tf"
+public_url = "https://edge.example/agents/tf/"
+upstreams = ["engine"]
+
+[[agents]]
+name = "ros"
+public_url = "https://edge.example/agents/ros/"
+upstreams = ["second"]
+"#;
+
+#[test]
+fn agents_load_with_their_own_sections() {
+    let p = load(GOOD).unwrap();
+    assert!(p.agents.is_empty(), "no [[agents]]: one agent, as before");
+    let own = r#"
+[agents.a2a]
+max_body_bytes = 4096
+required_extensions = ["https://example.com/ext/v1"]
+[agents.limits.methods]
+SendMessage = { requests_per_second = 1, burst = 2 }
+"#;
+    let agents = TWO_AGENTS.replacen(
+        "upstreams = [\"second\"]\n",
+        &format!("upstreams = [\"second\"]\n{own}"),
+        1,
+    );
+    let extra = "[limits.methods]\nGetTask = { requests_per_second = 5, burst = 5 }\n";
+    let p = load(&agents_policy(&agents, extra)).unwrap();
+    let names: Vec<&str> = p.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["tf", "ros"]);
+    let (tf, ros) = (&p.agents[0], &p.agents[1]);
+    assert_eq!(
+        tf.a2a.max_body_bytes,
+        32 * 1024 * 1024,
+        "tf keeps the global a2a"
+    );
+    assert_eq!(ros.a2a.max_body_bytes, 4096);
+    assert_eq!(
+        ros.a2a.requests.required_extensions,
+        ["https://example.com/ext/v1"]
+    );
+    // Method rates are keyed per agent: tf keeps the global ones, ros has its own only.
+    let keys: Vec<&str> = p
+        .limits
+        .rates
+        .per_method
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["ros/SendMessage", "tf/GetTask"]);
+}
+
+#[test]
+fn agent_errors_name_the_key() {
+    let agent = |name: &str, url: &str, ups: &str, extra: &str| {
+        format!(
+            "\n[[agents]]\nname = \"{name}\"\npublic_url = \"{url}\"\nupstreams = {ups}\n{extra}"
+        )
+    };
+    let tf = agent("tf", "https://edge.example/agents/tf/", "[\"engine\"]", "");
+    let cases: Vec<(String, &str, &str)> = vec![
+        // (agents, extra global lines, key or message in the error)
+        (agent("tf", "https://edge.example/a/", "[\"engine\", \"second\"]", "") + &agent("tf", "https://edge.example/b/", "[]", ""), "", "agents[1].name"),
+        (agent("bad/name", "https://edge.example/a/", "[\"engine\", \"second\"]", ""), "", "agents[0].name"),
+        (agent("", "https://edge.example/a/", "[\"engine\", \"second\"]", ""), "", "agents[0].name"),
+        (agent("tf", "http://edge.example/a/", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://edge.example/a", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://edge.example/a/../b/", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://edge.example/a%2Fb/", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://edge.example//a/", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://u:p@edge.example/a/", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://edge.example/a/?x=1", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "not a url", "[\"engine\", \"second\"]", ""), "", "agents[0].public_url"),
+        (agent("tf", "https://edge.example/a/", "[]", ""), "", "agents[0].upstreams"),
+        (agent("tf", "https://edge.example/a/", "[\"engine\", \"nope\"]", ""), "", "agents[0].upstreams[1]"),
+        (agent("tf", "https://edge.example/a/", "[\"engine\", \"engine\"]", ""), "", "agents[0].upstreams[1]"),
+        (tf.clone() + &agent("ros", "https://edge.example/agents/ros/", "[\"engine\", \"second\"]", ""), "", "agents[1].upstreams[0]"),
+        (tf.clone(), "", "serves no agent"),
+        (tf.clone() + &agent("ros", "https://edge.example/agents/tf/", "[\"second\"]", ""), "", "overlaps"),
+        (tf.clone() + &agent("ros", "https://EDGE.example:443/agents/tf/sub/", "[\"second\"]", ""), "", "overlaps"),
+        (tf.clone() + &agent("ros", "https://edge.example/agents/", "[\"second\"]", ""), "", "overlaps"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", "[agents.a2a]\nmax_body_bytes = 0\n"), "", "agents[1].a2a.max_body_bytes"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", "[agents.limits.methods]\nNoSuchMethod = { requests_per_second = 1, burst = 1 }\n"), "", "agents[1].limits.methods.NoSuchMethod"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", "[agents.card]\nupstream = \"engine\"\n"), "", "agents[1].card.upstream"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", "[agents.limits]\nrequests_per_second = 1\n"), "", "requests_per_second"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", "bogus = 1\n"), "", "bogus"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", ""), "[card]\nupstream = \"engine\"\n", "card.upstream"),
+        (tf.clone() + &agent("ros", "https://edge.example/r/", "[\"second\"]", ""), "[authz]\n[[authz.rules]]\nname = \"r\"\nprincipals = [\"*\"]\nmethods = [\"read\"]\nagents = [\"nope\"]\n", "authz.rules[0].agents"),
+        (String::new(), "[authz]\n[[authz.rules]]\nname = \"r\"\nprincipals = [\"*\"]\nmethods = [\"read\"]\nagents = [\"tf\"]\n", "only meaningful with [[agents]]"),
+    ];
+    for (agents, extra, key) in cases {
+        let text = agents_policy(&agents, extra);
+        let e = match load(&text) {
+            Err(e) => e,
+            Ok(_) => panic!("{key}: loaded\n{text}"),
+        };
+        assert!(
+            e.key.contains(key) || e.message.contains(key),
+            "{key}: {e}\n{text}"
+        );
+    }
+    // A kid names one key across agents.
+    let dir = crate::validate::workspace::testdir::TestDir::new("policy-agents-kid");
+    let key = |name: &str| {
+        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, pair.serialize_pem()).unwrap();
+        path.display().to_string()
+    };
+    let card = |file: &str| {
+        format!("[agents.card]\nactive_kid = \"k\"\n[[agents.card.signing_keys]]\nkid = \"k\"\nalg = \"ES256\"\nprivate_key_file = \"{file}\"\n")
+    };
+    let (a, b) = (key("a.pem"), key("b.pem"));
+    let same = agent("tf", "https://edge.example/t/", "[\"engine\"]", &card(&a))
+        + &agent("ros", "https://edge.example/r/", "[\"second\"]", &card(&a));
+    load(&agents_policy(&same, "")).unwrap();
+    let two = agent("tf", "https://edge.example/t/", "[\"engine\"]", &card(&a))
+        + &agent("ros", "https://edge.example/r/", "[\"second\"]", &card(&b));
+    let e = load(&agents_policy(&two, "")).unwrap_err();
+    assert!(
+        e.message.contains("kid \"k\" names two different keys"),
+        "{e}"
+    );
+}
