@@ -839,3 +839,120 @@ async fn a_reload_adds_and_removes_agents() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a removed agent is gone");
 }
+
+#[tokio::test]
+async fn agents_stay_apart_across_replicas_sharing_redis() {
+    let redis = RedisServer::start();
+    std::env::set_var(
+        "A2A_EDGE_TEST_PAGE_SECRET",
+        "a-page-token-secret-of-at-least-32-bytes",
+    );
+    let state = format!(
+        "[state]\nbackend = \"redis\"\nredis_url = \"{}\"\nkey_prefix = \"agents:\"\ntimeout_ms = 1000\npage_token_secret_env = \"A2A_EDGE_TEST_PAGE_SECRET\"\n",
+        redis.url()
+    );
+    let tf = engine_with_name("terraform agent").await;
+    let ros = engine_with_name("ros review agent").await;
+    let replica = || async {
+        let dir = TempDir::new("agents-redis");
+        let agents = [
+            Agent {
+                name: "tf",
+                url: "https://localhost:0/agents/tf/",
+                upstream: &tf,
+                extra: "",
+            },
+            Agent {
+                name: "ros",
+                url: "https://localhost:0/agents/ros/",
+                upstream: &ros,
+                extra: "",
+            },
+        ];
+        let text = policy_text(dir.path(), &agents, &state);
+        start(dir, &text).await
+    };
+    let (a, b) = (replica().await, replica().await);
+    let (ha, hb) = (host(a.addr.port()), host(b.addr.port()));
+    let mut ca = a.client(Proto::H1).await;
+    let mut cb = b.client(Proto::H2).await;
+    let sent = rpc_at(
+        &mut ca,
+        Proto::H1,
+        &ha,
+        "/agents/tf/",
+        ALICE,
+        "SendMessage",
+        message("plan", json!({})),
+    )
+    .await;
+    let task = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_string();
+    // The other replica knows the task at its agent (from Redis), and only there.
+    let v = rpc_at(
+        &mut cb,
+        Proto::H2,
+        &hb,
+        "/agents/tf/",
+        ALICE,
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(v["result"]["id"], task.as_str(), "{v}");
+    let v = rpc_at(
+        &mut cb,
+        Proto::H2,
+        &hb,
+        "/agents/ros/",
+        ALICE,
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let v = rpc_at(
+        &mut ca,
+        Proto::H1,
+        &ha,
+        "/agents/ros/",
+        ALICE,
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    // ListTasks from Redis: per agent.
+    let ids = |v: &Value| -> Vec<String> {
+        v["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .filter_map(|t| t["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    let at_ros = rpc_at(
+        &mut cb,
+        Proto::H2,
+        &hb,
+        "/agents/ros/",
+        ALICE,
+        "ListTasks",
+        json!({}),
+    )
+    .await;
+    assert!(ids(&at_ros).is_empty(), "{at_ros}");
+    let at_tf = rpc_at(
+        &mut cb,
+        Proto::H2,
+        &hb,
+        "/agents/tf/",
+        ALICE,
+        "ListTasks",
+        json!({}),
+    )
+    .await;
+    assert_eq!(ids(&at_tf), [task.clone()], "{at_tf}");
+}
