@@ -312,7 +312,12 @@ async fn a_task_of_one_agent_is_not_found_at_another() {
         let cases = [
             ("GetTask", json!({"id": task})),
             ("CancelTask", json!({"id": task})),
+            ("SubscribeToTask", json!({"id": task})),
             ("ListTaskPushNotificationConfigs", json!({"taskId": task})),
+            (
+                "GetTaskPushNotificationConfig",
+                json!({"taskId": task, "id": "c1"}),
+            ),
             (
                 "SendMessage",
                 message("follow-up", json!({"taskId": task, "contextId": context})),

@@ -223,6 +223,18 @@ impl Policy {
             };
             s.push_str(&format!("upstream {} -> {target} ({cred})\n", u.name));
         }
+        for agent in &self.agents {
+            s.push_str(&format!(
+                "agent    {} at {} (card at {}.well-known/agent-card.json) served by {}\n",
+                agent.name,
+                agent.public_url,
+                agent.public_url,
+                agent.upstreams.join(", ")
+            ));
+        }
+        if !self.agents.is_empty() {
+            s.push_str("catalog  /.well-known/agents.json on every host (signed like the cards)\n");
+        }
         let a = &self.auth;
         if !a.any_scheme() {
             s.push_str("auth     none: anonymous access allowed (allow_anonymous = true)\n");
