@@ -961,3 +961,94 @@ async fn agents_stay_apart_across_replicas_sharing_redis() {
     .await;
     assert_eq!(ids(&at_tf), [task.clone()], "{at_tf}");
 }
+
+#[tokio::test]
+async fn agent_paths_are_served_under_each_prefix_to_that_agent() {
+    let tf = RecordingUpstream::start(Reply::Echo).await;
+    let ros = RecordingUpstream::start(Reply::Echo).await;
+    let dir = TempDir::new("agents");
+    let text = policy_text(
+        dir.path(),
+        &[
+            Agent {
+                name: "tf",
+                url: "https://localhost:0/agents/tf/",
+                upstream: &tf.url,
+                extra: "",
+            },
+            Agent {
+                name: "ros",
+                url: "https://localhost:0/agents/ros/",
+                upstream: &ros.url,
+                extra: "",
+            },
+        ],
+        "",
+    )
+    .replacen(
+        "admin_listen",
+        "agent_paths = [\"/iac-code/readiness\"]\nadmin_listen",
+        1,
+    );
+    let proxy = start(dir, &text).await;
+    let h = host(proxy.addr.port());
+    let mut c = proxy.client(Proto::H1).await;
+    let auth = [("authorization", ALICE)];
+    let (status, _, b) = at(
+        &mut c,
+        Proto::H1,
+        &h,
+        "GET",
+        "/agents/ros/iac-code/readiness?x=1",
+        &auth,
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let seen: Vec<String> = ros
+        .requests()
+        .iter()
+        .filter(|r| r.path != "/.well-known/agent-card.json" && r.path != "/health")
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(seen, ["/iac-code/readiness"]);
+    // Not at the root, not under another spelling, and never to the other agent.
+    for path in [
+        "/iac-code/readiness",
+        "/agents/ros//iac-code/readiness",
+        "/agents/ros/iac-code/readiness/",
+    ] {
+        let (status, _, _) = at(&mut c, Proto::H1, &h, "GET", path, &auth, "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    assert!(tf
+        .requests()
+        .iter()
+        .all(|r| r.path == "/.well-known/agent-card.json" || r.path == "/health"));
+}
+
+#[test]
+fn the_shipped_agents_policy_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/agents.toml");
+    let p = Policy::load(&path, LoadMode::Check).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = p.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["iac-code", "ros-review", "partner"]);
+    assert!(p
+        .summary()
+        .contains("agent    partner at https://partner.localhost:8443/"));
+}
+
+#[tokio::test]
+async fn without_agents_the_catalog_lists_the_one_agent() {
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    let mut c = proxy.client(Proto::H2).await;
+    let (status, _, body) = c.request("GET", "/.well-known/agents.json", &[], "").await;
+    assert_eq!(status, StatusCode::OK);
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["agents"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["agents"][0]["name"], "a2a-edge echo agent");
+    assert_eq!(
+        doc["agents"][0]["cardUrl"],
+        format!("{}.well-known/agent-card.json", proxy.public_url)
+    );
+}
