@@ -959,7 +959,7 @@ async fn agents_stay_apart_across_replicas_sharing_redis() {
         json!({}),
     )
     .await;
-    assert_eq!(ids(&at_tf), [task.clone()], "{at_tf}");
+    assert_eq!(ids(&at_tf), vec![task], "{at_tf}");
 }
 
 #[tokio::test]

@@ -786,11 +786,13 @@ impl Gate {
                     in_flight: a.in_flight(),
                 })
                 .collect(),
-            card_published: self.agents.iter().all(|a| a.card.current().is_some()),
+            // With [[agents]], a replica is ready while any agent can be served: one agent
+            // whose card is missing must not take every replica (and so every agent) out.
+            card_published: self.agents.iter().any(|a| a.card.current().is_some()),
             card_invalid: self
                 .agents
                 .iter()
-                .any(|a| a.card_invalid.load(std::sync::atomic::Ordering::Relaxed)),
+                .all(|a| a.card_invalid.load(std::sync::atomic::Ordering::Relaxed)),
             registry: Some(self.owners.registry().stats()),
             state_available: self.budgets.shared.as_ref().map(|s| s.is_available()),
         }

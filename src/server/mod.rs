@@ -378,9 +378,15 @@ async fn health_checker(gates: Gates, mut shutdown: watch::Receiver<bool>) {
     loop {
         reloads.borrow_and_update();
         let gate = gates.load();
+        // Every agent's fleet at once (a fleet that times out does not delay the others').
+        let mut checks = tokio::task::JoinSet::new();
         for fleet in gate.fleets() {
-            fleet.check_all().await;
+            for agent in fleet.agents() {
+                let agent = agent.clone();
+                checks.spawn(async move { agent.check().await });
+            }
         }
+        while checks.join_next().await.is_some() {}
         gate.check_state().await;
         tokio::select! {
             _ = tokio::time::sleep(gate.health_interval()) => {}
