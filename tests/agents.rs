@@ -1052,3 +1052,98 @@ async fn without_agents_the_catalog_lists_the_one_agent() {
         format!("{}.well-known/agent-card.json", proxy.public_url)
     );
 }
+
+/// The binary as operators run it: each request line and audit line names its agent.
+#[tokio::test]
+async fn logs_name_the_agent() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let tf = engine_with_name("terraform agent").await;
+    let ros = engine_with_name("ros review agent").await;
+    let dir = TempDir::new("agents-logs");
+    let authz = "[authz]\n[[authz.rules]]\nname = \"tester at tf\"\nprincipals = [\"tester\"]\nagents = [\"tf\"]\nmethods = [\"*\"]\n";
+    let agents = [
+        Agent {
+            name: "tf",
+            url: "https://localhost:0/agents/tf/",
+            upstream: &tf,
+            extra: "",
+        },
+        Agent {
+            name: "ros",
+            url: "https://localhost:0/agents/ros/",
+            upstream: &ros,
+            extra: "",
+        },
+    ];
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, policy_text(dir.path(), &agents, authz)).unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args(["serve", "--policy"])
+        .arg(&file)
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(std::time::Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
+    let mut c = Client::connect(addr, &dir.path().join("certs/ca.pem"), Proto::H1).await;
+    let h = host(addr.port());
+    let v = rpc_at(
+        &mut c,
+        Proto::H1,
+        &h,
+        "/agents/tf/",
+        ALICE,
+        "GetTask",
+        json!({"id": "t"}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let v = rpc_at(
+        &mut c,
+        Proto::H1,
+        &h,
+        "/agents/ros/",
+        ALICE,
+        "GetTask",
+        json!({"id": "t"}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32050, "{v}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let mut out = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let _ = child.wait();
+    let lines: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let request = |agent: &str| {
+        lines
+            .iter()
+            .any(|l| l["event"] == "request" && l["agent"] == agent && l["route"] == "rpc")
+    };
+    assert!(request("tf") && request("ros"), "{out}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "authz_refused" && l["agent"] == "ros"),
+        "{out}"
+    );
+}

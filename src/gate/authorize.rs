@@ -12,6 +12,8 @@ struct AuthzLine<'a> {
     ts: String,
     event: &'static str,
     request_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a str>,
     principal: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     tenant: Option<&'a str>,
@@ -123,6 +125,7 @@ impl Gate {
             ts: telemetry::now(),
             event: "authz_refused",
             request_id: &trace.request_id,
+            agent: trace.agent.as_deref(),
             principal: &p.name,
             tenant: p.tenant.as_deref(),
             groups: &p.groups,

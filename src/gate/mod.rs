@@ -84,6 +84,8 @@ struct Trace {
     request_id: String,
     /// The caller's W3C trace id, when its `traceparent` is well-formed (and forwarded).
     trace_id: Option<String>,
+    /// The `[[agents]]` name the request is for (none without `[[agents]]`).
+    agent: Option<Arc<str>>,
 }
 
 /// The log line of one request (field order as written).
@@ -249,6 +251,7 @@ impl Gate {
         let client = self.network.client_address(conn.peer.ip(), req.headers());
         let mut trace = Trace {
             request_id: telemetry::request_id::next(),
+            agent: named.and_then(|a| a.name.clone()),
             ..Trace::default()
         };
         // Framing that two HTTP parsers could read differently is refused first.
@@ -299,7 +302,7 @@ impl Gate {
             client,
             peer: conn.peer.ip(),
             route: route_name(route),
-            agent: Some(&**label).filter(|l| !l.is_empty()),
+            agent: trace.agent.as_deref(),
             method: trace.method,
             principal: trace.principal.as_deref(),
             tenant: trace.tenant.as_deref(),
