@@ -10,7 +10,6 @@ use std::path::Path;
 
 use a2a_edge::card::verify::{verify_card, VerifyKeys};
 use a2a_edge::policy::{LoadMode, Policy};
-use a2a_edge::server;
 use bytes::Bytes;
 use common::*;
 use http::{Request, StatusCode};
@@ -24,6 +23,20 @@ struct Agent<'a> {
     upstream: &'a str,
     /// Lines added to the agent's table (its own sections).
     extra: &'a str,
+}
+
+/// The two agents most tests use: `tf` and `ros` under two prefixes of `localhost`.
+fn tf_and_ros<'a>(tf: &'a str, ros: &'a str) -> [Agent<'a>; 2] {
+    let agent = |name, url, upstream| Agent {
+        name,
+        url,
+        upstream,
+        extra: "",
+    };
+    [
+        agent("tf", "https://localhost:0/agents/tf/", tf),
+        agent("ros", "https://localhost:0/agents/ros/", ros),
+    ]
 }
 
 fn policy_text(dir: &Path, agents: &[Agent<'_>], extra: &str) -> String {
@@ -75,16 +88,7 @@ generate_if_missing = true
 }
 
 async fn start(dir: TempDir, text: &str) -> Proxy {
-    let policy = Policy::from_toml(Path::new("agents.toml"), text, LoadMode::Serve)
-        .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let running = server::start(policy).await.unwrap();
-    Proxy {
-        addr: running.local_addr,
-        public_url: running.public_url.to_string(),
-        ca: dir.path().join("certs/ca.pem"),
-        running: Some(running),
-        dir,
-    }
+    Proxy::start_text(dir, text).await
 }
 
 /// One request to `authority` (h1: the `Host` header; h2: the `:authority`).
@@ -396,24 +400,7 @@ async fn path_and_host_spellings_never_reach_another_agent() {
     let tf = RecordingUpstream::start(Reply::Echo).await;
     let ros = RecordingUpstream::start(Reply::Echo).await;
     let dir = TempDir::new("agents");
-    let text = policy_text(
-        dir.path(),
-        &[
-            Agent {
-                name: "tf",
-                url: "https://localhost:0/agents/tf/",
-                upstream: &tf.url,
-                extra: "",
-            },
-            Agent {
-                name: "ros",
-                url: "https://localhost:0/agents/ros/",
-                upstream: &ros.url,
-                extra: "",
-            },
-        ],
-        "",
-    );
+    let text = policy_text(dir.path(), &tf_and_ros(&tf.url, &ros.url), "");
     let proxy = start(dir, &text).await;
     let port = proxy.addr.port();
     let h = host(port);
@@ -860,20 +847,7 @@ async fn agents_stay_apart_across_replicas_sharing_redis() {
     let ros = engine_with_name("ros review agent").await;
     let replica = || async {
         let dir = TempDir::new("agents-redis");
-        let agents = [
-            Agent {
-                name: "tf",
-                url: "https://localhost:0/agents/tf/",
-                upstream: &tf,
-                extra: "",
-            },
-            Agent {
-                name: "ros",
-                url: "https://localhost:0/agents/ros/",
-                upstream: &ros,
-                extra: "",
-            },
-        ];
+        let agents = tf_and_ros(&tf, &ros);
         let text = policy_text(dir.path(), &agents, &state);
         start(dir, &text).await
     };
@@ -967,25 +941,7 @@ async fn agent_paths_are_served_under_each_prefix_to_that_agent() {
     let tf = RecordingUpstream::start(Reply::Echo).await;
     let ros = RecordingUpstream::start(Reply::Echo).await;
     let dir = TempDir::new("agents");
-    let text = policy_text(
-        dir.path(),
-        &[
-            Agent {
-                name: "tf",
-                url: "https://localhost:0/agents/tf/",
-                upstream: &tf.url,
-                extra: "",
-            },
-            Agent {
-                name: "ros",
-                url: "https://localhost:0/agents/ros/",
-                upstream: &ros.url,
-                extra: "",
-            },
-        ],
-        "",
-    )
-    .replacen(
+    let text = policy_text(dir.path(), &tf_and_ros(&tf.url, &ros.url), "").replacen(
         "admin_listen",
         "agent_paths = [\"/iac-code/readiness\"]\nadmin_listen",
         1,
@@ -1062,20 +1018,7 @@ async fn logs_name_the_agent() {
     let ros = engine_with_name("ros review agent").await;
     let dir = TempDir::new("agents-logs");
     let authz = "[authz]\n[[authz.rules]]\nname = \"tester at tf\"\nprincipals = [\"tester\"]\nagents = [\"tf\"]\nmethods = [\"*\"]\n";
-    let agents = [
-        Agent {
-            name: "tf",
-            url: "https://localhost:0/agents/tf/",
-            upstream: &tf,
-            extra: "",
-        },
-        Agent {
-            name: "ros",
-            url: "https://localhost:0/agents/ros/",
-            upstream: &ros,
-            extra: "",
-        },
-    ];
+    let agents = tf_and_ros(&tf, &ros);
     let file = dir.path().join("p.toml");
     std::fs::write(&file, policy_text(dir.path(), &agents, authz)).unwrap();
     let ready = dir.path().join("ready.json");

@@ -126,7 +126,12 @@ impl Proxy {
     pub async fn start(o: ProxyOpts) -> Proxy {
         let dir = TempDir::new("proxy");
         let text = policy_text(dir.path(), &o);
-        let policy = Policy::from_toml(Path::new("test.toml"), &text, LoadMode::Serve)
+        Proxy::start_text(dir, &text).await
+    }
+
+    /// A proxy serving the policy `text` (its dev certificates in `dir/certs`).
+    pub async fn start_text(dir: TempDir, text: &str) -> Proxy {
+        let policy = Policy::from_toml(Path::new("test.toml"), text, LoadMode::Serve)
             .unwrap_or_else(|e| panic!("{e}\n{text}"));
         let running = server::start(policy).await.unwrap();
         Proxy {
