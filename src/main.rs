@@ -54,6 +54,9 @@ enum Command {
         /// The address to listen on, e.g. 127.0.0.1:0.
         #[arg(long, value_name = "ADDR")]
         listen: String,
+        /// The agent name in the engine's card (default: "a2a-edge echo agent").
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
     },
     /// Read a secret on standard input and print what a policy holds instead.
     HashSecret {
@@ -147,8 +150,9 @@ fn main() -> ExitCode {
             connect,
             ..Opts::default()
         }),
-        Command::Engine { listen } => run_async(run_engine(Opts {
+        Command::Engine { listen, name } => run_async(run_engine(Opts {
             listen: Some(listen),
+            name,
             ..Opts::default()
         })),
     };
@@ -170,6 +174,8 @@ struct Opts {
     listen: Option<String>,
     explain: Option<String>,
     connect: bool,
+    /// `engine --name`: the agent name in the engine's card.
+    name: Option<String>,
 }
 
 impl Opts {
@@ -335,9 +341,10 @@ async fn run_engine(opts: Opts) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let url = format!("http://{addr}/");
+    let defaults = EngineConfig::default();
     let engine = Engine::new(EngineConfig {
         public_url: url.clone(),
-        ..EngineConfig::default()
+        name: opts.name.unwrap_or(defaults.name),
     });
     let stop = stop_signals()?;
     println!("engine listening on {url}");
