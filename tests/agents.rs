@@ -261,6 +261,29 @@ async fn each_agent_has_its_own_card_rewritten_and_signed_for_its_url() {
         etags.sort();
         etags.dedup();
         assert_eq!(etags.len(), 3, "each card has its own ETag");
+        // The extended card of each agent: that agent's, rewritten and signed for its URL.
+        for (path, name) in [
+            ("/agents/tf/", "terraform agent"),
+            ("/agents/ros/", "ros review agent"),
+        ] {
+            let v = rpc_at(
+                &mut c,
+                proto,
+                &host(port),
+                path,
+                ALICE,
+                "GetExtendedAgentCard",
+                json!({}),
+            )
+            .await;
+            let card = &v["result"];
+            assert_eq!(card["name"], name, "{v}");
+            assert_eq!(
+                card["supportedInterfaces"][0]["url"],
+                format!("https://localhost:{port}{path}")
+            );
+            assert!(verify_card(card, &keys).is_valid(), "{path}");
+        }
         // The edge's own root card is no agent's (no agent is published at `/` of localhost).
         let (status, _, _) = at(
             &mut c,
