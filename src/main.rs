@@ -241,6 +241,8 @@ async fn serve(opts: Opts) -> Result<(), String> {
     let path = opts.policy_path();
     let policy = Policy::load(&path, LoadMode::Serve).map_err(|e| e.to_string())?;
     a2a_edge::runtime::configured()?;
+    // Log lines and spans from here on ([telemetry], fixed for the life of the process).
+    let telemetry = a2a_edge::telemetry::init(&policy.telemetry)?;
     let dev_tokens: Vec<_> = policy
         .auth
         .bearer
@@ -251,9 +253,9 @@ async fn serve(opts: Opts) -> Result<(), String> {
     let running = server::start(policy).await.map_err(|e| e.to_string())?;
     if !from_environment.is_empty() {
         // Credentials nobody wrote into the policy are accepted: say so where operators look.
-        a2a_edge::telemetry::log(
-            "auth_from_environment",
-            serde_json::json!({"variables": from_environment}),
+        tracing::warn!(
+            event = "auth_from_environment",
+            variables = ?a2a_edge::telemetry::Json(&from_environment)
         );
     }
     // Signal handlers before anyone is told the proxy is up (a SIGHUP or SIGTERM sent right
@@ -331,11 +333,14 @@ async fn serve(opts: Opts) -> Result<(), String> {
     eprintln!("a2a-edge: shutting down, draining in-flight requests");
     running.shutdown();
     running.wait().await;
+    // The spans still buffered go to the collector before the process ends.
+    telemetry.shutdown().await;
     Ok(())
 }
 
 async fn run_engine(opts: Opts) -> Result<(), String> {
     let listen = opts.listen.ok_or("engine needs --listen ADDR")?;
+    let _telemetry = a2a_edge::telemetry::init(&Default::default())?;
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;

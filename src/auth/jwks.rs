@@ -17,7 +17,7 @@ use hyper_util::rt::TokioIo;
 use jsonwebtoken::jwk::{Jwk, PublicKeyUse};
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use url::Url;
 
@@ -239,11 +239,13 @@ impl Inner {
         let source = self.fetcher.describe();
         match outcome {
             Ok(keys) => {
-                crate::telemetry::log("jwks_refreshed", json!({"source": source, "keys": keys}))
+                tracing::info!(event = "jwks_refreshed", source = %source, keys)
             }
-            Err(e) => crate::telemetry::log(
-                "jwks_refresh_failed",
-                json!({"source": source, "error": e, "kept_last_good_set": true}),
+            Err(e) => tracing::warn!(
+                event = "jwks_refresh_failed",
+                source = %source,
+                error = %e,
+                kept_last_good_set = true
             ),
         }
     }
@@ -482,7 +484,7 @@ fn parse_key_set(bytes: &[u8]) -> Result<KeyMap, String> {
         }
     }
     if private > 0 {
-        crate::telemetry::log("jwks_private_key_skipped", json!({"count": private}));
+        tracing::warn!(event = "jwks_private_key_skipped", count = private);
     }
     if keys.is_empty() {
         return Err("no usable key in the JWK set".into());
@@ -500,6 +502,7 @@ fn for_signing(jwk: &Jwk) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use serde_json::json;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Mutex;
 

@@ -122,13 +122,14 @@ impl CardService {
         // Only an A2A 1.0 AgentCard is published (an SDK refuses a whole card for one
         // missing field); an incomplete optional `provider` is dropped first.
         if super::schema::repair(&mut card) {
-            crate::telemetry::log(
-                "card_repaired",
-                serde_json::json!({"dropped": "provider", "why": "AgentProvider needs url and organization"}),
+            tracing::info!(
+                event = "card_repaired",
+                dropped = "provider",
+                why = "AgentProvider needs url and organization"
             );
         }
         if let Err(e) = super::schema::check(&card) {
-            crate::telemetry::log("card_invalid", serde_json::json!({"field": e.0}));
+            tracing::warn!(event = "card_invalid", field = e.0.as_str());
             return Err(CardError("card.invalid".into()));
         }
         if let Some(key) = self

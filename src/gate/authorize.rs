@@ -6,29 +6,6 @@ use super::*;
 use crate::auth::assertion;
 use crate::authz::{Grant, Refusal, AUTHZ_ERROR_CODE};
 
-/// The audit line of a refused authorization decision.
-#[derive(serde::Serialize)]
-struct AuthzLine<'a> {
-    ts: String,
-    event: &'static str,
-    request_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    agent: Option<&'a str>,
-    principal: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tenant: Option<&'a str>,
-    groups: &'a [String],
-    method: Option<&'static str>,
-    reason: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    missing: Option<&'static str>,
-    /// The rules that matched the caller (empty: none did).
-    rules_matched: Vec<&'a str>,
-    /// How many rules the policy has, and its default for a caller none matches.
-    rules_consulted: usize,
-    default: &'static str,
-}
-
 impl Gate {
     /// The caller's grant under the policy in force. Refused outright when a workspace
     /// template cannot take the caller's tenant or name, and before the body is read when the
@@ -121,21 +98,24 @@ impl Gate {
             Some(a) if a.default_allow => (a.rules.len(), "allow"),
             Some(a) => (a.rules.len(), "deny"),
         };
-        telemetry::log_line(&AuthzLine {
-            ts: telemetry::now(),
-            event: "authz_refused",
-            request_id: &trace.request_id,
-            agent: trace.agent.as_deref(),
-            principal: &p.name,
-            tenant: p.tenant.as_deref(),
-            groups: &p.groups,
-            method: method.map(Method::as_str),
-            reason: r.reason,
-            missing: r.missing,
-            rules_matched: matched.iter().map(|n| &**n).collect(),
-            rules_consulted: consulted,
+        // The audit line of a refused authorization decision.
+        let matched: Vec<&str> = matched.iter().map(|n| &**n).collect();
+        tracing::info!(
+            event = "authz_refused",
+            request_id = trace.request_id.as_str(),
+            agent = trace.agent.as_deref(),
+            principal = p.name.as_str(),
+            tenant = p.tenant.as_deref(),
+            groups = ?telemetry::Json(&p.groups),
+            method = method.map(Method::as_str),
+            reason = r.reason,
+            missing = r.missing,
+            // The rules that matched the caller (empty: none did), how many rules the policy
+            // has, and its default for a caller none matches.
+            rules_matched = ?telemetry::Json(&matched),
+            rules_consulted = consulted as u64,
             default,
-        });
+        );
     }
 
     /// What the agent learns of the caller besides the principal header: its tenant, and

@@ -180,10 +180,10 @@ impl AgentGate {
                     invalid(true);
                 }
                 gate.metrics.card_refresh_failed();
-                let agent = self.name.as_deref();
-                telemetry::log(
-                    "card_refresh_failed",
-                    json!({"reason": reason, "agent": agent}),
+                tracing::warn!(
+                    event = "card_refresh_failed",
+                    reason = reason.as_str(),
+                    agent = self.name.as_deref()
                 );
                 backoff.failed();
             }

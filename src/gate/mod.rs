@@ -37,6 +37,7 @@ use http::{
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
+use tracing::{info_span, Instrument};
 
 use body::{check_framing, read_body, BodyLimits};
 use forwarding::{forwarding_headers, principal_header_value};
@@ -86,29 +87,6 @@ struct Trace {
     trace_id: Option<String>,
     /// The `[[agents]]` name the request is for (none without `[[agents]]`).
     agent: Option<Arc<str>>,
-}
-
-/// The log line of one request (field order as written).
-#[derive(serde::Serialize)]
-struct RequestLine<'a> {
-    ts: String,
-    event: &'static str,
-    request_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    trace_id: Option<&'a str>,
-    client: IpAddr,
-    peer: IpAddr,
-    route: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    agent: Option<&'a str>,
-    method: Option<&'static str>,
-    principal: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tenant: Option<&'a str>,
-    scheme: Option<&'static str>,
-    reason: Option<&'static str>,
-    status: u16,
-    ms: u64,
 }
 
 /// What the gate knows about the connection a request came on.
@@ -254,31 +232,53 @@ impl Gate {
             agent: named.and_then(|a| a.name.clone()),
             ..Trace::default()
         };
+        // One span per request (recorded only with trace export), the caller's trace as its
+        // parent when its `traceparent` is well-formed.
+        let span = info_span!(
+            "request",
+            otel.kind = "server",
+            http.route = route_name(route),
+            request_id = trace.request_id.as_str(),
+            agent = trace.agent.as_deref(),
+            a2a.method = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+        );
+        if telemetry::traces::enabled()
+            && upstream::trace_context::forwardable(req.headers()).is_some()
+        {
+            telemetry::traces::adopt_parent(&span, req.headers());
+        }
         // Framing that two HTTP parsers could read differently is refused first.
-        let outcome = match check_framing(req.headers(), self.allow_chunked) {
-            Err(rej) => Err(rej),
-            Ok(()) => match route {
-                Route::Health | Route::Card | Route::Jwks => {
-                    self.public_route(route, agent, req.headers(), head, client)
-                        .await
-                }
-                Route::Catalog => self.catalog(&conn, client, &req, head, &mut trace).await,
-                Route::Rpc => self.rpc(agent, &conn, client, req, &mut trace).await,
-                Route::AgentPath => self.agent_path(agent, &conn, client, req, &mut trace).await,
-                Route::NotFound => Err(Rejection::Http {
-                    status: StatusCode::NOT_FOUND,
-                    message: "Not found",
-                    reason: "route.not_found",
-                    allow: None,
-                }),
-                Route::MethodNotAllowed(allow) => Err(Rejection::Http {
-                    status: StatusCode::METHOD_NOT_ALLOWED,
-                    message: "Method not allowed",
-                    reason: "route.method_not_allowed",
-                    allow: Some(allow),
-                }),
-            },
-        };
+        let outcome = async {
+            match check_framing(req.headers(), self.allow_chunked) {
+                Err(rej) => Err(rej),
+                Ok(()) => match route {
+                    Route::Health | Route::Card | Route::Jwks => {
+                        self.public_route(route, agent, req.headers(), head, client)
+                            .await
+                    }
+                    Route::Catalog => self.catalog(&conn, client, &req, head, &mut trace).await,
+                    Route::Rpc => self.rpc(agent, &conn, client, req, &mut trace).await,
+                    Route::AgentPath => {
+                        self.agent_path(agent, &conn, client, req, &mut trace).await
+                    }
+                    Route::NotFound => Err(Rejection::Http {
+                        status: StatusCode::NOT_FOUND,
+                        message: "Not found",
+                        reason: "route.not_found",
+                        allow: None,
+                    }),
+                    Route::MethodNotAllowed(allow) => Err(Rejection::Http {
+                        status: StatusCode::METHOD_NOT_ALLOWED,
+                        message: "Method not allowed",
+                        reason: "route.method_not_allowed",
+                        allow: Some(allow),
+                    }),
+                },
+            }
+        }
+        .instrument(span.clone())
+        .await;
         let (resp, reason) = match outcome {
             Ok(r) => (r, None),
             Err(rej) => {
@@ -286,6 +286,8 @@ impl Gate {
                 (rej.render(), Some(reason))
             }
         };
+        span.record("a2a.method", trace.method);
+        span.record("http.response.status_code", resp.status().as_u16());
         self.metrics.request(
             label,
             route_name(route),
@@ -294,23 +296,23 @@ impl Gate {
             reason,
             started.elapsed(),
         );
-        telemetry::log_line(&RequestLine {
-            ts: telemetry::now(),
-            event: "request",
-            request_id: &trace.request_id,
-            trace_id: trace.trace_id.as_deref(),
-            client,
-            peer: conn.peer.ip(),
-            route: route_name(route),
-            agent: trace.agent.as_deref(),
-            method: trace.method,
-            principal: trace.principal.as_deref(),
-            tenant: trace.tenant.as_deref(),
-            scheme: trace.scheme,
+        // The log line of the request (field order as written).
+        tracing::info!(
+            event = "request",
+            request_id = trace.request_id.as_str(),
+            trace_id = trace.trace_id.as_deref(),
+            client = %client,
+            peer = %conn.peer.ip(),
+            route = route_name(route),
+            agent = trace.agent.as_deref(),
+            method = trace.method,
+            principal = trace.principal.as_deref(),
+            tenant = trace.tenant.as_deref(),
+            scheme = trace.scheme,
             reason,
-            status: resp.status().as_u16(),
-            ms: started.elapsed().as_millis() as u64,
-        });
+            status = resp.status().as_u16(),
+            ms = started.elapsed().as_millis() as u64,
+        );
         resp
     }
 
@@ -347,7 +349,10 @@ impl Gate {
             .rates
             .check_client_ip(client)
             .map_err(too_many)?;
-        let principal = self.authenticate(conn, client, headers).await?;
+        let principal = self
+            .authenticate(conn, client, headers)
+            .instrument(info_span!("authenticate"))
+            .await?;
         trace.principal = Some(principal.name.clone());
         trace.tenant = principal.tenant.clone();
         trace.scheme = Some(principal.scheme.as_str());
@@ -372,14 +377,19 @@ impl Gate {
         let principal = self.admit(conn, client, &parts.headers, trace).await?;
         let grant = self.grant(agent, &principal, trace)?;
         service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
-        let bytes = read_body(body, &parts.headers, agent.body_limits).await?;
-        let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
-        // ProtoJSON names first: every later stage reads one spelling (authorization looks
-        // for inline push configs and tenants).
-        crate::validate::names::normalize_params(&mut rpc.params)
-            .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
+        let bytes = read_body(body, &parts.headers, agent.body_limits)
+            .instrument(info_span!("read"))
+            .await?;
+        let rpc = info_span!("parse").in_scope(|| {
+            let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
+            // ProtoJSON names first: every later stage reads one spelling (authorization
+            // looks for inline push configs and tenants).
+            crate::validate::names::normalize_params(&mut rpc.params)
+                .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
+            Ok::<_, Rejection>(rpc)
+        })?;
         trace.method = Some(rpc.method.as_str());
-        self.authorize(&grant, &principal, &rpc, trace)?;
+        info_span!("authorize").in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
         self.budgets
             .check_principal(&principal.name, Some(&agent.method_key(rpc.method)))
             .await
@@ -415,6 +425,7 @@ impl Gate {
             default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (mut rpc, checked) = self
             .check_params(agent, rpc, &principal, grant, heavy, default_cwd, trace)
+            .instrument(info_span!("validate"))
             .await?;
         // What the shared store knows of the ids the request names (one round trip, only
         // for ids this replica has not seen), then the context ids the caller names become
@@ -702,8 +713,16 @@ impl Gate {
         let request_id = trace.request_id.as_str();
         self.caller_headers(&mut headers, &agent.upstream.name, who, request_id)
             .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
+        // The agent's parent span is the edge's (with trace export).
+        let span = info_span!(
+            "forward",
+            otel.kind = "client",
+            upstream = agent.upstream.name.as_str()
+        );
+        telemetry::traces::inject(&span, &mut headers);
         let resp = agent
             .send_rpc(headers, Bytes::from(rpc.to_bytes_sized(1024)))
+            .instrument(span)
             .await
             .map_err(upstream_error)?;
         // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
@@ -714,6 +733,7 @@ impl Gate {
             shared_budget: budget,
         };
         let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, observe)
+            .instrument(info_span!("relay"))
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {

@@ -31,6 +31,17 @@ pub struct PolicyFile {
     /// `[[agents]]`: several agents behind one edge (absent: one agent at server.public_url).
     #[serde(default)]
     pub agents: Vec<AgentSection>,
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
+}
+
+/// `[telemetry]`: log format and level, trace export.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    pub otlp_endpoint: Option<Spanned<String>>,
+    pub log_format: Option<Spanned<String>>,
+    pub log_level: Option<Spanned<String>>,
 }
 
 /// One `[[agents]]` entry: where the agent is published, which upstreams serve it, and the

@@ -11,6 +11,7 @@ mod file;
 mod limits;
 mod secret;
 mod state;
+mod telemetry;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -37,6 +38,7 @@ pub use card::{CardPolicy, CardSource, Jku};
 pub use limits::LimitsPolicy;
 pub use secret::{random_token, sha256, write_private};
 pub use state::StatePolicy;
+pub use telemetry::{LogFormat, TelemetryPolicy};
 
 /// Why a policy was refused: names the file, the line and the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,8 @@ pub struct Policy {
     pub state: StatePolicy,
     /// `[[agents]]`; empty: one agent at `server.public_url` served by every upstream.
     pub agents: Vec<AgentPolicy>,
+    /// `[telemetry]` (fixed at start: a reload does not change it).
+    pub telemetry: TelemetryPolicy,
 }
 
 #[derive(Debug, Clone)]
@@ -515,6 +519,7 @@ impl Ctx<'_> {
             .map(Arc::new);
         let network = self.network(raw.network)?;
         let state = self.state(raw.state)?;
+        let telemetry = self.telemetry(raw.telemetry)?;
         Ok(Policy {
             source: self.path.to_path_buf(),
             server,
@@ -528,6 +533,7 @@ impl Ctx<'_> {
             authz,
             state,
             agents,
+            telemetry,
         })
     }
 

@@ -16,7 +16,6 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -154,6 +153,8 @@ struct FixedAtStart {
     max_registry_entries: usize,
     /// The state store and its key (backend, URL, prefix, timeout; the secret's digest).
     state: (String, Option<String>, Option<[u8; 32]>),
+    /// Logs and traces are set up once, for the process.
+    telemetry: crate::policy::TelemetryPolicy,
 }
 
 impl FixedAtStart {
@@ -182,6 +183,7 @@ impl FixedAtStart {
                     .as_ref()
                     .map(|s| crate::crypto::sha256(s.as_bytes())),
             ),
+            telemetry: policy.telemetry.clone(),
         }
     }
 
@@ -191,6 +193,7 @@ impl FixedAtStart {
         let (a, b) = (&self.conn, &new.conn);
         [
             ("server.listen", self.listen != new.listen),
+            ("telemetry", self.telemetry != new.telemetry),
             ("server.public_url", self.public_url != new.public_url),
             ("server.admin_listen", self.admin_listen != new.admin_listen),
             (
@@ -475,7 +478,7 @@ async fn accept_loop(
     let workers = match Workers::start() {
         Ok(w) => w,
         Err(e) => {
-            telemetry::log("workers_failed", json!({"error": e.to_string()}));
+            tracing::error!(event = "workers_failed", error = %e);
             return;
         }
     };
@@ -488,27 +491,27 @@ async fn accept_loop(
                     Ok(x) => x,
                     Err(e) => {
                         // Out of descriptors and the like: back off instead of spinning.
-                        telemetry::log("accept_error", json!({"error": e.to_string()}));
+                        tracing::warn!(event = "accept_error", error = %e);
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 };
                 // Denied networks are dropped before any TLS work.
                 if !gates.load().permits(peer.ip()) {
-                    telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "network.denied"}));
+                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = "network.denied");
                     metrics.connection("network.denied");
                     drop(tcp);
                     continue;
                 }
                 // Over the connection limit: refuse at once rather than queue.
                 let Some(client_slot) = per_client.acquire(peer.ip()) else {
-                    telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections_per_client"}));
+                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = "limits.connections_per_client");
                     metrics.connection("limits.connections_per_client");
                     drop(tcp);
                     continue;
                 };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    telemetry::log("connection_refused", json!({"client": peer.ip().to_string(), "reason": "limits.connections"}));
+                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = "limits.connections");
                     metrics.connection("limits.connections");
                     drop(tcp);
                     continue;
@@ -527,7 +530,7 @@ async fn accept_loop(
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) | Err(_) => {
-                            telemetry::log("tls_handshake_failed", json!({"client": peer.ip().to_string()}));
+                            tracing::info!(event = "tls_handshake_failed", client = %peer.ip());
                             metrics.connection("tls.handshake_failed");
                             return;
                         }
@@ -582,14 +585,14 @@ async fn accept_loop(
     drop(listener);
     drop(open);
     metrics.set_draining();
-    telemetry::log(
-        "draining",
-        json!({"connections": metrics.open_connections()}),
+    tracing::info!(
+        event = "draining",
+        connections = metrics.open_connections()
     );
     tokio::select! {
-        _ = all_closed.recv() => telemetry::log("drained", json!({})),
+        _ = all_closed.recv() => tracing::info!(event = "drained"),
         _ = tokio::time::sleep(settings.drain_timeout) => {
-            telemetry::log("drain_timeout", json!({"timeout_ms": settings.drain_timeout.as_millis() as u64}));
+            tracing::warn!(event = "drain_timeout", timeout_ms = settings.drain_timeout.as_millis() as u64);
         }
     }
 }

@@ -153,7 +153,7 @@ impl RedisStore {
             _ => {
                 self.healthy.store(false, Ordering::Relaxed);
                 self.metrics.state_round_trip("unavailable", Duration::ZERO);
-                crate::telemetry::log("state_unavailable", serde_json::json!({"backend": "redis"}));
+                tracing::warn!(event = "state_unavailable", backend = "redis");
                 Err(StateUnavailable)
             }
         }
@@ -188,10 +188,7 @@ impl RedisStore {
             Ok(Err(e)) => {
                 if !e.is_io_error() && !e.is_timeout() && !e.is_connection_dropped() {
                     // Redis answered, with an error of the script's: a bug, not an outage.
-                    crate::telemetry::log(
-                        "state_script_error",
-                        serde_json::json!({"kind": format!("{:?}", e.kind())}),
-                    );
+                    tracing::error!(event = "state_script_error", kind = ?e.kind());
                 }
                 self.failed("error", started);
                 Err(StateUnavailable)

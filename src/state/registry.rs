@@ -324,7 +324,7 @@ impl TaskRegistry {
 
     fn full(st: &mut State) -> Denial {
         st.counters.refused_full += 1;
-        crate::telemetry::log("registry_full", serde_json::json!({"max": st.max}));
+        tracing::warn!(event = "registry_full", max = st.max as u64);
         Denial::Full
     }
 

@@ -1,36 +1,73 @@
-//! Structured logs: one JSON object per line on standard error. Callers pass only
-//! low-cardinality codes and identities, never secrets or request bodies.
+//! Logs and traces. Log lines are `tracing` events, one per line on standard error (JSON by
+//! default, see [`format`]; or text), written by the edge's own batching writer
+//! ([`sink`]: no request waits on stderr). Callers log only low-cardinality codes and
+//! identities, never secrets or request bodies. Traces: see [`traces`].
 
+pub mod format;
 pub mod metrics;
 pub mod request_id;
 pub mod sink;
+pub mod traces;
 
-use serde_json::{Map, Value};
+pub use format::Json;
 
-/// Writes one log line that the caller built whole (for the per-request line: no map of
-/// owned keys to build first). `line` must serialize to a JSON object with `ts` and `event`.
-pub fn log_line<T: serde::Serialize>(line: &T) {
-    if let Ok(mut text) = serde_json::to_vec(line) {
-        text.push(b'\n');
-        sink::emit(text);
-    }
-}
+use tracing_subscriber::filter::{filter_fn, LevelFilter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+use crate::policy::{LogFormat, TelemetryPolicy};
 
 /// The timestamp of a log line, RFC 3339 with microseconds, UTC.
 pub fn now() -> String {
     crate::time::format_rfc3339(crate::time::now_micros())
 }
 
-/// Writes one log line: `{"ts":"<RFC 3339>","event":…, …fields}`.
-pub fn log(event: &str, fields: Value) {
-    let mut line = Map::new();
-    line.insert("ts".into(), Value::from(now()));
-    line.insert("event".into(), Value::from(event));
-    if let Value::Object(f) = fields {
-        line.extend(f);
+/// What [`init`] set up, to be flushed at exit.
+pub struct Telemetry {
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+/// Installs the process's log writer (format and level of `policy`) and, with an OTLP
+/// endpoint, the span exporter. Once per process, inside the Tokio runtime.
+pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
+    let level = LevelFilter::from_level(policy.log_level);
+    let events = move |m: &tracing::Metadata<'_>| m.is_event() && level >= *m.level();
+    let logs = match policy.log_format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .event_format(format::JsonLines)
+            .with_writer(sink::Lines)
+            .with_filter(filter_fn(events))
+            .boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_target(false)
+            .with_writer(sink::Lines)
+            .with_filter(filter_fn(events))
+            .boxed(),
+    };
+    let provider = match &policy.otlp_endpoint {
+        Some(endpoint) => Some(traces::provider(endpoint)?),
+        None => None,
+    };
+    let spans = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(traces::tracer(p))
+            .with_filter(filter_fn(|m| m.is_span()))
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .try_init()
+        .map_err(|e| format!("cannot set up logging: {e}"))?;
+    Ok(Telemetry { provider })
+}
+
+impl Telemetry {
+    /// Exports the spans still buffered (at exit; waits at most the exporter's timeout).
+    pub async fn shutdown(self) {
+        if let Some(p) = self.provider {
+            let _ = tokio::task::spawn_blocking(move || p.shutdown()).await;
+        }
     }
-    let mut text = Value::Object(line).to_string();
-    text.push('\n');
-    // A log that cannot be written must not take the request down (nor wait for stderr).
-    sink::emit(text.into_bytes());
 }

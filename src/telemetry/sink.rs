@@ -124,3 +124,26 @@ pub fn flush() {
         write_pending(sink, &mut Vec::new());
     }
 }
+
+/// The `tracing` writer: each formatted event is one buffered line.
+#[derive(Clone, Copy, Default)]
+pub struct Lines;
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        emit(buf.to_vec());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Lines {
+    type Writer = Lines;
+
+    fn make_writer(&'a self) -> Lines {
+        Lines
+    }
+}

@@ -12,13 +12,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
-use serde_json::json;
 
 use super::{Upstream, UpstreamError};
 use crate::body::BoxBody;
 use crate::policy::{UpstreamPolicy, UpstreamTarget};
 use crate::state::registry::{TaskRegistry, UpstreamId};
-use crate::telemetry;
 
 /// One agent and what the edge knows of its health.
 pub struct Agent {
@@ -67,9 +65,10 @@ impl Agent {
         self.successes.store(0, Ordering::Relaxed);
         let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= self.unhealthy_threshold && self.healthy.swap(false, Ordering::Relaxed) {
-            telemetry::log(
-                "upstream_unhealthy",
-                json!({"upstream": self.upstream.name, "after": how}),
+            tracing::warn!(
+                event = "upstream_unhealthy",
+                upstream = self.upstream.name.as_str(),
+                after = how
             );
         }
     }
@@ -78,7 +77,10 @@ impl Agent {
         self.failures.store(0, Ordering::Relaxed);
         let n = self.successes.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= self.healthy_threshold && !self.healthy.swap(true, Ordering::Relaxed) {
-            telemetry::log("upstream_healthy", json!({"upstream": self.upstream.name}));
+            tracing::info!(
+                event = "upstream_healthy",
+                upstream = self.upstream.name.as_str()
+            );
         }
     }
 

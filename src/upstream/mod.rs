@@ -265,9 +265,10 @@ impl Upstream {
                             .boxed_unsync()
                     })),
                     Err(e) => {
-                        crate::telemetry::log(
-                            "upstream_error",
-                            serde_json::json!({"upstream": self.name, "error": e.to_string()}),
+                        tracing::warn!(
+                            event = "upstream_error",
+                            upstream = self.name.as_str(),
+                            error = %e
                         );
                         Err(UpstreamError::Unavailable)
                     }

@@ -111,9 +111,9 @@ where
     P: Future<Output = Result<(), Refused>> + Send,
 {
     if upstream.status() != StatusCode::OK {
-        crate::telemetry::log(
-            "upstream_status",
-            serde_json::json!({"status": upstream.status().as_u16()}),
+        tracing::warn!(
+            event = "upstream_status",
+            status = upstream.status().as_u16()
         );
         return Err(UpstreamError::BadResponse);
     }
@@ -280,14 +280,12 @@ where
         // The turn (and the caller's stream slot) end with the stream.
         drop(observe);
         log.metrics.stream_ended(outcome);
-        crate::telemetry::log(
-            "stream_end",
-            serde_json::json!({
-                "request_id": log.request_id,
-                "outcome": outcome,
-                "events": events,
-                "ms": started.elapsed().as_millis() as u64,
-            }),
+        tracing::info!(
+            event = "stream_end",
+            request_id = log.request_id.as_str(),
+            outcome,
+            events,
+            ms = started.elapsed().as_millis() as u64,
         );
     });
     sse_response(out.boxed())

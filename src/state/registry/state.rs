@@ -469,10 +469,7 @@ impl State {
 
     fn foreign(&mut self, upstream: UpstreamId, kind: &'static str) -> Foreign {
         self.counters.foreign_ignored += 1;
-        crate::telemetry::log(
-            "registry_foreign_id",
-            serde_json::json!({"upstream": upstream, "kind": kind}),
-        );
+        tracing::warn!(event = "registry_foreign_id", upstream, kind);
         Foreign
     }
 

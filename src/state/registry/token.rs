@@ -42,7 +42,7 @@ impl TokenKey {
         let mut bytes = [0u8; 32];
         if SystemRandom::new().fill(&mut bytes).is_err() {
             fallback_key(&mut bytes);
-            crate::telemetry::log("registry_weak_token_key", serde_json::json!({}));
+            tracing::warn!(event = "registry_weak_token_key");
         }
         TokenKey(hmac::Key::new(hmac::HMAC_SHA256, &bytes))
     }
