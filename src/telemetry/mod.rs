@@ -32,7 +32,9 @@ pub struct Telemetry {
 /// endpoint, the span exporter. Once per process, inside the Tokio runtime.
 pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
     let level = LevelFilter::from_level(policy.log_level);
-    let events = move |m: &tracing::Metadata<'_>| m.is_event() && level >= *m.level();
+    // The edge's own events and spans only (its dependencies' are theirs to explain).
+    let ours = |m: &tracing::Metadata<'_>| m.target().starts_with("a2a_edge");
+    let events = move |m: &tracing::Metadata<'_>| m.is_event() && level >= *m.level() && ours(m);
     let logs = match policy.log_format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .event_format(format::JsonLines)
@@ -53,7 +55,7 @@ pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
     let spans = provider.as_ref().map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(traces::tracer(p))
-            .with_filter(filter_fn(|m| m.is_span()))
+            .with_filter(filter_fn(move |m| m.is_span() && ours(m)))
     });
     tracing_subscriber::registry()
         .with(logs)

@@ -1,0 +1,307 @@
+//! Traces and logs of the binary as operators run it: `[telemetry] otlp_endpoint` pointed at
+//! a real OTLP/HTTP receiver started here (protobuf, decoded with the OpenTelemetry protocol
+//! types); one span per request with the pipeline's stages as children, the caller's trace
+//! context as parent, the edge's own span as the agent's `traceparent`; and the text log
+//! format.
+
+mod common;
+
+use std::convert::Infallible;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::{json, Value};
+
+/// An OTLP/HTTP receiver: every span POSTed to `/v1/traces`.
+struct Receiver {
+    url: String,
+    spans: Arc<Mutex<Vec<Span>>>,
+    paths: Arc<Mutex<Vec<String>>>,
+}
+
+async fn receiver() -> Receiver {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+    let paths: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (s2, p2) = (spans.clone(), paths.clone());
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (spans, paths) = (s2.clone(), p2.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let (spans, paths) = (spans.clone(), paths.clone());
+                    async move {
+                        paths.lock().unwrap().push(format!(
+                            "{} {} {}",
+                            req.method(),
+                            req.uri().path(),
+                            req.headers()
+                                .get("content-type")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("")
+                        ));
+                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let export = ExportTraceServiceRequest::decode(body).unwrap();
+                        for rs in export.resource_spans {
+                            for ss in rs.scope_spans {
+                                spans.lock().unwrap().extend(ss.spans);
+                            }
+                        }
+                        Ok::<_, Infallible>(
+                            Response::builder()
+                                .header("content-type", "application/x-protobuf")
+                                .body(Full::new(Bytes::new()))
+                                .unwrap(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    Receiver { url, spans, paths }
+}
+
+/// The binary with `telemetry` lines added to a policy in front of `upstream`.
+struct Edge {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    dir: TempDir,
+}
+
+async fn edge(upstream: &str, telemetry: &str) -> Edge {
+    let dir = TempDir::new("telemetry");
+    let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
+    let policy = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{d}/certs\"\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{upstream}\"\n[auth]\n[[auth.bearer]]\nprincipal = \"tester\"\ntoken_sha256 = \"{token_sha}\"\n[telemetry]\n{telemetry}\n",
+        d = dir.path().display()
+    );
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, policy).unwrap();
+    let ready = dir.path().join("ready.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .args(["serve", "--policy"])
+        .arg(&file)
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    Edge {
+        child,
+        addr: info["listen"].as_str().unwrap().parse().unwrap(),
+        dir,
+    }
+}
+
+impl Edge {
+    async fn client(&self) -> Client {
+        Client::connect(self.addr, &self.dir.path().join("certs/ca.pem"), Proto::H2).await
+    }
+
+    /// SIGTERM, then the process's standard error (it flushes spans before it exits). The
+    /// test's runtime keeps running meanwhile (the receiver and the client's connection are
+    /// served while the edge drains).
+    async fn stop(mut self) -> String {
+        let mut stderr = self.child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut err = String::new();
+            use std::io::Read;
+            let _ = stderr.read_to_string(&mut err);
+            err
+        });
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the edge did not stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let err = reader.join().unwrap();
+        assert!(status.success(), "{status}: {err}");
+        err
+    }
+}
+
+fn hex_id(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+
+#[tokio::test]
+async fn spans_reach_a_collector_with_the_callers_parent_and_the_agent_gets_the_edges() {
+    let otlp = receiver().await;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, &format!("otlp_endpoint = \"{}\"", otlp.url)).await;
+    let mut c = e.client().await;
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let mut headers = rpc_headers();
+    headers.push(("traceparent", &traceparent));
+    headers.push(("tracestate", "vendor=abc"));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+    let (status, _, b) = c.request("POST", "/", &headers, body.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    // A request without a trace context starts a trace of its own.
+    let (status, _, _) = c
+        .request("POST", "/", &rpc_headers(), body.to_string())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    drop(c);
+    let log = e.stop().await;
+    let spans = otlp.spans.lock().unwrap().clone();
+    assert!(
+        otlp.paths
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|p| p == "POST /v1/traces application/x-protobuf"),
+        "{:?}",
+        otlp.paths.lock().unwrap()
+    );
+    let requests: Vec<&Span> = spans.iter().filter(|s| s.name == "request").collect();
+    assert_eq!(
+        requests.len(),
+        2,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let traced = requests
+        .iter()
+        .find(|s| hex_id(&s.trace_id) == TRACE)
+        .expect("the request span continues the caller's trace");
+    assert_eq!(
+        hex_id(&traced.parent_span_id),
+        PARENT,
+        "the caller's span is the parent"
+    );
+    let other = requests
+        .iter()
+        .find(|s| hex_id(&s.trace_id) != TRACE)
+        .unwrap();
+    assert!(
+        other.parent_span_id.is_empty(),
+        "a root span without a trace context"
+    );
+    // The stages are children of the request span, in its trace.
+    let children: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.trace_id == traced.trace_id && s.parent_span_id == traced.span_id)
+        .map(|s| s.name.as_str())
+        .collect();
+    for stage in [
+        "authenticate",
+        "read",
+        "parse",
+        "authorize",
+        "validate",
+        "forward",
+        "relay",
+    ] {
+        assert!(
+            children.contains(&stage),
+            "{stage} missing from {children:?}"
+        );
+    }
+    let forward = spans
+        .iter()
+        .find(|s| s.name == "forward" && s.trace_id == traced.trace_id)
+        .unwrap();
+    // The agent's parent is the edge's forward span, in the caller's trace.
+    let seen = agent.rpc_requests();
+    let sent = seen[0].headers["traceparent"].to_str().unwrap();
+    assert_eq!(
+        sent,
+        format!("00-{TRACE}-{}-01", hex_id(&forward.span_id)),
+        "the agent's traceparent"
+    );
+    assert_eq!(seen[0].headers["tracestate"], "vendor=abc");
+    // The request span says what it served.
+    let attr = |s: &Span, k: &str| {
+        s.attributes
+            .iter()
+            .find(|a| a.key == k)
+            .and_then(|a| a.value.as_ref())
+            .map(|v| format!("{:?}", v.value))
+    };
+    assert!(attr(traced, "a2a.method").unwrap().contains("SendMessage"));
+    assert!(attr(traced, "http.response.status_code")
+        .unwrap()
+        .contains("200"));
+    // The log line carries the caller's trace id too.
+    assert!(log.contains(&format!("\"trace_id\":\"{TRACE}\"")), "{log}");
+}
+
+#[tokio::test]
+async fn without_an_endpoint_the_callers_trace_context_is_forwarded_as_it_came() {
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, "log_format = \"text\"\nlog_level = \"warn\"").await;
+    let mut c = e.client().await;
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let mut headers = rpc_headers();
+    headers.push(("traceparent", &traceparent));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+    let (status, _, _) = c.request("POST", "/", &headers, body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    drop(c);
+    let log = e.stop().await;
+    assert_eq!(
+        agent.rpc_requests()[0].headers["traceparent"],
+        traceparent.as_str()
+    );
+    // `log_level = "warn"` leaves the request lines (info) out; text lines are not JSON.
+    assert!(
+        !log.contains("event=\"request\"") && !log.contains("\"event\":\"request\""),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("event"))
+            .all(|l| serde_json::from_str::<Value>(l).is_err()),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn the_text_format_writes_readable_lines() {
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, "log_format = \"text\"").await;
+    let mut c = e.client().await;
+    let (status, _, _) = c.request("GET", "/nope", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    drop(c);
+    let log = e.stop().await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("route.not_found"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        line.contains("INFO") && line.contains("event=\"request\"") && line.contains("status=404"),
+        "{line}"
+    );
+}
