@@ -585,10 +585,7 @@ async fn accept_loop(
     drop(listener);
     drop(open);
     metrics.set_draining();
-    tracing::info!(
-        event = "draining",
-        connections = metrics.open_connections()
-    );
+    tracing::info!(event = "draining", connections = metrics.open_connections());
     tokio::select! {
         _ = all_closed.recv() => tracing::info!(event = "drained"),
         _ = tokio::time::sleep(settings.drain_timeout) => {
