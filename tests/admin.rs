@@ -126,7 +126,10 @@ async fn metrics_count_requests_by_route_method_status_and_reason() {
     let text = loop {
         let (status, ct, text) = admin(addr, "GET", "/metrics").await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+        assert_eq!(
+            ct,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
         if sample(
             &text,
             "a2a_edge_connections_total{outcome=\"tls.handshake_failed\"}",

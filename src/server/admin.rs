@@ -87,7 +87,9 @@ fn answer(req: &Request<Incoming>, gate: &Gate, metrics: &Metrics) -> Response<B
             let mut r = Response::new(full(metrics.render(&gate.snapshot())));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
             );
             r
         }

@@ -1,26 +1,39 @@
-//! Counters for the admin listener's `/metrics` (Prometheus text format 0.0.4). Every label is
-//! a low-cardinality code: a route, a JSON-RPC method, an HTTP status, a rejection reason, a
-//! connection outcome, an upstream's policy name. Never a principal, address, id or path.
+//! The process's metrics for the admin listener's `/metrics`, kept and encoded by
+//! `prometheus-client` (OpenMetrics text). Every label is a low-cardinality code: a route, a
+//! JSON-RPC method, an HTTP status, a rejection reason, a connection outcome, an upstream's or
+//! agent's policy name. Never a principal, address, id or path.
 //!
 //! Counters live for the process (they survive policy reloads); gauges that describe the
 //! current policy (upstream health, the card, the registry) are read at scrape time by the
 //! admin listener and passed to [`Metrics::render`] as a [`Snapshot`].
+//!
+//! Counter families are registered under the name without `_total`, which the encoder
+//! appends to each sample: `counter(…, "a2a_edge_requests_total", …)` below names the series
+//! as they are scraped.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
 
 /// Upper bounds of the request-duration histogram, in seconds.
 const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// One answered request's labels.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct RequestKey {
-    /// The agent's `[[agents]]` name; empty without `[[agents]]` (the label is left out).
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// One answered request's labels (`agent` only with `[[agents]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RequestLabels {
     agent: Arc<str>,
     route: &'static str,
     method: &'static str,
@@ -28,50 +41,77 @@ struct RequestKey {
     reason: &'static str,
 }
 
-#[derive(Debug, Default, Clone)]
-struct Histogram {
-    /// Cumulative counts are computed when rendering; these are per bucket (+ the overflow).
-    buckets: [u64; BUCKETS.len() + 1],
-    sum_seconds: f64,
-    count: u64,
-}
-
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        let i = BUCKETS
-            .iter()
-            .position(|&b| seconds <= b)
-            .unwrap_or(BUCKETS.len());
-        self.buckets[i] += 1;
-        self.sum_seconds += seconds;
-        self.count += 1;
+impl EncodeLabelSet for RequestLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let status = self.status.to_string();
+        let labels: &[(&str, &str)] = &[
+            ("agent", &self.agent),
+            ("route", self.route),
+            ("method", self.method),
+            ("status", &status),
+            ("reason", self.reason),
+        ];
+        encode_labels(labels, encoder)
     }
 }
 
-#[derive(Debug, Default)]
-struct Requests {
-    counts: BTreeMap<RequestKey, u64>,
-    durations: BTreeMap<(Arc<str>, &'static str), Histogram>,
+/// A request duration's labels (`agent` only with `[[agents]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct DurationLabels {
+    agent: Arc<str>,
+    route: &'static str,
 }
+
+impl EncodeLabelSet for DurationLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let labels: &[(&str, &str)] = &[("agent", &self.agent), ("route", self.route)];
+        encode_labels(labels, encoder)
+    }
+}
+
+/// Writes the labels, but an empty `agent` (a policy without `[[agents]]` has no agent label).
+fn encode_labels(
+    labels: &[(&str, &str)],
+    encoder: &mut LabelSetEncoder,
+) -> Result<(), std::fmt::Error> {
+    for label in labels {
+        if !(label.0 == "agent" && label.1.is_empty()) {
+            label.encode(encoder.encode_label())?;
+        }
+    }
+    Ok(())
+}
+
+/// One label whose value is a code of the edge.
+type Code = [(&'static str, &'static str); 1];
+/// One label whose value an operator chose (an upstream's name).
+type Named = [(&'static str, String); 1];
+
+type Durations = Family<DurationLabels, Histogram, fn() -> Histogram>;
 
 /// The process's counters. Shared (`Arc`) by the listener, every policy's gate and the admin
 /// listener.
 #[derive(Debug)]
 pub struct Metrics {
     started: SystemTime,
-    requests: Mutex<Requests>,
-    connections: Mutex<BTreeMap<&'static str, u64>>,
-    connections_open: AtomicI64,
-    streams: Mutex<BTreeMap<&'static str, u64>>,
-    streams_open: AtomicI64,
+    requests: Family<RequestLabels, Counter>,
+    durations: Durations,
+    connections: Family<Code, Counter>,
+    connections_open: Gauge,
+    streams: Family<Code, Counter>,
+    streams_open: Gauge,
     /// Authorization refusals by reason code (`authz.method`, `authz.push`, ...).
-    authz_refusals: Mutex<BTreeMap<&'static str, u64>>,
-    /// Round trips to the shared state store: by outcome, and their durations.
-    state_round_trips: Mutex<(BTreeMap<&'static str, u64>, Histogram)>,
-    card_refresh_failures: AtomicU64,
-    reloads_ok: AtomicU64,
-    reloads_failed: AtomicU64,
+    authz_refusals: Family<Code, Counter>,
+    /// Round trips to the shared state store: by outcome, and their durations (exported once
+    /// there was one).
+    state_round_trips: Family<Code, Counter>,
+    state_round_trip_seconds: Histogram,
+    state_used: AtomicBool,
+    card_refresh_failures: Counter,
+    reloads: Family<Code, Counter>,
     draining: AtomicBool,
+    /// Kept for [`Metrics::open_connections`].
+    open: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -104,7 +144,8 @@ pub struct OpenConnection<'a>(&'a Metrics);
 
 impl Drop for OpenConnection<'_> {
     fn drop(&mut self) {
-        self.0.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.0.connections_open.dec();
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -113,30 +154,33 @@ pub struct OpenStream<'a>(&'a Metrics);
 
 impl Drop for OpenStream<'_> {
     fn drop(&mut self) {
-        self.0.streams_open.fetch_sub(1, Ordering::Relaxed);
+        self.0.streams_open.dec();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Counters stay meaningful even if a holder panicked.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Metrics {
     pub fn new() -> Metrics {
+        let reloads = Family::<Code, Counter>::default();
+        // Both results exist from the start (an alert on refusals needs the zero).
+        for result in ["ok", "refused"] {
+            let _ = reloads.get_or_create(&[("result", result)]);
+        }
         Metrics {
             started: SystemTime::now(),
-            requests: Mutex::new(Requests::default()),
-            connections: Mutex::new(BTreeMap::new()),
-            connections_open: AtomicI64::new(0),
-            streams: Mutex::new(BTreeMap::new()),
-            streams_open: AtomicI64::new(0),
-            authz_refusals: Mutex::new(BTreeMap::new()),
-            state_round_trips: Mutex::new((BTreeMap::new(), Histogram::default())),
-            card_refresh_failures: AtomicU64::new(0),
-            reloads_ok: AtomicU64::new(0),
-            reloads_failed: AtomicU64::new(0),
+            requests: Family::default(),
+            durations: Family::new_with_constructor(histogram as fn() -> Histogram),
+            connections: Family::default(),
+            connections_open: Gauge::default(),
+            streams: Family::default(),
+            streams_open: Gauge::default(),
+            authz_refusals: Family::default(),
+            state_round_trips: Family::default(),
+            state_round_trip_seconds: histogram(),
+            state_used: AtomicBool::new(false),
+            card_refresh_failures: Counter::default(),
+            reloads,
             draining: AtomicBool::new(false),
+            open: AtomicU64::new(0),
         }
     }
 
@@ -152,75 +196,80 @@ impl Metrics {
         reason: Option<&'static str>,
         elapsed: Duration,
     ) {
-        let key = RequestKey {
-            agent: agent.clone(),
-            route,
-            method: method.unwrap_or(""),
-            status,
-            reason: reason.unwrap_or("ok"),
-        };
-        let mut r = lock(&self.requests);
-        *r.counts.entry(key).or_insert(0) += 1;
-        r.durations
-            .entry((agent.clone(), route))
-            .or_default()
+        self.requests
+            .get_or_create(&RequestLabels {
+                agent: agent.clone(),
+                route,
+                method: method.unwrap_or(""),
+                status,
+                reason: reason.unwrap_or("ok"),
+            })
+            .inc();
+        self.durations
+            .get_or_create(&DurationLabels {
+                agent: agent.clone(),
+                route,
+            })
             .observe(elapsed.as_secs_f64());
     }
 
     /// One connection event: `accepted`, or why it was refused or dropped
     /// (`network.denied`, `limits.connections`, `tls.handshake_failed`, ...).
     pub fn connection(&self, outcome: &'static str) {
-        *lock(&self.connections).entry(outcome).or_insert(0) += 1;
+        self.connections
+            .get_or_create(&[("outcome", outcome)])
+            .inc();
     }
 
     /// Counts an open connection until the guard is dropped.
     pub fn open_connection(&self) -> OpenConnection<'_> {
-        self.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.connections_open.inc();
+        self.open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self)
     }
 
     /// Counts an open SSE stream until the guard is dropped.
     pub fn open_stream(&self) -> OpenStream<'_> {
-        self.streams_open.fetch_add(1, Ordering::Relaxed);
+        self.streams_open.inc();
         OpenStream(self)
     }
 
     /// An SSE stream ended: `completed`, `client_gone`, or the reason of its error frame.
     pub fn stream_ended(&self, outcome: &'static str) {
-        *lock(&self.streams).entry(outcome).or_insert(0) += 1;
+        self.streams.get_or_create(&[("outcome", outcome)]).inc();
     }
 
     /// One round trip to the shared state store: `ok`, `error`, `timeout` or `unavailable`
     /// (no connection).
     pub fn state_round_trip(&self, outcome: &'static str, elapsed: Duration) {
-        let mut s = lock(&self.state_round_trips);
-        *s.0.entry(outcome).or_insert(0) += 1;
+        self.state_used.store(true, Ordering::Relaxed);
+        self.state_round_trips
+            .get_or_create(&[("outcome", outcome)])
+            .inc();
         if outcome != "unavailable" {
-            s.1.observe(elapsed.as_secs_f64());
+            self.state_round_trip_seconds.observe(elapsed.as_secs_f64());
         }
     }
 
     /// An authorization decision refused a request, for this reason.
     pub fn authz_refused(&self, reason: &'static str) {
-        *lock(&self.authz_refusals).entry(reason).or_insert(0) += 1;
+        self.authz_refusals
+            .get_or_create(&[("reason", reason)])
+            .inc();
     }
 
     /// Connections open now.
     pub fn open_connections(&self) -> u64 {
-        self.connections_open.load(Ordering::Relaxed).max(0) as u64
+        self.open.load(Ordering::Relaxed)
     }
 
     pub fn card_refresh_failed(&self) {
-        self.card_refresh_failures.fetch_add(1, Ordering::Relaxed);
+        self.card_refresh_failures.inc();
     }
 
     pub fn reload(&self, ok: bool) {
-        let c = if ok {
-            &self.reloads_ok
-        } else {
-            &self.reloads_failed
-        };
-        c.fetch_add(1, Ordering::Relaxed);
+        let result = if ok { "ok" } else { "refused" };
+        self.reloads.get_or_create(&[("result", result)]).inc();
     }
 
     /// The listener stopped accepting and drains: not ready any more.
@@ -232,397 +281,164 @@ impl Metrics {
         self.draining.load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition of every counter and of `now`.
+    /// The OpenMetrics text exposition of every counter and of `now`.
     pub fn render(&self, now: &Snapshot) -> String {
-        let mut out = String::with_capacity(4096);
+        let mut r = Registry::default();
         let started = self
             .started
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
-        help(
-            &mut out,
+        let build = Family::<[(&'static str, &'static str); 1], Gauge>::default();
+        build
+            .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+            .set(1);
+        gauge(
+            &mut r,
             "a2a_edge_build_info",
-            "gauge",
             "The running a2a-edge version.",
+            build,
         );
-        line(
-            &mut out,
-            "a2a_edge_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))],
-            1,
-        );
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_process_start_time_seconds",
-            "gauge",
-            "Start time of the process since the Unix epoch.",
+            "Start time of the process since the Unix epoch",
+            ConstGauge::new(started),
         );
-        let _ = writeln!(out, "a2a_edge_process_start_time_seconds {started:.3}");
-
-        let (counts, durations) = {
-            let r = lock(&self.requests);
-            (r.counts.clone(), r.durations.clone())
-        };
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_requests_total",
-            "counter",
-            "Requests answered, by agent (with [[agents]]), route, JSON-RPC method, HTTP status and reason code (ok when served).",
+            "Requests answered, by agent (with [[agents]]), route, JSON-RPC method, HTTP status and reason code (ok when served)",
+            self.requests.clone(),
         );
-        for (k, n) in &counts {
-            let status = k.status.to_string();
-            line(
-                &mut out,
-                "a2a_edge_requests_total",
-                &[
-                    ("agent", &k.agent),
-                    ("route", k.route),
-                    ("method", k.method),
-                    ("status", &status),
-                    ("reason", k.reason),
-                ],
-                *n,
-            );
-        }
-        help(
-            &mut out,
+        r.register(
             "a2a_edge_request_duration_seconds",
-            "histogram",
-            "Time from the request head to the response head, by agent (with [[agents]]) and route (a stream counts until it starts).",
+            "Time from the request head to the response head, by agent (with [[agents]]) and route (a stream counts until it starts)",
+            self.durations.clone(),
         );
-        for ((agent, route), h) in &durations {
-            let mut cumulative = 0;
-            for (i, b) in BUCKETS.iter().enumerate() {
-                cumulative += h.buckets[i];
-                let le = b.to_string();
-                line(
-                    &mut out,
-                    "a2a_edge_request_duration_seconds_bucket",
-                    &[("agent", agent), ("route", route), ("le", &le)],
-                    cumulative,
-                );
-            }
-            cumulative += h.buckets[BUCKETS.len()];
-            line(
-                &mut out,
-                "a2a_edge_request_duration_seconds_bucket",
-                &[("agent", agent), ("route", route), ("le", "+Inf")],
-                cumulative,
-            );
-            let agent_label = if agent.is_empty() {
-                String::new()
-            } else {
-                format!("agent=\"{}\",", escape(agent))
-            };
-            let _ = writeln!(
-                out,
-                "a2a_edge_request_duration_seconds_sum{{{agent_label}route=\"{}\"}} {}",
-                escape(route),
-                h.sum_seconds
-            );
-            line(
-                &mut out,
-                "a2a_edge_request_duration_seconds_count",
-                &[("agent", agent), ("route", route)],
-                h.count,
-            );
-        }
-
-        let (state_outcomes, state_hist) = lock(&self.state_round_trips).clone();
-        if !state_outcomes.is_empty() {
-            help(
-                &mut out,
+        if self.state_used.load(Ordering::Relaxed) {
+            counter(
+                &mut r,
                 "a2a_edge_state_round_trips_total",
-                "counter",
-                "Round trips to the shared state store (Redis), by outcome: ok, error, timeout, unavailable.",
+                "Round trips to the shared state store (Redis), by outcome: ok, error, timeout, unavailable",
+                self.state_round_trips.clone(),
             );
-            for (outcome, n) in &state_outcomes {
-                line(
-                    &mut out,
-                    "a2a_edge_state_round_trips_total",
-                    &[("outcome", outcome)],
-                    *n,
-                );
-            }
-            help(
-                &mut out,
+            r.register(
                 "a2a_edge_state_round_trip_seconds",
-                "histogram",
-                "Time of one round trip to the shared state store.",
-            );
-            let mut cumulative = 0;
-            for (i, b) in BUCKETS.iter().enumerate() {
-                cumulative += state_hist.buckets[i];
-                let le = b.to_string();
-                line(
-                    &mut out,
-                    "a2a_edge_state_round_trip_seconds_bucket",
-                    &[("le", &le)],
-                    cumulative,
-                );
-            }
-            cumulative += state_hist.buckets[BUCKETS.len()];
-            line(
-                &mut out,
-                "a2a_edge_state_round_trip_seconds_bucket",
-                &[("le", "+Inf")],
-                cumulative,
-            );
-            let _ = writeln!(
-                out,
-                "a2a_edge_state_round_trip_seconds_sum {}",
-                state_hist.sum_seconds
-            );
-            let _ = writeln!(
-                out,
-                "a2a_edge_state_round_trip_seconds_count {}",
-                state_hist.count
+                "Time of one round trip to the shared state store",
+                self.state_round_trip_seconds.clone(),
             );
         }
         if let Some(available) = now.state_available {
-            help(
-                &mut out,
+            gauge(
+                &mut r,
                 "a2a_edge_state_available",
-                "gauge",
-                "Whether the last round trip to the shared state store succeeded (1) or not (0).",
+                "Whether the last round trip to the shared state store succeeded (1) or not (0)",
+                ConstGauge::new(i64::from(available)),
             );
-            let _ = writeln!(out, "a2a_edge_state_available {}", u8::from(available));
         }
-
-        let refusals = lock(&self.authz_refusals).clone();
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_authz_refusals_total",
-            "counter",
-            "Requests an authorization decision refused, by reason code.",
+            "Requests an authorization decision refused, by reason code",
+            self.authz_refusals.clone(),
         );
-        for (reason, n) in &refusals {
-            line(
-                &mut out,
-                "a2a_edge_authz_refusals_total",
-                &[("reason", reason)],
-                *n,
-            );
-        }
-
-        let connections = lock(&self.connections).clone();
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_connections_total",
-            "counter",
-            "Connections by outcome: accepted, or the reason they were refused or dropped.",
+            "Connections by outcome: accepted, or the reason they were refused or dropped",
+            self.connections.clone(),
         );
-        for (outcome, n) in &connections {
-            line(
-                &mut out,
-                "a2a_edge_connections_total",
-                &[("outcome", outcome)],
-                *n,
-            );
-        }
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_connections_open",
-            "gauge",
-            "Connections open now (TLS handshake included).",
+            "Connections open now (TLS handshake included)",
+            self.connections_open.clone(),
         );
-        let _ = writeln!(out, "a2a_edge_connections_open {}", self.open_connections());
-
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_streams_total",
-            "counter",
-            "SSE streams relayed, by how they ended: completed, client_gone, or the reason code of the error frame that ended them.",
+            "SSE streams relayed, by how they ended: completed, client_gone, or the reason code of the error frame that ended them",
+            self.streams.clone(),
         );
-        for (outcome, n) in &lock(&self.streams).clone() {
-            line(
-                &mut out,
-                "a2a_edge_streams_total",
-                &[("outcome", outcome)],
-                *n,
-            );
-        }
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_streams_open",
-            "gauge",
-            "SSE streams being relayed now.",
+            "SSE streams being relayed now",
+            self.streams_open.clone(),
         );
-        let _ = writeln!(
-            out,
-            "a2a_edge_streams_open {}",
-            self.streams_open.load(Ordering::Relaxed).max(0)
-        );
-        help(
-            &mut out,
+        let healthy = Family::<Named, Gauge>::default();
+        let in_flight = Family::<Named, Gauge>::default();
+        for u in &now.upstreams {
+            healthy
+                .get_or_create(&[("upstream", escaped(&u.name))])
+                .set(i64::from(u.healthy));
+            in_flight
+                .get_or_create(&[("upstream", escaped(&u.name))])
+                .set(i64::try_from(u.in_flight).unwrap_or(i64::MAX));
+        }
+        gauge(
+            &mut r,
             "a2a_edge_upstream_healthy",
-            "gauge",
-            "1 when the agent passes its health checks, 0 when it is ejected.",
+            "1 when the agent passes its health checks, 0 when it is ejected",
+            healthy,
         );
-        for u in &now.upstreams {
-            line(
-                &mut out,
-                "a2a_edge_upstream_healthy",
-                &[("upstream", &u.name)],
-                u64::from(u.healthy),
-            );
-        }
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_upstream_in_flight",
-            "gauge",
-            "Requests in flight to the agent.",
+            "Requests in flight to the agent",
+            in_flight,
         );
-        for u in &now.upstreams {
-            line(
-                &mut out,
-                "a2a_edge_upstream_in_flight",
-                &[("upstream", &u.name)],
-                u.in_flight as u64,
-            );
-        }
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_card_published",
-            "gauge",
-            "1 when a card is published at /.well-known/agent-card.json.",
+            "1 when a card is published at /.well-known/agent-card.json (with [[agents]]: some agent's)",
+            ConstGauge::new(i64::from(now.card_published)),
         );
-        let _ = writeln!(
-            out,
-            "a2a_edge_card_published {}",
-            u8::from(now.card_published)
-        );
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_log_lines_dropped_total",
-            "counter",
-            "Log lines dropped because the log writer's buffer (8 MiB) was full (requests never wait for stderr).",
+            "Log lines dropped because the log writer's buffer (8 MiB) was full (requests never wait for stderr)",
+            ConstCounter::new(crate::telemetry::sink::dropped()),
         );
-        let _ = writeln!(
-            out,
-            "a2a_edge_log_lines_dropped_total {}",
-            crate::telemetry::sink::dropped()
-        );
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_card_invalid",
-            "gauge",
-            "1 when the last card refresh refused the card as not an A2A 1.0 AgentCard (card.invalid).",
+            "1 when the last card refresh refused the card as not an A2A 1.0 AgentCard (card.invalid)",
+            ConstGauge::new(i64::from(now.card_invalid)),
         );
-        let _ = writeln!(out, "a2a_edge_card_invalid {}", u8::from(now.card_invalid));
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_card_refresh_failures_total",
-            "counter",
-            "Card refreshes that failed (the last good card stays served).",
+            "Card refreshes that failed (the last good card stays served)",
+            self.card_refresh_failures.clone(),
         );
-        let _ = writeln!(
-            out,
-            "a2a_edge_card_refresh_failures_total {}",
-            self.card_refresh_failures.load(Ordering::Relaxed)
-        );
-        if let Some(r) = &now.registry {
-            registry(&mut out, r);
+        if let Some(stats) = &now.registry {
+            registry(&mut r, stats);
         }
-        help(
-            &mut out,
+        counter(
+            &mut r,
             "a2a_edge_policy_reloads_total",
-            "counter",
-            "Policy reloads (SIGHUP), applied or refused.",
+            "Policy reloads (SIGHUP), applied or refused",
+            self.reloads.clone(),
         );
-        for (result, c) in [("ok", &self.reloads_ok), ("refused", &self.reloads_failed)] {
-            line(
-                &mut out,
-                "a2a_edge_policy_reloads_total",
-                &[("result", result)],
-                c.load(Ordering::Relaxed),
-            );
-        }
-        help(
-            &mut out,
+        gauge(
+            &mut r,
             "a2a_edge_draining",
-            "gauge",
-            "1 once shutdown started: no new connections, in-flight requests finish.",
+            "1 once shutdown started: no new connections, in-flight requests finish",
+            ConstGauge::new(i64::from(self.is_draining())),
         );
-        let _ = writeln!(out, "a2a_edge_draining {}", u8::from(self.is_draining()));
+        let mut out = String::with_capacity(8192);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &r);
         out
     }
 }
 
-fn registry(out: &mut String, r: &crate::state::registry::RegistryStats) {
-    help(
-        out,
-        "a2a_edge_registry_entries",
-        "gauge",
-        "Tasks and contexts whose owner the edge remembers; running contexts; turns in flight; evicted contexts whose owner is still known.",
-    );
-    for (kind, n) in [
-        ("tasks", r.tasks),
-        ("contexts", r.contexts),
-        ("forgotten_contexts", r.forgotten_contexts),
-        ("running_contexts", r.running_contexts),
-        ("pending_turns", r.pending_turns),
-    ] {
-        line(
-            out,
-            "a2a_edge_registry_entries",
-            &[("kind", kind)],
-            n as u64,
-        );
-    }
-    help(
-        out,
-        "a2a_edge_registry_evictions_total",
-        "counter",
-        "Entries evicted to stay within the registry's size (alert on contexts: once an evicted context's owner is forgotten too, its id can be claimed again).",
-    );
-    for (kind, n) in [("tasks", r.evicted_tasks), ("contexts", r.evicted_contexts)] {
-        line(
-            out,
-            "a2a_edge_registry_evictions_total",
-            &[("kind", kind)],
-            n,
-        );
-    }
-    help(
-        out,
-        "a2a_edge_registry_ignored_total",
-        "counter",
-        "Agent answers not recorded: naming another caller's task or context, or the registry full of running turns.",
-    );
-    for (why, n) in [("foreign", r.foreign_ignored), ("full", r.refused_full)] {
-        line(out, "a2a_edge_registry_ignored_total", &[("why", why)], n);
-    }
-}
-
-fn help(out: &mut String, name: &str, kind: &str, text: &str) {
-    let _ = writeln!(out, "# HELP {name} {text}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn line(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
-    out.push_str(name);
-    // The agent label only exists with `[[agents]]`.
-    let labels: Vec<&(&str, &str)> = labels
-        .iter()
-        .filter(|(k, v)| !(*k == "agent" && v.is_empty()))
-        .collect();
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{k}=\"{}\"", escape(v));
-        }
-        out.push('}');
-    }
-    let _ = writeln!(out, " {value}");
-}
-
-/// Label values: backslash, double quote and line feed escaped (exposition format 0.0.4).
-fn escape(v: &str) -> String {
+/// A label value an operator chose, escaped as the exposition format wants (`\\`, `\"`,
+/// `\n`): prometheus-client 0.24 writes label values as they are. Every other label value is
+/// a code of the edge or a name the policy restricts to `[A-Za-z0-9._-]` (agents).
+fn escaped(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
     for c in v.chars() {
         match c {
@@ -633,6 +449,57 @@ fn escape(v: &str) -> String {
         }
     }
     s
+}
+
+/// Registers a counter by the name its samples have (`…_total`).
+fn counter(r: &mut Registry, name_total: &str, help: &str, metric: impl Metric) {
+    let name = name_total.strip_suffix("_total").unwrap_or(name_total);
+    r.register(name, help, metric);
+}
+
+fn gauge(r: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+    r.register(name, help, metric);
+}
+
+fn registry(r: &mut Registry, s: &crate::state::registry::RegistryStats) {
+    let entries = Family::<Code, Gauge>::default();
+    for (kind, n) in [
+        ("tasks", s.tasks),
+        ("contexts", s.contexts),
+        ("forgotten_contexts", s.forgotten_contexts),
+        ("running_contexts", s.running_contexts),
+        ("pending_turns", s.pending_turns),
+    ] {
+        entries
+            .get_or_create(&[("kind", kind)])
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    gauge(
+        r,
+        "a2a_edge_registry_entries",
+        "Tasks and contexts whose owner the edge remembers; running contexts; turns in flight; evicted contexts whose owner is still known",
+        entries,
+    );
+    let evictions = Family::<Code, Counter>::default();
+    for (kind, n) in [("tasks", s.evicted_tasks), ("contexts", s.evicted_contexts)] {
+        evictions.get_or_create(&[("kind", kind)]).inc_by(n);
+    }
+    counter(
+        r,
+        "a2a_edge_registry_evictions_total",
+        "Entries evicted to stay within the registry's size (alert on contexts: once an evicted context's owner is forgotten too, its id can be claimed again)",
+        evictions,
+    );
+    let ignored = Family::<Code, Counter>::default();
+    for (why, n) in [("foreign", s.foreign_ignored), ("full", s.refused_full)] {
+        ignored.get_or_create(&[("why", why)]).inc_by(n);
+    }
+    counter(
+        r,
+        "a2a_edge_registry_ignored_total",
+        "Agent answers not recorded: naming another caller's task or context, or the registry full of running turns",
+        ignored,
+    );
 }
 
 #[cfg(test)]
@@ -687,18 +554,18 @@ mod tests {
         ));
         // 0 ms and 3 ms fall at or below 5 ms; 30 ms only from 50 ms on.
         assert!(text
-            .contains("a2a_edge_request_duration_seconds_bucket{route=\"rpc\",le=\"0.005\"} 2\n"));
+            .contains("a2a_edge_request_duration_seconds_bucket{le=\"0.005\",route=\"rpc\"} 2\n"));
         assert!(text
-            .contains("a2a_edge_request_duration_seconds_bucket{route=\"rpc\",le=\"0.025\"} 2\n"));
+            .contains("a2a_edge_request_duration_seconds_bucket{le=\"0.025\",route=\"rpc\"} 2\n"));
         assert!(text
-            .contains("a2a_edge_request_duration_seconds_bucket{route=\"rpc\",le=\"0.05\"} 3\n"));
+            .contains("a2a_edge_request_duration_seconds_bucket{le=\"0.05\",route=\"rpc\"} 3\n"));
         assert!(text.contains("a2a_edge_request_duration_seconds_count{route=\"rpc\"} 3\n"));
         // Above the last bucket: only +Inf holds it.
-        assert!(
-            text.contains("a2a_edge_request_duration_seconds_bucket{route=\"card\",le=\"10\"} 0\n")
-        );
         assert!(text
-            .contains("a2a_edge_request_duration_seconds_bucket{route=\"card\",le=\"+Inf\"} 1\n"));
+            .contains("a2a_edge_request_duration_seconds_bucket{le=\"10.0\",route=\"card\"} 0\n"));
+        assert!(text
+            .contains("a2a_edge_request_duration_seconds_bucket{le=\"+Inf\",route=\"card\"} 1\n"));
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics");
     }
 
     #[test]
@@ -757,13 +624,13 @@ mod tests {
                 typed.insert(rest.split(' ').next().unwrap().to_string());
                 continue;
             }
-            if l.starts_with('#') {
+            if l.starts_with('#') || l.is_empty() {
                 continue;
             }
             let (series, value) = l.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{l}");
             let name = series.split('{').next().unwrap();
-            let family = ["_bucket", "_sum", "_count"]
+            let family = ["_bucket", "_sum", "_count", "_total"]
                 .iter()
                 .find_map(|s| name.strip_suffix(s).filter(|f| typed.contains(*f)))
                 .unwrap_or(name);
