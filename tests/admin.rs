@@ -407,3 +407,52 @@ async fn streams_are_counted_by_how_they_end() {
     );
     assert_eq!(sample(&text, "a2a_edge_streams_open"), 0.0, "{text}");
 }
+
+#[tokio::test]
+async fn a_caller_that_hangs_up_leaves_no_request_in_flight() {
+    // The agent never answers; six callers (HTTP/1.1 and HTTP/2) wait, then hang up.
+    let (up, p) = Proxy::with_recorder(
+        Reply::Hang,
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut calls = Vec::new();
+    for proto in PROTOS {
+        for _ in 0..3 {
+            let mut c = p.client(proto).await;
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send_message("hang")}).to_string();
+            calls.push(tokio::spawn(async move {
+                c.request("POST", "/", &rpc_headers(), body).await
+            }));
+        }
+    }
+    let series = "a2a_edge_upstream_in_flight{upstream=\"agent-1\"}";
+    let gauge_reaches = |want: f64| {
+        let p = &p;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let (_, text) = admin_get(p, "/metrics").await;
+                if text.contains(&format!("{series} {want}")) {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{series} never {want}: {text}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    gauge_reaches(6.0).await;
+    assert_eq!(
+        up.rpc_requests().len(),
+        6,
+        "every request reached the agent"
+    );
+    for call in calls {
+        call.abort();
+    }
+    // The gauge (which the fleet's choice of the least busy agent reads) falls back to 0.
+    gauge_reaches(0.0).await;
+}

@@ -23,8 +23,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
 /// Upper bounds of the request-duration histogram, in seconds.
-const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+/// From 100 µs: most requests the edge answers itself take well under 0.5 ms.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
 ];
 
 fn histogram() -> Histogram {
@@ -296,7 +298,7 @@ impl Metrics {
         gauge(
             &mut r,
             "a2a_edge_build_info",
-            "The running a2a-edge version.",
+            "The running a2a-edge version",
             build,
         );
         gauge(

@@ -50,9 +50,10 @@ impl Agent {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<BoxBody>, UpstreamError> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        // Counted until the answer's head, or until the caller gives up (the future dropped).
+        let _in_flight = InFlight::enter(&self.in_flight);
         let result = self.upstream.send_rpc(headers, body).await;
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        drop(_in_flight);
         match &result {
             Err(UpstreamError::Unavailable) => self.failed("connection"),
             Ok(_) => self.failures.store(0, Ordering::Relaxed),
@@ -90,6 +91,22 @@ impl Agent {
             Ok(resp) if resp.status() == StatusCode::OK => self.succeeded(),
             _ => self.failed("health_check"),
         }
+    }
+}
+
+/// One request in flight to an agent: counted while this lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(n: &'a AtomicUsize) -> InFlight<'a> {
+        n.fetch_add(1, Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
