@@ -19,9 +19,17 @@ pub fn now_micros() -> u64 {
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` (always six digits, as ProtoJSON readers expect of the
 /// edge) for a time in microseconds since the epoch.
 pub fn format_rfc3339(micros: u64) -> String {
+    let mut s = String::with_capacity(27);
+    let _ = write_rfc3339(&mut s, micros);
+    s
+}
+
+/// [`format_rfc3339`] into `w` (a log line, without a string of its own).
+pub fn write_rfc3339(w: &mut impl std::fmt::Write, micros: u64) -> std::fmt::Result {
     let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    format!(
+    write!(
+        w,
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
         t.year(),
         u8::from(t.month()),

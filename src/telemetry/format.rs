@@ -4,7 +4,7 @@
 //! [`Json`] values (lists, objects), which are written as the JSON they are. A field that is an
 //! empty `Option` is left out.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -26,15 +26,19 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let mut out = String::with_capacity(320);
-        out.push_str("{\"ts\":\"");
-        out.push_str(&super::now());
-        out.push_str("\",\"level\":\"");
-        out.push_str(level_name(event.metadata().level()));
-        out.push('"');
-        event.record(&mut Fields(&mut out));
-        out.push_str("}\n");
-        writer.write_str(&out)
+        // Written straight into the layer's buffer: no string of the line's own.
+        writer.write_str("{\"ts\":\"")?;
+        crate::time::write_rfc3339(&mut writer, crate::time::now_micros())?;
+        writer.write_str("\",\"level\":\"")?;
+        writer.write_str(level_name(event.metadata().level()))?;
+        writer.write_char('"')?;
+        let mut fields = Fields {
+            w: &mut writer,
+            result: Ok(()),
+        };
+        event.record(&mut fields);
+        fields.result?;
+        writer.write_str("}\n")
     }
 }
 
@@ -48,35 +52,35 @@ fn level_name(l: &tracing::Level) -> &'static str {
     }
 }
 
-/// Appends `,"name":value` for each field.
-struct Fields<'a>(&'a mut String);
+/// Appends `,"name":value` for each field to `w`; the first error is kept.
+struct Fields<'a, W: fmt::Write> {
+    w: &'a mut W,
+    result: fmt::Result,
+}
 
-impl Fields<'_> {
-    fn key(&mut self, field: &Field) {
-        self.0.push_str(",\"");
+impl<W: fmt::Write> Fields<'_, W> {
+    fn put(&mut self, field: &Field, value: impl FnOnce(&mut W) -> fmt::Result) {
+        if self.result.is_err() {
+            return;
+        }
         // Field names are Rust identifiers (or dotted ones): nothing to escape.
-        self.0.push_str(field.name());
-        self.0.push_str("\":");
-    }
-
-    fn string(&mut self, s: &str) {
-        // serde_json writes a JSON string with exactly the escapes JSON needs.
-        let _ = serde_json::to_writer(StringWriter(self.0), s);
+        self.result = write!(self.w, ",\"{}\":", field.name()).and_then(|()| value(self.w));
     }
 }
 
-/// A `String` as an `io::Write` (serde_json writes valid UTF-8 only).
-struct StringWriter<'a>(&'a mut String);
+/// A JSON string, with exactly the escapes JSON needs (serde_json's).
+fn json_string(w: &mut impl fmt::Write, s: &str) -> fmt::Result {
+    serde_json::to_writer(FmtWriter(w), s).map_err(|_| fmt::Error)
+}
 
-impl std::io::Write for StringWriter<'_> {
+/// An `fmt::Write` as the `io::Write` serde_json writes to (it writes valid UTF-8 only).
+struct FmtWriter<'a, W: fmt::Write>(&'a mut W);
+
+impl<W: fmt::Write> std::io::Write for FmtWriter<'_, W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match std::str::from_utf8(buf) {
-            Ok(s) => {
-                self.0.push_str(s);
-                Ok(buf.len())
-            }
-            Err(_) => Err(std::io::Error::other("not UTF-8")),
-        }
+        let s = std::str::from_utf8(buf).map_err(|_| std::io::Error::other("not UTF-8"))?;
+        self.0.write_str(s).map_err(std::io::Error::other)?;
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -84,48 +88,40 @@ impl std::io::Write for StringWriter<'_> {
     }
 }
 
-impl Visit for Fields<'_> {
+impl<W: fmt::Write> Visit for Fields<'_, W> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.key(field);
-        self.string(value);
+        self.put(field, |w| json_string(w, value));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.key(field);
-        let _ = write!(self.0, "{value}");
+        self.put(field, |w| write!(w, "{value}"));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.key(field);
-        let _ = write!(self.0, "{value}");
+        self.put(field, |w| write!(w, "{value}"));
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.key(field);
-        match serde_json::Number::from_f64(value) {
-            Some(n) => {
-                let _ = write!(self.0, "{n}");
-            }
-            None => self.0.push_str("null"),
-        }
+        self.put(field, |w| match serde_json::Number::from_f64(value) {
+            Some(n) => write!(w, "{n}"),
+            None => w.write_str("null"),
+        });
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.key(field);
-        self.0.push_str(if value { "true" } else { "false" });
+        self.put(field, |w| w.write_str(if value { "true" } else { "false" }));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.key(field);
         let text = format!("{value:?}");
         // Written raw only when it is JSON indeed: the line stays one valid JSON object
         // whatever a displayed value holds.
-        match text.strip_prefix(JSON_MARK) {
+        self.put(field, |w| match text.strip_prefix(JSON_MARK) {
             Some(json) if serde_json::from_str::<serde::de::IgnoredAny>(json).is_ok() => {
-                self.0.push_str(json)
+                w.write_str(json)
             }
-            _ => self.string(&text),
-        }
+            _ => json_string(w, &text),
+        });
     }
 }
 

@@ -93,9 +93,9 @@ fn write_pending(sink: &Sink, batch: &mut Vec<u8>) {
 }
 
 /// Buffers one finished line (with its newline); written directly if there is no writer.
-pub fn emit(line: Vec<u8>) {
+pub fn emit(line: &[u8]) {
     let Some(sink) = sink() else {
-        let _ = std::io::stderr().lock().write_all(&line);
+        let _ = std::io::stderr().lock().write_all(line);
         return;
     };
     let mut buf = lock(&sink.buf);
@@ -104,7 +104,7 @@ pub fn emit(line: Vec<u8>) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    buf.bytes.extend_from_slice(&line);
+    buf.bytes.extend_from_slice(line);
     // Woken only when it waits: a writer gathering a batch finds this line on its own.
     let wake = std::mem::take(&mut buf.idle);
     drop(buf);
@@ -131,7 +131,7 @@ pub struct Lines;
 
 impl std::io::Write for Lines {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        emit(buf.to_vec());
+        emit(buf);
         Ok(buf.len())
     }
 
