@@ -146,6 +146,20 @@ async fn rpc_at(
     serde_json::from_slice(&b).unwrap()
 }
 
+/// GetTask of `task` as the test's caller at `authority` + `path`: the answer.
+async fn get_task(c: &mut Client, proto: Proto, authority: &str, path: &str, task: &str) -> Value {
+    rpc_at(
+        c,
+        proto,
+        authority,
+        path,
+        ALICE,
+        "GetTask",
+        json!({"id": task}),
+    )
+    .await
+}
+
 /// A standalone engine whose card carries `name`; returns its JSON-RPC URL.
 async fn engine_with_name(name: &str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -324,16 +338,7 @@ async fn a_task_of_one_agent_is_not_found_at_another() {
             .unwrap()
             .to_string();
         // Its own agent knows it.
-        let got = rpc_at(
-            &mut c,
-            proto,
-            &h,
-            "/agents/tf",
-            ALICE,
-            "GetTask",
-            json!({"id": task}),
-        )
-        .await;
+        let got = get_task(&mut c, proto, &h, "/agents/tf", &task).await;
         assert_eq!(got["result"]["id"], task.as_str(), "{got}");
         // Every other agent: -32001, as for a task that does not exist.
         let cases = [
@@ -814,27 +819,9 @@ async fn a_reload_adds_and_removes_agents() {
     let ros_card: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(ros_card["name"], "ros review agent");
     // The task of tf is still tf's after the reload, and still no one else's.
-    let v = rpc_at(
-        &mut c,
-        Proto::H2,
-        &h,
-        "/agents/tf/",
-        ALICE,
-        "GetTask",
-        json!({"id": task}),
-    )
-    .await;
+    let v = get_task(&mut c, Proto::H2, &h, "/agents/tf/", &task).await;
     assert_eq!(v["result"]["id"], task.as_str(), "{v}");
-    let v = rpc_at(
-        &mut c,
-        Proto::H2,
-        &h,
-        "/agents/ros/",
-        ALICE,
-        "GetTask",
-        json!({"id": task}),
-    )
-    .await;
+    let v = get_task(&mut c, Proto::H2, &h, "/agents/ros/", &task).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
     proxy
         .reload(&policy_text(&d, &[agent("ros", &ros)], ""))
@@ -893,38 +880,11 @@ async fn agents_stay_apart_across_replicas_sharing_redis() {
         .unwrap_or_else(|| panic!("{sent}"))
         .to_string();
     // The other replica knows the task at its agent (from Redis), and only there.
-    let v = rpc_at(
-        &mut cb,
-        Proto::H2,
-        &hb,
-        "/agents/tf/",
-        ALICE,
-        "GetTask",
-        json!({"id": task}),
-    )
-    .await;
+    let v = get_task(&mut cb, Proto::H2, &hb, "/agents/tf/", &task).await;
     assert_eq!(v["result"]["id"], task.as_str(), "{v}");
-    let v = rpc_at(
-        &mut cb,
-        Proto::H2,
-        &hb,
-        "/agents/ros/",
-        ALICE,
-        "GetTask",
-        json!({"id": task}),
-    )
-    .await;
+    let v = get_task(&mut cb, Proto::H2, &hb, "/agents/ros/", &task).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
-    let v = rpc_at(
-        &mut ca,
-        Proto::H1,
-        &ha,
-        "/agents/ros/",
-        ALICE,
-        "GetTask",
-        json!({"id": task}),
-    )
-    .await;
+    let v = get_task(&mut ca, Proto::H1, &ha, "/agents/ros/", &task).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
     // ListTasks from Redis: per agent.
     let ids = |v: &Value| -> Vec<String> {

@@ -11,7 +11,7 @@
 //! appends to each sample: `counter(…, "a2a_edge_requests_total", …)` below names the series
 //! as they are scraped.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -112,8 +112,6 @@ pub struct Metrics {
     card_refresh_failures: Counter,
     reloads: Family<Code, Counter>,
     draining: AtomicBool,
-    /// Kept for [`Metrics::open_connections`].
-    open: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -147,7 +145,6 @@ pub struct OpenConnection<'a>(&'a Metrics);
 impl Drop for OpenConnection<'_> {
     fn drop(&mut self) {
         self.0.connections_open.dec();
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -182,7 +179,6 @@ impl Metrics {
             card_refresh_failures: Counter::default(),
             reloads,
             draining: AtomicBool::new(false),
-            open: AtomicU64::new(0),
         }
     }
 
@@ -226,7 +222,6 @@ impl Metrics {
     /// Counts an open connection until the guard is dropped.
     pub fn open_connection(&self) -> OpenConnection<'_> {
         self.connections_open.inc();
-        self.open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self)
     }
 
@@ -262,7 +257,7 @@ impl Metrics {
 
     /// Connections open now.
     pub fn open_connections(&self) -> u64 {
-        self.open.load(Ordering::Relaxed)
+        u64::try_from(self.connections_open.get()).unwrap_or(0)
     }
 
     pub fn card_refresh_failed(&self) {
