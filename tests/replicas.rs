@@ -425,6 +425,8 @@ async fn claims_are_atomic_across_replicas() {
             ca_pem: None,
             key_prefix: "claim:".into(),
             timeout: Duration::from_secs(2),
+            rate_lease_max: 1,
+            rate_lease: Duration::from_millis(100),
         };
         let metrics = Arc::new(a2a_edge::telemetry::metrics::Metrics::new());
         Arc::new(SharedOwners::new(

@@ -60,6 +60,101 @@ async fn the_principal_rate_is_one_budget_across_replicas() {
     }
 }
 
+/// `a2a_edge_state_round_trips_total{outcome="ok"}` of one replica.
+async fn round_trips(p: &Proxy) -> u64 {
+    let (_, metrics) = admin_get(p, "/metrics").await;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("a2a_edge_state_round_trips_total{outcome=\"ok\"} "))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_fast_callers_tokens_are_leased_and_never_exceed_the_shared_budget() {
+    // 100/s with a burst of 50: a lease takes at most 10 tokens (what the rate refills in
+    // 100 ms); a method the agent does not have costs exactly the principal's rate. Eight
+    // clients, four on each replica, spend it faster than it refills.
+    // With `rate_lease_max = 1`, every request is one round trip, as before leases.
+    for leases in [true, false] {
+        let redis = RedisServer::start();
+        let extra = format!(
+            "{}[limits]\nrequests_per_second = 100\nburst = 50\n",
+            if leases { "" } else { "rate_lease_max = 1\n" }
+        );
+        let a = Proxy::start(state(&redis, &extra)).await;
+        let b = Proxy::start(state(&redis, &extra)).await;
+        let before = round_trips(&a).await + round_trips(&b).await;
+        let started = std::time::Instant::now();
+        let mut load = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let p = if i % 2 == 0 { &a } else { &b };
+            let (addr, ca) = (p.addr, p.ca.clone());
+            let proto = if i % 4 < 2 { Proto::H1 } else { Proto::H2 };
+            load.spawn(async move {
+                let mut c = Client::connect(addr, &ca, proto).await;
+                let body = r#"{"jsonrpc":"2.0","id":1,"method":"NoSuchMethod","params":{}}"#;
+                let headers = [
+                    ("authorization", TOKEN_HEADER),
+                    ("content-type", "application/json"),
+                    ("a2a-version", "1.0"),
+                ];
+                let (mut admitted, mut refused) = (0u64, 0u64);
+                for _ in 0..60 {
+                    let (status, _, rb) = c.request("POST", "/", &headers, body).await;
+                    let text = String::from_utf8_lossy(&rb);
+                    match status {
+                        StatusCode::OK => {
+                            assert!(text.contains("-32601"), "{text}");
+                            admitted += 1;
+                        }
+                        StatusCode::TOO_MANY_REQUESTS => {
+                            assert!(text.contains("rate.principal"), "{text}");
+                            refused += 1;
+                        }
+                        other => panic!("{other}: {text}"),
+                    }
+                }
+                (admitted, refused)
+            });
+        }
+        let (mut admitted, mut refused) = (0u64, 0u64);
+        while let Some(done) = load.join_next().await {
+            let (ok, no) = done.unwrap();
+            (admitted, refused) = (admitted + ok, refused + no);
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let trips = round_trips(&a).await + round_trips(&b).await - before;
+        // Never more than the one budget allows, both replicas together...
+        let allowed = 50.0 + 100.0 * elapsed + 1.0;
+        assert!(
+            (admitted as f64) <= allowed,
+            "{admitted} admitted in {elapsed:.2} s, at most {allowed:.0}"
+        );
+        // ... nor much less: unspent leased tokens are few.
+        assert!(
+            (admitted as f64) >= 0.6 * allowed.min(480.0),
+            "{admitted} admitted in {elapsed:.2} s, {refused} refused"
+        );
+        assert!(
+            refused > 0,
+            "the budget was never spent: {admitted} admitted in {elapsed:.2} s"
+        );
+        if leases {
+            // Each refusal asks Redis; an admission mostly does not.
+            assert!(
+                trips <= refused + admitted / 2,
+                "{trips} round trips for {admitted} admitted and {refused} refused"
+            );
+        } else {
+            // (and the health checker's PINGs)
+            assert!(
+                (admitted + refused..admitted + refused + 10).contains(&trips),
+                "{trips} round trips for {admitted} admitted and {refused} refused"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_failure_budget_is_one_across_replicas() {
     let redis = RedisServer::start();

@@ -86,6 +86,10 @@ pub struct StateSection {
     pub task_retention_ms: Option<Spanned<u64>>,
     /// How long a busy context stays busy unless its replica renews the lease (redis).
     pub busy_lease_ms: Option<Spanned<u64>>,
+    /// The most rate tokens one round trip takes for a principal (redis; 1 = one per request).
+    pub rate_lease_max: Option<Spanned<u64>>,
+    /// How long leased rate tokens may wait to be spent (redis).
+    pub rate_lease_ms: Option<Spanned<u64>>,
 }
 
 /// `[authz]`: what each authenticated caller may do.

@@ -352,11 +352,13 @@ impl Policy {
                 }
             )),
             Some(r) => s.push_str(&format!(
-                "state    redis {} (prefix {:?}, {} ms a round trip): task and context ownership, workspace bindings, busy contexts (lease {} ms), ListTasks pages, per-principal and per-method rates and the authentication failure budget are shared by the replicas; ownership is kept {} after its last write; per replica: the per-address rate, concurrency slots and stream buffers\n",
+                "state    redis {} (prefix {:?}, {} ms a round trip): task and context ownership, workspace bindings, busy contexts (lease {} ms), ListTasks pages, per-principal and per-method rates (a fast caller's tokens taken up to {} at a time, spent within {} ms) and the authentication failure budget are shared by the replicas; ownership is kept {} after its last write; per replica: the per-address rate, concurrency slots and stream buffers\n",
                 r.url,
                 r.key_prefix,
                 r.timeout.as_millis(),
                 self.state.busy_lease.as_millis(),
+                r.rate_lease_max,
+                r.rate_lease.as_millis(),
                 crate::time::human_duration(self.state.task_retention),
             )),
         }

@@ -21,6 +21,9 @@ pub struct StatePolicy {
 /// A week.
 const DEFAULT_RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 const DEFAULT_LEASE_MS: u64 = 30_000;
+/// Rate leases (`rate_lease_max`, `rate_lease_ms`): see `crate::state::leases`.
+const DEFAULT_RATE_LEASE_MAX: u64 = 64;
+const DEFAULT_RATE_LEASE_MS: u64 = 100;
 
 impl StatePolicy {
     pub fn backend(&self) -> &'static str {
@@ -72,6 +75,14 @@ impl Ctx<'_> {
             (
                 "state.busy_lease_ms",
                 s.busy_lease_ms.as_ref().map(|v| v.span()),
+            ),
+            (
+                "state.rate_lease_max",
+                s.rate_lease_max.as_ref().map(|v| v.span()),
+            ),
+            (
+                "state.rate_lease_ms",
+                s.rate_lease_ms.as_ref().map(|v| v.span()),
             ),
         ];
         match s.backend.as_ref().map(|b| b.get_ref().as_str()) {
@@ -213,6 +224,30 @@ impl Ctx<'_> {
                         "must be more than three round trips (3 x timeout_ms): a lease is renewed every third of it".into(),
                     );
                 }
+                let rate_lease_max = match &s.rate_lease_max {
+                    None => DEFAULT_RATE_LEASE_MAX,
+                    Some(n) if (1..=1024).contains(n.get_ref()) => *n.get_ref(),
+                    Some(n) => {
+                        return self.spanned_err(
+                            "state.rate_lease_max",
+                            n,
+                            "must be between 1 (one round trip per request) and 1024",
+                        )
+                    }
+                };
+                let rate_lease = match &s.rate_lease_ms {
+                    None => Duration::from_millis(DEFAULT_RATE_LEASE_MS),
+                    Some(t) if (1..=1000).contains(t.get_ref()) => {
+                        Duration::from_millis(*t.get_ref())
+                    }
+                    Some(t) => {
+                        return self.spanned_err(
+                            "state.rate_lease_ms",
+                            t,
+                            "must be between 1 and 1000",
+                        )
+                    }
+                };
                 if page_token_secret.is_none() {
                     return self.err(
                         "state.page_token_secret_env",
@@ -227,6 +262,8 @@ impl Ctx<'_> {
                         ca_pem,
                         key_prefix,
                         timeout,
+                        rate_lease_max: rate_lease_max as u32,
+                        rate_lease,
                     }),
                     page_token_secret,
                     task_retention,

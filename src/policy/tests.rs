@@ -472,9 +472,21 @@ fn state_settings_are_checked_where_they_are_written() {
         "{}",
         p.summary()
     );
+    assert!(
+        p.summary()
+            .contains("up to 64 at a time, spent within 100 ms"),
+        "{}",
+        p.summary()
+    );
     let p = load(&with("task_retention_ms = 3600000\nbusy_lease_ms = 5000\n")).unwrap();
     assert_eq!(p.state.task_retention, Duration::from_secs(3600));
     assert_eq!(p.state.busy_lease, Duration::from_secs(5));
+    let p = load(&with("rate_lease_max = 1\nrate_lease_ms = 1000\n")).unwrap();
+    let r = p.state.redis.as_ref().unwrap();
+    assert_eq!(
+        (r.rate_lease_max, r.rate_lease),
+        (1, Duration::from_secs(1))
+    );
     // (policy, the key the error names)
     let cases: Vec<(String, &str)> = vec![
         (with("task_retention_ms = 999\n"), "state.task_retention_ms"),
@@ -483,6 +495,10 @@ fn state_settings_are_checked_where_they_are_written() {
         (with("busy_lease_ms = 3600001\n"), "state.busy_lease_ms"),
         // A lease is renewed every third of it: three round trips must fit.
         (with("timeout_ms = 1000\nbusy_lease_ms = 3000\n"), "state.busy_lease_ms"),
+        (with("rate_lease_max = 0\n"), "state.rate_lease_max"),
+        (with("rate_lease_max = 1025\n"), "state.rate_lease_max"),
+        (with("rate_lease_ms = 0\n"), "state.rate_lease_ms"),
+        (with("rate_lease_ms = 1001\n"), "state.rate_lease_ms"),
         (with("timeout_ms = 0\n"), "state.timeout_ms"),
         (with("timeout_ms = 60001\n"), "state.timeout_ms"),
         (with("key_prefix = \"\"\n"), "state.key_prefix"),
@@ -505,6 +521,10 @@ fn state_settings_are_checked_where_they_are_written() {
         (
             format!("{GOOD}[state]\ntask_retention_ms = 3600000\n"),
             "state.task_retention_ms",
+        ),
+        (
+            format!("{GOOD}[state]\nrate_lease_max = 8\n"),
+            "state.rate_lease_max",
         ),
         (
             format!("{GOOD}[state]\nbackend = \"redis\"\nredis_url = \"redis://h/0\"\npage_token_secret_env = \"A2A_EDGE_POLICY_TEST_SHORT\"\n"),

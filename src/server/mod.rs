@@ -169,12 +169,14 @@ impl FixedAtStart {
                 policy.state.backend().to_string(),
                 policy.state.redis.as_ref().map(|r| {
                     format!(
-                        "{} {} {:?} {:?} {:?}",
+                        "{} {} {:?} {:?} {:?} {} {:?}",
                         r.url,
                         r.key_prefix,
                         r.timeout,
                         policy.state.task_retention,
-                        policy.state.busy_lease
+                        policy.state.busy_lease,
+                        r.rate_lease_max,
+                        r.rate_lease
                     )
                 }),
                 policy

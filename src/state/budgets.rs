@@ -154,7 +154,7 @@ impl Budgets {
         let Some(rate) = rate else {
             return Ok(());
         };
-        match store.spend(&kind, principal, rate, 1).await? {
+        match store.spend_leased(&kind, principal, rate).await? {
             Ok(()) => Ok(()),
             Err(retry_after) => Err(Refused::Limited(Limited {
                 reason,
@@ -181,7 +181,7 @@ impl Budgets {
             burst,
         };
         let key = client_key(ip, prefix).to_string();
-        match store.spend("fail", &key, rate, 1).await? {
+        match store.spend("fail", &key, rate).await? {
             Ok(()) => Ok(None),
             Err(wait) => {
                 let wait = wait.max(Duration::from_secs(1));

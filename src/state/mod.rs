@@ -7,6 +7,7 @@
 //! - [`budgets`]: rates, the failure throttle and concurrency (local or GCRA in [`redis`]).
 
 mod budgets;
+mod leases;
 pub mod ownership;
 pub mod redis;
 pub mod registry;

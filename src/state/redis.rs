@@ -8,7 +8,8 @@
 //! is away, so the replica recovers by itself when Redis returns.
 //!
 //! Rates are GCRA, as governor computes them locally, in one Lua script that reads Redis's
-//! own clock (`TIME`): replicas with skewed clocks still share one budget.
+//! own clock (`TIME`): replicas with skewed clocks still share one budget. A principal that
+//! spends its rate fast takes its tokens a few at a time ([`super::leases`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::leases::{RateLeases, Take};
 use crate::limits::rate::Rate;
 use crate::telemetry::metrics::Metrics;
 
@@ -33,6 +35,10 @@ pub struct RedisConfig {
     pub ca_pem: Option<Vec<u8>>,
     pub key_prefix: String,
     pub timeout: Duration,
+    /// `rate_lease_max`: the most rate tokens one round trip takes (1: one per request).
+    pub rate_lease_max: u32,
+    /// `rate_lease_ms`: how long leased tokens may wait to be spent.
+    pub rate_lease: Duration,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -42,27 +48,32 @@ impl std::fmt::Debug for RedisConfig {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("key_prefix", &self.key_prefix)
             .field("timeout", &self.timeout)
+            .field("rate_lease_max", &self.rate_lease_max)
+            .field("rate_lease", &self.rate_lease)
             .finish()
     }
 }
 
-/// GCRA over Redis's clock. KEYS[1]: the budget; ARGV: emission interval (µs), burst, cost.
-/// Returns {1, 0} when admitted, {0, wait µs} when not.
+/// GCRA over Redis's clock. KEYS[1]: the budget; ARGV: emission interval (µs), burst, the
+/// most tokens to take. Takes as many as the budget holds, up to that; returns {taken, 0}
+/// when at least one was, {0, wait µs until one is} when none.
 const GCRA: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
+local want = tonumber(ARGV[3])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
-local new_tat = tat + interval * cost
 local limit = now + interval * burst
-if new_tat > limit then
-  return {0, new_tat - limit}
+local room = math.floor((limit - tat) / interval)
+if room < 1 then
+  return {0, tat + interval - limit}
 end
+local taken = math.min(want, room)
+local new_tat = tat + interval * taken
 redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1)
-return {1, 0}
+return {taken, 0}
 "#;
 
 /// A worker's connection, once made, and when the last attempt to make it failed.
@@ -77,6 +88,7 @@ pub struct RedisStore {
     /// backoff.
     conns: Box<[tokio::sync::Mutex<Slot>]>,
     gcra: redis::Script,
+    leases: RateLeases,
     healthy: AtomicBool,
     metrics: Arc<Metrics>,
 }
@@ -100,6 +112,11 @@ impl RedisStore {
             _ => redis::Client::open(info),
         }
         .map_err(|e| format!("state.redis_url: {e}"))?;
+        let leases = RateLeases::new(
+            config.rate_lease_max,
+            config.rate_lease,
+            crate::runtime::workers() + 1,
+        );
         Ok(RedisStore {
             client,
             config,
@@ -107,6 +124,7 @@ impl RedisStore {
                 .map(|_| tokio::sync::Mutex::new((None, None)))
                 .collect(),
             gcra: redis::Script::new(GCRA),
+            leases,
             healthy: AtomicBool::new(false),
             metrics,
         })
@@ -200,18 +218,53 @@ impl RedisStore {
         }
     }
 
-    /// Spends `cost` from the shared budget `kind:name` at `rate`: `Ok(Ok(()))` admitted,
-    /// `Ok(Err(wait))` refused for `wait`.
+    /// Spends one token of the shared budget `kind:name` at `rate` (from this replica's lease
+    /// when it holds one): `Ok(Ok(()))` admitted, `Ok(Err(wait))` refused for `wait`.
+    pub async fn spend_leased(
+        &self,
+        kind: &str,
+        name: &str,
+        rate: Rate,
+    ) -> Result<Result<(), Duration>, StateUnavailable> {
+        let interval_us = interval_us(rate);
+        let key = self.key(kind, name);
+        let ask = match self.leases.take(&key, rate, interval_us, Instant::now()) {
+            Take::Leased => return Ok(Ok(())),
+            Take::Ask(n) => n,
+        };
+        let taken = self.take_tokens(&key, interval_us, rate.burst, ask).await?;
+        Ok(taken.map(|n| {
+            self.leases
+                .granted(&key, rate, interval_us, n, Instant::now())
+        }))
+    }
+
+    /// Spends one token of the shared budget `kind:name` at `rate`, with no lease (each
+    /// refusal counts at once): `Ok(Ok(()))` admitted, `Ok(Err(wait))` refused for `wait`.
     pub async fn spend(
         &self,
         kind: &str,
         name: &str,
         rate: Rate,
-        cost: u32,
     ) -> Result<Result<(), Duration>, StateUnavailable> {
-        let interval_us = (1e6 / rate.per_second).ceil().max(1.0) as u64;
-        let mut call = self.gcra.key(self.key(kind, name));
-        call.arg(interval_us).arg(rate.burst).arg(cost);
+        let key = self.key(kind, name);
+        Ok(self
+            .take_tokens(&key, interval_us(rate), rate.burst, 1)
+            .await?
+            .map(|_| ()))
+    }
+
+    /// Takes up to `want` tokens of the budget at `key`: how many (at least one), or how long
+    /// until one is there.
+    async fn take_tokens(
+        &self,
+        key: &str,
+        interval_us: u64,
+        burst: u32,
+        want: u32,
+    ) -> Result<Result<u32, Duration>, StateUnavailable> {
+        let mut call = self.gcra.key(key);
+        call.arg(interval_us).arg(burst).arg(want.max(1));
         let mut conn = self.connection().await?;
         let started = Instant::now();
         let out = tokio::time::timeout(
@@ -220,11 +273,11 @@ impl RedisStore {
         )
         .await;
         match out {
-            Ok(Ok((admitted, wait_us))) => {
+            Ok(Ok((taken, wait_us))) => {
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
-                Ok(if admitted == 1 {
-                    Ok(())
+                Ok(if taken >= 1 {
+                    Ok(u32::try_from(taken).unwrap_or(1).min(want.max(1)))
                 } else {
                     Err(Duration::from_micros(wait_us.max(0) as u64))
                 })
@@ -279,4 +332,9 @@ impl RedisStore {
             }
         }
     }
+}
+
+/// GCRA's emission interval of `rate`, in µs (at least 1).
+fn interval_us(rate: Rate) -> u64 {
+    (1e6 / rate.per_second).ceil().max(1.0) as u64
 }

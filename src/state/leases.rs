@@ -1,0 +1,260 @@
+//! Rate tokens taken from the shared store a few at a time (`[state] rate_lease_max`,
+//! `rate_lease_ms`): a replica that spends a principal's budget fast takes the next tokens
+//! in one round trip and spends them locally, instead of one round trip per request.
+//!
+//! Every token is taken from the shared budget before it admits a request, so the replicas
+//! together never admit more than the budget holds; a lease only brings tokens forward by
+//! at most its lifetime. Its size adapts: a lease starts at one token (a caller below its
+//! rate costs one round trip per request, exactly as without leases), doubles each time the
+//! last one was used up before it expired, and falls back to what was actually used when
+//! one expires with tokens left (those are lost: the caller may get slightly fewer than its
+//! budget, never more). No lease takes more than a quarter of the burst or what the rate
+//! refills within the lifetime, so small budgets stay exact and several replicas share a
+//! burst.
+//!
+//! One table per worker thread (no lock is contended), each bounded by [`MAX_ENTRIES`]; when
+//! a table is full, expired leases are dropped (at most once per lifetime) and a principal
+//! that finds no room is served one token at a time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::limits::rate::Rate;
+
+/// Leases one worker's table holds at most.
+pub const MAX_ENTRIES: usize = 16_384;
+
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    /// Tokens still to spend.
+    left: u32,
+    /// Tokens this lease was granted.
+    size: u32,
+    until: Instant,
+    /// The rate it was taken at (a reload that changes the rate drops it).
+    rate: (u64, u32),
+}
+
+struct Table {
+    leases: HashMap<String, Lease>,
+    last_purge: Option<Instant>,
+}
+
+pub struct RateLeases {
+    max: u32,
+    lifetime: Duration,
+    tables: Box<[Mutex<Table>]>,
+}
+
+/// What to do for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// Admitted from a lease: no round trip.
+    Leased,
+    /// Ask the store for up to this many tokens (then [`RateLeases::granted`]).
+    Ask(u32),
+}
+
+impl RateLeases {
+    /// `max` = 1 turns leasing off. `tables`: one per worker thread (`crate::runtime::slot`).
+    pub fn new(max: u32, lifetime: Duration, tables: usize) -> RateLeases {
+        RateLeases {
+            max: max.max(1),
+            lifetime,
+            tables: (0..tables.max(1))
+                .map(|_| {
+                    Mutex::new(Table {
+                        leases: HashMap::new(),
+                        last_purge: None,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The largest lease `rate` allows: a quarter of its burst, what it refills within the
+    /// lifetime, and the configured maximum; at least 1.
+    pub fn cap(&self, rate: Rate) -> u32 {
+        let refill = (rate.per_second * self.lifetime.as_secs_f64()).floor();
+        let refill = if refill >= f64::from(u32::MAX) {
+            u32::MAX
+        } else {
+            refill as u32
+        };
+        self.max.min(rate.burst / 4).min(refill).max(1)
+    }
+
+    fn table(&self) -> &Mutex<Table> {
+        &self.tables[crate::runtime::slot(self.tables.len())]
+    }
+
+    /// One token of `key`'s lease at `rate`, or how many to ask the store for.
+    pub fn take(&self, key: &str, rate: Rate, interval_us: u64, now: Instant) -> Take {
+        let cap = self.cap(rate);
+        if cap == 1 {
+            return Take::Ask(1);
+        }
+        let Ok(mut table) = self.table().lock() else {
+            return Take::Ask(1);
+        };
+        let Some(lease) = table.leases.get_mut(key) else {
+            return Take::Ask(1);
+        };
+        if lease.rate != (interval_us, rate.burst) {
+            table.leases.remove(key);
+            return Take::Ask(1);
+        }
+        if lease.left > 0 && now < lease.until {
+            lease.left -= 1;
+            return Take::Leased;
+        }
+        let next = if lease.left == 0 {
+            lease.size.saturating_mul(2)
+        } else {
+            lease.size - lease.left
+        };
+        Take::Ask(next.clamp(1, cap))
+    }
+
+    /// The store granted `granted` tokens (one of them for this request) of the `asked`.
+    pub fn granted(&self, key: &str, rate: Rate, interval_us: u64, granted: u32, now: Instant) {
+        if self.cap(rate) == 1 {
+            return;
+        }
+        let Ok(mut table) = self.table().lock() else {
+            return;
+        };
+        let lease = Lease {
+            left: granted.saturating_sub(1),
+            size: granted.max(1),
+            until: now + self.lifetime,
+            rate: (interval_us, rate.burst),
+        };
+        if let Some(old) = table.leases.get_mut(key) {
+            *old = lease;
+            return;
+        }
+        if table.leases.len() >= MAX_ENTRIES {
+            let due = table
+                .last_purge
+                .map_or(true, |at| now.duration_since(at) >= self.lifetime);
+            if !due {
+                return;
+            }
+            table.last_purge = Some(now);
+            table.leases.retain(|_, l| now < l.until);
+            if table.leases.len() >= MAX_ENTRIES {
+                return;
+            }
+        }
+        table.leases.insert(key.to_string(), lease);
+    }
+
+    /// Leases held by the calling thread's table.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.table().lock().map_or(0, |t| t.leases.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAST: Rate = Rate {
+        per_second: 100_000.0,
+        burst: 100_000,
+    };
+
+    #[test]
+    fn the_cap_keeps_small_budgets_exact() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        // (per second, burst, cap)
+        let rows = [
+            (100_000.0, 100_000, 64),
+            (10.0, 20, 1),
+            (100.0, 1000, 10),
+            (1000.0, 8, 2),
+            (1000.0, 3, 1),
+            (0.01, 4, 1),
+            (1e30, u32::MAX, 64),
+        ];
+        for (per_second, burst, cap) in rows {
+            assert_eq!(
+                l.cap(Rate { per_second, burst }),
+                cap,
+                "{per_second} {burst}"
+            );
+        }
+        let off = RateLeases::new(1, Duration::from_millis(100), 1);
+        assert_eq!(off.cap(FAST), 1);
+        assert_eq!(off.take("p", FAST, 10, Instant::now()), Take::Ask(1));
+        off.granted("p", FAST, 10, 1, Instant::now());
+        assert_eq!(off.held(), 0);
+    }
+
+    #[test]
+    fn a_lease_grows_while_used_up_and_shrinks_to_what_was_used() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        let t0 = Instant::now();
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(1));
+        l.granted("p", FAST, 10, 1, t0);
+        // used up at once: double, double, ... up to the cap
+        let mut want = 2;
+        for _ in 0..8 {
+            assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(want.min(64)));
+            l.granted("p", FAST, 10, want.min(64), t0);
+            for _ in 1..want.min(64) {
+                assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+            }
+            want *= 2;
+        }
+        // 64 granted, 10 used, then it expires: the next one asks for what was used
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(64));
+        l.granted("p", FAST, 10, 64, t0);
+        for _ in 0..9 {
+            assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+        }
+        let later = t0 + Duration::from_millis(100);
+        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(10));
+        // fewer granted than asked (the budget is nearly spent): that is the lease
+        l.granted("p", FAST, 10, 3, later);
+        assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
+        assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
+        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(6));
+    }
+
+    #[test]
+    fn another_rate_or_another_key_gets_nothing_of_a_lease() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        let t0 = Instant::now();
+        l.granted("alice", FAST, 10, 32, t0);
+        assert_eq!(l.take("bob", FAST, 10, t0), Take::Ask(1));
+        assert_eq!(l.take("alice\u{1f}x", FAST, 10, t0), Take::Ask(1));
+        let slower = Rate {
+            per_second: 50_000.0,
+            burst: 100_000,
+        };
+        assert_eq!(l.take("alice", slower, 20, t0), Take::Ask(1));
+        // the old lease is gone for the old rate too
+        assert_eq!(l.take("alice", FAST, 10, t0), Take::Ask(1));
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        let t0 = Instant::now();
+        for i in 0..MAX_ENTRIES + 100 {
+            l.granted(&format!("p{i}"), FAST, 10, 8, t0);
+        }
+        assert_eq!(l.held(), MAX_ENTRIES);
+        // full of live leases: a newcomer is served a token at a time
+        assert_eq!(l.take("newcomer", FAST, 10, t0), Take::Ask(1));
+        // once they have expired, the next grant makes room
+        let later = t0 + Duration::from_millis(150);
+        l.granted("newcomer", FAST, 10, 8, later);
+        assert_eq!(l.held(), 1);
+        assert_eq!(l.take("newcomer", FAST, 10, later), Take::Leased);
+    }
+}
