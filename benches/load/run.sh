@@ -362,6 +362,32 @@ perf_stop() {
     PERF_PID=
 }
 
+# CPU time per server during each measured run (utime + stime of the process, its threads and
+# its child processes: nginx's workers), so that the report can give each one's CPU per request:
+# a measure the machine's noise moves much less than requests per second.
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+cpu_ticks() { # pid: clock ticks
+    local total=0 p stat f
+    for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+        stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        read -r -a f <<<"${stat##*) }"
+        total=$((total + f[11] + f[12]))
+    done
+    echo "$total"
+}
+CPU_BEFORE=()
+cpu_start() {
+    local i
+    CPU_BEFORE=()
+    for i in "${!SERVER_NAMES[@]}"; do CPU_BEFORE[i]=$(cpu_ticks "${SERVER_PIDS[i]}"); done
+}
+cpu_stop() { # out file: "server ticks" per line
+    local i
+    for i in "${!SERVER_NAMES[@]}"; do
+        echo "${SERVER_NAMES[i]} $(($(cpu_ticks "${SERVER_PIDS[i]}") - CPU_BEFORE[i]))"
+    done >"$1"
+}
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 run_wrk() { # name url round
     local name=$1 url=$2 round=$3 out="$TMP/wrk.$1.$3.txt"
@@ -371,10 +397,12 @@ run_wrk() { # name url round
     fi
     log "round $round, $name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency $url"
     perf_start "$name"
+    cpu_start
     timeout --foreground --kill-after=10 $((DURATION + 60)) \
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s --latency \
         -s "$HERE/sendmessage.lua" "$url" >"$out" 2>&1 ||
         log "$name: wrk exited with status $?"
+    cpu_stop "$TMP/cpu.$name.$round.txt"
     perf_stop
     grep -E '^(Requests/sec|  Latency|BENCHJSON)' "$out" | sed 's/^/    /' >&2 || true
     check_servers "after the $name run"
@@ -415,10 +443,11 @@ header=$(bench_header "$wrk_v" "$nginx_v")
 settings="$ROUNDS round(s), interleaved: every target in turn, then again; medians over the rounds. wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (the load tools share the cores)"
 
 python3 - "$TMP" "$header" "$settings" "$ROUNDS" "$H2LOAD" "$CONNECTIONS" "$H2_STREAMS" "$DURATION" \
-    "$SHAPES" "${TARGETS[*]}" "${H2TARGETS[*]}" >"$TMP/results.md" <<'EOF'
+    "$SHAPES" "${TARGETS[*]}" "${H2TARGETS[*]}" "$CLK_TCK" >"$TMP/results.md" <<'EOF'
 import json, os, re, statistics, sys
 
-tmp, header, settings, rounds, h2, conns, streams, duration, shapes, targets, h2targets = sys.argv[1:]
+tmp, header, settings, rounds, h2, conns, streams, duration, shapes, targets, h2targets, clk = sys.argv[1:]
+clk = int(clk)
 rounds = int(rounds)
 shapes, targets, h2targets = shapes.split(), targets.split(), h2targets.split()
 median = statistics.median
@@ -434,6 +463,7 @@ def wrk_runs(name):
             d["rps"] = d["requests"] / (d["duration_us"] / 1e6) if d["duration_us"] else 0.0
             d["errors"] = (d["err_connect"] + d["err_read"] + d["err_write"] + d["err_timeout"]
                            + d["non2xx"] + d["rpc_errors"])
+            d["round"] = r
             runs.append(d)
     return runs
 
@@ -453,6 +483,22 @@ def h2_runs(name):
                              mean=lat.group(3), max=lat.group(2)))
     return runs
 
+def cpu_per_request(name):
+    """{server: CPU µs per request} of the run of `name`, over its rounds (None: not measured)."""
+    ticks, requests = {}, 0
+    for r in range(1, rounds + 1):
+        path = os.path.join(tmp, f"cpu.{name}.{r}.txt")
+        runs = [d for d in wrk_runs(name) if d.get("round") == r]
+        if not os.path.exists(path) or not runs:
+            continue
+        requests += runs[0]["requests"]
+        for line in open(path):
+            server, n = line.split()
+            ticks[server] = ticks.get(server, 0) + int(n)
+    if not requests:
+        return None
+    return {s: n * 1e6 / clk / requests for s, n in ticks.items()}
+
 def ms(us):
     return f"{us / 1000:.2f} ms"
 
@@ -461,6 +507,7 @@ def ratio(a, b):
 
 out = ["# a2a-edge load benchmark", "", header, "", settings, ""]
 summary = []
+summary_cpu = []
 for shape in shapes:
     rows = [t for t in targets if t.endswith("-" + shape)]
     med = {}
@@ -484,6 +531,36 @@ for shape in shapes:
         out.append(f"| {t.removesuffix('-' + shape)} | {d['rps']:,.0f} | {ms(d['p50'])} | {ms(d['p99'])} | "
                    f"{d['errors']} | {d['each']} | {ratio(d['rps'], base and base['rps'])} | "
                    f"{ratio(d['p99'], base and base['p99'])} |")
+    # CPU per request of each server, from the CPU time each used during the runs. nginx is
+    # both the proxy and (static shape) the upstream: its proxy share is what it used beyond
+    # what the upstream alone used per request in the direct run.
+    cpu = {t: cpu_per_request(t) for t in rows}
+    upstream = "engine" if shape == "engine" else "nginx"
+    direct_up = (cpu.get(f"direct-{shape}") or {}).get(upstream)
+    cpu_rows = []
+    for t in rows:
+        c = cpu.get(t)
+        if not c or t.startswith("direct"):
+            continue
+        if t.startswith("nginx") and shape == "static":
+            proxy, up = (c.get("nginx", 0) - direct_up if direct_up is not None else None), direct_up
+        elif t.startswith("nginx"):
+            proxy, up = c.get("nginx"), c.get(upstream)
+        else:  # the edge's own process (and, with HA, its second replica)
+            proxy, up = sum(v for s, v in c.items() if s == t or s.startswith(t + "-")), c.get(upstream)
+        cpu_rows.append((t, proxy, up, c.get("redis-server")))
+    ng = next((p for t, p, _, _ in cpu_rows if t == f"nginx-{shape}"), None)
+    fmt = lambda v: f"{v:.1f}" if v is not None else "–"
+    out += ["", "CPU per request: µs of CPU time each server used during the runs (all rounds) per "
+            "request served; nginx's proxy share is its CPU minus what the upstream alone used per "
+            "request in the direct run.", "",
+            "| target | proxy | upstream | redis-server | proxy / nginx's |", "|---|---:|---:|---:|---:|"]
+    for t, proxy, up, rs in cpu_rows:
+        out.append(f"| {t.removesuffix('-' + shape)} | {fmt(proxy)} | {fmt(up)} | {fmt(rs)} | "
+                   f"{ratio(proxy, ng)} |")
+    cpu_e = next((p for t, p, _, _ in cpu_rows if t == f"a2a-edge-{shape}"), None)
+    if cpu_e and ng:
+        summary_cpu.append(f"| {shape} | HTTP/1.1 (wrk) | {fmt(cpu_e)} µs | {fmt(ng)} µs | {ratio(cpu_e, ng)} |")
     e, n, rd = med.get(f"a2a-edge-{shape}"), med.get(f"nginx-{shape}"), med.get(f"a2a-edge-redis-{shape}")
     b = med.get(f"a2a-edge-base-{shape}")
     if e and b:
@@ -525,6 +602,9 @@ for shape in shapes:
     out.append("")
 out += ["## Summary", "", "| upstream | protocol | edge / nginx (req/s) | edge vs nginx latency | redis / memory |",
         "|---|---|---:|---|---:|"] + summary
+if summary_cpu:
+    out += ["", "| upstream | protocol | edge CPU per request | nginx CPU per request | edge / nginx |",
+            "|---|---|---:|---:|---:|"] + summary_cpu
 out += ["", "errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies "
         "holding a JSON-RPC error, summed over the rounds."]
 sys.stdout.write("\n".join(out) + "\n")
