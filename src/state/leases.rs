@@ -132,7 +132,15 @@ impl RateLeases {
             rate: (interval_us, rate.burst),
         };
         if let Some(old) = table.leases.get_mut(key) {
-            *old = lease;
+            // Requests that found the lease spent at once each asked: what they were granted
+            // adds up (no token taken from the budget is dropped while the lease lives).
+            if old.rate == lease.rate && now < old.until {
+                old.left = old.left.saturating_add(lease.left);
+                old.size = old.size.max(lease.size);
+                old.until = lease.until;
+            } else {
+                *old = lease;
+            }
             return;
         }
         if table.leases.len() >= MAX_ENTRIES {
@@ -223,6 +231,23 @@ mod tests {
         assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
         assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
         assert_eq!(l.take("p", FAST, 10, later), Take::Ask(6));
+    }
+
+    #[test]
+    fn grants_that_race_add_up() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        let t0 = Instant::now();
+        l.granted("p", FAST, 10, 8, t0);
+        l.granted("p", FAST, 10, 8, t0);
+        for _ in 0..14 {
+            assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+        }
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(16));
+        // an expired lease is replaced, not added to
+        let later = t0 + Duration::from_millis(100);
+        l.granted("p", FAST, 10, 2, later);
+        assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
+        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(4));
     }
 
     #[test]
