@@ -375,17 +375,15 @@ cpu_ticks() { # pid: clock ticks
     done
     echo "$total"
 }
-CPU_BEFORE=()
-cpu_start() {
+cpu_snapshot() { # out file: "server ticks" per line
     local i
-    CPU_BEFORE=()
-    for i in "${!SERVER_NAMES[@]}"; do CPU_BEFORE[i]=$(cpu_ticks "${SERVER_PIDS[i]}"); done
+    for i in "${!SERVER_NAMES[@]}"; do echo "${SERVER_NAMES[i]} $(cpu_ticks "${SERVER_PIDS[i]}")"; done >"$1"
 }
-cpu_stop() { # out file: "server ticks" per line
-    local i
-    for i in "${!SERVER_NAMES[@]}"; do
-        echo "${SERVER_NAMES[i]} $(($(cpu_ticks "${SERVER_PIDS[i]}") - CPU_BEFORE[i]))"
-    done >"$1"
+cpu_start() { cpu_snapshot "$TMP/cpu.before"; }
+cpu_stop() { # out file: "server ticks used since cpu_start" per line
+    cpu_snapshot "$TMP/cpu.after"
+    awk 'NR == FNR { before[$1] = $2; next } { print $1, $2 - before[$1] }' \
+        "$TMP/cpu.before" "$TMP/cpu.after" >"$1"
 }
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
@@ -420,11 +418,19 @@ run_h2load() { # name url round
     local name=$1 url=$2 round=$3 extra=()
     [[ $name == direct-* ]] && extra=(--h1)
     log "round $round, $name: h2load -c$CONNECTIONS -m$H2_STREAMS -D$DURATION ${extra[*]}"
+    # the CPU count starts when h2load's warm-up ends (its statistics start then too)
+    rm -f "$TMP/cpu.before"
+    (
+        sleep "$WARMUP"
+        cpu_start
+    ) &
     timeout --foreground --kill-after=10 $((DURATION + WARMUP + 60)) \
         h2load -c"$CONNECTIONS" -m"$H2_STREAMS" -t"$THREADS" -D"$DURATION" --warm-up-time="$WARMUP" \
         -d "$BODY" -H 'content-type: application/json' -H 'a2a-version: 1.0' \
         -H "authorization: Bearer $BENCH_TOKEN" "${extra[@]}" "$url" >"$TMP/h2load.$name.$round.txt" 2>&1 ||
         log "$name: h2load exited with status $?"
+    wait $! 2>/dev/null || true
+    [[ ! -s "$TMP/cpu.before" ]] || cpu_stop "$TMP/cpu-h2.$name.$round.txt"
     grep -E '^(finished in|requests:|status codes:)' "$TMP/h2load.$name.$round.txt" | sed 's/^/    /' >&2 || true
     check_servers "after the $name h2load run"
 }
@@ -477,18 +483,19 @@ def h2_runs(name):
         st = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", t)
         lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", t)
         if fin and req and st and lat:
-            runs.append(dict(rps=float(fin.group(1)),
+            runs.append(dict(rps=float(fin.group(1)), round=r, requests=int(req.group(3)),
                              errors=int(req.group(4)) + int(req.group(5)) + int(req.group(6))
                              + sum(int(st.group(i)) for i in (2, 3, 4)),
                              mean=lat.group(3), max=lat.group(2)))
     return runs
 
-def cpu_per_request(name):
-    """{server: CPU µs per request} of the run of `name`, over its rounds (None: not measured)."""
+def cpu_per_request(name, h2=False):
+    """{server: CPU µs per request} of the runs of `name` (wrk, or h2load), over its rounds
+    (None: not measured)."""
     ticks, requests = {}, 0
     for r in range(1, rounds + 1):
-        path = os.path.join(tmp, f"cpu.{name}.{r}.txt")
-        runs = [d for d in wrk_runs(name) if d.get("round") == r]
+        path = os.path.join(tmp, f"cpu{'-h2' if h2 else ''}.{name}.{r}.txt")
+        runs = [d for d in (h2_runs(name) if h2 else wrk_runs(name)) if d.get("round") == r]
         if not os.path.exists(path) or not runs:
             continue
         requests += runs[0]["requests"]
@@ -498,6 +505,44 @@ def cpu_per_request(name):
     if not requests:
         return None
     return {s: n * 1e6 / clk / requests for s, n in ticks.items()}
+
+def cpu_table(shape, rows, h2):
+    """The CPU-per-request table of one shape's runs (wrk, or h2load): each server's CPU time
+    during the runs over the requests served. nginx is both the proxy and (static shape) the
+    upstream: its proxy share is what it used beyond what the upstream alone used per request
+    in the direct run (over HTTP/1.1 in both cases)."""
+    cpu = {t: cpu_per_request(t, h2) for t in rows}
+    upstream = "engine" if shape == "engine" else "nginx"
+    direct_up = (cpu_per_request(f"direct-{shape}") or {}).get(upstream)
+    cpu_rows = []
+    for t in rows:
+        c = cpu.get(t)
+        if not c or t.startswith("direct"):
+            continue
+        if t.startswith("nginx") and shape == "static":
+            proxy, up = (c.get("nginx", 0) - direct_up if direct_up is not None else None), direct_up
+        elif t.startswith("nginx"):
+            proxy, up = c.get("nginx"), c.get(upstream)
+        else:  # the edge's own process (and, with HA, its second replica)
+            proxy, up = sum(v for s, v in c.items() if s == t or s.startswith(t + "-")), c.get(upstream)
+        cpu_rows.append((t, proxy, up, c.get("redis-server")))
+    if not cpu_rows:
+        return []
+    ng = next((p for t, p, _, _ in cpu_rows if t == f"nginx-{shape}"), None)
+    fmt = lambda v: f"{v:.1f}" if v is not None else "–"
+    lines = ["", f"CPU per request ({'HTTP/2' if h2 else 'HTTP/1.1'}): µs of CPU time each server used "
+             "during the measured runs (all rounds) per request served; nginx's proxy share is its CPU "
+             "minus what the upstream alone used per request in the direct run.", "",
+             "| target | proxy | upstream | redis-server | proxy / nginx's |", "|---|---:|---:|---:|---:|"]
+    for t, proxy, up, rs in cpu_rows:
+        lines.append(f"| {t.removesuffix('-' + shape)} | {fmt(proxy)} | {fmt(up)} | {fmt(rs)} | "
+                     f"{ratio(proxy, ng)} |")
+    proto = "HTTP/2 (h2load)" if h2 else "HTTP/1.1 (wrk)"
+    for t, proxy, _, _ in cpu_rows:
+        if t.startswith("a2a-edge") and proxy and ng:
+            summary_cpu.append(f"| {shape} | {proto} | {t.removesuffix('-' + shape)} | {fmt(proxy)} µs | "
+                               f"{fmt(ng)} µs | {ratio(proxy, ng)} |")
+    return lines
 
 def ms(us):
     return f"{us / 1000:.2f} ms"
@@ -531,36 +576,7 @@ for shape in shapes:
         out.append(f"| {t.removesuffix('-' + shape)} | {d['rps']:,.0f} | {ms(d['p50'])} | {ms(d['p99'])} | "
                    f"{d['errors']} | {d['each']} | {ratio(d['rps'], base and base['rps'])} | "
                    f"{ratio(d['p99'], base and base['p99'])} |")
-    # CPU per request of each server, from the CPU time each used during the runs. nginx is
-    # both the proxy and (static shape) the upstream: its proxy share is what it used beyond
-    # what the upstream alone used per request in the direct run.
-    cpu = {t: cpu_per_request(t) for t in rows}
-    upstream = "engine" if shape == "engine" else "nginx"
-    direct_up = (cpu.get(f"direct-{shape}") or {}).get(upstream)
-    cpu_rows = []
-    for t in rows:
-        c = cpu.get(t)
-        if not c or t.startswith("direct"):
-            continue
-        if t.startswith("nginx") and shape == "static":
-            proxy, up = (c.get("nginx", 0) - direct_up if direct_up is not None else None), direct_up
-        elif t.startswith("nginx"):
-            proxy, up = c.get("nginx"), c.get(upstream)
-        else:  # the edge's own process (and, with HA, its second replica)
-            proxy, up = sum(v for s, v in c.items() if s == t or s.startswith(t + "-")), c.get(upstream)
-        cpu_rows.append((t, proxy, up, c.get("redis-server")))
-    ng = next((p for t, p, _, _ in cpu_rows if t == f"nginx-{shape}"), None)
-    fmt = lambda v: f"{v:.1f}" if v is not None else "–"
-    out += ["", "CPU per request: µs of CPU time each server used during the runs (all rounds) per "
-            "request served; nginx's proxy share is its CPU minus what the upstream alone used per "
-            "request in the direct run.", "",
-            "| target | proxy | upstream | redis-server | proxy / nginx's |", "|---|---:|---:|---:|---:|"]
-    for t, proxy, up, rs in cpu_rows:
-        out.append(f"| {t.removesuffix('-' + shape)} | {fmt(proxy)} | {fmt(up)} | {fmt(rs)} | "
-                   f"{ratio(proxy, ng)} |")
-    cpu_e = next((p for t, p, _, _ in cpu_rows if t == f"a2a-edge-{shape}"), None)
-    if cpu_e and ng:
-        summary_cpu.append(f"| {shape} | HTTP/1.1 (wrk) | {fmt(cpu_e)} µs | {fmt(ng)} µs | {ratio(cpu_e, ng)} |")
+    out += cpu_table(shape, rows, False)
     e, n, rd = med.get(f"a2a-edge-{shape}"), med.get(f"nginx-{shape}"), med.get(f"a2a-edge-redis-{shape}")
     b = med.get(f"a2a-edge-base-{shape}")
     if e and b:
@@ -591,6 +607,7 @@ for shape in shapes:
             label = t.removesuffix("-" + shape) + (" (h1)" if t.startswith("direct") else " (h2)")
             out.append(f"| {label} | {d['rps']:,.0f} | {d['mean']} | {d['max']} | {d['errors']} | {d['each']} | "
                        f"{ratio(d['rps'], hb and hb['rps'])} |")
+        out += cpu_table(shape, h2rows, True)
         e2, n2 = hm.get(f"a2a-edge-{shape}"), hm.get(f"nginx-{shape}")
         b2 = hm.get(f"a2a-edge-base-{shape}")
         if e2 and b2:
@@ -603,8 +620,8 @@ for shape in shapes:
 out += ["## Summary", "", "| upstream | protocol | edge / nginx (req/s) | edge vs nginx latency | redis / memory |",
         "|---|---|---:|---|---:|"] + summary
 if summary_cpu:
-    out += ["", "| upstream | protocol | edge CPU per request | nginx CPU per request | edge / nginx |",
-            "|---|---|---:|---:|---:|"] + summary_cpu
+    out += ["", "| upstream | protocol | edge | its CPU per request | nginx's | edge / nginx |",
+            "|---|---|---|---:|---:|---:|"] + summary_cpu
 out += ["", "errors = socket errors (connect/read/write/timeout) + non-2xx responses + 2xx bodies "
         "holding a JSON-RPC error, summed over the rounds."]
 sys.stdout.write("\n".join(out) + "\n")
