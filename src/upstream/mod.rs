@@ -154,7 +154,7 @@ impl Upstream {
                     .map(|_| {
                         Client::builder(TokioExecutor::new())
                             .pool_idle_timeout(Duration::from_secs(60))
-                            .pool_max_idle_per_host(64)
+                            .pool_max_idle_per_host(1024)
                             .build(connector.clone())
                     })
                     .collect();
