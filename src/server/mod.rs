@@ -519,6 +519,15 @@ async fn accept_loop(
                     continue;
                 };
                 let _ = tcp.set_nodelay(true);
+                // The socket leaves this runtime's reactor for the worker's: its readiness is
+                // then polled by the thread that serves it (no wake-up across threads per read).
+                let tcp = match tcp.into_std() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(event = "accept_error", error = %e);
+                        continue;
+                    }
+                };
                 let open = open.clone();
                 let mut stop = shutdown.clone();
                 let acceptor = acceptors.borrow().clone();
@@ -529,6 +538,10 @@ async fn accept_loop(
                 workers.spawn(async move {
                     let _permit = (permit, client_slot, open);
                     let _open = metrics.open_connection();
+                    let Ok(tcp) = tokio::net::TcpStream::from_std(tcp) else {
+                        metrics.connection("tls.handshake_failed");
+                        return;
+                    };
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) | Err(_) => {
