@@ -2,7 +2,11 @@
 //! runtime, like nginx's workers. A connection and everything its requests spawn (the upstream
 //! connection of the pool, a stream's relay) stay on the thread it was given, so that a
 //! request costs no hand-over between threads and no work-stealing (each agent's connection
-//! pool is per thread too: `crate::runtime`). New connections are dealt out in turn.
+//! pool is per thread too: `crate::runtime`). New connections are dealt out in turn, and each
+//! socket is registered with its worker's own reactor, so that its readiness is seen by the
+//! thread that serves it (through the accept loop's runtime, every read was a wake-up across
+//! threads: 10-17 % of the edge's samples; static-upstream A/B 1.21 over HTTP/1.1, 1.14 over
+//! HTTP/2).
 //! `A2A_EDGE_WORKERS` sets the number of threads (1 to 256; default: the cores this process
 //! may use).
 
