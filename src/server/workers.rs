@@ -35,6 +35,9 @@ impl Workers {
             std::thread::Builder::new()
                 .name(format!("a2a-edge-w{i}"))
                 .spawn(move || {
+                    // What keeps one instance per thread (agent connection pools, Redis
+                    // connections) finds this thread's own by it.
+                    crate::runtime::enter_worker(i + 1);
                     runtime.block_on(async move { while stopped.changed().await.is_ok() {} })
                 })?;
         }
@@ -52,5 +55,38 @@ impl Workers {
     {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
         self.handles[i].spawn(task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn each_worker_finds_its_own_slot() {
+        let workers = Workers::start().unwrap();
+        let n = crate::runtime::workers();
+        let slots = n + 1;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for _ in 0..2 * n {
+            let tx = tx.clone();
+            workers.spawn(async move {
+                let name = std::thread::current().name().unwrap_or("").to_string();
+                let _ = tx.send((name, crate::runtime::slot(slots)));
+            });
+        }
+        drop(tx);
+        let mut seen = std::collections::BTreeMap::new();
+        while let Some((name, slot)) = rx.recv().await {
+            assert!(name.starts_with("a2a-edge-w"), "{name}");
+            // a worker's slot is its own, never the shared 0, the same on every call
+            assert!((1..=n).contains(&slot), "{name}: {slot}");
+            assert_eq!(*seen.entry(name.clone()).or_insert(slot), slot, "{name}");
+        }
+        assert_eq!(seen.len(), n, "{seen:?}");
+        let distinct: std::collections::BTreeSet<_> = seen.values().collect();
+        assert_eq!(distinct.len(), n, "{seen:?}");
+        // off the workers: the shared slot
+        assert_eq!(crate::runtime::slot(slots), 0);
     }
 }
