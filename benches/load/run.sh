@@ -32,9 +32,10 @@
 #                a2a-edge does (one JSON line per request on stderr); 0: off
 #   RESULTS      output file (default benches/load/results.md)
 #   READY_TIMEOUT seconds to wait for each server to come up (default 60)
-#   PERF_TARGET  a target name (e.g. a2a-edge-static): `perf record -g` on that edge during
-#                its first measured run, the report in PERF_OUT (default $TMP/perf.data; the
-#                binary should be built with -C force-frame-pointers=yes)
+#   PERF_TARGET  a target name (e.g. a2a-edge-static, or a2a-edge-static-h2 for its h2load
+#                run): `perf record -g` on that edge during its first measured run, the
+#                report in PERF_OUT (default $TMP/perf.data; the binary should be built
+#                with -C force-frame-pointers=yes)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -349,11 +350,12 @@ check_servers() {
 
 # perf_start NAME: when NAME is PERF_TARGET and this is its first run, `perf record -g` on it
 PERF_PID=
-perf_start() {
-    [[ "$1" == "$PERF_TARGET" && ! -e "$PERF_OUT" && -n "${EDGE_PID_OF[$1]:-}" ]] || return 0
-    perf record -g -F 999 -p "${EDGE_PID_OF[$1]}" -o "$PERF_OUT" >"$TMP/perf.log" 2>&1 &
+perf_start() { # NAME [EDGE]: NAME is the run's name (an h2load run's is EDGE-h2), EDGE its edge
+    local edge=${2:-$1}
+    [[ "$1" == "$PERF_TARGET" && ! -e "$PERF_OUT" && -n "${EDGE_PID_OF[$edge]:-}" ]] || return 0
+    perf record -g -F 999 -p "${EDGE_PID_OF[$edge]}" -o "$PERF_OUT" >"$TMP/perf.log" 2>&1 &
     PERF_PID=$!
-    log "perf record on $1 (pid ${EDGE_PID_OF[$1]}) -> $PERF_OUT"
+    log "perf record on $1 (pid ${EDGE_PID_OF[$edge]}) -> $PERF_OUT"
 }
 perf_stop() {
     [[ -n "$PERF_PID" ]] || return 0
@@ -424,12 +426,15 @@ run_h2load() { # name url round
         sleep "$WARMUP"
         cpu_start
     ) &
+    local cpu_pid=$!
+    perf_start "$name-h2" "$name"
     timeout --foreground --kill-after=10 $((DURATION + WARMUP + 60)) \
         h2load -c"$CONNECTIONS" -m"$H2_STREAMS" -t"$THREADS" -D"$DURATION" --warm-up-time="$WARMUP" \
         -d "$BODY" -H 'content-type: application/json' -H 'a2a-version: 1.0' \
         -H "authorization: Bearer $BENCH_TOKEN" "${extra[@]}" "$url" >"$TMP/h2load.$name.$round.txt" 2>&1 ||
         log "$name: h2load exited with status $?"
-    wait $! 2>/dev/null || true
+    perf_stop
+    wait "$cpu_pid" 2>/dev/null || true
     [[ ! -s "$TMP/cpu.before" ]] || cpu_stop "$TMP/cpu-h2.$name.$round.txt"
     grep -E '^(finished in|requests:|status codes:)' "$TMP/h2load.$name.$round.txt" | sed 's/^/    /' >&2 || true
     check_servers "after the $name h2load run"
