@@ -370,7 +370,13 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
 async fn racing_turns_on_one_context_have_exactly_one_winner() {
     let redis = RedisServer::start();
     let (agent, _stop) = start_engine().await;
-    let r = replicas(&redis, &agent, 2).await;
+    // 200 turns of one caller in a few seconds: above the default rate (50/s, burst 100),
+    // which is not what this test is about.
+    let limits = "\n[limits]\nrequests_per_second = 1000\nburst = 1000\n";
+    let r = [
+        Proxy::start(opts(&redis, &agent, limits)).await,
+        Proxy::start(opts(&redis, &agent, limits)).await,
+    ];
     let (a, b) = (r[0].addr, r[1].addr);
     let (ca, cb) = (r[0].ca.clone(), r[1].ca.clone());
     let mut tries = 0;

@@ -7,8 +7,9 @@
 //! at most its lifetime. Its size adapts: a lease starts at one token (a caller below its
 //! rate costs one round trip per request, exactly as without leases), doubles each time the
 //! last one was used up before it expired, and falls back to what was actually used when
-//! one expires with tokens left (those are lost: the caller may get slightly fewer than its
-//! budget, never more). No lease takes more than a quarter of the burst or what the rate
+//! one expires with tokens left; those go back to the shared budget with the next ask, so a
+//! caller that keeps sending loses none (at most `max - 1` tokens per replica are out of the
+//! budget while a lease lives, or until its caller's next request after it expired). No lease takes more than a quarter of the burst or what the rate
 //! refills within the lifetime, so small budgets stay exact and several replicas share a
 //! burst.
 //!
@@ -52,8 +53,9 @@ pub struct RateLeases {
 pub enum Take {
     /// Admitted from a lease: no round trip.
     Leased,
-    /// Ask the store for up to this many tokens (then [`RateLeases::granted`]).
-    Ask(u32),
+    /// Ask the store for up to `.0` tokens (then [`RateLeases::granted`]), giving back `.1`
+    /// it had granted that expired unspent.
+    Ask(u32, u32),
 }
 
 impl RateLeases {
@@ -93,17 +95,17 @@ impl RateLeases {
     pub fn take(&self, key: &str, rate: Rate, interval_us: u64, now: Instant) -> Take {
         let cap = self.cap(rate);
         if cap == 1 {
-            return Take::Ask(1);
+            return Take::Ask(1, 0);
         }
         let Ok(mut table) = self.table().lock() else {
-            return Take::Ask(1);
+            return Take::Ask(1, 0);
         };
         let Some(lease) = table.leases.get_mut(key) else {
-            return Take::Ask(1);
+            return Take::Ask(1, 0);
         };
         if lease.rate != (interval_us, rate.burst) {
             table.leases.remove(key);
-            return Take::Ask(1);
+            return Take::Ask(1, 0);
         }
         if lease.left > 0 && now < lease.until {
             lease.left -= 1;
@@ -112,9 +114,12 @@ impl RateLeases {
         let next = if lease.left == 0 {
             lease.size.saturating_mul(2)
         } else {
-            lease.size - lease.left
+            lease.size.saturating_sub(lease.left)
         };
-        Take::Ask(next.clamp(1, cap))
+        // Tokens left when a lease expires go back with the next ask: a caller that keeps
+        // sending loses none of its budget to leases.
+        let refund = std::mem::take(&mut lease.left);
+        Take::Ask(next.clamp(1, cap), refund)
     }
 
     /// The store granted `granted` tokens (one of them for this request) of the `asked`.
@@ -134,9 +139,9 @@ impl RateLeases {
         if let Some(old) = table.leases.get_mut(key) {
             // Requests that found the lease spent at once each asked: what they were granted
             // adds up (no token taken from the budget is dropped while the lease lives).
-            if old.rate == lease.rate && now < old.until {
+            if old.rate == lease.rate && now < old.until && old.left > 0 {
                 old.left = old.left.saturating_add(lease.left);
-                old.size = old.size.max(lease.size);
+                old.size = old.size.saturating_add(lease.size);
                 old.until = lease.until;
             } else {
                 *old = lease;
@@ -197,7 +202,7 @@ mod tests {
         }
         let off = RateLeases::new(1, Duration::from_millis(100), 1);
         assert_eq!(off.cap(FAST), 1);
-        assert_eq!(off.take("p", FAST, 10, Instant::now()), Take::Ask(1));
+        assert_eq!(off.take("p", FAST, 10, Instant::now()), Take::Ask(1, 0));
         off.granted("p", FAST, 10, 1, Instant::now());
         assert_eq!(off.held(), 0);
     }
@@ -206,12 +211,12 @@ mod tests {
     fn a_lease_grows_while_used_up_and_shrinks_to_what_was_used() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(1));
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(1, 0));
         l.granted("p", FAST, 10, 1, t0);
         // used up at once: double, double, ... up to the cap
         let mut want = 2;
         for _ in 0..8 {
-            assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(want.min(64)));
+            assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(want.min(64), 0));
             l.granted("p", FAST, 10, want.min(64), t0);
             for _ in 1..want.min(64) {
                 assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
@@ -219,18 +224,18 @@ mod tests {
             want *= 2;
         }
         // 64 granted, 10 used, then it expires: the next one asks for what was used
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(64));
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(64, 0));
         l.granted("p", FAST, 10, 64, t0);
         for _ in 0..9 {
             assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
         }
         let later = t0 + Duration::from_millis(100);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(10));
+        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(10, 54));
         // fewer granted than asked (the budget is nearly spent): that is the lease
         l.granted("p", FAST, 10, 3, later);
         assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
         assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(6));
+        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(6, 0));
     }
 
     #[test]
@@ -242,12 +247,18 @@ mod tests {
         for _ in 0..14 {
             assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
         }
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(16));
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(32, 0));
+        // merged grants, partly used, expire: the next asks for what was used
+        l.granted("p", FAST, 10, 4, t0);
+        l.granted("p", FAST, 10, 4, t0);
+        assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+        let expired = t0 + Duration::from_millis(100);
+        assert_eq!(l.take("p", FAST, 10, expired), Take::Ask(3, 5));
         // an expired lease is replaced, not added to
         let later = t0 + Duration::from_millis(100);
         l.granted("p", FAST, 10, 2, later);
         assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(4));
+        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(4, 0));
     }
 
     #[test]
@@ -255,15 +266,15 @@ mod tests {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
         l.granted("alice", FAST, 10, 32, t0);
-        assert_eq!(l.take("bob", FAST, 10, t0), Take::Ask(1));
-        assert_eq!(l.take("alice\u{1f}x", FAST, 10, t0), Take::Ask(1));
+        assert_eq!(l.take("bob", FAST, 10, t0), Take::Ask(1, 0));
+        assert_eq!(l.take("alice\u{1f}x", FAST, 10, t0), Take::Ask(1, 0));
         let slower = Rate {
             per_second: 50_000.0,
             burst: 100_000,
         };
-        assert_eq!(l.take("alice", slower, 20, t0), Take::Ask(1));
+        assert_eq!(l.take("alice", slower, 20, t0), Take::Ask(1, 0));
         // the old lease is gone for the old rate too
-        assert_eq!(l.take("alice", FAST, 10, t0), Take::Ask(1));
+        assert_eq!(l.take("alice", FAST, 10, t0), Take::Ask(1, 0));
     }
 
     #[test]
@@ -275,7 +286,7 @@ mod tests {
         }
         assert_eq!(l.held(), MAX_ENTRIES);
         // full of live leases: a newcomer is served a token at a time
-        assert_eq!(l.take("newcomer", FAST, 10, t0), Take::Ask(1));
+        assert_eq!(l.take("newcomer", FAST, 10, t0), Take::Ask(1, 0));
         // once they have expired, the next grant makes room
         let later = t0 + Duration::from_millis(150);
         l.granted("newcomer", FAST, 10, 8, later);

@@ -55,15 +55,17 @@ impl std::fmt::Debug for RedisConfig {
 }
 
 /// GCRA over Redis's clock. KEYS[1]: the budget; ARGV: emission interval (µs), burst, the
-/// most tokens to take. Takes as many as the budget holds, up to that; returns {taken, 0}
-/// when at least one was, {0, wait µs until one is} when none.
+/// most tokens to take, tokens taken earlier and given back unspent. Takes as many as the
+/// budget holds, up to that; returns {taken, 0} when at least one was, {0, wait µs until one
+/// is} when none (never after a give-back: that leaves room for one at least).
 const GCRA: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+local back = tonumber(ARGV[4])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0') - interval * back
 if tat < now then tat = now end
 local limit = now + interval * burst
 local room = math.floor((limit - tat) / interval)
@@ -228,11 +230,13 @@ impl RedisStore {
     ) -> Result<Result<(), Duration>, StateUnavailable> {
         let interval_us = interval_us(rate);
         let key = self.key(kind, name);
-        let ask = match self.leases.take(&key, rate, interval_us, Instant::now()) {
+        let (ask, back) = match self.leases.take(&key, rate, interval_us, Instant::now()) {
             Take::Leased => return Ok(Ok(())),
-            Take::Ask(n) => n,
+            Take::Ask(n, back) => (n, back),
         };
-        let taken = self.take_tokens(&key, interval_us, rate.burst, ask).await?;
+        let taken = self
+            .take_tokens(&key, interval_us, rate.burst, ask, back)
+            .await?;
         Ok(taken.map(|n| {
             self.leases
                 .granted(&key, rate, interval_us, n, Instant::now())
@@ -249,22 +253,23 @@ impl RedisStore {
     ) -> Result<Result<(), Duration>, StateUnavailable> {
         let key = self.key(kind, name);
         Ok(self
-            .take_tokens(&key, interval_us(rate), rate.burst, 1)
+            .take_tokens(&key, interval_us(rate), rate.burst, 1, 0)
             .await?
             .map(|_| ()))
     }
 
-    /// Takes up to `want` tokens of the budget at `key`: how many (at least one), or how long
-    /// until one is there.
+    /// Gives `back` unspent tokens and takes up to `want` of the budget at `key`: how many (at
+    /// least one), or how long until one is there.
     async fn take_tokens(
         &self,
         key: &str,
         interval_us: u64,
         burst: u32,
         want: u32,
+        back: u32,
     ) -> Result<Result<u32, Duration>, StateUnavailable> {
         let mut call = self.gcra.key(key);
-        call.arg(interval_us).arg(burst).arg(want.max(1));
+        call.arg(interval_us).arg(burst).arg(want.max(1)).arg(back);
         let mut conn = self.connection().await?;
         let started = Instant::now();
         let out = tokio::time::timeout(
