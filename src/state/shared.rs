@@ -19,7 +19,7 @@
 //! claimed again only by whoever names it first, as with a fresh Redis). A busy lease lives
 //! `busy_lease_ms` unless the turn's replica renews it (every third of it while the turn
 //! streams), so a replica that dies mid-turn frees the context within one lease.
-//! Index entries of expired tasks are removed when a listing meets them, and a few at each
+//! Index entries of expired tasks are removed when a listing meets them, and two at each
 //! new task of the owner, so `totalSize` may count recently expired tasks for a while.
 
 use std::sync::Arc;
@@ -65,7 +65,7 @@ const LEARN: &str = r#"
 local p, who, agent, ctx, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ret = ARGV[8]
 local ck = p .. 'c:' .. ctx
-local c = redis.call('HMGET', ck, 'o', 'w')
+local c = redis.call('HMGET', ck, 'o', 'w', 'u')
 if c[1] and c[1] ~= who then return 'foreign' end
 local tk = p .. 't:' .. task
 local t = {false, false, false, false}
@@ -73,9 +73,12 @@ if task ~= '' then
   t = redis.call('HMGET', tk, 'o', 'c', 's', 'ts')
   if t[1] and (t[1] ~= who or t[2] ~= ctx) then return 'foreign' end
 end
-redis.call('HSET', ck, 'o', who)
-redis.call('HSETNX', ck, 'u', agent)
-if not c[2] and ARGV[10] ~= '' then redis.call('HSET', ck, 'w', ARGV[10]) end
+-- What the context lacks, in one write: its owner, its agent, the workspace it is bound to.
+local set = {}
+if not c[1] then set[#set + 1] = 'o'; set[#set + 1] = who end
+if not c[3] then set[#set + 1] = 'u'; set[#set + 1] = agent end
+if not c[2] and ARGV[10] ~= '' then set[#set + 1] = 'w'; set[#set + 1] = ARGV[10] end
+if #set > 0 then redis.call('HSET', ck, unpack(set)) end
 redis.call('PEXPIRE', ck, ret)
 local bk = p .. 'b:' .. ctx
 if ARGV[9] ~= '' then
@@ -91,8 +94,9 @@ if t[1] then
   if t[3] ~= state then redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. t[3], task) end
 else
   redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
-  -- A few of the owner's oldest entries whose task expired leave the index.
-  local old = redis.call('ZRANGE', lt, 0, 3)
+  -- The owner's two oldest entries leave the index if their task expired (each new task
+  -- removes up to two: the index shrinks back to the live tasks).
+  local old = redis.call('ZRANGE', lt, 0, 1)
   for _, id in ipairs(old) do
     if redis.call('EXISTS', p .. 't:' .. id) == 0 then redis.call('ZREM', lt, id) end
   end
