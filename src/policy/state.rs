@@ -36,6 +36,22 @@ impl StatePolicy {
 }
 
 impl Ctx<'_> {
+    /// The integer at `key`: `default` when absent, refused with `msg` outside `range`.
+    fn within(
+        &self,
+        key: &str,
+        value: &Option<super::Spanned<u64>>,
+        default: u64,
+        range: std::ops::RangeInclusive<u64>,
+        msg: &str,
+    ) -> Result<u64, PolicyError> {
+        match value {
+            None => Ok(default),
+            Some(v) if range.contains(v.get_ref()) => Ok(*v.get_ref()),
+            Some(v) => self.spanned_err(key, v, msg),
+        }
+    }
+
     pub(super) fn state(&self, s: file::StateSection) -> Result<StatePolicy, PolicyError> {
         let page_token_secret = match &s.page_token_secret_env {
             None => None,
@@ -175,45 +191,27 @@ impl Ctx<'_> {
                         )
                     }
                 };
-                let timeout = match &s.timeout_ms {
-                    None => Duration::from_millis(250),
-                    Some(t) if (1..=60_000).contains(t.get_ref()) => {
-                        Duration::from_millis(*t.get_ref())
-                    }
-                    Some(t) => {
-                        return self.spanned_err(
-                            "state.timeout_ms",
-                            t,
-                            "must be between 1 and 60000",
-                        )
-                    }
-                };
-                let task_retention = match &s.task_retention_ms {
-                    None => Duration::from_millis(DEFAULT_RETENTION_MS),
-                    Some(t) if (1000..=366 * 24 * 3600 * 1000).contains(t.get_ref()) => {
-                        Duration::from_millis(*t.get_ref())
-                    }
-                    Some(t) => {
-                        return self.spanned_err(
-                            "state.task_retention_ms",
-                            t,
-                            "must be between 1000 and 31622400000 (a year); keep it above the longest task",
-                        )
-                    }
-                };
-                let busy_lease = match &s.busy_lease_ms {
-                    None => Duration::from_millis(DEFAULT_LEASE_MS),
-                    Some(t) if (300..=3_600_000).contains(t.get_ref()) => {
-                        Duration::from_millis(*t.get_ref())
-                    }
-                    Some(t) => {
-                        return self.spanned_err(
-                            "state.busy_lease_ms",
-                            t,
-                            "must be between 300 and 3600000",
-                        )
-                    }
-                };
+                let timeout = Duration::from_millis(self.within(
+                    "state.timeout_ms",
+                    &s.timeout_ms,
+                    250,
+                    1..=60_000,
+                    "must be between 1 and 60000",
+                )?);
+                let task_retention = Duration::from_millis(self.within(
+                    "state.task_retention_ms",
+                    &s.task_retention_ms,
+                    DEFAULT_RETENTION_MS,
+                    1000..=366 * 24 * 3600 * 1000,
+                    "must be between 1000 and 31622400000 (a year); keep it above the longest task",
+                )?);
+                let busy_lease = Duration::from_millis(self.within(
+                    "state.busy_lease_ms",
+                    &s.busy_lease_ms,
+                    DEFAULT_LEASE_MS,
+                    300..=3_600_000,
+                    "must be between 300 and 3600000",
+                )?);
                 if busy_lease <= timeout * 3 {
                     return self.err(
                         "state.busy_lease_ms",
@@ -224,30 +222,20 @@ impl Ctx<'_> {
                         "must be more than three round trips (3 x timeout_ms): a lease is renewed every third of it".into(),
                     );
                 }
-                let rate_lease_max = match &s.rate_lease_max {
-                    None => DEFAULT_RATE_LEASE_MAX,
-                    Some(n) if (1..=1024).contains(n.get_ref()) => *n.get_ref(),
-                    Some(n) => {
-                        return self.spanned_err(
-                            "state.rate_lease_max",
-                            n,
-                            "must be between 1 (one round trip per request) and 1024",
-                        )
-                    }
-                };
-                let rate_lease = match &s.rate_lease_ms {
-                    None => Duration::from_millis(DEFAULT_RATE_LEASE_MS),
-                    Some(t) if (1..=1000).contains(t.get_ref()) => {
-                        Duration::from_millis(*t.get_ref())
-                    }
-                    Some(t) => {
-                        return self.spanned_err(
-                            "state.rate_lease_ms",
-                            t,
-                            "must be between 1 and 1000",
-                        )
-                    }
-                };
+                let rate_lease_max = self.within(
+                    "state.rate_lease_max",
+                    &s.rate_lease_max,
+                    DEFAULT_RATE_LEASE_MAX,
+                    1..=1024,
+                    "must be between 1 (one round trip per request) and 1024",
+                )?;
+                let rate_lease = Duration::from_millis(self.within(
+                    "state.rate_lease_ms",
+                    &s.rate_lease_ms,
+                    DEFAULT_RATE_LEASE_MS,
+                    1..=1000,
+                    "must be between 1 and 1000",
+                )?);
                 if page_token_secret.is_none() {
                     return self.err(
                         "state.page_token_secret_env",
