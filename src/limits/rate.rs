@@ -42,6 +42,13 @@ pub struct Rate {
     pub burst: u32,
 }
 
+impl Rate {
+    /// GCRA's emission interval, in µs (at least 1).
+    pub fn interval_us(self) -> u64 {
+        (1e6 / self.per_second).ceil().max(1.0) as u64
+    }
+}
+
 /// Which rates apply; `None` or an empty map means that limit is off.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RateLimitsConfig {

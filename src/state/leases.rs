@@ -92,7 +92,7 @@ impl RateLeases {
     }
 
     /// One token of `key`'s lease at `rate`, or how many to ask the store for.
-    pub fn take(&self, key: &str, rate: Rate, interval_us: u64, now: Instant) -> Take {
+    pub fn take(&self, key: &str, rate: Rate, now: Instant) -> Take {
         let cap = self.cap(rate);
         if cap == 1 {
             return Take::Ask(1, 0);
@@ -103,7 +103,7 @@ impl RateLeases {
         let Some(lease) = table.leases.get_mut(key) else {
             return Take::Ask(1, 0);
         };
-        if lease.rate != (interval_us, rate.burst) {
+        if lease.rate != (rate.interval_us(), rate.burst) {
             table.leases.remove(key);
             return Take::Ask(1, 0);
         }
@@ -123,7 +123,7 @@ impl RateLeases {
     }
 
     /// The store granted `granted` tokens (one of them for this request) of the `asked`.
-    pub fn granted(&self, key: &str, rate: Rate, interval_us: u64, granted: u32, now: Instant) {
+    pub fn granted(&self, key: &str, rate: Rate, granted: u32, now: Instant) {
         if self.cap(rate) == 1 {
             return;
         }
@@ -134,7 +134,7 @@ impl RateLeases {
             left: granted.saturating_sub(1),
             size: granted.max(1),
             until: now + self.lifetime,
-            rate: (interval_us, rate.burst),
+            rate: (rate.interval_us(), rate.burst),
         };
         if let Some(old) = table.leases.get_mut(key) {
             // Requests that found the lease spent at once each asked: what they were granted
@@ -202,8 +202,8 @@ mod tests {
         }
         let off = RateLeases::new(1, Duration::from_millis(100), 1);
         assert_eq!(off.cap(FAST), 1);
-        assert_eq!(off.take("p", FAST, 10, Instant::now()), Take::Ask(1, 0));
-        off.granted("p", FAST, 10, 1, Instant::now());
+        assert_eq!(off.take("p", FAST, Instant::now()), Take::Ask(1, 0));
+        off.granted("p", FAST, 1, Instant::now());
         assert_eq!(off.held(), 0);
     }
 
@@ -211,70 +211,70 @@ mod tests {
     fn a_lease_grows_while_used_up_and_shrinks_to_what_was_used() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(1, 0));
-        l.granted("p", FAST, 10, 1, t0);
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
+        l.granted("p", FAST, 1, t0);
         // used up at once: double, double, ... up to the cap
         let mut want = 2;
         for _ in 0..8 {
-            assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(want.min(64), 0));
-            l.granted("p", FAST, 10, want.min(64), t0);
+            assert_eq!(l.take("p", FAST, t0), Take::Ask(want.min(64), 0));
+            l.granted("p", FAST, want.min(64), t0);
             for _ in 1..want.min(64) {
-                assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+                assert_eq!(l.take("p", FAST, t0), Take::Leased);
             }
             want *= 2;
         }
         // 64 granted, 10 used, then it expires: the next one asks for what was used
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(64, 0));
-        l.granted("p", FAST, 10, 64, t0);
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(64, 0));
+        l.granted("p", FAST, 64, t0);
         for _ in 0..9 {
-            assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+            assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
         let later = t0 + Duration::from_millis(100);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(10, 54));
+        assert_eq!(l.take("p", FAST, later), Take::Ask(10, 54));
         // fewer granted than asked (the budget is nearly spent): that is the lease
-        l.granted("p", FAST, 10, 3, later);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(6, 0));
+        l.granted("p", FAST, 3, later);
+        assert_eq!(l.take("p", FAST, later), Take::Leased);
+        assert_eq!(l.take("p", FAST, later), Take::Leased);
+        assert_eq!(l.take("p", FAST, later), Take::Ask(6, 0));
     }
 
     #[test]
     fn grants_that_race_add_up() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
-        l.granted("p", FAST, 10, 8, t0);
-        l.granted("p", FAST, 10, 8, t0);
+        l.granted("p", FAST, 8, t0);
+        l.granted("p", FAST, 8, t0);
         for _ in 0..14 {
-            assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+            assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Ask(32, 0));
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(32, 0));
         // merged grants, partly used, expire: the next asks for what was used
-        l.granted("p", FAST, 10, 4, t0);
-        l.granted("p", FAST, 10, 4, t0);
-        assert_eq!(l.take("p", FAST, 10, t0), Take::Leased);
+        l.granted("p", FAST, 4, t0);
+        l.granted("p", FAST, 4, t0);
+        assert_eq!(l.take("p", FAST, t0), Take::Leased);
         let expired = t0 + Duration::from_millis(100);
-        assert_eq!(l.take("p", FAST, 10, expired), Take::Ask(3, 5));
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(3, 5));
         // an expired lease is replaced, not added to
         let later = t0 + Duration::from_millis(100);
-        l.granted("p", FAST, 10, 2, later);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Leased);
-        assert_eq!(l.take("p", FAST, 10, later), Take::Ask(4, 0));
+        l.granted("p", FAST, 2, later);
+        assert_eq!(l.take("p", FAST, later), Take::Leased);
+        assert_eq!(l.take("p", FAST, later), Take::Ask(4, 0));
     }
 
     #[test]
     fn another_rate_or_another_key_gets_nothing_of_a_lease() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
-        l.granted("alice", FAST, 10, 32, t0);
-        assert_eq!(l.take("bob", FAST, 10, t0), Take::Ask(1, 0));
-        assert_eq!(l.take("alice\u{1f}x", FAST, 10, t0), Take::Ask(1, 0));
+        l.granted("alice", FAST, 32, t0);
+        assert_eq!(l.take("bob", FAST, t0), Take::Ask(1, 0));
+        assert_eq!(l.take("alice\u{1f}x", FAST, t0), Take::Ask(1, 0));
         let slower = Rate {
             per_second: 50_000.0,
             burst: 100_000,
         };
-        assert_eq!(l.take("alice", slower, 20, t0), Take::Ask(1, 0));
+        assert_eq!(l.take("alice", slower, t0), Take::Ask(1, 0));
         // the old lease is gone for the old rate too
-        assert_eq!(l.take("alice", FAST, 10, t0), Take::Ask(1, 0));
+        assert_eq!(l.take("alice", FAST, t0), Take::Ask(1, 0));
     }
 
     #[test]
@@ -282,15 +282,15 @@ mod tests {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
         for i in 0..MAX_ENTRIES + 100 {
-            l.granted(&format!("p{i}"), FAST, 10, 8, t0);
+            l.granted(&format!("p{i}"), FAST, 8, t0);
         }
         assert_eq!(l.held(), MAX_ENTRIES);
         // full of live leases: a newcomer is served a token at a time
-        assert_eq!(l.take("newcomer", FAST, 10, t0), Take::Ask(1, 0));
+        assert_eq!(l.take("newcomer", FAST, t0), Take::Ask(1, 0));
         // once they have expired, the next grant makes room
         let later = t0 + Duration::from_millis(150);
-        l.granted("newcomer", FAST, 10, 8, later);
+        l.granted("newcomer", FAST, 8, later);
         assert_eq!(l.held(), 1);
-        assert_eq!(l.take("newcomer", FAST, 10, later), Take::Leased);
+        assert_eq!(l.take("newcomer", FAST, later), Take::Leased);
     }
 }

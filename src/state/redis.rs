@@ -228,19 +228,15 @@ impl RedisStore {
         name: &str,
         rate: Rate,
     ) -> Result<Result<(), Duration>, StateUnavailable> {
-        let interval_us = interval_us(rate);
         let key = self.key(kind, name);
-        let (ask, back) = match self.leases.take(&key, rate, interval_us, Instant::now()) {
+        let (ask, back) = match self.leases.take(&key, rate, Instant::now()) {
             Take::Leased => return Ok(Ok(())),
             Take::Ask(n, back) => (n, back),
         };
         let taken = self
-            .take_tokens(&key, interval_us, rate.burst, ask, back)
+            .take_tokens(&key, rate.interval_us(), rate.burst, ask, back)
             .await?;
-        Ok(taken.map(|n| {
-            self.leases
-                .granted(&key, rate, interval_us, n, Instant::now())
-        }))
+        Ok(taken.map(|n| self.leases.granted(&key, rate, n, Instant::now())))
     }
 
     /// Spends one token of the shared budget `kind:name` at `rate`, with no lease (each
@@ -253,7 +249,7 @@ impl RedisStore {
     ) -> Result<Result<(), Duration>, StateUnavailable> {
         let key = self.key(kind, name);
         Ok(self
-            .take_tokens(&key, interval_us(rate), rate.burst, 1, 0)
+            .take_tokens(&key, rate.interval_us(), rate.burst, 1, 0)
             .await?
             .map(|_| ()))
     }
@@ -337,9 +333,4 @@ impl RedisStore {
             }
         }
     }
-}
-
-/// GCRA's emission interval of `rate`, in µs (at least 1).
-fn interval_us(rate: Rate) -> u64 {
-    (1e6 / rate.per_second).ceil().max(1.0) as u64
 }
