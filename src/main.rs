@@ -16,7 +16,9 @@ const DEFAULT_POLICY: &str = "policies/default.toml";
 
 /// mimalloc instead of the system allocator: the proxy allocates and frees many short-lived
 /// buffers across worker threads (JSON values, bodies, TLS records), where glibc malloc took
-/// about 30 % of the CPU under load (see README, Benchmarks).
+/// about 30 % of the CPU under load (see README, Benchmarks). The `system-alloc` feature
+/// keeps the system allocator, for heap profilers that hook `malloc` (heaptrack, valgrind).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
