@@ -3,14 +3,15 @@
 //! given) more than a budget shared by every stream of one principal. A slow reader thus
 //! holds at most its budgets (plus one frame) however large the events it is sent.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::body::{BodyError, BoxBody};
 
@@ -20,17 +21,57 @@ struct Queued {
     _permits: [Option<OwnedSemaphorePermit>; 2],
 }
 
+/// The queue between the one sender and the body: it holds what it queues and nothing more
+/// (an open stream that waits holds a few words here, where a channel would hold a block of
+/// slots).
+struct Queue {
+    frames: VecDeque<Queued>,
+    /// The body's task, waiting for a frame.
+    waker: Option<Waker>,
+    sender_gone: bool,
+    body_gone: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Signalled when the body is dropped.
+    body_gone: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A panic while holding this lock leaves a queue that is still consistent.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a frame and wakes the body; the frame comes back when the body is gone.
+    fn push(&self, q: Queued) -> Result<(), Queued> {
+        let waker = {
+            let mut queue = self.lock();
+            if queue.body_gone {
+                return Err(q);
+            }
+            queue.frames.push_back(q);
+            queue.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+}
+
 /// The receiving half: the response body.
 pub struct BudgetedBody {
-    rx: mpsc::UnboundedReceiver<Queued>,
+    shared: Arc<Shared>,
 }
 
 /// The sending half.
 pub struct BudgetedSender {
-    tx: mpsc::UnboundedSender<Queued>,
+    shared: Arc<Shared>,
     stream: Arc<Semaphore>,
     stream_bytes: usize,
-    shared: Option<(Arc<Semaphore>, usize)>,
+    shared_budget: Option<(Arc<Semaphore>, usize)>,
 }
 
 /// The receiver is gone (the caller left).
@@ -43,16 +84,24 @@ pub fn budgeted(
     stream_bytes: usize,
     shared: Option<(Arc<Semaphore>, usize)>,
 ) -> (BudgetedSender, BudgetedBody) {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let queue = Arc::new(Shared {
+        queue: Mutex::new(Queue {
+            frames: VecDeque::new(),
+            waker: None,
+            sender_gone: false,
+            body_gone: false,
+        }),
+        body_gone: Notify::new(),
+    });
     let stream_bytes = stream_bytes.clamp(1, u32::MAX as usize);
     (
         BudgetedSender {
-            tx,
+            shared: queue.clone(),
             stream: Arc::new(Semaphore::new(stream_bytes)),
             stream_bytes,
-            shared: shared.map(|(s, n)| (s, n.clamp(1, u32::MAX as usize))),
+            shared_budget: shared.map(|(s, n)| (s, n.clamp(1, u32::MAX as usize))),
         },
-        BudgetedBody { rx },
+        BudgetedBody { shared: queue },
     )
 }
 
@@ -65,7 +114,7 @@ impl BudgetedSender {
             .acquire_many_owned(cost(self.stream_bytes))
             .await
             .map_err(|_| Closed)?;
-        let shared = match &self.shared {
+        let shared = match &self.shared_budget {
             Some((s, limit)) => Some(
                 Arc::clone(s)
                     .acquire_many_owned(cost(*limit))
@@ -74,8 +123,8 @@ impl BudgetedSender {
             ),
             None => None,
         };
-        self.tx
-            .send(Queued {
+        self.shared
+            .push(Queued {
                 item: Ok(frame),
                 _permits: [Some(own), shared],
             })
@@ -85,7 +134,7 @@ impl BudgetedSender {
     /// Queues a last, small frame (an error frame) without waiting for the budgets: the
     /// stream ends with it.
     pub fn send_last(&self, frame: Bytes) {
-        let _ = self.tx.send(Queued {
+        let _ = self.shared.push(Queued {
             item: Ok(frame),
             _permits: [None, None],
         });
@@ -93,7 +142,42 @@ impl BudgetedSender {
 
     /// Resolves when the receiver is gone.
     pub async fn closed(&self) {
-        self.tx.closed().await
+        loop {
+            // Registered before the flag is read: a body dropped in between still wakes it.
+            let gone = self.shared.body_gone.notified();
+            tokio::pin!(gone);
+            gone.as_mut().enable();
+            if self.shared.lock().body_gone {
+                return;
+            }
+            gone.await;
+        }
+    }
+}
+
+impl Drop for BudgetedSender {
+    fn drop(&mut self) {
+        let waker = {
+            let mut queue = self.shared.lock();
+            queue.sender_gone = true;
+            queue.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for BudgetedBody {
+    fn drop(&mut self) {
+        // What was queued goes now, and its budget with it (outside the lock).
+        let dropped = {
+            let mut queue = self.shared.lock();
+            queue.body_gone = true;
+            std::mem::take(&mut queue.frames)
+        };
+        drop(dropped);
+        self.shared.body_gone.notify_waiters();
     }
 }
 
@@ -108,15 +192,23 @@ impl Body for BudgetedBody {
     type Error = BodyError;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let mut queue = self.shared.lock();
         // The permits go back when the queued frame is dropped: now, as the connection takes it.
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(q)) => Poll::Ready(Some(q.item.map(Frame::data))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        if let Some(q) = queue.frames.pop_front() {
+            drop(queue);
+            return Poll::Ready(Some(q.item.map(Frame::data)));
         }
+        if queue.sender_gone {
+            return Poll::Ready(None);
+        }
+        match &mut queue.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -178,5 +270,34 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), tx.closed())
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_dropped_body_gives_back_what_it_held_and_a_dropped_sender_ends_it() {
+        let shared = Arc::new(Semaphore::new(100));
+        let (tx, body) = budgeted(100, Some((shared.clone(), 100)));
+        tx.send(Bytes::from(vec![b'a'; 60])).await.unwrap();
+        assert_eq!(shared.available_permits(), 40);
+        drop(body);
+        assert_eq!(
+            shared.available_permits(),
+            100,
+            "the queued frame's budget is back"
+        );
+        let (tx, mut body) = budgeted(100, None);
+        let reader = tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(f) = body.frame().await {
+                n += f.unwrap().into_data().unwrap().len();
+            }
+            n
+        });
+        tx.send(Bytes::from_static(b"abc")).await.unwrap();
+        drop(tx);
+        let n = tokio::time::timeout(Duration::from_secs(5), reader)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 3);
     }
 }

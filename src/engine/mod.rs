@@ -11,6 +11,7 @@
 
 mod agent;
 mod card;
+mod events;
 mod ids;
 mod params;
 mod rpc;

@@ -7,13 +7,14 @@
 //! sees every later event exactly once. Nothing awaits while holding it.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
+use super::events::{self, Writer};
 use super::ids;
 use super::task::{agent_message, Artifacts, TaskRecord, TaskState};
 use crate::a2a::RpcError;
@@ -21,9 +22,6 @@ use crate::time;
 
 /// Tasks kept in memory; beyond this the oldest finished ones are evicted.
 pub(crate) const MAX_TASKS: usize = 10_000;
-/// Events a listener may fall behind before it is dropped. A turn emits at most
-/// 1 + 100 chunks + 1 events, so a listener that reads at all never lags within a turn.
-const EVENT_CAPACITY: usize = 128;
 /// The agent text of a task refused because its context is busy (as iac-code).
 pub(crate) const ALREADY_WORKING: &str = "Task is already working.";
 /// The agent text of a canceled task (as iac-code).
@@ -36,14 +34,13 @@ pub(crate) struct Update {
     pub last: bool,
 }
 
-/// A listener's end of a turn's events.
-pub(crate) type Events = broadcast::Receiver<Arc<Update>>;
+pub(crate) use super::events::Events;
 
 /// The turn in progress on a task. Dropping it ends the turn for everybody: listeners see
 /// their channel close, and whoever waits on `stop` (the agent, blocked callers) wakes up.
 struct Run {
     turn: u64,
-    events: broadcast::Sender<Arc<Update>>,
+    events: Writer,
     stop: watch::Sender<()>,
 }
 
@@ -165,7 +162,7 @@ fn retime(order: &mut BTreeSet<(u64, String)>, task: &mut TaskRecord, ts: u64) {
 fn broadcast(entry: &Entry, result: Value, last: bool) {
     if let Some(run) = &entry.run {
         // No listener is not an error.
-        let _ = run.events.send(Arc::new(Update { result, last }));
+        run.events.send(Update { result, last });
     }
 }
 
@@ -305,7 +302,7 @@ impl Store {
         entry.task.state = TaskState::Submitted;
         entry.task.status_message = None;
         retime(order, &mut entry.task, ts);
-        let (events_tx, events) = broadcast::channel(EVENT_CAPACITY);
+        let (events_tx, events) = events::log();
         let (stop_tx, stop) = watch::channel(());
         entry.run = Some(Run {
             turn: turn_no,

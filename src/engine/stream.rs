@@ -1,6 +1,6 @@
 //! Server-sent-event responses: one `data:` event per `StreamResponse`, each written as soon
-//! as it happens, with the request's JSON-RPC id. A listener that falls too far behind is
-//! dropped with an `event: error` frame rather than buffered without bound; a client that goes
+//! as it happens, with the request's JSON-RPC id. A client that reads slowly holds at most
+//! `BODY_BYTES` queued (and the turn's own events, [`super::events`]); a client that goes
 //! away ends only its own stream, never the turn.
 
 use std::time::Duration;
@@ -8,14 +8,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Response;
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::store::Events;
-use crate::a2a::{error_body, result_body, sse, RpcError};
-use crate::body::{full, sse_response, BoxBody, ChannelBody};
+use crate::a2a::{result_body, sse};
+use crate::body::{full, sse_response, BoxBody};
+use crate::stream_body::budgeted;
 
-/// Events the writer may run ahead of the client before it waits.
-const BODY_CAPACITY: usize = 16;
+/// What the writer may run ahead of the client before it waits (bytes; a larger event goes
+/// alone).
+const BODY_BYTES: usize = 256 * 1024;
 /// Keep-alive comment interval on a quiet stream (as sse-starlette).
 const PING_EVERY: Duration = Duration::from_secs(15);
 
@@ -30,9 +31,9 @@ pub(crate) fn single(id: &Value, result: Value) -> Response<BoxBody> {
 
 /// A stream that starts with `first` and relays `events` until the one that ends the turn.
 pub(crate) fn relay(id: Value, first: Value, mut events: Events) -> Response<BoxBody> {
-    let (tx, body) = ChannelBody::new(BODY_CAPACITY);
+    let (tx, body) = budgeted(BODY_BYTES, None);
     tokio::spawn(async move {
-        if tx.send(Ok(event(&id, first))).await.is_err() {
+        if tx.send(event(&id, first)).await.is_err() {
             return;
         }
         let mut ping =
@@ -40,23 +41,18 @@ pub(crate) fn relay(id: Value, first: Value, mut events: Events) -> Response<Box
         loop {
             tokio::select! {
                 got = events.recv() => match got {
-                    Ok(update) => {
+                    Some(update) => {
                         let frame = event(&id, update.result.clone());
-                        if tx.send(Ok(frame)).await.is_err() || update.last {
+                        if tx.send(frame).await.is_err() || update.last {
                             return;
                         }
                     }
                     // The turn is over and everything was relayed.
-                    Err(RecvError::Closed) => return,
-                    Err(RecvError::Lagged(_)) => {
-                        let err = RpcError::internal("engine.subscriber_lagged");
-                        let _ = tx.send(Ok(sse::error_event(&error_body(&id, &err)))).await;
-                        return;
-                    }
+                    None => return,
                 },
                 _ = ping.tick() => {
                     let now = crate::time::format_rfc3339(crate::time::now_micros());
-                    if tx.send(Ok(sse::comment(&format!("ping - {now}")))).await.is_err() {
+                    if tx.send(sse::comment(&format!("ping - {now}"))).await.is_err() {
                         return;
                     }
                 }
