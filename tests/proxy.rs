@@ -29,6 +29,37 @@ async fn alpn_negotiates_both_protocols_and_health_needs_no_auth() {
     }
 }
 
+/// A client that offers no ALPN has its protocol sniffed from its first bytes; one whose ALPN
+/// settled HTTP/1.1 is served HTTP/1.1 only (an HTTP/2 preface there is a bad request).
+#[tokio::test]
+async fn without_alpn_the_protocol_is_sniffed_and_with_it_the_alpn_protocol_is_served() {
+    let proxy = Proxy::start(ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = Client::connect_offering(proxy.addr, &proxy.ca, proto, &[], None)
+            .await
+            .unwrap();
+        assert_eq!(c.alpn, None);
+        let (status, _, body) = c.request("GET", "/health", &[], "").await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}");
+        assert_eq!(body, r#"{"status":"healthy"}"#);
+        let answer = c.rpc("SendMessage", message("sniffed")).await;
+        assert_eq!(
+            answer["result"]["task"]["artifacts"][0]["parts"][1]["text"], " sni",
+            "{answer}"
+        );
+    }
+    // HTTP/2 spoken on a connection that settled HTTP/1.1: the handshake or the request fails.
+    let c = Client::connect_offering(proxy.addr, &proxy.ca, Proto::H2, &[b"http/1.1"], None).await;
+    let served = match c {
+        Err(_) => false,
+        Ok(mut c) => c.try_request("GET", "/health", &[], "").await.is_ok(),
+    };
+    assert!(
+        !served,
+        "an HTTP/2 preface on an HTTP/1.1 connection is not served"
+    );
+}
+
 #[tokio::test]
 async fn card_is_public_and_points_at_the_public_url() {
     let proxy = Proxy::start(ProxyOpts::default()).await;

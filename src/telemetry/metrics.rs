@@ -140,11 +140,11 @@ pub struct UpstreamGauge {
 }
 
 /// Open connections: the gauge goes down when this is dropped.
-pub struct OpenConnection<'a>(&'a Metrics);
+pub struct OpenConnection(Gauge);
 
-impl Drop for OpenConnection<'_> {
+impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.0.connections_open.dec();
+        self.0.dec();
     }
 }
 
@@ -220,9 +220,9 @@ impl Metrics {
     }
 
     /// Counts an open connection until the guard is dropped.
-    pub fn open_connection(&self) -> OpenConnection<'_> {
+    pub fn open_connection(&self) -> OpenConnection {
         self.connections_open.inc();
-        OpenConnection(self)
+        OpenConnection(self.connections_open.clone())
     }
 
     /// Counts an open SSE stream until the guard is dropped.

@@ -213,6 +213,17 @@ impl Client {
             Proto::H1 => &[b"http/1.1"],
             Proto::H2 => &[b"h2"],
         };
+        Client::connect_offering(addr, ca, proto, alpn, client_cert).await
+    }
+
+    /// Connects offering `alpn` (empty: no ALPN at all), then speaks `proto`.
+    pub async fn connect_offering(
+        addr: SocketAddr,
+        ca: &Path,
+        proto: Proto,
+        alpn: &[&[u8]],
+        client_cert: Option<(Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>)>,
+    ) -> Result<Client, String> {
         let cfg = match client_cert {
             None => a2a_edge::tls::client_config(ca, alpn).unwrap(),
             Some((chain, key)) => {
