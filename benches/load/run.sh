@@ -6,7 +6,7 @@
 #   a2a-edge TLS + bearer auth, every check on, proxying to that upstream over HTTP
 #   nginx    TLS termination + proxy_pass (upstream keepalive) to that upstream
 #   a2a-edge-redis  a2a-edge with `[state] backend = "redis"` (a local redis-server)
-# The shapes: `engine` (the embedded echo agent, `a2a-edge engine`) and `static` (nginx
+# The shapes: `engine` (the embedded echo agent, `a2a-edge engine`) and `static` (an nginx of its own,
 # `return 200` with a fixed 1.3 KB Task, static-task.json: what a proxy costs when the agent
 # costs nothing). The targets run interleaved for ROUNDS rounds; the tables give the medians and
 # the ratios edge / nginx (also written to benches/load/results.md).
@@ -28,6 +28,7 @@
 #   BASELINE_BIN a second a2a-edge binary (e.g. the previous commit's) measured in the same
 #                rounds as `a2a-edge-base`, memory state: the A/B of one change in one run
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
+#   STATIC_WORKERS worker_processes of the static upstream's own nginx (default: NGINX_WORKERS)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
 #                a2a-edge does (one JSON line per request on stderr); 0: off
 #   RESULTS      output file (default benches/load/results.md)
@@ -67,6 +68,7 @@ CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-1}
 WARMUP=${WARMUP:-2}
 NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
+STATIC_WORKERS=${STATIC_WORKERS:-$NGINX_WORKERS}
 NGINX_ACCESS_LOG=${NGINX_ACCESS_LOG:-1}
 H2LOAD=${H2LOAD:-1}
 H2_STREAMS=${H2_STREAMS:-8}
@@ -78,7 +80,7 @@ PERF_TARGET=${PERF_TARGET:-}
 BASELINE_BIN=${BASELINE_BIN:-}
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
-require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
+require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
 ((HA == 0 || STATE_REDIS)) || die "HA=1 needs STATE_REDIS=1 (the replicas share Redis)"
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
@@ -155,7 +157,7 @@ SERVER_PIDS=()
 SERVER_LOGS=()
 watch_server() { SERVER_NAMES+=("$1"); SERVER_PIDS+=("$2"); SERVER_LOGS+=("$3"); }
 
-# ---- the engine (plain HTTP); the static upstream is a server of the nginx below
+# ---- the engine (plain HTTP), and the static upstream (an nginx of its own)
 log "starting engine"
 "$BIN" engine --listen 127.0.0.1:0 >"$TMP/engine.log" 2>&1 &
 track $!
@@ -169,6 +171,26 @@ log "engine at $ENGINE_URL"
 STATIC_PORT=$(free_port)
 STATIC_URL="http://127.0.0.1:$STATIC_PORT/"
 declare -A UPSTREAM=([engine]=$ENGINE_URL [static]=$STATIC_URL)
+SNG="$TMP/static"
+mkdir -p "$SNG/tmp"
+render "$HERE/static-upstream.conf.tmpl" "$SNG/nginx.conf" "PREFIX=$SNG" "WORKERS=$STATIC_WORKERS" \
+    "ENGINE_PORT=$ENGINE_PORT" "STATIC_PORT=$STATIC_PORT" "STATIC_BODY=$(cat "$STATIC_BODY_FILE")"
+"$NGINX" -t -q -p "$SNG" -e "$SNG/error.log" -c "$SNG/nginx.conf" ||
+    { cat "$SNG/error.log" >&2 2>/dev/null; die "static upstream: nginx config test failed"; }
+log "starting the static upstream (nginx, $STATIC_WORKERS workers) on 127.0.0.1:$STATIC_PORT"
+"$NGINX" -p "$SNG" -e "$SNG/error.log" -c "$SNG/nginx.conf" >"$SNG/stdout.log" 2>&1 &
+track $!
+watch_server static "$!" "$SNG/error.log"
+ok=
+for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
+    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$SNG/error.log" >&2 2>/dev/null; die "the static upstream exited early"; }
+    if curl -s -o /dev/null --max-time 2 "${STATIC_URL}health" 2>/dev/null; then
+        ok=1
+        break
+    fi
+    sleep 0.1
+done
+[[ -n "$ok" ]] || die "the static upstream is not answering on $STATIC_URL"
 
 # edge_policy DIR UPSTREAM_URL [EXTRA...]: a policy for the benchmark in DIR/policy.toml
 edge_policy() {
@@ -251,7 +273,7 @@ for f in ca.pem server.pem server.key; do
     [[ -s "$CERTS/$f" ]] || die "dev cert file $CERTS/$f missing"
 done
 
-# ---- nginx: the static upstream and the TLS proxies (same certificate as the first edge)
+# ---- nginx: the TLS proxies (same certificate as the first edge)
 NGX="$TMP/nginx"
 mkdir -p "$NGX/tmp"
 NGINX_PORT=$(free_port)
@@ -264,10 +286,10 @@ fi
 render "$HERE/nginx.conf.tmpl" "$NGX/nginx.conf" "PREFIX=$NGX" "WORKERS=$NGINX_WORKERS" \
     "ACCESS_LOG=$access_log" "ENGINE_PORT=$ENGINE_PORT" "NGINX_PORT=$NGINX_PORT" \
     "STATIC_PORT=$STATIC_PORT" "NGINX_STATIC_PORT=$NGINX_STATIC_PORT" \
-    "STATIC_BODY=$(cat "$STATIC_BODY_FILE")" "CERT=$CERTS/server.pem" "KEY=$CERTS/server.key"
+    "CERT=$CERTS/server.pem" "KEY=$CERTS/server.key"
 "$NGINX" -t -q -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" ||
     { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx config test failed"; }
-log "starting nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static), static upstream :$STATIC_PORT"
+log "starting nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static)"
 "$NGINX" -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$NGX/stdout.log" 2>&1 &
 track $!
 watch_server nginx "$!" "$NGX/error.log"
@@ -281,13 +303,13 @@ ok=
 for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
     kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx exited early"; }
     if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${URL[nginx-engine]}health" 2>/dev/null &&
-        curl -s -o /dev/null --max-time 2 "${STATIC_URL}health" 2>/dev/null; then
+        curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${URL[nginx-static]}health" 2>/dev/null; then
         ok=1
         break
     fi
     sleep 0.1
 done
-[[ -n "$ok" ]] || die "nginx not answering on ${URL[nginx-engine]} and $STATIC_URL"
+[[ -n "$ok" ]] || die "nginx not answering on ${URL[nginx-engine]} and ${URL[nginx-static]}"
 
 # ---- (HA) a second replica of the engine shape's redis edge, and haproxy (TCP) in front
 if ((HA)); then
@@ -513,20 +535,16 @@ def cpu_per_request(name, h2=False):
 
 def cpu_table(shape, rows, h2):
     """The CPU-per-request table of one shape's runs (wrk, or h2load): each server's CPU time
-    during the runs over the requests served. nginx is both the proxy and (static shape) the
-    upstream: its proxy share is what it used beyond what the upstream alone used per request
-    in the direct run (over HTTP/1.1 in both cases)."""
+    during the runs over the requests served. The upstream (the engine, or the static
+    upstream's own nginx) is a process of its own, apart from every proxy."""
     cpu = {t: cpu_per_request(t, h2) for t in rows}
-    upstream = "engine" if shape == "engine" else "nginx"
-    direct_up = (cpu_per_request(f"direct-{shape}") or {}).get(upstream)
+    upstream = "engine" if shape == "engine" else "static"
     cpu_rows = []
     for t in rows:
         c = cpu.get(t)
         if not c or t.startswith("direct"):
             continue
-        if t.startswith("nginx") and shape == "static":
-            proxy, up = (c.get("nginx", 0) - direct_up if direct_up is not None else None), direct_up
-        elif t.startswith("nginx"):
+        if t.startswith("nginx"):
             proxy, up = c.get("nginx"), c.get(upstream)
         else:  # the edge's own process (and, with HA, its second replica)
             proxy, up = sum(v for s, v in c.items() if s == t or s.startswith(t + "-")), c.get(upstream)
@@ -536,8 +554,8 @@ def cpu_table(shape, rows, h2):
     ng = next((p for t, p, _, _ in cpu_rows if t == f"nginx-{shape}"), None)
     fmt = lambda v: f"{v:.1f}" if v is not None else "–"
     lines = ["", f"CPU per request ({'HTTP/2' if h2 else 'HTTP/1.1'}): µs of CPU time each server used "
-             "during the measured runs (all rounds) per request served; nginx's proxy share is its CPU "
-             "minus what the upstream alone used per request in the direct run.", "",
+             "during the measured runs (all rounds) per request served; the upstream is a process of "
+             "its own (the static one an nginx apart from the one under test).", "",
              "| target | proxy | upstream | redis-server | proxy / nginx's |", "|---|---:|---:|---:|---:|"]
     for t, proxy, up, rs in cpu_rows:
         lines.append(f"| {t.removesuffix('-' + shape)} | {fmt(proxy)} | {fmt(up)} | {fmt(rs)} | "
