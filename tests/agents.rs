@@ -569,7 +569,7 @@ SendMessage = { requests_per_second = 0.01, burst = 1 }
         json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": big}).to_string();
     let mut headers = rpc_headers();
     headers.push(("a2a-extensions", "https://example.com/ext/tf/v1"));
-    let (status, _, _) = at(
+    let (status, refusal_headers, _) = at(
         &mut c,
         Proto::H1,
         &h,
@@ -580,6 +580,9 @@ SendMessage = { requests_per_second = 0.01, burst = 1 }
     )
     .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // Its body is not read: the connection closes (and says so).
+    assert_eq!(refusal_headers["connection"], "close");
+    let mut c = s.proxy.client(Proto::H1).await;
     let (status, _, b) = at(
         &mut c,
         Proto::H1,

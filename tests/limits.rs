@@ -801,3 +801,91 @@ async fn a_connection_whose_peer_takes_nothing_is_closed() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An HTTP/1.1 answer to a request whose body was refused while it was still coming (too
+/// large) says `connection: close`, and the connection closes: nothing pipelined behind is
+/// served. A refusal that did not need the body (401, a JSON-RPC error) keeps the
+/// connection when the whole body had arrived, as does an answer to a valid request; HTTP/2
+/// answers never carry the header.
+#[tokio::test]
+async fn an_answer_to_a_body_refused_midway_says_connection_close() {
+    let p = proxy("", "").await;
+    let valid = |token: &str| {
+        format!(
+            "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: {token}\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: {}\r\n\r\n{BODY}",
+            BODY.len()
+        )
+    };
+    let good = valid("Bearer test-token-0123456789");
+    let head = "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\n";
+    // (name, request, its status, closes after it)
+    let cases: Vec<(&str, String, &str, bool)> = vec![
+        (
+            "a body declared over the cap",
+            format!("{head}content-length: 100000000\r\n\r\n{{"),
+            "413",
+            true,
+        ),
+        (
+            "a chunked body whose framing breaks (chunked allowed here)",
+            format!("{head}transfer-encoding: chunked\r\n\r\n5\r\n{{\"jso\r\nzz\r\n"),
+            "400",
+            true,
+        ),
+        (
+            "a wrong token, the whole body sent, a valid request pipelined behind",
+            format!("{}{good}", valid("Bearer wrong-token-0123456789")),
+            "401",
+            false,
+        ),
+        (
+            "a content type the edge does not take (a JSON-RPC error), a valid request behind",
+            format!(
+                "{}{good}",
+                good.replace("content-type: application/json", "content-type: text/plain")
+            ),
+            "200",
+            false,
+        ),
+    ];
+    let lenient = proxy("allow_chunked_requests = true", "").await;
+    for (name, raw, status, closes) in &cases {
+        let mut s = raw_tls(&lenient).await;
+        let _ = s.write_all(raw.as_bytes()).await;
+        let started = Instant::now();
+        let answer = read_all(&mut s, Duration::from_secs(3)).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{name}: {answer:?}"
+        );
+        if *closes {
+            assert!(
+                started.elapsed() < Duration::from_millis(2500),
+                "{name}: the connection stayed open: {answer:?}"
+            );
+            assert!(answer.contains("connection: close"), "{name}: {answer:?}");
+            assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "{name}: {answer:?}");
+        } else {
+            assert!(!answer.contains("connection: close"), "{name}: {answer:?}");
+            // The request behind was served on the same connection.
+            assert_eq!(
+                answer.matches("HTTP/1.1 200").count(),
+                1 + (*status == "200") as usize,
+                "{name}: {answer:?}"
+            );
+            assert!(answer.contains("\"result\""), "{name}: {answer:?}");
+        }
+    }
+    // Over HTTP/2 a refusal has no connection header (RFC 9113 §8.2.2) and the connection
+    // carries the next request.
+    let mut c = p.client(Proto::H2).await;
+    let (status, headers, _) = c
+        .request("POST", "/", &h("Bearer wrong-token-0123456789"), BODY)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(headers.get("connection").is_none(), "{headers:?}");
+    let (status, _, _) = c
+        .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}

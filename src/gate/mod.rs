@@ -74,6 +74,27 @@ use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
 use crate::validate::workspace::WorkspacePolicy;
 
+/// An HTTP/1.x request that declares a body (a non-zero `Content-Length`, or any
+/// `Transfer-Encoding`).
+fn declares_h1_body<B>(req: &Request<B>) -> bool {
+    let h1 = matches!(
+        req.version(),
+        http::Version::HTTP_09 | http::Version::HTTP_10 | http::Version::HTTP_11
+    );
+    let h = req.headers();
+    h1 && (h.contains_key(header::TRANSFER_ENCODING)
+        || h.get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes().iter().any(|b| *b != b'0')))
+}
+
+/// The refusals of `read_body` that leave the rest of the body unread.
+fn unfinished_body(reason: &str) -> bool {
+    matches!(
+        reason,
+        "body.too_large" | "body.too_slow" | "body.read" | "body.content_length"
+    )
+}
+
 /// What the stages learned about a request, for its log line.
 #[derive(Debug, Default)]
 struct Trace {
@@ -225,6 +246,7 @@ impl Gate {
             None => (&self.agents[0], &self.unnamed),
         };
         let head = req.method() == HttpMethod::HEAD;
+        let h1_body = declares_h1_body(&req);
         // The real client: the peer, or the rightmost untrusted hop behind a trusted proxy.
         let client = self.network.client_address(conn.peer.ip(), req.headers());
         let mut trace = Trace {
@@ -279,13 +301,22 @@ impl Gate {
         }
         .instrument(span.clone())
         .await;
-        let (resp, reason) = match outcome {
+        let (mut resp, reason) = match outcome {
             Ok(r) => (r, None),
             Err(rej) => {
                 let reason = rej.reason();
                 (rej.render(), Some(reason))
             }
         };
+        // Refused while its body was still coming (too large, too slow, unreadable): hyper
+        // will not read the rest, so the connection cannot carry another request. Say so
+        // (RFC 9112 §9.6) rather than close under a client that would send its next request
+        // on it. (A request refused before its body was read at all, e.g. 401 or 429, keeps
+        // its connection when the whole body had already arrived: hyper drains it.)
+        if h1_body && reason.is_some_and(unfinished_body) {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         span.record("a2a.method", trace.method);
         span.record("http.response.status_code", resp.status().as_u16());
         self.metrics.request(
