@@ -13,7 +13,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ADMIN: &str = "admin_listen = \"127.0.0.1:0\"\n";
 
@@ -455,4 +455,48 @@ async fn a_caller_that_hangs_up_leaves_no_request_in_flight() {
     }
     // The gauge (which the fleet's choice of the least busy agent reads) falls back to 0.
     gauge_reaches(0.0).await;
+}
+
+/// A TLS handshake that never finishes is counted apart from one that fails.
+#[tokio::test]
+async fn a_handshake_that_times_out_is_counted_apart_from_one_that_fails() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: format!("{ADMIN}tls_handshake_timeout_ms = 200\n"),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    // Silent after connecting: the handshake times out.
+    let mut silent = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    // Not TLS at all: the handshake fails.
+    let mut plain = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the silent connection was not closed");
+    let series = |o: &str| format!("a2a_edge_connections_total{{outcome=\"{o}\"}}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let (_, _, text) = admin(addr, "GET", "/metrics").await;
+        let counted = sample(&text, &series("tls.handshake_failed")) >= 1.0
+            && sample(&text, &series("tls.handshake_timeout")) >= 1.0;
+        if counted || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        sample(&text, &series("tls.handshake_timeout")),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, &series("tls.handshake_failed")),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(sample(&text, &series("socket.error")), 0.0, "{text}");
 }

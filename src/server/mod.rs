@@ -648,15 +648,27 @@ async fn accept_loop(
                 metrics.connection("accepted");
                 workers.spawn(async move {
                     let held = (permit, client_slot, open, metrics.open_connection());
-                    let Ok(tcp) = tokio::net::TcpStream::from_std(tcp) else {
-                        metrics.connection("tls.handshake_failed");
-                        return;
+                    let tcp = match tokio::net::TcpStream::from_std(tcp) {
+                        Ok(tcp) => tcp,
+                        Err(e) => {
+                            // The accepted socket could not join this worker's reactor
+                            // (out of descriptors or epoll memory): the edge's trouble, not
+                            // the client's.
+                            tracing::warn!(event = "socket_error", client = %peer.ip(), error = %e);
+                            metrics.connection("socket.error");
+                            return;
+                        }
                     };
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(s)) => s,
-                        Ok(Err(_)) | Err(_) => {
+                        Ok(Err(_)) => {
                             tracing::info!(event = "tls_handshake_failed", client = %peer.ip());
                             metrics.connection("tls.handshake_failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::info!(event = "tls_handshake_timeout", client = %peer.ip());
+                            metrics.connection("tls.handshake_timeout");
                             return;
                         }
                     };

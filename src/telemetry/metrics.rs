@@ -212,7 +212,8 @@ impl Metrics {
     }
 
     /// One connection event: `accepted`, or why it was refused or dropped
-    /// (`network.denied`, `limits.connections`, `tls.handshake_failed`, ...).
+    /// (`network.denied`, `limits.connections`, `tls.handshake_failed`, `tls.handshake_timeout`,
+    /// `socket.error`, ...).
     pub fn connection(&self, outcome: &'static str) {
         self.connections
             .get_or_create(&[("outcome", outcome)])
