@@ -157,6 +157,32 @@ SERVER_PIDS=()
 SERVER_LOGS=()
 watch_server() { SERVER_NAMES+=("$1"); SERVER_PIDS+=("$2"); SERVER_LOGS+=("$3"); }
 
+# start_nginx NAME DIR WHAT HEALTH_URL...: tests DIR/nginx.conf, starts nginx with it (tracked and
+# watched as NAME), and waits until every HEALTH_URL answers (https ones with the dev CA).
+start_nginx() {
+    local name=$1 dir=$2 what=$3
+    shift 3
+    "$NGINX" -t -q -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" ||
+        { cat "$dir/error.log" >&2 2>/dev/null; die "$name: nginx config test failed"; }
+    log "starting $what"
+    "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" >"$dir/stdout.log" 2>&1 &
+    track $!
+    watch_server "$name" "$!" "$dir/error.log"
+    local url up
+    for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
+        kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$dir/error.log" >&2 2>/dev/null; die "$name exited early"; }
+        up=1
+        for url in "$@"; do
+            local ca=()
+            [[ $url == https://* ]] && ca=(--cacert "$CERTS/ca.pem")
+            curl -s -o /dev/null --max-time 2 "${ca[@]}" "$url" 2>/dev/null || { up=; break; }
+        done
+        [[ -n "$up" ]] && return 0
+        sleep 0.1
+    done
+    die "$name is not answering on $*"
+}
+
 # ---- the engine (plain HTTP), and the static upstream (an nginx of its own)
 log "starting engine"
 "$BIN" engine --listen 127.0.0.1:0 >"$TMP/engine.log" 2>&1 &
@@ -175,22 +201,8 @@ SNG="$TMP/static"
 mkdir -p "$SNG/tmp"
 render "$HERE/static-upstream.conf.tmpl" "$SNG/nginx.conf" "PREFIX=$SNG" "WORKERS=$STATIC_WORKERS" \
     "ENGINE_PORT=$ENGINE_PORT" "STATIC_PORT=$STATIC_PORT" "STATIC_BODY=$(cat "$STATIC_BODY_FILE")"
-"$NGINX" -t -q -p "$SNG" -e "$SNG/error.log" -c "$SNG/nginx.conf" ||
-    { cat "$SNG/error.log" >&2 2>/dev/null; die "static upstream: nginx config test failed"; }
-log "starting the static upstream (nginx, $STATIC_WORKERS workers) on 127.0.0.1:$STATIC_PORT"
-"$NGINX" -p "$SNG" -e "$SNG/error.log" -c "$SNG/nginx.conf" >"$SNG/stdout.log" 2>&1 &
-track $!
-watch_server static "$!" "$SNG/error.log"
-ok=
-for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
-    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$SNG/error.log" >&2 2>/dev/null; die "the static upstream exited early"; }
-    if curl -s -o /dev/null --max-time 2 "${STATIC_URL}health" 2>/dev/null; then
-        ok=1
-        break
-    fi
-    sleep 0.1
-done
-[[ -n "$ok" ]] || die "the static upstream is not answering on $STATIC_URL"
+start_nginx static "$SNG" "the static upstream (nginx, $STATIC_WORKERS workers) on 127.0.0.1:$STATIC_PORT" \
+    "${STATIC_URL}health"
 
 # edge_policy DIR UPSTREAM_URL [EXTRA...]: a policy for the benchmark in DIR/policy.toml
 edge_policy() {
@@ -287,29 +299,14 @@ render "$HERE/nginx.conf.tmpl" "$NGX/nginx.conf" "PREFIX=$NGX" "WORKERS=$NGINX_W
     "ACCESS_LOG=$access_log" "ENGINE_PORT=$ENGINE_PORT" "NGINX_PORT=$NGINX_PORT" \
     "STATIC_PORT=$STATIC_PORT" "NGINX_STATIC_PORT=$NGINX_STATIC_PORT" \
     "CERT=$CERTS/server.pem" "KEY=$CERTS/server.key"
-"$NGINX" -t -q -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" ||
-    { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx config test failed"; }
-log "starting nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static)"
-"$NGINX" -p "$NGX" -e "$NGX/error.log" -c "$NGX/nginx.conf" >"$NGX/stdout.log" 2>&1 &
-track $!
-watch_server nginx "$!" "$NGX/error.log"
 URL[nginx-engine]="https://127.0.0.1:$NGINX_PORT/"
 URL[nginx-static]="https://127.0.0.1:$NGINX_STATIC_PORT/"
 CACERT[nginx-engine]="$CERTS/ca.pem"
 CACERT[nginx-static]="$CERTS/ca.pem"
 URL[direct-engine]=$ENGINE_URL
 URL[direct-static]=$STATIC_URL
-ok=
-for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
-    kill -0 "${PIDS[-1]}" 2>/dev/null || { cat "$NGX/error.log" >&2 2>/dev/null; die "nginx exited early"; }
-    if curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${URL[nginx-engine]}health" 2>/dev/null &&
-        curl -s -o /dev/null --max-time 2 --cacert "$CERTS/ca.pem" "${URL[nginx-static]}health" 2>/dev/null; then
-        ok=1
-        break
-    fi
-    sleep 0.1
-done
-[[ -n "$ok" ]] || die "nginx not answering on ${URL[nginx-engine]} and ${URL[nginx-static]}"
+start_nginx nginx "$NGX" "nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static)" \
+    "${URL[nginx-engine]}health" "${URL[nginx-static]}health"
 
 # ---- (HA) a second replica of the engine shape's redis edge, and haproxy (TCP) in front
 if ((HA)); then
