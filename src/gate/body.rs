@@ -49,6 +49,25 @@ pub(super) struct BodyLimits {
 /// Grace period before the minimum body rate applies.
 pub(super) const BODY_RATE_GRACE: Duration = Duration::from_secs(2);
 
+/// An HTTP/1.x request that declares a body (a non-zero `Content-Length`, or any
+/// `Transfer-Encoding`).
+pub(super) fn declares_h1_body<B>(req: &http::Request<B>) -> bool {
+    let h = req.headers();
+    req.version() <= http::Version::HTTP_11
+        && (h.contains_key(header::TRANSFER_ENCODING)
+            || h.get(header::CONTENT_LENGTH)
+                .is_some_and(|v| v.as_bytes().iter().any(|b| *b != b'0')))
+}
+
+/// The refusals of `read_body` (below) that leave the rest of the body unread: the
+/// connection cannot carry another request after them.
+pub(super) fn leaves_body_unread(reason: &str) -> bool {
+    matches!(
+        reason,
+        "body.too_large" | "body.too_slow" | "body.read" | "body.content_length"
+    )
+}
+
 /// Reads the request body up to the cap; a declared or actual excess is refused with 413
 /// before (or as soon as) it crosses the cap, and a body that trickles in (slow POST) or takes
 /// too long is refused with 408.

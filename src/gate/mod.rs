@@ -39,7 +39,7 @@ use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tracing::{info_span, Instrument};
 
-use body::{check_framing, read_body, BodyLimits};
+use body::{check_framing, declares_h1_body, leaves_body_unread, read_body, BodyLimits};
 use forwarding::{forwarding_headers, principal_header_value};
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, CATALOG_PATH, HEALTH_PATH};
@@ -73,27 +73,6 @@ use crate::validate::push_url::check_resolved;
 use crate::validate::request::{check_params, Checked, RequestPolicy};
 use crate::validate::service;
 use crate::validate::workspace::WorkspacePolicy;
-
-/// An HTTP/1.x request that declares a body (a non-zero `Content-Length`, or any
-/// `Transfer-Encoding`).
-fn declares_h1_body<B>(req: &Request<B>) -> bool {
-    let h1 = matches!(
-        req.version(),
-        http::Version::HTTP_09 | http::Version::HTTP_10 | http::Version::HTTP_11
-    );
-    let h = req.headers();
-    h1 && (h.contains_key(header::TRANSFER_ENCODING)
-        || h.get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes().iter().any(|b| *b != b'0')))
-}
-
-/// The refusals of `read_body` that leave the rest of the body unread.
-fn unfinished_body(reason: &str) -> bool {
-    matches!(
-        reason,
-        "body.too_large" | "body.too_slow" | "body.read" | "body.content_length"
-    )
-}
 
 /// What the stages learned about a request, for its log line.
 #[derive(Debug, Default)]
@@ -313,7 +292,7 @@ impl Gate {
         // (RFC 9112 §9.6) rather than close under a client that would send its next request
         // on it. (A request refused before its body was read at all, e.g. 401 or 429, keeps
         // its connection when the whole body had already arrived: hyper drains it.)
-        if h1_body && reason.is_some_and(unfinished_body) {
+        if h1_body && reason.is_some_and(leaves_body_unread) {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
