@@ -45,6 +45,7 @@
 
 mod facts;
 mod forgotten;
+mod ids;
 mod replica;
 mod state;
 mod token;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::facts::Fact;
 use super::forgotten::{Forgotten, FORGOTTEN_PER_ENTRY};
+use super::ids::IdMap;
 use super::UpstreamId;
 
 /// An agent's answer named another caller's task or context.
@@ -74,10 +75,10 @@ pub(super) struct State {
     // Ordered maps, not hash maps: a hash map of 100k+ entries that keeps inserting and
     // removing (eviction) rehashes itself whole every few ten thousand inserts, under the
     // registry's one lock, which stalled every request for up to 170 ms under load. A B-tree
-    // costs O(log n) string comparisons per operation, never a rehash, and no hash function
-    // for client-chosen ids to be attacked through.
-    pub tasks: BTreeMap<Id, TaskEntry>,
-    pub contexts: BTreeMap<Id, ContextEntry>,
+    // costs O(log n) comparisons per operation and never a rehash; the maps by id compare
+    // keyed hashes first (`ids.rs`), so ids aimed at one another gain an attacker nothing.
+    pub tasks: IdMap<TaskEntry>,
+    pub contexts: IdMap<ContextEntry>,
     /// Evictable tasks by (tier, last use): finished ones (tier 0) go before those the agent
     /// last reported as submitted or working (tier 1).
     task_lru: BTreeMap<(u8, u64), Id>,
@@ -86,7 +87,7 @@ pub(super) struct State {
     /// Per principal, `(status timestamp, task id)` ascending; read backwards for ListTasks.
     pub by_principal: BTreeMap<Id, BTreeSet<(u64, Id)>>,
     /// Per context id, the same keys (owners are checked again when listing).
-    pub by_context: BTreeMap<Id, BTreeSet<(u64, Id)>>,
+    pub by_context: IdMap<BTreeSet<(u64, Id)>>,
     pub running_contexts: usize,
     /// Owners of evicted contexts: only they may take them up again.
     pub forgotten: Forgotten,
@@ -108,12 +109,12 @@ impl State {
         State {
             max: max.max(1),
             tick: 0,
-            tasks: BTreeMap::new(),
-            contexts: BTreeMap::new(),
+            tasks: IdMap::new(),
+            contexts: IdMap::new(),
             task_lru: BTreeMap::new(),
             context_lru: BTreeMap::new(),
             by_principal: BTreeMap::new(),
-            by_context: BTreeMap::new(),
+            by_context: IdMap::new(),
             running_contexts: 0,
             forgotten: Forgotten::new(max.max(1).saturating_mul(FORGOTTEN_PER_ENTRY)),
             pending_turns: 0,
@@ -166,8 +167,7 @@ impl State {
             .or_default()
             .insert((ts, id.clone()));
         self.by_context
-            .entry(context.clone())
-            .or_default()
+            .entry_or_default(context.clone())
             .insert((ts, id.clone()));
         self.tasks.insert(
             id.clone(),
@@ -492,9 +492,10 @@ impl State {
         assert_eq!(indexed, self.tasks.len());
         let indexed: usize = self.by_context.values().map(BTreeSet::len).sum();
         assert_eq!(indexed, self.tasks.len());
-        for (id, t) in &self.tasks {
+        for (id, t) in self.tasks.iter() {
             assert!(self.by_principal[&t.owner].contains(&(t.ts, id.clone())));
-            assert!(self.by_context[&t.context].contains(&(t.ts, id.clone())));
+            let indexed = self.by_context.get(&t.context);
+            assert!(indexed.is_some_and(|set| set.contains(&(t.ts, id.clone()))));
         }
     }
 }
