@@ -609,7 +609,7 @@ impl TaskRegistry {
         // The context by the id the caller chose, when it did.
         let context = st
             .contexts
-            .get(&*e.context)
+            .get(&e.context)
             .and_then(|c| c.client.clone())
             .unwrap_or_else(|| e.context.clone());
         Some(serde_json::json!({"id": task_id, "contextId": &*context, "status": status}))

@@ -36,7 +36,7 @@ impl Turn {
     pub fn bind_upstream(&mut self, upstream: UpstreamId) -> UpstreamId {
         let bound = *self.upstream.get_or_insert(upstream);
         if let Some(c) = &self.context {
-            if let Some(e) = self.shared.lock().contexts.get_mut(&**c) {
+            if let Some(e) = self.shared.lock().contexts.get_mut(c) {
                 e.upstream.get_or_insert(bound);
             }
         }
