@@ -95,7 +95,11 @@ impl SseDecoder {
         }
         // What is left shares the allocation of the events split off: a large event's buffer
         // would live as long as the stream. Keep only what is pending.
-        if !out.is_empty() && self.buf.capacity() > RETAIN_BYTES {
+        // Nothing pending (the usual case between events): no buffer at all, so that a
+        // stream waiting for its agent holds none (issue 16: ~0.5 KiB per open stream).
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        } else if !out.is_empty() && self.buf.capacity() > RETAIN_BYTES {
             self.buf = BytesMut::from(&self.buf[..]);
         }
         Ok(out)
@@ -263,6 +267,26 @@ mod tests {
         let threes: Vec<&[u8]> = stream.chunks(3).collect();
         assert_eq!(decode_all(&threes), whole);
         assert_eq!(whole.len(), 5);
+    }
+
+    #[test]
+    fn holds_no_buffer_between_events() {
+        let mut d = SseDecoder::new(1024);
+        // (chunk, events it completes, bytes pending after it, a buffer kept?)
+        let steps: [(&[u8], usize, usize, bool); 5] = [
+            (b"data: {\"a\":1}\n\n", 1, 0, false),
+            (b"data: {\"b\"", 0, 10, true),
+            (b":2}\n\ndata: {", 1, 7, true),
+            (b"}\n\n", 1, 0, false),
+            (b"\r\n", 1, 0, false), // a blank line: an event of no fields
+        ];
+        for (chunk, events, pending, kept) in steps {
+            let out = d.push(chunk).unwrap();
+            let text = String::from_utf8_lossy(chunk);
+            assert_eq!(out.len(), events, "{text}");
+            assert_eq!(d.pending(), pending, "{text}");
+            assert_eq!(d.buf.capacity() > 0, kept, "{text}");
+        }
     }
 
     #[test]
