@@ -179,7 +179,8 @@ where
             // Ends the stream with an error frame; the outcome is its reason. The frame is
             // small and goes past the budgets (a caller that reads gets it).
             let fail = |reason: &'static str| {
-                let err = RpcError::new(super::answer_code(reason), "Upstream stream failed", reason);
+                let err =
+                    RpcError::new(super::answer_code(reason), "Upstream stream failed", reason);
                 tx.send_last(error_event(&error_body(&id, &err)));
                 reason
             };
@@ -188,14 +189,20 @@ where
             let mut last_sent = tokio::time::Instant::now();
             // Sends one frame, waiting for a slow caller no longer than the stream may last
             // or stay without progress.
+            // One timer at a time, set to the earliest of what is due (a stream waits with one
+            // timer entry, not three); when it fires, the end of the stream goes first.
             macro_rules! send {
                 ($frame:expr) => {{
                     let frame = $frame;
                     let stalled = tokio::time::Instant::now() + limits.idle_timeout;
                     tokio::select! {
                         r = tx.send(frame) => if r.is_err() { return "client_gone" },
-                        _ = tokio::time::sleep_until(stalled) => return "client.stalled",
-                        _ = tokio::time::sleep_until(deadline) => return fail("upstream.stream_too_long"),
+                        _ = tokio::time::sleep_until(stalled.min(deadline)) => {
+                            if stalled < deadline {
+                                return "client.stalled";
+                            }
+                            return fail("upstream.stream_too_long");
+                        }
                     }
                     last_sent = tokio::time::Instant::now();
                 }};
@@ -203,14 +210,19 @@ where
             loop {
                 let next_keepalive = last_sent + limits.keepalive;
                 let idle_at = last_upstream + limits.idle_timeout;
+                let wake = next_keepalive.min(idle_at).min(deadline);
                 let frame = tokio::select! {
                     f = body.frame() => f,
-                    _ = tokio::time::sleep_until(next_keepalive) => {
+                    _ = tokio::time::sleep_until(wake) => {
+                        if wake == deadline {
+                            return fail("upstream.stream_too_long");
+                        }
+                        if wake == idle_at {
+                            return fail("upstream.stream_idle");
+                        }
                         send!(comment("keep-alive"));
                         continue;
                     }
-                    _ = tokio::time::sleep_until(idle_at) => return fail("upstream.stream_idle"),
-                    _ = tokio::time::sleep_until(deadline) => return fail("upstream.stream_too_long"),
                     // The caller left: stop, dropping the agent's stream with it.
                     _ = tx.closed() => return "client_gone",
                 };
@@ -256,7 +268,11 @@ where
                     let error = event.as_deref() == Some("error") || v.get("error").is_some();
                     let json = to_json_bytes(&v);
                     drop(v);
-                    let frame = if error { error_event(&json) } else { data_event(&json) };
+                    let frame = if error {
+                        error_event(&json)
+                    } else {
+                        data_event(&json)
+                    };
                     drop(json);
                     send!(frame);
                     // Time spent waiting for the caller is not the agent's silence.
