@@ -93,10 +93,10 @@ impl SseDecoder {
         if self.buf.len() > self.max_event_bytes {
             return Err(SseError::EventTooLarge);
         }
-        // What is left shares the allocation of the events split off: a large event's buffer
-        // would live as long as the stream. Keep only what is pending.
         // Nothing pending (the usual case between events): no buffer at all, so that a
         // stream waiting for its agent holds none (issue 16: ~0.5 KiB per open stream).
+        // Otherwise what is left shares the allocation of the events split off, and a large
+        // event's buffer would live as long as the stream: keep only what is pending.
         if self.buf.is_empty() {
             self.buf = BytesMut::new();
         } else if !out.is_empty() && self.buf.capacity() > RETAIN_BYTES {

@@ -188,9 +188,8 @@ where
             let mut last_upstream = tokio::time::Instant::now();
             let mut last_sent = tokio::time::Instant::now();
             // Sends one frame, waiting for a slow caller no longer than the stream may last
-            // or stay without progress.
-            // One timer at a time, set to the earliest of what is due (a stream waits with one
-            // timer entry, not three); when it fires, the end of the stream goes first.
+            // or stay without progress. Every wait has one timer, set to the earliest of what
+            // is due (not one per limit); when several are due, the stream's end goes first.
             macro_rules! send {
                 ($frame:expr) => {{
                     let frame = $frame;

@@ -72,7 +72,7 @@ impl PartialOrd for dyn Probe + '_ {
 }
 impl PartialEq for dyn Probe + '_ {
     fn eq(&self, other: &Self) -> bool {
-        self.hash() == other.hash() && self.text() == other.text()
+        self.cmp(other) == Ordering::Equal
     }
 }
 impl Eq for dyn Probe + '_ {}
@@ -90,7 +90,7 @@ impl PartialOrd for Key {
 }
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
+        (self as &dyn Probe) == (other as &dyn Probe)
     }
 }
 impl Eq for Key {}
