@@ -9,6 +9,8 @@
 #   upstream     the same with a standalone engine upstream (`a2a-edge engine`, plain HTTP on
 #                127.0.0.1): the edge's own memory, and the engine's for reference
 #   upstream_w1  the same as upstream with A2A_EDGE_WORKERS=1 (what the per-thread runtimes cost)
+#   upstream_h2  the same as upstream with `http2 = true` on the upstream: the streams share a
+#                few HTTP/2 (h2c) connections to the engine instead of one connection each
 #   latency      time to the first SSE `data:` event, LATENCY_STREAMS streams per row: direct
 #                (plain HTTP to the engine) vs through the edge (TLS + bearer, upstream = that
 #                engine), on fresh connections (the timer starts after the handshake) and on
@@ -18,7 +20,7 @@
 # (stdlib asyncio + ssl). Prints a Markdown report, also written to benches/streams/results.md.
 #
 # Env:
-#   PHASES           phases, in order (default "embedded upstream upstream_w1 latency")
+#   PHASES           phases, in order (default "embedded upstream upstream_h2 upstream_w1 latency")
 #   STREAMS          open streams per memory phase (default 1000)
 #   OPEN_CONCURRENCY streams being set up at once (TLS handshake to first event; default 64)
 #   OPEN_TIMEOUT     seconds for every stream to have its first event, else the run fails (60)
@@ -50,7 +52,7 @@ case ${1:-} in
 "") ;;
 *) die "unknown argument: $1 (no arguments; see --help for the env knobs)" ;;
 esac
-PHASES=${PHASES:-embedded upstream upstream_w1 latency}
+PHASES=${PHASES:-embedded upstream upstream_h2 upstream_w1 latency}
 STREAMS=${STREAMS:-1000}
 OPEN_CONCURRENCY=${OPEN_CONCURRENCY:-64}
 OPEN_TIMEOUT=${OPEN_TIMEOUT:-60}
@@ -76,8 +78,8 @@ done
 ((STREAMS > 0 && OPEN_CONCURRENCY > 0 && IDLE_SAMPLES > 0 && LATENCY_STREAMS > 1)) ||
     die "STREAMS, OPEN_CONCURRENCY, IDLE_SAMPLES must be > 0, LATENCY_STREAMS > 1"
 for p in $PHASES; do
-    case $p in embedded | upstream | upstream_w1 | latency) ;;
-    *) die "unknown phase '$p' in PHASES (embedded upstream upstream_w1 latency)" ;;
+    case $p in embedded | upstream | upstream_h2 | upstream_w1 | latency) ;;
+    *) die "unknown phase '$p' in PHASES (embedded upstream upstream_h2 upstream_w1 latency)" ;;
     esac
 done
 for m in ${LATENCY_MODES//,/ }; do
@@ -127,9 +129,10 @@ max_connections = $LIMIT
 max_connections_per_client = $LIMIT
 max_in_flight_per_principal = $LIMIT
 max_streams_per_principal = $LIMIT"
-write_policy() { # file upstream_url
+write_policy() { # file upstream_url [upstream_line...]
     {
         policy_head "$TMP/certs" agent "$2" 127.0.0.1:0 https://127.0.0.1:0/ 'admin_listen = "127.0.0.1:0"'
+        (($# <= 2)) || printf '%s\n' "${@:3}"
         bench_auth_limits "$LIMITS"
     } >"$1"
     "$BIN" check --policy "$1" >"${1%.toml}.check.txt" 2>&1 ||
@@ -146,11 +149,11 @@ start_engine() { # dir
     ENGINE_URL=${ENGINE_URL#engine listening on }
 }
 
-# start_phase_edge DIR UPSTREAM WORKERS: a fresh edge (WORKERS: empty = the binary's default);
-# EDGE_PID, READY_URL, ADMIN (host:port)
+# start_phase_edge DIR UPSTREAM WORKERS [UPSTREAM_LINE...]: a fresh edge (WORKERS: empty = the
+# binary's default; UPSTREAM_LINEs added to its [[upstreams]]); EDGE_PID, READY_URL, ADMIN
 start_phase_edge() {
     local dir=$1 upstream=$2 workers=$3
-    write_policy "$dir/policy.toml" "$upstream"
+    write_policy "$dir/policy.toml" "$upstream" "${@:4}"
     local env=() extra=()
     [[ -z "$workers" ]] || env+=("A2A_EDGE_WORKERS=$workers")
     if [[ -n "$EDGE_ENV" ]]; then
@@ -185,9 +188,10 @@ check_alive() { # name pid log
 
 files=()
 memory_phase() { # phase
-    local phase=$1 dir="$TMP/$1" workers=$WORKERS_ENV label upstream engine_args=() rc=0
+    local phase=$1 dir="$TMP/$1" workers=$WORKERS_ENV label upstream engine_args=() rc=0 lines=()
     mkdir -p "$dir"
     [[ $phase != upstream_w1 ]] || workers=1
+    [[ $phase != upstream_h2 ]] || lines=('http2 = true')
     ENGINE_PID=''
     if [[ $phase == embedded ]]; then
         upstream=embedded
@@ -197,8 +201,9 @@ memory_phase() { # phase
         upstream=$ENGINE_URL
         engine_args=(--engine-pid "$ENGINE_PID")
         label='standalone engine upstream'
+        [[ $phase != upstream_h2 ]] || label='standalone engine upstream over HTTP/2 (h2c, `http2 = true`)'
     fi
-    start_phase_edge "$dir" "$upstream" "$workers"
+    start_phase_edge "$dir" "$upstream" "$workers" "${lines[@]}"
     # no smoke request here: the idle RSS is read before the edge has served anything (the
     # driver fails loudly when the streams do not open)
     log "$phase: edge $READY_URL (pid $EDGE_PID, admin $ADMIN, workers ${workers:-default})${ENGINE_PID:+, engine $ENGINE_URL (pid $ENGINE_PID)}"

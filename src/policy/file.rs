@@ -317,6 +317,10 @@ pub struct UpstreamSection {
     pub health_interval_ms: Option<u64>,
     pub unhealthy_threshold: Option<u32>,
     pub healthy_threshold: Option<u32>,
+    /// HTTP/2 to the agent (h2c for http://, ALPN h2 for https://).
+    pub http2: Option<bool>,
+    /// With `http2`: requests one connection carries at once.
+    pub http2_max_streams: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -148,6 +148,10 @@ pub struct UpstreamPolicy {
     pub unhealthy_threshold: u32,
     /// Consecutive successful checks that bring it back.
     pub healthy_threshold: u32,
+    /// HTTP/2 to the agent: requests and streams share connections.
+    pub http2: bool,
+    /// With `http2`: requests one connection carries at once; beyond, another opens.
+    pub http2_max_streams: usize,
 }
 
 impl fmt::Debug for UpstreamPolicy {
@@ -167,6 +171,8 @@ pub struct A2aPolicy {
     pub requests: Arc<RequestPolicy>,
 }
 
+/// Below the stream limits HTTP/2 servers announce by default (hyper 200, Go 250, nginx 128).
+const DEFAULT_HTTP2_MAX_STREAMS: usize = 100;
 const DEFAULT_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
 
@@ -225,7 +231,15 @@ impl Policy {
             } else {
                 "without credential"
             };
-            s.push_str(&format!("upstream {} -> {target} ({cred})\n", u.name));
+            let via = if u.http2 {
+                format!(
+                    ", HTTP/2, at most {} streams a connection",
+                    u.http2_max_streams
+                )
+            } else {
+                String::new()
+            };
+            s.push_str(&format!("upstream {} -> {target} ({cred}{via})\n", u.name));
         }
         for agent in &self.agents {
             s.push_str(&format!(
@@ -976,6 +990,32 @@ impl Ctx<'_> {
                 Err(e) => return self.spanned_err(&key("url"), &u.url, format!("not a URL: {e}")),
             }
         };
+        let http2 = u.http2.unwrap_or(false);
+        if http2 && matches!(target, UpstreamTarget::Embedded) {
+            return self.spanned_err(
+                &key("http2"),
+                &u.url,
+                "http2 needs an http:// or https:// URL (the embedded engine is in-process)",
+            );
+        }
+        let http2_max_streams = match u.http2_max_streams {
+            None => DEFAULT_HTTP2_MAX_STREAMS,
+            Some(_) if !http2 => {
+                return self.spanned_err(
+                    &key("http2_max_streams"),
+                    &u.url,
+                    "http2_max_streams needs http2 = true",
+                )
+            }
+            Some(n) if (1..=crate::upstream::h2::MAX_STREAMS as u64).contains(&n) => n as usize,
+            Some(_) => {
+                return self.spanned_err(
+                    &key("http2_max_streams"),
+                    &u.url,
+                    format!("must be 1 to {}", crate::upstream::h2::MAX_STREAMS),
+                )
+            }
+        };
         let token = match &u.token_env {
             None => None,
             Some(var) => Some(
@@ -1006,6 +1046,8 @@ impl Ctx<'_> {
             health_interval: Duration::from_millis(u.health_interval_ms.unwrap_or(5_000).max(100)),
             unhealthy_threshold: u.unhealthy_threshold.unwrap_or(2).max(1),
             healthy_threshold: u.healthy_threshold.unwrap_or(1).max(1),
+            http2,
+            http2_max_streams,
         })
     }
 }

@@ -54,6 +54,30 @@ fn admin_listener_is_loopback_unless_exposed_explicitly() {
 }
 
 #[test]
+fn http2_to_an_agent_is_off_unless_asked_and_its_stream_bound_defaults_to_100() {
+    let at = |extra: &str| {
+        GOOD.replacen(
+            "url = \"embedded\"",
+            &format!("url = \"http://127.0.0.1:1/\"\n{extra}"),
+            1,
+        )
+    };
+    let p = load(&at("")).unwrap();
+    assert!(!p.upstreams[0].http2);
+    let p = load(&at("http2 = true")).unwrap();
+    assert!(p.upstreams[0].http2);
+    assert_eq!(p.upstreams[0].http2_max_streams, 100);
+    assert!(
+        p.summary()
+            .contains("HTTP/2, at most 100 streams a connection"),
+        "{}",
+        p.summary()
+    );
+    let p = load(&at("http2 = true\nhttp2_max_streams = 1000")).unwrap();
+    assert_eq!(p.upstreams[0].http2_max_streams, 1000);
+}
+
+#[test]
 fn errors_name_file_line_and_key() {
     // (edit applied to GOOD: (from, to)), expected key fragment, expected line (None = any)
     let cases: &[(&str, &str, &str, Option<usize>)] = &[
@@ -94,6 +118,28 @@ fn errors_name_file_line_and_key() {
             "upstreams[0].name",
             Some(10),
         ),
+        // HTTP/2 to agents: not for the in-process engine; its stream bound needs it on, and
+        // stays within 1-1000.
+        ("url = \"embedded\"", "url = \"embedded\"\nhttp2 = true", "upstreams[0].http2", Some(11)),
+        (
+            "url = \"embedded\"",
+            "url = \"http://127.0.0.1:1/\"\nhttp2_max_streams = 10",
+            "upstreams[0].http2_max_streams",
+            Some(11),
+        ),
+        (
+            "url = \"embedded\"",
+            "url = \"http://127.0.0.1:1/\"\nhttp2 = true\nhttp2_max_streams = 0",
+            "upstreams[0].http2_max_streams",
+            Some(11),
+        ),
+        (
+            "url = \"embedded\"",
+            "url = \"http://127.0.0.1:1/\"\nhttp2 = true\nhttp2_max_streams = 1001",
+            "upstreams[0].http2_max_streams",
+            Some(11),
+        ),
+        ("url = \"embedded\"", "url = \"http://127.0.0.1:1/\"\nhttp2 = \"yes\"", "expected a boolean", Some(12)),
         (
             "token_sha256 = \"9f86",
             "token_sha256 = \"zz86",

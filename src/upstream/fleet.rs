@@ -216,6 +216,8 @@ mod tests {
             health_interval: Duration::from_secs(60),
             unhealthy_threshold: 1,
             healthy_threshold: 2,
+            http2: false,
+            http2_max_streams: 100,
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod clean;
 pub mod fleet;
+pub mod h2;
 mod headers;
 mod relay;
 pub mod trace_context;
@@ -91,11 +92,19 @@ type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes
 enum Target {
     Embedded(Arc<dyn LocalAgent>),
     Http {
-        /// One pool per worker thread (and one for the others): `crate::runtime::slot`.
-        clients: Box<[HttpClient]>,
+        via: Via,
         /// The agent's JSON-RPC endpoint.
         rpc: Uri,
     },
+}
+
+/// How requests reach an agent over the network: one pool per worker thread (and one for the
+/// others), `crate::runtime::slot`.
+enum Via {
+    /// HTTP/1.1: a connection per request in flight (kept alive between them).
+    Http1(Box<[HttpClient]>),
+    /// HTTP/2 (`http2 = true`): requests and streams share connections.
+    Http2(Box<[h2::Pool]>),
 }
 
 /// One agent.
@@ -144,22 +153,35 @@ impl Upstream {
                         .map(|(c, k)| (c.as_path(), k.as_path())),
                 )
                 .map_err(|e| format!("upstreams {:?}: {e}", p.name))?;
-                // http:// URLs stay plain; https:// ones get the edge's own rustls client.
-                let connector = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http1()
-                    .wrap_connector(connector);
-                let clients = (0..=crate::runtime::workers())
-                    .map(|_| {
-                        Client::builder(TokioExecutor::new())
-                            .pool_idle_timeout(Duration::from_secs(60))
-                            .pool_max_idle_per_host(1024)
-                            .build(connector.clone())
-                    })
-                    .collect();
+                let via = if p.http2 {
+                    let tls = (uri.scheme_str() == Some("https")).then_some(tls);
+                    let dial = h2::Dial::new(uri, tls, p.connect_timeout, p.http2_max_streams)
+                        .map_err(|e| format!("upstreams {:?}: {e}", p.name))?;
+                    Via::Http2(
+                        (0..=crate::runtime::workers())
+                            .map(|_| h2::Pool::new(dial.clone()))
+                            .collect(),
+                    )
+                } else {
+                    // http:// URLs stay plain; https:// ones get the edge's own rustls client.
+                    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                        .with_tls_config(tls)
+                        .https_or_http()
+                        .enable_http1()
+                        .wrap_connector(connector);
+                    Via::Http1(
+                        (0..=crate::runtime::workers())
+                            .map(|_| {
+                                Client::builder(TokioExecutor::new())
+                                    .pool_idle_timeout(Duration::from_secs(60))
+                                    .pool_max_idle_per_host(1024)
+                                    .build(connector.clone())
+                            })
+                            .collect(),
+                    )
+                };
                 Target::Http {
-                    clients,
+                    via,
                     rpc: uri.clone(),
                 }
             }
@@ -256,23 +278,28 @@ impl Upstream {
         let exchange = async {
             match &self.target {
                 Target::Embedded(engine) => Ok(engine.handle(req).await),
-                Target::Http { clients, .. } => match clients[crate::runtime::slot(clients.len())]
-                    .request(req.map(Full::new))
-                    .await
-                {
-                    Ok(resp) => Ok(resp.map(|b| {
-                        b.map_err(|e| -> crate::body::BodyError { Box::new(e) })
-                            .boxed_unsync()
-                    })),
-                    Err(e) => {
+                Target::Http { via, .. } => {
+                    let sent = match via {
+                        Via::Http1(clients) => clients[crate::runtime::slot(clients.len())]
+                            .request(req.map(Full::new))
+                            .await
+                            .map(|resp| resp.map(box_body))
+                            .map_err(|e| e.to_string()),
+                        Via::Http2(pools) => pools[crate::runtime::slot(pools.len())]
+                            .request(req.map(Full::new))
+                            .await
+                            .map(|resp| resp.map(box_body))
+                            .map_err(|e| e.to_string()),
+                    };
+                    sent.map_err(|e| {
                         tracing::warn!(
                             event = "upstream_error",
                             upstream = self.name.as_str(),
                             error = %e
                         );
-                        Err(UpstreamError::Unavailable)
-                    }
-                },
+                        UpstreamError::Unavailable
+                    })
+                }
             }
         };
         // Bounds the wait for the response head; a stream's body is bounded elsewhere.
@@ -280,4 +307,14 @@ impl Upstream {
             .await
             .unwrap_or(Err(UpstreamError::Timeout))
     }
+}
+
+/// An agent's response body as the relay takes it.
+fn box_body<B>(b: B) -> BoxBody
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    b.map_err(|e| -> crate::body::BodyError { Box::new(e) })
+        .boxed_unsync()
 }

@@ -438,6 +438,7 @@ pub async fn start_engine() -> (String, tokio::sync::oneshot::Sender<()>) {
 /// One request as the recording upstream saw it.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    pub version: http::Version,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -470,6 +471,8 @@ pub enum Reply {
 pub struct RecordingUpstream {
     pub url: String,
     pub seen: Arc<Mutex<Vec<Recorded>>>,
+    /// Connections accepted so far.
+    pub connections: Arc<std::sync::atomic::AtomicUsize>,
     /// The card it serves (tests may change it); its extended card adds a skill.
     pub card: Arc<Mutex<Value>>,
 }
@@ -485,18 +488,31 @@ pub fn recorder_card() -> Value {
 }
 
 impl RecordingUpstream {
+    /// Over HTTP/1.1.
     pub async fn start(reply: Reply) -> RecordingUpstream {
+        Self::start_with(reply, false).await
+    }
+
+    /// Over HTTP/2 only (h2c with prior knowledge): an HTTP/1.1 request fails.
+    pub async fn start_h2(reply: Reply) -> RecordingUpstream {
+        Self::start_with(reply, true).await
+    }
+
+    async fn start_with(reply: Reply, h2: bool) -> RecordingUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
         let seen2 = seen.clone();
         let card = Arc::new(Mutex::new(recorder_card()));
         let card2 = card.clone();
+        let connections: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let accepted = connections.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
+                accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let seen = seen2.clone();
                 let reply = reply.clone();
                 let card = card2.clone();
@@ -509,6 +525,7 @@ impl RecordingUpstream {
                             let (parts, body) = req.into_parts();
                             let body = body.collect().await.unwrap().to_bytes();
                             seen.lock().unwrap().push(Recorded {
+                                version: parts.version,
                                 method: parts.method.clone(),
                                 path: parts.uri.path().to_string(),
                                 headers: parts.headers.clone(),
@@ -517,13 +534,26 @@ impl RecordingUpstream {
                             Ok::<_, Infallible>(answer(reply, card, &parts.uri, &body).await)
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
+                    if h2 {
+                        let _ = hyper::server::conn::http2::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
                         .serve_connection(TokioIo::new(tcp), svc)
                         .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(tcp), svc)
+                            .await;
+                    }
                 });
             }
         });
-        RecordingUpstream { url, seen, card }
+        RecordingUpstream {
+            url,
+            seen,
+            connections,
+            card,
+        }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {

@@ -1,0 +1,169 @@
+//! `[[upstreams]] http2 = true`: the edge speaks HTTP/2 to the agent (h2c over http://, ALPN
+//! h2 over https://). Requests and streams share connections, at most `http2_max_streams` on
+//! one; beyond, another connection opens instead of a request waiting behind a long stream.
+//! An agent that does not speak HTTP/2 fails the request clearly.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use serde_json::json;
+
+fn h2_upstream(url: &str, extra: &str) -> ProxyOpts {
+    ProxyOpts {
+        upstream_url: url.to_string(),
+        extra_upstream: format!("http2 = true\n{extra}"),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn requests_reach_an_http2_agent_over_a_few_shared_connections() {
+    let up = RecordingUpstream::start_h2(Reply::Echo).await;
+    let proxy = Proxy::start(h2_upstream(&up.url, "")).await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        for i in 0..10 {
+            let v = c
+                .rpc("SendMessage", message(&format!("m{i}"), json!({})))
+                .await;
+            assert_eq!(v["result"]["echo"], true, "{proto:?}: {v}");
+        }
+    }
+    let rpc = up.rpc_requests();
+    assert_eq!(rpc.len(), 20);
+    assert!(
+        rpc.iter().all(|r| r.version == http::Version::HTTP_2),
+        "every request went over HTTP/2"
+    );
+    // One pool per worker thread and one for the rest (the card fetch, health checks): the
+    // twenty requests, one after another, never needed a connection each.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let conns = up.connections.load(Ordering::SeqCst);
+    assert!(conns <= workers + 1, "{conns} connections for 20 requests");
+    // The agent still sees only what the edge forwards: its own serialization, no caller
+    // credential.
+    assert!(rpc
+        .iter()
+        .all(|r| r.headers.get("authorization").is_none() && !r.body.is_empty()));
+}
+
+#[tokio::test]
+async fn streams_past_http2_max_streams_open_another_connection_and_none_waits() {
+    let closed = Arc::new(AtomicBool::new(false));
+    let up = RecordingUpstream::start_h2(Reply::Endless(closed.clone())).await;
+    let proxy = Proxy::start(h2_upstream(&up.url, "http2_max_streams = 2\n")).await;
+    let before = up.connections.load(Ordering::SeqCst);
+    // Five streams held open at once; each gets its events (none waits for a place).
+    let mut clients = Vec::new();
+    let mut streams = Vec::new();
+    for i in 0..5 {
+        let mut c = proxy.client(Proto::H1).await;
+        let resp = c
+            .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
+            .await;
+        let mut events = EventReader::new(resp);
+        let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+            .await
+            .expect("the stream's first event came without waiting");
+        assert!(first.is_some(), "stream {i} ended early");
+        streams.push(events);
+        clients.push(c);
+    }
+    for (i, events) in streams.iter_mut().enumerate() {
+        assert!(events.next().await.is_some(), "stream {i} went on");
+    }
+    // At most two on a connection: five streams took at least three.
+    let opened = up.connections.load(Ordering::SeqCst) - before;
+    assert!(opened >= 3, "five streams on {opened} connections");
+    assert!(up
+        .rpc_requests()
+        .iter()
+        .all(|r| r.version == http::Version::HTTP_2));
+    // Ending the streams gives their places back: a caller that leaves resets its stream,
+    // the agent sees its body dropped.
+    drop(streams);
+    drop(clients);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !closed.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent's stream stayed open"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut c = proxy.client(Proto::H2).await;
+    let v = c.rpc("GetTask", json!({"id": "t-endless"})).await;
+    assert_eq!(v["result"]["echo"], true, "{v}");
+}
+
+#[tokio::test]
+async fn an_agent_that_does_not_speak_http2_fails_the_request_clearly() {
+    // An HTTP/1.1-only agent: the h2c preface is not a request it can read.
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let proxy = Proxy::start(h2_upstream(&up.url, "")).await;
+    let mut c = proxy.client(Proto::H2).await;
+    let v = c.rpc("SendMessage", message("hello", json!({}))).await;
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.unavailable",
+        "{v}"
+    );
+    assert!(
+        up.rpc_requests().is_empty(),
+        "nothing reached the agent as a request"
+    );
+}
+
+#[tokio::test]
+async fn a_standalone_engine_serves_json_and_streams_over_h2c() {
+    let (url, _stop) = start_engine().await;
+    let proxy = Proxy::start(h2_upstream(&url, "")).await;
+    let mut c = proxy.client(Proto::H2).await;
+    let v = c
+        .rpc("SendMessage", message("[[complete]] over h2c", json!({})))
+        .await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{v}"
+    );
+    let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message("[[chunks:2]] h2c", json!({})),
+        )
+        .await;
+    let events = EventReader::new(resp).rest().await;
+    assert!(events.len() >= 3, "{events:?}");
+    assert!(events.iter().all(|(_, v)| v.get("result").is_some()));
+    let v = c.rpc("GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["id"], task.as_str(), "{v}");
+}
+
+/// Over https the agent must choose h2 by ALPN (here another a2a-edge, which offers h2).
+#[tokio::test]
+async fn an_https_agent_is_reached_over_http2_by_alpn() {
+    let inner = Proxy::start(ProxyOpts::default()).await;
+    std::env::set_var("A2A_EDGE_TEST_H2_INNER_TOKEN", TOKEN);
+    let outer = Proxy::start(ProxyOpts {
+        upstream_url: format!("https://localhost:{}/", inner.addr.port()),
+        upstream_token_env: Some("A2A_EDGE_TEST_H2_INNER_TOKEN"),
+        extra_upstream: format!(
+            "ca_file = {:?}\nhttp2 = true\n",
+            inner.ca.display().to_string()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let mut c = outer.client(Proto::H1).await;
+    let v = c
+        .rpc("SendMessage", message("over h2 and tls", json!({})))
+        .await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{v}"
+    );
+}
