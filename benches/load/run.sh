@@ -27,6 +27,9 @@
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   BASELINE_BIN a second a2a-edge binary (e.g. the previous commit's) measured in the same
 #                rounds as `a2a-edge-base`, memory state: the A/B of one change in one run
+#   UPSTREAM_HTTP2 1: the edge under test speaks HTTP/2 (h2c) to the engine (`http2 = true`;
+#                engine shape only; the baseline and Redis edges keep HTTP/1.1), so that
+#                A2A_EDGE_BIN=X BASELINE_BIN=X is the A/B of the two; 0 (default)
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   STATIC_WORKERS worker_processes of the static upstream's own nginx (default: NGINX_WORKERS)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -78,6 +81,7 @@ RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 PERF_TARGET=${PERF_TARGET:-}
 BASELINE_BIN=${BASELINE_BIN:-}
+UPSTREAM_HTTP2=${UPSTREAM_HTTP2:-0}
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
 require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
@@ -211,6 +215,7 @@ edge_policy() {
     mkdir -p "$dir"
     {
         policy_head "$dir/certs" agent "$url"
+        ((!${EDGE_HTTP2:-0})) || echo 'http2 = true'
         # The benchmark measures the proxy's work, not its rate limits (wrk is one client, one
         # principal): limits far above what the load can reach.
         bench_auth_limits "requests_per_second = 1000000
@@ -244,7 +249,9 @@ CERTS=
 db=0
 for shape in $SHAPES; do
     dir="$TMP/edge-$shape"
-    edge_policy "$dir" "${UPSTREAM[$shape]}"
+    h2=0
+    [[ $shape != engine ]] || h2=$UPSTREAM_HTTP2
+    EDGE_HTTP2=$h2 edge_policy "$dir" "${UPSTREAM[$shape]}"
     log "starting a2a-edge serve ($shape upstream)"
     start_edge "$dir/policy.toml" "$dir/ready.json" "$dir/proxy.log"
     bench_wait_edge "$EDGE_PID" "$dir"
