@@ -257,3 +257,104 @@ async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::convert::Infallible;
+
+    /// An h2c server whose `/flood` streams 64 KiB frames for as long as they are taken and
+    /// whose other paths send `/n` bytes in 64 KiB frames, then end.
+    async fn h2_server() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let svc = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                    let path = req.uri().path().to_string();
+                    let (tx, body) = crate::body::ChannelBody::new(1);
+                    tokio::spawn(async move {
+                        let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+                        let mut left: usize = path[1..].parse().unwrap_or(usize::MAX);
+                        while left > 0 {
+                            let n = left.min(chunk.len());
+                            if tx.send(Ok(chunk.slice(..n))).await.is_err() {
+                                return;
+                            }
+                            left -= n;
+                        }
+                    });
+                    Ok::<_, Infallible>(Response::new(body))
+                });
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tcp), svc),
+                );
+            }
+        });
+        addr
+    }
+
+    fn get(addr: std::net::SocketAddr, path: &str) -> Request<Full<Bytes>> {
+        Request::builder()
+            .uri(format!("http://{addr}{path}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    }
+
+    /// Three streams nobody reads fill their windows; a fourth on the same connection still
+    /// receives 4 MiB. (With hyper's own windows, 2 MiB a stream and 5 MiB the connection, the
+    /// three would hold the whole connection window and the fourth would stall.)
+    #[tokio::test]
+    async fn streams_nobody_reads_do_not_stall_another_on_the_connection() {
+        let addr = h2_server().await;
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        let pool = Pool::new(Dial::new(&uri, None, Duration::from_secs(5), 4).unwrap());
+        let mut stalled = Vec::new();
+        for _ in 0..3 {
+            stalled.push(pool.request(get(addr, "/flood")).await.unwrap());
+        }
+        // Let the flood fill what it may.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let reader = pool.request(get(addr, "/4194304")).await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(10), reader.into_body().collect())
+            .await
+            .expect("the fourth stream was not stalled")
+            .unwrap()
+            .to_bytes();
+        assert_eq!(read.len(), 4 * 1024 * 1024);
+        assert_eq!(pool.lock().len(), 1, "all four shared one connection");
+        drop(stalled);
+    }
+
+    /// A connection carries at most `max_streams` requests: the next opens another, and a
+    /// place freed (a body dropped) is taken again before a new connection is opened.
+    #[tokio::test]
+    async fn a_full_connection_makes_the_next_request_open_another() {
+        let addr = h2_server().await;
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        let pool = Pool::new(Dial::new(&uri, None, Duration::from_secs(5), 2).unwrap());
+        let a = pool.request(get(addr, "/flood")).await.unwrap();
+        let b = pool.request(get(addr, "/flood")).await.unwrap();
+        assert_eq!(pool.lock().len(), 1);
+        let c = pool.request(get(addr, "/flood")).await.unwrap();
+        assert_eq!(pool.lock().len(), 2);
+        drop(a);
+        let d = pool.request(get(addr, "/flood")).await.unwrap();
+        assert_eq!(pool.lock().len(), 2, "the freed place was taken");
+        let counts: Vec<usize> = pool
+            .lock()
+            .iter()
+            .map(|c| c.streams.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(counts, vec![2, 1]);
+        drop((b, c, d));
+        let counts: Vec<usize> = pool
+            .lock()
+            .iter()
+            .map(|c| c.streams.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(counts, vec![0, 0]);
+    }
+}
