@@ -9,6 +9,7 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
+use std::collections::btree_map::Entry;
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -95,17 +96,73 @@ impl PartialEq for Key {
 }
 impl Eq for Key {}
 
-/// A map from ids to `V`, in no meaningful order.
+/// A map from ids to `V`, in no meaningful order. The tree holds the keys and 4-byte slot
+/// numbers; the values sit in a slab of fixed-size chunks. Small tree nodes (a task's entry
+/// inline made a node about 1.3 KiB, its child pointers past the values) mean fewer cache
+/// lines per level on the way down, and a chunk never moves, so growing the slab copies
+/// nothing under the registry's lock.
 pub(super) struct IdMap<V> {
     hasher: RandomState,
-    map: BTreeMap<Key, V>,
+    index: BTreeMap<Key, u32>,
+    slab: Slab<V>,
+}
+
+/// Values by slot number, in chunks of [`CHUNK`]; freed slots are reused first.
+struct Slab<V> {
+    chunks: Vec<Box<[Option<V>]>>,
+    free: Vec<u32>,
+}
+
+const CHUNK: usize = 1024;
+
+impl<V> Slab<V> {
+    fn get(&self, slot: u32) -> Option<&V> {
+        let s = slot as usize;
+        self.chunks.get(s / CHUNK)?.get(s % CHUNK)?.as_ref()
+    }
+
+    fn get_mut(&mut self, slot: u32) -> Option<&mut V> {
+        let s = slot as usize;
+        self.chunks.get_mut(s / CHUNK)?.get_mut(s % CHUNK)?.as_mut()
+    }
+
+    /// Stores `value` in a free slot (a new chunk when none is free).
+    fn put(&mut self, value: V) -> u32 {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                let first = self.chunks.len() * CHUNK;
+                self.chunks.push((0..CHUNK).map(|_| None).collect());
+                // Handed out lowest first.
+                self.free
+                    .extend((first + 1..first + CHUNK).rev().map(|s| s as u32));
+                first as u32
+            }
+        };
+        let s = slot as usize;
+        self.chunks[s / CHUNK][s % CHUNK] = Some(value);
+        slot
+    }
+
+    fn take(&mut self, slot: u32) -> Option<V> {
+        let s = slot as usize;
+        let taken = self.chunks.get_mut(s / CHUNK)?.get_mut(s % CHUNK)?.take();
+        if taken.is_some() {
+            self.free.push(slot);
+        }
+        taken
+    }
 }
 
 impl<V> IdMap<V> {
     pub fn new() -> IdMap<V> {
         IdMap {
             hasher: RandomState::new(),
-            map: BTreeMap::new(),
+            index: BTreeMap::new(),
+            slab: Slab {
+                chunks: Vec::new(),
+                free: Vec::new(),
+            },
         }
     }
 
@@ -117,37 +174,48 @@ impl<V> IdMap<V> {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     pub fn contains_key(&self, id: &str) -> bool {
-        self.get(id).is_some()
+        self.index.contains_key(&self.look(id) as &dyn Probe)
     }
 
     pub fn get(&self, id: &str) -> Option<&V> {
-        self.map.get(&self.look(id) as &dyn Probe)
+        let slot = *self.index.get(&self.look(id) as &dyn Probe)?;
+        self.slab.get(slot)
     }
 
     pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
         let look = self.look(id);
-        self.map.get_mut(&look as &dyn Probe)
+        let slot = *self.index.get(&look as &dyn Probe)?;
+        self.slab.get_mut(slot)
     }
 
     /// The stored id (the one `Arc` every index shares) and its value.
     pub fn get_key_value(&self, id: &str) -> Option<(&Id, &V)> {
-        self.map
-            .get_key_value(&self.look(id) as &dyn Probe)
-            .map(|(k, v)| (&k.id, v))
+        let (k, slot) = self.index.get_key_value(&self.look(id) as &dyn Probe)?;
+        Some((&k.id, self.slab.get(*slot)?))
     }
 
     pub fn insert(&mut self, id: Id, value: V) -> Option<V> {
         let hash = self.hasher.hash_one(&*id);
-        self.map.insert(Key { hash, id }, value)
+        match self.index.entry(Key { hash, id }) {
+            Entry::Occupied(e) => self
+                .slab
+                .get_mut(*e.get())
+                .map(|old| std::mem::replace(old, value)),
+            Entry::Vacant(e) => {
+                e.insert(self.slab.put(value));
+                None
+            }
+        }
     }
 
     pub fn remove(&mut self, id: &str) -> Option<V> {
         let look = self.look(id);
-        self.map.remove(&look as &dyn Probe)
+        let slot = self.index.remove(&look as &dyn Probe)?;
+        self.slab.take(slot)
     }
 
     /// The value of `id`, made with `V::default()` (and `id` stored) when there is none.
@@ -156,17 +224,25 @@ impl<V> IdMap<V> {
         V: Default,
     {
         let hash = self.hasher.hash_one(&*id);
-        self.map.entry(Key { hash, id }).or_default()
+        let slot = match self.index.entry(Key { hash, id }) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => *e.insert(self.slab.put(V::default())),
+        };
+        // Every slot in the index holds a value (a slot number the slab handed out).
+        let s = slot as usize;
+        self.slab.chunks[s / CHUNK][s % CHUNK].get_or_insert_with(V::default)
     }
 
     #[cfg(test)]
     pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.map.values()
+        self.index.values().filter_map(|s| self.slab.get(*s))
     }
 
     #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&Id, &V)> {
-        self.map.iter().map(|(k, v)| (&k.id, v))
+        self.index
+            .iter()
+            .filter_map(|(k, s)| Some((&k.id, self.slab.get(*s)?)))
     }
 }
 
@@ -214,6 +290,39 @@ mod tests {
         assert_eq!(m.get("fresh"), Some(&10));
         assert_eq!(m.iter().count(), ids.len());
         assert_eq!(m.values().count(), ids.len());
+    }
+
+    #[test]
+    fn slots_are_reused_and_chunks_added_only_when_full() {
+        let mut m: IdMap<String> = IdMap::new();
+        let n = CHUNK + 10;
+        for i in 0..n {
+            m.insert(Arc::from(format!("id-{i}").as_str()), format!("v{i}"));
+        }
+        assert_eq!(m.slab.chunks.len(), 2);
+        for i in 0..n / 2 {
+            assert_eq!(m.remove(&format!("id-{i}")), Some(format!("v{i}")));
+        }
+        assert_eq!(m.len(), n - n / 2);
+        // As many again: the freed slots first, no third chunk.
+        for i in n..n + n / 2 {
+            m.insert(Arc::from(format!("id-{i}").as_str()), format!("v{i}"));
+        }
+        assert_eq!(m.slab.chunks.len(), 2);
+        assert_eq!(m.len(), n);
+        for i in n / 2..n + n / 2 {
+            assert_eq!(m.get(&format!("id-{i}")), Some(&format!("v{i}")));
+        }
+        for i in 0..n / 2 {
+            assert!(m.get(&format!("id-{i}")).is_none());
+        }
+        // Replacing a value keeps its slot; a removed id's slot holds nothing.
+        assert_eq!(
+            m.insert(Arc::from("id-1040"), "new".into()),
+            Some("v1040".into())
+        );
+        assert_eq!(m.values().count(), n);
+        assert_eq!(m.slab.free.len(), 2 * CHUNK - n);
     }
 
     #[test]
