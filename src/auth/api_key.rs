@@ -117,6 +117,11 @@ impl ApiKeyScheme {
     }
 
     /// `None` when the request has no such header; otherwise the principal or a rejection.
+    /// Whether the request carries this scheme's header at all (nothing verified).
+    pub fn presented(&self, headers: &HeaderMap) -> bool {
+        headers.contains_key(&self.header)
+    }
+
     pub fn authenticate(&self, headers: &HeaderMap) -> Option<Result<Principal, AuthRejection>> {
         let mut values = headers.get_all(&self.header).iter();
         let value = match (values.next(), values.next()) {

@@ -265,6 +265,15 @@ impl Authenticator {
         })
     }
 
+    /// Whether the request carries any credential `authenticate` would look at, without
+    /// verifying it: a client certificate (mTLS on), an `Authorization` header, the API key
+    /// header. `false` is exactly the case where `authenticate` finds nothing to check.
+    pub fn presents_credential(&self, headers: &HeaderMap, conn: ConnCredentials<'_>) -> bool {
+        (self.mtls && conn.client_cert)
+            || headers.contains_key(header::AUTHORIZATION)
+            || self.api_key.as_ref().is_some_and(|a| a.presented(headers))
+    }
+
     /// The principal's name and scheme (JWT and mTLS with their attributes already).
     async fn identify(
         &self,

@@ -268,3 +268,74 @@ async fn challenges_and_card_schemes_name_exactly_the_enabled_schemes() {
     assert_eq!(b.security_schemes().len(), 1);
     assert_eq!(b.challenges().len(), 1);
 }
+
+/// `presents_credential` is false exactly where `authenticate` finds nothing to check (the
+/// catalog's public case), and true for every credential, valid or not, without verifying it.
+#[tokio::test]
+async fn presents_credential_matches_what_authenticate_would_check() {
+    let cert = ConnCredentials {
+        client_cert: true,
+        identity: Some("spiffe://example.org/ci"),
+    };
+    let nameless = ConnCredentials {
+        client_cert: true,
+        identity: None,
+    };
+    let cases: Vec<(HeaderMap, ConnCredentials<'_>, bool)> = vec![
+        (headers(&[]), ConnCredentials::default(), false),
+        (
+            headers(&[("x-other", b"1")]),
+            ConnCredentials::default(),
+            false,
+        ),
+        (
+            headers(&[("authorization", b"Bearer tok-1")]),
+            ConnCredentials::default(),
+            true,
+        ),
+        (
+            headers(&[("authorization", b"Bearer wrong")]),
+            ConnCredentials::default(),
+            true,
+        ),
+        (
+            headers(&[("authorization", b"")]),
+            ConnCredentials::default(),
+            true,
+        ),
+        (
+            headers(&[("authorization", &basic("alice:nope"))]),
+            ConnCredentials::default(),
+            true,
+        ),
+        (
+            headers(&[("x-my-key", b"key-abc")]),
+            ConnCredentials::default(),
+            true,
+        ),
+        (
+            headers(&[("X-MY-KEY", b"wrong")]),
+            ConnCredentials::default(),
+            true,
+        ),
+        (headers(&[]), cert.clone(), true),
+        (headers(&[]), nameless, true),
+    ];
+    for anonymous in [false, true] {
+        let a = Authenticator::new(&policy(anonymous)).await.unwrap();
+        for (h, conn, presents) in &cases {
+            assert_eq!(a.presents_credential(h, conn.clone()), *presents, "{h:?}");
+            let r = a.authenticate(h, conn.clone()).await;
+            let nothing = match &r {
+                Err(e) => e.reason == "auth.missing",
+                Ok(p) => !p.is_authenticated(),
+            };
+            assert_eq!(nothing, !presents, "{h:?}: {:?}", r.map(|p| p.name));
+        }
+    }
+    // With mTLS off, a certificate is no credential.
+    let mut off = policy(false);
+    off.client_auth = ClientAuth::Off;
+    let a = Authenticator::new(&off).await.unwrap();
+    assert!(!a.presents_credential(&headers(&[]), cert));
+}

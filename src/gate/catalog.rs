@@ -121,12 +121,11 @@ impl Gate {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),
         };
-        // No credential at all: the public catalog. Anything else is authenticated as usual
-        // (a wrong credential is 401, and counts against the address).
-        let anonymous = match self.auth.authenticate(headers, creds).await {
-            Err(r) => r.reason == "auth.missing",
-            Ok(p) => !p.is_authenticated(),
-        };
+        // No credential at all: the public catalog. Anything else is authenticated as usual,
+        // once (a wrong credential is 401 and counts against the address; an address that
+        // failed too often is refused before its credential is verified, so a Basic password
+        // costs no argon2 work here either).
+        let anonymous = !self.auth.presents_credential(headers, creds);
         let (bytes, etag, public) = if anonymous {
             self.budgets
                 .rates
