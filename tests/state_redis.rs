@@ -69,6 +69,16 @@ async fn round_trips(p: &Proxy) -> u64 {
         .map_or(0, |v| v.trim().parse().unwrap())
 }
 
+/// `a2a_edge_state_rate_checks_total{source}` of one replica (`lease` or `store`).
+async fn rate_checks(p: &Proxy, source: &str) -> u64 {
+    let (_, metrics) = admin_get(p, "/metrics").await;
+    let prefix = format!("a2a_edge_state_rate_checks_total{{source=\"{source}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
 #[tokio::test]
 async fn a_fast_callers_tokens_are_leased_and_never_exceed_the_shared_budget() {
     // 100/s with a burst of 50: a lease takes at most 10 tokens (what the rate refills in
@@ -139,6 +149,23 @@ async fn a_fast_callers_tokens_are_leased_and_never_exceed_the_shared_budget() {
             refused > 0,
             "the budget was never spent: {admitted} admitted in {elapsed:.2} s"
         );
+        // Every request checked the principal's budget once, from a lease or at the store.
+        let leased = rate_checks(&a, "lease").await + rate_checks(&b, "lease").await;
+        let stored = rate_checks(&a, "store").await + rate_checks(&b, "store").await;
+        assert_eq!(
+            leased + stored,
+            admitted + refused,
+            "{leased} leased, {stored} at the store"
+        );
+        if leases {
+            // Refusals are decided at the store; most admissions come from a lease.
+            assert!(
+                leased >= admitted / 2 && stored >= refused,
+                "{leased} leased, {stored} at the store: {admitted} admitted, {refused} refused"
+            );
+        } else {
+            assert_eq!(leased, 0);
+        }
         if leases {
             // Each refusal asks Redis; an admission mostly does not.
             assert!(

@@ -230,9 +230,13 @@ impl RedisStore {
     ) -> Result<Result<(), Duration>, StateUnavailable> {
         let key = self.key(kind, name);
         let (ask, back) = match self.leases.take(&key, rate, Instant::now()) {
-            Take::Leased => return Ok(Ok(())),
+            Take::Leased => {
+                self.metrics.state_rate_check("lease");
+                return Ok(Ok(()));
+            }
             Take::Ask(n, back) => (n, back),
         };
+        self.metrics.state_rate_check("store");
         let taken = self
             .take_tokens(&key, rate.interval_us(), rate.burst, ask, back)
             .await?;
@@ -248,6 +252,7 @@ impl RedisStore {
         rate: Rate,
     ) -> Result<Result<(), Duration>, StateUnavailable> {
         let key = self.key(kind, name);
+        self.metrics.state_rate_check("store");
         Ok(self
             .take_tokens(&key, rate.interval_us(), rate.burst, 1, 0)
             .await?

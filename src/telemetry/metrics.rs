@@ -108,6 +108,9 @@ pub struct Metrics {
     /// there was one).
     state_round_trips: Family<Code, Counter>,
     state_round_trip_seconds: Histogram,
+    /// Rate checks against a shared budget, by where the token came from: `lease` (this
+    /// replica's lease, no round trip) or `store` (a round trip to Redis, admitted or not).
+    state_rate_checks: Family<Code, Counter>,
     state_used: AtomicBool,
     card_refresh_failures: Counter,
     reloads: Family<Code, Counter>,
@@ -175,6 +178,7 @@ impl Metrics {
             authz_refusals: Family::default(),
             state_round_trips: Family::default(),
             state_round_trip_seconds: histogram(),
+            state_rate_checks: Family::default(),
             state_used: AtomicBool::new(false),
             card_refresh_failures: Counter::default(),
             reloads,
@@ -247,6 +251,15 @@ impl Metrics {
         if outcome != "unavailable" {
             self.state_round_trip_seconds.observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// One check of a shared rate budget: answered from this replica's lease (`lease`) or by
+    /// a round trip to the store (`store`).
+    pub fn state_rate_check(&self, source: &'static str) {
+        self.state_used.store(true, Ordering::Relaxed);
+        self.state_rate_checks
+            .get_or_create(&[("source", source)])
+            .inc();
     }
 
     /// An authorization decision refused a request, for this reason.
@@ -325,6 +338,12 @@ impl Metrics {
                 "a2a_edge_state_round_trip_seconds",
                 "Time of one round trip to the shared state store",
                 self.state_round_trip_seconds.clone(),
+            );
+            counter(
+                &mut r,
+                "a2a_edge_state_rate_checks_total",
+                "Checks of a shared rate budget, by where they were answered: lease (this replica's lease, no round trip) or store (a round trip to the shared state store)",
+                self.state_rate_checks.clone(),
             );
         }
         if let Some(available) = now.state_available {
