@@ -840,6 +840,24 @@ async fn an_answer_to_a_body_refused_midway_says_connection_close() {
             false,
         ),
         (
+            "a wrong token while a large body is still coming",
+            format!(
+                "{}content-length: 1000000\r\n\r\n{{\"jsonrpc\"",
+                head.replace("test-token-0123456789", "wrong-token-0123456789")
+            ),
+            "401",
+            true,
+        ),
+        (
+            "a wrong token, a small body that stops coming",
+            format!(
+                "{}content-length: 1000\r\n\r\n{{\"jsonrpc\"",
+                head.replace("test-token-0123456789", "wrong-token-0123456789")
+            ),
+            "401",
+            true,
+        ),
+        (
             "a content type the edge does not take (a JSON-RPC error), a valid request behind",
             format!(
                 "{}{good}",

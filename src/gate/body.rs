@@ -68,6 +68,46 @@ pub(super) fn leaves_body_unread(reason: &str) -> bool {
     )
 }
 
+/// What the body of a request refused before its body was needed may still cost, so that its
+/// HTTP/1.1 connection can carry the next request (as nginx discards such bodies): at most
+/// this much read and dropped...
+const DISCARD_BYTES: u64 = 64 * 1024;
+/// ... within this long.
+const DISCARD_TIME: Duration = Duration::from_millis(100);
+
+/// Reads and drops the body of a request refused before its body was needed (401, 403, 429,
+/// 415). `true` when it ended within the bounds (the connection stays usable); `false` when it
+/// did not (a larger declared length, more bytes, slower, or unreadable): the answer then says
+/// `Connection: close`, since hyper will not read the rest.
+pub(super) async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> bool {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > DISCARD_BYTES) {
+        return false;
+    }
+    let mut left = DISCARD_BYTES;
+    let drained = async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return false;
+            };
+            if let Ok(data) = frame.into_data() {
+                let n = data.len() as u64;
+                if n > left {
+                    return false;
+                }
+                left -= n;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(DISCARD_TIME, drained)
+        .await
+        .unwrap_or(false)
+}
+
 /// Reads the request body up to the cap; a declared or actual excess is refused with 413
 /// before (or as soon as) it crosses the cap, and a body that trickles in (slow POST) or takes
 /// too long is refused with 408.

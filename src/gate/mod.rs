@@ -39,7 +39,9 @@ use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tracing::{info_span, Instrument};
 
-use body::{check_framing, declares_h1_body, leaves_body_unread, read_body, BodyLimits};
+use body::{
+    check_framing, declares_h1_body, discard_body, leaves_body_unread, read_body, BodyLimits,
+};
 use forwarding::{forwarding_headers, principal_header_value};
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, CATALOG_PATH, HEALTH_PATH};
@@ -87,6 +89,9 @@ struct Trace {
     trace_id: Option<String>,
     /// The `[[agents]]` name the request is for (none without `[[agents]]`).
     agent: Option<Arc<str>>,
+    /// Refused before its body was needed, and the rest of the body did not arrive within
+    /// the bounds of `discard_body`: the connection cannot carry another request.
+    body_left_unread: bool,
 }
 
 /// What the gate knows about the connection a request came on.
@@ -290,9 +295,10 @@ impl Gate {
         // Refused while its body was still coming (too large, too slow, unreadable): hyper
         // will not read the rest, so the connection cannot carry another request. Say so
         // (RFC 9112 §9.6) rather than close under a client that would send its next request
-        // on it. (A request refused before its body was read at all, e.g. 401 or 429, keeps
-        // its connection when the whole body had already arrived: hyper drains it.)
-        if h1_body && reason.is_some_and(leaves_body_unread) {
+        // on it. A JSON-RPC request refused before its body was needed (401, 403, 429, 415)
+        // keeps its connection when the rest of its body could be read and dropped within
+        // bounds (`discard_body`); otherwise the same applies.
+        if h1_body && (reason.is_some_and(leaves_body_unread) || trace.body_left_unread) {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
@@ -383,10 +389,26 @@ impl Gate {
         req: Request<Incoming>,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
+        let h1_body = declares_h1_body(&req);
         let (parts, body) = req.into_parts();
-        let principal = self.admit(conn, client, &parts.headers, trace).await?;
-        let grant = self.grant(agent, &principal, trace)?;
-        service::check_content_type(&parts.headers).map_err(|e| Rejection::rpc(Value::Null, e))?;
+        // Refused before the body is needed: what is left of it is read and dropped (within
+        // bounds) so that the connection can carry the next request.
+        let before_body = async {
+            let principal = self.admit(conn, client, &parts.headers, trace).await?;
+            let grant = self.grant(agent, &principal, trace)?;
+            service::check_content_type(&parts.headers)
+                .map_err(|e| Rejection::rpc(Value::Null, e))?;
+            Ok((principal, grant))
+        };
+        let (principal, grant) = match before_body.await {
+            Ok(ok) => ok,
+            Err(rej) => {
+                if h1_body && !discard_body(body, &parts.headers).await {
+                    trace.body_left_unread = true;
+                }
+                return Err(rej);
+            }
+        };
         let bytes = read_body(body, &parts.headers, agent.body_limits)
             .instrument(info_span!("read"))
             .await?;
