@@ -76,9 +76,9 @@ const DISCARD_BYTES: u64 = 64 * 1024;
 const DISCARD_TIME: Duration = Duration::from_millis(100);
 
 /// Reads and drops the body of a request refused before its body was needed (401, 403, 429,
-/// 415). `true` when it ended within the bounds (the connection stays usable); `false` when it
-/// did not (a larger declared length, more bytes, slower, or unreadable): the answer then says
-/// `Connection: close`, since hyper will not read the rest.
+/// an unaccepted content type). `true` when it ended within the bounds (the connection stays
+/// usable); `false` when it did not (a larger declared length, more bytes, slower, or
+/// unreadable): the answer then says `Connection: close`, since hyper will not read the rest.
 pub(super) async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> bool {
     let declared = headers
         .get(header::CONTENT_LENGTH)

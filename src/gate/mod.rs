@@ -295,9 +295,9 @@ impl Gate {
         // Refused while its body was still coming (too large, too slow, unreadable): hyper
         // will not read the rest, so the connection cannot carry another request. Say so
         // (RFC 9112 §9.6) rather than close under a client that would send its next request
-        // on it. A JSON-RPC request refused before its body was needed (401, 403, 429, 415)
-        // keeps its connection when the rest of its body could be read and dropped within
-        // bounds (`discard_body`); otherwise the same applies.
+        // on it. A JSON-RPC request refused before its body was needed (401, 403, 429, a
+        // content type) keeps its connection when the rest of its body could be read and
+        // dropped within bounds (`discard_body`); otherwise the same applies.
         if h1_body && (reason.is_some_and(leaves_body_unread) || trace.body_left_unread) {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
