@@ -226,16 +226,7 @@ async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(STREAM_WINDOW.saturating_mul(streams).min(i32::MAX as u32));
     match &dial.tls {
-        None => {
-            let (tx, conn) = builder
-                .handshake(TokioIo::new(tcp))
-                .await
-                .map_err(H2Error::Http)?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok(tx)
-        }
+        None => handshake(&builder, tcp).await,
         Some(tls) => {
             let name = ServerName::try_from(dial.host.clone())
                 .map_err(|_| fail("not a valid server name".into()))?;
@@ -246,16 +237,27 @@ async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
             if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                 return Err(fail("the agent did not choose h2 by ALPN".into()));
             }
-            let (tx, conn) = builder
-                .handshake(TokioIo::new(stream))
-                .await
-                .map_err(H2Error::Http)?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok(tx)
+            handshake(&builder, stream).await
         }
     }
+}
+
+/// The HTTP/2 handshake on `io`; the connection's task runs on this worker until it closes.
+async fn handshake<T>(
+    builder: &Builder<TokioExecutor>,
+    io: T,
+) -> Result<SendRequest<Full<Bytes>>, H2Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, conn) = builder
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(H2Error::Http)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(tx)
 }
 
 #[cfg(test)]
