@@ -21,7 +21,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{Builder, SendRequest};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
@@ -29,6 +29,12 @@ use tokio_rustls::TlsConnector;
 pub const STREAM_WINDOW: u32 = 256 * 1024;
 /// The most streams one connection carries (the policy's bound on `http2_max_streams`).
 pub const MAX_STREAMS: usize = 1000;
+/// A connection quiet for this long is sent a PING (idle ones too)...
+const KEEPALIVE: Duration = Duration::from_secs(30);
+/// ... and closed, failing what it carries, when the answer takes longer: an agent that
+/// vanished without closing its connections fails its requests in under a minute, not at
+/// `response_timeout_ms` (a connection carries up to `http2_max_streams` of them).
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Where and how to connect.
 #[derive(Clone)]
@@ -40,6 +46,8 @@ pub struct Dial {
     pub tls: Option<TlsConnector>,
     pub connect_timeout: Duration,
     pub max_streams: usize,
+    /// PING interval and how long its answer may take.
+    pub keepalive: (Duration, Duration),
 }
 
 impl Dial {
@@ -72,6 +80,7 @@ impl Dial {
             tls,
             connect_timeout,
             max_streams: max_streams.clamp(1, MAX_STREAMS),
+            keepalive: (KEEPALIVE, KEEPALIVE_TIMEOUT),
         })
     }
 }
@@ -224,7 +233,11 @@ async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(STREAM_WINDOW.saturating_mul(streams).min(i32::MAX as u32));
+        .initial_connection_window_size(STREAM_WINDOW.saturating_mul(streams).min(i32::MAX as u32))
+        .timer(TokioTimer::new())
+        .keep_alive_interval(dial.keepalive.0)
+        .keep_alive_timeout(dial.keepalive.1)
+        .keep_alive_while_idle(true);
     match &dial.tls {
         None => handshake(&builder, tcp).await,
         Some(tls) => {
@@ -303,6 +316,78 @@ mod tests {
             .uri(format!("http://{addr}{path}"))
             .body(Full::new(Bytes::new()))
             .unwrap()
+    }
+
+    /// A TCP relay to `to` that stops passing bytes (both ways, its connections kept open)
+    /// once `frozen` is set: a peer that vanished without closing.
+    async fn freezing_relay(
+        to: std::net::SocketAddr,
+        frozen: Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((a, _)) = listener.accept().await {
+                let b = tokio::net::TcpStream::connect(to).await.unwrap();
+                let (ar, aw) = a.into_split();
+                let (br, bw) = b.into_split();
+                for (mut r, mut w) in [(ar, bw), (br, aw)] {
+                    let frozen = frozen.clone();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        loop {
+                            let n = match r.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            while frozen.load(Ordering::SeqCst) {
+                                tokio::time::sleep(Duration::from_secs(3600)).await;
+                            }
+                            if w.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        addr
+    }
+
+    /// An agent that stops answering without closing its connection: the connection's PING
+    /// goes unanswered, and the stream on it fails at the keep-alive timeout instead of
+    /// waiting forever (without keep-alive this test times out).
+    #[tokio::test]
+    async fn a_stream_whose_agent_vanished_fails_at_the_keepalive_timeout() {
+        let server = h2_server().await;
+        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let relay = freezing_relay(server, frozen.clone()).await;
+        let uri: Uri = format!("http://{relay}/").parse().unwrap();
+        let mut dial = Dial::new(&uri, None, Duration::from_secs(5), 10).unwrap();
+        dial.keepalive = (Duration::from_millis(100), Duration::from_millis(200));
+        let pool = Pool::new(dial);
+        let mut body = pool
+            .request(get(relay, "/flood"))
+            .await
+            .unwrap()
+            .into_body();
+        assert!(body.frame().await.unwrap().is_ok());
+        frozen.store(true, Ordering::SeqCst);
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match body.frame().await {
+                    Some(Ok(_)) => continue,
+                    Some(Err(_)) => return "error",
+                    None => return "end",
+                }
+            }
+        })
+        .await;
+        assert_eq!(ended, Ok("error"), "the stream failed instead of hanging");
+        // The dead connection is not handed out again.
+        assert!(pool.take_open().is_none());
+        assert_eq!(pool.lock().len(), 0);
     }
 
     /// Three streams nobody reads fill their windows; a fourth on the same connection still
