@@ -264,7 +264,10 @@ impl Gate {
                             .await
                     }
                     Route::Catalog => self.catalog(&conn, client, &req, head, &mut trace).await,
-                    Route::Rpc => self.rpc(agent, &conn, client, req, &mut trace).await,
+                    Route::Rpc => {
+                        self.rpc(agent, &conn, client, req, h1_body, &mut trace)
+                            .await
+                    }
                     Route::AgentPath => {
                         self.agent_path(agent, &conn, client, req, &mut trace).await
                     }
@@ -387,9 +390,9 @@ impl Gate {
         conn: &ConnInfo,
         client: IpAddr,
         req: Request<Incoming>,
+        h1_body: bool,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
-        let h1_body = declares_h1_body(&req);
         let (parts, body) = req.into_parts();
         // Refused before the body is needed: what is left of it is read and dropped (within
         // bounds) so that the connection can carry the next request.

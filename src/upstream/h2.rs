@@ -430,18 +430,14 @@ mod tests {
         drop(a);
         let d = pool.request(get(addr, "/flood")).await.unwrap();
         assert_eq!(pool.lock().len(), 2, "the freed place was taken");
-        let counts: Vec<usize> = pool
-            .lock()
-            .iter()
-            .map(|c| c.streams.load(Ordering::Relaxed))
-            .collect();
-        assert_eq!(counts, vec![2, 1]);
+        let counts = || -> Vec<usize> {
+            pool.lock()
+                .iter()
+                .map(|c| c.streams.load(Ordering::Relaxed))
+                .collect()
+        };
+        assert_eq!(counts(), vec![2, 1]);
         drop((b, c, d));
-        let counts: Vec<usize> = pool
-            .lock()
-            .iter()
-            .map(|c| c.streams.load(Ordering::Relaxed))
-            .collect();
-        assert_eq!(counts, vec![0, 0]);
+        assert_eq!(counts(), vec![0, 0]);
     }
 }

@@ -142,10 +142,6 @@ impl Upstream {
                 }
             },
             UpstreamTarget::Http(uri) => {
-                let mut connector = HttpConnector::new();
-                connector.set_connect_timeout(Some(p.connect_timeout));
-                connector.set_nodelay(true);
-                connector.enforce_http(false);
                 let tls = crate::tls::upstream_client_config(
                     p.ca_file.as_deref(),
                     p.client_cert
@@ -163,6 +159,10 @@ impl Upstream {
                             .collect(),
                     )
                 } else {
+                    let mut connector = HttpConnector::new();
+                    connector.set_connect_timeout(Some(p.connect_timeout));
+                    connector.set_nodelay(true);
+                    connector.enforce_http(false);
                     // http:// URLs stay plain; https:// ones get the edge's own rustls client.
                     let connector = hyper_rustls::HttpsConnectorBuilder::new()
                         .with_tls_config(tls)
