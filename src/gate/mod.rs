@@ -767,7 +767,10 @@ impl Gate {
             metrics: self.metrics.clone(),
             shared_budget: budget,
         };
-        let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, observe)
+        // Every plan's observer cleans with this agent's request policy (`one_answer`, or
+        // `clean_response` alone for the extended card), so the relay may take the fast pass.
+        let fast = Some(at.requests.clone());
+        let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, fast, observe)
             .instrument(info_span!("relay"))
             .await
             .map_err(upstream_error)?;

@@ -66,6 +66,19 @@ use state::{Id, Running, State, Workspace};
 use token::{Cursor, Query, TokenKey};
 pub use turn::Turn;
 
+/// What the registry learns from one result (its facts, printed): for tests and fuzz targets
+/// that compare two readings of an answer.
+#[doc(hidden)]
+pub fn facts_of(result: &Value) -> String {
+    format!("{:?}", Fact::read(result))
+}
+
+/// Whether a context id is shaped like the edge's alias of a caller's context (`c-` and 32
+/// hex digits): only such ids can be rewritten by [`TaskRegistry::client_view`].
+pub fn is_context_alias(id: &str) -> bool {
+    id.len() == 34 && id.starts_with("c-") && id[2..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Index of an agent in the fleet.
 pub type UpstreamId = usize;
 
@@ -560,13 +573,9 @@ impl TaskRegistry {
                 _ => {}
             }
         }
-        // Only aliases can need it: `c-` and 32 hex digits.
-        let is_alias = |id: &str| {
-            id.len() == 34 && id.starts_with("c-") && id[2..].bytes().all(|b| b.is_ascii_hexdigit())
-        };
         let mut found: Vec<String> = Vec::new();
         each(answer, 0, &mut |id| {
-            if is_alias(id) && !found.iter().any(|f| f == id) && found.len() < 64 {
+            if is_context_alias(id) && !found.iter().any(|f| f == id) && found.len() < 64 {
                 found.push(id.clone());
             }
         });

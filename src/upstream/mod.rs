@@ -1,6 +1,7 @@
 //! The agents behind the proxy: a pooled HTTP client (or the embedded engine), the headers
 //! an agent may see, and the relay of its responses (SSE event by event).
 
+pub mod answer;
 pub mod clean;
 pub mod fleet;
 pub mod h2;

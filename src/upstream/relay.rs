@@ -23,12 +23,14 @@ use http::{header, Response, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
+use super::answer::{self, Cleaning};
 use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
-use crate::a2a::{error_body, to_json_bytes, to_json_bytes_sized, RpcError};
+use crate::a2a::{error_body, to_json_bytes_sized, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody};
 use crate::stream_body::budgeted;
 use crate::telemetry::metrics::Metrics;
+use crate::validate::request::RequestPolicy;
 
 /// Bounds on what the proxy accepts from an agent.
 #[derive(Debug, Clone, Copy)]
@@ -92,18 +94,64 @@ fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
     Ok(Value::Object(map))
 }
 
+/// Why one response of the agent was not relayed.
+enum Failed {
+    /// Not a JSON-RPC response the edge accepts.
+    Bad,
+    /// The observer refused it.
+    Refused(Refused),
+}
+
+/// One JSON-RPC response of the agent made the caller's: shaped, seen by the observer,
+/// written. With `fast` (the route's cleaning), the answer's fast pass ([`super::answer`])
+/// goes first: when the cleaning would change nothing, the agent's `result` is relayed as
+/// it came and the observer sees its projection (what the registry reads); else the whole
+/// response is built, cleaned and written again. Returns the caller's JSON, whether it is an
+/// error, and the observer's pending write.
+fn one_response<F, P>(
+    text: &[u8],
+    id: &Value,
+    fast: Option<&RequestPolicy>,
+    observe: &mut F,
+) -> Result<(Vec<u8>, bool, Option<P>), Failed>
+where
+    F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
+{
+    let cleaning = fast.map(|r| Cleaning {
+        metadata: &r.metadata,
+        redact_paths: r.redact_paths,
+    });
+    if let Some(untouched) = cleaning.and_then(|c| answer::scan(text, c)) {
+        let mut projection = serde_json::Map::new();
+        projection.insert("result".into(), untouched.projection);
+        let mut v = shape(Value::Object(projection), id).map_err(|_| Failed::Bad)?;
+        let pending = observe(&mut v).map_err(Failed::Refused)?;
+        let id = v.get("id").unwrap_or(&Value::Null);
+        return Ok((answer::respond(untouched.result, id), false, pending));
+    }
+    let v: Value = serde_json::from_slice(text).map_err(|_| Failed::Bad)?;
+    let mut v = shape(v, id).map_err(|_| Failed::Bad)?;
+    let pending = observe(&mut v).map_err(Failed::Refused)?;
+    let error = v.get("error").is_some();
+    Ok((to_json_bytes_sized(&v, text.len() + 64), error, pending))
+}
+
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
 /// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer is
 /// complete, so whatever it owns (a concurrency slot, a running turn) lives exactly as long.
 /// What the observer returns may be a write to finish before the answer is relayed (the
 /// shared state's record of a new task): it is awaited first, and its refusal ends the answer
-/// like the observer's own.
+/// like the observer's own. `fast` is the request policy whose cleaning the observer applies
+/// (`clean_response` with its metadata policy and `redact_paths`): with it, responses that
+/// cleaning would leave as they are take the fast pass, and the observer sees their
+/// projection ([`one_response`]); `None` builds and cleans every response whole.
 pub async fn relay_response<F, P>(
     upstream: Response<BoxBody>,
     id: &Value,
     limits: RelayLimits,
     log: StreamLog,
+    fast: Option<Arc<RequestPolicy>>,
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
@@ -135,22 +183,23 @@ where
             id.clone(),
             limits,
             log,
+            fast,
             observe,
         )),
         "application/json" => {
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
                 .map_err(|_| UpstreamError::BadResponse)?;
-            let v: Value =
-                serde_json::from_slice(&bytes).map_err(|_| UpstreamError::BadResponse)?;
-            let mut v = shape(v, id).map_err(|_| UpstreamError::BadResponse)?;
-            if let Some(pending) = observe(&mut v).map_err(UpstreamError::Refused)? {
+            let (json, _, pending) = one_response(&bytes, id, fast.as_deref(), &mut observe)
+                .map_err(|f| match f {
+                    Failed::Bad => UpstreamError::BadResponse,
+                    Failed::Refused(r) => UpstreamError::Refused(r),
+                })?;
+            drop(bytes);
+            if let Some(pending) = pending {
                 pending.await.map_err(UpstreamError::Refused)?;
             }
-            Ok(crate::body::json_response(
-                StatusCode::OK,
-                to_json_bytes_sized(&v, bytes.len() + 64),
-            ))
+            Ok(crate::body::json_response(StatusCode::OK, json))
         }
         _ => Err(UpstreamError::BadResponse),
     }
@@ -163,6 +212,7 @@ fn relay_sse<F, P>(
     id: Value,
     limits: RelayLimits,
     log: StreamLog,
+    fast: Option<Arc<RequestPolicy>>,
     mut observe: F,
 ) -> Response<BoxBody>
 where
@@ -247,26 +297,20 @@ where
                     let Some(data) = data else {
                         continue;
                     };
-                    let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                        return fail("upstream.bad_stream");
-                    };
+                    let (json, error, pending) =
+                        match one_response(data.as_bytes(), &id, fast.as_deref(), &mut observe) {
+                            Ok(answered) => answered,
+                            Err(Failed::Bad) => return fail("upstream.bad_stream"),
+                            Err(Failed::Refused(reason)) => return fail(reason),
+                        };
                     drop(data);
-                    let Ok(mut v) = shape(v, &id) else {
-                        return fail("upstream.bad_stream");
-                    };
-                    match observe(&mut v) {
-                        Err(reason) => return fail(reason),
-                        Ok(Some(pending)) => {
-                            if let Err(reason) = pending.await {
-                                return fail(reason);
-                            }
+                    if let Some(pending) = pending {
+                        if let Err(reason) = pending.await {
+                            return fail(reason);
                         }
-                        Ok(None) => {}
                     }
                     // An error ends the stream, whatever the agent sends after it.
-                    let error = event.as_deref() == Some("error") || v.get("error").is_some();
-                    let json = to_json_bytes(&v);
-                    drop(v);
+                    let error = error || event.as_deref() == Some("error");
                     let frame = if error {
                         error_event(&json)
                     } else {

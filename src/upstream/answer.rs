@@ -1,0 +1,399 @@
+//! The answer's fast pass: one borrowed scan over an agent's JSON-RPC response that decides
+//! whether the edge's cleaning ([`super::clean`]) and the caller's view
+//! ([`crate::state::registry::TaskRegistry::client_view`]) would change anything in it, and
+//! picks out what the registry learns from it. When nothing would change, the agent's
+//! `result` is relayed as the bytes it came in (after this strict parse of every one of
+//! them) instead of being built into a tree, cleaned, and written out again.
+//!
+//! The scan is deliberately conservative: whatever could need a change sends the answer to
+//! the full pass, which then decides exactly (and gives the precise error for a bad answer).
+//! It falls back on:
+//! - an `error` (its text is always rewritten), a `result` given twice, a `result` holding
+//!   `jsonrpc` (a nested response the registry reads differently);
+//! - a duplicate key in any object of the result (the full pass keeps the last value; a byte
+//!   copy would hand the caller both), an object of more than [`MAX_KEYS`] keys, nesting
+//!   deeper than [`MAX_DEPTH`];
+//! - a `metadata` object the metadata policy would redact anything in (decided by
+//!   [`redact_metadata`] itself, on a copy of that object);
+//! - an object with a callback `url` and a `token` or `authentication` (a push config whose
+//!   secrets are redacted);
+//! - a `contextId` shaped like the edge's context alias (`c-` + 32 hex digits: the caller's
+//!   view may rewrite it);
+//! - with `redact_paths`, any string holding an absolute path;
+//! - anything serde_json would not parse (the full pass then refuses it).
+//!
+//! Every string is decoded and every number parsed as the full pass would, so a response
+//! the scan takes is one the full pass accepts and leaves unchanged; `tests` and the
+//! `answer_fast` fuzz target check exactly that.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::clean::without_paths;
+use crate::state::registry::is_context_alias;
+use crate::validate::metadata::{redact_metadata, MetadataPolicy};
+
+/// Deeper than this, the full pass decides (A2A answers nest about 8 levels).
+pub const MAX_DEPTH: usize = 64;
+/// An object with more keys than this goes to the full pass (the duplicate check compares
+/// each key with the object's earlier ones: bounded work per key).
+pub const MAX_KEYS: usize = 64;
+
+/// What the cleaning of the answer's route would do: the metadata policy and whether paths
+/// are hidden.
+#[derive(Clone, Copy)]
+pub struct Cleaning<'a> {
+    pub metadata: &'a MetadataPolicy,
+    pub redact_paths: bool,
+}
+
+/// A response the scan took: the agent's `result` as it came, and its projection (the keys
+/// the registry reads, [`crate::state::registry`]'s facts: for the observer).
+#[derive(Debug)]
+pub struct Untouched<'a> {
+    pub result: &'a str,
+    pub projection: Value,
+}
+
+/// Scans one JSON-RPC response of an agent. `None`: the full pass must take it.
+pub fn scan<'a>(bytes: &'a [u8], cleaning: Cleaning<'_>) -> Option<Untouched<'a>> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let result = de.deserialize_map(Top).ok()?;
+    de.end().ok()?;
+    let result: &'a str = result.get();
+    let mut state = State {
+        cleaning,
+        keys: Vec::new(),
+    };
+    let mut de = serde_json::Deserializer::from_str(result);
+    let node = Node {
+        state: &mut state,
+        depth: 0,
+        in_metadata: false,
+        metadata_root: false,
+        want: Want::Result,
+        context_id: false,
+    };
+    let out = node.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(Untouched {
+        result,
+        projection: out.value.unwrap_or(Value::Null),
+    })
+}
+
+/// The caller's response around the agent's `result` as it came (the full pass writes the
+/// same keys in the same order).
+pub fn respond(result: &str, id: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len() + 48);
+    out.extend_from_slice(b"{\"result\":");
+    out.extend_from_slice(result.as_bytes());
+    out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"id\":");
+    if serde_json::to_writer(&mut out, id).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.push(b'}');
+    out
+}
+
+/// Why the scan gave up: never shown to anyone (the full pass decides).
+fn fallback<E: de::Error>() -> E {
+    E::custom("fallback")
+}
+
+/// The response object: its one `result`, unparsed; no `error`.
+struct Top;
+
+impl<'de> Visitor<'de> for Top {
+    type Value = &'de RawValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON-RPC response object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut result = None;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            match &*key {
+                "result" if result.is_none() => result = Some(map.next_value::<&RawValue>()?),
+                "result" | "error" => return Err(fallback()),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        result.ok_or_else(fallback)
+    }
+}
+
+/// A key, borrowed from the input when it holds no escape.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// The scan's state: the rules, and the keys of the objects being read (one stack for the
+/// whole answer: an object's keys are its slice from where it started).
+struct State<'c, 'de> {
+    cleaning: Cleaning<'c>,
+    keys: Vec<Cow<'de, str>>,
+}
+
+/// What to build of a value: nothing, the registry's projection at one of its levels, or
+/// all of it (a `metadata` object, for the redaction check).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Skip,
+    /// A string as it is; anything else as `null` (the registry reads ids as strings only).
+    Scalar,
+    /// The result: the shapes the registry reads and the ids a bare Task or Message has.
+    Result,
+    /// A `task`, `statusUpdate`, `artifactUpdate` or `message`: its ids and status.
+    Entity,
+    /// A `status`: its state and timestamp.
+    Status,
+    All,
+}
+
+impl Want {
+    /// What to build of the value under `key` in an object built as `self`.
+    fn child(self, key: &str) -> Want {
+        match (self, key) {
+            (Want::All, _) => Want::All,
+            (Want::Result, "task" | "statusUpdate" | "artifactUpdate" | "message") => Want::Entity,
+            (Want::Result | Want::Entity, "status") => Want::Status,
+            (Want::Result, "id" | "contextId" | "taskId" | "messageId" | "tasks") => Want::Scalar,
+            (Want::Entity, "id" | "contextId" | "taskId") => Want::Scalar,
+            (Want::Status, "state" | "timestamp") => Want::Scalar,
+            _ => Want::Skip,
+        }
+    }
+
+    fn builds_object(self) -> bool {
+        matches!(self, Want::Result | Want::Entity | Want::Status | Want::All)
+    }
+}
+
+/// What a value was, for its parent's push-config check.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    String,
+    Object,
+    Other,
+}
+
+struct Out {
+    kind: Kind,
+    value: Option<Value>,
+}
+
+impl Out {
+    /// A scalar as `want` has it built.
+    fn scalar(want: Want, kind: Kind, v: impl FnOnce() -> Value) -> Out {
+        let value = match want {
+            Want::Skip => None,
+            Want::All => Some(v()),
+            Want::Scalar if kind == Kind::String => Some(v()),
+            _ => Some(Value::Null),
+        };
+        Out { kind, value }
+    }
+}
+
+/// One value of the result, read with its place in the answer.
+struct Node<'s, 'c, 'de> {
+    state: &'s mut State<'c, 'de>,
+    depth: usize,
+    /// Inside a `metadata` object (whose redaction is decided as a whole).
+    in_metadata: bool,
+    /// The value under a `metadata` key outside any metadata: built whole and, if it is an
+    /// object, given to the redaction.
+    metadata_root: bool,
+    want: Want,
+    /// The value under a `contextId` key.
+    context_id: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_, '_, 'de> {
+    type Value = Out;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Out, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Node<'_, '_, '_> {
+    fn string<E: de::Error>(&self, s: &str) -> Result<Out, E> {
+        if self.context_id && is_context_alias(s) {
+            return Err(fallback());
+        }
+        if self.state.cleaning.redact_paths && s.contains('/') && without_paths(s).is_some() {
+            return Err(fallback());
+        }
+        Ok(Out::scalar(self.want, Kind::String, || Value::from(s)))
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
+    type Value = Out;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Out, E> {
+        Ok(Out::scalar(self.want, Kind::Other, || Value::Bool(v)))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Out, E> {
+        Ok(Out::scalar(self.want, Kind::Other, || Value::from(v)))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Out, E> {
+        Ok(Out::scalar(self.want, Kind::Other, || Value::from(v)))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Out, E> {
+        Ok(Out::scalar(self.want, Kind::Other, || Value::from(v)))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Out, E> {
+        Ok(Out::scalar(self.want, Kind::Other, || Value::Null))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Out, E> {
+        self.string(v)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Out, A::Error> {
+        if self.depth >= MAX_DEPTH {
+            return Err(fallback());
+        }
+        let build = self.want == Want::All;
+        let mut items = Vec::new();
+        loop {
+            let child = Node {
+                state: &mut *self.state,
+                depth: self.depth + 1,
+                in_metadata: self.in_metadata,
+                metadata_root: false,
+                want: if build { Want::All } else { Want::Skip },
+                context_id: false,
+            };
+            match seq.next_element_seed(child)? {
+                Some(out) => items.extend(out.value),
+                None => break,
+            }
+        }
+        let value = match self.want {
+            Want::Skip => None,
+            Want::All => Some(Value::Array(items)),
+            _ => Some(Value::Null),
+        };
+        Ok(Out {
+            kind: Kind::Other,
+            value,
+        })
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Out, A::Error> {
+        if self.depth >= MAX_DEPTH {
+            return Err(fallback());
+        }
+        let base = self.state.keys.len();
+        let mut built = self.want.builds_object().then(Map::new);
+        // The push-config shape (`redact_push_config`): a string `url` beside a `token` or
+        // an `authentication` object.
+        let (mut url, mut token, mut authentication) = (false, false, false);
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let keys = &self.state.keys[base..];
+            if keys.len() >= MAX_KEYS || keys.contains(&key) {
+                return Err(fallback());
+            }
+            if self.want == Want::Result && key == "jsonrpc" {
+                return Err(fallback());
+            }
+            let metadata_root = !self.in_metadata && key == "metadata";
+            let want = if metadata_root {
+                Want::All
+            } else {
+                self.want.child(&key)
+            };
+            let child = Node {
+                state: &mut *self.state,
+                depth: self.depth + 1,
+                in_metadata: self.in_metadata || self.metadata_root,
+                metadata_root,
+                want,
+                context_id: key == "contextId",
+            };
+            let out = map.next_value_seed(child)?;
+            match (&*key, out.kind) {
+                ("url", Kind::String) => url = true,
+                ("token", Kind::String) => token = true,
+                ("authentication", Kind::Object) => authentication = true,
+                _ => {}
+            }
+            let mut value = out.value;
+            if metadata_root {
+                if let Some(v @ Value::Object(_)) = &mut value {
+                    if redact_metadata(v, self.state.cleaning.metadata) > 0 {
+                        return Err(fallback());
+                    }
+                }
+                if self.want != Want::All {
+                    value = None;
+                }
+            }
+            if let (Some(obj), Some(v)) = (built.as_mut(), value) {
+                obj.insert(key.to_string(), v);
+            }
+            self.state.keys.push(key);
+        }
+        self.state.keys.truncate(base);
+        if url && (token || authentication) {
+            return Err(fallback());
+        }
+        let value = match self.want {
+            Want::Skip => None,
+            Want::Scalar => Some(Value::Null),
+            _ => built.map(Value::Object),
+        };
+        Ok(Out {
+            kind: Kind::Object,
+            value,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

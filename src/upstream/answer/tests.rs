@@ -1,0 +1,167 @@
+//! The fast pass against the full one: every answer the scan takes must come out of the full
+//! pass unchanged (the same JSON), with the same facts for the registry; the table says which
+//! answers it must take, so a scan that always fell back would fail too.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::state::registry::facts_of;
+use crate::upstream::clean::clean_response;
+
+fn policy() -> MetadataPolicy {
+    MetadataPolicy::new(&MetadataPolicy::default_denied(), &Default::default()).unwrap()
+}
+
+/// The full pass as the relay does it: parse, shape (the caller's id), clean.
+fn full(bytes: &[u8], id: &Value, redact_paths: bool) -> Option<Value> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let Value::Object(mut map) = v else {
+        return None;
+    };
+    let result = match (map.remove("result"), map.remove("error")) {
+        (Some(r), None) => r,
+        _ => return None,
+    };
+    let mut v = json!({"result": result, "jsonrpc": "2.0", "id": id});
+    clean_response(&mut v, &policy(), redact_paths);
+    Some(v)
+}
+
+/// Checks one answer both ways; returns whether the scan took it.
+fn compare(bytes: &[u8], redact_paths: bool) -> bool {
+    let p = policy();
+    let id = json!("caller-7");
+    let cleaning = Cleaning {
+        metadata: &p,
+        redact_paths,
+    };
+    let Some(fast) = scan(bytes, cleaning) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(bytes);
+    let full = full(bytes, &id, redact_paths)
+        .unwrap_or_else(|| panic!("the scan took what the full pass refuses: {text}"));
+    let relayed: Value = serde_json::from_slice(&respond(fast.result, &id))
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(relayed, full, "the full pass would change: {text}");
+    assert_eq!(
+        facts_of(&fast.projection),
+        facts_of(&full["result"]),
+        "facts differ: {text}"
+    );
+    true
+}
+
+fn task(extra: Value) -> Value {
+    let mut t = json!({"id": "6f1c7e0a-3b52", "contextId": "0c2e9b8d-7a41",
+        "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-01T12:00:00.000000Z",
+            "message": {"messageId": "m-1", "role": "ROLE_AGENT", "parts": [{"text": "done"}]}},
+        "artifacts": [{"artifactId": "a-1", "parts": [{"text": "lorem"}, {"data": {"n": 1.5, "ok": true, "none": null}}]}],
+        "history": [{"messageId": "m-0", "role": "ROLE_USER", "parts": [{"text": "hi"}]}]});
+    if let (Value::Object(t), Value::Object(extra)) = (&mut t, extra) {
+        t.extend(extra);
+    }
+    t
+}
+
+fn answer(result: Value) -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": "agent-id", "result": result})
+        .to_string()
+        .into_bytes()
+}
+
+#[test]
+fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
+    let alias = format!("c-{}", "ab12".repeat(8));
+    let deep = format!("{}1{}", "[".repeat(70), "]".repeat(70));
+    let wide: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("k{i}"), Value::from(i))).collect();
+    let mut nested_meta = json!("x");
+    for _ in 0..33 {
+        // Keys of dots only add no segment: the walk goes down to its depth bound.
+        nested_meta = json!({ ".": nested_meta });
+    }
+    // (case, answer bytes, redact_paths, taken by the fast pass)
+    let rows: Vec<(&str, Vec<u8>, bool, bool)> = vec![
+        ("a task", answer(json!({"task": task(json!({}))})), false, true),
+        ("a bare task (GetTask)", answer(task(json!({}))), false, true),
+        ("a message", answer(json!({"message": {"messageId": "m", "contextId": "c", "taskId": "t", "role": "ROLE_AGENT", "parts": []}})), false, true),
+        ("a status update", answer(json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}})), false, true),
+        ("an artifact update", answer(json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {"artifactId": "a", "parts": []}}})), false, true),
+        ("a list (never learned)", answer(json!({"tasks": [task(json!({}))], "nextPageToken": ""})), false, true),
+        ("ids of other types", answer(json!({"task": {"id": 7, "contextId": ["c"], "status": "x"}})), false, true),
+        ("a scalar result", answer(json!("ok")), false, true),
+        ("a null result", answer(Value::Null), false, true),
+        ("escapes in strings", br#"{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t\u0041","contextId":"c\"q\"","status":{"state":"S\n\u00e9\ud83d\ude00"}}}}"#.to_vec(), false, true),
+        ("whitespace and extra top-level keys", b"{ \"x\" : [1, {\"y\": 2}] ,\n \"result\" : { \"task\" : { \"id\" : \"t\" , \"contextId\" : \"c\" } } , \"id\": 9 }".to_vec(), false, true),
+        ("empty metadata", answer(json!({"task": task(json!({"metadata": {}}))})), false, true),
+        ("allowed metadata", answer(json!({"task": task(json!({"metadata": {"iac_code": {"cwd": "/w"}, "trace": [1, 2]}}))})), false, true),
+        ("metadata that is not an object", answer(json!({"task": task(json!({"metadata": "iac_code.iac_code_api_key"}))})), false, true),
+        ("a url without secrets", answer(json!({"configs": [{"id": "c", "url": "https://h/x"}]})), false, true),
+        ("a token without a url", answer(json!({"task": task(json!({"token": "t"}))})), false, true),
+        ("a url that is not a string", answer(json!({"configs": [{"url": {"u": 1}, "token": "t"}]})), false, true),
+        ("a context id that is no alias", answer(json!({"task": task(json!({"contextId": "c-abc"}))})), false, true),
+        ("an alias-like id under another key", answer(json!({"task": task(json!({"other": alias}))})), false, true),
+        ("a path, not hidden", answer(json!({"task": task(json!({"note": "wrote /tmp/w/x.tf"}))})), false, true),
+        ("a URL, paths hidden", answer(json!({"task": task(json!({"note": "see https://h/a/b/c"}))})), true, true),
+        ("an error", br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"/etc/x"}}"#.to_vec(), false, false),
+        ("a result and an error", br#"{"jsonrpc":"2.0","id":1,"result":{},"error":null}"#.to_vec(), false, false),
+        ("the result twice", br#"{"result":{"task":{"id":"a","contextId":"c"}},"result":{"task":{"id":"b","contextId":"c"}}}"#.to_vec(), false, false),
+        ("no result", br#"{"jsonrpc":"2.0","id":1}"#.to_vec(), false, false),
+        ("a duplicate key", br#"{"result":{"task":{"id":"a","id":"b","contextId":"c"}}}"#.to_vec(), false, false),
+        ("a duplicate key deep down", br#"{"result":{"task":{"id":"a","contextId":"c","artifacts":[{"parts":[{"text":"x","text":"y"}]}]}}}"#.to_vec(), false, false),
+        ("a duplicate key spelled with an escape", br#"{"result":{"task":{"id":"a","i\u0064":"b","contextId":"c"}}}"#.to_vec(), false, false),
+        ("a duplicate metadata key", br#"{"result":{"task":{"id":"a","contextId":"c","metadata":{"k":1,"k":2}}}}"#.to_vec(), false, false),
+        ("a denied metadata key", answer(json!({"task": task(json!({"metadata": {"iac_code": {"iac_code_api_key": "sk-live"}}}))})), false, false),
+        ("a denied key, dotted", answer(json!({"task": task(json!({"metadata": {"iac_code.llm_headers": {"A": "b"}}}))})), false, false),
+        ("a denied key, by prefix", answer(json!({"message": {"messageId": "m", "metadata": {"iac_code": {"alibaba_cloud_secret": "s"}}}})), false, false),
+        ("deep metadata that no pattern can reach", answer(json!({"task": task(json!({"metadata": {"a": {"b": {"c": {"d": 1}}}}}))})), false, true),
+        ("metadata too deep", answer(json!({"task": task(json!({"metadata": nested_meta}))})), false, false),
+        ("metadata inside an array under metadata", answer(json!({"task": task(json!({"metadata": [{"metadata": {"iac_code": {"iac_code_model": "m"}}}]}))})), false, false),
+        ("a push config's token", answer(json!({"configs": [{"id": "c", "url": "https://h/x", "token": "secret"}]})), false, false),
+        ("a push config's token first", br#"{"result":{"token":"secret","id":"c","url":"https://h/x"}}"#.to_vec(), false, false),
+        ("a push config's credentials", answer(json!({"configs": [{"url": "https://h/x", "authentication": {"scheme": "Bearer", "credentials": "s"}}]})), false, false),
+        ("a push config in metadata", answer(json!({"task": task(json!({"metadata": {"cb": {"url": "https://h", "token": "s"}}}))})), false, false),
+        ("an alias context id", answer(json!({"task": task(json!({"contextId": alias.clone()}))})), false, false),
+        ("an alias context id in history", answer(json!({"task": task(json!({"history": [{"messageId": "m", "contextId": alias}]}))})), false, false),
+        ("a path, hidden", answer(json!({"task": task(json!({"note": "wrote /tmp/w/x.tf"}))})), true, false),
+        ("a path in a key's value deep down", answer(json!({"task": task(json!({"artifacts": [{"parts": [{"text": "see /home/a/b"}]}]}))})), true, false),
+        ("a nested response", answer(json!({"jsonrpc": "2.0", "result": {"task": {"id": "t", "contextId": "c"}}})), false, false),
+        ("too deep", format!(r#"{{"result":{deep}}}"#).into_bytes(), false, false),
+        ("too many keys", answer(json!({"task": task(json!({"wide": wide}))})), false, false),
+        ("not an object", br#"[{"result":1}]"#.to_vec(), false, false),
+        ("trailing bytes", br#"{"result":1} x"#.to_vec(), false, false),
+        ("a lone surrogate", br#"{"result":{"t":"\ud800"}}"#.to_vec(), false, false),
+        ("a raw control character", b"{\"result\":{\"t\":\"a\x01b\"}}".to_vec(), false, false),
+        ("invalid UTF-8", b"{\"result\":{\"t\":\"a\xffb\"}}".to_vec(), false, false),
+        ("a number out of range", br#"{"result":{"n":1e400}}"#.to_vec(), false, false),
+        ("a bad escape", br#"{"result":{"t":"\q"}}"#.to_vec(), false, false),
+        ("truncated", br#"{"result":{"task":{"id":"t""#.to_vec(), false, false),
+    ];
+    for (case, bytes, redact_paths, taken) in rows {
+        assert_eq!(compare(&bytes, redact_paths), taken, "{case}");
+    }
+}
+
+#[test]
+fn the_relayed_result_is_the_agents_bytes() {
+    let p = policy();
+    let bytes = br#"{"jsonrpc":"2.0","id":"x","result":{"task":{"id":"t","contextId":"c","note":"caf\u00e9"}}}"#;
+    let cleaning = Cleaning {
+        metadata: &p,
+        redact_paths: false,
+    };
+    let fast = scan(bytes, cleaning).expect("taken");
+    assert_eq!(
+        fast.result,
+        r#"{"task":{"id":"t","contextId":"c","note":"caf\u00e9"}}"#
+    );
+    assert_eq!(
+        fast.projection,
+        json!({"task": {"id": "t", "contextId": "c"}})
+    );
+    assert_eq!(
+        respond(fast.result, &json!(42)),
+        br#"{"result":{"task":{"id":"t","contextId":"c","note":"caf\u00e9"}},"jsonrpc":"2.0","id":42}"#
+    );
+}
