@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// Nesting bound of request bodies (objects and arrays).
@@ -125,11 +126,13 @@ impl<'de> Visitor<'de> for Strict<'_> {
         let inner = self.deeper()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(self.fail(JsonError::DuplicateKey));
+            // One lookup per key (the map hashes every key it is asked about).
+            match out.entry(key) {
+                Entry::Occupied(_) => return Err(self.fail(JsonError::DuplicateKey)),
+                Entry::Vacant(slot) => {
+                    slot.insert(map.next_value_seed(inner)?);
+                }
             }
-            let v = map.next_value_seed(inner)?;
-            out.insert(key, v);
         }
         Ok(Value::Object(out))
     }

@@ -1,0 +1,70 @@
+//! `upstream::answer::scan` (the answer's fast pass) against the full pass it stands in for.
+//!
+//! Input: the first byte's low bit is `redact_paths`; the rest is an agent's JSON-RPC
+//! response. Properties: never panics; linear time (a per-byte budget); when the scan takes
+//! a response, the full pass (parse, shape with the caller's id, `clean_response`) accepts it
+//! too and gives the same JSON as the relayed bytes, the registry reads the same facts from
+//! the projection as from the whole result, and no `contextId` the caller's view could
+//! rewrite (an alias) is in it.
+#![no_main]
+
+use std::time::{Duration, Instant};
+
+use a2a_edge::state::registry::{facts_of, is_context_alias};
+use a2a_edge::upstream::answer::{respond, scan, Cleaning};
+use a2a_edge::upstream::clean::clean_response;
+use a2a_edge::validate::metadata::MetadataPolicy;
+use libfuzzer_sys::fuzz_target;
+use serde_json::{json, Value};
+
+fn no_alias(v: &Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                if k == "contextId" {
+                    if let Value::String(s) = child {
+                        assert!(!is_context_alias(s), "an alias was taken: {s}");
+                    }
+                }
+                no_alias(child);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(no_alias),
+        _ => {}
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&first, bytes)) = data.split_first() else {
+        return;
+    };
+    let redact_paths = first & 1 == 1;
+    let policy =
+        MetadataPolicy::new(&MetadataPolicy::default_denied(), &Default::default()).expect("policy");
+    let cleaning = Cleaning {
+        metadata: &policy,
+        redact_paths,
+    };
+    let started = Instant::now();
+    let fast = scan(bytes, cleaning);
+    let budget = Duration::from_millis(200) + Duration::from_micros(5) * bytes.len() as u32;
+    assert!(started.elapsed() < budget, "{:?} for {} bytes", started.elapsed(), bytes.len());
+    let Some(fast) = fast else {
+        return;
+    };
+    let id = json!("caller-1");
+    let v: Value = serde_json::from_slice(bytes).expect("the full pass parses what the scan took");
+    let Value::Object(mut map) = v else {
+        panic!("the scan took a response that is not an object");
+    };
+    let result = match (map.remove("result"), map.remove("error")) {
+        (Some(r), None) => r,
+        other => panic!("the scan took a response without one result: {other:?}"),
+    };
+    let mut full = json!({"result": result, "jsonrpc": "2.0", "id": id});
+    clean_response(&mut full, &policy, redact_paths);
+    let relayed: Value = serde_json::from_slice(&respond(fast.result, &id)).expect("relayed JSON");
+    assert_eq!(relayed, full, "the full pass would have changed the answer");
+    assert_eq!(facts_of(&fast.projection), facts_of(&full["result"]), "facts differ");
+    no_alias(&relayed);
+});
