@@ -123,11 +123,27 @@ async fn answers_take_the_shape_of_the_callers_request() {
             Err("upstream.bad_response"),
         ),
         (r#""just a string""#, Err("upstream.bad_response")),
+        // A key twice: the caller gets it once (the last, as the full pass keeps it), never
+        // the agent's bytes with both (the fast pass takes no answer with a duplicate key).
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"echo":false,"echo":true}}"#,
+            Ok(()),
+        ),
+        // What the full pass would refuse in a member it drops, the fast pass refuses too
+        // (found by the answer_fast fuzz target: serde_json skips such members unchecked).
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"x":"\ud800","result":{"echo":true}}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"x":[1e999],"result":{"echo":true}}"#,
+            Err("upstream.bad_response"),
+        ),
     ];
     for (raw, want) in cases {
         let (_up, p) = Proxy::with_recorder(Reply::Raw(raw), ProxyOpts::default()).await;
         let mut c = p.client(Proto::H1).await;
-        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+        let (v, text) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
         assert_eq!(v["id"], "mine-7", "{raw}: {v}");
         assert_eq!(v["jsonrpc"], "2.0");
         assert!(v.is_object());
@@ -135,6 +151,7 @@ async fn answers_take_the_shape_of_the_callers_request() {
             Ok(()) => {
                 assert_eq!(v["result"], json!({"echo": true}), "{raw}: {v}");
                 assert!(v.get("extra").is_none(), "{v}");
+                assert_eq!(text.matches("echo").count(), 1, "{raw}: {text}");
             }
             Err(reason) => {
                 assert_eq!(v["error"]["data"][0]["reason"], reason, "{raw}: {v}");

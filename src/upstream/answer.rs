@@ -29,7 +29,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -61,14 +61,16 @@ pub struct Untouched<'a> {
 
 /// Scans one JSON-RPC response of an agent. `None`: the full pass must take it.
 pub fn scan<'a>(bytes: &'a [u8], cleaning: Cleaning<'_>) -> Option<Untouched<'a>> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let result = de.deserialize_map(Top).ok()?;
-    de.end().ok()?;
-    let result: &'a str = result.get();
+    // serde_json skips what it ignores without checking its UTF-8: the whole text first.
+    let text = std::str::from_utf8(bytes).ok()?;
     let mut state = State {
         cleaning,
         keys: Vec::new(),
     };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let result = de.deserialize_map(Top { state: &mut state }).ok()?;
+    de.end().ok()?;
+    let result: &'a str = result.get();
     let mut de = serde_json::Deserializer::from_str(result);
     let node = Node {
         state: &mut state,
@@ -105,10 +107,14 @@ fn fallback<E: de::Error>() -> E {
     E::custom("fallback")
 }
 
-/// The response object: its one `result`, unparsed; no `error`.
-struct Top;
+/// The response object: its one `result`, unparsed (the second step reads it); no `error`.
+/// The other members are dropped by the full pass too, but are read as strictly as it reads
+/// them (serde_json's `IgnoredAny` lets a lone surrogate or a number out of range through).
+struct Top<'s, 'c, 'de> {
+    state: &'s mut State<'c, 'de>,
+}
 
-impl<'de> Visitor<'de> for Top {
+impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
     type Value = &'de RawValue;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -122,7 +128,14 @@ impl<'de> Visitor<'de> for Top {
                 "result" if result.is_none() => result = Some(map.next_value::<&RawValue>()?),
                 "result" | "error" => return Err(fallback()),
                 _ => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value_seed(Node {
+                        state: &mut *self.state,
+                        depth: 1,
+                        in_metadata: true,
+                        metadata_root: false,
+                        want: Want::Skip,
+                        context_id: false,
+                    })?;
                 }
             }
         }
