@@ -180,6 +180,8 @@ async fn engine_with_name(name: &str) -> String {
 struct Three {
     proxy: Proxy,
     port: u16,
+    /// The engines' own `host:port`s (they name them in their cards).
+    engines: Vec<String>,
 }
 
 async fn three(extra: &str, tf_extra: &str) -> Three {
@@ -213,7 +215,19 @@ async fn three(extra: &str, tf_extra: &str) -> Three {
     );
     let proxy = start(dir, &text).await;
     let port = proxy.addr.port();
-    Three { proxy, port }
+    let engines = [&tf, &ros, &third]
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_string()
+        })
+        .collect();
+    Three {
+        proxy,
+        port,
+        engines,
+    }
 }
 
 fn host(port: u16) -> String {
@@ -266,6 +280,15 @@ async fn each_agent_has_its_own_card_rewritten_and_signed_for_its_url() {
             let card: Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(card["name"], name, "{proto:?} {path}");
             assert_eq!(card["supportedInterfaces"][0]["url"], url.as_str());
+            // The engine names its own address in its card (interfaces, provider): none
+            // of it reaches callers.
+            let text = String::from_utf8_lossy(&body);
+            for engine in &s.engines {
+                assert!(
+                    !text.contains(engine.as_str()),
+                    "{path} shows {engine}: {text}"
+                );
+            }
             assert!(
                 verify_card(&card, &keys).is_valid(),
                 "{path}: the signature verifies with the root JWKS"
@@ -297,6 +320,13 @@ async fn each_agent_has_its_own_card_rewritten_and_signed_for_its_url() {
                 format!("https://localhost:{port}{path}")
             );
             assert!(verify_card(card, &keys).is_valid(), "{path}");
+            let text = card.to_string();
+            for engine in &s.engines {
+                assert!(
+                    !text.contains(engine.as_str()),
+                    "{path} shows {engine}: {text}"
+                );
+            }
         }
         // The edge's own root card is no agent's (no agent is published at `/` of localhost).
         let (status, _, _) = at(

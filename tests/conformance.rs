@@ -385,14 +385,36 @@ async fn the_served_card_is_an_a2a_agent_card() {
     assert_eq!(status, 200);
     let card: Value = serde_json::from_slice(&body).unwrap();
     a2a_edge::card::schema::check(&card).unwrap_or_else(|e| panic!("{e}: {card}"));
-    // AgentProvider has both of its required fields (the Rust SDK refuses the card without).
-    assert!(
-        card["provider"]["url"]
-            .as_str()
-            .is_some_and(|u| !u.is_empty()),
-        "{card}"
-    );
-    assert!(card["provider"]["organization"].is_string(), "{card}");
+    // The embedded engine names no provider (it has no site of its own; an AgentProvider
+    // needs both `url` and `organization`, and the Rust SDK refuses a card with one only).
+    assert!(card.get("provider").is_none(), "{card}");
+    // An agent's complete provider is published as it is; an incomplete one is dropped.
+    for (provider, kept) in [
+        (
+            json!({"organization": "o", "url": "https://provider.example/"}),
+            true,
+        ),
+        (json!({"organization": "o"}), false),
+    ] {
+        let mut extra = String::from("[card]\nsource = \"static\"\n[card.static]\nname = \"n\"\ndescription = \"d\"\nversion = \"1\"\ndefaultInputModes = [\"text/plain\"]\ndefaultOutputModes = [\"text/plain\"]\nskills = []\n[card.static.capabilities]\nstreaming = true\n[card.static.provider]\n");
+        for (k, v) in provider.as_object().unwrap() {
+            extra.push_str(&format!("{k} = {v}\n"));
+        }
+        let p = Proxy::start(ProxyOpts {
+            extra_policy: extra,
+            ..Default::default()
+        })
+        .await;
+        let mut c = p.client(Proto::H1).await;
+        let (status, _, body) = c
+            .request("GET", "/.well-known/agent-card.json", &[], String::new())
+            .await;
+        assert_eq!(status, 200);
+        let card: Value = serde_json::from_slice(&body).unwrap();
+        a2a_edge::card::schema::check(&card).unwrap_or_else(|e| panic!("{e}: {card}"));
+        assert_eq!(card.get("provider") == Some(&provider), kept, "{card}");
+        assert_eq!(card.get("provider").is_some(), kept, "{card}");
+    }
 }
 
 #[tokio::test]

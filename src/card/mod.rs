@@ -22,6 +22,9 @@ pub struct EdgeFace {
     pub security_schemes: Map<String, Value>,
     /// Extension URIs every request must name; declared with `required: true`.
     pub required_extensions: Vec<String>,
+    /// The agents' own URLs (the policy's `[[upstreams]]`): links to their origins are not
+    /// published ([`rewrite`]).
+    pub agent_urls: Vec<String>,
 }
 
 pub use canonical::CardError;
@@ -39,6 +42,7 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
             return Err(CardError("card.missing_field".into()));
         }
     }
+    drop_internal_links(&mut card, face);
     // Only the JSON-RPC binding of A2A 1.x is served by the edge; other interfaces (REST,
     // gRPC, 0.3) would bypass it or fail, so they are not advertised.
     let mut iface = json!({
@@ -88,6 +92,54 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
         card.remove("security");
     }
     Ok(Value::Object(card))
+}
+
+/// The links of a card besides its interfaces: a provider's site, documentation, an icon.
+const LINKS: [&str; 3] = ["provider", "documentationUrl", "iconUrl"];
+
+/// Drops the links that point at the agent itself: an agent behind the edge names its own,
+/// internal address in its interfaces (rewritten to the edge's) and often elsewhere too (the
+/// embedded engine's card, run standalone, gave `provider.url` its listen address). A link
+/// whose origin (scheme, host, port, as the URL standard reads them: `0x7f.1`, `HTTP://`,
+/// `:80` are spellings of one origin) is one the agent serves from (its interfaces, its
+/// legacy `url` fields, the policy's upstream URLs) is removed, unless it is also the
+/// edge's own; `provider` goes whole (its `url` is required).
+fn drop_internal_links(card: &mut Map<String, Value>, face: &EdgeFace) {
+    let origin = |s: &str| url::Url::parse(s).ok().map(|u| u.origin());
+    let edge = origin(&face.public_url);
+    let mut internal: Vec<url::Origin> = Vec::new();
+    let mut add = |s: Option<&str>| {
+        if let Some(o) = s.and_then(origin) {
+            if o.is_tuple() && Some(&o) != edge.as_ref() && !internal.contains(&o) {
+                internal.push(o);
+            }
+        }
+    };
+    for list in ["supportedInterfaces", "additionalInterfaces"] {
+        if let Some(Value::Array(items)) = card.get(list) {
+            items
+                .iter()
+                .take(64)
+                .for_each(|i| add(i.get("url").and_then(Value::as_str)));
+        }
+    }
+    add(card.get("url").and_then(Value::as_str));
+    face.agent_urls.iter().for_each(|u| add(Some(u)));
+    for field in LINKS {
+        let link = match card.get(field) {
+            Some(Value::Object(p)) => p.get("url").and_then(Value::as_str),
+            Some(v) => v.as_str(),
+            None => None,
+        };
+        if link.and_then(origin).is_some_and(|o| internal.contains(&o)) {
+            card.remove(field);
+            tracing::info!(
+                event = "card_repaired",
+                dropped = field,
+                why = "names the agent's own address"
+            );
+        }
+    }
 }
 
 /// Declares the policy's required extensions in `capabilities.extensions` with
@@ -141,6 +193,117 @@ mod tests {
             public_url: "https://edge.example/".into(),
             security_schemes: schemes,
             required_extensions: vec!["urn:x:req".into()],
+            agent_urls: vec!["http://10.1.2.3:9000/".into()],
+        }
+    }
+
+    /// Links to the agent's own origin are not published; others are, untouched.
+    #[test]
+    fn links_to_the_agents_own_address_are_dropped() {
+        let iface = "http://127.0.0.1:18080/";
+        // (field, value, kept)
+        let rows: &[(&str, Value, bool)] = &[
+            (
+                "provider",
+                json!({"url": iface, "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://127.0.0.1:18080/about/x", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "HTTP://127.0.0.1:18080", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://0x7f.0.0.1:18080/", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://2130706433:18080/", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://10.1.2.3:9000/doc", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://legacy.internal:81/", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://old.internal/", "organization": "o"}),
+                false,
+            ),
+            (
+                "provider",
+                json!({"url": "http://127.0.0.1:18081/", "organization": "o"}),
+                true,
+            ),
+            (
+                "provider",
+                json!({"url": "https://127.0.0.1:18080/", "organization": "o"}),
+                true,
+            ),
+            (
+                "provider",
+                json!({"url": "https://example.com/", "organization": "o"}),
+                true,
+            ),
+            (
+                "provider",
+                json!({"url": "https://edge.example/", "organization": "o"}),
+                true,
+            ),
+            (
+                "provider",
+                json!({"url": "not a url", "organization": "o"}),
+                true,
+            ),
+            ("provider", json!({"organization": "o"}), true),
+            (
+                "documentationUrl",
+                json!("http://127.0.0.1:18080/docs"),
+                false,
+            ),
+            ("documentationUrl", json!("https://docs.example/"), true),
+            ("iconUrl", json!("http://127.0.0.1:18080/icon.png"), false),
+            ("iconUrl", json!("data:image/png;base64,AAAA"), true),
+            ("iconUrl", json!("https://cdn.example/icon.png"), true),
+        ];
+        for (field, value, kept) in rows {
+            let mut card = json!({
+                "name": "n", "version": "1",
+                "supportedInterfaces": [
+                    {"url": iface, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                    {"url": "https://edge.example/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+                ],
+                "url": "http://legacy.internal:81/",
+                "additionalInterfaces": [{"url": "http://old.internal:80", "transport": "HTTP+JSON"}],
+            });
+            card[*field] = value.clone();
+            let out = rewrite(card, &face()).unwrap();
+            let text = out.to_string();
+            assert_eq!(
+                out.get(*field) == Some(value),
+                *kept,
+                "{field}: {value}: {out}"
+            );
+            if !*kept {
+                assert!(out.get(*field).is_none(), "{field}: {value}");
+                assert!(
+                    !text.contains("18080") && !text.contains("internal"),
+                    "{text}"
+                );
+            }
         }
     }
 

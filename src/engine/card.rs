@@ -28,8 +28,9 @@ pub(crate) fn build(config: &EngineConfig) -> Value {
             "protocolBinding": "JSONRPC",
             "protocolVersion": "1.0",
         }],
-        // AgentProvider: both fields are required (an SDK refuses the card without `url`).
-        "provider": {"organization": "a2a-edge", "url": config.public_url},
+        // No `provider`: an AgentProvider needs the provider's site (`url`), which an echo
+        // agent does not have; its own address there (as before) showed a standalone
+        // engine's internal URL to callers of the edge.
         "capabilities": {
             "streaming": true,
             "pushNotifications": false,

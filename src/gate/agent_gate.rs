@@ -100,6 +100,13 @@ impl AgentGate {
                     public_url: url.to_string(),
                     security_schemes: s.schemes.clone(),
                     required_extensions: a2a.requests.required_extensions.clone(),
+                    agent_urls: upstreams
+                        .iter()
+                        .filter_map(|u| match &u.target {
+                            crate::policy::UpstreamTarget::Http(uri) => Some(uri.to_string()),
+                            crate::policy::UpstreamTarget::Embedded => None,
+                        })
+                        .collect(),
                 },
             ),
             fleet: Fleet::from_policy(upstreams, s.registry, previous.map(|g| &g.fleet), s.local)?,
