@@ -194,5 +194,54 @@ fn answers(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, answers);
+/// ListTasks over one caller's 200,000 tasks (the default `max_registry_entries`) in 1,000
+/// contexts, 1 % of them still working: the first page of each kind of query, under the
+/// registry's lock the whole time (every other request waits for it).
+fn list_tasks(c: &mut Criterion) {
+    let registry = a2a_edge::state::registry::TaskRegistry::new(200_000);
+    for i in 0..200_000u64 {
+        let state = if i % 100 == 0 {
+            "TASK_STATE_WORKING"
+        } else {
+            "TASK_STATE_COMPLETED"
+        };
+        let micros = 1_700_000_000_000_000 + i * 1000;
+        let result = json!({"task": {
+            "id": format!("task-{i:08}"), "contextId": format!("ctx-{:04}", i % 1000),
+            "status": {"state": state, "timestamp": a2a_edge::time::format_rfc3339(micros)}
+        }});
+        let _ = registry.observe("bench", 0, &result);
+    }
+    let mut g = c.benchmark_group("list_tasks_200k");
+    let after = Some(1_700_000_000_000_000u64 + 1000);
+    for (name, context, status, after) in [
+        ("all", None, None, None),
+        ("one_state_of_1pct", None, Some("TASK_STATE_WORKING"), None),
+        (
+            "one_state_of_99pct",
+            None,
+            Some("TASK_STATE_COMPLETED"),
+            None,
+        ),
+        ("after_a_time", None, None, after),
+        ("context", Some("ctx-0007"), None, None),
+        (
+            "context_and_state",
+            Some("ctx-0000"),
+            Some("TASK_STATE_WORKING"),
+            None,
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                registry
+                    .list_after("bench", context, status, after.unwrap_or(0), 50, None)
+                    .map(|p| p.total_size)
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, answers, list_tasks);
 criterion_main!(benches);

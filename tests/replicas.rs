@@ -324,6 +324,56 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
     )
     .await;
     assert_eq!(v["result"]["totalSize"], 0, "{v}");
+    // A context and a status together (an index of their own): a task that leaves a state
+    // leaves that state's listing of its context, on every replica.
+    let v = rpc_as(&mut c[0], ALICE, "ListTasks", json!({"contextId": "ctx-1"})).await;
+    let done = v["result"]["tasks"][0]["id"].as_str().unwrap().to_string();
+    let v = rpc_as(
+        &mut c[1],
+        ALICE,
+        "SendMessage",
+        message("[[complete]] done", json!({"taskId": done})),
+    )
+    .await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{v}"
+    );
+    for (status, total) in [
+        ("TASK_STATE_INPUT_REQUIRED", 2),
+        ("TASK_STATE_COMPLETED", 1),
+        ("TASK_STATE_WORKING", 0),
+    ] {
+        for client in c.iter_mut() {
+            let v = rpc_as(
+                client,
+                ALICE,
+                "ListTasks",
+                json!({"contextId": "ctx-1", "status": status}),
+            )
+            .await;
+            assert_eq!(v["result"]["totalSize"], total, "{status}: {v}");
+            let tasks = v["result"]["tasks"].as_array().unwrap();
+            assert_eq!(tasks.len(), total, "{v}");
+            for t in tasks {
+                assert_eq!(t["contextId"], "ctx-1", "{t}");
+                assert_eq!(t["status"]["state"], status, "{t}");
+                assert_eq!(
+                    t["id"] == done.as_str(),
+                    status == "TASK_STATE_COMPLETED",
+                    "{t}"
+                );
+            }
+        }
+    }
+    let v = rpc_as(
+        &mut c[2],
+        ALICE,
+        "ListTasks",
+        json!({"contextId": "ctx-0", "status": "TASK_STATE_COMPLETED"}),
+    )
+    .await;
+    assert_eq!(v["result"]["totalSize"], 0, "{v}");
     // Mallory sees his one task only; Alice's token is not his.
     let v = rpc_as(&mut c[0], MALLORY, "ListTasks", json!({})).await;
     assert_eq!(v["result"]["totalSize"], 1, "{v}");
@@ -363,6 +413,65 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
             .map(|t| t["id"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(got, newer);
+    }
+}
+
+/// A ListTasks page reads the tasks on it, whatever the filter: Redis is never made to walk
+/// a context's (or a caller's) tasks to count them or to find a state's (it is one thread
+/// for every replica; a walk of a big context blocked them all). Counted in Redis's own
+/// command statistics: the reads of task records are the page's, not the context's 40.
+#[tokio::test]
+async fn a_list_page_reads_only_its_own_tasks_in_redis() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 1).await;
+    let mut c = r[0].client(Proto::H1).await;
+    for i in 0..40 {
+        let text = if i % 10 == 0 {
+            "[[input]] ask"
+        } else {
+            "[[complete]] done"
+        };
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(text, json!({"contextId": "ctx-big"})),
+        )
+        .await;
+        assert!(v["result"]["task"]["id"].is_string(), "{v}");
+    }
+    for (params, total) in [
+        (json!({"contextId": "ctx-big"}), 40),
+        (
+            json!({"contextId": "ctx-big", "status": "TASK_STATE_INPUT_REQUIRED"}),
+            4,
+        ),
+        (
+            json!({"contextId": "ctx-big", "status": "TASK_STATE_COMPLETED"}),
+            36,
+        ),
+        (
+            json!({"contextId": "ctx-big", "status": "TASK_STATE_WORKING"}),
+            0,
+        ),
+        (json!({"status": "TASK_STATE_INPUT_REQUIRED"}), 4),
+        (json!({}), 40),
+    ] {
+        let mut params = params;
+        params["pageSize"] = json!(3);
+        assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
+        let v = rpc_as(&mut c, ALICE, "ListTasks", params.clone()).await;
+        assert_eq!(v["result"]["totalSize"], total, "{params}: {v}");
+        let listed = v["result"]["tasks"].as_array().unwrap().len();
+        assert_eq!(listed, total.min(3), "{params}: {v}");
+        // The page and one more (is there a next page?), then what listing a task reads
+        // of it: well under the 40 of a walk.
+        let reads = redis.calls("hmget");
+        assert!(
+            reads <= 12,
+            "{params}: {reads} task reads for a page of {listed}"
+        );
     }
 }
 

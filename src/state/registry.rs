@@ -46,6 +46,7 @@
 mod facts;
 mod forgotten;
 mod ids;
+mod lists;
 mod replica;
 mod state;
 mod token;
@@ -441,12 +442,14 @@ impl TaskRegistry {
         let page_size = page_size.max(1);
         let cursor = self.open_cursor(principal, context, status, after, page_token)?;
         let st = self.shared.lock();
-        let index = if context.is_empty() {
+        // The one ordered set that holds exactly the tasks asked for (lists.rs): the caller's
+        // or its context's, all or one state's.
+        let lists = if context.is_empty() {
             st.by_principal.get(principal)
         } else {
-            st.by_context.get(context)
+            st.by_context.get(context).and_then(|o| o.get(principal))
         };
-        let Some(index) = index else {
+        let Some(index) = lists.and_then(|l| l.select(status)) else {
             drop(st);
             return Ok(self.page_from_rows(
                 principal,
@@ -458,19 +461,7 @@ impl TaskRegistry {
                 0,
             ));
         };
-        let matches = |id: &Id| {
-            st.tasks.get(id).is_some_and(|t| {
-                &*t.owner == principal && (status.is_empty() || *t.state == *status)
-            })
-        };
-        let total_size = if context.is_empty() && status.is_empty() && after == 0 {
-            index.len()
-        } else {
-            index
-                .iter()
-                .filter(|(ts, id)| (after == 0 || *ts > after) && matches(id))
-                .count()
-        };
+        let total_size = lists::count_after(index, after);
         let upper = match cursor {
             None => Bound::Unbounded,
             Some((timestamp, task_id)) => Bound::Excluded((timestamp, Id::from(task_id))),
@@ -481,9 +472,6 @@ impl TaskRegistry {
             // Newest first: once one is not after the filter, none left is.
             if after > 0 && *ts <= after {
                 break;
-            }
-            if !matches(id) {
-                continue;
             }
             let upstream = st.tasks.get(id).map_or(0, |t| t.upstream);
             rows.push((id.to_string(), upstream, *ts));

@@ -13,6 +13,7 @@
 //! | `lt:{n}:{owner}` | zset | the owner's tasks by status timestamp |
 //! | `ls:{n}:{owner}:{state}` | zset | the same, per state |
 //! | `lc:{context}` | zset | a context's tasks |
+//! | `lcs:{n}:{context}:{state}` | zset | the same, per state (`n`: the context id's length) |
 //!
 //! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
 //! finished task's owner is remembered that long, then forgotten with its ids: an id is
@@ -21,6 +22,12 @@
 //! streams), so a replica that dies mid-turn frees the context within one lease.
 //! Index entries of expired tasks are removed when a listing meets them, and two at each
 //! new task of the owner, so `totalSize` may count recently expired tasks for a while.
+//! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
+//! owner's, one state's of them, a context's, one state's of a context's): a page costs
+//! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
+//! a context's tasks (which blocked Redis, for every replica, as long as a context was big).
+//! `lcs` keys came with that (2026-12-03): a task learned before it is not listed by context
+//! and state until an answer names it again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +98,10 @@ local owner = #who .. ':' .. who
 local lt = p .. 'lt:' .. owner
 if t[1] then
   redis.call('HSET', tk, 's', state, 'ts', ts)
-  if t[3] ~= state then redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. t[3], task) end
+  if t[3] ~= state then
+    redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. t[3], task)
+    redis.call('ZREM', p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. t[3], task)
+  end
 else
   redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
   -- The owner's two oldest entries leave the index if their task expired (each new task
@@ -102,7 +112,8 @@ else
   end
 end
 redis.call('PEXPIRE', tk, ret)
-for _, k in ipairs({lt, p .. 'ls:' .. owner .. ':' .. state, p .. 'lc:' .. ctx}) do
+local lcs = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. state
+for _, k in ipairs({lt, p .. 'ls:' .. owner .. ':' .. state, p .. 'lc:' .. ctx, lcs}) do
   redis.call('ZADD', k, ts, task)
   redis.call('PEXPIRE', k, ret)
 end
@@ -142,7 +153,8 @@ local p, who, ctx, state = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local size = tonumber(ARGV[7])
 local owner = #who .. ':' .. who
 local key
-if ctx ~= '' then key = p .. 'lc:' .. ctx
+if ctx ~= '' and state ~= '' then key = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. state
+elseif ctx ~= '' then key = p .. 'lc:' .. ctx
 elseif state ~= '' then key = p .. 'ls:' .. owner .. ':' .. state
 else key = p .. 'lt:' .. owner end
 local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
@@ -151,13 +163,7 @@ local min = ARGV[8] ~= '' and ('(' .. ARGV[8]) or '-inf'
 local rows = {}
 local found, offset = 0, 0
 local total = 0
-if ctx ~= '' then
-  -- A context's tasks are few; counting them is a walk.
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, min, '+inf')) do
-    local t = redis.call('HMGET', p .. 't:' .. id, 'o', 's')
-    if t[1] == who and (state == '' or t[2] == state) then total = total + 1 end
-  end
-elseif ARGV[8] ~= '' then
+if ARGV[8] ~= '' then
   total = redis.call('ZCOUNT', key, min, '+inf')
 else
   total = redis.call('ZCARD', key)
@@ -173,7 +179,7 @@ while found <= size do
       if not t[1] then
         redis.call('ZREM', key, id)
         offset = offset - 1
-        if ctx == '' then total = total - 1 end
+        total = total - 1
       elseif t[1] == who and (state == '' or t[4] == state) then
         local cl = redis.call('HGET', p .. 'c:' .. t[3], 'cl') or ''
         rows[#rows + 1] = id

@@ -824,6 +824,37 @@ impl RedisServer {
         }
     }
 
+    /// Sends one inline command (`INFO commandstats`) and returns the reply's text: a bulk
+    /// string's body, else the reply line.
+    pub fn command(&self, line: &str) -> String {
+        use std::io::{BufRead, Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+        let mut r = std::io::BufReader::new(s);
+        let mut head = String::new();
+        r.read_line(&mut head).unwrap();
+        match head.strip_prefix('$') {
+            Some(n) => {
+                let mut body = vec![0; n.trim().parse().unwrap()];
+                r.read_exact(&mut body).unwrap();
+                String::from_utf8(body).unwrap()
+            }
+            None => head.trim_end().to_string(),
+        }
+    }
+
+    /// How many times Redis ran `command` (scripts' calls included) since the last
+    /// `CONFIG RESETSTAT`.
+    pub fn calls(&self, command: &str) -> u64 {
+        let stats = self.command("INFO commandstats");
+        let prefix = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

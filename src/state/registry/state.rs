@@ -1,17 +1,19 @@
 //! The registry's data under its one lock: tasks, contexts, the ListTasks indexes and the
 //! eviction order. Every method keeps these invariants:
 //!
-//! - each task is in `by_principal[owner]` and `by_context[context]` under `(ts, id)`;
+//! - each task is in `by_principal[owner]` and `by_context[context][owner]` under
+//!   `(ts, id)`, in their sets of all tasks and of its state's;
 //! - an entry is in its LRU map exactly when it is not pinned (`lru` is `Some`);
 //! - a context is pinned while a turn runs on it, a task while it is a running turn's task;
 //! - `running_contexts` counts contexts with `running` set.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::facts::Fact;
 use super::forgotten::{Forgotten, FORGOTTEN_PER_ENTRY};
 use super::ids::IdMap;
+use super::lists::Lists;
 use super::UpstreamId;
 
 /// An agent's answer named another caller's task or context.
@@ -84,10 +86,12 @@ pub(super) struct State {
     task_lru: BTreeMap<(u8, u64), Id>,
     /// Contexts without a running turn, by last use.
     context_lru: BTreeMap<u64, Id>,
-    /// Per principal, `(status timestamp, task id)` ascending; read backwards for ListTasks.
-    pub by_principal: BTreeMap<Id, BTreeSet<(u64, Id)>>,
-    /// Per context id, the same keys (owners are checked again when listing).
-    pub by_context: IdMap<BTreeSet<(u64, Id)>>,
+    /// Per principal, `(status timestamp, task id)` ascending, all and per state; read
+    /// backwards for ListTasks.
+    pub by_principal: BTreeMap<Id, Lists>,
+    /// Per context id and owner (a context's id may outlive its owner's memory of it, see
+    /// the module note: tasks of two owners may then share one), the same.
+    pub by_context: IdMap<BTreeMap<Id, Lists>>,
     pub running_contexts: usize,
     /// Owners of evicted contexts: only they may take them up again.
     pub forgotten: Forgotten,
@@ -162,13 +166,7 @@ impl State {
         let owner = self.principal_id(owner);
         let key = (tier(state), self.next_tick());
         self.task_lru.insert(key, id.clone());
-        self.by_principal
-            .entry(owner.clone())
-            .or_default()
-            .insert((ts, id.clone()));
-        self.by_context
-            .entry_or_default(context.clone())
-            .insert((ts, id.clone()));
+        self.index(&owner, &context, ts, &id, state);
         self.tasks.insert(
             id.clone(),
             TaskEntry {
@@ -190,19 +188,41 @@ impl State {
         if let Some(key) = t.lru {
             self.task_lru.remove(&key);
         }
-        let index_key = (t.ts, id.clone());
-        if let Some(set) = self.by_principal.get_mut(&t.owner) {
-            set.remove(&index_key);
-            if set.is_empty() {
-                self.by_principal.remove(&t.owner);
+        self.unindex(&t.owner, &t.context, t.ts, id, &t.state);
+    }
+
+    /// Takes a task out of its owner's and its context's lists.
+    fn unindex(&mut self, owner: &Id, context: &Id, ts: u64, id: &Id, state: &str) {
+        if let Some(lists) = self.by_principal.get_mut(owner) {
+            lists.remove(ts, id, state);
+            if lists.is_empty() {
+                self.by_principal.remove(owner);
             }
         }
-        if let Some(set) = self.by_context.get_mut(&t.context) {
-            set.remove(&index_key);
-            if set.is_empty() {
-                self.by_context.remove(&t.context);
+        if let Some(owners) = self.by_context.get_mut(context) {
+            if let Some(lists) = owners.get_mut(owner) {
+                lists.remove(ts, id, state);
+                if lists.is_empty() {
+                    owners.remove(owner);
+                }
+            }
+            if owners.is_empty() {
+                self.by_context.remove(context);
             }
         }
+    }
+
+    /// Puts a task in its owner's and its context's lists.
+    fn index(&mut self, owner: &Id, context: &Id, ts: u64, id: &Id, state: &str) {
+        self.by_principal
+            .entry(owner.clone())
+            .or_default()
+            .insert(ts, id, state);
+        self.by_context
+            .entry_or_default(context.clone())
+            .entry(owner.clone())
+            .or_default()
+            .insert(ts, id, state);
     }
 
     /// Marks a use (no effect on a pinned task: it is re-queued when unpinned).
@@ -226,30 +246,24 @@ impl State {
         let Some(t) = self.tasks.get_mut(id) else {
             return;
         };
-        if let Some(s) = state {
-            if *t.state != *s {
-                t.state = s.into();
-            }
-        }
-        if let Some(ts) = ts {
-            if ts != t.ts {
-                let (owner, context, key) = (t.owner.clone(), t.context.clone(), t.ts);
-                t.ts = ts;
-                let id: Id = match self.tasks.get_key_value(id) {
-                    Some((k, _)) => k.clone(),
-                    None => return,
-                };
-                for set in [
-                    self.by_principal.get_mut(&owner),
-                    self.by_context.get_mut(&context),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    set.remove(&(key, id.clone()));
-                    set.insert((ts, id.clone()));
-                }
-            }
+        let new_state = state.filter(|s| *t.state != **s);
+        let new_ts = ts.filter(|ts| *ts != t.ts);
+        if new_state.is_some() || new_ts.is_some() {
+            // The task moves within its lists (a new timestamp) or between their per-state
+            // sets (a new state): out under the old keys, in under the new.
+            let (owner, context, old_ts) = (t.owner.clone(), t.context.clone(), t.ts);
+            let old_state = match new_state {
+                Some(s) => std::mem::replace(&mut t.state, s.into()),
+                None => t.state.clone(),
+            };
+            t.ts = new_ts.unwrap_or(old_ts);
+            let (ts, state) = (t.ts, t.state.clone());
+            let id: Id = match self.tasks.get_key_value(id) {
+                Some((k, _)) => k.clone(),
+                None => return,
+            };
+            self.unindex(&owner, &context, old_ts, &id, &old_state);
+            self.index(&owner, &context, ts, &id, &state);
         }
         self.touch_task(id);
     }
@@ -488,14 +502,30 @@ impl State {
             .count();
         assert_eq!(running, self.running_contexts);
         assert_eq!(running + free, self.contexts.len());
-        let indexed: usize = self.by_principal.values().map(BTreeSet::len).sum();
+        for lists in self
+            .by_principal
+            .values()
+            .chain(self.by_context.values().flat_map(BTreeMap::values))
+        {
+            assert!(!lists.is_empty());
+            assert_eq!(lists.by_state_len(), lists.len());
+        }
+        let indexed: usize = self.by_principal.values().map(Lists::len).sum();
         assert_eq!(indexed, self.tasks.len());
-        let indexed: usize = self.by_context.values().map(BTreeSet::len).sum();
+        let indexed: usize = self
+            .by_context
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(Lists::len)
+            .sum();
         assert_eq!(indexed, self.tasks.len());
         for (id, t) in self.tasks.iter() {
-            assert!(self.by_principal[&t.owner].contains(&(t.ts, id.clone())));
-            let indexed = self.by_context.get(&t.context);
-            assert!(indexed.is_some_and(|set| set.contains(&(t.ts, id.clone()))));
+            assert!(self.by_principal[&t.owner].holds(t.ts, id, &t.state));
+            let indexed = self
+                .by_context
+                .get(&t.context)
+                .and_then(|o| o.get(&t.owner));
+            assert!(indexed.is_some_and(|l| l.holds(t.ts, id, &t.state)));
         }
     }
 }

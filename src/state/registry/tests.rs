@@ -1049,3 +1049,119 @@ fn list_after_a_time_keeps_only_newer_statuses_and_binds_the_token() {
         );
     }
 }
+
+/// Every ListTasks query (context or not, state or not, after a time or not, every page
+/// size) lists exactly what filtering all the registry's tasks by hand gives, in order, with
+/// the same total, after a mix of new tasks, state and timestamp changes, ties, two owners
+/// and evictions.
+#[test]
+fn every_list_query_matches_a_filter_over_all_tasks() {
+    const STATES: [&str; 4] = [
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+    ];
+    let reg = TaskRegistry::new(150);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for step in 0..600u64 {
+        let who = if next(4) == 0 { B } else { A };
+        // Task ids are drawn from a small pool: many answers update a task already known.
+        let id = format!("t{}{}", if who == A { "a" } else { "b" }, next(220));
+        let ctx = format!("c{}{}", if who == A { "a" } else { "b" }, next(5));
+        let state = STATES[next(4) as usize];
+        let ts = (next(3) != 0).then(|| 1 + next(80));
+        let answer = match next(3) {
+            0 => status_update(&id, &ctx, state, ts),
+            _ => task(&id, &ctx, state, ts),
+        };
+        let _ = reg.observe(who, (step % 2) as usize, &answer);
+    }
+    reg.check_invariants();
+    assert!(reg.stats().evicted_tasks > 0);
+    let all: Vec<(String, String, String, String, u64)> = {
+        let st = reg.shared.lock();
+        st.tasks
+            .iter()
+            .map(|(id, t)| {
+                let ctx = st
+                    .contexts
+                    .iter()
+                    .find(|(c, _)| Arc::ptr_eq(c, &t.context))
+                    .map_or_else(|| t.context.to_string(), |(c, _)| c.to_string());
+                (
+                    id.to_string(),
+                    t.owner.to_string(),
+                    ctx,
+                    t.state.to_string(),
+                    t.ts,
+                )
+            })
+            .collect()
+    };
+    assert!(all.len() > 100, "{}", all.len());
+    let mut contexts: Vec<Option<String>> = all.iter().map(|r| Some(r.2.clone())).collect();
+    contexts.sort();
+    contexts.dedup();
+    contexts.extend([None, Some("c-unknown".into())]);
+    let statuses = [None, Some("TASK_STATE_UNSPECIFIED")]
+        .into_iter()
+        .chain(STATES.iter().map(|s| Some(*s)))
+        .chain([Some("TASK_STATE_REJECTED")]);
+    let statuses: Vec<Option<&str>> = statuses.collect();
+    let mut queries = 0;
+    for who in [A, B] {
+        for ctx in &contexts {
+            for status in &statuses {
+                for after in [0u64, 1, 40, 79, 1000] {
+                    let mut want: Vec<&(String, String, String, String, u64)> = all
+                        .iter()
+                        .filter(|r| r.1 == who)
+                        .filter(|r| ctx.as_ref().is_none_or(|c| r.2 == *c))
+                        .filter(|r| {
+                            status.is_none_or(|s| s == "TASK_STATE_UNSPECIFIED" || r.3 == s)
+                        })
+                        .filter(|r| after == 0 || r.4 > after)
+                        .collect();
+                    want.sort_by(|x, y| (y.4, &y.0).cmp(&(x.4, &x.0)));
+                    let want: Vec<&str> = want.iter().map(|r| r.0.as_str()).collect();
+                    for size in [1usize, 7, 500] {
+                        let (mut got, mut token) = (Vec::new(), None::<String>);
+                        loop {
+                            let page = reg
+                                .list_after(
+                                    who,
+                                    ctx.as_deref(),
+                                    *status,
+                                    after,
+                                    size,
+                                    token.as_deref(),
+                                )
+                                .unwrap();
+                            assert_eq!(
+                                page.total_size,
+                                want.len(),
+                                "{who} {ctx:?} {status:?} {after}"
+                            );
+                            assert!(page.tasks.len() <= size);
+                            got.extend(page.tasks.iter().map(|(id, _)| id.clone()));
+                            if page.next_page_token.is_empty() {
+                                break;
+                            }
+                            token = Some(page.next_page_token);
+                        }
+                        assert_eq!(got, want, "{who} {ctx:?} {status:?} {after} {size}");
+                        queries += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(queries > 1000, "{queries}");
+}
