@@ -129,7 +129,7 @@ print(f"{n} turns a phase through one a2a-edge (embedded engine), one principal;
 print()
 print("| what | bytes in Redis |")
 print("|---|---:|")
-print(f"| one task (its hash and its entries in the owner's, the state's and the context's index) | {per_task:.0f} |")
+print(f"| one task (its hash and its entries in the owner's, the state's, the context's and the context-and-state's index) | {per_task:.0f} |")
 print(f"| one context (its hash; its busy lease is gone once the turn ends) | {per_ctx:.0f} |")
 print(f"| a task in a context of its own | {per_pair:.0f} |")
 print(f"| `MEMORY USAGE` of one task hash / one context hash | {task_key} / {ctx_key} |")
