@@ -416,6 +416,96 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
     }
 }
 
+/// An agent that sends no status timestamps: every task of the caller ties on one (0).
+/// Paging through them reads each page's tasks once, by rank after the cursor's task: the
+/// ties already listed are not read again on every later page (which made paging through
+/// many such tasks quadratic in Redis, one thread for every replica).
+#[tokio::test]
+async fn paging_through_tasks_tied_on_their_timestamp_reads_each_page_once() {
+    let redis = RedisServer::start();
+    let up = RecordingUpstream::start(Reply::Untimed).await;
+    let mut o = opts(&redis, &up.url, "");
+    o.extra_policy.push_str(
+        "[limits]\nrequests_per_second = 100000\nburst = 100000\nclient_ip_requests_per_second = 100000\nclient_ip_burst = 100000\n",
+    );
+    let p = Proxy::start(o).await;
+    let mut c = p.client(Proto::H1).await;
+    let mut created = HashSet::new();
+    for _ in 0..150 {
+        let v = rpc_as(&mut c, ALICE, "SendMessage", message("hi", json!({}))).await;
+        let id = v["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"));
+        created.insert(id.to_string());
+    }
+    assert_eq!(created.len(), 150);
+    for params in [json!({}), json!({"contextId": "ctx-untimed"})] {
+        let (mut listed, mut token, mut pages) = (Vec::new(), String::new(), 0);
+        loop {
+            let mut q = params.clone();
+            q["pageSize"] = json!(4);
+            if !token.is_empty() {
+                q["pageToken"] = json!(token);
+            }
+            assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
+            let v = rpc_as(&mut c, ALICE, "ListTasks", q).await;
+            assert_eq!(v["result"]["totalSize"], 150, "{v}");
+            let reads = redis.calls("zrevrange") + redis.calls("zrevrangebyscore");
+            assert!(reads <= 1, "page {pages}: {reads} range reads");
+            for t in v["result"]["tasks"].as_array().unwrap() {
+                listed.push(
+                    t["id"]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("{t}"))
+                        .to_string(),
+                );
+            }
+            token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+            pages += 1;
+            if token.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(pages, 38, "{params}");
+        assert_eq!(listed.len(), 150, "{params}: no task twice");
+        assert_eq!(listed.iter().cloned().collect::<HashSet<_>>(), created);
+    }
+    // The cursor's task leaves the index between two pages (as an expired one does when a
+    // listing meets it): the next page goes on after it all the same, nothing twice.
+    let v = rpc_as(&mut c, ALICE, "ListTasks", json!({"pageSize": 4})).await;
+    let first: Vec<String> = v["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    let index = redis.command("KEYS r:lt:*");
+    assert!(
+        index.starts_with("r:lt:") && !index.contains('\n'),
+        "{index}"
+    );
+    assert_eq!(redis.command(&format!("ZREM {index} {}", first[3])), ":1");
+    let mut rest = Vec::new();
+    let mut token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+    while !token.is_empty() {
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "ListTasks",
+            json!({"pageSize": 4, "pageToken": token}),
+        )
+        .await;
+        assert_eq!(v["result"]["totalSize"], 149, "{v}");
+        for t in v["result"]["tasks"].as_array().unwrap() {
+            rest.push(t["id"].as_str().unwrap().to_string());
+        }
+        token = v["result"]["nextPageToken"].as_str().unwrap().to_string();
+    }
+    assert_eq!(rest.len(), 146);
+    let all: HashSet<String> = first.iter().chain(&rest).cloned().collect();
+    assert_eq!(all, created);
+}
+
 /// A ListTasks page reads the tasks on it, whatever the filter: Redis is never made to walk
 /// a context's (or a caller's) tasks to count them or to find a state's (it is one thread
 /// for every replica; a walk of a big context blocked them all). Counted in Redis's own

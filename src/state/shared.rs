@@ -157,28 +157,45 @@ if ctx ~= '' and state ~= '' then key = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':'
 elseif ctx ~= '' then key = p .. 'lc:' .. ctx
 elseif state ~= '' then key = p .. 'ls:' .. owner .. ':' .. state
 else key = p .. 'lt:' .. owner end
-local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
-local max = ARGV[5] ~= '' and ARGV[5] or '+inf'
 local min = ARGV[8] ~= '' and ('(' .. ARGV[8]) or '-inf'
-local rows = {}
-local found, offset = 0, 0
+local after = ARGV[8] ~= '' and tonumber(ARGV[8]) or nil
 local total = 0
-if ARGV[8] ~= '' then
+if after then
   total = redis.call('ZCOUNT', key, min, '+inf')
 else
   total = redis.call('ZCARD', key)
 end
-while found <= size do
-  local chunk = redis.call('ZREVRANGEBYSCORE', key, max, min, 'WITHSCORES', 'LIMIT', offset, 64)
+-- Where the page starts, as a rank (newest first): right after the cursor's task when it is
+-- still there under the cursor's timestamp, so that tasks tied on one timestamp (all those
+-- of an agent that sends none) are never read again page after page. A cursor whose task
+-- left or moved starts at the cursor's timestamp and reads past the ties it already gave.
+local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
+local pos, skip_ties = 0, false
+if cur_ts then
+  local r = redis.call('ZREVRANK', key, ARGV[6])
+  if r and tonumber(redis.call('ZSCORE', key, ARGV[6])) == cur_ts then
+    pos = r + 1
+  else
+    pos = redis.call('ZCOUNT', key, '(' .. ARGV[5], '+inf')
+    skip_ties = true
+  end
+end
+local rows = {}
+local found = 0
+local done = false
+while not done do
+  local chunk = redis.call('ZREVRANGE', key, pos, pos + 63, 'WITHSCORES')
   if #chunk == 0 then break end
-  offset = offset + #chunk / 2
   for i = 1, #chunk, 2 do
     local id, score = chunk[i], chunk[i + 1]
-    if not (cur_ts and tonumber(score) == cur_ts and id >= ARGV[6]) then
+    local ts = tonumber(score)
+    if after and ts <= after then done = true; break end
+    pos = pos + 1
+    if not (skip_ties and ts == cur_ts and id >= ARGV[6]) then
       local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'u', 'c', 's')
       if not t[1] then
         redis.call('ZREM', key, id)
-        offset = offset - 1
+        pos = pos - 1
         total = total - 1
       elseif t[1] == who and (state == '' or t[4] == state) then
         local cl = redis.call('HGET', p .. 'c:' .. t[3], 'cl') or ''
@@ -189,10 +206,12 @@ while found <= size do
         rows[#rows + 1] = t[4] or ''
         rows[#rows + 1] = cl
         found = found + 1
-        if found > size then break end
+        if found > size then done = true; break end
       end
     end
   end
+  -- A short chunk was the index's end.
+  if #chunk < 128 then break end
 end
 table.insert(rows, 1, math.max(total, 0))
 return rows

@@ -462,6 +462,9 @@ pub enum Reply {
     RawStream(&'static str),
     /// Answers every JSON-RPC request with this JSON body (`{id}` replaced by the request id).
     Raw(&'static str),
+    /// An agent that sends no status timestamps: a message gets a new completed task
+    /// (`t-` and the message's id) in context `ctx-untimed`; GetTask gets that task back.
+    Untimed,
     /// Streams 64 KiB events as fast as they are taken until the stream is closed; then sets
     /// the flag.
     Flood(Arc<std::sync::atomic::AtomicBool>),
@@ -688,6 +691,15 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 .body(body.boxed())
                 .unwrap()
         }
+        Reply::Untimed => {
+            let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+            let task = |id: &str| json!({"id": id, "contextId": "ctx-untimed", "status": {"state": "TASK_STATE_COMPLETED"}});
+            let result = match request["params"]["message"]["messageId"].as_str() {
+                Some(m) => json!({"task": task(&format!("t-{m}"))}),
+                None => task(request["params"]["id"].as_str().unwrap_or("")),
+            };
+            json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+        }
         Reply::Raw(raw) => Response::builder()
             .header("content-type", "application/json")
             .body(
@@ -825,22 +837,27 @@ impl RedisServer {
     }
 
     /// Sends one inline command (`INFO commandstats`) and returns the reply's text: a bulk
-    /// string's body, else the reply line.
+    /// string's body, an array's elements a line each, else the reply line.
     pub fn command(&self, line: &str) -> String {
         use std::io::{BufRead, Read, Write};
+        fn reply<R: BufRead + Read>(r: &mut R) -> String {
+            let mut head = String::new();
+            r.read_line(&mut head).unwrap();
+            if let Some(n) = head.strip_prefix('$') {
+                let mut body = vec![0; n.trim().parse::<usize>().unwrap() + 2];
+                r.read_exact(&mut body).unwrap();
+                body.truncate(body.len() - 2);
+                return String::from_utf8(body).unwrap();
+            }
+            if let Some(n) = head.strip_prefix('*') {
+                let n: usize = n.trim().parse().unwrap();
+                return (0..n).map(|_| reply(r)).collect::<Vec<_>>().join("\n");
+            }
+            head.trim_end().to_string()
+        }
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.write_all(format!("{line}\r\n").as_bytes()).unwrap();
-        let mut r = std::io::BufReader::new(s);
-        let mut head = String::new();
-        r.read_line(&mut head).unwrap();
-        match head.strip_prefix('$') {
-            Some(n) => {
-                let mut body = vec![0; n.trim().parse().unwrap()];
-                r.read_exact(&mut body).unwrap();
-                String::from_utf8(body).unwrap()
-            }
-            None => head.trim_end().to_string(),
-        }
+        reply(&mut std::io::BufReader::new(s))
     }
 
     /// How many times Redis ran `command` (scripts' calls included) since the last
