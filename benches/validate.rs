@@ -47,7 +47,7 @@ fn send_message(parts: serde_json::Value) -> Vec<u8> {
 fn edge_work(body: &[u8], policy: &RequestPolicy) -> Vec<u8> {
     let req = RpcRequest::parse(body).unwrap();
     let (params, _) = check_params(req.method, req.params, &policy.rules("bench")).unwrap();
-    RpcRequest { params, ..req }.to_bytes()
+    RpcRequest { params, ..req }.to_bytes_sized(body.len())
 }
 
 fn bench(c: &mut Criterion) {

@@ -147,9 +147,11 @@ pub fn to_json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 /// [`to_json_bytes`] into a buffer of `hint` bytes to start with (the size of what was
-/// parsed, for a re-serialization: no regrowing and copying on the way).
+/// parsed, for a re-serialization: no regrowing and copying on the way). Every hint is the
+/// size of bytes already held (a body or an answer within its limit), so the buffer is never
+/// more than what is already bounded.
 pub fn to_json_bytes_sized<T: Serialize>(v: &T, hint: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(hint.clamp(128, 1 << 20));
+    let mut out = Vec::with_capacity(hint.max(128));
     match serde_json::to_writer(&mut out, v) {
         Ok(()) => out,
         Err(_) => {

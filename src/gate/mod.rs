@@ -531,6 +531,7 @@ impl Gate {
                     agent: upstream,
                     budget,
                     observe,
+                    size_hint: bytes.len(),
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
             }
@@ -552,6 +553,7 @@ impl Gate {
                 let upstream = agent.card_agent(self.owners.registry());
                 let plan = Plan {
                     agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
+                    size_hint: bytes.len(),
                     budget,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
                         let _slot = &guard;
@@ -579,6 +581,7 @@ impl Gate {
                     agent: upstream,
                     budget,
                     observe,
+                    size_hint: bytes.len(),
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
             }
@@ -736,6 +739,7 @@ impl Gate {
             agent,
             budget,
             observe,
+            size_hint,
         } = plan;
         let upstream_error = |e: UpstreamError| Rejection::rpc(rpc.id.clone(), e.rpc_error());
         // The agent that owns the context or task; if it is down, say so (never move the
@@ -756,7 +760,7 @@ impl Gate {
         );
         telemetry::traces::inject(&span, &mut headers);
         let resp = agent
-            .send_rpc(headers, Bytes::from(rpc.to_bytes_sized(1024)))
+            .send_rpc(headers, Bytes::from(rpc.to_bytes_sized(size_hint)))
             .instrument(span)
             .await
             .map_err(upstream_error)?;
@@ -917,6 +921,9 @@ struct Plan<F> {
     agent: UpstreamId,
     budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
     observe: F,
+    /// The caller's body's size: the forwarded request is written into a buffer of that
+    /// size (no regrowing and copying a large body on the way).
+    size_hint: usize,
 }
 
 /// The single pass over one JSON-RPC response of an agent's answer to `name`: cleaned,
