@@ -120,22 +120,15 @@ impl RpcRequest {
 
     /// [`RpcRequest::to_bytes`] into a buffer of `hint` bytes to start with.
     pub fn to_bytes_sized(&self, hint: usize) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct Wire<'a> {
-            jsonrpc: &'static str,
-            id: &'a Value,
-            method: &'static str,
-            params: &'a Map<String, Value>,
-        }
-        to_json_bytes_sized(
-            &Wire {
-                jsonrpc: "2.0",
-                id: &self.id,
-                method: self.method.as_str(),
-                params: &self.params,
-            },
-            hint,
-        )
+        let mut out = Vec::with_capacity(hint.max(128));
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        super::write::value(&mut out, &self.id);
+        out.extend_from_slice(br#","method":"#);
+        super::write::string(&mut out, self.method.as_str());
+        out.extend_from_slice(br#","params":"#);
+        super::write::object(&mut out, &self.params);
+        out.push(b'}');
+        out
     }
 }
 

@@ -6,6 +6,7 @@ pub mod error;
 pub mod json;
 pub mod method;
 pub mod sse;
+pub mod write;
 
 pub use envelope::{error_body, result_body, to_json_bytes, to_json_bytes_sized, RpcRequest};
 pub use error::RpcError;

@@ -26,7 +26,7 @@ use serde_json::Value;
 use super::answer::{self, Cleaning};
 use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
-use crate::a2a::{error_body, to_json_bytes_sized, RpcError};
+use crate::a2a::{error_body, write, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody};
 use crate::stream_body::budgeted;
 use crate::telemetry::metrics::Metrics;
@@ -133,7 +133,7 @@ where
     let mut v = shape(v, id).map_err(|_| Failed::Bad)?;
     let pending = observe(&mut v).map_err(Failed::Refused)?;
     let error = v.get("error").is_some();
-    Ok((to_json_bytes_sized(&v, text.len() + 64), error, pending))
+    Ok((write::to_vec_sized(&v, text.len() + 64), error, pending))
 }
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
