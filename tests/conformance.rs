@@ -366,7 +366,7 @@ async fn each_error_code_of_the_spec_appears_where_it_should() {
     // ExtendedAgentCardNotConfiguredError: the card does not offer an extended card, so the
     // edge answers it without asking any agent.
     let p = Proxy::start(ProxyOpts {
-        extra_policy: "[card]\nsource = \"static\"\n[card.static]\nname = \"n\"\ndescription = \"d\"\nversion = \"1\"\ndefaultInputModes = [\"text/plain\"]\ndefaultOutputModes = [\"text/plain\"]\nskills = []\n[card.static.capabilities]\nstreaming = true\n".into(),
+        extra_policy: STATIC_CARD.into(),
         ..Default::default()
     })
     .await;
@@ -375,9 +375,11 @@ async fn each_error_code_of_the_spec_appears_where_it_should() {
     assert_eq!(v["error"]["code"], -32007, "{v}");
 }
 
-#[tokio::test]
-async fn the_served_card_is_an_a2a_agent_card() {
-    let p = Proxy::start(ProxyOpts::default()).await;
+/// A static card policy (no provider), for tests that need a card no agent serves.
+const STATIC_CARD: &str = "[card]\nsource = \"static\"\n[card.static]\nname = \"n\"\ndescription = \"d\"\nversion = \"1\"\ndefaultInputModes = [\"text/plain\"]\ndefaultOutputModes = [\"text/plain\"]\nskills = []\n[card.static.capabilities]\nstreaming = true\n";
+
+/// The proxy's public card, checked against the A2A 1.0 AgentCard schema.
+async fn served_card(p: &Proxy) -> Value {
     let mut c = p.client(Proto::H1).await;
     let (status, _, body) = c
         .request("GET", "/.well-known/agent-card.json", &[], String::new())
@@ -385,6 +387,12 @@ async fn the_served_card_is_an_a2a_agent_card() {
     assert_eq!(status, 200);
     let card: Value = serde_json::from_slice(&body).unwrap();
     a2a_edge::card::schema::check(&card).unwrap_or_else(|e| panic!("{e}: {card}"));
+    card
+}
+
+#[tokio::test]
+async fn the_served_card_is_an_a2a_agent_card() {
+    let card = served_card(&Proxy::start(ProxyOpts::default()).await).await;
     // The embedded engine names no provider (it has no site of its own; an AgentProvider
     // needs both `url` and `organization`, and the Rust SDK refuses a card with one only).
     assert!(card.get("provider").is_none(), "{card}");
@@ -396,7 +404,7 @@ async fn the_served_card_is_an_a2a_agent_card() {
         ),
         (json!({"organization": "o"}), false),
     ] {
-        let mut extra = String::from("[card]\nsource = \"static\"\n[card.static]\nname = \"n\"\ndescription = \"d\"\nversion = \"1\"\ndefaultInputModes = [\"text/plain\"]\ndefaultOutputModes = [\"text/plain\"]\nskills = []\n[card.static.capabilities]\nstreaming = true\n[card.static.provider]\n");
+        let mut extra = format!("{STATIC_CARD}[card.static.provider]\n");
         for (k, v) in provider.as_object().unwrap() {
             extra.push_str(&format!("{k} = {v}\n"));
         }
@@ -405,13 +413,7 @@ async fn the_served_card_is_an_a2a_agent_card() {
             ..Default::default()
         })
         .await;
-        let mut c = p.client(Proto::H1).await;
-        let (status, _, body) = c
-            .request("GET", "/.well-known/agent-card.json", &[], String::new())
-            .await;
-        assert_eq!(status, 200);
-        let card: Value = serde_json::from_slice(&body).unwrap();
-        a2a_edge::card::schema::check(&card).unwrap_or_else(|e| panic!("{e}: {card}"));
+        let card = served_card(&p).await;
         assert_eq!(card.get("provider") == Some(&provider), kept, "{card}");
         assert_eq!(card.get("provider").is_some(), kept, "{card}");
     }

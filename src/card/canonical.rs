@@ -249,7 +249,9 @@ fn write_value(value: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), Car
                 .ok_or_else(|| err("a number is not an IEEE 754 double"))?;
             out.extend_from_slice(format_number(v)?.as_bytes());
         }
-        Value::String(s) => write_string(s, out),
+        // RFC 8785 §3.2.2.2: `"`, `\` and C0 controls escaped (short forms where JSON has
+        // them), everything else literal UTF-8: exactly serde_json's escaping.
+        Value::String(s) => crate::a2a::write::string(out, s),
         Value::Array(list) => {
             out.push(b'[');
             for (i, item) in list.iter().enumerate() {
@@ -269,7 +271,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), Car
                 if i > 0 {
                     out.push(b',');
                 }
-                write_string(key, out);
+                crate::a2a::write::string(out, key);
                 out.push(b':');
                 write_value(item, out, depth + 1)?;
             }
@@ -277,31 +279,6 @@ fn write_value(value: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), Car
         }
     }
     Ok(())
-}
-
-/// RFC 8785 §3.2.2.2: escape `"`, `\` and C0 controls (short forms where JSON has them),
-/// everything else is literal UTF-8.
-fn write_string(s: &str, out: &mut Vec<u8>) {
-    out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\u{08}' => out.extend_from_slice(b"\\b"),
-            '\u{0c}' => out.extend_from_slice(b"\\f"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
-            }
-            c => {
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
 }
 
 /// ECMA-262 `Number::toString` (7.1.12.1) for a finite double, as RFC 8785 §3.2.2.3 requires:
