@@ -2,7 +2,8 @@
 //!
 //! Properties: never panics; an accepted request is valid strict JSON; the proxy's own
 //! serialization (`to_bytes`, what is forwarded) parses again to an equal request and
-//! re-serializes to the same bytes; a refusal answers with an id the envelope may carry
+//! re-serializes to the same bytes, which are serde_json's compact output of the same request
+//! byte for byte (`to_bytes` uses the edge's own writer, `a2a::write`); a refusal answers with an id the envelope may carry
 //! (null, a string or an integer).
 #![no_main]
 
@@ -23,6 +24,18 @@ fuzz_target!(|data: &[u8]| {
                 "the forwarded request differs from the checked one"
             );
             assert_eq!(again.to_bytes(), bytes, "serialization is not stable");
+            // serde_json's output of each member, in the forwarded order.
+            let mut serde = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+            serde.extend(serde_json::to_vec(&req.id).expect("an id serializes"));
+            serde.extend_from_slice(br#","method":"#);
+            serde.extend(serde_json::to_vec(req.method.as_str()).expect("a name serializes"));
+            serde.extend_from_slice(br#","params":"#);
+            serde.extend(serde_json::to_vec(&req.params).expect("params serialize"));
+            serde.push(b'}');
+            assert_eq!(
+                bytes, serde,
+                "the edge's writer differs from serde_json"
+            );
         }
         Err(e) => {
             let id_ok = match &e.id {

@@ -51,6 +51,7 @@
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use super::base64_check::standard_decoded_len;
 use super::media::{MediaClass, MediaTypes};
 use super::workspace::{Workspace, WorkspacePolicy};
 use crate::a2a::RpcError;
@@ -245,25 +246,11 @@ fn check_raw(encoded: &str, class: MediaClass) -> Result<(), RpcError> {
     Ok(())
 }
 
-/// What [`decode_base64`] checks, without keeping the bytes: the input is decoded a slice at a
-/// time into one small buffer (a 5 MiB image costs no 5 MiB allocation). Only the last slice
-/// may hold padding; a `=` in any other would be accepted by decoding that slice alone.
+/// What [`decode_base64`] checks, without decoding: the bytes are forwarded as sent, so only
+/// their form and decoded size matter ([`standard_decoded_len`]: no buffer, no lookup per byte).
 fn check_base64(encoded: &str, limit: usize) -> Result<(), RpcError> {
-    /// Characters per slice: a multiple of 4 (whole quanta), 48 KiB decoded.
-    const SLICE: usize = 64 * 1024;
     refuse_overlong(encoded, limit)?;
-    let mut buf = vec![0u8; SLICE / 4 * 3];
-    let slices = encoded.as_bytes().chunks(SLICE);
-    let count = slices.len();
-    let mut decoded = 0usize;
-    for (i, slice) in slices.enumerate() {
-        if i + 1 < count && slice.contains(&b'=') {
-            return Err(not_base64());
-        }
-        decoded += base64::engine::general_purpose::STANDARD
-            .decode_slice(slice, &mut buf)
-            .map_err(|_| not_base64())?;
-    }
+    let decoded = standard_decoded_len(encoded.as_bytes()).ok_or_else(not_base64)?;
     if decoded > limit {
         return Err(too_large());
     }
