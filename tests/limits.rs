@@ -907,3 +907,119 @@ async fn an_answer_to_a_body_refused_midway_says_connection_close() {
         .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// Every route, not only JSON-RPC, reads and drops (within bounds) an HTTP/1.1 body it did not
+/// need, so that the connection carries the next request; a body it could not drop (a larger
+/// declared length, or one that stops coming) gets `connection: close` on the answer, and
+/// nothing behind it is served. Before, the other routes dropped the body unread and hyper
+/// closed the connection under the client without saying so.
+#[tokio::test]
+async fn every_route_keeps_its_connection_after_a_body_it_did_not_need() {
+    let p = Proxy::start(ProxyOpts {
+        extra_server: "agent_paths = [\"/iac-code/readiness\"]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let bearer = "authorization: Bearer test-token-0123456789\r\n";
+    let wrong = "authorization: Bearer wrong-token-0123456789\r\n";
+    // A valid JSON-RPC request pipelined behind, whose answer closes the connection.
+    let behind = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\n{bearer}content-type: application/json\r\na2a-version: 1.0\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let with_body = |line: &str, auth: &str, declared: usize, sent: &str| {
+        format!(
+            "{line} HTTP/1.1\r\nhost: localhost\r\n{auth}content-length: {declared}\r\n\r\n{sent}"
+        )
+    };
+    // (name, request, status of its answer, whether the connection closes after it)
+    let cases: Vec<(&str, String, &str, bool)> = vec![
+        (
+            "health",
+            with_body("GET /health", "", 5, "hello"),
+            "200",
+            false,
+        ),
+        (
+            "card",
+            with_body("GET /.well-known/agent-card.json", "", 5, "hello"),
+            "200",
+            false,
+        ),
+        (
+            "catalog",
+            with_body("GET /.well-known/agents.json", "", 5, "hello"),
+            "200",
+            false,
+        ),
+        (
+            "not found",
+            with_body("POST /nope", bearer, 5, "hello"),
+            "404",
+            false,
+        ),
+        (
+            "method not allowed",
+            with_body("GET /", bearer, 5, "hello"),
+            "405",
+            false,
+        ),
+        (
+            "agent path, wrong token",
+            with_body("GET /iac-code/readiness", wrong, 5, "hello"),
+            "401",
+            false,
+        ),
+        (
+            "health, a large body declared",
+            with_body("GET /health", "", 1_000_000, "{"),
+            "200",
+            true,
+        ),
+        (
+            "not found, a body that stops coming",
+            with_body("POST /nope", bearer, 1000, "{"),
+            "404",
+            true,
+        ),
+        (
+            "agent path, wrong token, a large body declared",
+            with_body("GET /iac-code/readiness", wrong, 1_000_000, "{"),
+            "401",
+            true,
+        ),
+    ];
+    for (name, first, status, closes) in &cases {
+        let mut s = raw_tls(&p).await;
+        let _ = s.write_all(format!("{first}{behind}").as_bytes()).await;
+        let answer = read_all(&mut s, Duration::from_secs(5)).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{name}: {answer:?}"
+        );
+        let answers = answer.matches("HTTP/1.1 ").count();
+        let first_answer = answer[1..]
+            .find("HTTP/1.1 ")
+            .map_or(answer.as_str(), |at| &answer[..at + 1]);
+        if *closes {
+            assert!(
+                first_answer.contains("connection: close"),
+                "{name}: {answer:?}"
+            );
+            assert_eq!(
+                answers, 1,
+                "{name}: served behind an unread body: {answer:?}"
+            );
+        } else {
+            assert!(
+                !first_answer.contains("connection: close"),
+                "{name}: {answer:?}"
+            );
+            assert_eq!(
+                answers, 2,
+                "{name}: the request behind was not served: {answer:?}"
+            );
+            assert!(answer.contains("\"result\""), "{name}: {answer:?}");
+        }
+    }
+}

@@ -13,22 +13,37 @@ impl Gate {
         conn: &ConnInfo,
         client: IpAddr,
         req: Request<Incoming>,
+        h1_body: bool,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
         let (parts, body) = req.into_parts();
-        let principal = self.admit(conn, client, &parts.headers, trace).await?;
-        // The agents' own read-only routes: for callers granted the read class.
-        let grant = self.grant(at, &principal, trace)?;
-        if let Err(r) = grant.allows(Method::GetTask) {
-            self.audit(&r, &principal, None, &grant.rules, trace);
-            return Err(Rejection::Http {
-                status: StatusCode::FORBIDDEN,
-                message: "Forbidden",
-                reason: r.reason,
-                allow: None,
-            });
-        }
-        let _slot = self.slot(&principal.name, false)?;
+        // Refused before the body is needed: what is left of it is read and dropped (within
+        // bounds), as on the JSON-RPC route.
+        let before_body = async {
+            let principal = self.admit(conn, client, &parts.headers, trace).await?;
+            // The agents' own read-only routes: for callers granted the read class.
+            let grant = self.grant(at, &principal, trace)?;
+            if let Err(r) = grant.allows(Method::GetTask) {
+                self.audit(&r, &principal, None, &grant.rules, trace);
+                return Err(Rejection::Http {
+                    status: StatusCode::FORBIDDEN,
+                    message: "Forbidden",
+                    reason: r.reason,
+                    allow: None,
+                });
+            }
+            let slot = self.slot(&principal.name, false)?;
+            Ok((principal, slot))
+        };
+        let (principal, _slot) = match before_body.await {
+            Ok(ok) => ok,
+            Err(rej) => {
+                if h1_body && !discard_body(body, &parts.headers).await {
+                    trace.body_left_unread = true;
+                }
+                return Err(rej);
+            }
+        };
         let bytes = read_body(body, &parts.headers, at.body_limits).await?;
         let path_and_query = parts
             .uri

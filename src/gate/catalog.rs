@@ -112,11 +112,10 @@ impl Gate {
         &self,
         conn: &ConnInfo,
         client: IpAddr,
-        req: &Request<Incoming>,
+        headers: &HeaderMap,
         head: bool,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
-        let headers = req.headers();
         let creds = crate::auth::ConnCredentials {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),

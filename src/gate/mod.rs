@@ -260,35 +260,50 @@ impl Gate {
         // request's was 14.7 KiB, moved several times per request: memmove was the largest
         // user-space item of the profile); boxed, it is moved once and this one stays small.
         let outcome = async {
-            match check_framing(req.headers(), self.allow_chunked) {
-                Err(rej) => Err(rej),
-                Ok(()) => match route {
-                    Route::Health | Route::Card | Route::Jwks => {
-                        Box::pin(self.public_route(route, agent, req.headers(), head, client)).await
-                    }
-                    Route::Catalog => {
-                        Box::pin(self.catalog(&conn, client, &req, head, &mut trace)).await
-                    }
-                    Route::Rpc => {
-                        Box::pin(self.rpc(agent, &conn, client, req, h1_body, &mut trace)).await
-                    }
-                    Route::AgentPath => {
-                        Box::pin(self.agent_path(agent, &conn, client, req, &mut trace)).await
-                    }
-                    Route::NotFound => Err(Rejection::Http {
-                        status: StatusCode::NOT_FOUND,
-                        message: "Not found",
-                        reason: "route.not_found",
-                        allow: None,
-                    }),
-                    Route::MethodNotAllowed(allow) => Err(Rejection::Http {
-                        status: StatusCode::METHOD_NOT_ALLOWED,
-                        message: "Method not allowed",
-                        reason: "route.method_not_allowed",
-                        allow: Some(allow),
-                    }),
-                },
+            if let Err(rej) = check_framing(req.headers(), self.allow_chunked) {
+                // Framing two parsers could read differently: nothing of the body is read.
+                trace.body_left_unread = h1_body;
+                return Err(rej);
             }
+            // The routes that read a body take the request whole and drop what they refuse
+            // before reading it themselves (`discard_body`).
+            let (parts, body) = match route {
+                Route::Rpc => {
+                    return Box::pin(self.rpc(agent, &conn, client, req, h1_body, &mut trace)).await
+                }
+                Route::AgentPath => {
+                    return Box::pin(
+                        self.agent_path(agent, &conn, client, req, h1_body, &mut trace),
+                    )
+                    .await
+                }
+                _ => req.into_parts(),
+            };
+            let headers = &parts.headers;
+            let outcome = match route {
+                Route::Catalog => {
+                    Box::pin(self.catalog(&conn, client, headers, head, &mut trace)).await
+                }
+                Route::NotFound => Err(Rejection::Http {
+                    status: StatusCode::NOT_FOUND,
+                    message: "Not found",
+                    reason: "route.not_found",
+                    allow: None,
+                }),
+                Route::MethodNotAllowed(allow) => Err(Rejection::Http {
+                    status: StatusCode::METHOD_NOT_ALLOWED,
+                    message: "Method not allowed",
+                    reason: "route.method_not_allowed",
+                    allow: Some(allow),
+                }),
+                _ => Box::pin(self.public_route(route, agent, headers, head, client)).await,
+            };
+            // These routes take no body: what a request declared anyway is read and dropped
+            // (within bounds) so that its HTTP/1.1 connection can carry the next request.
+            if h1_body && !discard_body(body, headers).await {
+                trace.body_left_unread = true;
+            }
+            outcome
         }
         .instrument(span.clone())
         .await;
