@@ -55,7 +55,6 @@ mod turn;
 #[cfg(test)]
 mod tests;
 
-use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
@@ -447,9 +446,9 @@ impl TaskRegistry {
         let lists = if context.is_empty() {
             st.by_principal.get(principal)
         } else {
-            st.by_context.get(context).and_then(|o| o.get(principal))
+            st.context_lists(context, principal)
         };
-        let Some(index) = lists.and_then(|l| l.select(status)) else {
+        let Some(lists) = lists else {
             drop(st);
             return Ok(self.page_from_rows(
                 principal,
@@ -461,24 +460,21 @@ impl TaskRegistry {
                 0,
             ));
         };
-        let total_size = lists::count_after(index, after);
-        let upper = match cursor {
-            None => Bound::Unbounded,
-            Some((timestamp, task_id)) => Bound::Excluded((timestamp, Id::from(task_id))),
-        };
+        let total_size = lists.count(status, after);
         // One more than the page: then there is a next page.
-        let mut rows = Vec::with_capacity(page_size.min(total_size) + 1);
-        for (ts, id) in index.range((Bound::Unbounded, upper)).rev() {
-            // Newest first: once one is not after the filter, none left is.
-            if after > 0 && *ts <= after {
-                break;
-            }
-            let upstream = st.tasks.get(id).map_or(0, |t| t.upstream);
-            rows.push((id.to_string(), upstream, *ts));
-            if rows.len() > page_size {
-                break;
-            }
-        }
+        let rows: Vec<_> = lists
+            .page(
+                status,
+                after,
+                cursor.as_ref().map(|(t, i)| (*t, i.as_str())),
+                page_size + 1,
+            )
+            .into_iter()
+            .map(|(ts, id)| {
+                let upstream = st.tasks.get(&id).map_or(0, |t| t.upstream);
+                (id.to_string(), upstream, ts)
+            })
+            .collect();
         drop(st);
         Ok(self.page_from_rows(
             principal, context, status, after, rows, page_size, total_size,

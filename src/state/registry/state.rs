@@ -1,8 +1,8 @@
 //! The registry's data under its one lock: tasks, contexts, the ListTasks indexes and the
 //! eviction order. Every method keeps these invariants:
 //!
-//! - each task is in `by_principal[owner]` and `by_context[context][owner]` under
-//!   `(ts, id)`, in their sets of all tasks and of its state's;
+//! - each task is in `by_principal[owner]` and in its context's lists of that owner under
+//!   `(ts, id)` with its state (lists.rs);
 //! - an entry is in its LRU map exactly when it is not pinned (`lru` is `Some`);
 //! - a context is pinned while a turn runs on it, a task while it is a running turn's task;
 //! - `running_contexts` counts contexts with `running` set.
@@ -36,8 +36,9 @@ pub(super) struct TaskEntry {
     pub owner: Id,
     pub upstream: UpstreamId,
     pub context: Id,
-    /// Last known `status.state` (`""` when never seen).
-    pub state: Box<str>,
+    /// Last known `status.state` (`""` when never seen); the A2A states' names are shared
+    /// by every task ([`SharedState::state_id`]).
+    pub state: Id,
     /// Last known `status.timestamp`, microseconds (0 when never seen).
     pub ts: u64,
     /// Position in `task_lru`; `None` while pinned.
@@ -89,9 +90,12 @@ pub(super) struct State {
     /// Per principal, `(status timestamp, task id)` ascending, all and per state; read
     /// backwards for ListTasks.
     pub by_principal: BTreeMap<Id, Lists>,
-    /// Per context id and owner (a context's id may outlive its owner's memory of it, see
-    /// the module note: tasks of two owners may then share one), the same.
-    pub by_context: IdMap<BTreeMap<Id, Lists>>,
+    /// Per context id, its owners' lists: almost always one owner (a context's id may
+    /// outlive its owner's memory of it, see the module note: tasks of two owners may then
+    /// share one). A vector of exactly its length: a map took room for eleven.
+    pub by_context: IdMap<Vec<(Id, Lists)>>,
+    /// The A2A task states' names, one `Arc` each for every task in that state.
+    known_states: Vec<Id>,
     pub running_contexts: usize,
     /// Owners of evicted contexts: only they may take them up again.
     pub forgotten: Forgotten,
@@ -101,6 +105,20 @@ pub(super) struct State {
 }
 
 /// Tier 1 (evicted last): the agent was still working on it when last heard of.
+/// The A2A 1.0 task states (and `""`, never seen), whose names tasks share.
+const KNOWN_STATES: [&str; 10] = [
+    "",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+    "TASK_STATE_UNSPECIFIED",
+];
+
 fn tier(state: &str) -> u8 {
     match state {
         "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING" => 1,
@@ -119,6 +137,7 @@ impl State {
             context_lru: BTreeMap::new(),
             by_principal: BTreeMap::new(),
             by_context: IdMap::new(),
+            known_states: KNOWN_STATES.iter().map(|s| Id::from(*s)).collect(),
             running_contexts: 0,
             forgotten: Forgotten::new(max.max(1).saturating_mul(FORGOTTEN_PER_ENTRY)),
             pending_turns: 0,
@@ -137,6 +156,23 @@ impl State {
             Some((k, _)) => k.clone(),
             None => Arc::from(principal),
         }
+    }
+
+    /// `state` as an `Id`: the shared one of an A2A state's name, else a new one.
+    fn state_id(&self, state: &str) -> Id {
+        match self.known_states.iter().find(|s| ***s == *state) {
+            Some(s) => s.clone(),
+            None => Id::from(state),
+        }
+    }
+
+    /// The lists of `owner`'s tasks in `context`.
+    pub fn context_lists(&self, context: &str, owner: &str) -> Option<&Lists> {
+        self.by_context
+            .get(context)?
+            .iter()
+            .find(|(o, _)| **o == *owner)
+            .map(|(_, lists)| lists)
     }
 
     /// Room for one more turn-in-flight (a running context or a turn awaiting its context).
@@ -164,16 +200,17 @@ impl State {
         }
         let id: Id = Arc::from(id);
         let owner = self.principal_id(owner);
-        let key = (tier(state), self.next_tick());
+        let state = self.state_id(state);
+        let key = (tier(&state), self.next_tick());
         self.task_lru.insert(key, id.clone());
-        self.index(&owner, &context, ts, &id, state);
+        self.index(&owner, &context, ts, &id, &state);
         self.tasks.insert(
             id.clone(),
             TaskEntry {
                 owner,
                 upstream,
                 context,
-                state: state.into(),
+                state,
                 ts,
                 lru: Some(key),
             },
@@ -200,10 +237,11 @@ impl State {
             }
         }
         if let Some(owners) = self.by_context.get_mut(context) {
-            if let Some(lists) = owners.get_mut(owner) {
-                lists.remove(ts, id, state);
-                if lists.is_empty() {
-                    owners.remove(owner);
+            if let Some(at) = owners.iter().position(|(o, _)| o == owner) {
+                owners[at].1.remove(ts, id, state);
+                if owners[at].1.is_empty() {
+                    owners.swap_remove(at);
+                    owners.shrink_to_fit();
                 }
             }
             if owners.is_empty() {
@@ -213,16 +251,21 @@ impl State {
     }
 
     /// Puts a task in its owner's and its context's lists.
-    fn index(&mut self, owner: &Id, context: &Id, ts: u64, id: &Id, state: &str) {
+    fn index(&mut self, owner: &Id, context: &Id, ts: u64, id: &Id, state: &Id) {
         self.by_principal
             .entry(owner.clone())
             .or_default()
             .insert(ts, id, state);
-        self.by_context
-            .entry_or_default(context.clone())
-            .entry(owner.clone())
-            .or_default()
-            .insert(ts, id, state);
+        let owners = self.by_context.entry_or_default(context.clone());
+        match owners.iter_mut().find(|(o, _)| o == owner) {
+            Some((_, lists)) => lists.insert(ts, id, state),
+            None => {
+                let mut lists = Lists::default();
+                lists.insert(ts, id, state);
+                owners.reserve_exact(1);
+                owners.push((owner.clone(), lists));
+            }
+        }
     }
 
     /// Marks a use (no effect on a pinned task: it is re-queued when unpinned).
@@ -243,17 +286,18 @@ impl State {
     /// Applies a status seen in an answer: the state when given, the timestamp when given
     /// (otherwise the last known one stays), keeping the indexes and the tier in step.
     pub fn update_task(&mut self, id: &str, state: Option<&str>, ts: Option<u64>) {
+        let state = state.map(|s| self.state_id(s));
         let Some(t) = self.tasks.get_mut(id) else {
             return;
         };
-        let new_state = state.filter(|s| *t.state != **s);
+        let new_state = state.filter(|s| t.state != *s);
         let new_ts = ts.filter(|ts| *ts != t.ts);
         if new_state.is_some() || new_ts.is_some() {
             // The task moves within its lists (a new timestamp) or between their per-state
             // sets (a new state): out under the old keys, in under the new.
             let (owner, context, old_ts) = (t.owner.clone(), t.context.clone(), t.ts);
             let old_state = match new_state {
-                Some(s) => std::mem::replace(&mut t.state, s.into()),
+                Some(s) => std::mem::replace(&mut t.state, s),
                 None => t.state.clone(),
             };
             t.ts = new_ts.unwrap_or(old_ts);
@@ -502,29 +546,28 @@ impl State {
             .count();
         assert_eq!(running, self.running_contexts);
         assert_eq!(running + free, self.contexts.len());
-        for lists in self
-            .by_principal
-            .values()
-            .chain(self.by_context.values().flat_map(BTreeMap::values))
-        {
+        for lists in self.by_principal.values().chain(
+            self.by_context
+                .values()
+                .flat_map(|owners| owners.iter().map(|(_, lists)| lists)),
+        ) {
             assert!(!lists.is_empty());
-            assert_eq!(lists.by_state_len(), lists.len());
+            lists.check();
+        }
+        for owners in self.by_context.values() {
+            assert_eq!(owners.capacity(), owners.len());
         }
         let indexed: usize = self.by_principal.values().map(Lists::len).sum();
         assert_eq!(indexed, self.tasks.len());
         let indexed: usize = self
             .by_context
             .values()
-            .flat_map(BTreeMap::values)
-            .map(Lists::len)
+            .flat_map(|owners| owners.iter().map(|(_, lists)| lists.len()))
             .sum();
         assert_eq!(indexed, self.tasks.len());
         for (id, t) in self.tasks.iter() {
             assert!(self.by_principal[&t.owner].holds(t.ts, id, &t.state));
-            let indexed = self
-                .by_context
-                .get(&t.context)
-                .and_then(|o| o.get(&t.owner));
+            let indexed = self.context_lists(&t.context, &t.owner);
             assert!(indexed.is_some_and(|l| l.holds(t.ts, id, &t.state)));
         }
     }
