@@ -30,7 +30,8 @@ const MAX_PAGE_TOKEN: usize = 1024;
 const MAX_TOKEN: usize = 4096;
 const INT32_MAX: i64 = i32::MAX as i64;
 
-const TASK_STATES: [&str; 8] = [
+/// The A2A 1.0 task states a task can be in (`status.state`).
+pub(crate) const TASK_STATES: [&str; 8] = [
     "TASK_STATE_SUBMITTED",
     "TASK_STATE_WORKING",
     "TASK_STATE_COMPLETED",

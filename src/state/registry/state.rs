@@ -105,20 +105,6 @@ pub(super) struct State {
 }
 
 /// Tier 1 (evicted last): the agent was still working on it when last heard of.
-/// The A2A 1.0 task states (and `""`, never seen), whose names tasks share.
-const KNOWN_STATES: [&str; 10] = [
-    "",
-    "TASK_STATE_SUBMITTED",
-    "TASK_STATE_WORKING",
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_INPUT_REQUIRED",
-    "TASK_STATE_REJECTED",
-    "TASK_STATE_AUTH_REQUIRED",
-    "TASK_STATE_UNSPECIFIED",
-];
-
 fn tier(state: &str) -> u8 {
     match state {
         "TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING" => 1,
@@ -137,7 +123,11 @@ impl State {
             context_lru: BTreeMap::new(),
             by_principal: BTreeMap::new(),
             by_context: IdMap::new(),
-            known_states: KNOWN_STATES.iter().map(|s| Id::from(*s)).collect(),
+            // The A2A states' names, and "" (never seen).
+            known_states: std::iter::once("")
+                .chain(crate::validate::request::TASK_STATES)
+                .map(Id::from)
+                .collect(),
             running_contexts: 0,
             forgotten: Forgotten::new(max.max(1).saturating_mul(FORGOTTEN_PER_ENTRY)),
             pending_turns: 0,
