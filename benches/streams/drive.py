@@ -365,6 +365,8 @@ def latency(a: argparse.Namespace) -> dict:
     ctx = tls_context(a.cacert)
     token = a.token or os.environ.get('BENCH_TOKEN', '')
     targets = {'direct': a.direct, 'edge': a.edge}
+    if a.nginx:
+        targets['nginx'] = a.nginx
     res: dict = {'n': a.n, 'warmup': a.warmup, 'modes': {}, 'text': a.latency_text}
     for mode in a.modes.split(','):
         clients = {k: Client(v, ctx, token) for k, v in targets.items()}
@@ -384,8 +386,11 @@ def latency(a: argparse.Namespace) -> dict:
             c.close()
         res['modes'][mode] = {k: quantiles(v) for k, v in times.items()}
         d, e = res['modes'][mode]['direct'], res['modes'][mode]['edge']
+        n = res['modes'][mode].get('nginx')
         print(f"latency {mode}: direct p50 {d['p50']:.3f} ms, edge p50 {e['p50']:.3f} ms "
-              f"(+{e['p50'] - d['p50']:.3f} ms)", file=sys.stderr)
+              f"(+{e['p50'] - d['p50']:.3f} ms)"
+              + (f", nginx p50 {n['p50']:.3f} ms (+{n['p50'] - d['p50']:.3f} ms)" if n else ''),
+              file=sys.stderr)
     return res
 
 
@@ -488,6 +493,18 @@ def report(a: argparse.Namespace) -> None:
                 'it unless it had already read the turn to its end); keep-alive: the client makes no connection '
                 'during the run, and the edge takes its connection to the engine from its pool (one per worker '
                 'thread).', '']
+        if any('nginx' in m for m in lat['modes'].values()):
+            out += ['Reference: nginx (TLS termination and `proxy_pass` to the same engine, upstream '
+                    'keepalive, no response buffering, no checks), measured in the same rotation:', '',
+                    '| connections | nginx p50 / p90 / p99 | nginx − direct p50 | edge − nginx p50 |',
+                    '|---|---|---:|---:|']
+            for mode, m in lat['modes'].items():
+                if 'nginx' not in m:
+                    continue
+                d, e, n = m['direct'], m['edge'], m['nginx']
+                out.append(f"| {names.get(mode, mode)} | {n['p50']:.3f} / {n['p90']:.3f} / {n['p99']:.3f} ms | "
+                           f"{n['p50'] - d['p50']:+.3f} ms | {e['p50'] - n['p50']:+.3f} ms |")
+            out.append('')
     sys.stdout.write('\n'.join(out) + '\n')
 
 
@@ -519,6 +536,7 @@ def main() -> None:
     # latency
     ap.add_argument('--direct')
     ap.add_argument('--edge')
+    ap.add_argument('--nginx', help='latency: also this TLS proxy of the same engine (a reference)')
     ap.add_argument('--n', type=int, default=500)
     ap.add_argument('--warmup', type=int, default=20)
     ap.add_argument('--modes', default='fresh,keepalive')

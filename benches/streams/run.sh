@@ -70,6 +70,11 @@ for kv in $EDGE_ENV; do
 done
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
+# 1: the latency phase also measures nginx (TLS + proxy_pass to the same engine) when it is
+# installed; 0: not.
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+LATENCY_NGINX=${LATENCY_NGINX:-1}
+[[ -x "$NGINX" ]] || LATENCY_NGINX=0
 
 require_uints STREAMS OPEN_CONCURRENCY OPEN_TIMEOUT IDLE_SAMPLES LATENCY_STREAMS LATENCY_WARMUP READY_TIMEOUT
 for v in IDLE_SECS SETTLE AFTER; do
@@ -223,21 +228,77 @@ memory_phase() { # phase
     [[ -z "$ENGINE_PID" ]] || stop "$ENGINE_PID"
 }
 
+# start_latency_nginx DIR: nginx as a TLS reverse proxy to the engine (the dev certificate,
+# upstream keepalive, no response buffering: as the load benchmark's), for a reference row of
+# what TLS termination and one proxy hop cost without any check. Sets NGINX_URL, NGINX_PID.
+start_latency_nginx() {
+    local dir=$1/nginx port engine=${ENGINE_URL#http://}
+    engine=${engine%/}
+    mkdir -p "$dir/tmp"
+    port=$(free_port)
+    cat >"$dir/nginx.conf" <<CONF
+worker_processes $(nproc);
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+daemon off;
+events { worker_connections 1024; }
+http {
+    access_log $dir/access.log combined;
+    client_body_temp_path $dir/tmp/client_body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    upstream engine { server $engine; keepalive 16; }
+    server {
+        listen 127.0.0.1:$port ssl;
+        ssl_certificate $TMP/certs/server.pem;
+        ssl_certificate_key $TMP/certs/server.key;
+        location / {
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+CONF
+    "$NGINX" -t -q -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" ||
+        { cat "$dir/error.log" >&2 2>/dev/null; die "latency: nginx config test failed"; }
+    "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf" >"$dir/stdout.log" 2>&1 &
+    NGINX_PID=$!
+    track "$NGINX_PID"
+    NGINX_URL="https://127.0.0.1:$port/"
+    for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
+        kill -0 "$NGINX_PID" 2>/dev/null || { cat "$dir/error.log" >&2; die "latency: nginx exited"; }
+        curl -s -o /dev/null --max-time 2 --cacert "$TMP/certs/ca.pem" "${NGINX_URL}health" && return 0
+        sleep 0.1
+    done
+    die "latency: nginx is not answering on $NGINX_URL"
+}
+
 latency_phase() {
-    local dir="$TMP/latency" rc=0
+    local dir="$TMP/latency" rc=0 nginx_args=()
     mkdir -p "$dir"
     start_engine "$dir"
     start_phase_edge "$dir" "$ENGINE_URL" "$WORKERS_ENV"
     smoke "$dir" "$ENGINE_URL"
     smoke "$dir" "$READY_URL" --cacert "$TMP/certs/ca.pem" -H "Authorization: Bearer $BENCH_TOKEN"
-    log "latency: direct $ENGINE_URL, edge $READY_URL; $LATENCY_STREAMS streams per target and mode ($LATENCY_MODES)"
-    python3 "$HERE/drive.py" latency --direct "$ENGINE_URL" --edge "$READY_URL" --cacert "$TMP/certs/ca.pem" \
-        --n "$LATENCY_STREAMS" --warmup "$LATENCY_WARMUP" --modes "$LATENCY_MODES" --out "$dir/result.json" || rc=$?
+    NGINX_PID=
+    if [[ $LATENCY_NGINX == 1 ]]; then
+        start_latency_nginx "$dir"
+        nginx_args=(--nginx "$NGINX_URL")
+    fi
+    log "latency: direct $ENGINE_URL, edge $READY_URL${NGINX_PID:+, nginx $NGINX_URL}; $LATENCY_STREAMS streams per target and mode ($LATENCY_MODES)"
+    python3 "$HERE/drive.py" latency --direct "$ENGINE_URL" --edge "$READY_URL" "${nginx_args[@]}" \
+        --cacert "$TMP/certs/ca.pem" --n "$LATENCY_STREAMS" --warmup "$LATENCY_WARMUP" \
+        --modes "$LATENCY_MODES" --out "$dir/result.json" || rc=$?
     check_alive a2a-edge "$EDGE_PID" "$dir/proxy.log"
     check_alive "the engine" "$ENGINE_PID" "$dir/engine.log"
     ((rc == 0)) || { tail -n 5 "$dir/proxy.log" >&2; die "latency: the driver failed (status $rc)"; }
     files+=("$dir/result.json")
     stop "$EDGE_PID"
+    [[ -z "$NGINX_PID" ]] || stop "$NGINX_PID"
     stop "$ENGINE_PID"
 }
 
