@@ -460,7 +460,14 @@ async fn serve_spreads_connections_over_the_configured_worker_threads() {
         names.sort();
         names
     };
-    assert_eq!(workers(pid), ["a2a-edge-w0", "a2a-edge-w1", "a2a-edge-w2"]);
+    // A thread takes its name when it first runs (std names it from inside), which may come
+    // after the ready line on a loaded machine: wait for the names, a few seconds at most.
+    let want = ["a2a-edge-w0", "a2a-edge-w1", "a2a-edge-w2"];
+    let started = std::time::Instant::now();
+    while workers(pid) != want && started.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(workers(pid), want);
 
     // Six connections at once, over HTTP/1.1 and HTTP/2: every one is served.
     let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
