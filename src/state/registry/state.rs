@@ -562,3 +562,47 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two owners' tasks under one context id (reachable once the forgotten owners' memory
+    /// overflowed, see the module note): each owner's lists of the context hold its own tasks
+    /// only, and the context's entry goes with the last task of the last owner.
+    #[test]
+    fn two_owners_of_one_context_id_keep_separate_lists() {
+        let mut st = State::new(16);
+        let ctx: Id = Id::from("c-shared");
+        let a1 = st.insert_task("a1", "alice", 0, ctx.clone(), "TASK_STATE_WORKING", 10);
+        let b1 = st.insert_task("b1", "bob", 0, ctx.clone(), "TASK_STATE_COMPLETED", 20);
+        let a2 = st.insert_task("a2", "alice", 0, ctx.clone(), "TASK_STATE_COMPLETED", 30);
+        st.check_invariants();
+        let ids = |st: &State, owner: &str| -> Vec<String> {
+            st.context_lists("c-shared", owner)
+                .map(|l| l.page("", 0, None, 10))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(_, id)| id.to_string())
+                .collect()
+        };
+        assert_eq!(ids(&st, "alice"), ["a2", "a1"]);
+        assert_eq!(ids(&st, "bob"), ["b1"]);
+        assert_eq!(st.by_context.get("c-shared").map(Vec::len), Some(2));
+        st.update_task("b1", Some("TASK_STATE_FAILED"), Some(40));
+        st.check_invariants();
+        let bob = st.context_lists("c-shared", "bob");
+        assert_eq!(bob.map(|l| l.count("TASK_STATE_FAILED", 0)), Some(1));
+        assert_eq!(bob.map(|l| l.count("TASK_STATE_COMPLETED", 0)), Some(0));
+        for id in [b1, a1] {
+            st.remove_task(&id.unwrap());
+            st.check_invariants();
+        }
+        assert_eq!(ids(&st, "alice"), ["a2"]);
+        assert!(st.context_lists("c-shared", "bob").is_none());
+        assert_eq!(st.by_context.get("c-shared").map(Vec::len), Some(1));
+        st.remove_task(&a2.unwrap());
+        st.check_invariants();
+        assert!(st.by_context.get("c-shared").is_none());
+    }
+}
