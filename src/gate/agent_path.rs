@@ -38,9 +38,7 @@ impl Gate {
         let (principal, _slot) = match before_body.await {
             Ok(ok) => ok,
             Err(rej) => {
-                if h1_body && !discard_body(body, &parts.headers).await {
-                    trace.body_left_unread = true;
-                }
+                drop_unneeded_body(body, &parts.headers, h1_body, trace).await;
                 return Err(rej);
             }
         };

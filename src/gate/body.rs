@@ -79,7 +79,7 @@ const DISCARD_TIME: Duration = Duration::from_millis(100);
 /// an unaccepted content type). `true` when it ended within the bounds (the connection stays
 /// usable); `false` when it did not (a larger declared length, more bytes, slower, or
 /// unreadable): the answer then says `Connection: close`, since hyper will not read the rest.
-pub(super) async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> bool {
+async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> bool {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -106,6 +106,20 @@ pub(super) async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> boo
     tokio::time::timeout(DISCARD_TIME, drained)
         .await
         .unwrap_or(false)
+}
+
+/// What every route does with a body it does not need (refused before reading it, or a route
+/// that takes none): when an HTTP/1.1 request declared one, [`discard_body`]; if that did not
+/// reach the body's end, the answer must close the connection (`Trace::body_left_unread`).
+pub(super) async fn drop_unneeded_body(
+    body: Incoming,
+    headers: &HeaderMap,
+    h1_body: bool,
+    trace: &mut super::Trace,
+) {
+    if h1_body && !discard_body(body, headers).await {
+        trace.body_left_unread = true;
+    }
 }
 
 /// Reads the request body up to the cap; a declared or actual excess is refused with 413

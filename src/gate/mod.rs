@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 use tracing::{info_span, Instrument};
 
 use body::{
-    check_framing, declares_h1_body, discard_body, leaves_body_unread, read_body, BodyLimits,
+    check_framing, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body, BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
 pub use rejection::Rejection;
@@ -266,7 +266,7 @@ impl Gate {
                 return Err(rej);
             }
             // The routes that read a body take the request whole and drop what they refuse
-            // before reading it themselves (`discard_body`).
+            // before reading it themselves (`drop_unneeded_body`).
             let (parts, body) = match route {
                 Route::Rpc => {
                     return Box::pin(self.rpc(agent, &conn, client, req, h1_body, &mut trace)).await
@@ -300,9 +300,7 @@ impl Gate {
             };
             // These routes take no body: what a request declared anyway is read and dropped
             // (within bounds) so that its HTTP/1.1 connection can carry the next request.
-            if h1_body && !discard_body(body, headers).await {
-                trace.body_left_unread = true;
-            }
+            drop_unneeded_body(body, headers, h1_body, &mut trace).await;
             outcome
         }
         .instrument(span.clone())
@@ -425,9 +423,7 @@ impl Gate {
         let (principal, grant) = match before_body.await {
             Ok(ok) => ok,
             Err(rej) => {
-                if h1_body && !discard_body(body, &parts.headers).await {
-                    trace.body_left_unread = true;
-                }
+                drop_unneeded_body(body, &parts.headers, h1_body, trace).await;
                 return Err(rej);
             }
         };

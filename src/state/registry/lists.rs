@@ -42,6 +42,15 @@ impl Default for Lists {
 }
 
 impl Trees {
+    /// The tasks in `state` (`""`: any state), if there are any.
+    fn select(&self, state: &str) -> Option<&BTreeSet<(u64, Id)>> {
+        if state.is_empty() {
+            Some(&self.all)
+        } else {
+            self.by_state.get(state)
+        }
+    }
+
     fn insert(&mut self, ts: u64, id: &Id, state: &Id) {
         self.all.insert((ts, id.clone()));
         self.by_state
@@ -216,17 +225,6 @@ impl Lists {
     }
 }
 
-impl Trees {
-    /// The tasks in `state` (`""`: any state), if there are any.
-    fn select(&self, state: &str) -> Option<&BTreeSet<(u64, Id)>> {
-        if state.is_empty() {
-            Some(&self.all)
-        } else {
-            self.by_state.get(state)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,13 +238,7 @@ mod tests {
             .iter()
             .map(|s| Id::from(*s))
             .collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = super::super::tests::xorshift(0x9e37_79b9_7f4a_7c15);
         let mut lists = Lists::default();
         let mut model: Vec<(u64, Id, Id)> = Vec::new();
         let (mut larges, mut smalls_after_large) = (0, 0);

@@ -10,6 +10,16 @@ const B: &str = "bearer:bob";
 /// (first, second, outcome) rows of the turn tables.
 type Row<'a> = (Option<&'a str>, Option<&'a str>, Result<(), Denial>);
 
+/// A seeded xorshift generator: `next(n)` draws from `0..n`, the same sequence every run.
+pub(super) fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 fn stamp(micros: u64) -> String {
     crate::time::format_rfc3339(micros)
 }
@@ -1063,13 +1073,7 @@ fn every_list_query_matches_a_filter_over_all_tasks() {
         "TASK_STATE_FAILED",
     ];
     let reg = TaskRegistry::new(150);
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     for step in 0..600u64 {
         let who = if next(4) == 0 { B } else { A };
         // Task ids are drawn from a small pool: many answers update a task already known.
