@@ -26,7 +26,9 @@
 #                shape only (needs STATE_REDIS=1; haproxy installed when missing); 0 (default)
 #   A2A_EDGE_BIN use this binary instead of `cargo build --release`
 #   BASELINE_BIN a second a2a-edge binary (e.g. the previous commit's) measured in the same
-#                rounds as `a2a-edge-base`, memory state: the A/B of one change in one run
+#                rounds as `a2a-edge-base`, memory state (and, with STATE_REDIS, as
+#                `a2a-edge-base-redis` beside `a2a-edge-redis`, its own Redis database):
+#                the A/B of one change in one run
 #   UPSTREAM_HTTP2 1: the edge under test speaks HTTP/2 (h2c) to the engine (`http2 = true`;
 #                engine shape only; the baseline and Redis edges keep HTTP/1.1), so that
 #                A2A_EDGE_BIN=X BASELINE_BIN=X is the A/B of the two; 0 (default)
@@ -286,6 +288,22 @@ for shape in $SHAPES; do
         CACERT[a2a-edge-redis-$shape]="$rdir/certs/ca.pem"
         EDGE_PID_OF[a2a-edge-redis-$shape]=$EDGE_PID
         watch_server "a2a-edge-redis-$shape" "$EDGE_PID" "$rdir/proxy.log"
+        if [[ -n "$BASELINE_BIN" ]]; then
+            bdir="$TMP/edge-base-redis-$shape"
+            edge_policy "$bdir" "${UPSTREAM[$shape]}" "" "[state]" 'backend = "redis"' \
+                "redis_url = \"redis://127.0.0.1:$REDIS_PORT/$db\"" 'page_token_secret_env = "BENCH_PAGE_SECRET"'
+            db=$((db + 1))
+            log "starting the baseline a2a-edge serve ($shape upstream, state in redis): $BASELINE_BIN"
+            BIN_SAVED=$BIN
+            BIN=$BASELINE_BIN
+            start_edge "$bdir/policy.toml" "$bdir/ready.json" "$bdir/proxy.log" "BENCH_PAGE_SECRET=$PAGE_SECRET"
+            BIN=$BIN_SAVED
+            bench_wait_edge "$EDGE_PID" "$bdir"
+            URL[a2a-edge-base-redis-$shape]=$READY_URL
+            CACERT[a2a-edge-base-redis-$shape]="$bdir/certs/ca.pem"
+            EDGE_PID_OF[a2a-edge-base-redis-$shape]=$EDGE_PID
+            watch_server "a2a-edge-base-redis-$shape" "$EDGE_PID" "$bdir/proxy.log"
+        fi
     fi
 done
 for f in ca.pem server.pem server.key; do
@@ -352,6 +370,7 @@ for shape in $SHAPES; do
     [[ -z "$BASELINE_BIN" ]] || TARGETS+=("a2a-edge-base-$shape")
     TARGETS+=("nginx-$shape")
     ((STATE_REDIS)) && TARGETS+=("a2a-edge-redis-$shape")
+    ((STATE_REDIS)) && [[ -n "$BASELINE_BIN" ]] && TARGETS+=("a2a-edge-base-redis-$shape")
     [[ $shape == engine ]] && ((HA)) && TARGETS+=("haproxy-2-replicas-engine")
 done
 for t in "${TARGETS[@]}"; do
@@ -414,6 +433,21 @@ cpu_stop() { # out file: "server ticks used since cpu_start" per line
         "$TMP/cpu.before" "$TMP/cpu.after" >"$1"
 }
 
+# What Redis did during a run of an edge with its state there: `INFO commandstats` before and
+# after (commands a script calls are counted apart, and in the script's time too).
+redis_stats() { # out name [before]: the snapshot, or (with before) the difference
+    [[ $2 == a2a-edge-redis-* || $2 == a2a-edge-base-redis-* || $2 == haproxy-* ]] && ((STATE_REDIS)) || return 0
+    redis-cli -p "$REDIS_PORT" INFO commandstats 2>/dev/null | tr -d '\r' |
+        sed -nE 's/^cmdstat_([a-z|]+):calls=([0-9]+),usec=([0-9]+),.*/\1 \2 \3/p' >"$1.now" || true
+    if [[ -n "${3:-}" ]]; then
+        awk 'NR == FNR { c[$1] = $2; u[$1] = $3; next } { print $1, $2 - c[$1], $3 - u[$1] }' \
+            "$3" "$1.now" >"$1"
+        rm -f "$1.now"
+    else
+        mv "$1.now" "$1"
+    fi
+}
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 run_wrk() { # name url round
     local name=$1 url=$2 round=$3 out="$TMP/wrk.$1.$3.txt"
@@ -423,12 +457,14 @@ run_wrk() { # name url round
     fi
     log "round $round, $name: wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency $url"
     perf_start "$name"
+    redis_stats "$TMP/redis-before.txt" "$name"
     cpu_start
     timeout --foreground --kill-after=10 $((DURATION + 60)) \
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 10s --latency \
         -s "$HERE/sendmessage.lua" "$url" >"$out" 2>&1 ||
         log "$name: wrk exited with status $?"
     cpu_stop "$TMP/cpu.$name.$round.txt"
+    redis_stats "$TMP/redis.$name.$round.txt" "$name" "$TMP/redis-before.txt"
     perf_stop
     grep -E '^(Requests/sec|  Latency|BENCHJSON)' "$out" | sed 's/^/    /' >&2 || true
     check_servers "after the $name run"
@@ -571,6 +607,38 @@ def cpu_table(shape, rows, h2):
                                f"{fmt(ng)} µs | {ratio(proxy, ng)} |")
     return lines
 
+def redis_table(shape, rows):
+    """What redis-server did per request served during the Redis edge's runs (INFO
+    commandstats): calls and µs per command. A script's own row counts its whole run, the
+    commands it calls again in theirs."""
+    lines = []
+    for t in rows:
+        calls, usec, requests = {}, {}, 0
+        for r in range(1, rounds + 1):
+            path = os.path.join(tmp, f"redis.{t}.{r}.txt")
+            runs = [d for d in wrk_runs(t) if d.get("round") == r]
+            if not os.path.exists(path) or not runs:
+                continue
+            requests += runs[0]["requests"]
+            for line in open(path):
+                cmd, n, us = line.split()
+                calls[cmd] = calls.get(cmd, 0) + int(n)
+                usec[cmd] = usec.get(cmd, 0) + int(us)
+        if not requests or not calls:
+            continue
+        used = sorted((c for c in calls if calls[c] > 0), key=lambda c: -usec[c])
+        scripts = [c for c in used if c in ("evalsha", "eval", "fcall")]
+        inner = [c for c in used if c not in scripts]
+        lines += ["", f"Redis per request ({t.removesuffix('-' + shape)}, HTTP/1.1): INFO commandstats over "
+                  "the measured runs; a script's row is its whole run, the commands it calls are "
+                  "counted again in their own rows.", "",
+                  "| command | calls per request | µs per request (Redis's own count) |", "|---|---:|---:|"]
+        for c in scripts + inner:
+            lines.append(f"| {c} | {calls[c] / requests:.2f} | {usec[c] / requests:.1f} |")
+        lines.append(f"| all the other commands | {sum(calls[c] for c in inner) / requests:.2f} | "
+                     f"{sum(usec[c] for c in inner) / requests:.1f} |")
+    return lines
+
 def ms(us):
     return f"{us / 1000:.2f} ms"
 
@@ -604,8 +672,14 @@ for shape in shapes:
                    f"{d['errors']} | {d['each']} | {ratio(d['rps'], base and base['rps'])} | "
                    f"{ratio(d['p99'], base and base['p99'])} |")
     out += cpu_table(shape, rows, False)
+    out += redis_table(shape, rows)
     e, n, rd = med.get(f"a2a-edge-{shape}"), med.get(f"nginx-{shape}"), med.get(f"a2a-edge-redis-{shape}")
     b = med.get(f"a2a-edge-base-{shape}")
+    brd = med.get(f"a2a-edge-base-redis-{shape}")
+    if rd and brd:
+        summary.append(f"| {shape} | HTTP/1.1 (wrk) | A/B: a2a-edge-redis / a2a-edge-base-redis = "
+                       f"{ratio(rd['rps'], brd['rps'])} | {ms(rd['p99'])} vs {ms(brd['p99'])} | "
+                       f"{ratio(brd['rps'], b['rps']) if b else '–'} (base) |")
     if e and b:
         summary.append(f"| {shape} | HTTP/1.1 (wrk) | A/B: a2a-edge / a2a-edge-base = {ratio(e['rps'], b['rps'])} | "
                        f"{ms(e['p99'])} vs {ms(b['p99'])} | – |")

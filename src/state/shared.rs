@@ -8,11 +8,11 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `t:{task}` | hash | `o` owner, `c` context (the agent's id), `u` agent name, `s` state, `ts` status timestamp (µs) |
-//! | `c:{context}` | hash | `o` owner, `u` agent name, `w` workspace (`-` the agent's default, `=path`; absent: not bound yet), `cl` the id the caller chose |
+//! | `c:{context}` | hash | `o` owner, `u` agent name, `w` workspace (`-` the agent's default, `=path`; absent: not bound yet), `cl` the id the caller chose; while the context is small, `n` its task count and per task `t:{task}` = `{ts} {state}` |
 //! | `b:{context}` | string, PX lease | the running turn: `token\ntask` |
 //! | `lt:{n}:{owner}` | zset | the owner's tasks by status timestamp |
 //! | `ls:{n}:{owner}:{state}` | zset | the same, per state |
-//! | `lc:{context}` | zset | a context's tasks |
+//! | `lc:{context}` | zset | a context's tasks, once it has more than [`SMALL_CONTEXT`] |
 //! | `lcs:{n}:{context}:{state}` | zset | the same, per state (`n`: the context id's length) |
 //!
 //! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
@@ -28,11 +28,63 @@
 //! a context's tasks (which blocked Redis, for every replica, as long as a context was big).
 //! `lcs` keys came with that (2026-12-03): a task learned before it is not listed by context
 //! and state until an answer names it again.
+//!
+//! A small context (most have one task) keeps its tasks in its own hash instead (`n` and
+//! `t:{task}` fields, written in the `HSET` the context needs anyway): two sorted sets and
+//! four commands fewer per new task, two keys less per context. Its listing reads the hash
+//! (at most [`SMALL_CONTEXT`] tasks, sorted in the script). The task that would make it
+//! [`SMALL_CONTEXT`] + 1 moves them all to `lc`/`lcs` for good (`n` leaves the hash). A
+//! context without `n` keeps its tasks in the sorted sets: every context written before
+//! this form (2026-12-03), and the promoted ones. While replicas of both versions run (a
+//! rolling upgrade), an older one adds a small context's next task to `lc`: a listing that
+//! finds `lc` beside `n` moves the hash's tasks there first, so nothing goes unlisted (a
+//! task whose state the older replica changed may be counted under its old state in
+//! `totalSize` of a context and state until the task's retention ends).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::redis::{RedisStore, StateUnavailable};
+
+/// The most tasks a context keeps in its own hash (see the module's doc).
+pub const SMALL_CONTEXT: usize = 16;
+const SMALL_CONTEXT_ARG: &str = "16";
+
+/// Lua shared by LEARN and LIST: moves a small context's tasks from its hash (`t:{task}` =
+/// `{ts} {state}` fields) to its sorted sets, and drops `n` and those fields.
+macro_rules! promote_lua {
+    () => {
+        r#"
+local function promote(p, ck, ctx, ret)
+  local h = redis.call('HGETALL', ck)
+  local all, by, gone = {}, {}, {'n'}
+  for i = 1, #h, 2 do
+    local f, v = h[i], h[i + 1]
+    if string.sub(f, 1, 2) == 't:' then
+      local sp = string.find(v, ' ', 1, true) or (#v + 1)
+      local ts, st, id = string.sub(v, 1, sp - 1), string.sub(v, sp + 1), string.sub(f, 3)
+      all[#all + 1] = ts; all[#all + 1] = id
+      if not by[st] then by[st] = {} end
+      local l = by[st]
+      l[#l + 1] = ts; l[#l + 1] = id
+      gone[#gone + 1] = f
+    end
+  end
+  if #all > 0 then
+    local lc = p .. 'lc:' .. ctx
+    redis.call('ZADD', lc, unpack(all))
+    redis.call('PEXPIRE', lc, ret)
+    for st, l in pairs(by) do
+      local k = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. st
+      redis.call('ZADD', k, unpack(l))
+      redis.call('PEXPIRE', k, ret)
+    end
+  end
+  redis.call('HDEL', ck, unpack(gone))
+end
+"#
+    };
+}
 
 /// Begins a turn on a context the request names. ARGV: prefix, context, principal, task or
 /// '', workspace, lease token, lease ms, retention ms, the caller's id for it or ''.
@@ -59,7 +111,8 @@ if busy then
   return {'busy', ''}
 end
 redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
-redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
+if c[1] then redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
+else redis.call('HSET', ck, 'o', who, 'w', ARGV[5], 'n', '0') end
 if ARGV[9] ~= '' then redis.call('HSETNX', ck, 'cl', ARGV[9]) end
 redis.call('PEXPIRE', ck, ARGV[8])
 return {'ok', u}
@@ -67,12 +120,15 @@ return {'ok', u}
 
 /// Learns one answer. ARGV: prefix, principal, agent name, context or '', task or '', state
 /// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
-/// turn adopts or '', lease ms. Returns 'ok' or 'foreign' (nothing written then).
-const LEARN: &str = r#"
+/// turn adopts or '', lease ms, [`SMALL_CONTEXT`]. Returns 'ok' or 'foreign' (nothing
+/// written then).
+const LEARN: &str = concat!(
+    promote_lua!(),
+    r#"
 local p, who, agent, ctx, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ret = ARGV[8]
 local ck = p .. 'c:' .. ctx
-local c = redis.call('HMGET', ck, 'o', 'w', 'u')
+local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n')
 if c[1] and c[1] ~= who then return 'foreign' end
 local tk = p .. 't:' .. task
 local t = {false, false, false, false}
@@ -80,48 +136,74 @@ if task ~= '' then
   t = redis.call('HMGET', tk, 'o', 'c', 's', 'ts')
   if t[1] and (t[1] ~= who or t[2] ~= ctx) then return 'foreign' end
 end
--- What the context lacks, in one write: its owner, its agent, the workspace it is bound to.
+-- What the context lacks, in one write: its owner, its agent, the workspace it is bound to;
+-- and while it is small (a new context is), its task count and the task.
 local set = {}
 if not c[1] then set[#set + 1] = 'o'; set[#set + 1] = who end
 if not c[3] then set[#set + 1] = 'u'; set[#set + 1] = agent end
 if not c[2] and ARGV[10] ~= '' then set[#set + 1] = 'w'; set[#set + 1] = ARGV[10] end
-if #set > 0 then redis.call('HSET', ck, unpack(set)) end
-redis.call('PEXPIRE', ck, ret)
+local small = (not c[1]) or c[4]
+local n = tonumber(c[4] or '0') or 0
 local bk = p .. 'b:' .. ctx
 if ARGV[9] ~= '' then
   redis.call('SET', bk, ARGV[9] .. '\n', 'NX', 'PX', ARGV[11])
 end
-if task == '' then return 'ok' end
-local state = ARGV[6] ~= '' and ARGV[6] or (t[3] or '')
-local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
-local owner = #who .. ':' .. who
-local lt = p .. 'lt:' .. owner
-if t[1] then
-  redis.call('HSET', tk, 's', state, 'ts', ts)
-  if t[3] ~= state then
-    redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. t[3], task)
-    redis.call('ZREM', p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. t[3], task)
+if task ~= '' then
+  local state = ARGV[6] ~= '' and ARGV[6] or (t[3] or '')
+  local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
+  local owner = #who .. ':' .. who
+  local lt = p .. 'lt:' .. owner
+  if small and not t[1] and n >= tonumber(ARGV[12]) then
+    promote(p, ck, ctx, ret)
+    small = false
   end
-else
-  redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
-  -- The owner's two oldest entries leave the index if their task expired (each new task
-  -- removes up to two: the index shrinks back to the live tasks).
-  local old = redis.call('ZRANGE', lt, 0, 1)
-  for _, id in ipairs(old) do
-    if redis.call('EXISTS', p .. 't:' .. id) == 0 then redis.call('ZREM', lt, id) end
+  if t[1] then
+    redis.call('HSET', tk, 's', state, 'ts', ts)
+    if t[3] ~= state then
+      redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. t[3], task)
+      if not small then
+        redis.call('ZREM', p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. t[3], task)
+      end
+    end
+  else
+    redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
+    -- The owner's two oldest entries leave the index if their task expired (each new task
+    -- removes up to two: the index shrinks back to the live tasks). One EXISTS for both
+    -- while they live.
+    local old = redis.call('ZRANGE', lt, 0, 1)
+    if #old > 0 then
+      local keys = {}
+      for i, id in ipairs(old) do keys[i] = p .. 't:' .. id end
+      if redis.call('EXISTS', unpack(keys)) < #old then
+        for i, id in ipairs(old) do
+          if redis.call('EXISTS', keys[i]) == 0 then redis.call('ZREM', lt, id) end
+        end
+      end
+    end
+    n = n + 1
+  end
+  redis.call('PEXPIRE', tk, ret)
+  local idx = {lt, p .. 'ls:' .. owner .. ':' .. state}
+  if small then
+    set[#set + 1] = 'n'; set[#set + 1] = tostring(n)
+    set[#set + 1] = 't:' .. task; set[#set + 1] = ts .. ' ' .. state
+  else
+    idx[3] = p .. 'lc:' .. ctx
+    idx[4] = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. state
+  end
+  for _, k in ipairs(idx) do
+    redis.call('ZADD', k, ts, task)
+    redis.call('PEXPIRE', k, ret)
   end
 end
-redis.call('PEXPIRE', tk, ret)
-local lcs = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. state
-for _, k in ipairs({lt, p .. 'ls:' .. owner .. ':' .. state, p .. 'lc:' .. ctx, lcs}) do
-  redis.call('ZADD', k, ts, task)
-  redis.call('PEXPIRE', k, ret)
-end
-if ARGV[9] ~= '' and redis.call('GET', bk) == ARGV[9] .. '\n' then
+if #set > 0 then redis.call('HSET', ck, unpack(set)) end
+redis.call('PEXPIRE', ck, ret)
+if task ~= '' and ARGV[9] ~= '' and redis.call('GET', bk) == ARGV[9] .. '\n' then
   redis.call('SET', bk, ARGV[9] .. '\n' .. task, 'KEEPTTL')
 end
 return 'ok'
-"#;
+"#
+);
 
 /// What Redis knows of some ids. ARGV: prefix, then `t<task>` or `c<context>` each. For a
 /// task: o, c, u, s, ts and its context's o, u, w, cl (9 values); for a context its o, u, w,
@@ -145,20 +227,88 @@ return out
 "#;
 
 /// One ListTasks page. ARGV: prefix, principal, context or '', state or '', cursor timestamp
-/// or '', cursor task id, page size, only tasks after this timestamp or ''. Returns {total, then per task: id, agent, ts, context,
-/// state, the caller's id of the context or ''}, at most page size + 1 tasks (one more
-/// than the page: there is a next page).
-const LIST: &str = r#"
+/// or '', cursor task id, page size, only tasks after this timestamp or '', retention ms.
+/// Returns {total, then per task: id, agent, ts, context, state, the caller's id of the
+/// context or ''}, at most page size + 1 tasks (one more than the page: there is a next
+/// page).
+const LIST: &str = concat!(
+    promote_lua!(),
+    r#"
 local p, who, ctx, state = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local size = tonumber(ARGV[7])
 local owner = #who .. ':' .. who
+local after = ARGV[8] ~= '' and tonumber(ARGV[8]) or nil
+local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
+-- A small context: its tasks are fields of its hash (unless a replica of an older version
+-- added some to `lc`: then they all go there first, and are listed from there).
+if ctx ~= '' then
+  local ck = p .. 'c:' .. ctx
+  local h = redis.call('HGETALL', ck)
+  local small, cl, tasks = false, '', {}
+  for i = 1, #h, 2 do
+    local f, v = h[i], h[i + 1]
+    if f == 'n' then small = true
+    elseif f == 'cl' then cl = v
+    elseif string.sub(f, 1, 2) == 't:' then
+      local sp = string.find(v, ' ', 1, true) or (#v + 1)
+      local ts, st = string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
+      local tsn = tonumber(ts) or 0
+      if (state == '' or st == state) and (not after or tsn > after) then
+        tasks[#tasks + 1] = {string.sub(f, 3), tsn, ts}
+      end
+    end
+  end
+  if small and redis.call('EXISTS', p .. 'lc:' .. ctx) == 1 then
+    promote(p, ck, ctx, ARGV[9])
+    small = false
+  end
+  if small then
+    -- Newest first, ties by id descending (the sorted sets' order), ids compared byte by byte.
+    local function below(a, b)
+      local n = math.min(#a, #b)
+      for i = 1, n do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x < y end
+      end
+      return #a < #b
+    end
+    table.sort(tasks, function(a, b)
+      if a[2] ~= b[2] then return a[2] > b[2] end
+      return below(b[1], a[1])
+    end)
+    local total = #tasks
+    local rows, found, gone = {}, 0, 0
+    for _, e in ipairs(tasks) do
+      local id = e[1]
+      if not cur_ts or e[2] < cur_ts or (e[2] == cur_ts and below(id, ARGV[6])) then
+        local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'u', 'c', 's')
+        if not t[1] then
+          redis.call('HDEL', ck, 't:' .. id)
+          gone = gone + 1
+          total = total - 1
+        elseif t[1] == who and (state == '' or t[4] == state) then
+          rows[#rows + 1] = id
+          rows[#rows + 1] = t[2] or ''
+          rows[#rows + 1] = e[3]
+          rows[#rows + 1] = t[3]
+          rows[#rows + 1] = t[4] or ''
+          rows[#rows + 1] = cl
+          found = found + 1
+          if found > size then break end
+        end
+      end
+    end
+    if gone > 0 then redis.call('HINCRBY', ck, 'n', -gone) end
+    table.insert(rows, 1, math.max(total, 0))
+    return rows
+  end
+end
 local key
 if ctx ~= '' and state ~= '' then key = p .. 'lcs:' .. #ctx .. ':' .. ctx .. ':' .. state
 elseif ctx ~= '' then key = p .. 'lc:' .. ctx
 elseif state ~= '' then key = p .. 'ls:' .. owner .. ':' .. state
 else key = p .. 'lt:' .. owner end
 local min = ARGV[8] ~= '' and ('(' .. ARGV[8]) or '-inf'
-local after = ARGV[8] ~= '' and tonumber(ARGV[8]) or nil
 local total = 0
 if after then
   total = redis.call('ZCOUNT', key, min, '+inf')
@@ -169,7 +319,6 @@ end
 -- still there under the cursor's timestamp, so that tasks tied on one timestamp (all those
 -- of an agent that sends none) are never read again page after page. A cursor whose task
 -- left or moved starts at the cursor's timestamp and reads past the ties it already gave.
-local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
 local pos, skip_ties = 0, false
 if cur_ts then
   local r = redis.call('ZREVRANK', key, ARGV[6])
@@ -215,7 +364,8 @@ while not done do
 end
 table.insert(rows, 1, math.max(total, 0))
 return rows
-"#;
+"#
+);
 
 /// Keeps a lease alive. ARGV: prefix, context, token, lease ms. 1 when it was still ours.
 const RENEW: &str = r#"
@@ -406,6 +556,7 @@ impl SharedOwners {
             token,
             &ws,
             &lease_ms,
+            SMALL_CONTEXT_ARG,
         ];
         let verdict: String = self.store.run(&self.learn, &args).await?;
         Ok(verdict == "ok")
@@ -482,6 +633,7 @@ impl SharedOwners {
             None => (String::new(), ""),
         };
         let size = size.to_string();
+        let retention = ms(self.retention);
         let after = if after > 0 {
             after.to_string()
         } else {
@@ -496,6 +648,7 @@ impl SharedOwners {
             id,
             &size,
             &after,
+            &retention,
         ];
         let vals: Vec<redis::Value> = self.store.run(&self.list, &args).await?;
         let text = |v: &redis::Value| -> String {
@@ -534,5 +687,15 @@ impl SharedOwners {
         let args = [self.prefix(), context, token];
         let _: i64 = self.store.run(&self.release, &args).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scripts_bound_is_the_published_one() {
+        assert_eq!(SMALL_CONTEXT_ARG.parse::<usize>(), Ok(SMALL_CONTEXT));
     }
 }
