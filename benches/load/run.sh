@@ -36,6 +36,8 @@
 #   STATIC_WORKERS worker_processes of the static upstream's own nginx (default: NGINX_WORKERS)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
 #                a2a-edge does (one JSON line per request on stderr); 0: off
+#   ONLY         measure only the targets matching this extended regex (whole name, e.g.
+#                'a2a-edge-(base-)?redis-engine'): a quick A/B; the servers all start
 #   RESULTS      output file (default benches/load/results.md)
 #   READY_TIMEOUT seconds to wait for each server to come up (default 60)
 #   PERF_TARGET  a target name (e.g. a2a-edge-static, or a2a-edge-static-h2 for its h2load
@@ -82,6 +84,7 @@ HA=${HA:-0}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 PERF_TARGET=${PERF_TARGET:-}
+ONLY=${ONLY:-}
 BASELINE_BIN=${BASELINE_BIN:-}
 UPSTREAM_HTTP2=${UPSTREAM_HTTP2:-0}
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
@@ -373,6 +376,12 @@ for shape in $SHAPES; do
     ((STATE_REDIS)) && [[ -n "$BASELINE_BIN" ]] && TARGETS+=("a2a-edge-base-redis-$shape")
     [[ $shape == engine ]] && ((HA)) && TARGETS+=("haproxy-2-replicas-engine")
 done
+if [[ -n "$ONLY" ]]; then
+    kept=()
+    for t in "${TARGETS[@]}"; do [[ ! $t =~ ^($ONLY)$ ]] || kept+=("$t"); done
+    ((${#kept[@]})) || die "ONLY='$ONLY' matches none of: ${TARGETS[*]}"
+    TARGETS=("${kept[@]}")
+fi
 for t in "${TARGETS[@]}"; do
     if [[ -n "${CACERT[$t]:-}" ]]; then
         smoke "$t" --cacert "${CACERT[$t]}" "${URL[$t]}" || die "smoke request to $t failed"
@@ -478,6 +487,11 @@ for shape in $SHAPES; do
     [[ -z "$BASELINE_BIN" ]] || H2TARGETS+=("a2a-edge-base-$shape")
     H2TARGETS+=("nginx-$shape")
 done
+if [[ -n "$ONLY" ]]; then
+    kept=()
+    for t in "${H2TARGETS[@]}"; do [[ ! $t =~ ^($ONLY)$ ]] || kept+=("$t"); done
+    H2TARGETS=("${kept[@]}")
+fi
 run_h2load() { # name url round
     local name=$1 url=$2 round=$3 extra=()
     [[ $name == direct-* ]] && extra=(--h1)
