@@ -239,6 +239,16 @@ local size = tonumber(ARGV[7])
 local owner = #who .. ':' .. who
 local after = ARGV[8] ~= '' and tonumber(ARGV[8]) or nil
 local cur_ts = ARGV[5] ~= '' and tonumber(ARGV[5]) or nil
+-- Whether id a sorts before id b byte by byte, as a sorted set orders ties (Lua's own `<`
+-- follows the collation of the locale redis-server runs in).
+local function below(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
 -- A small context: its tasks are fields of its hash (unless a replica of an older version
 -- added some to `lc`: then they all go there first, and are listed from there).
 if ctx ~= '' then
@@ -263,15 +273,7 @@ if ctx ~= '' then
     small = false
   end
   if small then
-    -- Newest first, ties by id descending (the sorted sets' order), ids compared byte by byte.
-    local function below(a, b)
-      local n = math.min(#a, #b)
-      for i = 1, n do
-        local x, y = string.byte(a, i), string.byte(b, i)
-        if x ~= y then return x < y end
-      end
-      return #a < #b
-    end
+    -- Newest first, ties by id descending (the sorted sets' order).
     table.sort(tasks, function(a, b)
       if a[2] ~= b[2] then return a[2] > b[2] end
       return below(b[1], a[1])
@@ -340,7 +342,7 @@ while not done do
     local ts = tonumber(score)
     if after and ts <= after then done = true; break end
     pos = pos + 1
-    if not (skip_ties and ts == cur_ts and id >= ARGV[6]) then
+    if not (skip_ties and ts == cur_ts and not below(id, ARGV[6])) then
       local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'u', 'c', 's')
       if not t[1] then
         redis.call('ZREM', key, id)
