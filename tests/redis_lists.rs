@@ -179,9 +179,33 @@ async fn a_contexts_listing_is_the_same_small_and_large_at_every_size() {
         );
         check_all(&o, "alice", ctx, &model, &format!("{} tasks", model.len())).await;
     }
-    // Nobody else's listing of that context holds anything.
-    let (got, _) = pages(&o, "bob", ctx, "", 0, 50).await;
+    // Nobody else's listing of that context holds or counts anything, small or large.
+    let (got, totals) = pages(&o, "bob", ctx, "", 0, 50).await;
     assert!(got.is_empty(), "{got:?}");
+    assert_eq!(totals, [0]);
+    learn(&o, "alice", "ctx-two", "two", STATES[0], 1).await;
+    let (got, totals) = pages(&o, "bob", "ctx-two", "", 0, 50).await;
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(totals, [0]);
+}
+
+/// A context first learned from an answer that names no task (a message) is small too.
+#[tokio::test]
+async fn a_context_learned_without_a_task_is_small() {
+    let redis = RedisServer::start();
+    let o = owners(&redis);
+    let news = News {
+        context: Some("ctx-msg".into()),
+        ..Default::default()
+    };
+    assert!(o.learn("alice", "agent", &news, None, None).await.unwrap());
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-msg n")), "0");
+    learn(&o, "alice", "ctx-msg", "later", STATES[0], 5).await;
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-msg n")), "1");
+    assert!(!exists(&redis, "lc:ctx-msg"));
+    let (got, totals) = pages(&o, "alice", "ctx-msg", "", 0, 10).await;
+    assert_eq!(got, ["later"]);
+    assert_eq!(totals, [1]);
 }
 
 /// A context written before the small form (no `n`, its tasks in `lc`/`lcs`) is listed from

@@ -148,6 +148,7 @@ local bk = p .. 'b:' .. ctx
 if ARGV[9] ~= '' then
   redis.call('SET', bk, ARGV[9] .. '\n', 'NX', 'PX', ARGV[11])
 end
+if task == '' and not c[1] then set[#set + 1] = 'n'; set[#set + 1] = '0' end
 if task ~= '' then
   local state = ARGV[6] ~= '' and ARGV[6] or (t[3] or '')
   local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
@@ -254,10 +255,11 @@ end
 if ctx ~= '' then
   local ck = p .. 'c:' .. ctx
   local h = redis.call('HGETALL', ck)
-  local small, cl, tasks = false, '', {}
+  local small, cl, owner_of, tasks = false, '', nil, {}
   for i = 1, #h, 2 do
     local f, v = h[i], h[i + 1]
     if f == 'n' then small = true
+    elseif f == 'o' then owner_of = v
     elseif f == 'cl' then cl = v
     elseif string.sub(f, 1, 2) == 't:' then
       local sp = string.find(v, ' ', 1, true) or (#v + 1)
@@ -272,6 +274,8 @@ if ctx ~= '' then
     promote(p, ck, ctx, ARGV[9])
     small = false
   end
+  -- Another caller's context (or none): nothing to list or count.
+  if owner_of ~= who then return {0} end
   if small then
     -- Newest first, ties by id descending (the sorted sets' order).
     table.sort(tasks, function(a, b)
