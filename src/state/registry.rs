@@ -48,6 +48,7 @@ mod forgotten;
 mod ids;
 mod lists;
 mod replica;
+mod sorted;
 mod state;
 mod token;
 mod turn;

@@ -3,19 +3,20 @@
 //!
 //! Every query ListTasks can ask (a context or not, a state or not) is then one ordered set
 //! read backwards: a page touches only the tasks it returns, and `totalSize` is the set's
-//! length (or, with `statusTimestampAfter`, a walk of the newer entries alone, no task looked
-//! up). Filtering one big index instead looked up every task of the caller under the
+//! length (or, with `statusTimestampAfter`, two binary searches and a sum of chunk lengths in
+//! the large form's sorted chunks, [`super::sorted`]; no task looked up). Filtering one big index instead looked up every task of the caller under the
 //! registry's lock: 70-150 ms with 200,000 tasks, during which every other request waited.
 //!
 //! Most contexts hold one task or a few, and a B-tree takes room for eleven entries from its
 //! first: two trees and a map of trees per context were 1.7 KiB per context, 340 MB for the
 //! default 200,000 one-task contexts. Up to [`SMALL`] tasks are therefore one sorted vector
-//! of exactly their number (each entry with its state), read by filtering it; the trees
-//! come with the next task, and go again when the lists are down to [`SMALL`] / 4.
+//! of exactly their number (each entry with its state), read by filtering it; the large
+//! form (one sorted set of all, one per state) comes with the next task, and goes again when
+//! the lists are down to [`SMALL`] / 4.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
+use std::collections::BTreeMap;
 
+use super::sorted::Sorted;
 use super::state::Id;
 
 /// Tasks held in the small form at most.
@@ -31,8 +32,8 @@ pub(super) enum Lists {
 /// The large form: all tasks, and the tasks per state.
 #[derive(Default)]
 pub(super) struct Trees {
-    all: BTreeSet<(u64, Id)>,
-    by_state: BTreeMap<Id, BTreeSet<(u64, Id)>>,
+    all: Sorted,
+    by_state: BTreeMap<Id, Sorted>,
 }
 
 impl Default for Lists {
@@ -43,7 +44,7 @@ impl Default for Lists {
 
 impl Trees {
     /// The tasks in `state` (`""`: any state), if there are any.
-    fn select(&self, state: &str) -> Option<&BTreeSet<(u64, Id)>> {
+    fn select(&self, state: &str) -> Option<&Sorted> {
         if state.is_empty() {
             Some(&self.all)
         } else {
@@ -52,11 +53,11 @@ impl Trees {
     }
 
     fn insert(&mut self, ts: u64, id: &Id, state: &Id) {
-        self.all.insert((ts, id.clone()));
+        self.all.insert(ts, id);
         self.by_state
             .entry(state.clone())
             .or_default()
-            .insert((ts, id.clone()));
+            .insert(ts, id);
     }
 }
 
@@ -93,10 +94,9 @@ impl Lists {
                 }
             }
             Lists::Large(trees) => {
-                let key = (ts, id.clone());
-                trees.all.remove(&key);
+                trees.all.remove(ts, id);
                 if let Some(set) = trees.by_state.get_mut(state) {
-                    set.remove(&key);
+                    set.remove(ts, id);
                     if set.is_empty() {
                         trees.by_state.remove(state);
                     }
@@ -140,12 +140,7 @@ impl Lists {
                 };
                 match after {
                     0 => set.len(),
-                    _ => match after.checked_add(1) {
-                        None => 0,
-                        Some(from) => set
-                            .range((Bound::Included((from, Id::from(""))), Bound::Unbounded))
-                            .count(),
-                    },
+                    _ => after.checked_add(1).map_or(0, |from| set.count_from(from)),
                 }
             }
         }
@@ -176,12 +171,7 @@ impl Lists {
                 let Some(set) = trees.select(state) else {
                     return Vec::new();
                 };
-                let upper = match before {
-                    None => Bound::Unbounded,
-                    Some((t, i)) => Bound::Excluded((t, Id::from(i))),
-                };
-                set.range((Bound::Unbounded, upper))
-                    .rev()
+                set.rev_below(before)
                     .take_while(|(t, _)| newer(*t))
                     .take(limit)
                     .map(|(t, i)| (*t, i.clone()))
@@ -198,9 +188,11 @@ impl Lists {
                 .iter()
                 .any(|(t, i, s)| (*t, i) == (ts, id) && **s == *state),
             Lists::Large(trees) => {
-                let key = (ts, id.clone());
-                trees.all.contains(&key)
-                    && trees.by_state.get(state).is_some_and(|s| s.contains(&key))
+                trees.all.contains(ts, id)
+                    && trees
+                        .by_state
+                        .get(state)
+                        .is_some_and(|s| s.contains(ts, id))
             }
         }
     }
@@ -217,9 +209,11 @@ impl Lists {
             }
             Lists::Large(trees) => {
                 assert!(trees.all.len() > SMALL / 4);
-                let by_state: usize = trees.by_state.values().map(BTreeSet::len).sum();
+                let by_state: usize = trees.by_state.values().map(Sorted::len).sum();
                 assert_eq!(by_state, trees.all.len());
                 assert!(trees.by_state.values().all(|s| !s.is_empty()));
+                trees.all.check();
+                trees.by_state.values().for_each(Sorted::check);
             }
         }
     }
