@@ -208,6 +208,27 @@ async fn a_context_learned_without_a_task_is_small() {
     assert_eq!(totals, [1]);
 }
 
+/// Alice's tasks `{name}-0` to `{name}-2` in `ctx`, one microsecond apart from `ts0`.
+async fn learn_three(
+    o: &SharedOwners,
+    ctx: &str,
+    name: &str,
+    state: &'static str,
+    ts0: u64,
+) -> Vec<Model> {
+    let mut model = Vec::new();
+    for i in 0..3u64 {
+        let id = format!("{name}-{i}");
+        learn(o, "alice", ctx, &id, state, ts0 + i).await;
+        model.push(Model {
+            id,
+            state,
+            ts: ts0 + i,
+        });
+    }
+    model
+}
+
 /// A context written before the small form (no `n`, its tasks in `lc`/`lcs`) is listed from
 /// its sorted sets and keeps growing there; a small context to which an older replica added
 /// a task in `lc` is moved there whole by the next listing, which lists every task.
@@ -217,16 +238,7 @@ async fn older_forms_are_listed_whole() {
     let o = owners(&redis);
     let ts0 = 1_700_000_000_000_000u64;
     // As written before: the hash without n or task fields, the tasks in sorted sets.
-    let mut model = Vec::new();
-    for i in 0..3u64 {
-        let id = format!("old-{i}");
-        learn(&o, "alice", "ctx-old", &id, STATES[1], ts0 + i).await;
-        model.push(Model {
-            id,
-            state: STATES[1],
-            ts: ts0 + i,
-        });
-    }
+    let mut model = learn_three(&o, "ctx-old", "old", STATES[1], ts0).await;
     assert_eq!(
         redis.command(&format!("HDEL {PREFIX}c:ctx-old n t:old-0 t:old-1 t:old-2")),
         ":4"
@@ -254,16 +266,7 @@ async fn older_forms_are_listed_whole() {
     check_all(&o, "alice", "ctx-old", &model, "old form, one more").await;
 
     // A small context; an older replica's task lands in lc/lcs beside the hash.
-    let mut model = Vec::new();
-    for i in 0..3u64 {
-        let id = format!("mixed-{i}");
-        learn(&o, "alice", "ctx-mixed", &id, STATES[0], ts0 + i).await;
-        model.push(Model {
-            id,
-            state: STATES[0],
-            ts: ts0 + i,
-        });
-    }
+    let mut model = learn_three(&o, "ctx-mixed", "mixed", STATES[0], ts0).await;
     assert_eq!(
         redis.command(&format!(
             "HSET {PREFIX}t:by-old o alice c ctx-mixed u agent s {} ts {}",
