@@ -57,6 +57,8 @@ impl Sorted {
         self.len += 1;
         if chunk.len() > CHUNK {
             let upper = chunk.split_off(chunk.len() / 2);
+            // The lower half is rarely written again (timestamps grow): no room kept there.
+            chunk.shrink_to_fit();
             self.chunks.insert(ci + 1, upper);
         }
         true
