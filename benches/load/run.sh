@@ -376,12 +376,14 @@ for shape in $SHAPES; do
     ((STATE_REDIS)) && [[ -n "$BASELINE_BIN" ]] && TARGETS+=("a2a-edge-base-redis-$shape")
     [[ $shape == engine ]] && ((HA)) && TARGETS+=("haproxy-2-replicas-engine")
 done
-if [[ -n "$ONLY" ]]; then
-    kept=()
-    for t in "${TARGETS[@]}"; do [[ ! $t =~ ^($ONLY)$ ]] || kept+=("$t"); done
-    ((${#kept[@]})) || die "ONLY='$ONLY' matches none of: ${TARGETS[*]}"
-    TARGETS=("${kept[@]}")
-fi
+# only NAME...: the names ONLY matches (all of them without ONLY), one per line
+only() {
+    local t
+    for t in "$@"; do [[ -n "$ONLY" && ! $t =~ ^($ONLY)$ ]] || echo "$t"; done
+}
+mapfile -t kept < <(only "${TARGETS[@]}")
+((${#kept[@]})) || die "ONLY='$ONLY' matches none of: ${TARGETS[*]}"
+TARGETS=("${kept[@]}")
 for t in "${TARGETS[@]}"; do
     if [[ -n "${CACERT[$t]:-}" ]]; then
         smoke "$t" --cacert "${CACERT[$t]}" "${URL[$t]}" || die "smoke request to $t failed"
@@ -487,11 +489,7 @@ for shape in $SHAPES; do
     [[ -z "$BASELINE_BIN" ]] || H2TARGETS+=("a2a-edge-base-$shape")
     H2TARGETS+=("nginx-$shape")
 done
-if [[ -n "$ONLY" ]]; then
-    kept=()
-    for t in "${H2TARGETS[@]}"; do [[ ! $t =~ ^($ONLY)$ ]] || kept+=("$t"); done
-    H2TARGETS=("${kept[@]}")
-fi
+mapfile -t H2TARGETS < <(only "${H2TARGETS[@]}")
 run_h2load() { # name url round
     local name=$1 url=$2 round=$3 extra=()
     [[ $name == direct-* ]] && extra=(--h1)

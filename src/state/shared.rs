@@ -50,19 +50,24 @@ use super::redis::{RedisStore, StateUnavailable};
 pub const SMALL_CONTEXT: usize = 16;
 const SMALL_CONTEXT_ARG: &str = "16";
 
-/// Lua shared by LEARN and LIST: moves a small context's tasks from its hash (`t:{task}` =
-/// `{ts} {state}` fields) to its sorted sets, and drops `n` and those fields.
+/// Lua shared by LEARN and LIST: `entry` reads a small context's task field (`t:{task}` =
+/// `{ts} {state}`); `promote` moves those tasks from its hash to its sorted sets, and drops
+/// `n` and the fields.
 macro_rules! promote_lua {
     () => {
         r#"
+local function entry(v)
+  local sp = string.find(v, ' ', 1, true) or (#v + 1)
+  return string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
+end
 local function promote(p, ck, ctx, ret)
   local h = redis.call('HGETALL', ck)
   local all, by, gone = {}, {}, {'n'}
   for i = 1, #h, 2 do
     local f, v = h[i], h[i + 1]
     if string.sub(f, 1, 2) == 't:' then
-      local sp = string.find(v, ' ', 1, true) or (#v + 1)
-      local ts, st, id = string.sub(v, 1, sp - 1), string.sub(v, sp + 1), string.sub(f, 3)
+      local ts, st = entry(v)
+      local id = string.sub(f, 3)
       all[#all + 1] = ts; all[#all + 1] = id
       if not by[st] then by[st] = {} end
       local l = by[st]
@@ -262,8 +267,7 @@ if ctx ~= '' then
     elseif f == 'o' then owner_of = v
     elseif f == 'cl' then cl = v
     elseif string.sub(f, 1, 2) == 't:' then
-      local sp = string.find(v, ' ', 1, true) or (#v + 1)
-      local ts, st = string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
+      local ts, st = entry(v)
       local tsn = tonumber(ts) or 0
       if (state == '' or st == state) and (not after or tsn > after) then
         tasks[#tasks + 1] = {string.sub(f, 3), tsn, ts}
