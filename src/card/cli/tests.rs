@@ -1,24 +1,17 @@
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 use crate::card::canonical::tests::tiny_card;
 use crate::card::keys::tests::generated_pem;
+use crate::validate::workspace::testdir::TestDir;
 
 const WORKED_SIGNATURE: &str = "hTbnUvSkAFFQ2NTkMszqR_H7E8iwhpybvt5_P4NaTAg";
 const WORKED_PROTECTED: &str =
     "eyJhbGciOiJIUzI1NiIsImprdSI6bnVsbCwia2lkIjoiazEiLCJ0eXAiOiJKT1NFIn0";
 
-pub(super) fn tmp_dir() -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "a2a-edge-card-cli-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test's files (keys among them), removed when the test ends.
+pub(super) fn tmp_dir() -> TestDir {
+    TestDir::new("card-cli")
 }
 
 /// Runs the command with a fake environment; returns the exit status (or the error) and
@@ -43,8 +36,9 @@ fn write(dir: &Path, name: &str, body: &[u8]) -> String {
 
 #[test]
 fn usage_errors_exit_2() {
-    let dir = tmp_dir();
-    let card = write(&dir, "card.json", tiny_card().to_string().as_bytes());
+    let scratch = tmp_dir();
+    let dir = scratch.path.as_path();
+    let card = write(dir, "card.json", tiny_card().to_string().as_bytes());
     // One command line a row, split at white space; the word CARD stands for the card's path.
     let rows = [
         "",
@@ -84,8 +78,9 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn worked_example_through_the_cli() {
-    let dir = tmp_dir();
-    let card = write(&dir, "tiny.json", tiny_card().to_string().as_bytes());
+    let scratch = tmp_dir();
+    let dir = scratch.path.as_path();
+    let card = write(dir, "tiny.json", tiny_card().to_string().as_bytes());
     let (code, out) = cli(
         &[
             "sign",
@@ -105,7 +100,7 @@ fn worked_example_through_the_cli() {
         signed["signatures"],
         json!([{"protected": WORKED_PROTECTED, "signature": WORKED_SIGNATURE}])
     );
-    let signed_file = write(&dir, "signed.json", out.as_bytes());
+    let signed_file = write(dir, "signed.json", out.as_bytes());
     let verify = |file: &str, env: &[(&str, &str)]| {
         cli(&["verify", "--in", file, "--secret", "k1=CARD_SECRET"], env)
     };
@@ -119,7 +114,7 @@ fn worked_example_through_the_cli() {
     );
     let mut tampered = signed.clone();
     tampered["description"] = json!("Tiny card, changed");
-    let tampered = write(&dir, "tampered.json", tampered.to_string().as_bytes());
+    let tampered = write(dir, "tampered.json", tampered.to_string().as_bytes());
     assert_eq!(
         verify(&tampered, &[("CARD_SECRET", "k")]),
         (Ok(1), "signature-mismatch\n".into())
@@ -144,11 +139,12 @@ fn worked_example_through_the_cli() {
 
 #[test]
 fn key_file_sign_jwks_and_verify() {
-    let dir = tmp_dir();
-    let card = write(&dir, "card.json", tiny_card().to_string().as_bytes());
+    let scratch = tmp_dir();
+    let dir = scratch.path.as_path();
+    let card = write(dir, "card.json", tiny_card().to_string().as_bytes());
     for alg in ["ES256", "EdDSA", "RS256"] {
         let pem = generated_pem(SigningAlg::parse(alg).unwrap());
-        let key = write(&dir, &format!("{alg}.pem"), &pem);
+        let key = write(dir, &format!("{alg}.pem"), &pem);
         let out_file = dir.join(format!("{alg}-signed.json"));
         let out_str = out_file.to_string_lossy().into_owned();
         let (code, out) = cli(
@@ -176,7 +172,7 @@ fn key_file_sign_jwks_and_verify() {
         );
         assert_eq!(code, Ok(0));
         assert!(!jwks.contains("\"d\""), "{alg}: no private member");
-        let jwks_file = write(&dir, &format!("{alg}.jwks"), jwks.as_bytes());
+        let jwks_file = write(dir, &format!("{alg}.jwks"), jwks.as_bytes());
         assert_eq!(
             cli(&["verify", "--in", &out_str, "--jwks", &jwks_file], &[]),
             (Ok(0), "valid\n".into()),
@@ -200,7 +196,7 @@ fn key_file_sign_jwks_and_verify() {
     assert!(code.is_err());
     let (code, _) = cli(&["verify", "--in", "/nonexistent.json"], &[]);
     assert!(code.is_err());
-    let not_json = write(&dir, "bad.json", b"{");
+    let not_json = write(dir, "bad.json", b"{");
     let (code, _) = cli(&["verify", "--in", &not_json], &[]);
     assert!(code.is_err());
 }

@@ -150,8 +150,9 @@ fn verify_over_local_http() {
 
 #[test]
 fn verify_over_https_with_a_private_ca() {
-    let dir = tmp_dir();
-    let certs = crate::tls::dev::ensure(&dir).unwrap();
+    let scratch = tmp_dir();
+    let dir = scratch.path.as_path();
+    let certs = crate::tls::dev::ensure(dir).unwrap();
     let server = crate::tls::server_config(&certs.server_cert, &certs.server_key).unwrap();
     let (card, jwks) = signed_es256();
     let addr = serve(
