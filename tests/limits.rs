@@ -37,17 +37,6 @@ async fn proxy(limits: &str, extra: &str) -> Proxy {
     .await
 }
 
-/// A raw TLS stream (HTTP/1.1 ALPN) for writing malformed or slow requests by hand.
-async fn raw_tls(p: &Proxy) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let cfg = a2a_edge::tls::client_config(&p.ca, &[b"http/1.1"]).unwrap();
-    let tcp = tokio::net::TcpStream::connect(p.addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    tokio_rustls::TlsConnector::from(cfg)
-        .connect(name, tcp)
-        .await
-        .unwrap()
-}
-
 async fn read_all(s: &mut (impl AsyncReadExt + Unpin), limit: Duration) -> String {
     let mut out = Vec::new();
     let _ = tokio::time::timeout(limit, s.read_to_end(&mut out)).await;
@@ -133,13 +122,13 @@ async fn per_method_rates_and_forged_forwarding_headers() {
 async fn slowloris_and_slow_post_are_cut_while_an_honest_client_is_served() {
     let p = proxy("header_read_timeout_ms = 800\nmin_body_bytes_per_second = 1000\nbody_read_timeout_ms = 20000", "").await;
     // Slowloris: a request head that never ends.
-    let mut slow_head = raw_tls(&p).await;
+    let mut slow_head = p.raw_tls().await;
     slow_head
         .write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\nx-a: ")
         .await
         .unwrap();
     // Slow POST: headers complete, body trickling far below the minimum rate.
-    let mut slow_body = raw_tls(&p).await;
+    let mut slow_body = p.raw_tls().await;
     slow_body
         .write_all(b"POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: 100000\r\n\r\n{")
         .await
@@ -294,7 +283,7 @@ async fn request_smuggling_shapes_are_rejected() {
         ),
     ];
     for (name, raw) in &cases {
-        let mut s = raw_tls(&p).await;
+        let mut s = p.raw_tls().await;
         s.write_all(raw.as_bytes()).await.unwrap();
         let answer = read_all(&mut s, Duration::from_secs(5)).await;
         if *name == "CL and TE" {
@@ -320,17 +309,17 @@ async fn request_smuggling_shapes_are_rejected() {
         "{head}transfer-encoding: chunked\r\nconnection: close\r\n\r\n{:x}\r\n{BODY}\r\n0\r\n\r\n",
         BODY.len()
     );
-    let mut s = raw_tls(&p).await;
+    let mut s = p.raw_tls().await;
     s.write_all(chunked.as_bytes()).await.unwrap();
     let answer = read_all(&mut s, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 411"), "{answer}");
     let lenient = proxy("allow_chunked_requests = true", "").await;
-    let mut s = raw_tls(&lenient).await;
+    let mut s = lenient.raw_tls().await;
     s.write_all(chunked.as_bytes()).await.unwrap();
     let answer = read_all(&mut s, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     // A well-formed request on the same kind of connection works.
-    let mut s = raw_tls(&p).await;
+    let mut s = p.raw_tls().await;
     s.write_all(
         format!(
             "{head}content-length: {}\r\nconnection: close\r\n\r\n{BODY}",
@@ -352,7 +341,7 @@ async fn oversize_or_too_many_headers_are_refused() {
         many.push_str(&format!("x-h{i}: v\r\n"));
     }
     many.push_str("\r\n");
-    let mut s = raw_tls(&p).await;
+    let mut s = p.raw_tls().await;
     s.write_all(many.as_bytes()).await.unwrap();
     let answer = read_all(&mut s, Duration::from_secs(5)).await;
     assert!(
@@ -503,7 +492,7 @@ async fn a_connection_that_never_starts_a_request_is_closed() {
     // Silent after the handshake, or too few bytes to tell HTTP/1.1 from HTTP/2: no hyper
     // timeout covers these; the edge's first-request timer does.
     for first_bytes in [&b""[..], b"PRI * HTTP", b"GET"] {
-        let mut s = raw_tls(&p).await;
+        let mut s = p.raw_tls().await;
         s.write_all(first_bytes).await.unwrap();
         s.flush().await.unwrap();
         let started = Instant::now();
@@ -763,7 +752,7 @@ async fn a_connection_whose_peer_takes_nothing_is_closed() {
         },
     )
     .await;
-    let mut s = raw_tls(&p).await;
+    let mut s = p.raw_tls().await;
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
     let req = format!(
         "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
@@ -868,7 +857,7 @@ async fn an_answer_to_a_body_refused_midway_says_connection_close() {
         ),
     ];
     for (name, raw, status, closes) in &cases {
-        let mut s = raw_tls(&p).await;
+        let mut s = p.raw_tls().await;
         let _ = s.write_all(raw.as_bytes()).await;
         let started = Instant::now();
         let answer = read_all(&mut s, Duration::from_secs(3)).await;
@@ -990,7 +979,7 @@ async fn every_route_keeps_its_connection_after_a_body_it_did_not_need() {
         ),
     ];
     for (name, first, status, closes) in &cases {
-        let mut s = raw_tls(&p).await;
+        let mut s = p.raw_tls().await;
         let _ = s.write_all(format!("{first}{behind}").as_bytes()).await;
         let answer = read_all(&mut s, Duration::from_secs(5)).await;
         assert!(

@@ -483,6 +483,44 @@ async fn silent_streams_get_keepalives_then_an_idle_error() {
     assert!(raw.contains("upstream.stream_idle"), "{raw}");
 }
 
+/// A stream's head leaves with its first event, in one write: the caller's first read has
+/// both, even when the agent sent its head long before its first event (before, the edge
+/// wrote the head alone at once, and the caller woke, read and waited twice).
+#[tokio::test]
+async fn a_streams_head_leaves_with_its_first_event() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = RecordingUpstream::start(Reply::Late(std::time::Duration::from_millis(300))).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage",
+        "params": message("late")})
+    .to_string();
+    let mut s = proxy.raw_tls().await;
+    let request = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {TOKEN}\r\n\
+         content-type: application/json\r\naccept: text/event-stream\r\na2a-version: 1.0\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let first = String::from_utf8_lossy(&buf[..n]);
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(first.contains("text/event-stream"), "{first}");
+    assert!(
+        first.contains("data: ") && first.contains("t-late"),
+        "the head came alone, ahead of the first event: {first:?}"
+    );
+    assert_eq!(up.rpc_requests().len(), 1);
+}
+
 #[tokio::test]
 async fn a_caller_that_leaves_closes_the_agents_stream() {
     let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

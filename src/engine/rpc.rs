@@ -53,7 +53,9 @@ pub(crate) async fn handle(
         ),
         Method::SubscribeToTask => {
             match params::req_string(&params, "id").and_then(|t| store.subscribe(t)) {
-                Ok((snapshot, events)) => stream::relay(id, json!({ "task": snapshot }), events),
+                Ok((snapshot, events)) => {
+                    stream::relay(id, json!({ "task": snapshot }), events).await
+                }
                 Err(e) => reply(&id, Err(e)),
             }
         }
@@ -198,7 +200,7 @@ async fn send_message(
         Outcome::Refused(task) => reply(&id, Ok(json!({ "task": limit_history(task, p.history) }))),
         Outcome::Started {
             snapshot, events, ..
-        } if streaming => stream::relay(id, json!({ "task": snapshot }), events),
+        } if streaming => stream::relay(id, json!({ "task": snapshot }), events).await,
         Outcome::Started {
             task_id,
             snapshot,

@@ -123,6 +123,18 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 impl Proxy {
+    /// A raw TLS stream (HTTP/1.1 ALPN) for writing malformed or slow requests by hand, or
+    /// reading the answer's bytes as they come.
+    pub async fn raw_tls(&self) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let cfg = a2a_edge::tls::client_config(&self.ca, &[b"http/1.1"]).unwrap();
+        let tcp = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .unwrap()
+    }
+
     pub async fn start(o: ProxyOpts) -> Proxy {
         let dir = TempDir::new("proxy");
         let text = policy_text(dir.path(), &o);
@@ -468,6 +480,9 @@ pub enum Reply {
     /// Streams 64 KiB events as fast as they are taken until the stream is closed; then sets
     /// the flag.
     Flood(Arc<std::sync::atomic::AtomicBool>),
+    /// Answers a stream with its head at once and its one event (a working task) this long
+    /// after, then ends it.
+    Late(Duration),
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -716,6 +731,21 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                     .boxed_unsync(),
             )
             .unwrap(),
+        Reply::Late(delay) => {
+            let event = format!(
+                "data: {}\r\n\r\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": {"task": {"id": "t-late", "contextId": "c-late", "status": {"state": "TASK_STATE_WORKING"}}}})
+            );
+            let (tx, body) = a2a_edge::body::ChannelBody::new(1);
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = tx.send(Ok(Bytes::from(event))).await;
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(body.boxed())
+                .unwrap()
+        }
         Reply::BreakStream => {
             let first = format!(
                 "data: {}\r\n\r\n",
