@@ -35,6 +35,8 @@
 #   EDGE_ENV         VAR=VALUE... (space-separated) exported to every edge, for a diagnosis, e.g.
 #                    EDGE_ENV=MIMALLOC_ARENA_EAGER_COMMIT=0 (default: none; named in the report)
 #   A2A_EDGE_BIN     use this binary instead of `cargo build --release`
+#   ENGINE_BIN       run the upstream engine (and so the direct rows) from this binary instead
+#                    (default: the edge's), to compare two edges in front of one engine
 #   RESULTS          output file (default benches/streams/results.md)
 #   READY_TIMEOUT    seconds to wait for each server to come up (default 60)
 #   KEEP_TMP         1: keep the temp dir (logs, policies, per-phase JSON)
@@ -116,6 +118,10 @@ edge_bin release
 [[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
 HEAD_AT_START=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown)
 BIN_SHA=$(sha256sum "$BIN" | cut -c1-12)
+ENGINE_BIN=${ENGINE_BIN:-$BIN}
+[[ -x "$ENGINE_BIN" ]] || die "engine binary not found or not executable: $ENGINE_BIN"
+ENGINE_NOTE=
+[[ "$ENGINE_BIN" == "$BIN" ]] || ENGINE_NOTE=" · engine $ENGINE_BIN (sha256 $(sha256sum "$ENGINE_BIN" | cut -c1-12))"
 
 # ---- temp dir and cleanup
 make_tmp a2a-streams
@@ -146,7 +152,7 @@ write_policy() { # file upstream_url [upstream_line...]
 
 ENGINE_PID='' ENGINE_URL=''
 start_engine() { # dir
-    "$BIN" engine --listen 127.0.0.1:0 >"$1/engine.log" 2>&1 &
+    "$ENGINE_BIN" engine --listen 127.0.0.1:0 >"$1/engine.log" 2>&1 &
     ENGINE_PID=$!
     track "$ENGINE_PID"
     ENGINE_URL=$(wait_for_line "$1/engine.log" 'engine listening on http://127\.0\.0\.1:[0-9]+/' "$ENGINE_PID") ||
@@ -310,7 +316,7 @@ done
 RUNTIME=$((SECONDS - START))
 
 # ---- header and report
-header="$(bench_header "$(python3 --version 2>&1)") · binary $BIN (sha256 $BIN_SHA; tree $HEAD_AT_START at the start) · edge worker threads $DEFAULT_WORKERS${EDGE_ENV:+ · edge env $EDGE_ENV} · run ${RUNTIME} s"
+header="$(bench_header "$(python3 --version 2>&1)") · binary $BIN (sha256 $BIN_SHA; tree $HEAD_AT_START at the start)$ENGINE_NOTE · edge worker threads $DEFAULT_WORKERS${EDGE_ENV:+ · edge env $EDGE_ENV} · run ${RUNTIME} s"
 note="Each phase: a fresh \`a2a-edge serve\` (TLS with the dev CA, one bearer principal, the admin listener on) and, but for the embedded phase, a fresh \`a2a-edge engine\`; policy \`[limits]\` $(echo "$LIMITS" | sed 's/ = /=/' | paste -sd, - | sed 's/,/, /g') (everything else at its default). Client: benches/streams/drive.py on the same 2 cores (the edge, the engine and the client share them); open-files limit $(ulimit -n)."
 python3 "$HERE/drive.py" report --header "$header" --note "$note" --idle-secs "$IDLE_SECS" \
     --settle "$SETTLE" --after "$AFTER" "${files[@]}" >"$TMP/results.md"

@@ -53,9 +53,7 @@ pub(crate) async fn handle(
         ),
         Method::SubscribeToTask => {
             match params::req_string(&params, "id").and_then(|t| store.subscribe(t)) {
-                Ok((snapshot, events)) => {
-                    stream::relay(id, json!({ "task": snapshot }), events).await
-                }
+                Ok((snapshot, events)) => stream::relay(id, json!({ "task": snapshot }), events),
                 Err(e) => reply(&id, Err(e)),
             }
         }
@@ -200,7 +198,7 @@ async fn send_message(
         Outcome::Refused(task) => reply(&id, Ok(json!({ "task": limit_history(task, p.history) }))),
         Outcome::Started {
             snapshot, events, ..
-        } if streaming => stream::relay(id, json!({ "task": snapshot }), events).await,
+        } if streaming => stream::relay(id, json!({ "task": snapshot }), events),
         Outcome::Started {
             task_id,
             snapshot,

@@ -30,14 +30,12 @@ pub(crate) fn single(id: &Value, result: Value) -> Response<BoxBody> {
 }
 
 /// A stream that starts with `first` and relays `events` until the one that ends the turn.
-/// `first` is queued before the head is returned, so that they leave in one write.
-pub(crate) async fn relay(id: Value, first: Value, mut events: Events) -> Response<BoxBody> {
+pub(crate) fn relay(id: Value, first: Value, mut events: Events) -> Response<BoxBody> {
     let (tx, body) = budgeted(BODY_BYTES, None);
-    // The body is still here: the queue takes the frame (it waits for room at most).
-    if tx.send(event(&id, first)).await.is_err() {
-        return sse_response(body.boxed());
-    }
     tokio::spawn(async move {
+        if tx.send(event(&id, first)).await.is_err() {
+            return;
+        }
         let mut ping =
             tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
         loop {

@@ -178,9 +178,14 @@ where
         .trim()
         .to_string();
     match media.as_str() {
-        "text/event-stream" => {
-            Ok(relay_sse(upstream.into_body(), id.clone(), limits, log, fast, observe).await)
-        }
+        "text/event-stream" => Ok(relay_sse(
+            upstream.into_body(),
+            id.clone(),
+            limits,
+            log,
+            fast,
+            observe,
+        )),
         "application/json" => {
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
@@ -202,13 +207,7 @@ where
 
 /// `observe` (and what it owns) is dropped when the stream ends, however it ends. How it
 /// ended is logged (`stream_end`) and counted (`a2a_edge_streams_total{outcome}`).
-///
-/// The response is returned once the stream's first frame is queued (or the stream ended):
-/// its head then leaves with that frame, in one write and one TLS record burst, rather than
-/// alone ahead of it (which made the caller wake, read and wait twice for its first event).
-/// The wait is bounded like the stream: the first frame is the agent's first event, an
-/// error frame, or the edge's own keep-alive once the agent stayed silent that long.
-async fn relay_sse<F, P>(
+fn relay_sse<F, P>(
     mut body: BoxBody,
     id: Value,
     limits: RelayLimits,
@@ -221,10 +220,7 @@ where
     P: Future<Output = Result<(), Refused>> + Send,
 {
     let (tx, out) = budgeted(limits.stream_buffer_bytes, log.shared_budget.clone());
-    let (first_tx, first) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        // Dropped (the head may go) once the first frame is queued, or when the stream ends.
-        let mut first_tx = Some(first_tx);
         let started = tokio::time::Instant::now();
         let _open = log.metrics.open_stream();
         let mut events = 0u64;
@@ -258,7 +254,6 @@ where
                         }
                     }
                     last_sent = tokio::time::Instant::now();
-                    first_tx = None;
                 }};
             }
             loop {
@@ -352,7 +347,5 @@ where
             ms = started.elapsed().as_millis() as u64,
         );
     });
-    // Err only means the task ended without a frame: the head goes then too.
-    let _ = first.await;
     sse_response(out.boxed())
 }
