@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A release binary built with profile-guided optimization (PGO), issue #16: the compiler lays
+# out and inlines the code by what a real run of the edge executed, not by guesses.
+#
+#   bash packaging/pgo-build.sh         # writes target/pgo/a2a-edge (about 15 min on 2 cores)
+#
+# Steps: (1) an instrumented release build (`-Cprofile-generate`); (2) training: that binary
+# serves the load benchmark's traffic (benches/load/run.sh: SendMessage over HTTP/1.1 and
+# HTTP/2, bearer auth, engine and static upstreams, state in memory and in Redis) and the
+# streams benchmark's (benches/streams/run.sh: SSE streams, first events); (3) the raw
+# profiles merged with the toolchain's own `llvm-profdata` (rustup's `llvm-tools`, installed
+# when missing: its LLVM must be rustc's); (4) the release build again with
+# `-Cprofile-use`. Same sources, same `Cargo.lock`, same checks: only the code layout differs.
+#
+# What the training does not run (JWT, API-key and mTLS callers, ListTasks pages, push
+# configs, card signing) is compiled as cold code: correct, but not tuned. Train on what your
+# callers send if it differs much (TRAIN_CMD), and measure before shipping (benches/load with
+# BASELINE_BIN=target/release/a2a-edge compares the two in one run).
+#
+# Env:
+#   OUT          the optimized binary (default target/pgo/a2a-edge); its profile beside it
+#                (OUT.profdata)
+#   TRAIN_ROUNDS rounds of the load benchmark while training (default 1)
+#   TRAIN_CMD    a command run after the benchmarks while training, with A2A_EDGE_BIN set to
+#                the instrumented binary (e.g. a script that replays your own traffic)
+#   WORK         scratch directory: raw profiles, training logs (default: a new one under
+#                $TMPDIR, removed at the end)
+# The two builds keep their own target directories (target/pgo-gen, target/pgo-use).
+# The benchmarks install what they need (nginx, wrk, h2load, redis-server) as they do alone.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$ROOT/target/pgo/a2a-edge}
+TRAIN_ROUNDS=${TRAIN_ROUNDS:-1}
+TRAIN_CMD=${TRAIN_CMD:-}
+log() { echo "[pgo] $*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+case ${1:-} in
+-h | --help)
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+    ;;
+"") ;;
+*) die "unknown argument: $1 (no arguments; see --help)" ;;
+esac
+if [[ -n "${WORK:-}" ]]; then
+    mkdir -p "$WORK"
+else
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/a2a-edge-pgo.XXXXXX")
+    trap 'rm -rf "$WORK"' EXIT
+fi
+rm -rf "$WORK/raw"
+# Build caches of their own (kept between runs: only what changed is built again).
+TARGETS=${CARGO_TARGET_DIR:-$ROOT/target}
+started=$SECONDS
+
+# ---- the toolchain's llvm-profdata
+host=$(rustc -vV | sed -n 's/^host: //p')
+PROFDATA="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
+if [[ ! -x "$PROFDATA" ]]; then
+    log "rustup component add llvm-tools (llvm-profdata of rustc's LLVM)"
+    rustup component add llvm-tools >&2 || die "cannot install llvm-tools; PGO needs llvm-profdata of rustc's own LLVM version"
+fi
+[[ -x "$PROFDATA" ]] || die "no $PROFDATA"
+
+# ---- 1. instrumented build
+log "instrumented build (-Cprofile-generate)"
+(cd "$ROOT" && RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$TARGETS/pgo-gen/profraw" \
+    cargo build --release --locked --quiet --bin a2a-edge --target-dir "$TARGETS/pgo-gen") ||
+    die "the instrumented build failed"
+GEN="$TARGETS/pgo-gen/release/a2a-edge"
+# Every process the benchmarks start (edges, engines) writes its profile here at exit.
+export LLVM_PROFILE_FILE="$WORK/raw/a2a-edge-%p-%m.profraw"
+
+# ---- 2. training
+log "training: benches/load/run.sh --rounds $TRAIN_ROUNDS (the edges only)"
+A2A_EDGE_BIN=$GEN RESULTS="$WORK/load.md" ONLY='a2a-edge(-redis)?-(engine|static)' \
+    bash "$ROOT/benches/load/run.sh" --rounds "$TRAIN_ROUNDS" >"$WORK/load.log" 2>&1 ||
+    die "training (benches/load/run.sh) failed: $(tail -5 "$WORK/load.log")"
+log "training: benches/streams/run.sh (200 streams, first-event latency)"
+A2A_EDGE_BIN=$GEN RESULTS="$WORK/streams.md" PHASES="upstream latency" STREAMS=200 \
+    bash "$ROOT/benches/streams/run.sh" >"$WORK/streams.log" 2>&1 ||
+    die "training (benches/streams/run.sh) failed: $(tail -5 "$WORK/streams.log")"
+if [[ -n "$TRAIN_CMD" ]]; then
+    log "training: $TRAIN_CMD"
+    A2A_EDGE_BIN=$GEN bash -c "$TRAIN_CMD" >"$WORK/train-cmd.log" 2>&1 ||
+        die "TRAIN_CMD failed: $(tail -5 "$WORK/train-cmd.log")"
+fi
+shopt -s nullglob
+raw=("$WORK"/raw/*.profraw)
+((${#raw[@]})) || die "the training left no profile in $WORK/raw (did the edges exit normally?)"
+
+# ---- 3. merge
+mkdir -p "$(dirname "$OUT")"
+"$PROFDATA" merge -o "$OUT.profdata" "${raw[@]}" || die "llvm-profdata merge failed"
+
+# ---- 4. optimized build
+log "optimized build (-Cprofile-use)"
+(cd "$ROOT" && RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$OUT.profdata" \
+    cargo build --release --locked --quiet --bin a2a-edge --target-dir "$TARGETS/pgo-use") ||
+    die "the optimized build failed"
+install -m 0755 "$TARGETS/pgo-use/release/a2a-edge" "$OUT"
+"$OUT" --version >/dev/null 2>&1 || "$OUT" --help >/dev/null 2>&1 || die "$OUT does not run"
+log "wrote $OUT (profile $OUT.profdata; $(((SECONDS - started) / 60)) min)"
