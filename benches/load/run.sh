@@ -114,6 +114,9 @@ command -v curl >/dev/null 2>&1 || die "curl is needed (smoke requests)"
 # ---- binary
 edge_bin release
 [[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
+# Named in the report with their digests (an A/B run says what it compared).
+binaries="a2a-edge: $BIN (sha256 $(sha256sum "$BIN" | cut -c1-12))"
+[[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha256sum "$BASELINE_BIN" | cut -c1-12))"
 
 # ---- temp dir and cleanup
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
@@ -525,7 +528,7 @@ done
 wrk_v=$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}' || true)
 nginx_v=$("$NGINX" -v 2>&1 | sed 's/.*version: //' || true)
 header=$(bench_header "$wrk_v" "$nginx_v")
-settings="$ROUNDS round(s), interleaved: every target in turn, then again; medians over the rounds. wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (the load tools share the cores)"
+settings="$ROUNDS round(s), interleaved: every target in turn, then again; medians over the rounds. wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s (warm-up ${WARMUP}s), HTTP/1.1 keep-alive, $(wc -c <"$BODY")-byte SendMessage body, A2A-Version: 1.0; nginx worker_processes $NGINX_WORKERS, access log $( ((NGINX_ACCESS_LOG)) && echo "on (file)" || echo off) (a2a-edge logs every request to stderr, a file here); all on one machine (the load tools share the cores). Binaries: $binaries"
 
 python3 - "$TMP" "$header" "$settings" "$ROUNDS" "$H2LOAD" "$CONNECTIONS" "$H2_STREAMS" "$DURATION" \
     "$SHAPES" "${TARGETS[*]}" "${H2TARGETS[*]}" "$CLK_TCK" >"$TMP/results.md" <<'EOF'
