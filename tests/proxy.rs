@@ -490,7 +490,7 @@ async fn silent_streams_get_keepalives_then_an_idle_error() {
 #[tokio::test]
 async fn a_streams_head_leaves_ahead_of_its_first_event() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let up = RecordingUpstream::start(Reply::Late(std::time::Duration::from_millis(300))).await;
+    let up = RecordingUpstream::start(Reply::Late(std::time::Duration::from_secs(1))).await;
     let proxy = Proxy::start(ProxyOpts {
         upstream_url: up.url.clone(),
         ..Default::default()
