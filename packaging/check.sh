@@ -104,4 +104,16 @@ else
     echo "skipped: no a2a-edge binary (set A2A_EDGE_BIN, or cargo build first)"
 fi
 
+step "packaging/pgo-build.sh parses and explains itself (the build itself takes 15 min: not run here)"
+bash -n packaging/pgo-build.sh
+bash packaging/pgo-build.sh --help | grep -q 'profile-guided optimization' || {
+    echo "packaging/check.sh: packaging/pgo-build.sh --help printed no usage" >&2
+    exit 1
+}
+if bash packaging/pgo-build.sh --no-such-flag >/dev/null 2>&1; then
+    echo "packaging/check.sh: packaging/pgo-build.sh accepted an unknown argument" >&2
+    exit 1
+fi
+echo "ok"
+
 step "packaging: ok"

@@ -21,6 +21,7 @@
 #   OUT          the optimized binary (default target/pgo/a2a-edge); its profile beside it
 #                (OUT.profdata)
 #   TRAIN_ROUNDS rounds of the load benchmark while training (default 1)
+#   TRAIN_SECS   seconds per measured load run while training (default 8, as the benchmark)
 #   TRAIN_CMD    a command run after the benchmarks while training, with A2A_EDGE_BIN set to
 #                the instrumented binary (e.g. a script that replays your own traffic)
 #   WORK         scratch directory: raw profiles, training logs (default: a new one under
@@ -31,6 +32,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/target/pgo/a2a-edge}
 TRAIN_ROUNDS=${TRAIN_ROUNDS:-1}
+TRAIN_SECS=${TRAIN_SECS:-8}
 TRAIN_CMD=${TRAIN_CMD:-}
 log() { echo "[pgo] $*" >&2; }
 die() {
@@ -76,7 +78,7 @@ export LLVM_PROFILE_FILE="$WORK/raw/a2a-edge-%p-%m.profraw"
 
 # ---- 2. training
 log "training: benches/load/run.sh --rounds $TRAIN_ROUNDS (the edges only)"
-A2A_EDGE_BIN=$GEN RESULTS="$WORK/load.md" ONLY='a2a-edge(-redis)?-(engine|static)' \
+DURATION=$TRAIN_SECS A2A_EDGE_BIN=$GEN RESULTS="$WORK/load.md" ONLY='a2a-edge(-redis)?-(engine|static)' \
     bash "$ROOT/benches/load/run.sh" --rounds "$TRAIN_ROUNDS" >"$WORK/load.log" 2>&1 ||
     die "training (benches/load/run.sh) failed: $(tail -5 "$WORK/load.log")"
 log "training: benches/streams/run.sh (200 streams, first-event latency)"
