@@ -344,3 +344,49 @@ async fn a_new_task_in_a_new_context_costs_two_sorted_set_writes() {
     );
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-warm n")), "1");
 }
+
+fn news(ctx: &str, task: &str, state: &str, ts: u64) -> News {
+    News {
+        context: Some(ctx.into()),
+        task: Some(task.into()),
+        state: Some(state.into()),
+        ts: Some(ts),
+    }
+}
+
+/// Redis gone while answers are being learned: every one of them fails closed (none is taken
+/// for learned), and once Redis is back the next answers are learned again, with no restart.
+#[tokio::test]
+async fn answers_learned_while_redis_is_gone_fail_closed_and_the_next_ones_go() {
+    let mut redis = RedisServer::start();
+    let o = Arc::new(owners(&redis));
+    let ts0 = 1_700_000_000_000_000u64;
+    learn(&o, "alice", "ctx-before", "before", STATES[0], ts0).await;
+    redis.stop();
+    let mut calls = Vec::new();
+    for i in 0..40u64 {
+        let o = o.clone();
+        calls.push(tokio::spawn(async move {
+            let n = news(&format!("ctx-{i}"), &format!("t-{i}"), STATES[0], ts0 + i);
+            o.learn("alice", "agent", &n, None, None).await
+        }));
+    }
+    for (i, c) in calls.into_iter().enumerate() {
+        assert!(c.await.unwrap().is_err(), "answer {i} taken for learned");
+    }
+    redis.restart();
+    // The connection comes back by itself (at most one attempt per 500 ms).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = news("ctx-after", "after", STATES[0], ts0 + 100);
+        match o.learn("alice", "agent", &n, None, None).await {
+            Ok(true) => break,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "not learned after Redis came back: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(redis.command(&format!("HGET {PREFIX}t:after o")), "alice");
+}
