@@ -6,18 +6,22 @@ use super::*;
 /// What the proxy knows about the request, never what the caller claimed: the caller's
 /// forwarding headers were dropped by the allow-list.
 pub(super) fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr, request_id: &str) {
-    let for_value = match client {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    // The address is written once; RFC 7239 quotes an IPv6 one in brackets.
+    let address = client.to_string();
+    let forwarded = match client {
+        IpAddr::V4(_) => format!("for={address};proto=https"),
+        IpAddr::V6(_) => format!("for=\"[{address}]\";proto=https"),
     };
-    let pairs = [
-        ("x-forwarded-for", client.to_string()),
-        ("x-forwarded-proto", "https".to_string()),
-        ("forwarded", format!("for={for_value};proto=https")),
-        ("x-request-id", request_id.to_string()),
-    ];
-    for (name, value) in pairs {
-        if let Ok(v) = HeaderValue::from_str(&value) {
+    headers.insert(
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderValue::from_static("https"),
+    );
+    for (name, value) in [
+        ("x-forwarded-for", address.as_str()),
+        ("forwarded", forwarded.as_str()),
+        ("x-request-id", request_id),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(value) {
             headers.insert(HeaderName::from_static(name), v);
         }
     }
@@ -34,4 +38,37 @@ pub(super) fn principal_header_value(name: &str) -> HeaderValue {
         }
     }
     HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarding_headers_name_the_peer_as_the_proxy_saw_it() {
+        let cases: [(&str, &str, &str); 4] = [
+            ("127.0.0.1", "127.0.0.1", "for=127.0.0.1;proto=https"),
+            ("::1", "::1", "for=\"[::1]\";proto=https"),
+            (
+                "::ffff:10.0.0.1",
+                "::ffff:10.0.0.1",
+                "for=\"[::ffff:10.0.0.1]\";proto=https",
+            ),
+            (
+                "2001:db8::0:1",
+                "2001:db8::1",
+                "for=\"[2001:db8::1]\";proto=https",
+            ),
+        ];
+        for (peer, xff, forwarded) in cases {
+            let mut h = HeaderMap::new();
+            h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+            forwarding_headers(&mut h, peer.parse().unwrap(), "req-1");
+            assert_eq!(h["x-forwarded-for"], xff, "{peer}");
+            assert_eq!(h["forwarded"], forwarded, "{peer}");
+            assert_eq!(h["x-forwarded-proto"], "https", "{peer}");
+            assert_eq!(h["x-request-id"], "req-1", "{peer}");
+            assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1, "{peer}");
+        }
+    }
 }
