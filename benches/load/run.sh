@@ -115,8 +115,8 @@ command -v curl >/dev/null 2>&1 || die "curl is needed (smoke requests)"
 edge_bin release
 [[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
 # Named in the report with their digests (an A/B run says what it compared).
-binaries="a2a-edge: $BIN (sha256 $(sha256sum "$BIN" | cut -c1-12))"
-[[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha256sum "$BASELINE_BIN" | cut -c1-12))"
+binaries="a2a-edge: $BIN (sha256 $(sha12 "$BIN"))"
+[[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha12 "$BASELINE_BIN"))"
 
 # ---- temp dir and cleanup
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it

@@ -117,11 +117,11 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 edge_bin release
 [[ -x "$BIN" ]] || die "binary not found or not executable: $BIN"
 HEAD_AT_START=$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo unknown)
-BIN_SHA=$(sha256sum "$BIN" | cut -c1-12)
+BIN_SHA=$(sha12 "$BIN")
 ENGINE_BIN=${ENGINE_BIN:-$BIN}
 [[ -x "$ENGINE_BIN" ]] || die "engine binary not found or not executable: $ENGINE_BIN"
 ENGINE_NOTE=
-[[ "$ENGINE_BIN" == "$BIN" ]] || ENGINE_NOTE=" · engine $ENGINE_BIN (sha256 $(sha256sum "$ENGINE_BIN" | cut -c1-12))"
+[[ "$ENGINE_BIN" == "$BIN" ]] || ENGINE_NOTE=" · engine $ENGINE_BIN (sha256 $(sha12 "$ENGINE_BIN"))"
 
 # ---- temp dir and cleanup
 make_tmp a2a-streams
