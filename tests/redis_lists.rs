@@ -40,13 +40,17 @@ fn owners(redis: &RedisServer) -> SharedOwners {
 }
 
 async fn learn(o: &SharedOwners, who: &str, ctx: &str, task: &str, state: &str, ts: u64) {
-    let news = News {
+    let n = news(ctx, task, state, ts);
+    assert!(o.learn(who, "agent", &n, None, None).await.unwrap());
+}
+
+fn news(ctx: &str, task: &str, state: &str, ts: u64) -> News {
+    News {
         context: Some(ctx.into()),
         task: Some(task.into()),
         state: Some(state.into()),
         ts: Some(ts),
-    };
-    assert!(o.learn(who, "agent", &news, None, None).await.unwrap());
+    }
 }
 
 /// A task as the test remembers it.
@@ -343,15 +347,6 @@ async fn a_new_task_in_a_new_context_costs_two_sorted_set_writes() {
         ":0"
     );
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-warm n")), "1");
-}
-
-fn news(ctx: &str, task: &str, state: &str, ts: u64) -> News {
-    News {
-        context: Some(ctx.into()),
-        task: Some(task.into()),
-        state: Some(state.into()),
-        ts: Some(ts),
-    }
 }
 
 /// Redis gone while answers are being learned: every one of them fails closed (none is taken

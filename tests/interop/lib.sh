@@ -338,9 +338,10 @@ print(f"timeout ({last})"); sys.exit(1)
 EOF
 }
 
-# rand_token: 32 random bytes, base64url
 # sha12 FILE: the first 12 hex digits of FILE's sha256 (how the benchmarks name a binary).
 sha12() { sha256sum "$1" | cut -c1-12; }
+
+# rand_token: 32 random bytes, base64url
 rand_token() { "${PY:-python3}" -c 'import secrets; print(secrets.token_urlsafe(32))'; }
 
 # free_port: a TCP port on 127.0.0.1 that was free a moment ago
