@@ -4,7 +4,7 @@
 //! [`Json`] values (lists, objects), which are written as the JSON they are. A field that is an
 //! empty `Option` is left out.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -70,21 +70,108 @@ impl<W: fmt::Write> Fields<'_, W> {
 
 /// A JSON string, with exactly the escapes JSON needs (serde_json's).
 fn json_string(w: &mut impl fmt::Write, s: &str) -> fmt::Result {
-    serde_json::to_writer(FmtWriter(w), s).map_err(|_| fmt::Error)
+    w.write_char('"')?;
+    escape_into(w, s)?;
+    w.write_char('"')
 }
 
-/// An `fmt::Write` as the `io::Write` serde_json writes to (it writes valid UTF-8 only).
-struct FmtWriter<'a, W: fmt::Write>(&'a mut W);
+/// `s` as the inside of a JSON string: `"` and `\` escaped, control characters as `\n`, `\t`,
+/// ... or `\u00XX`; everything else (non-ASCII included) as it is, in runs.
+fn escape_into(w: &mut impl fmt::Write, s: &str) -> fmt::Result {
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        w.write_str(&s[run..i])?;
+        if esc.is_empty() {
+            write!(w, "\\u{b:04x}")?;
+        } else {
+            w.write_str(esc)?;
+        }
+        run = i + 1;
+    }
+    w.write_str(&s[run..])
+}
 
-impl<W: fmt::Write> std::io::Write for FmtWriter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let s = std::str::from_utf8(buf).map_err(|_| std::io::Error::other("not UTF-8"))?;
-        self.0.write_str(s).map_err(std::io::Error::other)?;
-        Ok(buf.len())
+/// What a `?`-field's `Debug` writes, written on as a JSON value: escaped into a string as it
+/// comes (no `String` of the value's own), unless it begins with [`JSON_MARK`]: then the rest
+/// is kept and written raw if it is JSON indeed (a [`Json`] value), as a string otherwise.
+struct DebugValue<'a, W: fmt::Write> {
+    w: &'a mut W,
+    state: Seen,
+}
+
+enum Seen {
+    /// The first `n` bytes, while they are the beginning of [`JSON_MARK`]: nothing written yet.
+    Start(usize),
+    /// A string: its opening quote and what came so far are written.
+    Text,
+    /// [`JSON_MARK`], and what came after it.
+    Json(String),
+}
+
+impl<'a, W: fmt::Write> DebugValue<'a, W> {
+    fn new(w: &'a mut W) -> Self {
+        DebugValue {
+            w,
+            state: Seen::Start(0),
+        }
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    /// The closing: the string's quote, or the kept JSON.
+    fn finish(self) -> fmt::Result {
+        match self.state {
+            Seen::Start(n) => json_string(self.w, &JSON_MARK[..n]),
+            Seen::Text => self.w.write_char('"'),
+            Seen::Json(json) if serde_json::from_str::<serde::de::IgnoredAny>(&json).is_ok() => {
+                self.w.write_str(&json)
+            }
+            Seen::Json(json) => {
+                self.w.write_char('"')?;
+                escape_into(self.w, JSON_MARK)?;
+                escape_into(self.w, &json)?;
+                self.w.write_char('"')
+            }
+        }
+    }
+}
+
+impl<W: fmt::Write> fmt::Write for DebugValue<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        match &mut self.state {
+            Seen::Text => escape_into(self.w, s),
+            Seen::Json(json) => {
+                json.push_str(s);
+                Ok(())
+            }
+            Seen::Start(n) => {
+                let mark = &JSON_MARK.as_bytes()[*n..];
+                let k = mark.len().min(s.len());
+                if s.as_bytes()[..k] == mark[..k] {
+                    if k < mark.len() {
+                        *n += k;
+                    } else {
+                        self.state = Seen::Json(s[k..].to_string());
+                    }
+                    return Ok(());
+                }
+                // Not the mark: a string, beginning with what was held back.
+                let held = &JSON_MARK[..*n];
+                self.state = Seen::Text;
+                self.w.write_char('"')?;
+                escape_into(self.w, held)?;
+                escape_into(self.w, s)
+            }
+        }
     }
 }
 
@@ -113,14 +200,12 @@ impl<W: fmt::Write> Visit for Fields<'_, W> {
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let text = format!("{value:?}");
         // Written raw only when it is JSON indeed: the line stays one valid JSON object
         // whatever a displayed value holds.
-        self.put(field, |w| match text.strip_prefix(JSON_MARK) {
-            Some(json) if serde_json::from_str::<serde::de::IgnoredAny>(json).is_ok() => {
-                w.write_str(json)
-            }
-            _ => json_string(w, &text),
+        self.put(field, |w| {
+            let mut v = DebugValue::new(w);
+            write!(v, "{value:?}")?;
+            v.finish()
         });
     }
 }
@@ -184,6 +269,57 @@ mod tests {
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
             .collect()
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let cases = [
+            "",
+            "plain",
+            "quote \" and backslash \\",
+            "\n\r\t\u{8}\u{c}",
+            "\u{0}\u{1}\u{1f} \u{7f}",
+            "non-ASCII é ✓ 𝄞 and \u{2028}",
+            "</script>",
+            "\u{1}json:",
+        ];
+        for s in cases {
+            let mut got = String::new();
+            json_string(&mut got, s).unwrap();
+            assert_eq!(got, serde_json::to_string(s).unwrap(), "{s:?}");
+        }
+    }
+
+    /// A `Debug` that writes its text in the given pieces (as derived `Debug`s and `write!`
+    /// do), so the mark can arrive split.
+    struct Pieces(&'static [&'static str]);
+
+    impl fmt::Debug for Pieces {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.0.iter().try_for_each(|p| f.write_str(p))
+        }
+    }
+
+    #[test]
+    fn debug_values_become_strings_unless_marked_json() {
+        use serde_json::json;
+        let cases: [(&[&str], serde_json::Value); 9] = [
+            (&["plain"], json!("plain")),
+            (&["a \"b\"", "\n", "c"], json!("a \"b\"\nc")),
+            (&[], json!("")),
+            (&["\u{1}js"], json!("\u{1}js")),
+            (&["\u{1}js", "x"], json!("\u{1}jsx")),
+            (&["\u{1}", "json", ":", "[1,", "2]"], json!([1, 2])),
+            (&["\u{1}json:{\"k\":", "\"v\"}"], json!({"k": "v"})),
+            (&["\u{1}json:[1,"], json!("\u{1}json:[1,")),
+            (&["\u{1}json:1 2"], json!("\u{1}json:1 2")),
+        ];
+        for (pieces, want) in cases {
+            let lines = capture(|| tracing::info!(v = ?Pieces(pieces), after = 1u64));
+            assert_eq!(lines.len(), 1, "{pieces:?}");
+            assert_eq!(lines[0]["v"], want, "{pieces:?}");
+            assert_eq!(lines[0]["after"], 1, "{pieces:?}");
+        }
     }
 
     #[test]
