@@ -74,18 +74,20 @@ done
 wait || true
 
 failed=0
-printf '\n%-22s %14s %10s  %s\n' target executions exec/s result
+printf '\n%-22s %14s %10s %22s  %s\n' target executions exec/s 'cov / ft / corpus' result
 for t in "${targets[@]}"; do
     rc=$(cat "$work/$t.rc" 2>/dev/null || echo 1)
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t.log" | tail -1)
     rate=$(sed -n 's/^#[0-9]*[[:space:]]*DONE.*exec\/s: \([0-9]*\).*/\1/p' "$work/$t.log" | tail -1)
+    # Coverage at the end: edges, features, corpus inputs (libFuzzer's DONE line).
+    cov=$(sed -n 's/^#[0-9]*[[:space:]]*DONE[[:space:]]*cov: \([0-9]*\) ft: \([0-9]*\) corp: \([0-9]*\).*/\1 \/ \2 \/ \3/p' "$work/$t.log" | tail -1)
     if [[ "$rc" == 0 ]]; then
         result=ok
     else
         result="FAILED (exit $rc)"
         failed=1
     fi
-    printf '%-22s %14s %10s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$result"
+    printf '%-22s %14s %10s %22s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "$result"
 done
 
 for t in "${targets[@]}"; do
