@@ -1,8 +1,9 @@
 //! Traces and logs of the binary as operators run it: `[telemetry] otlp_endpoint` pointed at
 //! a real OTLP/HTTP receiver started here (protobuf, decoded with the OpenTelemetry protocol
-//! types); one span per request with the pipeline's stages as children, the caller's trace
-//! context as parent, the edge's own span as the agent's `traceparent`; and the text log
-//! format.
+//! types), over plain HTTP and over TLS (`otlp_ca_file`; a collector the CA does not vouch
+//! for gets nothing and the operator is told); one span per request with the pipeline's
+//! stages as children, the caller's trace context as parent, the edge's own span as the
+//! agent's `traceparent`; and the text log format.
 
 mod common;
 
@@ -27,21 +28,63 @@ struct Receiver {
     url: String,
     spans: Arc<Mutex<Vec<Span>>>,
     paths: Arc<Mutex<Vec<String>>>,
+    /// The `api-key` header of each export that had one.
+    keys: Arc<Mutex<Vec<String>>>,
+}
+
+impl Receiver {
+    /// Every request it got was an OTLP/HTTP protobuf export to `/v1/traces`.
+    fn assert_only_trace_exports(&self) {
+        let paths = self.paths.lock().unwrap();
+        assert!(
+            paths
+                .iter()
+                .all(|p| p == "POST /v1/traces application/x-protobuf"),
+            "{paths:?}"
+        );
+    }
 }
 
 async fn receiver() -> Receiver {
+    receiver_over(None).await
+}
+
+/// The receiver behind TLS, with a dev CA and server certificate of its own in `certs`
+/// (`certs/ca.pem` is what a client must trust); `https_handshakes` counts the handshakes
+/// that completed.
+async fn receiver_tls(certs: &std::path::Path) -> (Receiver, Arc<Mutex<usize>>) {
+    let dev = a2a_edge::tls::dev::ensure(certs).unwrap();
+    let cfg = a2a_edge::tls::server_config(&dev.server_cert, &dev.server_key).unwrap();
+    let handshakes: Arc<Mutex<usize>> = Arc::default();
+    let r = receiver_over(Some((
+        tokio_rustls::TlsAcceptor::from(cfg),
+        handshakes.clone(),
+    )))
+    .await;
+    (r, handshakes)
+}
+
+async fn receiver_over(tls: Option<(tokio_rustls::TlsAcceptor, Arc<Mutex<usize>>)>) -> Receiver {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr().unwrap());
     let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
     let paths: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (s2, p2) = (spans.clone(), paths.clone());
+    let keys: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (s2, p2, k2) = (spans.clone(), paths.clone(), keys.clone());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            let (spans, paths) = (s2.clone(), p2.clone());
+            let (spans, paths, keys) = (s2.clone(), p2.clone(), k2.clone());
+            let tls = tls.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let (spans, paths) = (spans.clone(), paths.clone());
+                    let (spans, paths, keys) = (spans.clone(), paths.clone(), keys.clone());
                     async move {
+                        if let Some(k) = req.headers().get("api-key") {
+                            keys.lock()
+                                .unwrap()
+                                .push(k.to_str().unwrap_or("?").to_string());
+                        }
                         paths.lock().unwrap().push(format!(
                             "{} {} {}",
                             req.method(),
@@ -66,13 +109,28 @@ async fn receiver() -> Receiver {
                         )
                     }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), svc)
-                    .await;
+                let http = hyper::server::conn::http1::Builder::new();
+                match tls {
+                    None => {
+                        let _ = http.serve_connection(TokioIo::new(tcp), svc).await;
+                    }
+                    Some((acceptor, handshakes)) => {
+                        let Ok(stream) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        *handshakes.lock().unwrap() += 1;
+                        let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                    }
+                }
             });
         }
     });
-    Receiver { url, spans, paths }
+    Receiver {
+        url,
+        spans,
+        paths,
+        keys,
+    }
 }
 
 /// The binary with `telemetry` lines added to a policy in front of `upstream`.
@@ -83,6 +141,10 @@ struct Edge {
 }
 
 async fn edge(upstream: &str, telemetry: &str) -> Edge {
+    edge_with_env(upstream, telemetry, &[]).await
+}
+
+async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) -> Edge {
     let dir = TempDir::new("telemetry");
     let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
     let policy = format!(
@@ -93,6 +155,7 @@ async fn edge(upstream: &str, telemetry: &str) -> Edge {
     std::fs::write(&file, policy).unwrap();
     let ready = dir.path().join("ready.json");
     let child = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .envs(env.iter().copied())
         .args(["serve", "--policy"])
         .arg(&file)
         .arg("--ready-file")
@@ -175,15 +238,7 @@ async fn spans_reach_a_collector_with_the_callers_parent_and_the_agent_gets_the_
     drop(c);
     let log = e.stop().await;
     let spans = otlp.spans.lock().unwrap().clone();
-    assert!(
-        otlp.paths
-            .lock()
-            .unwrap()
-            .iter()
-            .all(|p| p == "POST /v1/traces application/x-protobuf"),
-        "{:?}",
-        otlp.paths.lock().unwrap()
-    );
+    otlp.assert_only_trace_exports();
     let requests: Vec<&Span> = spans.iter().filter(|s| s.name == "request").collect();
     assert_eq!(
         requests.len(),
@@ -255,6 +310,76 @@ async fn spans_reach_a_collector_with_the_callers_parent_and_the_agent_gets_the_
         .contains("200"));
     // The log line carries the caller's trace id too.
     assert!(log.contains(&format!("\"trace_id\":\"{TRACE}\"")), "{log}");
+}
+
+/// One SendMessage through an edge exporting to `otlp` (with `ca_file` as its CA file), then
+/// the edge stopped (it flushes its spans): the names of the spans the receiver got, and the
+/// edge's log.
+async fn one_request_exported(otlp: &Receiver, ca_file: &std::path::Path) -> (Vec<String>, String) {
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let telemetry = format!(
+        "otlp_endpoint = \"{}\"\notlp_ca_file = {:?}",
+        otlp.url,
+        ca_file.display().to_string()
+    );
+    // Collector credentials come the OpenTelemetry way, from the environment.
+    let e = edge_with_env(
+        &agent.url,
+        &telemetry,
+        &[("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k-123")],
+    )
+    .await;
+    let mut c = e.client().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+    let (status, _, b) = c
+        .request("POST", "/", &rpc_headers(), body.to_string())
+        .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(agent.rpc_requests().len(), 1);
+    drop(c);
+    let log = e.stop().await;
+    let spans = otlp.spans.lock().unwrap();
+    (spans.iter().map(|s| s.name.clone()).collect(), log)
+}
+
+#[tokio::test]
+async fn spans_reach_an_https_collector_whose_certificate_the_ca_file_vouches_for() {
+    let dir = TempDir::new("otlp-tls");
+    let (otlp, handshakes) = receiver_tls(&dir.path().join("collector")).await;
+    let (names, log) = one_request_exported(&otlp, &dir.path().join("collector/ca.pem")).await;
+    assert!(names.iter().any(|n| n == "request"), "{names:?}");
+    assert!(!log.contains("otlp_export_failed"), "{log}");
+    assert!(names.iter().any(|n| n == "forward"), "{names:?}");
+    assert!(*handshakes.lock().unwrap() >= 1);
+    let keys = otlp.keys.lock().unwrap().clone();
+    assert!(
+        !keys.is_empty() && keys.iter().all(|k| k == "k-123"),
+        "{keys:?}"
+    );
+    otlp.assert_only_trace_exports();
+}
+
+#[tokio::test]
+async fn an_https_collector_with_a_certificate_of_another_ca_gets_nothing_and_requests_still_pass()
+{
+    let dir = TempDir::new("otlp-tls-other");
+    let (otlp, handshakes) = receiver_tls(&dir.path().join("collector")).await;
+    // A CA the collector's certificate does not chain to.
+    let other = a2a_edge::tls::dev::ensure(&dir.path().join("other")).unwrap();
+    let (names, log) = one_request_exported(&otlp, &other.ca_cert).await;
+    assert!(names.is_empty(), "{names:?}");
+    // The operator is told, once (not per batch), without the collector's credentials.
+    let failed: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event"] == "otlp_export_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{log}");
+    assert_eq!(failed[0]["level"], "warn");
+    assert!(failed[0]["spans"].as_u64().unwrap() >= 1, "{log}");
+    assert!(!log.contains("k-123"), "{log}");
+    assert_eq!(*handshakes.lock().unwrap(), 0, "no handshake may complete");
+    assert!(otlp.paths.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -40,6 +40,7 @@ pub struct PolicyFile {
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySection {
     pub otlp_endpoint: Option<Spanned<String>>,
+    pub otlp_ca_file: Option<Spanned<PathBuf>>,
     pub log_format: Option<Spanned<String>>,
     pub log_level: Option<Spanned<String>>,
 }

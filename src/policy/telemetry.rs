@@ -19,6 +19,9 @@ pub struct TelemetryPolicy {
     pub log_level: tracing::Level,
     /// OTLP/HTTP (protobuf) collector base URL (spans go to `<url>/v1/traces`); off when absent.
     pub otlp_endpoint: Option<url::Url>,
+    /// The CA certificates that an `https://` collector's certificate must chain to (PEM);
+    /// absent: the system's roots.
+    pub otlp_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for TelemetryPolicy {
@@ -27,6 +30,7 @@ impl Default for TelemetryPolicy {
             log_format: LogFormat::Json,
             log_level: tracing::Level::INFO,
             otlp_endpoint: None,
+            otlp_ca_file: None,
         }
     }
 }
@@ -67,7 +71,7 @@ impl Ctx<'_> {
             None => None,
             Some(raw) => match url::Url::parse(raw.get_ref()) {
                 Ok(u)
-                    if u.scheme() == "http"
+                    if matches!(u.scheme(), "http" | "https")
                         && u.host().is_some()
                         && u.username().is_empty()
                         && u.password().is_none()
@@ -76,26 +80,37 @@ impl Ctx<'_> {
                 {
                     Some(u)
                 }
-                Ok(u) if u.scheme() == "https" => {
-                    return self.spanned_err(
-                        "telemetry.otlp_endpoint",
-                        raw,
-                        "https collectors are not supported yet: run the collector (or an agent of it) beside the edge and give its http:// address",
-                    )
-                }
                 _ => {
                     return self.spanned_err(
                         "telemetry.otlp_endpoint",
                         raw,
-                        "must be an http:// URL of an OTLP/HTTP collector (e.g. \"http://127.0.0.1:4318\"), without credentials, query or fragment",
+                        "must be an http:// or https:// URL of an OTLP/HTTP collector (e.g. \"http://127.0.0.1:4318\"), without credentials, query or fragment (headers such as an API key: OTEL_EXPORTER_OTLP_HEADERS)",
                     )
                 }
             },
+        };
+        let otlp_ca_file = match &t.otlp_ca_file {
+            None => None,
+            Some(f) if otlp_endpoint.as_ref().map(url::Url::scheme) != Some("https") => {
+                return self.spanned_err(
+                    "telemetry.otlp_ca_file",
+                    f,
+                    "only meaningful with an https:// otlp_endpoint",
+                )
+            }
+            Some(f) => {
+                // Read now, so that `a2a-edge check` and a start refuse a CA file that is
+                // missing or holds no certificate (the exporter reads it again at start).
+                crate::tls::load_certs(f.get_ref())
+                    .or_else(|e| self.spanned_err("telemetry.otlp_ca_file", f, e.to_string()))?;
+                Some(f.get_ref().clone())
+            }
         };
         Ok(TelemetryPolicy {
             log_format,
             log_level,
             otlp_endpoint,
+            otlp_ca_file,
         })
     }
 }

@@ -788,3 +788,126 @@ fn agent_errors_name_the_key() {
         "{e}"
     );
 }
+
+#[test]
+fn otlp_endpoints_and_their_ca_file_are_checked_at_load() {
+    let dir = std::env::temp_dir().join(format!("a2a-edge-policy-{}", random_token()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certs = crate::tls::dev::ensure(&dir.join("certs")).unwrap();
+    let ca = certs.ca_cert;
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "no certificate here\n").unwrap();
+    let key_only = certs.server_key;
+    let with = |lines: &str| format!("{GOOD}[telemetry]\n{lines}\n");
+    let q = |p: &Path| format!("{:?}", p.display().to_string());
+    // Accepted: http and https, a path prefix; a CA file only beside https.
+    for (lines, want, ca_file) in [
+        (
+            "otlp_endpoint = \"http://127.0.0.1:4318\"".to_string(),
+            "http://127.0.0.1:4318/",
+            None,
+        ),
+        (
+            "otlp_endpoint = \"https://otel.example:4318/\"".to_string(),
+            "https://otel.example:4318/",
+            None,
+        ),
+        (
+            "otlp_endpoint = \"https://[::1]:4318/otlp/\"".to_string(),
+            "https://[::1]:4318/otlp/",
+            None,
+        ),
+        (
+            format!(
+                "otlp_endpoint = \"https://otel.example/\"\notlp_ca_file = {}",
+                q(&ca)
+            ),
+            "https://otel.example/",
+            Some(ca.clone()),
+        ),
+    ] {
+        let t = load(&with(&lines))
+            .unwrap_or_else(|e| panic!("{lines}: {e}"))
+            .telemetry;
+        assert_eq!(
+            t.otlp_endpoint.as_ref().map(url::Url::as_str),
+            Some(want),
+            "{lines}"
+        );
+        assert_eq!(t.otlp_ca_file, ca_file, "{lines}");
+    }
+    // Refused, each naming its key; never echoing a credential.
+    for (lines, key) in [
+        (
+            "otlp_endpoint = \"grpc://127.0.0.1:4317\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"ftp://127.0.0.1:4318\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"https://user:hunter2@otel.example/\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"https://:hunter2@otel.example/\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"https://otel.example/?key=hunter2\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"https://otel.example/#hunter2\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"https://:4318/\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"127.0.0.1:4318\"".to_string(),
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            format!("otlp_ca_file = {}", q(&ca)),
+            "telemetry.otlp_ca_file",
+        ),
+        (
+            format!(
+                "otlp_endpoint = \"http://127.0.0.1:4318\"\notlp_ca_file = {}",
+                q(&ca)
+            ),
+            "telemetry.otlp_ca_file",
+        ),
+        (
+            format!(
+                "otlp_endpoint = \"https://otel.example/\"\notlp_ca_file = {}",
+                q(&dir.join("missing.pem"))
+            ),
+            "telemetry.otlp_ca_file",
+        ),
+        (
+            format!(
+                "otlp_endpoint = \"https://otel.example/\"\notlp_ca_file = {}",
+                q(&empty)
+            ),
+            "telemetry.otlp_ca_file",
+        ),
+        (
+            format!(
+                "otlp_endpoint = \"https://otel.example/\"\notlp_ca_file = {}",
+                q(&key_only)
+            ),
+            "telemetry.otlp_ca_file",
+        ),
+    ] {
+        let Err(e) = load(&with(&lines)) else {
+            panic!("accepted: {lines}")
+        };
+        assert_eq!(e.key, key, "{lines}: {e}");
+        assert!(!e.to_string().contains("hunter2"), "{lines}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

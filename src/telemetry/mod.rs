@@ -33,7 +33,7 @@ pub struct Telemetry {
 pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
     let level = LevelFilter::from_level(policy.log_level);
     let provider = match &policy.otlp_endpoint {
-        Some(endpoint) => Some(traces::provider(endpoint)?),
+        Some(endpoint) => Some(traces::provider(endpoint, policy.otlp_ca_file.as_deref())?),
         None => None,
     };
     let export = provider.is_some();
