@@ -127,6 +127,60 @@ async fn a_task_is_one_fleet_wide() {
 }
 
 #[tokio::test]
+async fn a_replica_beside_redis_shares_the_state_through_its_unix_socket() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let tcp = Proxy::start(opts(&redis, &agent, "")).await;
+    let mut o = opts(&redis, &agent, "");
+    o.extra_policy = o.extra_policy.replace(&redis.url(), &redis.unix_url());
+    assert!(
+        o.extra_policy.contains("redis_url = \"unix:///"),
+        "{}",
+        o.extra_policy
+    );
+    let unix = Proxy::start(o).await;
+    let mut cu = unix.client(Proto::H2).await;
+    let mut ct = tcp.client(Proto::H1).await;
+    // Created through the socket, read and continued over TCP; then back.
+    let v = rpc_as(
+        &mut cu,
+        ALICE,
+        "SendMessage",
+        message("[[input]] plan", json!({"contextId": "ctx-u"})),
+    )
+    .await;
+    let task = v["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_string();
+    let v = rpc_as(&mut ct, ALICE, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["result"]["contextId"], "ctx-u", "{v}");
+    let v = rpc_as(&mut ct, MALLORY, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let v = rpc_as(
+        &mut ct,
+        ALICE,
+        "SendMessage",
+        message("[[input]] more", json!({"taskId": task})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], task.as_str(), "{v}");
+    let v = rpc_as(&mut cu, ALICE, "ListTasks", json!({"contextId": "ctx-u"})).await;
+    assert_eq!(v["result"]["tasks"][0]["id"], task.as_str(), "{v}");
+    let v = rpc_as(&mut cu, MALLORY, "GetTask", json!({"id": task})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    // The socket replica's connections are Redis's Unix-socket clients.
+    let socket = redis.socket().display().to_string();
+    let clients = redis.command("CLIENT LIST");
+    assert!(
+        clients
+            .lines()
+            .any(|l| l.contains(&format!("laddr={socket}"))),
+        "{clients}"
+    );
+}
+
+#[tokio::test]
 async fn a_stream_on_one_replica_is_followed_and_guarded_on_the_others() {
     let redis = RedisServer::start();
     let (agent, _stop) = start_engine().await;

@@ -32,6 +32,9 @@
 #   UPSTREAM_HTTP2 1: the edge under test speaks HTTP/2 (h2c) to the engine (`http2 = true`;
 #                engine shape only; the baseline and Redis edges keep HTTP/1.1), so that
 #                A2A_EDGE_BIN=X BASELINE_BIN=X is the A/B of the two; 0 (default)
+#   REDIS_UNIX   1: the edge under test reaches Redis through its Unix socket (`unix://`
+#                redis_url) instead of loopback TCP; the baseline's Redis edges keep TCP, so
+#                that A2A_EDGE_BIN=X BASELINE_BIN=X REDIS_UNIX=1 is the A/B of the two; 0 (default)
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   STATIC_WORKERS worker_processes of the static upstream's own nginx (default: NGINX_WORKERS)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -87,9 +90,11 @@ PERF_TARGET=${PERF_TARGET:-}
 ONLY=${ONLY:-}
 BASELINE_BIN=${BASELINE_BIN:-}
 UPSTREAM_HTTP2=${UPSTREAM_HTTP2:-0}
+REDIS_UNIX=${REDIS_UNIX:-0}
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
-require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA
+require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX
+((REDIS_UNIX == 0 || STATE_REDIS)) || die "REDIS_UNIX=1 needs STATE_REDIS=1"
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
 ((HA == 0 || STATE_REDIS)) || die "HA=1 needs STATE_REDIS=1 (the replicas share Redis)"
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
@@ -117,6 +122,7 @@ edge_bin release
 # Named in the report with their digests (an A/B run says what it compared).
 binaries="a2a-edge: $BIN (sha256 $(sha12 "$BIN"))"
 [[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha12 "$BASELINE_BIN"))"
+((REDIS_UNIX)) && binaries+=". a2a-edge-redis reaches Redis through its Unix socket (REDIS_UNIX=1), a2a-edge-base-redis over loopback TCP"
 
 # ---- temp dir and cleanup
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
@@ -239,7 +245,9 @@ max_in_flight_per_principal = 100000"
 if ((STATE_REDIS)); then
     REDIS_PORT=$(free_port)
     mkdir -p "$TMP/redis"
+    REDIS_SOCKET="$TMP/redis/redis.sock"
     redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+        --unixsocket "$REDIS_SOCKET" --unixsocketperm 700 \
         --dir "$TMP/redis" >"$TMP/redis/redis.log" 2>&1 &
     track $!
     watch_server redis-server "$!" "$TMP/redis/redis.log"
@@ -284,10 +292,12 @@ for shape in $SHAPES; do
     fi
     if ((STATE_REDIS)); then
         rdir="$TMP/edge-redis-$shape"
+        redis_url="redis://127.0.0.1:$REDIS_PORT/$db"
+        ((REDIS_UNIX)) && redis_url="unix://$REDIS_SOCKET?db=$db"
         edge_policy "$rdir" "${UPSTREAM[$shape]}" "" "[state]" 'backend = "redis"' \
-            "redis_url = \"redis://127.0.0.1:$REDIS_PORT/$db\"" 'page_token_secret_env = "BENCH_PAGE_SECRET"'
+            "redis_url = \"$redis_url\"" 'page_token_secret_env = "BENCH_PAGE_SECRET"'
         db=$((db + 1))
-        log "starting a2a-edge serve ($shape upstream, state in redis on 127.0.0.1:$REDIS_PORT)"
+        log "starting a2a-edge serve ($shape upstream, state in redis at $redis_url)"
         start_edge "$rdir/policy.toml" "$rdir/ready.json" "$rdir/proxy.log" "BENCH_PAGE_SECRET=$PAGE_SECRET"
         bench_wait_edge "$EDGE_PID" "$rdir"
         URL[a2a-edge-redis-$shape]=$READY_URL

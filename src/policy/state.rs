@@ -133,11 +133,12 @@ impl Ctx<'_> {
                     {
                         u
                     }
+                    Ok(u) if matches!(u.scheme(), "unix" | "redis+unix") && unix_url_ok(&u) => u,
                     _ => {
                         return self.spanned_err(
                             "state.redis_url",
                             raw,
-                            "must be redis://HOST:PORT/DB or rediss://..., without a password (use redis_password_env or redis_password_file)",
+                            "must be redis://HOST:PORT/DB, rediss://... or unix:///PATH/redis.sock?db=DB (a Redis on this host), without a password (use redis_password_env or redis_password_file)",
                         )
                     }
                 };
@@ -264,4 +265,21 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// A Redis on this host through its Unix socket: `unix:///path/to/redis.sock`, optionally
+/// `?db=N`; no host, user, password or other query parameter (redis-rs would read a
+/// password from `?pass=`: secrets never go in the URL).
+fn unix_url_ok(u: &url::Url) -> bool {
+    u.host().is_none()
+        && u.username().is_empty()
+        && u.password().is_none()
+        && u.fragment().is_none()
+        && !u.cannot_be_a_base()
+        && u.path().len() > 1
+        && u.path().starts_with('/')
+        && !u.path().ends_with('/')
+        && u.query_pairs().all(|(k, v)| {
+            k == "db" && !v.is_empty() && v.len() <= 5 && v.bytes().all(|b| b.is_ascii_digit())
+        })
 }

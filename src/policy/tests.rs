@@ -586,13 +586,33 @@ fn state_settings_are_checked_where_they_are_written() {
             ),
         }
     }
-    // URLs: only redis:// and rediss://, with a host, never a password inside.
+    // URLs: redis:// and rediss:// with a host, or a Unix socket on this host; never a
+    // password inside.
+    for url in [
+        "redis://127.0.0.1:6379/0",
+        "rediss://redis.internal:6380/2",
+        "unix:///run/redis/redis.sock",
+        "unix:///run/redis.sock?db=3",
+        "redis+unix:///tmp/r/redis.sock?db=0",
+    ] {
+        let text = format!("{GOOD}{}", base.replace("redis://127.0.0.1:6379/0", url));
+        let p = load(&text).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(p.state.redis.unwrap().url.as_str(), url);
+    }
     for url in [
         "http://127.0.0.1:6379/0",
         "redis://:hunter2@127.0.0.1/0",
         "redis://user:hunter2@127.0.0.1/0",
         "redis:///0",
-        "unix:///run/redis.sock",
+        "unix://redis.internal/run/redis.sock",
+        "unix:///run/redis.sock?pass=hunter2",
+        "unix:///run/redis.sock?db=0&user=default&pass=hunter2",
+        "unix:///run/redis.sock?db=zero",
+        "unix:///run/redis.sock?db=",
+        "unix:///run/redis.sock#hunter2",
+        "unix:///",
+        "unix:///run/",
+        "unix:relative/redis.sock",
         "not a url",
     ] {
         let text = format!("{GOOD}{}", base.replace("redis://127.0.0.1:6379/0", url));

@@ -841,6 +841,9 @@ impl RedisServer {
             })
             .arg("--dir")
             .arg(self.dir.path())
+            .arg("--unixsocket")
+            .arg(self.socket())
+            .args(["--unixsocketperm", "700"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -911,6 +914,16 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Its Unix socket (in its temp dir).
+    pub fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    /// The same database through the Unix socket.
+    pub fn unix_url(&self) -> String {
+        format!("unix://{}?db=0", self.socket().display())
     }
 }
 
