@@ -137,6 +137,8 @@ async fn receiver_over(tls: Option<(tokio_rustls::TlsAcceptor, Arc<Mutex<usize>>
 struct Edge {
     child: std::process::Child,
     addr: std::net::SocketAddr,
+    /// The admin listener (`/metrics`).
+    admin: std::net::SocketAddr,
     dir: TempDir,
 }
 
@@ -148,7 +150,7 @@ async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) ->
     let dir = TempDir::new("telemetry");
     let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
     let policy = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{d}/certs\"\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{upstream}\"\n[auth]\n[[auth.bearer]]\nprincipal = \"tester\"\ntoken_sha256 = \"{token_sha}\"\n[telemetry]\n{telemetry}\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{d}/certs\"\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{upstream}\"\n[auth]\n[[auth.bearer]]\nprincipal = \"tester\"\ntoken_sha256 = \"{token_sha}\"\n[telemetry]\n{telemetry}\n",
         d = dir.path().display()
     );
     let file = dir.path().join("p.toml");
@@ -173,6 +175,7 @@ async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) ->
     Edge {
         child,
         addr: info["listen"].as_str().unwrap().parse().unwrap(),
+        admin: info["admin"].as_str().unwrap().parse().unwrap(),
         dir,
     }
 }
@@ -315,7 +318,10 @@ async fn spans_reach_a_collector_with_the_callers_parent_and_the_agent_gets_the_
 /// One SendMessage through an edge exporting to `otlp` (with `ca_file` as its CA file), then
 /// the edge stopped (it flushes its spans): the names of the spans the receiver got, and the
 /// edge's log.
-async fn one_request_exported(otlp: &Receiver, ca_file: &std::path::Path) -> (Vec<String>, String) {
+async fn one_request_exported(
+    otlp: &Receiver,
+    ca_file: &std::path::Path,
+) -> (Vec<String>, String, u64) {
     let agent = RecordingUpstream::start(Reply::Echo).await;
     let telemetry = format!(
         "otlp_endpoint = \"{}\"\notlp_ca_file = {:?}",
@@ -326,7 +332,11 @@ async fn one_request_exported(otlp: &Receiver, ca_file: &std::path::Path) -> (Ve
     let e = edge_with_env(
         &agent.url,
         &telemetry,
-        &[("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k-123")],
+        &[
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k-123"),
+            // Batches go out every 100 ms (not 5 s), so they are sent while the edge runs.
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
     )
     .await;
     let mut c = e.client().await;
@@ -337,17 +347,40 @@ async fn one_request_exported(otlp: &Receiver, ca_file: &std::path::Path) -> (Ve
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
     assert_eq!(agent.rpc_requests().len(), 1);
     drop(c);
+    // The request's spans are exported (or fail to be) within a few batch intervals.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lost = loop {
+        let lost = spans_lost(e.admin).await;
+        if lost > 0 || !otlp.spans.lock().unwrap().is_empty() || Instant::now() > deadline {
+            break lost;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let log = e.stop().await;
     let spans = otlp.spans.lock().unwrap();
-    (spans.iter().map(|s| s.name.clone()).collect(), log)
+    (spans.iter().map(|s| s.name.clone()).collect(), log, lost)
+}
+
+/// `a2a_edge_spans_lost_total` on the admin listener at `admin`.
+async fn spans_lost(admin: std::net::SocketAddr) -> u64 {
+    let (status, text) = admin_get_at(admin, "/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("a2a_edge_spans_lost_total "))
+        .unwrap_or_else(|| panic!("no a2a_edge_spans_lost_total in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test]
 async fn spans_reach_an_https_collector_whose_certificate_the_ca_file_vouches_for() {
     let dir = TempDir::new("otlp-tls");
     let (otlp, handshakes) = receiver_tls(&dir.path().join("collector")).await;
-    let (names, log) = one_request_exported(&otlp, &dir.path().join("collector/ca.pem")).await;
+    let (names, log, lost) =
+        one_request_exported(&otlp, &dir.path().join("collector/ca.pem")).await;
     assert!(names.iter().any(|n| n == "request"), "{names:?}");
+    assert_eq!(lost, 0);
     assert!(!log.contains("otlp_export_failed"), "{log}");
     assert!(names.iter().any(|n| n == "forward"), "{names:?}");
     assert!(*handshakes.lock().unwrap() >= 1);
@@ -366,15 +399,16 @@ async fn an_https_collector_with_a_certificate_of_another_ca_gets_nothing_and_re
     let (otlp, handshakes) = receiver_tls(&dir.path().join("collector")).await;
     // A CA the collector's certificate does not chain to.
     let other = a2a_edge::tls::dev::ensure(&dir.path().join("other")).unwrap();
-    let (names, log) = one_request_exported(&otlp, &other.ca_cert).await;
+    let (names, log, lost) = one_request_exported(&otlp, &other.ca_cert).await;
     assert!(names.is_empty(), "{names:?}");
+    assert!(lost >= 8, "the request's 8 spans are counted lost: {lost}");
     // The operator is told, once (not per batch), without the collector's credentials.
     let failed: Vec<Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|l| l["event"] == "otlp_export_failed")
         .collect();
-    assert_eq!(failed.len(), 1, "{log}");
+    assert_eq!(failed.len(), 1, "one line within 10 s: {log}");
     assert_eq!(failed[0]["level"], "warn");
     assert!(failed[0]["spans"].as_u64().unwrap() >= 1, "{log}");
     assert!(!log.contains("k-123"), "{log}");

@@ -418,6 +418,12 @@ impl Metrics {
             "Log lines dropped because the log writer's buffer (8 MiB) was full (requests never wait for stderr)",
             ConstCounter::new(crate::telemetry::sink::dropped()),
         );
+        counter(
+            &mut r,
+            "a2a_edge_spans_lost_total",
+            "Spans an OTLP collector did not take (the export failed; requests never wait for the collector)",
+            ConstCounter::new(crate::telemetry::traces::spans_lost()),
+        );
         gauge(
             &mut r,
             "a2a_edge_card_invalid",

@@ -7,7 +7,7 @@
 //! came (`upstream::trace_context`).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,14 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Spans are exported (an OTLP endpoint is configured).
 static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Spans a collector did not take (`a2a_edge_spans_lost_total`).
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+/// Spans lost since the start because their export failed.
+pub fn spans_lost() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
 
 /// Whether spans are recorded and exported.
 pub fn enabled() -> bool {
@@ -88,7 +96,7 @@ const REPORT_EVERY: Duration = Duration::from_secs(10);
 /// The exporter, with its failures written to the log: an unreachable collector, a refused
 /// certificate or an error status loses those spans (requests never wait for the
 /// collector), and the operator sees `otlp_export_failed` with the error and how many
-/// batches and spans were lost since the last such line.
+/// batches and spans were lost since the last such line, and `a2a_edge_spans_lost_total`.
 #[derive(Debug)]
 struct Reported<E> {
     inner: E,
@@ -105,6 +113,7 @@ impl<E> Reported<E> {
     }
 
     fn failed(&self, spans: usize, error: &dyn std::fmt::Display) {
+        LOST.fetch_add(spans as u64, Ordering::Relaxed);
         let Ok(mut f) = self.failures.lock() else {
             return;
         };

@@ -935,7 +935,11 @@ impl Drop for RedisServer {
 
 /// One plain-HTTP/1.1 GET to the proxy's admin listener: status and body.
 pub async fn admin_get(p: &Proxy, path: &str) -> (u16, String) {
-    let addr = p.running.as_ref().unwrap().admin_addr.unwrap();
+    admin_get_at(p.running.as_ref().unwrap().admin_addr.unwrap(), path).await
+}
+
+/// One plain-HTTP/1.1 GET to an admin listener at `addr` (of a proxy run as a binary).
+pub async fn admin_get_at(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
