@@ -267,9 +267,13 @@ impl Ctx<'_> {
     }
 }
 
+/// The longest path a Unix socket address holds on Linux (`sun_path` is 108 bytes with its
+/// terminating NUL): a longer one could never be connected to.
+const MAX_SOCKET_PATH: usize = 107;
+
 /// A Redis on this host through its Unix socket: `unix:///path/to/redis.sock`, optionally
 /// `?db=N`; no host, user, password or other query parameter (redis-rs would read a
-/// password from `?pass=`: secrets never go in the URL).
+/// password from `?pass=`: secrets never go in the URL); a path a socket address can hold.
 fn unix_url_ok(u: &url::Url) -> bool {
     u.host().is_none()
         && u.username().is_empty()
@@ -277,6 +281,8 @@ fn unix_url_ok(u: &url::Url) -> bool {
         && u.fragment().is_none()
         && !u.cannot_be_a_base()
         && u.path().len() > 1
+        && u.to_file_path()
+            .is_ok_and(|p| p.as_os_str().len() <= MAX_SOCKET_PATH)
         && u.path().starts_with('/')
         && !u.path().ends_with('/')
         && u.query_pairs().all(|(k, v)| {

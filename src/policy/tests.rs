@@ -594,6 +594,7 @@ fn state_settings_are_checked_where_they_are_written() {
         "unix:///run/redis/redis.sock",
         "unix:///run/redis.sock?db=3",
         "redis+unix:///tmp/r/redis.sock?db=0",
+        &format!("unix:///{}/redis.sock", "d".repeat(95)),
     ] {
         let text = format!("{GOOD}{}", base.replace("redis://127.0.0.1:6379/0", url));
         let p = load(&text).unwrap_or_else(|e| panic!("{url}: {e}"));
@@ -613,6 +614,7 @@ fn state_settings_are_checked_where_they_are_written() {
         "unix:///",
         "unix:///run/",
         "unix:relative/redis.sock",
+        &format!("unix:///{}/redis.sock", "d".repeat(96)),
         "not a url",
     ] {
         let text = format!("{GOOD}{}", base.replace("redis://127.0.0.1:6379/0", url));
