@@ -18,6 +18,7 @@ the commands it called and what is left outside them: the Lua interpreter and th
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -115,7 +116,7 @@ def phase(r, sha, tag, context_of):
 
 
 def main():
-    if not shutil_which("redis-server"):
+    if not shutil.which("redis-server"):
         sys.exit("scripts.py: redis-server is needed (apt-get install redis-server)")
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -165,12 +166,6 @@ def main():
     print(text)
     with open(RESULTS, "w", encoding="utf-8") as f:
         f.write(text)
-
-
-def shutil_which(cmd):
-    import shutil
-
-    return shutil.which(cmd)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ pub fn object(out: &mut Vec<u8>, map: &Map<String, Value>) {
 
 /// Whether a byte is written escaped: controls, `"` and `\` (as serde_json does; `/` and
 /// DEL are not).
-fn needs_escape(b: u8) -> bool {
+/// Whether byte `b` of a string needs an escape in JSON (`"`, `\\`, control characters).
+pub fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
@@ -89,23 +90,48 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
 }
 
 fn escape(out: &mut Vec<u8>, b: u8) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    match b {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x09 => out.extend_from_slice(b"\\t"),
-        0x0a => out.extend_from_slice(b"\\n"),
-        0x0c => out.extend_from_slice(b"\\f"),
-        0x0d => out.extend_from_slice(b"\\r"),
-        _ => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 0xf)],
-        ]),
+    out.extend_from_slice(Escape::of(b).as_str().as_bytes());
+}
+
+/// The JSON escape of a byte that [`needs_escape`]: `\"`, `\\`, `\n`, ... or `\u00XX`
+/// (serde_json's spelling). Shared by this writer and the log lines' (`telemetry::format`).
+pub struct Escape {
+    bytes: [u8; 6],
+    len: u8,
+}
+
+impl Escape {
+    pub fn of(b: u8) -> Escape {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let short = |c: u8| Escape {
+            bytes: [b'\\', c, 0, 0, 0, 0],
+            len: 2,
+        };
+        match b {
+            b'"' => short(b'"'),
+            b'\\' => short(b'\\'),
+            0x08 => short(b'b'),
+            0x09 => short(b't'),
+            0x0a => short(b'n'),
+            0x0c => short(b'f'),
+            0x0d => short(b'r'),
+            _ => Escape {
+                bytes: [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ],
+                len: 6,
+            },
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever written into `bytes`.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
     }
 }
 

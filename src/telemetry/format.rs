@@ -12,6 +12,8 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::a2a::write::{needs_escape, Escape};
+
 /// The event format of `log_format = "json"`.
 pub struct JsonLines;
 
@@ -75,29 +77,16 @@ fn json_string(w: &mut impl fmt::Write, s: &str) -> fmt::Result {
     w.write_char('"')
 }
 
-/// `s` as the inside of a JSON string: `"` and `\` escaped, control characters as `\n`, `\t`,
-/// ... or `\u00XX`; everything else (non-ASCII included) as it is, in runs.
+/// `s` as the inside of a JSON string (the edge's own escapes, `a2a::write`), unescaped runs
+/// written whole.
 fn escape_into(w: &mut impl fmt::Write, s: &str) -> fmt::Result {
     let mut run = 0;
     for (i, b) in s.bytes().enumerate() {
-        let esc = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        w.write_str(&s[run..i])?;
-        if esc.is_empty() {
-            write!(w, "\\u{b:04x}")?;
-        } else {
-            w.write_str(esc)?;
+        if needs_escape(b) {
+            w.write_str(&s[run..i])?;
+            w.write_str(Escape::of(b).as_str())?;
+            run = i + 1;
         }
-        run = i + 1;
     }
     w.write_str(&s[run..])
 }
