@@ -220,6 +220,13 @@ fn check(opts: Opts) -> Result<(), String> {
         );
         return Ok(());
     }
+    if policy.telemetry.otlp_endpoint.is_some() {
+        // What `serve` would refuse or ignore of the exporter's environment, said here too.
+        let env = a2a_edge::telemetry::traces::OtlpEnv::from_process()?;
+        for variable in env.ignored {
+            println!("warning: {variable} is set and ignored: the policy decides (telemetry.otlp_endpoint, telemetry.otlp_sample_ratio)");
+        }
+    }
     println!("{}: OK\n{}", path.display(), policy.summary());
     if opts.connect {
         let Some(config) = policy.state.redis.clone() else {

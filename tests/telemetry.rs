@@ -30,6 +30,10 @@ struct Receiver {
     paths: Arc<Mutex<Vec<String>>>,
     /// The `api-key` header of each export that had one.
     keys: Arc<Mutex<Vec<String>>>,
+    /// Each export's `content-encoding` (empty: none).
+    encodings: Arc<Mutex<Vec<String>>>,
+    /// The `service.name` of each exported resource.
+    services: Arc<Mutex<Vec<String>>>,
 }
 
 impl Receiver {
@@ -71,14 +75,19 @@ async fn receiver_over(tls: Option<(tokio_rustls::TlsAcceptor, Arc<Mutex<usize>>
     let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
     let paths: Arc<Mutex<Vec<String>>> = Arc::default();
     let keys: Arc<Mutex<Vec<String>>> = Arc::default();
+    let encodings: Arc<Mutex<Vec<String>>> = Arc::default();
+    let services: Arc<Mutex<Vec<String>>> = Arc::default();
     let (s2, p2, k2) = (spans.clone(), paths.clone(), keys.clone());
+    let (e2, n2) = (encodings.clone(), services.clone());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let (spans, paths, keys) = (s2.clone(), p2.clone(), k2.clone());
+            let (encodings, services) = (e2.clone(), n2.clone());
             let tls = tls.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let (spans, paths, keys) = (spans.clone(), paths.clone(), keys.clone());
+                    let (encodings, services) = (encodings.clone(), services.clone());
                     async move {
                         if let Some(k) = req.headers().get("api-key") {
                             keys.lock()
@@ -94,9 +103,31 @@ async fn receiver_over(tls: Option<(tokio_rustls::TlsAcceptor, Arc<Mutex<usize>>
                                 .and_then(|v| v.to_str().ok())
                                 .unwrap_or("")
                         ));
-                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let encoding = req
+                            .headers()
+                            .get("content-encoding")
+                            .map(|v| v.to_str().unwrap().to_string())
+                            .unwrap_or_default();
+                        let mut body = req.into_body().collect().await.unwrap().to_bytes();
+                        if encoding == "gzip" {
+                            use std::io::Read;
+                            let mut plain = Vec::new();
+                            flate2::read::GzDecoder::new(&body[..])
+                                .read_to_end(&mut plain)
+                                .unwrap();
+                            body = plain.into();
+                        }
+                        encodings.lock().unwrap().push(encoding);
                         let export = ExportTraceServiceRequest::decode(body).unwrap();
                         for rs in export.resource_spans {
+                            for a in rs.resource.iter().flat_map(|r| &r.attributes) {
+                                if a.key == "service.name" {
+                                    services
+                                        .lock()
+                                        .unwrap()
+                                        .push(format!("{:?}", a.value.as_ref().unwrap().value));
+                                }
+                            }
                             for ss in rs.scope_spans {
                                 spans.lock().unwrap().extend(ss.spans);
                             }
@@ -130,6 +161,8 @@ async fn receiver_over(tls: Option<(tokio_rustls::TlsAcceptor, Arc<Mutex<usize>>
         spans,
         paths,
         keys,
+        encodings,
+        services,
     }
 }
 
@@ -146,8 +179,8 @@ async fn edge(upstream: &str, telemetry: &str) -> Edge {
     edge_with_env(upstream, telemetry, &[]).await
 }
 
-async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) -> Edge {
-    let dir = TempDir::new("telemetry");
+/// A policy in front of `upstream` with `telemetry` lines, written to `dir/p.toml`.
+fn policy_file(dir: &TempDir, upstream: &str, telemetry: &str) -> std::path::PathBuf {
     let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
     let policy = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{d}/certs\"\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{upstream}\"\n[auth]\n[[auth.bearer]]\nprincipal = \"tester\"\ntoken_sha256 = \"{token_sha}\"\n[telemetry]\n{telemetry}\n",
@@ -155,6 +188,12 @@ async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) ->
     );
     let file = dir.path().join("p.toml");
     std::fs::write(&file, policy).unwrap();
+    file
+}
+
+async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) -> Edge {
+    let dir = TempDir::new("telemetry");
+    let file = policy_file(&dir, upstream, telemetry);
     let ready = dir.path().join("ready.json");
     let child = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
         .envs(env.iter().copied())
@@ -463,4 +502,257 @@ async fn the_text_format_writes_readable_lines() {
         line.contains("INFO") && line.contains("event=\"request\"") && line.contains("status=404"),
         "{line}"
     );
+}
+
+/// `n` SendMessages on one connection, each with `traceparent` when given; all answered 200.
+async fn send(e: &Edge, n: usize, traceparent: Option<&str>) {
+    let mut c = e.client().await;
+    let mut headers = rpc_headers();
+    if let Some(tp) = traceparent {
+        headers.push(("traceparent", tp));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+    for _ in 0..n {
+        let (status, _, b) = c.request("POST", "/", &headers, body.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    }
+}
+
+const STAGES: [&str; 7] = [
+    "authenticate",
+    "read",
+    "parse",
+    "authorize",
+    "validate",
+    "forward",
+    "relay",
+];
+
+#[tokio::test]
+async fn a_sample_ratio_exports_that_share_of_traces_whole_and_a_caller_cannot_force_one() {
+    // Ratio 0: a caller's sampled flag exports nothing; the agent still gets the trace, as
+    // not sampled, under the caller's trace id.
+    let otlp = receiver().await;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let telemetry = format!("otlp_endpoint = \"{}\"\notlp_sample_ratio = 0", otlp.url);
+    let e = edge(&agent.url, &telemetry).await;
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    send(&e, 5, Some(&traceparent)).await;
+    send(&e, 5, None).await;
+    e.stop().await;
+    assert!(
+        otlp.spans.lock().unwrap().is_empty(),
+        "ratio 0 exports no span"
+    );
+    let seen = agent.rpc_requests();
+    assert_eq!(seen.len(), 10);
+    let sent = seen[0].headers["traceparent"].to_str().unwrap();
+    assert!(
+        sent.starts_with(&format!("00-{TRACE}-")) && sent.ends_with("-00"),
+        "{sent}"
+    );
+
+    // Ratio 0.5 over 60 requests: some traces, not all, each with every stage, and no stage
+    // of a request that was not kept.
+    let otlp = receiver().await;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let telemetry = format!("otlp_endpoint = \"{}\"\notlp_sample_ratio = 0.5", otlp.url);
+    let e = edge(&agent.url, &telemetry).await;
+    send(&e, 60, None).await;
+    e.stop().await;
+    let spans = otlp.spans.lock().unwrap().clone();
+    let requests: Vec<&Span> = spans.iter().filter(|s| s.name == "request").collect();
+    assert!(
+        (5..=55).contains(&requests.len()),
+        "{} of 60 traces exported at 0.5",
+        requests.len()
+    );
+    assert_eq!(
+        spans.len(),
+        requests.len() * 8,
+        "each kept trace whole, nothing else"
+    );
+    for r in &requests {
+        let children: Vec<&str> = spans
+            .iter()
+            .filter(|s| s.trace_id == r.trace_id && s.parent_span_id == r.span_id)
+            .map(|s| s.name.as_str())
+            .collect();
+        for stage in STAGES {
+            assert!(children.contains(&stage), "{stage} missing: {children:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_exporters_environment_gzips_names_the_service_and_what_the_policy_decides_is_ignored_aloud(
+) {
+    let otlp = receiver().await;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge_with_env(
+        &agent.url,
+        &format!("otlp_endpoint = \"{}\"", otlp.url),
+        &[
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+            ("OTEL_SERVICE_NAME", "edge-eu-1"),
+            // Not where spans go: the policy's endpoint is.
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9/"),
+            ("OTEL_TRACES_SAMPLER", "always_off"),
+        ],
+    )
+    .await;
+    send(&e, 2, None).await;
+    let log = e.stop().await;
+    let names: Vec<String> = otlp
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| *n == "request").count(),
+        2,
+        "{names:?}"
+    );
+    let encodings = otlp.encodings.lock().unwrap().clone();
+    assert!(
+        !encodings.is_empty() && encodings.iter().all(|e| e == "gzip"),
+        "{encodings:?}"
+    );
+    let services = otlp.services.lock().unwrap().clone();
+    assert!(
+        !services.is_empty() && services.iter().all(|s| s.contains("\"edge-eu-1\"")),
+        "{services:?}"
+    );
+    otlp.assert_only_trace_exports();
+    let ignored: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event"] == "otlp_env_ignored")
+        .collect();
+    let vars: Vec<&str> = ignored
+        .iter()
+        .map(|l| l["variable"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        vars,
+        ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER"],
+        "{log}"
+    );
+    assert!(ignored.iter().all(|l| l["level"] == "warn"));
+}
+
+#[tokio::test]
+async fn without_a_service_name_in_the_environment_the_spans_name_a2a_edge() {
+    let otlp = receiver().await;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, &format!("otlp_endpoint = \"{}\"", otlp.url)).await;
+    send(&e, 1, None).await;
+    let log = e.stop().await;
+    let services = otlp.services.lock().unwrap().clone();
+    assert!(
+        !services.is_empty() && services.iter().all(|s| s.contains("\"a2a-edge\"")),
+        "{services:?}"
+    );
+    assert_eq!(
+        otlp.encodings.lock().unwrap()[0],
+        "",
+        "not compressed unless asked"
+    );
+    assert!(!log.contains("otlp_env_ignored"), "{log}");
+}
+
+#[tokio::test]
+async fn an_exporter_environment_the_edge_cannot_honour_stops_serve_and_check() {
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    for (var, value) in [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "5s"),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0"),
+    ] {
+        let dir = TempDir::new("telemetry-env");
+        let file = policy_file(
+            &dir,
+            &agent.url,
+            "otlp_endpoint = \"http://127.0.0.1:4318\"",
+        );
+        let ready = dir.path().join("ready.json");
+        let serve = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+            .env(var, value)
+            .args(["serve", "--policy"])
+            .arg(&file)
+            .arg("--ready-file")
+            .arg(&ready)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&serve.stderr);
+        assert_eq!(serve.status.code(), Some(1), "{var}={value}: {err}");
+        assert!(err.contains(&format!("{var}: ")), "{var}={value}: {err}");
+        assert!(!ready.exists(), "{var}={value}: it must not start");
+        let check = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+            .env(var, value)
+            .args(["check", "--policy"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&check.stderr);
+        assert!(!check.status.success(), "{var}={value}: check passed");
+        assert!(err.contains(&format!("{var}: ")), "{var}={value}: {err}");
+    }
+    // Without an endpoint the exporter's environment is not read at all.
+    let dir = TempDir::new("telemetry-env-off");
+    let file = policy_file(&dir, &agent.url, "");
+    let check = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .args(["check", "--policy"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+}
+
+#[tokio::test]
+async fn the_export_timeout_comes_from_the_environment() {
+    // A collector that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held: Arc<Mutex<Vec<tokio::net::TcpStream>>> = Arc::default();
+    let h2 = held.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            h2.lock().unwrap().push(tcp);
+        }
+    });
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge_with_env(
+        &agent.url,
+        &format!("otlp_endpoint = \"{url}\""),
+        &[
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "200"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    send(&e, 1, None).await;
+    // With the default (5 s) nothing would be lost for 5 s; with 200 ms the batch fails
+    // well within 4 s.
+    let deadline = started + Duration::from_secs(4);
+    let lost = loop {
+        let lost = spans_lost(e.admin).await;
+        if lost > 0 || Instant::now() > deadline {
+            break lost;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(lost >= 8, "the batch timed out: {lost} spans lost");
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the collector was reached"
+    );
+    let log = e.stop().await;
+    assert!(log.contains("otlp_export_failed"), "{log}");
 }

@@ -41,6 +41,7 @@ pub struct PolicyFile {
 pub struct TelemetrySection {
     pub otlp_endpoint: Option<Spanned<String>>,
     pub otlp_ca_file: Option<Spanned<PathBuf>>,
+    pub otlp_sample_ratio: Option<Spanned<f64>>,
     pub log_format: Option<Spanned<String>>,
     pub log_level: Option<Spanned<String>>,
 }

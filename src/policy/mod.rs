@@ -376,6 +376,28 @@ impl Policy {
                 crate::time::human_duration(self.state.task_retention),
             )),
         }
+        if let Some(endpoint) = &self.telemetry.otlp_endpoint {
+            s.push_str(&format!(
+                "traces   OTLP/HTTP to {}, {} of the requests' spans{}\n",
+                endpoint
+                    .join("v1/traces")
+                    .map_or_else(|_| endpoint.to_string(), |u| u.to_string()),
+                match self.telemetry.otlp_sample_ratio {
+                    r if r >= 1.0 => "all".to_string(),
+                    r =>
+                        format!("{:.4}", r * 100.0)
+                            .trim_end_matches('0')
+                            .trim_end_matches('.')
+                            .to_string()
+                            + " %",
+                },
+                if self.telemetry.otlp_ca_file.is_some() {
+                    " (the collector's certificate checked against telemetry.otlp_ca_file)"
+                } else {
+                    ""
+                },
+            ));
+        }
         if let Some(ia) = &self.auth.identity_assertion {
             s.push_str(&format!(
                 "identity every forwarded request carries a {} JWS (kid {:?}, {} s) in {}\n",

@@ -12,7 +12,7 @@ pub enum LogFormat {
     Text,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryPolicy {
     pub log_format: LogFormat,
     /// The least severe level written: `error`, `warn`, `info` (default), `debug`, `trace`.
@@ -22,6 +22,8 @@ pub struct TelemetryPolicy {
     /// The CA certificates that an `https://` collector's certificate must chain to (PEM);
     /// absent: the system's roots.
     pub otlp_ca_file: Option<std::path::PathBuf>,
+    /// The fraction of requests whose spans are exported, 0 to 1 (default 1: all).
+    pub otlp_sample_ratio: f64,
 }
 
 impl Default for TelemetryPolicy {
@@ -31,6 +33,7 @@ impl Default for TelemetryPolicy {
             log_level: tracing::Level::INFO,
             otlp_endpoint: None,
             otlp_ca_file: None,
+            otlp_sample_ratio: 1.0,
         }
     }
 }
@@ -106,11 +109,31 @@ impl Ctx<'_> {
                 Some(f.get_ref().clone())
             }
         };
+        let otlp_sample_ratio = match &t.otlp_sample_ratio {
+            None => 1.0,
+            Some(r) if otlp_endpoint.is_none() => {
+                return self.spanned_err(
+                    "telemetry.otlp_sample_ratio",
+                    r,
+                    "only meaningful with an otlp_endpoint",
+                )
+            }
+            // NaN fails both comparisons.
+            Some(r) if *r.get_ref() >= 0.0 && *r.get_ref() <= 1.0 => *r.get_ref(),
+            Some(r) => {
+                return self.spanned_err(
+                    "telemetry.otlp_sample_ratio",
+                    r,
+                    "must be a number from 0 (no request's spans) to 1 (every request's)",
+                )
+            }
+        };
         Ok(TelemetryPolicy {
             log_format,
             log_level,
             otlp_endpoint,
             otlp_ca_file,
+            otlp_sample_ratio,
         })
     }
 }

@@ -933,3 +933,66 @@ fn otlp_endpoints_and_their_ca_file_are_checked_at_load() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_otlp_sample_ratio_is_a_fraction_beside_an_endpoint() {
+    let with = |lines: &str| format!("{GOOD}[telemetry]\n{lines}\n");
+    let endpoint = "otlp_endpoint = \"http://127.0.0.1:4318\"\n";
+    // Absent: every request's spans.
+    let t = load(&with(endpoint)).unwrap().telemetry;
+    assert_eq!(t.otlp_sample_ratio, 1.0);
+    for (ratio, want) in [
+        ("0", 0.0),
+        ("0.0", 0.0),
+        ("0.001", 0.001),
+        ("0.25", 0.25),
+        ("1", 1.0),
+        ("1.0", 1.0),
+        ("1e-3", 0.001),
+    ] {
+        let lines = format!("{endpoint}otlp_sample_ratio = {ratio}");
+        let p = load(&with(&lines)).unwrap_or_else(|e| panic!("{lines}: {e}"));
+        assert_eq!(p.telemetry.otlp_sample_ratio, want, "{lines}");
+        assert!(p
+            .summary()
+            .contains("traces   OTLP/HTTP to http://127.0.0.1:4318/v1/traces"));
+    }
+    let p = load(&with(&format!("{endpoint}otlp_sample_ratio = 0.05"))).unwrap();
+    assert!(
+        p.summary().contains(", 5 % of the requests' spans"),
+        "{}",
+        p.summary()
+    );
+    let p = load(&with(endpoint)).unwrap();
+    assert!(
+        p.summary().contains(", all of the requests' spans"),
+        "{}",
+        p.summary()
+    );
+    // Refused: outside [0, 1], not a number, NaN and infinities, without an endpoint.
+    for lines in [
+        format!("{endpoint}otlp_sample_ratio = -0.1"),
+        format!("{endpoint}otlp_sample_ratio = -0.0000001"),
+        format!("{endpoint}otlp_sample_ratio = 1.0000001"),
+        format!("{endpoint}otlp_sample_ratio = 2"),
+        format!("{endpoint}otlp_sample_ratio = 100"),
+        format!("{endpoint}otlp_sample_ratio = nan"),
+        format!("{endpoint}otlp_sample_ratio = -nan"),
+        format!("{endpoint}otlp_sample_ratio = inf"),
+        format!("{endpoint}otlp_sample_ratio = -inf"),
+        "otlp_sample_ratio = 0.5".to_string(),
+    ] {
+        let Err(e) = load(&with(&lines)) else {
+            panic!("accepted: {lines}")
+        };
+        assert_eq!(e.key, "telemetry.otlp_sample_ratio", "{lines}: {e}");
+    }
+    // Not a number at all: the file's own type error, at its line.
+    for v in ["\"0.5\"", "\"50%\"", "true", "[0.5]"] {
+        let lines = format!("{endpoint}otlp_sample_ratio = {v}");
+        let Err(e) = load(&with(&lines)) else {
+            panic!("accepted: {lines}")
+        };
+        assert!(e.to_string().contains("expected f64"), "{lines}: {e}");
+    }
+}

@@ -32,9 +32,20 @@ pub struct Telemetry {
 /// endpoint, the span exporter. Once per process, inside the Tokio runtime.
 pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
     let level = LevelFilter::from_level(policy.log_level);
-    let provider = match &policy.otlp_endpoint {
-        Some(endpoint) => Some(traces::provider(endpoint, policy.otlp_ca_file.as_deref())?),
+    // The exporter's environment is checked whenever spans are exported; its refusals stop
+    // the start before any listener opens.
+    let env = match &policy.otlp_endpoint {
+        Some(_) => Some(traces::OtlpEnv::from_process()?),
         None => None,
+    };
+    let provider = match (&policy.otlp_endpoint, &env) {
+        (Some(endpoint), Some(env)) => Some(traces::provider(
+            endpoint,
+            policy.otlp_ca_file.as_deref(),
+            policy.otlp_sample_ratio,
+            env,
+        )?),
+        _ => None,
     };
     let export = provider.is_some();
     // One global filter, decided once per callsite: the edge's own events at the level, and
@@ -78,6 +89,13 @@ pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
         }
     };
     installed.map_err(|e| format!("cannot set up logging: {e}"))?;
+    for variable in env.iter().flat_map(|e| &e.ignored) {
+        tracing::warn!(
+            event = "otlp_env_ignored",
+            variable,
+            reason = "the policy decides: telemetry.otlp_endpoint, telemetry.otlp_sample_ratio",
+        );
+    }
     Ok(Telemetry { provider })
 }
 

@@ -6,6 +6,7 @@
 //! Without an endpoint no span is recorded and the caller's trace context is forwarded as it
 //! came (`upstream::trace_context`).
 
+use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -14,18 +15,24 @@ use std::time::{Duration, Instant};
 use http::HeaderMap;
 use hyper_util::client::legacy::connect::HttpConnector;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{
+    Link, SamplingDecision, SamplingResult, SpanKind, TraceContextExt, TraceId, TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::hyper::HyperClient;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::{Compression, Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{ShouldSample, SpanData, SpanExporter};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// How long one batch's export may take.
+/// How long one batch's export may take, unless `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT` says.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest export timeout the environment may ask for.
+const MAX_EXPORT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Spans are exported (an OTLP endpoint is configured).
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -43,12 +50,156 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
+/// What the standard `OTEL_*` environment variables ask of the exporter, checked: the
+/// policy's keys decide where spans go and which are sampled, the environment how they
+/// travel. Values the exporter cannot honour stop the start (as a bad policy key does)
+/// instead of being dropped or defaulted silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpEnv {
+    /// `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT` (ms).
+    pub timeout: Duration,
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION = "gzip"`.
+    pub gzip: bool,
+    /// Variables that are set and that the edge does not read (the policy decides): each
+    /// is named in a `otlp_env_ignored` warning at start.
+    pub ignored: Vec<&'static str>,
+}
+
+/// Variables an operator may expect to configure the exporter, which the policy's keys
+/// replace (`telemetry.otlp_endpoint`, `telemetry.otlp_sample_ratio`).
+const IGNORED: [&str; 4] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+];
+
+impl OtlpEnv {
+    /// Reads the process's environment.
+    pub fn from_process() -> Result<OtlpEnv, String> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the variables through `var` (a signal's own variable before the general one,
+    /// as the OpenTelemetry specification orders them).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<OtlpEnv, String> {
+        let first = |names: [&'static str; 2]| {
+            names
+                .into_iter()
+                .find_map(|n| var(n).map(|v| (n, v.trim().to_string())))
+        };
+        let timeout = match first([
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ]) {
+            None => EXPORT_TIMEOUT,
+            Some((name, v)) => match v.parse::<u64>() {
+                Ok(ms) if (1..=MAX_EXPORT_TIMEOUT.as_millis() as u64).contains(&ms) => {
+                    Duration::from_millis(ms)
+                }
+                _ => {
+                    return Err(format!(
+                        "{name}: must be the export timeout in milliseconds, 1 to {} (is {v:?})",
+                        MAX_EXPORT_TIMEOUT.as_millis()
+                    ))
+                }
+            },
+        };
+        let gzip = match first([
+            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+            "OTEL_EXPORTER_OTLP_COMPRESSION",
+        ]) {
+            None => false,
+            Some((_, v)) if v == "gzip" => true,
+            Some((name, v)) => {
+                return Err(format!(
+                    "{name}: the only compression is \"gzip\" (is {v:?}; unset it for none)"
+                ))
+            }
+        };
+        if let Some((name, v)) = first([
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ]) {
+            if v != "http/protobuf" {
+                return Err(format!(
+                    "{name}: spans are exported over OTLP/HTTP with protobuf only: \"http/protobuf\" or unset (is {v:?})"
+                ));
+            }
+        }
+        let ignored = IGNORED.into_iter().filter(|n| var(n).is_some()).collect();
+        Ok(OtlpEnv {
+            timeout,
+            gzip,
+            ignored,
+        })
+    }
+}
+
+/// Which requests' spans are exported (`telemetry.otlp_sample_ratio`): the fraction `ratio`
+/// of traces, whole. A trace's decision is made once, at its request span, by a hash of its
+/// trace id under a key random to the process, so a caller can neither force export (the
+/// sampled flag of its `traceparent` is not obeyed) nor choose trace ids that are always
+/// exported; the stages follow their request span. An exported trace keeps the caller's
+/// trace id and parent as before.
+#[derive(Debug, Clone)]
+struct Sample {
+    ratio: f64,
+    key: RandomState,
+}
+
+impl Sample {
+    fn keeps(&self, trace_id: TraceId) -> bool {
+        if self.ratio >= 1.0 {
+            return true;
+        }
+        // The hash's top 53 bits as a fraction in [0, 1).
+        let h = self.key.hash_one(trace_id.to_bytes()) >> 11;
+        (h as f64) / ((1u64 << 53) as f64) < self.ratio
+    }
+}
+
+impl ShouldSample for Sample {
+    fn should_sample(
+        &self,
+        parent: Option<&Context>,
+        trace_id: TraceId,
+        _name: &str,
+        _kind: &SpanKind,
+        _attributes: &[KeyValue],
+        _links: &[Link],
+    ) -> SamplingResult {
+        let parent_span = parent
+            .filter(|cx| cx.has_active_span())
+            .map(|cx| cx.span().span_context().clone());
+        let keep = match &parent_span {
+            // A stage of a request: as its request span was decided.
+            Some(p) if !p.is_remote() => p.is_sampled(),
+            // A request span, the caller's trace context its parent or none.
+            _ => self.keeps(trace_id),
+        };
+        SamplingResult {
+            decision: if keep {
+                SamplingDecision::RecordAndSample
+            } else {
+                SamplingDecision::Drop
+            },
+            attributes: Vec::new(),
+            trace_state: parent_span
+                .map(|p| p.trace_state().clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// The tracer provider of `endpoint` (`<endpoint>/v1/traces`; over TLS for `https://`, with
-/// the certificates of `ca_file` or the system's roots); must run inside the Tokio runtime
-/// that will export the batches.
+/// the certificates of `ca_file` or the system's roots), exporting `sample_ratio` of the
+/// traces as `env` says; must run inside the Tokio runtime that will export the batches.
 pub(super) fn provider(
     endpoint: &url::Url,
     ca_file: Option<&Path>,
+    sample_ratio: f64,
+    env: &OtlpEnv,
 ) -> Result<SdkTracerProvider, String> {
     let url = endpoint
         .join("v1/traces")
@@ -57,7 +208,12 @@ pub(super) fn provider(
         .with_http()
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(url.as_str())
-        .with_timeout(EXPORT_TIMEOUT);
+        .with_timeout(env.timeout);
+    let builder = if env.gzip {
+        builder.with_compression(Compression::Gzip)
+    } else {
+        builder
+    };
     let builder = if url.scheme() == "https" {
         let tls = crate::tls::upstream_client_config(ca_file, None)
             .map_err(|e| format!("telemetry.otlp_ca_file: {e}"))?;
@@ -68,7 +224,7 @@ pub(super) fn provider(
             .https_only()
             .enable_http1()
             .wrap_connector(http);
-        builder.with_http_client(HyperClient::new(connector, EXPORT_TIMEOUT, None))
+        builder.with_http_client(HyperClient::new(connector, env.timeout, None))
     } else {
         builder
     };
@@ -78,15 +234,32 @@ pub(super) fn provider(
     let processor =
         BatchSpanProcessor::builder(Reported::new(exporter), opentelemetry_sdk::runtime::Tokio)
             .build();
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name("a2a-edge")
-        .build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(resource)
+        .with_sampler(Sample {
+            ratio: sample_ratio,
+            key: RandomState::new(),
+        })
+        .with_resource(resource())
         .build();
     ENABLED.store(true, Ordering::Relaxed);
     Ok(provider)
+}
+
+/// The spans' resource: the SDK's (`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SERVICE_NAME`), with the
+/// service name `a2a-edge` unless the environment names it.
+fn resource() -> opentelemetry_sdk::Resource {
+    let detected = opentelemetry_sdk::Resource::builder().build();
+    let named = detected
+        .get(&opentelemetry::Key::from_static_str("service.name"))
+        .is_some_and(|v| v.as_str() != "unknown_service");
+    if named {
+        detected
+    } else {
+        opentelemetry_sdk::Resource::builder()
+            .with_service_name("a2a-edge")
+            .build()
+    }
 }
 
 /// How often at most a failing export is logged (the failures in between are counted into
@@ -180,4 +353,218 @@ pub fn inject(span: &tracing::Span, headers: &mut HeaderMap) {
     let cx = span.context();
     TraceContextPropagator::new()
         .inject_context(&cx, &mut opentelemetry_http::HeaderInjector(headers));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::trace::TraceState;
+
+    fn env(vars: &[(&str, &str)]) -> Result<OtlpEnv, String> {
+        OtlpEnv::from_vars(|k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn the_exporters_environment_is_read_or_refused_by_name() {
+        let plain = env(&[]).unwrap();
+        assert_eq!(
+            plain,
+            OtlpEnv {
+                timeout: EXPORT_TIMEOUT,
+                gzip: false,
+                ignored: vec![]
+            }
+        );
+        // Read: the signal's own variable before the general one.
+        for (vars, timeout, gzip) in [
+            (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "250")], 250, false),
+            (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", " 250 ")], 250, false),
+            (vec![("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")], 1, false),
+            (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")], 60_000, false),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "300"),
+                    ("OTEL_EXPORTER_OTLP_TIMEOUT", "junk"),
+                ],
+                300,
+                false,
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")],
+                5_000,
+                true,
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")],
+                5_000,
+                true,
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")],
+                5_000,
+                false,
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")],
+                5_000,
+                false,
+            ),
+        ] {
+            let e = env(&vars).unwrap_or_else(|e| panic!("{vars:?}: {e}"));
+            assert_eq!(e.timeout, Duration::from_millis(timeout), "{vars:?}");
+            assert_eq!(e.gzip, gzip, "{vars:?}");
+        }
+        // Refused, naming the variable that decided.
+        for (vars, name) in [
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "0")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "-5")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "5s")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "1.5")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "60001")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "99999999999999999999999")],
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "x"),
+                    ("OTEL_EXPORTER_OTLP_TIMEOUT", "300"),
+                ],
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd")],
+                "OTEL_EXPORTER_OTLP_COMPRESSION",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "none")],
+                "OTEL_EXPORTER_OTLP_COMPRESSION",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "GZIP")],
+                "OTEL_EXPORTER_OTLP_COMPRESSION",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_COMPRESSION", "")],
+                "OTEL_EXPORTER_OTLP_COMPRESSION",
+            ),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "br"),
+                    ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+                ],
+                "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")],
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")],
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            ),
+        ] {
+            let Err(e) = env(&vars) else {
+                panic!("accepted: {vars:?}")
+            };
+            assert!(e.starts_with(&format!("{name}: ")), "{vars:?}: {e}");
+        }
+        // Set and not read: named, so that the start can say so.
+        let e = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://elsewhere:4318"),
+            ("OTEL_TRACES_SAMPLER", "always_on"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k"),
+        ])
+        .unwrap();
+        assert_eq!(
+            e.ignored,
+            ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER"]
+        );
+    }
+
+    fn decide(s: &Sample, parent: Option<&Context>, trace_id: TraceId) -> bool {
+        s.should_sample(parent, trace_id, "request", &SpanKind::Server, &[], &[])
+            .decision
+            == SamplingDecision::RecordAndSample
+    }
+
+    #[test]
+    fn a_trace_is_kept_by_the_ratio_whatever_the_caller_says_and_stages_follow_their_request() {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceFlags};
+        let ids: Vec<TraceId> = (1..=4000u128)
+            .map(|i| TraceId::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)))
+            .collect();
+        let with_parent = |remote: bool, sampled: bool, t: TraceId| {
+            let flags = if sampled {
+                TraceFlags::SAMPLED
+            } else {
+                TraceFlags::default()
+            };
+            Context::new().with_remote_span_context(SpanContext::new(
+                t,
+                SpanId::from(7u64),
+                flags,
+                remote,
+                TraceState::default(),
+            ))
+        };
+        for ratio in [0.0, 0.1, 0.5, 1.0] {
+            let s = Sample {
+                ratio,
+                key: RandomState::new(),
+            };
+            let kept = ids.iter().filter(|t| decide(&s, None, **t)).count();
+            let expected = ratio * ids.len() as f64;
+            assert!(
+                (kept as f64 - expected).abs() <= 0.05 * ids.len() as f64,
+                "{ratio}: {kept} of {}",
+                ids.len()
+            );
+            for t in &ids {
+                let root = decide(&s, None, *t);
+                // The caller's sampled flag, either way, does not change the decision.
+                assert_eq!(decide(&s, Some(&with_parent(true, true, *t)), *t), root);
+                assert_eq!(decide(&s, Some(&with_parent(true, false, *t)), *t), root);
+                // A stage follows its request span, kept or not.
+                assert!(decide(&s, Some(&with_parent(false, true, *t)), *t));
+                assert!(!decide(&s, Some(&with_parent(false, false, *t)), *t));
+            }
+        }
+        // Trace ids of the form that an unkeyed ratio sampler always keeps (low bits zero)
+        // are kept at the ratio too: the key is the process's.
+        let low_zero: Vec<TraceId> = (1..=2000u128).map(|i| TraceId::from(i << 64)).collect();
+        let s = Sample {
+            ratio: 0.1,
+            key: RandomState::new(),
+        };
+        let kept = low_zero.iter().filter(|t| decide(&s, None, **t)).count();
+        assert!((100..=300).contains(&kept), "{kept} of 2000");
+    }
 }
