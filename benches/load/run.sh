@@ -35,6 +35,11 @@
 #   REDIS_UNIX   1: the edge under test reaches Redis through its Unix socket (`unix://`
 #                redis_url) instead of loopback TCP; the baseline's Redis edges keep TCP, so
 #                that A2A_EDGE_BIN=X BASELINE_BIN=X REDIS_UNIX=1 is the A/B of the two; 0 (default)
+#   OTLP_RATIO   a number from 0 to 1: the edge under test (memory state) exports its spans
+#                (`[telemetry] otlp_endpoint`, `otlp_sample_ratio` = this) to a collector
+#                that takes every batch (the static upstream's nginx answers 200 at
+#                /otlp/v1/traces); the baseline does not, so that A2A_EDGE_BIN=X
+#                BASELINE_BIN=X OTLP_RATIO=1 is what tracing costs; unset (default): no traces
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   STATIC_WORKERS worker_processes of the static upstream's own nginx (default: NGINX_WORKERS)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -91,6 +96,8 @@ ONLY=${ONLY:-}
 BASELINE_BIN=${BASELINE_BIN:-}
 UPSTREAM_HTTP2=${UPSTREAM_HTTP2:-0}
 REDIS_UNIX=${REDIS_UNIX:-0}
+OTLP_RATIO=${OTLP_RATIO:-}
+[[ -z "$OTLP_RATIO" || "$OTLP_RATIO" =~ ^(0|1|0?\.[0-9]+|1\.0*)$ ]] || die "OTLP_RATIO must be a number from 0 to 1"
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
 require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX
@@ -123,6 +130,7 @@ edge_bin release
 binaries="a2a-edge: $BIN (sha256 $(sha12 "$BIN"))"
 [[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha12 "$BASELINE_BIN"))"
 ((REDIS_UNIX)) && binaries+=". a2a-edge-redis reaches Redis through its Unix socket (REDIS_UNIX=1), a2a-edge-base-redis over loopback TCP"
+[[ -z "$OTLP_RATIO" ]] || binaries+=". a2a-edge (memory state) exports spans, otlp_sample_ratio = $OTLP_RATIO (OTLP_RATIO), to a collector answering 200; a2a-edge-base exports none"
 
 # ---- temp dir and cleanup
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
@@ -267,7 +275,9 @@ for shape in $SHAPES; do
     dir="$TMP/edge-$shape"
     h2=0
     [[ $shape != engine ]] || h2=$UPSTREAM_HTTP2
-    EDGE_HTTP2=$h2 edge_policy "$dir" "${UPSTREAM[$shape]}"
+    otlp=()
+    [[ -z "$OTLP_RATIO" ]] || otlp=("[telemetry]" "otlp_endpoint = \"${STATIC_URL}otlp/\"" "otlp_sample_ratio = $OTLP_RATIO")
+    EDGE_HTTP2=$h2 edge_policy "$dir" "${UPSTREAM[$shape]}" "${otlp[@]}"
     log "starting a2a-edge serve ($shape upstream)"
     start_edge "$dir/policy.toml" "$dir/ready.json" "$dir/proxy.log"
     bench_wait_edge "$EDGE_PID" "$dir"

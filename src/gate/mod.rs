@@ -238,22 +238,31 @@ impl Gate {
             agent: named.and_then(|a| a.name.clone()),
             ..Trace::default()
         };
-        // One span per request (recorded only with trace export), the caller's trace as its
-        // parent when its `traceparent` is well-formed.
-        let span = info_span!(
-            "request",
-            otel.kind = "server",
-            http.route = route_name(route),
-            request_id = trace.request_id.as_str(),
-            agent = trace.agent.as_deref(),
-            a2a.method = tracing::field::Empty,
-            http.response.status_code = tracing::field::Empty,
-        );
-        if telemetry::traces::enabled()
-            && upstream::trace_context::forwardable(req.headers()).is_some()
-        {
-            telemetry::traces::adopt_parent(&span, req.headers());
-        }
+        // One span per traced request (with trace export, `otlp_sample_ratio` of them), the
+        // caller's trace as its parent when its `traceparent` is well-formed; none for the
+        // others (nor for their stages).
+        let caller_trace = if telemetry::traces::enabled() {
+            upstream::trace_context::forwardable(req.headers()).map(|(_, id)| id)
+        } else {
+            None
+        };
+        let span = if telemetry::traces::keep(caller_trace.as_deref()) {
+            let span = info_span!(
+                "request",
+                otel.kind = "server",
+                http.route = route_name(route),
+                request_id = trace.request_id.as_str(),
+                agent = trace.agent.as_deref(),
+                a2a.method = tracing::field::Empty,
+                http.response.status_code = tracing::field::Empty,
+            );
+            if caller_trace.is_some() {
+                telemetry::traces::adopt_parent(&span, req.headers());
+            }
+            span
+        } else {
+            tracing::Span::none()
+        };
         // Framing that two HTTP parsers could read differently is refused first. Each
         // route's future is boxed where it is made: a future is moved whole (all its states'
         // bytes) each time it changes hands, and the routes' futures are kilobytes (the
@@ -387,7 +396,7 @@ impl Gate {
             .map_err(too_many)?;
         let principal = self
             .authenticate(conn, client, headers)
-            .instrument(info_span!("authenticate"))
+            .instrument(crate::stage_span!("authenticate"))
             .await?;
         trace.principal = Some(principal.name.clone());
         trace.tenant = principal.tenant.clone();
@@ -428,9 +437,9 @@ impl Gate {
             }
         };
         let bytes = read_body(body, &parts.headers, agent.body_limits)
-            .instrument(info_span!("read"))
+            .instrument(crate::stage_span!("read"))
             .await?;
-        let rpc = info_span!("parse").in_scope(|| {
+        let rpc = crate::stage_span!("parse").in_scope(|| {
             let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
             // ProtoJSON names first: every later stage reads one spelling (authorization
             // looks for inline push configs and tenants).
@@ -439,7 +448,8 @@ impl Gate {
             Ok::<_, Rejection>(rpc)
         })?;
         trace.method = Some(rpc.method.as_str());
-        info_span!("authorize").in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
+        crate::stage_span!("authorize")
+            .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
         self.budgets
             .check_principal(&principal.name, Some(&agent.method_key(rpc.method)))
             .await
@@ -475,7 +485,7 @@ impl Gate {
             default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (mut rpc, checked) = self
             .check_params(agent, rpc, &principal, grant, heavy, default_cwd, trace)
-            .instrument(info_span!("validate"))
+            .instrument(crate::stage_span!("validate"))
             .await?;
         // What the shared store knows of the ids the request names (one round trip, only
         // for ids this replica has not seen), then the context ids the caller names become
@@ -764,7 +774,7 @@ impl Gate {
         self.caller_headers(&mut headers, &agent.upstream.name, who, request_id)
             .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
         // The agent's parent span is the edge's (with trace export).
-        let span = info_span!(
+        let span = crate::stage_span!(
             "forward",
             otel.kind = "client",
             upstream = agent.upstream.name.as_str()
@@ -786,7 +796,7 @@ impl Gate {
         // `clean_response` alone for the extended card), so the relay may take the fast pass.
         let fast = Some(at.requests.clone());
         let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, fast, observe)
-            .instrument(info_span!("relay"))
+            .instrument(crate::stage_span!("relay"))
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {

@@ -83,15 +83,23 @@ impl OtlpEnv {
     /// Reads the variables through `var` (a signal's own variable before the general one,
     /// as the OpenTelemetry specification orders them).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<OtlpEnv, String> {
-        let first = |names: [&'static str; 2]| {
-            names
-                .into_iter()
-                .find_map(|n| var(n).map(|v| (n, v.trim().to_string())))
+        // The first of `names` that is set; an empty value counts as unset when `skip_empty`
+        // (the specification's rule; not for the compression, which the exporter library
+        // reads itself and refuses when empty).
+        let first = |names: [&'static str; 2], skip_empty: bool| {
+            names.into_iter().find_map(|n| {
+                var(n)
+                    .map(|v| (n, v.trim().to_string()))
+                    .filter(|(_, v)| !(skip_empty && v.is_empty()))
+            })
         };
-        let timeout = match first([
-            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-            "OTEL_EXPORTER_OTLP_TIMEOUT",
-        ]) {
+        let timeout = match first(
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ],
+            true,
+        ) {
             None => EXPORT_TIMEOUT,
             Some((name, v)) => match v.parse::<u64>() {
                 Ok(ms) if (1..=MAX_EXPORT_TIMEOUT.as_millis() as u64).contains(&ms) => {
@@ -105,10 +113,13 @@ impl OtlpEnv {
                 }
             },
         };
-        let gzip = match first([
-            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
-            "OTEL_EXPORTER_OTLP_COMPRESSION",
-        ]) {
+        let gzip = match first(
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+                "OTEL_EXPORTER_OTLP_COMPRESSION",
+            ],
+            false,
+        ) {
             None => false,
             Some((_, v)) if v == "gzip" => true,
             Some((name, v)) => {
@@ -117,10 +128,13 @@ impl OtlpEnv {
                 ))
             }
         };
-        if let Some((name, v)) = first([
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-        ]) {
+        if let Some((name, v)) = first(
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ],
+            true,
+        ) {
             if v != "http/protobuf" {
                 return Err(format!(
                     "{name}: spans are exported over OTLP/HTTP with protobuf only: \"http/protobuf\" or unset (is {v:?})"
@@ -137,33 +151,71 @@ impl OtlpEnv {
 }
 
 /// Which requests' spans are exported (`telemetry.otlp_sample_ratio`): the fraction `ratio`
-/// of traces, whole. A trace's decision is made once, at its request span, by a hash of its
-/// trace id under a key random to the process, so a caller can neither force export (the
-/// sampled flag of its `traceparent` is not obeyed) nor choose trace ids that are always
-/// exported; the stages follow their request span. An exported trace keeps the caller's
-/// trace id and parent as before.
-#[derive(Debug, Clone)]
-struct Sample {
+/// of requests, each trace whole. The gate decides before it makes the request's span
+/// ([`keep`]): a request that is not kept makes no span at all (no stage either: they are
+/// made only under a recorded request span), so sampling saves the spans' cost, not only
+/// their export. The decision is a hash, under a key random to the process, of the caller's
+/// trace id (the same trace is decided alike) or of a counter (a request without one), so a
+/// caller can neither force export (its `traceparent`'s sampled flag is not obeyed) nor
+/// choose trace ids that are always exported.
+#[derive(Debug)]
+struct Ratio {
     ratio: f64,
     key: RandomState,
+    draws: AtomicU64,
 }
 
-impl Sample {
-    fn keeps(&self, trace_id: TraceId) -> bool {
+impl Ratio {
+    fn new(ratio: f64) -> Self {
+        Ratio {
+            ratio,
+            key: RandomState::new(),
+            draws: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the request of this caller's trace id (or of none) is traced.
+    fn keeps(&self, trace_id: Option<&[u8]>) -> bool {
         if self.ratio >= 1.0 {
             return true;
         }
+        if self.ratio <= 0.0 {
+            return false;
+        }
+        let h = match trace_id {
+            Some(id) => self.key.hash_one(id),
+            None => self
+                .key
+                .hash_one(self.draws.fetch_add(1, Ordering::Relaxed)),
+        };
         // The hash's top 53 bits as a fraction in [0, 1).
-        let h = self.key.hash_one(trace_id.to_bytes()) >> 11;
-        (h as f64) / ((1u64 << 53) as f64) < self.ratio
+        ((h >> 11) as f64) / ((1u64 << 53) as f64) < self.ratio
     }
 }
 
-impl ShouldSample for Sample {
+/// The ratio of the running exporter (set once, at start).
+static RATIO: std::sync::OnceLock<Ratio> = std::sync::OnceLock::new();
+
+/// Whether a request whose caller sent the (well-formed) trace id `caller_trace_id`, or
+/// none, is traced: spans exported and the decision passed on to the agent.
+pub fn keep(caller_trace_id: Option<&str>) -> bool {
+    enabled()
+        && RATIO
+            .get()
+            .is_some_and(|r| r.keeps(caller_trace_id.map(str::as_bytes)))
+}
+
+/// The SDK's sampler: the gate has decided ([`keep`]) before a request span exists, so a
+/// request span (no parent, or the caller's as its remote parent) is recorded, and a stage
+/// follows its request span.
+#[derive(Debug, Clone)]
+struct Decided;
+
+impl ShouldSample for Decided {
     fn should_sample(
         &self,
         parent: Option<&Context>,
-        trace_id: TraceId,
+        _trace_id: TraceId,
         _name: &str,
         _kind: &SpanKind,
         _attributes: &[KeyValue],
@@ -173,10 +225,8 @@ impl ShouldSample for Sample {
             .filter(|cx| cx.has_active_span())
             .map(|cx| cx.span().span_context().clone());
         let keep = match &parent_span {
-            // A stage of a request: as its request span was decided.
             Some(p) if !p.is_remote() => p.is_sampled(),
-            // A request span, the caller's trace context its parent or none.
-            _ => self.keeps(trace_id),
+            _ => true,
         };
         SamplingResult {
             decision: if keep {
@@ -190,6 +240,26 @@ impl ShouldSample for Sample {
                 .unwrap_or_default(),
         }
     }
+}
+
+/// A stage's span (`authenticate`, `read`, ...): recorded only inside a traced request's
+/// span, none otherwise (nothing is made for a request that is not traced).
+#[macro_export]
+macro_rules! stage_span {
+    ($name:literal) => {
+        if $crate::telemetry::traces::enabled() && !tracing::Span::current().is_none() {
+            tracing::info_span!($name)
+        } else {
+            tracing::Span::none()
+        }
+    };
+    ($name:literal, $($fields:tt)*) => {
+        if $crate::telemetry::traces::enabled() && !tracing::Span::current().is_none() {
+            tracing::info_span!($name, $($fields)*)
+        } else {
+            tracing::Span::none()
+        }
+    };
 }
 
 /// The tracer provider of `endpoint` (`<endpoint>/v1/traces`; over TLS for `https://`, with
@@ -236,12 +306,11 @@ pub(super) fn provider(
             .build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_sampler(Sample {
-            ratio: sample_ratio,
-            key: RandomState::new(),
-        })
+        .with_sampler(Decided)
         .with_resource(resource())
         .build();
+    // A second provider in one process (tests) keeps the first ratio.
+    let _ = RATIO.set(Ratio::new(sample_ratio));
     ENABLED.store(true, Ordering::Relaxed);
     Ok(provider)
 }
@@ -329,6 +398,31 @@ impl<E: SpanExporter> SpanExporter for Reported<E> {
     }
 }
 
+/// Clears the sampled flag of a forwarded `traceparent` (well-formed: checked when it was
+/// forwarded; anything else is left alone).
+fn not_sampled(headers: &mut HeaderMap) {
+    let Some(v) = headers.get(TRACEPARENT) else {
+        return;
+    };
+    let b = v.as_bytes();
+    let Some(flags) = (b.len() == 55)
+        .then(|| std::str::from_utf8(&b[53..]).ok())
+        .flatten()
+        .and_then(|f| u8::from_str_radix(f, 16).ok())
+    else {
+        return;
+    };
+    if flags & 1 == 0 {
+        return;
+    }
+    let cleared = format!("{}{:02x}", String::from_utf8_lossy(&b[..53]), flags & !1);
+    if let Ok(v) = http::HeaderValue::from_str(&cleared) {
+        headers.insert(TRACEPARENT, v);
+    }
+}
+
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+
 /// The tracer the `tracing` layer records with.
 pub(super) fn tracer(provider: &SdkTracerProvider) -> opentelemetry_sdk::trace::Tracer {
     provider.tracer("a2a-edge")
@@ -347,7 +441,13 @@ pub fn adopt_parent(span: &tracing::Span, headers: &HeaderMap) {
 /// Writes `span`'s context as the `traceparent` (and `tracestate`) of a request to an agent,
 /// replacing the caller's. No-op without export.
 pub fn inject(span: &tracing::Span, headers: &mut HeaderMap) {
-    if !enabled() || span.is_disabled() {
+    if !enabled() {
+        return;
+    }
+    if span.is_disabled() {
+        // Not traced here: the agent gets the caller's trace context, marked not sampled
+        // (the edge's decision is the trace's: a caller's flag cannot make agents export).
+        not_sampled(headers);
         return;
     }
     let cx = span.context();
@@ -382,6 +482,16 @@ mod tests {
         // Read: the signal's own variable before the general one.
         for (vars, timeout, gzip) in [
             (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "250")], 250, false),
+            (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "")], 5_000, false),
+            (vec![("OTEL_EXPORTER_OTLP_PROTOCOL", " ")], 5_000, false),
+            (
+                vec![
+                    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", ""),
+                    ("OTEL_EXPORTER_OTLP_TIMEOUT", "700"),
+                ],
+                700,
+                false,
+            ),
             (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", " 250 ")], 250, false),
             (vec![("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")], 1, false),
             (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")], 60_000, false),
@@ -420,10 +530,6 @@ mod tests {
         }
         // Refused, naming the variable that decided.
         for (vars, name) in [
-            (
-                vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "")],
-                "OTEL_EXPORTER_OTLP_TIMEOUT",
-            ),
             (
                 vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "0")],
                 "OTEL_EXPORTER_OTLP_TIMEOUT",
@@ -509,62 +615,118 @@ mod tests {
         );
     }
 
-    fn decide(s: &Sample, parent: Option<&Context>, trace_id: TraceId) -> bool {
-        s.should_sample(parent, trace_id, "request", &SpanKind::Server, &[], &[])
+    fn decide(parent: Option<&Context>) -> bool {
+        Decided
+            .should_sample(
+                parent,
+                TraceId::from(1u128),
+                "request",
+                &SpanKind::Server,
+                &[],
+                &[],
+            )
             .decision
             == SamplingDecision::RecordAndSample
     }
 
     #[test]
-    fn a_trace_is_kept_by_the_ratio_whatever_the_caller_says_and_stages_follow_their_request() {
-        use opentelemetry::trace::{SpanContext, SpanId, TraceFlags};
-        let ids: Vec<TraceId> = (1..=4000u128)
-            .map(|i| TraceId::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)))
+    fn a_request_is_kept_by_the_ratio_and_a_caller_cannot_choose_ids_that_always_are() {
+        let ids: Vec<[u8; 32]> = (1..=4000u128)
+            .map(|i| {
+                let id = i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835);
+                format!("{id:032x}").into_bytes().try_into().unwrap()
+            })
             .collect();
-        let with_parent = |remote: bool, sampled: bool, t: TraceId| {
+        for ratio in [0.0, 0.1, 0.5, 1.0] {
+            let r = Ratio::new(ratio);
+            let n = ids.len() as f64;
+            let kept = ids.iter().filter(|t| r.keeps(Some(&t[..]))).count();
+            assert!(
+                (kept as f64 - ratio * n).abs() <= 0.05 * n,
+                "{ratio}: {kept} of {n} trace ids"
+            );
+            // The same trace id is decided alike.
+            for t in &ids[..200] {
+                assert_eq!(r.keeps(Some(&t[..])), r.keeps(Some(&t[..])));
+            }
+            // Requests without a trace id: the ratio of them.
+            let kept = (0..4000).filter(|_| r.keeps(None)).count();
+            assert!(
+                (kept as f64 - ratio * n).abs() <= 0.05 * n,
+                "{ratio}: {kept} of {n} requests"
+            );
+        }
+        // Trace ids that an unkeyed ratio sampler always keeps (the low 64 bits zero, as
+        // hex) are kept at the ratio too: the key is the process's.
+        let low_zero: Vec<String> = (1..=2000u64)
+            .map(|i| format!("{i:016x}0000000000000000"))
+            .collect();
+        let r = Ratio::new(0.1);
+        let kept = low_zero
+            .iter()
+            .filter(|t| r.keeps(Some(t.as_bytes())))
+            .count();
+        assert!((100..=300).contains(&kept), "{kept} of 2000");
+    }
+
+    #[test]
+    fn the_sdk_records_a_request_span_and_a_stage_follows_its_request() {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceFlags};
+        let parent = |remote: bool, sampled: bool| {
             let flags = if sampled {
                 TraceFlags::SAMPLED
             } else {
                 TraceFlags::default()
             };
             Context::new().with_remote_span_context(SpanContext::new(
-                t,
+                TraceId::from(1u128),
                 SpanId::from(7u64),
                 flags,
                 remote,
                 TraceState::default(),
             ))
         };
-        for ratio in [0.0, 0.1, 0.5, 1.0] {
-            let s = Sample {
-                ratio,
-                key: RandomState::new(),
-            };
-            let kept = ids.iter().filter(|t| decide(&s, None, **t)).count();
-            let expected = ratio * ids.len() as f64;
-            assert!(
-                (kept as f64 - expected).abs() <= 0.05 * ids.len() as f64,
-                "{ratio}: {kept} of {}",
-                ids.len()
-            );
-            for t in &ids {
-                let root = decide(&s, None, *t);
-                // The caller's sampled flag, either way, does not change the decision.
-                assert_eq!(decide(&s, Some(&with_parent(true, true, *t)), *t), root);
-                assert_eq!(decide(&s, Some(&with_parent(true, false, *t)), *t), root);
-                // A stage follows its request span, kept or not.
-                assert!(decide(&s, Some(&with_parent(false, true, *t)), *t));
-                assert!(!decide(&s, Some(&with_parent(false, false, *t)), *t));
-            }
+        // The gate kept the request: its span is recorded whatever the caller's flag.
+        assert!(decide(None));
+        assert!(decide(Some(&Context::new())));
+        assert!(decide(Some(&parent(true, true))));
+        assert!(decide(Some(&parent(true, false))));
+        // A stage: as its request span.
+        assert!(decide(Some(&parent(false, true))));
+        assert!(!decide(Some(&parent(false, false))));
+    }
+
+    #[test]
+    fn an_untraced_requests_forwarded_trace_context_is_marked_not_sampled() {
+        let tp =
+            |flags: &str| format!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-{flags}");
+        for (flags, want) in [
+            ("01", "00"),
+            ("00", "00"),
+            ("03", "02"),
+            ("ff", "fe"),
+            ("02", "02"),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("traceparent", tp(flags).parse().unwrap());
+            h.insert("tracestate", "a=b".parse().unwrap());
+            not_sampled(&mut h);
+            assert_eq!(h["traceparent"], tp(want).as_str(), "{flags}");
+            assert_eq!(h["tracestate"], "a=b");
         }
-        // Trace ids of the form that an unkeyed ratio sampler always keeps (low bits zero)
-        // are kept at the ratio too: the key is the process's.
-        let low_zero: Vec<TraceId> = (1..=2000u128).map(|i| TraceId::from(i << 64)).collect();
-        let s = Sample {
-            ratio: 0.1,
-            key: RandomState::new(),
-        };
-        let kept = low_zero.iter().filter(|t| decide(&s, None, **t)).count();
-        assert!((100..=300).contains(&kept), "{kept} of 2000");
+        // Nothing to mark, or not a well-formed one (never forwarded): left alone.
+        for v in [
+            None,
+            Some("00-abc-01"),
+            Some(&*format!("{}zz", &tp("01")[..53])),
+        ] {
+            let mut h = HeaderMap::new();
+            if let Some(v) = v {
+                h.insert("traceparent", v.parse().unwrap());
+            }
+            let before = h.clone();
+            not_sampled(&mut h);
+            assert_eq!(h, before);
+        }
     }
 }
