@@ -549,9 +549,14 @@ async fn a_sample_ratio_exports_that_share_of_traces_whole_and_a_caller_cannot_f
     // The caller's context as it came, marked not sampled: the edge's decision is the
     // trace's. The requests without one carry none.
     for r in &seen[..5] {
-        assert_eq!(r.headers["traceparent"], format!("00-{TRACE}-{PARENT}-00").as_str());
+        assert_eq!(
+            r.headers["traceparent"],
+            format!("00-{TRACE}-{PARENT}-00").as_str()
+        );
     }
-    assert!(seen[5..].iter().all(|r| r.headers.get("traceparent").is_none()));
+    assert!(seen[5..]
+        .iter()
+        .all(|r| r.headers.get("traceparent").is_none()));
 
     // Ratio 0.5 over 60 requests: some traces, not all, each with every stage, and no stage
     // of a request that was not kept.

@@ -23,7 +23,7 @@ use opentelemetry_http::hyper::HyperClient;
 use opentelemetry_otlp::{Compression, Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use opentelemetry_sdk::trace::BatchSpanProcessor;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::{ShouldSample, SpanData, SpanExporter};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -301,9 +301,12 @@ pub(super) fn provider(
     let exporter = builder
         .build()
         .map_err(|e| format!("telemetry.otlp_endpoint: {e}"))?;
-    let processor =
-        BatchSpanProcessor::builder(Reported::new(exporter), opentelemetry_sdk::runtime::Tokio)
-            .build();
+    // The SDK's batch processor runs on a thread of its own: a finished span is queued
+    // without waking anyone (the thread wakes per batch or per `OTEL_BSP_SCHEDULE_DELAY`);
+    // its exports run on this runtime (the HTTP client's connections and timers).
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| "telemetry: the span exporter needs the Tokio runtime".to_string())?;
+    let processor = BatchSpanProcessor::builder(Reported::new(exporter, runtime)).build();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
         .with_sampler(Decided)
@@ -342,15 +345,25 @@ const REPORT_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 struct Reported<E> {
     inner: E,
-    /// When a failure was last logged; failed batches and lost spans not logged yet.
-    failures: Mutex<(Option<Instant>, u64, u64)>,
+    /// The runtime the exports run on (the batch processor's thread is not one of its).
+    runtime: tokio::runtime::Handle,
+    failures: Mutex<Unreported>,
+}
+
+/// Failures not logged yet, and when the last line was.
+#[derive(Debug, Default)]
+struct Unreported {
+    logged_at: Option<Instant>,
+    batches: u64,
+    spans: u64,
 }
 
 impl<E> Reported<E> {
-    fn new(inner: E) -> Self {
+    fn new(inner: E, runtime: tokio::runtime::Handle) -> Self {
         Reported {
             inner,
-            failures: Mutex::new((None, 0, 0)),
+            runtime,
+            failures: Mutex::default(),
         }
     }
 
@@ -359,26 +372,36 @@ impl<E> Reported<E> {
         let Ok(mut f) = self.failures.lock() else {
             return;
         };
-        f.1 += 1;
-        f.2 += spans as u64;
+        f.batches += 1;
+        f.spans += spans as u64;
         let now = Instant::now();
-        if f.0.is_some_and(|at| now.duration_since(at) < REPORT_EVERY) {
+        if f.logged_at
+            .is_some_and(|at| now.duration_since(at) < REPORT_EVERY)
+        {
             return;
         }
         tracing::warn!(
             event = "otlp_export_failed",
-            batches = f.1,
-            spans = f.2,
+            batches = f.batches,
+            spans = f.spans,
             error = %error,
         );
-        *f = (Some(now), 0, 0);
+        *f = Unreported {
+            logged_at: Some(now),
+            ..Unreported::default()
+        };
     }
 }
 
 impl<E: SpanExporter> SpanExporter for Reported<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let n = batch.len();
-        let result = self.inner.export(batch).await;
+        let result = match tokio::runtime::Handle::try_current() {
+            Ok(_) => self.inner.export(batch).await,
+            // The batch processor's thread: block it on the runtime (it has nothing else to
+            // do; the runtime's threads drive the connection).
+            Err(_) => self.runtime.block_on(self.inner.export(batch)),
+        };
         if let Err(e) = &result {
             self.failed(n, e);
         }
