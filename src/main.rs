@@ -223,8 +223,8 @@ fn check(opts: Opts) -> Result<(), String> {
     if policy.telemetry.otlp_endpoint.is_some() {
         // What `serve` would refuse or ignore of the exporter's environment, said here too.
         let env = a2a_edge::telemetry::traces::OtlpEnv::from_process()?;
-        for variable in env.ignored {
-            println!("warning: {variable} is set and ignored: the policy decides (telemetry.otlp_endpoint, telemetry.otlp_sample_ratio)");
+        for (variable, reason) in env.ignored {
+            println!("warning: {variable} is set and ignored: {reason}");
         }
     }
     println!("{}: OK\n{}", path.display(), policy.summary());

@@ -762,3 +762,55 @@ async fn the_export_timeout_comes_from_the_environment() {
     let log = e.stop().await;
     assert!(log.contains("otlp_export_failed"), "{log}");
 }
+
+#[tokio::test]
+async fn spans_that_do_not_fit_the_export_queue_are_counted_lost_and_said_once() {
+    // A collector that accepts connections and never answers: the first batch's export
+    // hangs (a minute), the queue (16 spans) fills, and the rest is dropped, not queued.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held: Arc<Mutex<Vec<tokio::net::TcpStream>>> = Arc::default();
+    let h2 = held.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            h2.lock().unwrap().push(tcp);
+        }
+    });
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge_with_env(
+        &agent.url,
+        &format!("otlp_endpoint = \"{url}\""),
+        &[
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "16"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "8"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ],
+    )
+    .await;
+    // 10 requests, 80 spans: at most 16 wait or are on their way.
+    send(&e, 10, None).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lost = loop {
+        let lost = spans_lost(e.admin).await;
+        if lost >= 64 || Instant::now() > deadline {
+            break lost;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!((64..=80).contains(&lost), "{lost} spans lost");
+    assert_eq!(
+        agent.rpc_requests().len(),
+        10,
+        "requests never wait for the collector"
+    );
+    let log = e.stop().await;
+    let full: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event"] == "otlp_queue_full")
+        .collect();
+    assert_eq!(full.len(), 1, "one line within 10 s: {log}");
+    assert_eq!(full[0]["level"], "warn");
+    assert_eq!(full[0]["queue"], 16);
+}

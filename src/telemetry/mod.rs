@@ -89,12 +89,8 @@ pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
         }
     };
     installed.map_err(|e| format!("cannot set up logging: {e}"))?;
-    for variable in env.iter().flat_map(|e| &e.ignored) {
-        tracing::warn!(
-            event = "otlp_env_ignored",
-            variable,
-            reason = "the policy decides: telemetry.otlp_endpoint, telemetry.otlp_sample_ratio",
-        );
+    for (variable, reason) in env.iter().flat_map(|e| &e.ignored) {
+        tracing::warn!(event = "otlp_env_ignored", variable, reason);
     }
     Ok(Telemetry { provider })
 }

@@ -8,8 +8,8 @@
 
 use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
@@ -23,8 +23,8 @@ use opentelemetry_http::hyper::HyperClient;
 use opentelemetry_otlp::{Compression, Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::BatchSpanProcessor;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SpanProcessor};
 use opentelemetry_sdk::trace::{ShouldSample, SpanData, SpanExporter};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -60,19 +60,40 @@ pub struct OtlpEnv {
     pub timeout: Duration,
     /// `OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION = "gzip"`.
     pub gzip: bool,
-    /// Variables that are set and that the edge does not read (the policy decides): each
-    /// is named in a `otlp_env_ignored` warning at start.
-    pub ignored: Vec<&'static str>,
+    /// `OTEL_BSP_MAX_QUEUE_SIZE`: the most spans waiting for export; more are dropped (and
+    /// counted lost).
+    pub queue: usize,
+    /// `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`: the most spans one export sends (at most `queue`).
+    pub batch: usize,
+    /// `OTEL_BSP_SCHEDULE_DELAY` (ms): how long a batch that is not full waits.
+    pub delay: Duration,
+    /// Variables that are set and that the edge does not read, and why: each is named in
+    /// an `otlp_env_ignored` warning at start.
+    pub ignored: Vec<(&'static str, &'static str)>,
 }
 
-/// Variables an operator may expect to configure the exporter, which the policy's keys
-/// replace (`telemetry.otlp_endpoint`, `telemetry.otlp_sample_ratio`).
-const IGNORED: [&str; 4] = [
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_TRACES_SAMPLER",
-    "OTEL_TRACES_SAMPLER_ARG",
+/// Variables an operator may expect to configure the exporter, which do nothing here.
+const IGNORED: [(&str, &str); 6] = [
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", POLICY_DECIDES),
+    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", POLICY_DECIDES),
+    ("OTEL_TRACES_SAMPLER", POLICY_DECIDES),
+    ("OTEL_TRACES_SAMPLER_ARG", POLICY_DECIDES),
+    (
+        "OTEL_BSP_EXPORT_TIMEOUT",
+        "an export's timeout is OTEL_EXPORTER_OTLP_TIMEOUT",
+    ),
+    ("OTEL_BSP_MAX_CONCURRENT_EXPORTS", "one export at a time"),
 ];
+
+const POLICY_DECIDES: &str =
+    "the policy decides: telemetry.otlp_endpoint, telemetry.otlp_sample_ratio";
+
+/// Defaults and bounds of the batch processor's variables.
+const QUEUE: usize = 2048;
+const MAX_QUEUE: usize = 1 << 20;
+const BATCH: usize = 512;
+const DELAY: Duration = Duration::from_secs(5);
+const MAX_DELAY: Duration = Duration::from_secs(600);
 
 impl OtlpEnv {
     /// Reads the process's environment.
@@ -141,10 +162,41 @@ impl OtlpEnv {
                 ));
             }
         }
-        let ignored = IGNORED.into_iter().filter(|n| var(n).is_some()).collect();
+        // The batch processor's: a whole number within bounds, or the start stops.
+        let number = |name: &'static str, default: u64, max: u64| -> Result<u64, String> {
+            match var(name).map(|v| v.trim().to_string()) {
+                None => Ok(default),
+                Some(v) if v.is_empty() => Ok(default),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| {
+                        format!("{name}: must be a whole number from 1 to {max} (is {v:?})")
+                    }),
+            }
+        };
+        let queue = number("OTEL_BSP_MAX_QUEUE_SIZE", QUEUE as u64, MAX_QUEUE as u64)? as usize;
+        let batch = number(
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+            BATCH.min(queue) as u64,
+            queue as u64,
+        )? as usize;
+        let delay = Duration::from_millis(number(
+            "OTEL_BSP_SCHEDULE_DELAY",
+            DELAY.as_millis() as u64,
+            MAX_DELAY.as_millis() as u64,
+        )?);
+        let ignored = IGNORED
+            .into_iter()
+            .filter(|(n, _)| var(n).is_some())
+            .collect();
         Ok(OtlpEnv {
             timeout,
             gzip,
+            queue,
+            batch,
+            delay,
             ignored,
         })
     }
@@ -306,9 +358,22 @@ pub(super) fn provider(
     // its exports run on this runtime (the HTTP client's connections and timers).
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| "telemetry: the span exporter needs the Tokio runtime".to_string())?;
-    let processor = BatchSpanProcessor::builder(Reported::new(exporter, runtime)).build();
+    let config = BatchConfigBuilder::default()
+        .with_max_queue_size(env.queue)
+        .with_max_export_batch_size(env.batch)
+        .with_scheduled_delay(env.delay)
+        .build();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let processor = BatchSpanProcessor::builder(Reported::new(exporter, runtime, queued.clone()))
+        .with_batch_config(config)
+        .build();
     let provider = SdkTracerProvider::builder()
-        .with_span_processor(processor)
+        .with_span_processor(Bounded {
+            inner: processor,
+            queued,
+            cap: env.queue,
+            dropped: Mutex::default(),
+        })
         .with_sampler(Decided)
         .with_resource(resource())
         .build();
@@ -338,6 +403,66 @@ fn resource() -> opentelemetry_sdk::Resource {
 /// the next line).
 const REPORT_EVERY: Duration = Duration::from_secs(10);
 
+/// The batch processor, with its queue counted: a span that would not fit
+/// (`OTEL_BSP_MAX_QUEUE_SIZE` spans already wait or are being exported: the collector is
+/// slower than the spans come) is dropped here, counted in `a2a_edge_spans_lost_total` and
+/// logged (`otlp_queue_full`, at most one line per 10 s), where the SDK's processor would
+/// drop it silently. `queued` is what was handed on and not exported yet (the exporter takes
+/// its batches off), so the SDK's own queue, as large, is never full.
+#[derive(Debug)]
+struct Bounded<P> {
+    inner: P,
+    queued: Arc<AtomicUsize>,
+    cap: usize,
+    dropped: Mutex<Unreported>,
+}
+
+impl<P: SpanProcessor> SpanProcessor for Bounded<P> {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &Context) {
+        self.inner.on_start(span, cx)
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.queued.fetch_add(1, Ordering::Relaxed) < self.cap {
+            return self.inner.on_end(span);
+        }
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        LOST.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut d) = self.dropped.lock() else {
+            return;
+        };
+        d.spans += 1;
+        let now = Instant::now();
+        if d.logged_at
+            .is_some_and(|at| now.duration_since(at) < REPORT_EVERY)
+        {
+            return;
+        }
+        tracing::warn!(
+            event = "otlp_queue_full",
+            spans = d.spans,
+            queue = self.cap,
+            "spans dropped: the collector takes them slower than they come (OTEL_BSP_MAX_QUEUE_SIZE, otlp_sample_ratio)"
+        );
+        *d = Unreported {
+            logged_at: Some(now),
+            ..Unreported::default()
+        };
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource)
+    }
+}
+
 /// The exporter, with its failures written to the log: an unreachable collector, a refused
 /// certificate or an error status loses those spans (requests never wait for the
 /// collector), and the operator sees `otlp_export_failed` with the error and how many
@@ -347,6 +472,8 @@ struct Reported<E> {
     inner: E,
     /// The runtime the exports run on (the batch processor's thread is not one of its).
     runtime: tokio::runtime::Handle,
+    /// [`Bounded`]'s count of spans not exported yet.
+    queued: Arc<AtomicUsize>,
     failures: Mutex<Unreported>,
 }
 
@@ -359,10 +486,11 @@ struct Unreported {
 }
 
 impl<E> Reported<E> {
-    fn new(inner: E, runtime: tokio::runtime::Handle) -> Self {
+    fn new(inner: E, runtime: tokio::runtime::Handle, queued: Arc<AtomicUsize>) -> Self {
         Reported {
             inner,
             runtime,
+            queued,
             failures: Mutex::default(),
         }
     }
@@ -402,6 +530,8 @@ impl<E: SpanExporter> SpanExporter for Reported<E> {
             // do; the runtime's threads drive the connection).
             Err(_) => self.runtime.block_on(self.inner.export(batch)),
         };
+        // Exported or lost, these spans left the queue.
+        self.queued.fetch_sub(n, Ordering::Relaxed);
         if let Err(e) = &result {
             self.failed(n, e);
         }
@@ -499,9 +629,99 @@ mod tests {
             OtlpEnv {
                 timeout: EXPORT_TIMEOUT,
                 gzip: false,
+                queue: 2048,
+                batch: 512,
+                delay: Duration::from_secs(5),
                 ignored: vec![]
             }
         );
+        // The batch processor's variables: read, bounded, the batch within the queue.
+        for (vars, queue, batch, delay) in [
+            (vec![("OTEL_BSP_MAX_QUEUE_SIZE", "16")], 16, 16, 5_000),
+            (vec![("OTEL_BSP_MAX_QUEUE_SIZE", "1")], 1, 1, 5_000),
+            (
+                vec![("OTEL_BSP_MAX_QUEUE_SIZE", "1048576")],
+                1 << 20,
+                512,
+                5_000,
+            ),
+            (vec![("OTEL_BSP_MAX_QUEUE_SIZE", "")], 2048, 512, 5_000),
+            (
+                vec![
+                    ("OTEL_BSP_MAX_QUEUE_SIZE", "64"),
+                    ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64"),
+                ],
+                64,
+                64,
+                5_000,
+            ),
+            (
+                vec![("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "8")],
+                2048,
+                8,
+                5_000,
+            ),
+            (vec![("OTEL_BSP_SCHEDULE_DELAY", "100")], 2048, 512, 100),
+            (
+                vec![("OTEL_BSP_SCHEDULE_DELAY", " 600000 ")],
+                2048,
+                512,
+                600_000,
+            ),
+        ] {
+            let e = env(&vars).unwrap_or_else(|e| panic!("{vars:?}: {e}"));
+            assert_eq!(
+                (e.queue, e.batch, e.delay),
+                (queue, batch, Duration::from_millis(delay)),
+                "{vars:?}"
+            );
+        }
+        for (vars, name) in [
+            (
+                vec![("OTEL_BSP_MAX_QUEUE_SIZE", "0")],
+                "OTEL_BSP_MAX_QUEUE_SIZE",
+            ),
+            (
+                vec![("OTEL_BSP_MAX_QUEUE_SIZE", "-1")],
+                "OTEL_BSP_MAX_QUEUE_SIZE",
+            ),
+            (
+                vec![("OTEL_BSP_MAX_QUEUE_SIZE", "1048577")],
+                "OTEL_BSP_MAX_QUEUE_SIZE",
+            ),
+            (
+                vec![("OTEL_BSP_MAX_QUEUE_SIZE", "2k")],
+                "OTEL_BSP_MAX_QUEUE_SIZE",
+            ),
+            (
+                vec![
+                    ("OTEL_BSP_MAX_QUEUE_SIZE", "16"),
+                    ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "17"),
+                ],
+                "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+            ),
+            (
+                vec![("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0")],
+                "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+            ),
+            (
+                vec![("OTEL_BSP_SCHEDULE_DELAY", "0")],
+                "OTEL_BSP_SCHEDULE_DELAY",
+            ),
+            (
+                vec![("OTEL_BSP_SCHEDULE_DELAY", "5s")],
+                "OTEL_BSP_SCHEDULE_DELAY",
+            ),
+            (
+                vec![("OTEL_BSP_SCHEDULE_DELAY", "600001")],
+                "OTEL_BSP_SCHEDULE_DELAY",
+            ),
+        ] {
+            let Err(e) = env(&vars) else {
+                panic!("accepted: {vars:?}")
+            };
+            assert!(e.starts_with(&format!("{name}: ")), "{vars:?}: {e}");
+        }
         // Read: the signal's own variable before the general one.
         for (vars, timeout, gzip) in [
             (vec![("OTEL_EXPORTER_OTLP_TIMEOUT", "250")], 250, false),
@@ -630,12 +850,19 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://elsewhere:4318"),
             ("OTEL_TRACES_SAMPLER", "always_on"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k"),
+            ("OTEL_BSP_EXPORT_TIMEOUT", "1000"),
         ])
         .unwrap();
+        let names: Vec<&str> = e.ignored.iter().map(|(n, _)| *n).collect();
         assert_eq!(
-            e.ignored,
-            ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER"]
+            names,
+            [
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "OTEL_TRACES_SAMPLER",
+                "OTEL_BSP_EXPORT_TIMEOUT"
+            ]
         );
+        assert!(e.ignored[2].1.contains("OTEL_EXPORTER_OTLP_TIMEOUT"));
     }
 
     fn decide(parent: Option<&Context>) -> bool {
