@@ -3,7 +3,9 @@
 //! types), over plain HTTP and over TLS (`otlp_ca_file`; a collector the CA does not vouch
 //! for gets nothing and the operator is told); one span per request with the pipeline's
 //! stages as children, the caller's trace context as parent, the edge's own span as the
-//! agent's `traceparent`; and the text log format.
+//! agent's `traceparent`; `otlp_sample_ratio` (whole traces, a caller's flag cannot force
+//! one); the exporter's `OTEL_*` environment (gzip, timeout, service name, the export queue;
+//! values it cannot honour stop `serve` and `check`); and the text log format.
 
 mod common;
 
@@ -720,9 +722,9 @@ async fn an_exporter_environment_the_edge_cannot_honour_stops_serve_and_check() 
     assert!(check.status.success(), "{check:?}");
 }
 
-#[tokio::test]
-async fn the_export_timeout_comes_from_the_environment() {
-    // A collector that accepts connections and never answers.
+/// A collector that accepts connections and never answers: its URL, and the connections it
+/// holds.
+async fn silent_collector() -> (String, Arc<Mutex<Vec<tokio::net::TcpStream>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let held: Arc<Mutex<Vec<tokio::net::TcpStream>>> = Arc::default();
@@ -732,6 +734,12 @@ async fn the_export_timeout_comes_from_the_environment() {
             h2.lock().unwrap().push(tcp);
         }
     });
+    (url, held)
+}
+
+#[tokio::test]
+async fn the_export_timeout_comes_from_the_environment() {
+    let (url, held) = silent_collector().await;
     let agent = RecordingUpstream::start(Reply::Echo).await;
     let e = edge_with_env(
         &agent.url,
@@ -765,17 +773,9 @@ async fn the_export_timeout_comes_from_the_environment() {
 
 #[tokio::test]
 async fn spans_that_do_not_fit_the_export_queue_are_counted_lost_and_said_once() {
-    // A collector that accepts connections and never answers: the first batch's export
-    // hangs (a minute), the queue (16 spans) fills, and the rest is dropped, not queued.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let held: Arc<Mutex<Vec<tokio::net::TcpStream>>> = Arc::default();
-    let h2 = held.clone();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            h2.lock().unwrap().push(tcp);
-        }
-    });
+    // The first batch's export hangs (a minute), the queue (16 spans) fills, and the rest
+    // is dropped, not queued.
+    let (url, _held) = silent_collector().await;
     let agent = RecordingUpstream::start(Reply::Echo).await;
     let e = edge_with_env(
         &agent.url,

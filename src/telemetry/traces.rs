@@ -1,8 +1,10 @@
 //! Traces: with `[telemetry] otlp_endpoint`, one span per request (`request`, with the
 //! pipeline's stages as children: `authenticate`, `read`, `parse`, `authorize`, `validate`,
-//! `forward`, `relay`) exported over OTLP/HTTP (protobuf) in batches. The caller's W3C trace
-//! context (a well-formed `traceparent`) is the request span's parent, and the agent is sent
-//! the edge's own `forward` span as its `traceparent` (same trace, the edge's span as parent).
+//! `forward`, `relay`) exported over OTLP/HTTP (protobuf) in batches, for the share of
+//! requests `otlp_sample_ratio` keeps ([`keep`]; the others make no span). The caller's W3C
+//! trace context (a well-formed `traceparent`) is the request span's parent, and the agent is
+//! sent the edge's own `forward` span as its `traceparent` (same trace, the edge's span as
+//! parent; an untraced request's agent gets the caller's, marked not sampled).
 //! Without an endpoint no span is recorded and the caller's trace context is forwarded as it
 //! came (`upstream::trace_context`).
 
