@@ -40,6 +40,8 @@
 #                that takes every batch (the static upstream's nginx answers 200 at
 #                /otlp/v1/traces); the baseline does not, so that A2A_EDGE_BIN=X
 #                BASELINE_BIN=X OTLP_RATIO=1 is what tracing costs; unset (default): no traces
+#   OTLP_BASE    1: the baseline exports too, at OTLP_RATIO (A/B of a change to tracing); 0
+#                (default)
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
 #   STATIC_WORKERS worker_processes of the static upstream's own nginx (default: NGINX_WORKERS)
 #   NGINX_ACCESS_LOG 1 (default): nginx logs every request to a file, as
@@ -97,11 +99,13 @@ BASELINE_BIN=${BASELINE_BIN:-}
 UPSTREAM_HTTP2=${UPSTREAM_HTTP2:-0}
 REDIS_UNIX=${REDIS_UNIX:-0}
 OTLP_RATIO=${OTLP_RATIO:-}
+OTLP_BASE=${OTLP_BASE:-0}
 [[ -z "$OTLP_RATIO" || "$OTLP_RATIO" =~ ^(0|1|0?\.[0-9]+|1\.0*)$ ]] || die "OTLP_RATIO must be a number from 0 to 1"
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
-require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX
+require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX OTLP_BASE
 ((REDIS_UNIX == 0 || STATE_REDIS)) || die "REDIS_UNIX=1 needs STATE_REDIS=1"
+((OTLP_BASE == 0)) || [[ -n "$OTLP_RATIO" ]] || die "OTLP_BASE=1 needs OTLP_RATIO"
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
 ((HA == 0 || STATE_REDIS)) || die "HA=1 needs STATE_REDIS=1 (the replicas share Redis)"
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
@@ -130,7 +134,10 @@ edge_bin release
 binaries="a2a-edge: $BIN (sha256 $(sha12 "$BIN"))"
 [[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha12 "$BASELINE_BIN"))"
 ((REDIS_UNIX)) && binaries+=". a2a-edge-redis reaches Redis through its Unix socket (REDIS_UNIX=1), a2a-edge-base-redis over loopback TCP"
-[[ -z "$OTLP_RATIO" ]] || binaries+=". a2a-edge (memory state) exports spans, otlp_sample_ratio = $OTLP_RATIO (OTLP_RATIO), to a collector answering 200; a2a-edge-base exports none"
+if [[ -n "$OTLP_RATIO" ]]; then
+    binaries+=". a2a-edge (memory state) exports spans, otlp_sample_ratio = $OTLP_RATIO (OTLP_RATIO), to a collector answering 200"
+    if ((OTLP_BASE)); then binaries+=", as does a2a-edge-base (OTLP_BASE=1)"; else binaries+="; a2a-edge-base exports none"; fi
+fi
 
 # ---- temp dir and cleanup
 make_tmp a2a-bench 711 # nginx workers (nobody when run as root) may traverse it
@@ -288,7 +295,11 @@ for shape in $SHAPES; do
     [[ -n "$CERTS" ]] || CERTS="$dir/certs" # nginx serves the first edge's dev certificate
     if [[ -n "$BASELINE_BIN" ]]; then
         bdir="$TMP/edge-base-$shape"
-        edge_policy "$bdir" "${UPSTREAM[$shape]}"
+        if ((OTLP_BASE)); then
+            edge_policy "$bdir" "${UPSTREAM[$shape]}" "${otlp[@]}"
+        else
+            edge_policy "$bdir" "${UPSTREAM[$shape]}"
+        fi
         log "starting the baseline a2a-edge serve ($shape upstream): $BASELINE_BIN"
         BIN_SAVED=$BIN
         BIN=$BASELINE_BIN

@@ -78,7 +78,17 @@ pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
             .try_init(),
         Some(p) => {
             let events = filter_fn(|m: &tracing::Metadata<'_>| m.is_event());
+            // The spans carry the edge's own attributes (route, method, status, request id,
+            // agent, upstream), not the library's extras: code location, thread, target (six
+            // attributes a span to build and encode) and busy/idle times (two clock reads
+            // each time an instrumented future is polled); and no OpenTelemetry context is
+            // attached per poll (nothing here reads it: parents come from the spans).
             let spans = tracing_opentelemetry::layer()
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
+                .with_tracked_inactivity(false)
+                .with_context_activation(false)
                 .with_tracer(traces::tracer(p))
                 .with_filter(filter_fn(|m: &tracing::Metadata<'_>| m.is_span()));
             tracing_subscriber::registry()
