@@ -396,7 +396,7 @@ impl Gate {
             .map_err(too_many)?;
         let principal = self
             .authenticate(conn, client, headers)
-            .instrument(crate::stage_span!("authenticate"))
+            .instrument(telemetry::traces::stage_span!("authenticate"))
             .await?;
         trace.principal = Some(principal.name.clone());
         trace.tenant = principal.tenant.clone();
@@ -437,9 +437,9 @@ impl Gate {
             }
         };
         let bytes = read_body(body, &parts.headers, agent.body_limits)
-            .instrument(crate::stage_span!("read"))
+            .instrument(telemetry::traces::stage_span!("read"))
             .await?;
-        let rpc = crate::stage_span!("parse").in_scope(|| {
+        let rpc = telemetry::traces::stage_span!("parse").in_scope(|| {
             let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
             // ProtoJSON names first: every later stage reads one spelling (authorization
             // looks for inline push configs and tenants).
@@ -448,7 +448,7 @@ impl Gate {
             Ok::<_, Rejection>(rpc)
         })?;
         trace.method = Some(rpc.method.as_str());
-        crate::stage_span!("authorize")
+        telemetry::traces::stage_span!("authorize")
             .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
         self.budgets
             .check_principal(&principal.name, Some(&agent.method_key(rpc.method)))
@@ -485,7 +485,7 @@ impl Gate {
             default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (mut rpc, checked) = self
             .check_params(agent, rpc, &principal, grant, heavy, default_cwd, trace)
-            .instrument(crate::stage_span!("validate"))
+            .instrument(telemetry::traces::stage_span!("validate"))
             .await?;
         // What the shared store knows of the ids the request names (one round trip, only
         // for ids this replica has not seen), then the context ids the caller names become
@@ -774,7 +774,7 @@ impl Gate {
         self.caller_headers(&mut headers, &agent.upstream.name, who, request_id)
             .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
         // The agent's parent span is the edge's (with trace export).
-        let span = crate::stage_span!(
+        let span = telemetry::traces::stage_span!(
             "forward",
             otel.kind = "client",
             upstream = agent.upstream.name.as_str()
@@ -796,7 +796,7 @@ impl Gate {
         // `clean_response` alone for the extended card), so the relay may take the fast pass.
         let fast = Some(at.requests.clone());
         let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, fast, observe)
-            .instrument(crate::stage_span!("relay"))
+            .instrument(telemetry::traces::stage_span!("relay"))
             .await
             .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {

@@ -298,7 +298,6 @@ impl ShouldSample for Decided {
 
 /// A stage's span (`authenticate`, `read`, ...): recorded only inside a traced request's
 /// span, none otherwise (nothing is made for a request that is not traced).
-#[macro_export]
 macro_rules! stage_span {
     ($name:literal) => {
         if $crate::telemetry::traces::enabled() && !tracing::Span::current().is_none() {
@@ -315,6 +314,8 @@ macro_rules! stage_span {
         }
     };
 }
+
+pub(crate) use stage_span;
 
 /// The tracer provider of `endpoint` (`<endpoint>/v1/traces`; over TLS for `https://`, with
 /// the certificates of `ca_file` or the system's roots), exporting `sample_ratio` of the
