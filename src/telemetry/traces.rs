@@ -97,6 +97,14 @@ const BATCH: usize = 512;
 const DELAY: Duration = Duration::from_secs(5);
 const MAX_DELAY: Duration = Duration::from_secs(600);
 
+/// `v`, the value of `name`, as a whole number from 1 to `max` (milliseconds or spans).
+fn whole(name: &str, v: &str, max: u64) -> Result<u64, String> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("{name}: must be a whole number from 1 to {max} (is {v:?})"))
+}
+
 impl OtlpEnv {
     /// Reads the process's environment.
     pub fn from_process() -> Result<OtlpEnv, String> {
@@ -124,17 +132,9 @@ impl OtlpEnv {
             true,
         ) {
             None => EXPORT_TIMEOUT,
-            Some((name, v)) => match v.parse::<u64>() {
-                Ok(ms) if (1..=MAX_EXPORT_TIMEOUT.as_millis() as u64).contains(&ms) => {
-                    Duration::from_millis(ms)
-                }
-                _ => {
-                    return Err(format!(
-                        "{name}: must be the export timeout in milliseconds, 1 to {} (is {v:?})",
-                        MAX_EXPORT_TIMEOUT.as_millis()
-                    ))
-                }
-            },
+            Some((name, v)) => {
+                Duration::from_millis(whole(name, &v, MAX_EXPORT_TIMEOUT.as_millis() as u64)?)
+            }
         };
         let gzip = match first(
             [
@@ -169,13 +169,7 @@ impl OtlpEnv {
             match var(name).map(|v| v.trim().to_string()) {
                 None => Ok(default),
                 Some(v) if v.is_empty() => Ok(default),
-                Some(v) => v
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|n| (1..=max).contains(n))
-                    .ok_or_else(|| {
-                        format!("{name}: must be a whole number from 1 to {max} (is {v:?})")
-                    }),
+                Some(v) => whole(name, &v, max),
             }
         };
         let queue = number("OTEL_BSP_MAX_QUEUE_SIZE", QUEUE as u64, MAX_QUEUE as u64)? as usize;
