@@ -220,14 +220,25 @@ fn check(opts: Opts) -> Result<(), String> {
         );
         return Ok(());
     }
-    if policy.telemetry.otlp_endpoint.is_some() {
-        // What `serve` would refuse or ignore of the exporter's environment, said here too.
-        let env = a2a_edge::telemetry::traces::OtlpEnv::from_process()?;
-        for (variable, reason) in env.ignored {
-            println!("warning: {variable} is set and ignored: {reason}");
-        }
+    // What `serve` would refuse or ignore of the exporter's environment, said here too.
+    let otlp_env = match policy.telemetry.otlp_endpoint {
+        Some(_) => Some(a2a_edge::telemetry::traces::OtlpEnv::from_process()?),
+        None => None,
+    };
+    for (variable, reason) in otlp_env.iter().flat_map(|e| &e.ignored) {
+        println!("warning: {variable} is set and ignored: {reason}");
     }
     println!("{}: OK\n{}", path.display(), policy.summary());
+    if let Some(e) = &otlp_env {
+        println!(
+            "traces   export (OTEL_* environment): timeout {} ms, {}, queue {} spans, batches of {} at least every {} ms",
+            e.timeout.as_millis(),
+            if e.gzip { "gzip" } else { "not compressed" },
+            e.queue,
+            e.batch,
+            e.delay.as_millis()
+        );
+    }
     if opts.connect {
         let Some(config) = policy.state.redis.clone() else {
             println!("state    memory: nothing to connect to");

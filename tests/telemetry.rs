@@ -710,6 +710,31 @@ async fn an_exporter_environment_the_edge_cannot_honour_stops_serve_and_check() 
         assert!(!check.status.success(), "{var}={value}: check passed");
         assert!(err.contains(&format!("{var}: ")), "{var}={value}: {err}");
     }
+    // With good values `check` says what the exporter will do.
+    let dir = TempDir::new("telemetry-env-good");
+    let file = policy_file(
+        &dir,
+        &agent.url,
+        "otlp_endpoint = \"http://127.0.0.1:4318\"\notlp_sample_ratio = 0.25",
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
+        .env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+        .env("OTEL_BSP_MAX_QUEUE_SIZE", "64")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "750")
+        .env("OTEL_TRACES_SAMPLER", "always_on")
+        .args(["check", "--policy"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{check:?}");
+    for want in [
+        "warning: OTEL_TRACES_SAMPLER is set and ignored",
+        "traces   OTLP/HTTP to http://127.0.0.1:4318/v1/traces, 25 % of the requests' spans",
+        "timeout 750 ms, gzip, queue 64 spans, batches of 64 at least every 5000 ms",
+    ] {
+        assert!(out.contains(want), "{want} not in {out}");
+    }
     // Without an endpoint the exporter's environment is not read at all.
     let dir = TempDir::new("telemetry-env-off");
     let file = policy_file(&dir, &agent.url, "");
