@@ -231,7 +231,7 @@ fn check(opts: Opts) -> Result<(), String> {
     println!("{}: OK\n{}", path.display(), policy.summary());
     if let Some(e) = &otlp_env {
         println!(
-            "traces   export (OTEL_* environment): timeout {} ms, {}, queue {} spans, batches of {} at least every {} ms",
+            "traces   export (OTEL_* environment): timeout {} ms, {}, queue {} spans, batches of up to {} sent when full or after {} ms",
             e.timeout.as_millis(),
             if e.gzip { "gzip" } else { "not compressed" },
             e.queue,

@@ -731,7 +731,7 @@ async fn an_exporter_environment_the_edge_cannot_honour_stops_serve_and_check() 
     for want in [
         "warning: OTEL_TRACES_SAMPLER is set and ignored",
         "traces   OTLP/HTTP to http://127.0.0.1:4318/v1/traces, 25 % of the requests' spans",
-        "timeout 750 ms, gzip, queue 64 spans, batches of 64 at least every 5000 ms",
+        "timeout 750 ms, gzip, queue 64 spans, batches of up to 64 sent when full or after 5000 ms",
     ] {
         assert!(out.contains(want), "{want} not in {out}");
     }
