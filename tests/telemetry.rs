@@ -747,6 +747,17 @@ async fn an_exporter_environment_the_edge_cannot_honour_stops_serve_and_check() 
     assert!(check.status.success(), "{check:?}");
 }
 
+/// `a2a_edge_spans_lost_total` once it is at least `at_least`, or at `deadline`.
+async fn spans_lost_by(admin: std::net::SocketAddr, at_least: u64, deadline: Instant) -> u64 {
+    loop {
+        let lost = spans_lost(admin).await;
+        if lost >= at_least || Instant::now() > deadline {
+            return lost;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A collector that accepts connections and never answers: its URL, and the connections it
 /// holds.
 async fn silent_collector() -> (String, Arc<Mutex<Vec<tokio::net::TcpStream>>>) {
@@ -779,14 +790,7 @@ async fn the_export_timeout_comes_from_the_environment() {
     send(&e, 1, None).await;
     // With the default (5 s) nothing would be lost for 5 s; with 200 ms the batch fails
     // well within 4 s.
-    let deadline = started + Duration::from_secs(4);
-    let lost = loop {
-        let lost = spans_lost(e.admin).await;
-        if lost > 0 || Instant::now() > deadline {
-            break lost;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let lost = spans_lost_by(e.admin, 1, started + Duration::from_secs(4)).await;
     assert!(lost >= 8, "the batch timed out: {lost} spans lost");
     assert!(
         !held.lock().unwrap().is_empty(),
@@ -815,14 +819,7 @@ async fn spans_that_do_not_fit_the_export_queue_are_counted_lost_and_said_once()
     .await;
     // 10 requests, 80 spans: at most 16 wait or are on their way.
     send(&e, 10, None).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let lost = loop {
-        let lost = spans_lost(e.admin).await;
-        if lost >= 64 || Instant::now() > deadline {
-            break lost;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let lost = spans_lost_by(e.admin, 64, Instant::now() + Duration::from_secs(10)).await;
     assert!((64..=80).contains(&lost), "{lost} spans lost");
     assert_eq!(
         agent.rpc_requests().len(),

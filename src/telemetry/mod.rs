@@ -34,18 +34,18 @@ pub fn init(policy: &TelemetryPolicy) -> Result<Telemetry, String> {
     let level = LevelFilter::from_level(policy.log_level);
     // The exporter's environment is checked whenever spans are exported; its refusals stop
     // the start before any listener opens.
-    let env = match &policy.otlp_endpoint {
-        Some(_) => Some(traces::OtlpEnv::from_process()?),
+    let mut env = None;
+    let provider = match &policy.otlp_endpoint {
+        Some(endpoint) => {
+            let e = env.insert(traces::OtlpEnv::from_process()?);
+            Some(traces::provider(
+                endpoint,
+                policy.otlp_ca_file.as_deref(),
+                policy.otlp_sample_ratio,
+                e,
+            )?)
+        }
         None => None,
-    };
-    let provider = match (&policy.otlp_endpoint, &env) {
-        (Some(endpoint), Some(env)) => Some(traces::provider(
-            endpoint,
-            policy.otlp_ca_file.as_deref(),
-            policy.otlp_sample_ratio,
-            env,
-        )?),
-        _ => None,
     };
     let export = provider.is_some();
     // One global filter, decided once per callsite: the edge's own events at the level, and
