@@ -310,9 +310,7 @@ async fn older_forms_are_listed_whole() {
 #[tokio::test]
 async fn a_new_task_in_a_new_context_costs_two_sorted_set_writes() {
     let redis = RedisServer::start();
-    let mut o = owners(&redis);
-    // Every new task sweeps (as before 2026-12-04): the most one new task costs.
-    o.sweep_every = 1;
+    let o = owners(&redis);
     let ts0 = 1_700_000_000_000_000u64;
     learn(&o, "alice", "ctx-warm", "warm", STATES[0], ts0).await;
     learn(&o, "alice", "ctx-warm", "warm-2", STATES[0], ts0 + 1).await;
@@ -349,80 +347,6 @@ async fn a_new_task_in_a_new_context_costs_two_sorted_set_writes() {
         ":0"
     );
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-warm n")), "1");
-}
-
-/// The owner's index is swept at one new task in four (at random), eight entries at a time:
-/// a quarter of the sweeps' commands, and expired tasks still leave the index as fast as new
-/// ones come (what older replicas did, two at every new task).
-#[tokio::test]
-async fn one_new_task_in_four_sweeps_and_the_index_still_shrinks_back() {
-    let redis = RedisServer::start();
-    let o = owners(&redis);
-    assert_eq!(o.sweep_every, a2a_edge::state::shared::SWEEP_EVERY);
-    let ts0 = 1_700_000_000_000_000u64;
-    assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
-    for i in 0..400u64 {
-        let (ctx, task) = (format!("ctx-{i}"), format!("t-{i}"));
-        learn(&o, "alice", &ctx, &task, STATES[0], ts0 + i).await;
-    }
-    // 400 new tasks, each sweeping with chance 1/4: 100 expected (4.6 standard deviations
-    // either way below).
-    let sweeps = redis.calls("zrange");
-    assert!(
-        (60..=140).contains(&sweeps),
-        "{sweeps} sweeps in 400 new tasks"
-    );
-    // One EXISTS per sweep while all live (none for a sweep of the empty index at the first).
-    let exists = redis.calls("exists");
-    assert!(
-        exists == sweeps || exists + 1 == sweeps,
-        "{exists} EXISTS, {sweeps} sweeps"
-    );
-    let all: u64 = [
-        "hmget", "hset", "pexpire", "zadd", "zrange", "exists", "zrem",
-    ]
-    .iter()
-    .map(|c| redis.calls(c))
-    .sum();
-    // Ten commands for each new task, and the sweeps': 10.5 on average, 12 before.
-    assert_eq!(
-        all,
-        400 * 10 + sweeps + exists,
-        "commands for 400 new tasks"
-    );
-    // A rerun of one answer (the task known) never sweeps.
-    assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
-    for _ in 0..40 {
-        learn(&o, "alice", "ctx-399", "t-399", STATES[1], ts0 + 1000).await;
-    }
-    assert_eq!(redis.calls("zrange"), 0);
-
-    // The 400 tasks expire; 80 new ones sweep them away (on average 160 entries checked; all
-    // 400 would take 50 sweeps, so only the oldest go): the index holds no more than the new
-    // tasks and what the sweeps did not reach yet, and every entry it lost had expired.
-    for i in 0..400u64 {
-        assert_eq!(redis.command(&format!("DEL {PREFIX}t:t-{i}")), ":1");
-    }
-    for i in 0..80u64 {
-        let (ctx, task) = (format!("ctx-new-{i}"), format!("new-{i}"));
-        learn(&o, "alice", &ctx, &task, STATES[0], ts0 + 10_000 + i).await;
-    }
-    let members = redis.command(&format!("ZRANGE {PREFIX}lt:5:alice 0 -1"));
-    let left: Vec<&str> = members.lines().collect();
-    assert!(
-        (480 - 8 * 40..=480 - 8 * 5).contains(&left.len()),
-        "{} entries left in the index",
-        left.len()
-    );
-    for i in 0..80u64 {
-        assert!(
-            left.contains(&format!("new-{i}").as_str()),
-            "a live task left the index"
-        );
-    }
-    // The oldest expired ones went first: what is left of them is the newest, in order.
-    let removed = 480 - left.len();
-    assert_eq!(left[0], format!("t-{removed}"));
 }
 
 /// Redis gone while answers are being learned: every one of them fails closed (none is taken

@@ -7,7 +7,7 @@ per phase, pipelined over one connection:
 
   new context   a new task in a new context each time (the engine shape of benches/load);
   one context   N new tasks in one context (small at first, then promoted to sorted sets);
-  floor         a script that only returns 'ok', given the same 13 arguments.
+  floor         a script that only returns 'ok', given the same 12 arguments.
 
 Redis's own count (`INFO commandstats`, reset before each phase) gives the µs per script run,
 the commands it called and what is left outside them: the Lua interpreter and the cost of each
@@ -96,19 +96,13 @@ def stats(r):
     return rows
 
 
-def sweep(i):
-    """ARGV[13] as the edge sends it: one new task in SWEEP_EVERY (4) checks 8 index entries.
-    The edge picks them at random; here every fourth, the same share."""
-    return "8" if i % 4 == 0 else "0"
-
-
 def phase(r, sha, tag, context_of):
     """N runs of the script `sha`, task i (new) in context_of(i); Redis's counts per run."""
     stamp = int(time.time() * 1e6)
     cmds = [
         resp("EVALSHA", sha, 0, "bench:", "alice", "agent", context_of(i),
              "task-%s-%08d-0123456789abcdef" % (tag, i), "TASK_STATE_COMPLETED", stamp + i,
-             "86400000", "", "", "60000", "16", sweep(i))
+             "86400000", "", "", "60000", "16")
         for i in range(N)
     ]
     r.call("CONFIG", "RESETSTAT")

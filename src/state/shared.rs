@@ -20,11 +20,8 @@
 //! claimed again only by whoever names it first, as with a fresh Redis). A busy lease lives
 //! `busy_lease_ms` unless the turn's replica renews it (every third of it while the turn
 //! streams), so a replica that dies mid-turn frees the context within one lease.
-//! Index entries of expired tasks are removed when a listing meets them, and at new tasks
-//! of the owner: one new task in [`SWEEP_EVERY`], chosen at random by the edge, checks the
-//! owner's 2 × [`SWEEP_EVERY`] oldest entries (on average two per new task, as every new task
-//! did before 2026-12-04, for a quarter of the commands), so `totalSize` may count recently
-//! expired tasks for a while.
+//! Index entries of expired tasks are removed when a listing meets them, and two at each
+//! new task of the owner, so `totalSize` may count recently expired tasks for a while.
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -128,9 +125,8 @@ return {'ok', u}
 
 /// Learns one answer. ARGV: prefix, principal, agent name, context or '', task or '', state
 /// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
-/// turn adopts or '', lease ms, [`SMALL_CONTEXT`], how many of the owner's oldest index
-/// entries a new task checks for expired tasks (0: none; see [`SharedOwners::sweep_every`]).
-/// Returns 'ok' or 'foreign' (nothing written then).
+/// turn adopts or '', lease ms, [`SMALL_CONTEXT`]. Returns 'ok' or 'foreign' (nothing
+/// written then).
 const LEARN: &str = concat!(
     promote_lua!(),
     r#"
@@ -177,12 +173,10 @@ if task ~= '' then
     end
   else
     redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
-    -- The owner's ARGV[13] oldest entries leave the index if their task expired (the edge
-    -- asks for 8 at one new task in 4, chosen at random: on average up to two removed per new
-    -- task, so the index shrinks back to the live tasks). One EXISTS for all while they live.
-    local sweep = tonumber(ARGV[13] or '2') or 2
-    local old = {}
-    if sweep > 0 then old = redis.call('ZRANGE', lt, 0, sweep - 1) end
+    -- The owner's two oldest entries leave the index if their task expired (each new task
+    -- removes up to two: the index shrinks back to the live tasks). One EXISTS for both
+    -- while they live.
+    local old = redis.call('ZRANGE', lt, 0, 1)
     if #old > 0 then
       local keys = {}
       for i, id in ipairs(old) do keys[i] = p .. 't:' .. id end
@@ -471,39 +465,11 @@ fn decode_workspace(w: Option<String>) -> Option<Option<String>> {
     }
 }
 
-/// One new task in this many checks its owner's oldest index entries for expired tasks
-/// (twice as many entries as this: two per new task on average).
-pub const SWEEP_EVERY: u32 = 4;
-
-/// Whether this new task's LEARN checks the owner's oldest entries: one in `every`, decided
-/// by a keyed hash of a per-thread counter (nobody outside can line their tasks up with it, as
-/// a hostile agent could with ids or timestamps it chooses).
-fn sweeps_now(every: u32) -> bool {
-    use std::hash::BuildHasher;
-    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
-        std::sync::OnceLock::new();
-    thread_local! {
-        static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-    if every <= 1 {
-        return true;
-    }
-    let n = COUNT.with(|c| {
-        let n = c.get().wrapping_add(1);
-        c.set(n);
-        n
-    });
-    KEY.get_or_init(Default::default).hash_one(n) % u64::from(every) == 0
-}
-
 /// The scripts, over one store.
 pub struct SharedOwners {
     pub store: Arc<RedisStore>,
     pub lease: Duration,
     pub retention: Duration,
-    /// One new task in this many checks 2 × this many of its owner's oldest index entries
-    /// ([`SWEEP_EVERY`]; 1: every new task checks two, as before 2026-12-04).
-    pub sweep_every: u32,
     turn: redis::Script,
     learn: redis::Script,
     fetch: redis::Script,
@@ -522,7 +488,6 @@ impl SharedOwners {
             store,
             lease,
             retention,
-            sweep_every: SWEEP_EVERY,
             turn: redis::Script::new(TURN),
             learn: redis::Script::new(LEARN),
             fetch: redis::Script::new(FETCH),
@@ -589,12 +554,6 @@ impl SharedOwners {
         let token = token.unwrap_or("");
         let ws = bind.map(encode_workspace).unwrap_or_default();
         let (retention, lease_ms) = (ms(self.retention), ms(self.lease));
-        // Only a new task sweeps (the script decides that); asked for or not, here.
-        let sweep = if news.task.is_some() && sweeps_now(self.sweep_every) {
-            (2 * self.sweep_every.max(1)).to_string()
-        } else {
-            "0".to_string()
-        };
         let args = [
             self.prefix(),
             principal,
@@ -608,7 +567,6 @@ impl SharedOwners {
             &ws,
             &lease_ms,
             SMALL_CONTEXT_ARG,
-            &sweep,
         ];
         let verdict: String = self.store.run(&self.learn, &args).await?;
         Ok(verdict == "ok")
