@@ -11,9 +11,16 @@ per phase, pipelined over one connection:
 
 Redis's own count (`INFO commandstats`, reset before each phase) gives the µs per script run,
 the commands it called and what is left outside them: the Lua interpreter and the cost of each
-`redis.call` (Lua to Redis and back). Prints a Markdown table, also written to RESULTS.
+`redis.call` (Lua to Redis and back). The phases run ROUNDS times (default 3), Redis emptied
+before each round; the table gives the median run and the range over the rounds. This host's
+noise is about ±15 % between single rounds: compare medians, and a change only against its
+baseline in the same run. BASELINE=<git revision> runs that revision's LEARN too, interleaved
+phase by phase (an A/B in one run). Redis's own time here is a lower bound of what a script costs
+under load, where the keys it looks up are colder (benches/load/run.sh reports that). Prints a
+Markdown table, also written to RESULTS.
 
     python3 benches/state/scripts.py            # N=50000; RESULTS=benches/state/scripts.md
+    BASELINE=HEAD~1 python3 benches/state/scripts.py
 """
 
 import os
@@ -27,11 +34,18 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N = int(os.environ.get("N", "50000"))
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+BASELINE = os.environ.get("BASELINE", "")
 RESULTS = os.environ.get("RESULTS", os.path.join(ROOT, "benches/state/scripts.md"))
 
 
-def learn_script():
-    src = open(os.path.join(ROOT, "src/state/shared.rs"), encoding="utf-8").read()
+def learn_script(rev=""):
+    """LEARN as in the work tree, or as in git revision `rev`."""
+    if rev:
+        src = subprocess.run(["git", "-C", ROOT, "show", rev + ":src/state/shared.rs"],
+                             check=True, capture_output=True, text=True).stdout
+    else:
+        src = open(os.path.join(ROOT, "src/state/shared.rs"), encoding="utf-8").read()
     promote = re.search(r'macro_rules! promote_lua \{\s*\(\) => \{\s*r#"(.*?)"#', src, re.S)
     learn = re.search(r'const LEARN: &str = concat!\(\s*promote_lua!\(\),\s*r#"(.*?)"#', src, re.S)
     if not promote or not learn:
@@ -132,36 +146,56 @@ def main():
         r = Redis(port)
         version = r.call("INFO", "server").decode()
         version = re.search(r"redis_version:(\S+)", version).group(1)
-        learn = r.call("SCRIPT", "LOAD", learn_script())
+        scripts = [("", r.call("SCRIPT", "LOAD", learn_script()))]
+        if BASELINE:
+            scripts.append((BASELINE, r.call("SCRIPT", "LOAD", learn_script(BASELINE))))
         floor = r.call("SCRIPT", "LOAD", "return 'ok'")
-        results = [
-            ("new context", *phase(r, learn, "a", lambda i: "ctx-%08d-0123456789abcdef" % i)),
-            ("one context", *phase(r, learn, "b", lambda i: "ctx-one-0123456789abcdef")),
-            ("floor", *phase(r, floor, "c", lambda i: "ctx-%08d" % i)),
+        phases = [
+            ("new context", lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i))),
+            ("one context", lambda t: (lambda i: "ctx-one-%s-0123456789abcdef" % t)),
         ]
+        runs = {}  # (phase, script label) -> [(µs per run, inner counts)] over the rounds
+        for rnd in range(ROUNDS):
+            r.call("FLUSHALL")
+            for name, ctx in phases:
+                # The order alternates by round (the second runs on a larger keyspace).
+                for label, sha in scripts if rnd % 2 == 0 else scripts[::-1]:
+                    tag = "%s%d%s" % (name[0], rnd, "b" if label else "")
+                    runs.setdefault((name, label), []).append(phase(r, sha, tag, ctx(tag)))
+            tag = "f%d" % rnd
+            runs.setdefault(("floor", ""), []).append(phase(r, floor, tag, lambda i: "ctx-%08d" % i))
+        results = []
+        for (name, label), got in runs.items():
+            got.sort(key=lambda x: x[0])
+            run, inner = got[len(got) // 2]
+            title = name if not label else "%s (%s)" % (name, label)
+            results.append((title, run, got[0][0], got[-1][0], inner))
     finally:
         server.terminate()
         server.wait()
     out = [
         "# LEARN inside Redis",
         "",
-        "%s · redis-server %s · N = %d per phase · `python3 benches/state/scripts.py`"
-        % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version, N),
+        "%s · redis-server %s · N = %d per phase · %d rounds%s · `python3 benches/state/scripts.py`"
+        % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version, N, ROUNDS,
+           " · baseline: LEARN of %s" % BASELINE if BASELINE else ""),
         "",
-        "µs of Redis's own time per script run (`INFO commandstats`): the run, the commands it"
-        " called (each counted in its own row too), and what is left: the Lua interpreter and"
-        " each `redis.call`'s way from Lua to Redis and back.",
+        "µs of Redis's own time per script run (`INFO commandstats`): the run (the median round,"
+        " and the range over the rounds), the commands it called (each counted in its own row"
+        " too), and what is left: the Lua interpreter and each `redis.call`'s way from Lua to"
+        " Redis and back.",
         "",
-        "| phase | µs per run | commands per run | µs in the commands | µs outside them | the commands |",
-        "|---|---:|---:|---:|---:|---|",
+        "| phase | µs per run | range | commands per run | µs in the commands | µs outside them | the commands |",
+        "|---|---:|---|---:|---:|---:|---|",
     ]
-    for name, run, inner in results:
+    for name, run, lo, hi, inner in results:
         calls = sum(c for c, _ in inner.values()) / N
         us = sum(u for _, u in inner.values()) / N
         which = ", ".join(
             "%s %.2f" % (k, c / N) for k, (c, _) in sorted(inner.items(), key=lambda kv: -kv[1][0])
         ) or "–"
-        out.append("| %s | %.1f | %.2f | %.1f | %.1f | %s |" % (name, run, calls, us, run - us, which))
+        out.append("| %s | %.1f | %.1f–%.1f | %.2f | %.1f | %.1f | %s |"
+                   % (name, run, lo, hi, calls, us, run - us, which))
     text = "\n".join(out) + "\n"
     print(text)
     with open(RESULTS, "w", encoding="utf-8") as f:
