@@ -47,16 +47,27 @@ pub fn forwarded_headers(
     version: HeaderValue,
     extensions: Option<HeaderValue>,
 ) -> (HeaderMap, Option<String>) {
-    let mut h = caller.clone();
-    strip_hop_by_hop(&mut h);
-    let mut out = HeaderMap::new();
+    // Hop-by-hop removal matters here only for what `Connection` names (the fixed hop-by-hop
+    // names are neither allow-listed nor trace context): without it, nothing is copied.
+    let stripped;
+    let h = if caller.contains_key(header::CONNECTION) {
+        let mut h = caller.clone();
+        strip_hop_by_hop(&mut h);
+        stripped = h;
+        &stripped
+    } else {
+        caller
+    };
+    // Room for what the edge adds after (its forwarding headers, the principal, the agent's
+    // credential, the trace context): the map does not grow on the way.
+    let mut out = HeaderMap::with_capacity(16);
     for name in FORWARDED {
         for v in h.get_all(&name) {
             out.append(name.clone(), v.clone());
         }
     }
     // A well-formed W3C trace context joins the caller's trace; a malformed one is dropped.
-    let trace_id = super::trace_context::forwardable(&h).map(|(trace, id)| {
+    let trace_id = super::trace_context::forwardable(h).map(|(trace, id)| {
         for (name, value) in trace {
             out.insert(name, value);
         }
@@ -111,5 +122,42 @@ mod tests {
         assert!(out.get("accept").is_none());
         assert!(out.get("connection").is_none());
         assert_eq!(out["a2a-version"], "1.0");
+    }
+
+    /// The trace context and `Accept` go on unless `Connection` names them (in any case, in
+    /// any of its values); a `Connection` that names neither changes nothing; the fixed
+    /// hop-by-hop headers never go, with or without `Connection`.
+    #[test]
+    fn what_connection_names_never_goes_on() {
+        const TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        // (Connection values, accept forwarded, trace context forwarded)
+        let cases: [(&[&str], bool, bool); 7] = [
+            (&[], true, true),
+            (&["keep-alive"], true, true),
+            (&["close, Upgrade"], true, true),
+            (&["traceparent"], true, false),
+            (&["close", "TraceParent"], true, false),
+            (&["accept,traceparent"], false, false),
+            (&[" Accept "], false, true),
+        ];
+        for (connection, accept, trace) in cases {
+            let mut h = HeaderMap::new();
+            for c in connection {
+                h.append("connection", HeaderValue::from_static(c));
+            }
+            h.insert("accept", HeaderValue::from_static("*/*"));
+            h.insert("traceparent", HeaderValue::from_static(TP));
+            h.insert("tracestate", HeaderValue::from_static("k=v"));
+            h.insert("te", HeaderValue::from_static("trailers"));
+            h.insert("upgrade", HeaderValue::from_static("h2c"));
+            h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+            let (out, id) = forwarded_headers(&h, HeaderValue::from_static("1.0"), None);
+            assert_eq!(out.contains_key("accept"), accept, "{connection:?}");
+            assert_eq!(out.contains_key("traceparent"), trace, "{connection:?}");
+            assert_eq!(id.is_some(), trace, "{connection:?}");
+            for gone in ["connection", "te", "upgrade", "keep-alive"] {
+                assert!(!out.contains_key(gone), "{gone} with {connection:?}");
+            }
+        }
     }
 }

@@ -29,10 +29,16 @@ pub(crate) fn invalid(message: impl Into<String>, reason: &'static str) -> RpcEr
     RpcError::invalid_params(message, reason)
 }
 
+fn missing(path: &str, key: &str) -> RpcError {
+    invalid(format!("{path}.{key} is required"), "params.missing")
+}
+
 /// A params object being checked: fields move from `src` to `out` as they pass.
 pub struct Fields {
     src: Map<String, Value>,
     out: Map<String, Value>,
+    /// The keys taken from `src`, for `put` to move into `out` instead of allocating them again.
+    spare: Vec<String>,
     /// The JSON path of this object, for messages (`params.message`).
     path: &'static str,
 }
@@ -42,9 +48,12 @@ impl Fields {
     /// ([`super::names`]; both spellings of one field: `params.duplicate_field`).
     pub fn new(mut src: Map<String, Value>, path: &'static str) -> Result<Fields, RpcError> {
         super::names::to_json_names(&mut src, path)?;
+        // At most every field passes: `out` never grows.
+        let out = Map::with_capacity(src.len());
         Ok(Fields {
             src,
-            out: Map::new(),
+            out,
+            spare: Vec::new(),
             path,
         })
     }
@@ -54,12 +63,18 @@ impl Fields {
         self.out
     }
 
+    /// Puts a checked field into the output, under the key the caller sent when it was taken
+    /// (no new allocation for it).
     pub fn put(&mut self, key: &str, v: Value) {
-        self.out.insert(key.to_string(), v);
+        let key = match self.spare.iter().position(|k| k == key) {
+            Some(i) => self.spare.swap_remove(i),
+            None => key.to_string(),
+        };
+        self.out.insert(key, v);
     }
 
     fn missing(&self, key: &str) -> RpcError {
-        invalid(format!("{}.{key} is required", self.path), "params.missing")
+        missing(self.path, key)
     }
 
     fn wrong_type(&self, key: &str, what: &str) -> RpcError {
@@ -68,10 +83,12 @@ impl Fields {
 
     /// Removes a field for the caller to check (no copy to the output).
     pub fn take(&mut self, key: &str) -> Option<Value> {
-        match self.src.remove(key) {
+        let (key, v) = self.src.remove_entry(key)?;
+        self.spare.push(key);
+        match v {
             // ProtoJSON treats an explicit null like an absent field.
-            Some(Value::Null) | None => None,
-            Some(v) => Some(v),
+            Value::Null => None,
+            v => Some(v),
         }
     }
 
@@ -91,13 +108,13 @@ impl Fields {
         self.object(key)?.ok_or_else(|| self.missing(key))
     }
 
-    /// An optional id field, copied to the output when present.
-    pub fn id(&mut self, key: &str) -> Result<Option<String>, RpcError> {
+    /// An optional id field, moved to the output when present (and valid).
+    pub fn id(&mut self, key: &str) -> Result<Option<&str>, RpcError> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::String(s)) if is_valid_id(&s) => {
-                self.put(key, Value::String(s.clone()));
-                Ok(Some(s))
+                self.put(key, Value::String(s));
+                Ok(self.out.get(key).and_then(Value::as_str))
             }
             Some(_) => Err(invalid(
                 format!("{}.{key} must be 1-{MAX_ID_LEN} characters of letters, digits, '_', '.', ':' or '-'", self.path),
@@ -106,11 +123,13 @@ impl Fields {
         }
     }
 
-    pub fn required_id(&mut self, key: &str) -> Result<String, RpcError> {
-        if !self.src.contains_key(key) || self.src.get(key) == Some(&Value::Null) {
+    pub fn required_id(&mut self, key: &str) -> Result<&str, RpcError> {
+        if matches!(self.src.get(key), None | Some(Value::Null)) {
             return Err(self.missing(key));
         }
-        self.id(key)?.ok_or_else(|| self.missing(key))
+        // Present and not null: `id` moves it or refuses it.
+        let path = self.path;
+        self.id(key)?.ok_or_else(|| missing(path, key))
     }
 
     /// An optional integer in `range`, copied to the output as a JSON number. As ProtoJSON
@@ -173,8 +192,8 @@ impl Fields {
         }
     }
 
-    /// An optional string of 1..=max bytes without control characters, copied to the output.
-    pub fn string(&mut self, key: &str, max: usize) -> Result<Option<String>, RpcError> {
+    /// An optional string of 1..=max bytes without control characters, moved to the output.
+    pub fn string(&mut self, key: &str, max: usize) -> Result<Option<&str>, RpcError> {
         match self.take(key) {
             None => Ok(None),
             Some(Value::String(s)) => {
@@ -187,8 +206,8 @@ impl Fields {
                         "string.invalid",
                     ));
                 }
-                self.put(key, Value::String(s.clone()));
-                Ok(Some(s))
+                self.put(key, Value::String(s));
+                Ok(self.out.get(key).and_then(Value::as_str))
             }
             Some(_) => Err(self.wrong_type(key, "a string")),
         }

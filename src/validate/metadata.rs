@@ -249,16 +249,23 @@ pub fn check_metadata(
 ) -> Result<(), RpcError> {
     match metadata {
         Value::Null => Ok(()),
-        Value::Object(map) => {
-            let mut path = Vec::new();
-            let mut keys = 0;
-            walk(map, &mut path, 1, &mut keys, caller, policy)
-        }
+        Value::Object(map) => check_metadata_object(map, caller, policy),
         _ => Err(RpcError::invalid_params(
             "Metadata must be an object",
             "metadata.type",
         )),
     }
+}
+
+/// [`check_metadata`] of a metadata object as parsed (nothing copied to make it a `Value`).
+pub fn check_metadata_object(
+    map: &serde_json::Map<String, Value>,
+    caller: &MetadataCaller,
+    policy: &MetadataPolicy,
+) -> Result<(), RpcError> {
+    let mut path = Vec::new();
+    let mut keys = 0;
+    walk(map, &mut path, 1, &mut keys, caller, policy)
 }
 
 /// Replaces, in an agent's answer, every value under a denied key with `"[REDACTED]"`, for

@@ -17,7 +17,9 @@ use serde_json::{Map, Value};
 
 use super::fields::{invalid, is_valid_id, Fields, MAX_ID_LEN};
 use super::media::MediaTypes;
-use super::metadata::{check_metadata, Exceptions, MetadataCaller, MetadataPolicy};
+use super::metadata::{
+    check_metadata, check_metadata_object, Exceptions, MetadataCaller, MetadataPolicy,
+};
 use super::parts::{check_part, PartRules};
 use super::push_url::{check_push_url, PushUrlPolicy};
 use super::workspace::{resolve_cwd, Workspace, WorkspacePolicy};
@@ -168,11 +170,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
     let message_meta = m.object("metadata")?;
     let mut cwds = Vec::new();
     for meta in [&request_meta, &message_meta].into_iter().flatten() {
-        check_metadata(
-            &Value::Object(meta.clone()),
-            &rules.caller(),
-            rules.metadata,
-        )?;
+        check_metadata_object(meta, &rules.caller(), rules.metadata)?;
         if let Some(cwd) = meta.get("iac_code").and_then(|v| v.get("cwd")) {
             cwds.push(resolve_cwd(cwd, rules.workspace)?);
         }
