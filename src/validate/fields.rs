@@ -33,12 +33,19 @@ fn missing(path: &str, key: &str) -> RpcError {
     invalid(format!("{path}.{key} is required"), "params.missing")
 }
 
+/// How many taken keys a [`Fields`] keeps for reuse.
+const SPARE_KEYS: usize = 4;
+
 /// A params object being checked: fields move from `src` to `out` as they pass.
 pub struct Fields {
     src: Map<String, Value>,
     out: Map<String, Value>,
-    /// The keys taken from `src`, for `put` to move into `out` instead of allocating them again.
-    spare: Vec<String>,
+    /// The last keys taken from `src`, for `put` to move into `out` instead of allocating
+    /// them again (a getter puts what it took at once; a few are kept for the callers that
+    /// check a field before putting it).
+    spare: [Option<String>; SPARE_KEYS],
+    /// Where the next taken key goes in `spare` (the oldest is dropped).
+    next_spare: usize,
     /// The JSON path of this object, for messages (`params.message`).
     path: &'static str,
 }
@@ -53,7 +60,8 @@ impl Fields {
         Ok(Fields {
             src,
             out,
-            spare: Vec::new(),
+            spare: Default::default(),
+            next_spare: 0,
             path,
         })
     }
@@ -66,10 +74,12 @@ impl Fields {
     /// Puts a checked field into the output, under the key the caller sent when it was taken
     /// (no new allocation for it).
     pub fn put(&mut self, key: &str, v: Value) {
-        let key = match self.spare.iter().position(|k| k == key) {
-            Some(i) => self.spare.swap_remove(i),
-            None => key.to_string(),
-        };
+        let spare = self
+            .spare
+            .iter_mut()
+            .find(|k| k.as_deref() == Some(key))
+            .and_then(Option::take);
+        let key = spare.unwrap_or_else(|| key.to_string());
         self.out.insert(key, v);
     }
 
@@ -84,7 +94,8 @@ impl Fields {
     /// Removes a field for the caller to check (no copy to the output).
     pub fn take(&mut self, key: &str) -> Option<Value> {
         let (key, v) = self.src.remove_entry(key)?;
-        self.spare.push(key);
+        self.spare[self.next_spare % SPARE_KEYS] = Some(key);
+        self.next_spare = self.next_spare.wrapping_add(1);
         match v {
             // ProtoJSON treats an explicit null like an absent field.
             Value::Null => None,
@@ -318,6 +329,29 @@ mod tests {
         assert_eq!(
             Value::Object(f.finish()),
             json!({"id": "t1", "historyLength": 3, "flag": true})
+        );
+    }
+
+    /// A key put long after it was taken (more than the spare keys taken since), a key put
+    /// that was never taken, and one taken twice: the output holds each once, as named.
+    #[test]
+    fn keys_put_late_or_untaken_are_written_as_named() {
+        let Value::Object(m) = json!({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6}) else {
+            unreachable!()
+        };
+        let mut f = Fields::new(m, "params").unwrap();
+        let a = f.take("a").unwrap();
+        for k in ["b", "c", "d", "e", "f"] {
+            let v = f.take(k).unwrap();
+            f.put(k, v);
+        }
+        f.put("a", a);
+        f.put("z", Value::Bool(true));
+        assert!(f.take("a").is_none());
+        f.put("b", Value::Null);
+        assert_eq!(
+            Value::Object(f.finish()),
+            json!({"b": null, "c": 3, "d": 4, "e": 5, "f": 6, "a": 1, "z": true})
         );
     }
 
