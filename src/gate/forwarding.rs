@@ -6,30 +6,16 @@ use super::*;
 /// What the proxy knows about the request, never what the caller claimed: the caller's
 /// forwarding headers were dropped by the allow-list.
 pub(super) fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr, request_id: &str) {
-    use std::io::Write;
-    // Written on the stack (the longest IPv6 text is 45 bytes), copied once into each value;
-    // RFC 7239 quotes an IPv6 address in brackets.
-    let mut address = [0u8; 64];
-    let mut forwarded = [0u8; 96];
-    let address = {
-        let mut w = &mut address[..];
-        let _ = write!(w, "{client}");
-        let n = 64 - w.len();
-        &address[..n]
-    };
-    let forwarded = {
-        let mut w = &mut forwarded[..];
-        let _ = match client {
-            IpAddr::V4(_) => w.write_all(b"for="),
-            IpAddr::V6(_) => w.write_all(b"for=\"["),
-        };
-        let _ = w.write_all(address);
-        let _ = match client {
-            IpAddr::V4(_) => w.write_all(b";proto=https"),
-            IpAddr::V6(_) => w.write_all(b"]\";proto=https"),
-        };
-        let n = 96 - w.len();
-        &forwarded[..n]
+    // Written on the stack, copied once into each value; RFC 7239 quotes an IPv6 address in
+    // brackets.
+    let (mut address, mut forwarded) = ([0u8; 64], [0u8; 96]);
+    let address = on_stack(&mut address, format_args!("{client}"));
+    let forwarded = match client {
+        IpAddr::V4(_) => on_stack(&mut forwarded, format_args!("for={client};proto=https")),
+        IpAddr::V6(_) => on_stack(
+            &mut forwarded,
+            format_args!("for=\"[{client}]\";proto=https"),
+        ),
     };
     headers.insert(
         HeaderName::from_static("x-forwarded-proto"),
@@ -44,6 +30,16 @@ pub(super) fn forwarding_headers(headers: &mut HeaderMap, client: IpAddr, reques
             headers.insert(HeaderName::from_static(name), v);
         }
     }
+}
+
+/// The text of `args` in `buf`, no allocation. The callers' buffers hold their longest text
+/// (an IPv6 address is at most 45 bytes, its `Forwarded` value 65).
+fn on_stack<'b>(buf: &'b mut [u8], args: std::fmt::Arguments) -> &'b [u8] {
+    use std::io::Write;
+    let mut w = std::io::Cursor::new(&mut *buf);
+    let _ = w.write_fmt(args);
+    let n = usize::try_from(w.position()).unwrap_or(0);
+    &buf[..n]
 }
 
 /// The principal as a header value: printable ASCII as is, anything else percent-encoded.
@@ -65,8 +61,16 @@ mod tests {
 
     #[test]
     fn forwarding_headers_name_the_peer_as_the_proxy_saw_it() {
-        let cases: [(&str, &str, &str); 4] = [
+        const LONGEST: &str = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff";
+        let longest = format!("for=\"[{LONGEST}]\";proto=https");
+        let cases: [(&str, &str, &str); 6] = [
             ("127.0.0.1", "127.0.0.1", "for=127.0.0.1;proto=https"),
+            (
+                "255.255.255.255",
+                "255.255.255.255",
+                "for=255.255.255.255;proto=https",
+            ),
+            (LONGEST, LONGEST, longest.as_str()),
             ("::1", "::1", "for=\"[::1]\";proto=https"),
             (
                 "::ffff:10.0.0.1",

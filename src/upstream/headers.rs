@@ -1,6 +1,8 @@
 //! What an agent sees of a caller's headers: an allow-list, after hop-by-hop removal, and a
 //! well-formed W3C trace context.
 
+use std::borrow::Cow;
+
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// Headers that are meaningful for one connection only (RFC 9110 §7.6.1), plus the
@@ -49,14 +51,12 @@ pub fn forwarded_headers(
 ) -> (HeaderMap, Option<String>) {
     // Hop-by-hop removal matters here only for what `Connection` names (the fixed hop-by-hop
     // names are neither allow-listed nor trace context): without it, nothing is copied.
-    let stripped;
     let h = if caller.contains_key(header::CONNECTION) {
         let mut h = caller.clone();
         strip_hop_by_hop(&mut h);
-        stripped = h;
-        &stripped
+        Cow::Owned(h)
     } else {
-        caller
+        Cow::Borrowed(caller)
     };
     // Room for what the edge adds after (its forwarding headers, the principal, the agent's
     // credential, the trace context): the map does not grow on the way.
@@ -67,7 +67,7 @@ pub fn forwarded_headers(
         }
     }
     // A well-formed W3C trace context joins the caller's trace; a malformed one is dropped.
-    let trace_id = super::trace_context::forwardable(h).map(|(trace, id)| {
+    let trace_id = super::trace_context::forwardable(&h).map(|(trace, id)| {
         for (name, value) in trace {
             out.insert(name, value);
         }
