@@ -138,7 +138,9 @@ impl JwksCache {
             }
             return Some(key);
         }
-        self.inner.refresh_after(seen).await;
+        // Boxed: a fetch of the key set is rare, and every token's check would otherwise carry
+        // its future (~2.7 KiB).
+        Box::pin(self.inner.refresh_after(seen)).await;
         self.inner.read().keys.get(kid).cloned()
     }
 

@@ -160,10 +160,12 @@ impl RedisStore {
             .set_response_timeout(self.config.timeout)
             .set_number_of_retries(1)
             .set_max_delay(500);
-        match tokio::time::timeout(
+        // Boxed: the connect's future (~3.5 KiB) is rare, and every command's future would
+        // otherwise carry it.
+        match Box::pin(tokio::time::timeout(
             self.config.timeout * 2,
             ConnectionManager::new_with_config(self.client.clone(), config),
-        )
+        ))
         .await
         {
             Ok(Ok(c)) => {
@@ -337,5 +339,29 @@ impl RedisStore {
                 Err(e.to_string())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command's future sits inside a request's (rate checks, ownership): making the
+    /// connection, rare and ~3.5 KiB of state, is boxed where it is awaited, not carried.
+    #[test]
+    fn a_command_does_not_carry_a_new_connection() {
+        let config = RedisConfig {
+            url: url::Url::parse("redis://127.0.0.1:9/").unwrap(),
+            password: None,
+            ca_pem: None,
+            key_prefix: "t:".into(),
+            timeout: Duration::from_secs(1),
+            rate_lease_max: 1,
+            rate_lease: Duration::from_millis(10),
+        };
+        let store = RedisStore::new(config, Arc::new(Metrics::new())).unwrap();
+        let script = redis::Script::new("return 1");
+        let size = std::mem::size_of_val(&store.run::<i64>(&script, &[]));
+        assert!(size < 2048, "{size} bytes");
     }
 }
