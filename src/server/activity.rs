@@ -22,6 +22,17 @@ struct State {
     since: Instant,
     /// A request has begun on this connection.
     used: bool,
+    /// When the connection started.
+    started: Instant,
+}
+
+/// Why a connection is closed for want of use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unused {
+    /// Nothing in flight for the idle timeout.
+    Idle,
+    /// No request begun within the first-request timeout of the start.
+    NoRequest,
 }
 
 /// The activity of one connection. Cheap to clone (shared).
@@ -36,10 +47,12 @@ impl Default for Activity {
 
 impl Activity {
     pub fn new() -> Activity {
+        let now = Instant::now();
         Activity(Arc::new(Mutex::new(State {
             in_flight: 0,
-            since: Instant::now(),
+            since: now,
             used: false,
+            started: now,
         })))
     }
 
@@ -58,38 +71,37 @@ impl Activity {
     }
 
     /// Since when nothing is in flight; `None` while something is.
+    #[cfg(test)]
     fn idle_since(&self) -> Option<Instant> {
         let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         (st.in_flight == 0).then_some(st.since)
     }
 
-    /// Completes once the connection has had nothing in flight for `timeout`.
-    pub async fn idle_for(&self, timeout: Duration) {
+    /// Completes when the connection is to close for want of use: nothing in flight for
+    /// `idle` (counted from the end of the last response body, or from the start), or no
+    /// request begun within `first_request` of the start (a client that completes the TLS
+    /// handshake and then sends nothing, or too little to tell HTTP/1.1 from HTTP/2, which no
+    /// HTTP timeout of hyper covers; never once a request has begun). One timer, set to
+    /// whichever is due first: every open connection (each stream's) waits here.
+    pub async fn unused(&self, idle: Duration, first_request: Duration) -> Unused {
         loop {
-            match self.idle_since() {
-                Some(since) if since.elapsed() >= timeout => return,
-                Some(since) => tokio::time::sleep_until(since + timeout).await,
-                // Busy: look again later (a request ending resets `since`).
-                None => tokio::time::sleep(timeout).await,
+            let (idle_due, first_due) = {
+                let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                (
+                    (st.in_flight == 0).then_some(st.since + idle),
+                    (!st.used).then_some(st.started + first_request),
+                )
+            };
+            let now = Instant::now();
+            if first_due.is_some_and(|t| t <= now) {
+                return Unused::NoRequest;
             }
-        }
-    }
-}
-
-impl Activity {
-    /// Completes when no request has begun within `timeout` of the connection's start (a
-    /// client that completes the TLS handshake and then sends nothing, or too little to tell
-    /// HTTP/1.1 from HTTP/2, which no HTTP timeout of hyper covers); never completes once one
-    /// has.
-    pub async fn no_request_within(&self, timeout: Duration) {
-        let start = {
-            let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            st.since
-        };
-        tokio::time::sleep_until(start + timeout).await;
-        let used = self.0.lock().unwrap_or_else(PoisonError::into_inner).used;
-        if used {
-            std::future::pending::<()>().await;
+            if idle_due.is_some_and(|t| t <= now) {
+                return Unused::Idle;
+            }
+            // Busy: look again after `idle` (a request's end moves `since`).
+            let wake = idle_due.unwrap_or(now + idle);
+            tokio::time::sleep_until(first_due.map_or(wake, |t| t.min(wake))).await;
         }
     }
 }
@@ -147,16 +159,19 @@ impl Body for Tracked {
 mod tests {
     use super::*;
 
+    const IDLE: Duration = Duration::from_secs(5);
+    const FIRST: Duration = Duration::from_secs(2);
+
     #[tokio::test(start_paused = true)]
     async fn idle_counts_from_the_end_of_the_last_body() {
         let a = Activity::new();
         let guard = a.begin();
         let resp = hold_until_body_done(Response::new(crate::body::full("x")), guard);
-        // Busy while the body is alive, however long.
-        let idle = a.idle_for(Duration::from_secs(5));
-        tokio::pin!(idle);
+        // Busy while the body is alive, however long (and the request began in time).
+        let unused = a.unused(IDLE, FIRST);
+        tokio::pin!(unused);
         assert!(
-            tokio::time::timeout(Duration::from_secs(60), &mut idle)
+            tokio::time::timeout(Duration::from_secs(60), &mut unused)
                 .await
                 .is_err(),
             "idle while a response body is alive"
@@ -165,42 +180,49 @@ mod tests {
         assert_eq!(body, "x");
         // The body was consumed and dropped: idle counts from now.
         let t0 = Instant::now();
-        tokio::time::timeout(Duration::from_secs(60), idle)
+        let why = tokio::time::timeout(Duration::from_secs(60), unused)
             .await
             .unwrap();
+        assert_eq!(why, Unused::Idle);
         let waited = t0.elapsed();
         assert!(
-            waited >= Duration::from_secs(4) && waited <= Duration::from_secs(10),
+            waited >= Duration::from_secs(4) && waited <= IDLE,
             "{waited:?}"
         );
     }
 
+    /// (idle timeout, first-request timeout, a request begun at once?) -> why and when the
+    /// connection closes.
     #[tokio::test(start_paused = true)]
-    async fn a_connection_must_start_a_request_in_time() {
-        let silent = Activity::new();
-        let t0 = Instant::now();
-        silent.no_request_within(Duration::from_secs(2)).await;
-        assert_eq!(t0.elapsed(), Duration::from_secs(2));
-        let used = Activity::new();
-        drop(used.begin());
-        let waited = tokio::time::timeout(
-            Duration::from_secs(60),
-            used.no_request_within(Duration::from_secs(2)),
-        )
-        .await;
-        assert!(
-            waited.is_err(),
-            "a used connection is never cut by the first-request timer"
-        );
+    async fn one_timer_for_the_first_request_and_idleness() {
+        let s = Duration::from_secs;
+        #[rustfmt::skip]
+        let cases = [
+            (s(5), s(2), false, Unused::NoRequest, s(2)),
+            (s(3), s(10), false, Unused::Idle, s(3)),
+            (s(5), s(5), false, Unused::NoRequest, s(5)),
+            // A request began (and ended at once): the first-request timer is off.
+            (s(5), s(2), true, Unused::Idle, s(5)),
+            (s(3), s(1), true, Unused::Idle, s(3)),
+        ];
+        for (idle, first, request, want, after) in cases {
+            let a = Activity::new();
+            if request {
+                drop(a.begin());
+            }
+            let t0 = Instant::now();
+            let why = tokio::time::timeout(s(60), a.unused(idle, first)).await;
+            assert_eq!(why, Ok(want), "{idle:?} {first:?} {request}");
+            assert_eq!(t0.elapsed(), after, "{idle:?} {first:?} {request}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_fresh_connection_is_idle_after_the_timeout() {
+    async fn a_connection_busy_past_the_first_request_timeout_stays() {
         let a = Activity::new();
-        let t0 = Instant::now();
-        a.idle_for(Duration::from_secs(3)).await;
-        assert_eq!(t0.elapsed(), Duration::from_secs(3));
         let g = a.begin();
+        let waited = tokio::time::timeout(Duration::from_secs(60), a.unused(IDLE, FIRST)).await;
+        assert!(waited.is_err(), "a busy connection is never cut");
         drop(g);
         assert!(a.idle_since().is_some());
     }

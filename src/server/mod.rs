@@ -38,7 +38,7 @@ use crate::telemetry::metrics::Metrics;
 use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::upstream::LocalAgent;
-use activity::{hold_until_body_done, Activity};
+use activity::{hold_until_body_done, Activity, Unused};
 use gates::Gates;
 use workers::Workers;
 
@@ -442,15 +442,22 @@ impl ConnSettings {
     }
 }
 
+/// HTTP/1.1's settings, on hyper's builder or on hyper-util's (the same calls on both). The
+/// header-read timeout also bounds an idle keep-alive connection (slowloris).
+macro_rules! http1_settings {
+    ($builder:expr, $s:expr) => {
+        $builder
+            .timer(TokioTimer::new())
+            .header_read_timeout($s.header_read_timeout)
+            .max_buf_size($s.max_header_bytes.max(8192))
+            .max_headers($s.max_headers)
+            .keep_alive(true)
+    };
+}
+
 fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
-    // HTTP/1.1: the header-read timeout also bounds an idle keep-alive connection (slowloris).
-    b.http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(s.header_read_timeout)
-        .max_buf_size(s.max_header_bytes.max(8192))
-        .max_headers(s.max_headers)
-        .keep_alive(true);
+    http1_settings!(b.http1(), s);
     // HTTP/2: bounded streams, header lists (CONTINUATION floods end at the list size), and
     // resets (rapid reset, CVE-2023-44487): a peer that resets too many streams is dropped.
     b.http2()
@@ -469,27 +476,32 @@ fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
 /// none has its first bytes sniffed (hyper-util reads them ahead, and hyper's HTTP/1.1 read
 /// buffer then grows from 8 to 16 KiB on the next read, for the life of the connection).
 struct Builders {
+    /// What every connection is served with (shared: not copied into each one's task).
+    settings: ConnSettings,
     sniff: auto::Builder<TokioExecutor>,
-    http1: auto::Builder<TokioExecutor>,
+    http1: hyper::server::conn::http1::Builder,
     http2: auto::Builder<TokioExecutor>,
 }
 
 impl Builders {
     fn new(s: &ConnSettings) -> Builders {
         let b = http_builder(s);
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1_settings!(http1, s);
         Builders {
+            settings: *s,
             sniff: b.clone(),
-            http1: b.clone().http1_only(),
+            http1,
             http2: b.http2_only(),
         }
     }
 
-    /// The builder for what ALPN settled: `Some(true)` HTTP/2, `Some(false)` HTTP/1.1.
+    /// hyper-util's builder for what ALPN settled: `Some(true)` HTTP/2, `None` nothing known
+    /// (`Some(false)`, HTTP/1.1, is served by `http1`).
     fn get(&self, h2: Option<bool>) -> &auto::Builder<TokioExecutor> {
         match h2 {
             Some(true) => &self.http2,
-            Some(false) => &self.http1,
-            None => &self.sniff,
+            _ => &self.sniff,
         }
     }
 }
@@ -512,65 +524,93 @@ type Held = (
     crate::telemetry::metrics::OpenConnection,
 );
 
-/// Serves one connection after its TLS handshake, until it closes: by the builder of the
-/// protocol ALPN settled; on shutdown, or with nothing in flight for the idle timeout, it
-/// finishes what runs (HTTP/2: GOAWAY) and closes.
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    tls: Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+/// Serves one connection after its TLS handshake, until it closes, in a task of its own on
+/// this worker: hyper's HTTP/1.1 connection when ALPN settled HTTP/1.1, hyper-util's when it
+/// settled HTTP/2 or named nothing (then the first bytes are sniffed). Two types, because
+/// hyper-util's connection is sized for HTTP/2's state (2.8 KiB, against 1.9 for HTTP/1.1):
+/// an HTTP/1.1 connection, such as each SSE stream's, holds 1 KiB less. The connection is
+/// boxed at its exact size; the task holds it, the timers and the limits' places.
+fn serve(
+    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
     peer: SocketAddr,
     gates: Gates,
     builders: Arc<Builders>,
-    settings: ConnSettings,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    held: Held,
+) {
+    let (_, session) = tls.get_ref();
+    let h2 = alpn_h2(session.alpn_protocol());
+    let conn = ConnInfo {
+        peer,
+        client_cert: session.peer_certificates().is_some_and(|c| !c.is_empty()),
+        client_identity: peer_identity(session).map(Arc::from),
+    };
+    let activity = Activity::new();
+    let busy = activity.clone();
+    let svc = service_fn(move |req| {
+        // Each request takes the gate of the policy in force now (reloads).
+        let gate = gates.load();
+        let conn = conn.clone();
+        let in_flight = busy.begin();
+        // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
+        let fut: HandlerFuture = Box::pin(async move {
+            let resp = gate.handle(conn, req).await;
+            Ok(hold_until_body_done(resp, in_flight))
+        });
+        fut
+    });
+    // A peer that takes nothing for the write timeout loses the connection.
+    let io = TokioIo::new(write_stall::WriteStall::new(
+        tls,
+        builders.settings.write_timeout,
+    ));
+    let open = Open {
+        activity,
+        stop,
+        metrics,
+        _held: held,
+    };
+    if h2 == Some(false) {
+        let connection = Box::pin(builders.http1.serve_connection(io, svc));
+        tokio::spawn(drive(connection, |c| c.graceful_shutdown(), builders, open));
+    } else {
+        let connection = Box::pin(builders.get(h2).serve_connection(io, svc).into_owned());
+        tokio::spawn(drive(connection, |c| c.graceful_shutdown(), builders, open));
+    }
+}
+
+/// What a served connection holds besides hyper's connection.
+struct Open {
+    activity: Activity,
+    stop: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     _held: Held,
+}
+
+/// Drives `connection` until it closes; on shutdown, or when it is unused (idle, or no first
+/// request in time), it finishes what runs (`graceful`: HTTP/2 sends GOAWAY) and closes.
+async fn drive<C: std::future::Future>(
+    mut connection: std::pin::Pin<Box<C>>,
+    graceful: fn(std::pin::Pin<&mut C>),
+    builders: Arc<Builders>,
+    mut open: Open,
 ) {
-    let activity = Activity::new();
-    // Boxed while it waits to be served: an argument's place in the future lasts as long as
-    // the future, and the stream moves on into the connection.
-    let connection = {
-        let tls = *tls;
-        let (_, session) = tls.get_ref();
-        let h2 = alpn_h2(session.alpn_protocol());
-        let conn = ConnInfo {
-            peer,
-            client_cert: session.peer_certificates().is_some_and(|c| !c.is_empty()),
-            client_identity: peer_identity(session).map(Arc::from),
-        };
-        let busy = activity.clone();
-        let svc = service_fn(move |req| {
-            // Each request takes the gate of the policy in force now (reloads).
-            let gate = gates.load();
-            let conn = conn.clone();
-            let in_flight = busy.begin();
-            // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
-            let fut: HandlerFuture = Box::pin(async move {
-                let resp = gate.handle(conn, req).await;
-                Ok(hold_until_body_done(resp, in_flight))
-            });
-            fut
-        });
-        // A peer that takes nothing for the write timeout loses the connection.
-        let io = write_stall::WriteStall::new(tls, settings.write_timeout);
-        builders.get(h2).serve_connection(TokioIo::new(io), svc)
-    };
-    tokio::pin!(connection);
+    let settings = &builders.settings;
     let closing = async {
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => {}
-            _ = activity.idle_for(settings.idle_timeout) => {
-                metrics.connection("idle_timeout");
-            }
-            _ = activity.no_request_within(settings.header_read_timeout) => {
-                metrics.connection("first_request_timeout");
+            _ = open.stop.wait_for(|s| *s) => {}
+            why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout) => {
+                open.metrics.connection(match why {
+                    Unused::Idle => "idle_timeout",
+                    Unused::NoRequest => "first_request_timeout",
+                });
             }
         }
     };
-    tokio::pin!(closing);
     tokio::select! {
         _ = connection.as_mut() => return,
-        _ = closing => connection.as_mut().graceful_shutdown(),
+        _ = closing => graceful(connection.as_mut()),
     }
     let _ = connection.await;
 }
@@ -675,7 +715,7 @@ async fn accept_loop(
                     // The connection is served by a task of its own on this worker, sized for
                     // serving alone: the handshake's state goes now instead of lasting as long
                     // as the connection (3.9 KiB per open connection instead of 8.4).
-                    tokio::spawn(serve(Box::new(tls), peer, gates, builders, settings, stop, metrics, held));
+                    serve(tls, peer, gates, builders, stop, metrics, held);
                 });
             }
             _ = shutdown.changed() => break,
