@@ -5,6 +5,7 @@
 mod activity;
 mod admin;
 mod gates;
+mod sniff;
 mod workers;
 mod write_stall;
 
@@ -13,9 +14,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -442,66 +443,40 @@ impl ConnSettings {
     }
 }
 
-/// HTTP/1.1's settings, on hyper's builder or on hyper-util's (the same calls on both). The
-/// header-read timeout also bounds an idle keep-alive connection (slowloris).
-macro_rules! http1_settings {
-    ($builder:expr, $s:expr) => {
-        $builder
-            .timer(TokioTimer::new())
-            .header_read_timeout($s.header_read_timeout)
-            .max_buf_size($s.max_header_bytes.max(8192))
-            .max_headers($s.max_headers)
-            .keep_alive(true)
-    };
-}
-
-fn http_builder(s: &ConnSettings) -> auto::Builder<TokioExecutor> {
-    let mut b = auto::Builder::new(TokioExecutor::new());
-    http1_settings!(b.http1(), s);
-    // HTTP/2: bounded streams, header lists (CONTINUATION floods end at the list size), and
-    // resets (rapid reset, CVE-2023-44487): a peer that resets too many streams is dropped.
-    b.http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(s.max_header_bytes).unwrap_or(u32::MAX))
-        .max_concurrent_streams(s.max_h2_streams)
-        .max_pending_accept_reset_streams(Some(64))
-        .max_local_error_reset_streams(Some(256))
-        .keep_alive_interval(Some(Duration::from_secs(30)))
-        .keep_alive_timeout(Duration::from_secs(20));
-    b
-}
-
-/// The connection builders, one per protocol the TLS handshake may settle. A connection whose
-/// ALPN named its protocol is served by that protocol's builder at once; only one that named
-/// none has its first bytes sniffed (hyper-util reads them ahead, and hyper's HTTP/1.1 read
-/// buffer then grows from 8 to 16 KiB on the next read, for the life of the connection).
+/// The connection builders, one per protocol (a connection's is decided by ALPN, or by its
+/// first bytes when ALPN named none: [`sniff`]).
 struct Builders {
     /// What every connection is served with (shared: not copied into each one's task).
     settings: ConnSettings,
-    sniff: auto::Builder<TokioExecutor>,
     http1: hyper::server::conn::http1::Builder,
-    http2: auto::Builder<TokioExecutor>,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
 }
 
 impl Builders {
     fn new(s: &ConnSettings) -> Builders {
-        let b = http_builder(s);
         let mut http1 = hyper::server::conn::http1::Builder::new();
-        http1_settings!(http1, s);
+        // The header-read timeout also bounds an idle keep-alive connection (slowloris).
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(s.header_read_timeout)
+            .max_buf_size(s.max_header_bytes.max(8192))
+            .max_headers(s.max_headers)
+            .keep_alive(true);
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        // Bounded streams, header lists (CONTINUATION floods end at the list size), and
+        // resets (rapid reset, CVE-2023-44487): a peer that resets too many streams is dropped.
+        http2
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(s.max_header_bytes).unwrap_or(u32::MAX))
+            .max_concurrent_streams(s.max_h2_streams)
+            .max_pending_accept_reset_streams(Some(64))
+            .max_local_error_reset_streams(Some(256))
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(20));
         Builders {
             settings: *s,
-            sniff: b.clone(),
             http1,
-            http2: b.http2_only(),
-        }
-    }
-
-    /// hyper-util's builder for what ALPN settled: `Some(true)` HTTP/2, `None` nothing known
-    /// (`Some(false)`, HTTP/1.1, is served by `http1`).
-    fn get(&self, h2: Option<bool>) -> &auto::Builder<TokioExecutor> {
-        match h2 {
-            Some(true) => &self.http2,
-            _ => &self.sniff,
+            http2,
         }
     }
 }
@@ -524,14 +499,19 @@ type Held = (
     crate::telemetry::metrics::OpenConnection,
 );
 
+/// The stream a connection is served over: the bytes a sniff read first, then the TLS
+/// stream, whose peer loses the connection if it takes nothing for the write timeout.
+type Stream = TokioIo<sniff::Prefixed<write_stall::WriteStall<TlsStream>>>;
+type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
 /// Serves one connection after its TLS handshake, until it closes, in a task of its own on
-/// this worker: hyper's HTTP/1.1 connection when ALPN settled HTTP/1.1, hyper-util's when it
-/// settled HTTP/2 or named nothing (then the first bytes are sniffed). Two types, because
-/// hyper-util's connection is sized for HTTP/2's state (2.8 KiB, against 1.9 for HTTP/1.1):
-/// an HTTP/1.1 connection, such as each SSE stream's, holds 1 KiB less. The connection is
-/// boxed at its exact size; the task holds it, the timers and the limits' places.
+/// this worker: by hyper's HTTP/1.1 or HTTP/2 connection, as ALPN settled, or as the first
+/// bytes tell when ALPN named none ([`sniff`]). The connection is boxed at its protocol's
+/// size (hyper-util's `auto` connection was sized for HTTP/2's state, 2.8 KiB, against 1.9
+/// for HTTP/1.1: each SSE stream's connection holds 1 KiB less); the task holds it, the
+/// timers and the limits' places.
 fn serve(
-    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    tls: TlsStream,
     peer: SocketAddr,
     gates: Gates,
     builders: Arc<Builders>,
@@ -560,23 +540,64 @@ fn serve(
         });
         fut
     });
-    // A peer that takes nothing for the write timeout loses the connection.
-    let io = TokioIo::new(write_stall::WriteStall::new(
-        tls,
-        builders.settings.write_timeout,
-    ));
     let open = Open {
         activity,
         stop,
         metrics,
         _held: held,
     };
-    if h2 == Some(false) {
-        let connection = Box::pin(builders.http1.serve_connection(io, svc));
-        tokio::spawn(drive(connection, |c| c.graceful_shutdown(), builders, open));
-    } else {
-        let connection = Box::pin(builders.get(h2).serve_connection(io, svc).into_owned());
-        tokio::spawn(drive(connection, |c| c.graceful_shutdown(), builders, open));
+    let stream = |tls, prefix, b: &Builders| -> Stream {
+        let io = write_stall::WriteStall::new(tls, b.settings.write_timeout);
+        TokioIo::new(sniff::Prefixed::new(prefix, io))
+    };
+    // The connection's task, by protocol (spawned, not awaited in the sniff's task: hyper's
+    // connections are proven `Send` here, for concrete types).
+    macro_rules! spawn_served {
+        ($h2:expr, $io:expr, $builders:expr, $open:expr) => {
+            if $h2 {
+                let c = $builders.http2.serve_connection($io, svc);
+                tokio::spawn(drive(
+                    Box::pin(c),
+                    |c| c.graceful_shutdown(),
+                    $builders,
+                    $open,
+                ));
+            } else {
+                let c = $builders.http1.serve_connection($io, svc);
+                tokio::spawn(drive(
+                    Box::pin(c),
+                    |c| c.graceful_shutdown(),
+                    $builders,
+                    $open,
+                ));
+            }
+        };
+    }
+    match h2 {
+        Some(h2) => spawn_served!(h2, stream(tls, Bytes::new(), &builders), builders, open),
+        None => {
+            tokio::spawn(async move {
+                let mut tls = Box::new(tls);
+                let mut open = open;
+                let first = builders.settings.header_read_timeout;
+                // Within the first-request timeout, and not past shutdown.
+                let sniffed = tokio::select! {
+                    sniffed = tokio::time::timeout(first, sniff::sniff(&mut *tls)) => sniffed,
+                    _ = open.stop.wait_for(|s| *s) => return,
+                };
+                let (h2, prefix) = match sniffed {
+                    Ok(Ok(sniffed)) => sniffed,
+                    // Closed (or failed) before a request: nothing to answer.
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        open.metrics.connection("first_request_timeout");
+                        return;
+                    }
+                };
+                let io = stream(*tls, prefix, &builders);
+                spawn_served!(h2, io, builders, open);
+            });
+        }
     }
 }
 
