@@ -457,6 +457,74 @@ async fn a_caller_that_hangs_up_leaves_no_request_in_flight() {
     gauge_reaches(0.0).await;
 }
 
+/// Without ALPN the edge tells HTTP/2 from HTTP/1.1 by the first bytes: a connection that
+/// sends nothing, part of HTTP/2's preface, or the whole preface and then nothing, is closed
+/// by the first-request timeout and counted as such (and so is an HTTP/2 one by ALPN); one
+/// that starts HTTP/1.1 is served.
+#[tokio::test]
+async fn a_connection_without_alpn_that_starts_no_request_is_closed_and_counted() {
+    let proxy = Proxy::start(ProxyOpts {
+        extra_server: ADMIN.into(),
+        extra_policy: "[limits]\nheader_read_timeout_ms = 400\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let addr = admin_addr(&proxy);
+    let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    // (ALPN offered, first bytes): HTTP/2's graceful close waits for the peer's answer to a
+    // PING, which a silent peer never sends; the edge does not wait for it past the timeout.
+    let none: &[&[u8]] = &[];
+    let h2: &[&[u8]] = &[b"h2"];
+    let silent = [
+        (none, &b""[..]),
+        (none, b"PRI * HTTP"),
+        (none, preface),
+        (h2, b""),
+        (h2, preface),
+    ];
+    for (alpn, first) in silent {
+        let mut s = proxy.raw_tls_offering(alpn).await;
+        assert_eq!(s.get_ref().1.alpn_protocol(), alpn.first().copied());
+        s.write_all(first).await.unwrap();
+        s.flush().await.unwrap();
+        let started = Instant::now();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "{alpn:?} {first:?}: still open after 5 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{alpn:?} {first:?}: closed after {:?}",
+            started.elapsed()
+        );
+    }
+    let series = "a2a_edge_connections_total{outcome=\"first_request_timeout\"}";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, _, text) = admin(addr, "GET", "/metrics").await;
+        if sample(&text, series) == 5.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{series} is not 5: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // HTTP/1.1 without ALPN, its first bytes split: served.
+    let mut s = proxy.raw_tls_offering(&[]).await;
+    s.write_all(b"GET /hea").await.unwrap();
+    s.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.write_all(b"lth HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#"{"status":"healthy"}"#), "{answer}");
+}
+
 /// A TLS handshake that never finishes is counted apart from one that fails.
 #[tokio::test]
 async fn a_handshake_that_times_out_is_counted_apart_from_one_that_fails() {

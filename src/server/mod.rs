@@ -610,7 +610,11 @@ struct Open {
 }
 
 /// Drives `connection` until it closes; on shutdown, or when it is unused (idle, or no first
-/// request in time), it finishes what runs (`graceful`: HTTP/2 sends GOAWAY) and closes.
+/// request in time), it finishes what runs (`graceful`: HTTP/2 sends GOAWAY) and closes. An
+/// unused connection has nothing in flight, so its goodbye is bounded by the header-read
+/// timeout: HTTP/2's graceful close waits for the peer to answer a PING, and a peer that sent
+/// the preface and then nothing would otherwise hold the connection until the keep-alive
+/// ping's timeout. On shutdown the server's drain timeout bounds what still runs.
 async fn drive<C: std::future::Future>(
     mut connection: std::pin::Pin<Box<C>>,
     graceful: fn(std::pin::Pin<&mut C>),
@@ -620,20 +624,26 @@ async fn drive<C: std::future::Future>(
     let settings = &builders.settings;
     let closing = async {
         tokio::select! {
-            _ = open.stop.wait_for(|s| *s) => {}
+            _ = open.stop.wait_for(|s| *s) => false,
             why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout) => {
                 open.metrics.connection(match why {
                     Unused::Idle => "idle_timeout",
                     Unused::NoRequest => "first_request_timeout",
                 });
+                true
             }
         }
     };
-    tokio::select! {
+    let unused = tokio::select! {
         _ = connection.as_mut() => return,
-        _ = closing => graceful(connection.as_mut()),
+        unused = closing => unused,
+    };
+    graceful(connection.as_mut());
+    if unused {
+        let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
+    } else {
+        let _ = connection.await;
     }
-    let _ = connection.await;
 }
 
 async fn accept_loop(

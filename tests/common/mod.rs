@@ -126,7 +126,15 @@ impl Proxy {
     /// A raw TLS stream (HTTP/1.1 ALPN) for writing malformed or slow requests by hand, or
     /// reading the answer's bytes as they come.
     pub async fn raw_tls(&self) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-        let cfg = a2a_edge::tls::client_config(&self.ca, &[b"http/1.1"]).unwrap();
+        self.raw_tls_offering(&[b"http/1.1"]).await
+    }
+
+    /// A raw TLS stream offering these ALPN protocols (none: the edge sniffs the protocol).
+    pub async fn raw_tls_offering(
+        &self,
+        alpn: &[&[u8]],
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let cfg = a2a_edge::tls::client_config(&self.ca, alpn).unwrap();
         let tcp = tokio::net::TcpStream::connect(self.addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
         tokio_rustls::TlsConnector::from(cfg)
