@@ -720,7 +720,16 @@ fn page_tokens_are_bound_and_tamper_proof() {
     assert!(token
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
-    assert!(!token.contains("t6"), "opaque");
+    // Opaque: base64url of version, timestamp, the cursor's id and a 32-byte tag; the id is
+    // not readable where it sits (its bytes share base64 groups with the timestamp and the
+    // tag), and the owner is not carried at all. (Not `!token.contains("t6")`: the tag's 43
+    // random characters hold any two-character string about one time in a hundred.)
+    assert!(token.len() >= 43 + 12, "{token}");
+    assert!(!token[..15].contains("t6"), "opaque: {token}");
+    assert!(
+        !token.contains("alice"),
+        "the owner is not carried: {token}"
+    );
     assert_eq!(
         ids(&reg.list(A, None, None, 3, Some(&token)).expect("own")),
         vec!["t6", "t5", "t4"]
