@@ -58,6 +58,19 @@ async fn ready_until(addr: SocketAddr, want: StatusCode, within: Duration) -> St
 }
 
 /// A proxy with the default test policy and an admin listener.
+/// The admin listener's metrics once `counted` holds of them, or the last ones after 5 s
+/// (the caller asserts: a count may lag the answer that caused it).
+async fn metrics_when(addr: SocketAddr, counted: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, _, text) = admin(addr, "GET", "/metrics").await;
+        if counted(&text) || Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn with_admin() -> Proxy {
     Proxy::start(ProxyOpts {
         extra_server: ADMIN.into(),
@@ -388,18 +401,12 @@ async fn streams_are_counted_by_how_they_end() {
     let (_, _, text) = admin(addr, "GET", "/metrics").await;
     assert_eq!(sample(&text, "a2a_edge_streams_open"), 1.0, "{text}");
     drop(reader);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let text = loop {
-        let (_, _, text) = admin(addr, "GET", "/metrics").await;
-        if sample(&text, "a2a_edge_streams_total{outcome=\"client_gone\"}") >= 1.0 {
-            break text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "client_gone never counted:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let gone = "a2a_edge_streams_total{outcome=\"client_gone\"}";
+    let text = metrics_when(addr, |t| sample(t, gone) >= 1.0).await;
+    assert!(
+        sample(&text, gone) >= 1.0,
+        "client_gone never counted:\n{text}"
+    );
     assert_eq!(
         sample(&text, "a2a_edge_streams_total{outcome=\"completed\"}"),
         1.0,
@@ -498,15 +505,8 @@ async fn a_connection_without_alpn_that_starts_no_request_is_closed_and_counted(
         );
     }
     let series = "a2a_edge_connections_total{outcome=\"first_request_timeout\"}";
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (_, _, text) = admin(addr, "GET", "/metrics").await;
-        if sample(&text, series) == 5.0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{series} is not 5: {text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let text = metrics_when(addr, |t| sample(t, series) == 5.0).await;
+    assert_eq!(sample(&text, series), 5.0, "{text}");
     // HTTP/1.1 without ALPN, its first bytes split: served.
     let mut s = proxy.raw_tls_offering(&[]).await;
     s.write_all(b"GET /hea").await.unwrap();
@@ -546,16 +546,11 @@ async fn a_handshake_that_times_out_is_counted_apart_from_one_that_fails() {
     let read = tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut buf)).await;
     assert!(read.is_ok(), "the silent connection was not closed");
     let series = |o: &str| format!("a2a_edge_connections_total{{outcome=\"{o}\"}}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let text = loop {
-        let (_, _, text) = admin(addr, "GET", "/metrics").await;
-        let counted = sample(&text, &series("tls.handshake_failed")) >= 1.0
-            && sample(&text, &series("tls.handshake_timeout")) >= 1.0;
-        if counted || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let text = metrics_when(addr, |t| {
+        sample(t, &series("tls.handshake_failed")) >= 1.0
+            && sample(t, &series("tls.handshake_timeout")) >= 1.0
+    })
+    .await;
     assert_eq!(
         sample(&text, &series("tls.handshake_timeout")),
         1.0,

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -527,54 +526,25 @@ fn serve(
         client_identity: peer_identity(session).map(Arc::from),
     };
     let activity = Activity::new();
-    let busy = activity.clone();
-    let svc = service_fn(move |req| {
-        // Each request takes the gate of the policy in force now (reloads).
-        let gate = gates.load();
-        let conn = conn.clone();
-        let in_flight = busy.begin();
-        // Boxed so the future's Send-ness is proven here, for concrete lifetimes.
-        let fut: HandlerFuture = Box::pin(async move {
-            let resp = gate.handle(conn, req).await;
-            Ok(hold_until_body_done(resp, in_flight))
-        });
-        fut
-    });
+    let svc = EdgeService {
+        gates,
+        conn,
+        busy: activity.clone(),
+    };
     let open = Open {
         activity,
         stop,
         metrics,
         _held: held,
     };
-    let stream = |tls, prefix, b: &Builders| -> Stream {
-        let io = write_stall::WriteStall::new(tls, b.settings.write_timeout);
-        TokioIo::new(sniff::Prefixed::new(prefix, io))
-    };
-    // The connection's task, by protocol (spawned, not awaited in the sniff's task: hyper's
-    // connections are proven `Send` here, for concrete types).
-    macro_rules! spawn_served {
-        ($h2:expr, $io:expr, $builders:expr, $open:expr) => {
-            if $h2 {
-                let c = $builders.http2.serve_connection($io, svc);
-                tokio::spawn(drive(
-                    Box::pin(c),
-                    |c| c.graceful_shutdown(),
-                    $builders,
-                    $open,
-                ));
-            } else {
-                let c = $builders.http1.serve_connection($io, svc);
-                tokio::spawn(drive(
-                    Box::pin(c),
-                    |c| c.graceful_shutdown(),
-                    $builders,
-                    $open,
-                ));
-            }
-        };
-    }
     match h2 {
-        Some(h2) => spawn_served!(h2, stream(tls, Bytes::new(), &builders), builders, open),
+        Some(h2) => spawn_served(
+            h2,
+            stream(tls, Bytes::new(), &builders),
+            svc,
+            builders,
+            open,
+        ),
         None => {
             tokio::spawn(async move {
                 let mut tls = Box::new(tls);
@@ -595,9 +565,52 @@ fn serve(
                     }
                 };
                 let io = stream(*tls, prefix, &builders);
-                spawn_served!(h2, io, builders, open);
+                spawn_served(h2, io, svc, builders, open);
             });
         }
+    }
+}
+
+/// The stream over the TLS stream, after `prefix` (what a sniff read).
+fn stream(tls: TlsStream, prefix: Bytes, builders: &Builders) -> Stream {
+    let io = write_stall::WriteStall::new(tls, builders.settings.write_timeout);
+    TokioIo::new(sniff::Prefixed::new(prefix, io))
+}
+
+/// The connection's task, by protocol (spawned, not awaited in the sniff's task: hyper's
+/// connections are proven `Send` here, for concrete types).
+fn spawn_served(h2: bool, io: Stream, svc: EdgeService, builders: Arc<Builders>, open: Open) {
+    if h2 {
+        let c = Box::pin(builders.http2.serve_connection(io, svc));
+        tokio::spawn(drive(c, |c| c.graceful_shutdown(), builders, open));
+    } else {
+        let c = Box::pin(builders.http1.serve_connection(io, svc));
+        tokio::spawn(drive(c, |c| c.graceful_shutdown(), builders, open));
+    }
+}
+
+/// One connection's service: each request goes to the gate of the policy in force now
+/// (reloads), counted in flight on the connection until its body is done.
+#[derive(Clone)]
+struct EdgeService {
+    gates: Gates,
+    conn: ConnInfo,
+    busy: Activity,
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for EdgeService {
+    type Response = http::Response<BoxBody>;
+    type Error = Infallible;
+    type Future = HandlerFuture;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> HandlerFuture {
+        let gate = self.gates.load();
+        let conn = self.conn.clone();
+        let in_flight = self.busy.begin();
+        Box::pin(async move {
+            let resp = gate.handle(conn, req).await;
+            Ok(hold_until_body_done(resp, in_flight))
+        })
     }
 }
 
