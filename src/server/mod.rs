@@ -11,6 +11,7 @@ mod write_stall;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -577,15 +578,44 @@ fn stream(tls: TlsStream, prefix: Bytes, builders: &Builders) -> Stream {
     TokioIo::new(sniff::Prefixed::new(prefix, io))
 }
 
-/// The connection's task, by protocol (spawned, not awaited in the sniff's task: hyper's
-/// connections are proven `Send` here, for concrete types).
+/// The connection's task (spawned, not awaited in the sniff's task: hyper's connections are
+/// proven `Send` here, for concrete types).
 fn spawn_served(h2: bool, io: Stream, svc: EdgeService, builders: Arc<Builders>, open: Open) {
-    if h2 {
-        let c = Box::pin(builders.http2.serve_connection(io, svc));
-        tokio::spawn(drive(c, |c| c.graceful_shutdown(), builders, open));
+    let connection = if h2 {
+        Served::H2(Box::pin(builders.http2.serve_connection(io, svc)))
     } else {
-        let c = Box::pin(builders.http1.serve_connection(io, svc));
-        tokio::spawn(drive(c, |c| c.graceful_shutdown(), builders, open));
+        Served::H1(Box::pin(builders.http1.serve_connection(io, svc)))
+    };
+    tokio::spawn(drive(connection, builders, open));
+}
+
+/// hyper's connection, boxed at its protocol's size; one type for both, so that one task type
+/// drives every connection (two would each have hyper's connection code inlined: a larger
+/// binary, more of it faulted in).
+enum Served {
+    H1(Pin<Box<hyper::server::conn::http1::Connection<Stream, EdgeService>>>),
+    H2(Pin<Box<hyper::server::conn::http2::Connection<Stream, EdgeService, TokioExecutor>>>),
+}
+
+impl Served {
+    /// Finishes what runs and closes (HTTP/2: GOAWAY).
+    fn graceful_shutdown(&mut self) {
+        match self {
+            Served::H1(c) => c.as_mut().graceful_shutdown(),
+            Served::H2(c) => c.as_mut().graceful_shutdown(),
+        }
+    }
+}
+
+impl std::future::Future for Served {
+    /// How the connection ended concerns that peer only.
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.get_mut() {
+            Served::H1(c) => c.as_mut().poll(cx).map(|_| ()),
+            Served::H2(c) => c.as_mut().poll(cx).map(|_| ()),
+        }
     }
 }
 
@@ -623,17 +653,12 @@ struct Open {
 }
 
 /// Drives `connection` until it closes; on shutdown, or when it is unused (idle, or no first
-/// request in time), it finishes what runs (`graceful`: HTTP/2 sends GOAWAY) and closes. An
+/// request in time), it finishes what runs (HTTP/2 sends GOAWAY) and closes. An
 /// unused connection has nothing in flight, so its goodbye is bounded by the header-read
 /// timeout: HTTP/2's graceful close waits for the peer to answer a PING, and a peer that sent
 /// the preface and then nothing would otherwise hold the connection until the keep-alive
 /// ping's timeout. On shutdown the server's drain timeout bounds what still runs.
-async fn drive<C: std::future::Future>(
-    mut connection: std::pin::Pin<Box<C>>,
-    graceful: fn(std::pin::Pin<&mut C>),
-    builders: Arc<Builders>,
-    mut open: Open,
-) {
+async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) {
     let settings = &builders.settings;
     let closing = async {
         tokio::select! {
@@ -648,10 +673,10 @@ async fn drive<C: std::future::Future>(
         }
     };
     let unused = tokio::select! {
-        _ = connection.as_mut() => return,
+        () = &mut connection => return,
         unused = closing => unused,
     };
-    graceful(connection.as_mut());
+    connection.graceful_shutdown();
     if unused {
         let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
     } else {
