@@ -6,7 +6,11 @@
 #      (check_refs.py against src/), every dashboard query parses (promtool), every alert is
 #      tested, and the container policy is the shipped default with container addresses;
 #   3. the systemd unit: systemd-analyze verify, and its exposure score (systemd-analyze security);
-#   4. the container policy passes `a2a-edge check` when a built binary is at hand.
+#   4. the container policy passes `a2a-edge check` when a built binary is at hand;
+#   5. pgo-build.sh parses; the PGO training driver (cargo example pgo-train) trains that binary
+#      for 2 s when both are built;
+#   6. the container's build context (.dockerignore) holds what the Dockerfile copies and every
+#      target Cargo.toml declares by path.
 # promtool comes from the Debian package `prometheus`, installed when missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -115,5 +119,54 @@ if bash packaging/pgo-build.sh --no-such-flag >/dev/null 2>&1; then
     exit 1
 fi
 echo "ok"
+
+step "the PGO training driver (cargo example pgo-train) trains that binary for 2 s"
+driver="${CARGO_TARGET_DIR:-$PWD/target}/debug/examples/pgo-train"
+if [[ -n $bin && -x $bin && -x $driver ]]; then
+    # Its own checks: every answer as expected (a refused request refused, a SendMessage
+    # answered), each process stopped by SIGTERM and exiting 0 (what writes a profile).
+    status=0
+    "$driver" --edge "$bin" --secs 2 --connections 4 --dir "$tmp/train" >"$tmp/train.out" 2>&1 || status=$?
+    if [[ $status -ne 0 ]]; then
+        cat "$tmp/train.out"
+        echo "packaging/check.sh: the training driver failed against $bin" >&2
+        exit 1
+    fi
+    grep -E '^[0-9]+ requests' "$tmp/train.out"
+else
+    echo "skipped: no a2a-edge binary or no $driver (cargo test builds it)"
+fi
+
+step "the container's build context (.dockerignore) holds what packaging/Dockerfile copies and cargo wants"
+python3 - <<'PY'
+import fnmatch, re, sys
+ignore = [l.strip() for l in open(".dockerignore") if l.strip() and not l.startswith("#")]
+def matches(pattern, path):
+    # A line matches a path or one of its parent directories; "**/" anywhere below the root.
+    parts = path.split("/")
+    if pattern.startswith("**/"):
+        pattern = pattern[3:]
+        names = ["/".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)]
+    else:
+        names = ["/".join(parts[:j]) for j in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatchcase(n, pattern) for n in names)
+def admitted(path):
+    # Docker's rule: the last line that matches decides; "!" admits.
+    ok = True
+    for line in ignore:
+        if matches(line.lstrip("!"), path):
+            ok = line.startswith("!")
+    return ok
+docker = open("packaging/Dockerfile").read()
+copied = [src for m in re.finditer(r"^COPY (?!--from)(.+)$", docker, re.M) for src in m.group(1).split()[:-1]]
+bad = [c for c in copied if not admitted(c)]
+# Every target Cargo.toml declares by path must be inside what the image copies.
+declared = re.findall(r'^path = "([^"]+)"', open("Cargo.toml").read(), re.M)
+declared += [f"benches/{n}.rs" for n in re.findall(r'^\[\[bench\]\]\nname = "([^"]+)"', open("Cargo.toml").read(), re.M)]
+missing = [d for d in declared if not any(d == c or d.startswith(c.rstrip("/") + "/") for c in copied)]
+if bad or missing:
+    sys.exit(f"packaging/check.sh: excluded by .dockerignore: {bad}; declared in Cargo.toml but not copied: {missing}")
+print(f"ok: {len(copied)} COPY sources admitted, {len(declared)} declared targets copied")
+PY
 
 step "packaging: ok"

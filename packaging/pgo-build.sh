@@ -5,25 +5,32 @@
 #   bash packaging/pgo-build.sh         # writes target/pgo/a2a-edge (about 15 min on 2 cores)
 #
 # Steps: (1) an instrumented release build (`-Cprofile-generate`); (2) training: that binary
-# serves the load benchmark's traffic (benches/load/run.sh: SendMessage over HTTP/1.1 and
-# HTTP/2, bearer auth, engine and static upstreams, state in memory and in Redis) and the
-# streams benchmark's (benches/streams/run.sh: SSE streams, first events); (3) the raw
-# profiles merged with the toolchain's own `llvm-profdata` (rustup's `llvm-tools`, installed
-# when missing: its LLVM must be rustc's); (4) the release build again with
-# `-Cprofile-use`. Same sources, same `Cargo.lock`, same checks: only the code layout differs.
+# serves what callers send. TRAIN=driver (the default) runs packaging/pgo/train.rs (cargo
+# example `pgo-train`, needs nothing but cargo): `a2a-edge engine` with `a2a-edge serve` in
+# front, SendMessage, streams, GetTask, ListTasks, CancelTask, the card and refused requests
+# over HTTP/1.1 and HTTP/2, bearer, Basic, API-key and JWT callers, and with redis-server on
+# PATH the state in Redis too. TRAIN=bench runs the benchmarks instead (benches/load/run.sh:
+# SendMessage over HTTP/1.1 and HTTP/2, engine and static upstreams, state in memory and in
+# Redis; benches/streams/run.sh: SSE streams, first events; they install nginx, wrk, h2load
+# and redis-server when missing). (3) the raw profiles merged with the toolchain's own
+# `llvm-profdata` (rustup's `llvm-tools`, installed when missing: its LLVM must be rustc's);
+# (4) the release build again with `-Cprofile-use`. Same sources, same `Cargo.lock`, same
+# checks: only the code layout differs.
 #
-# What the training does not run (JWT, API-key and mTLS callers, ListTasks pages, push
-# configs, card signing) is compiled as cold code: correct, but not tuned. Train on what your
-# callers send if it differs much (TRAIN_CMD), and measure before shipping (benches/load with
+# What the training does not run (mTLS callers, push configs, card signing, reloads) is
+# compiled as cold code: correct, but not tuned. Train on what your callers send if it
+# differs much (TRAIN_CMD), and measure before shipping (benches/load with
 # BASELINE_BIN=target/release/a2a-edge compares the two in one run).
 #
 # Env:
 #   OUT          the optimized binary (default target/pgo/a2a-edge); its profile beside it
 #                (OUT.profdata)
-#   TRAIN_ROUNDS rounds of the load benchmark while training (default 1)
-#   TRAIN_SECS   seconds per measured load run while training (default 8, as the benchmark)
-#   TRAIN_CMD    a command run after the benchmarks while training, with A2A_EDGE_BIN set to
-#                the instrumented binary (e.g. a script that replays your own traffic)
+#   TRAIN        driver (default) or bench: what serves as the training (above)
+#   TRAIN_SECS   driver: seconds per phase (default 30); bench: seconds per measured load
+#                run (default 8, as the benchmark)
+#   TRAIN_ROUNDS bench: rounds of the load benchmark (default 1)
+#   TRAIN_CMD    a command run after the training, with A2A_EDGE_BIN set to the instrumented
+#                binary (e.g. a script that replays your own traffic)
 #   WORK         scratch directory: raw profiles, training logs (default: a new one under
 #                $TMPDIR, removed at the end)
 # The two builds keep their own target directories (target/pgo-gen, target/pgo-use).
@@ -31,8 +38,13 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/target/pgo/a2a-edge}
+TRAIN=${TRAIN:-driver}
 TRAIN_ROUNDS=${TRAIN_ROUNDS:-1}
-TRAIN_SECS=${TRAIN_SECS:-8}
+case $TRAIN in
+driver) TRAIN_SECS=${TRAIN_SECS:-30} ;;
+bench) TRAIN_SECS=${TRAIN_SECS:-8} ;;
+*) echo "[pgo] error: TRAIN is driver or bench, not '$TRAIN'" >&2 && exit 1 ;;
+esac
 TRAIN_CMD=${TRAIN_CMD:-}
 log() { echo "[pgo] $*" >&2; }
 die() {
@@ -77,14 +89,29 @@ GEN="$TARGETS/pgo-gen/release/a2a-edge"
 export LLVM_PROFILE_FILE="$WORK/raw/a2a-edge-%p-%m.profraw"
 
 # ---- 2. training
-log "training: benches/load/run.sh --rounds $TRAIN_ROUNDS (the edges only)"
-DURATION=$TRAIN_SECS A2A_EDGE_BIN=$GEN RESULTS="$WORK/load.md" ONLY='a2a-edge(-redis)?-(engine|static)' \
-    bash "$ROOT/benches/load/run.sh" --rounds "$TRAIN_ROUNDS" >"$WORK/load.log" 2>&1 ||
-    die "training (benches/load/run.sh) failed: $(tail -5 "$WORK/load.log")"
-log "training: benches/streams/run.sh (200 streams, first-event latency)"
-A2A_EDGE_BIN=$GEN RESULTS="$WORK/streams.md" PHASES="upstream latency" STREAMS=200 \
-    bash "$ROOT/benches/streams/run.sh" >"$WORK/streams.log" 2>&1 ||
-    die "training (benches/streams/run.sh) failed: $(tail -5 "$WORK/streams.log")"
+if [[ $TRAIN == driver ]]; then
+    # The driver is a client: built without instrumentation, in the debug profile (its speed
+    # only sets how many requests the training sees).
+    log "building the training driver (cargo example pgo-train)"
+    (cd "$ROOT" && cargo build --locked --quiet --example pgo-train --target-dir "$TARGETS") ||
+        die "the training driver did not build"
+    redis=()
+    if command -v redis-server >/dev/null 2>&1; then redis=(--redis); fi
+    log "training: pgo-train, $TRAIN_SECS s per phase (state in memory${redis:+, then in Redis})"
+    "$TARGETS/debug/examples/pgo-train" --edge "$GEN" \
+        --secs "$TRAIN_SECS" "${redis[@]}" --dir "$WORK/train" >"$WORK/train.log" 2>&1 ||
+        die "training (pgo-train) failed: $(tail -20 "$WORK/train.log")"
+    sed 's/^/[pgo]   /' "$WORK/train.log" >&2
+else
+    log "training: benches/load/run.sh --rounds $TRAIN_ROUNDS (the edges only)"
+    DURATION=$TRAIN_SECS A2A_EDGE_BIN=$GEN RESULTS="$WORK/load.md" ONLY='a2a-edge(-redis)?-(engine|static)' \
+        bash "$ROOT/benches/load/run.sh" --rounds "$TRAIN_ROUNDS" >"$WORK/load.log" 2>&1 ||
+        die "training (benches/load/run.sh) failed: $(tail -5 "$WORK/load.log")"
+    log "training: benches/streams/run.sh (200 streams, first-event latency)"
+    A2A_EDGE_BIN=$GEN RESULTS="$WORK/streams.md" PHASES="upstream latency" STREAMS=200 \
+        bash "$ROOT/benches/streams/run.sh" >"$WORK/streams.log" 2>&1 ||
+        die "training (benches/streams/run.sh) failed: $(tail -5 "$WORK/streams.log")"
+fi
 if [[ -n "$TRAIN_CMD" ]]; then
     log "training: $TRAIN_CMD"
     A2A_EDGE_BIN=$GEN bash -c "$TRAIN_CMD" >"$WORK/train-cmd.log" 2>&1 ||

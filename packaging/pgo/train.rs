@@ -114,8 +114,7 @@ impl Process {
         if !self.running() {
             return Err(format!("{} exited before it was stopped", self.name));
         }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.terminate();
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -133,12 +132,24 @@ impl Process {
     }
 }
 
+impl Process {
+    /// SIGTERM by the shell's `kill` builtin (std sends only SIGKILL; no procps needed).
+    fn terminate(&self) {
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                "kill -TERM \"$1\"",
+                "sh",
+                &self.child.id().to_string(),
+            ])
+            .status();
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         if self.running() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
+            self.terminate();
             let _ = self.child.wait();
         }
     }
