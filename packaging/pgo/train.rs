@@ -16,7 +16,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -328,7 +328,7 @@ max_in_flight_per_principal = 100000
     p
 }
 
-/// What a caller sends, in the proportions it is sent.
+/// What a caller sends.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Kind {
     Send,
@@ -344,43 +344,20 @@ enum Kind {
     WrongToken,
 }
 
-const MIX: [Kind; 32] = {
-    use Kind::*;
-    [
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        Send,
-        SendWorkspace,
-        SendWorkspace,
-        Stream,
-        Stream,
-        Stream,
-        Stream,
-        GetTask,
-        GetTask,
-        GetTask,
-        ListTasks,
-        ListTasks,
-        CancelTask,
-        Card,
-        UnknownMethod,
-        BadParams,
-        Traversal,
-        WrongToken,
-        Send,
-    ]
-};
+/// How many of every 32 requests are of each kind.
+const MIX: [(Kind, usize); 11] = [
+    (Kind::Send, 15),
+    (Kind::SendWorkspace, 2),
+    (Kind::Stream, 4),
+    (Kind::GetTask, 3),
+    (Kind::ListTasks, 2),
+    (Kind::CancelTask, 1),
+    (Kind::Card, 1),
+    (Kind::UnknownMethod, 1),
+    (Kind::BadParams, 1),
+    (Kind::Traversal, 1),
+    (Kind::WrongToken, 1),
+];
 
 impl Kind {
     /// Whether the edge's answer is the expected one (status, and a result or the error).
@@ -433,12 +410,16 @@ fn rpc(id: u64, method: &str, params: serde_json::Value) -> Vec<u8> {
 
 async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load: Arc<Load>) {
     let text = "training payload: lorem ipsum dolor sit amet ".repeat(20);
-    let mut tasks: Vec<String> = Vec::new();
+    let mix: Vec<Kind> = MIX
+        .iter()
+        .flat_map(|&(kind, n)| std::iter::repeat(kind).take(n))
+        .collect();
+    let mut tasks: VecDeque<String> = VecDeque::new();
     let mut i = n as u64 * 7919;
     while Instant::now() < load.deadline {
         i += 1;
-        let mut kind = MIX[(i % MIX.len() as u64) as usize];
-        let task = tasks.last().cloned().unwrap_or_default();
+        let mut kind = mix[(i % mix.len() as u64) as usize];
+        let task = tasks.back().cloned().unwrap_or_default();
         if task.is_empty() && matches!(kind, Kind::GetTask | Kind::CancelTask) {
             // Nothing to ask about yet: a task first.
             kind = Kind::Send;
@@ -517,9 +498,9 @@ async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load:
                                 if let Some(id) =
                                     v.pointer("/result/task/id").and_then(|v| v.as_str())
                                 {
-                                    tasks.push(id.to_owned());
+                                    tasks.push_back(id.to_owned());
                                     if tasks.len() > 64 {
-                                        tasks.remove(0);
+                                        tasks.pop_front();
                                     }
                                 }
                             }
