@@ -17,7 +17,7 @@
 # (4) the release build again with `-Cprofile-use`. Same sources, same `Cargo.lock`, same
 # checks: only the code layout differs.
 #
-# What the training does not run (mTLS callers, push configs, card signing, reloads) is
+# What the training does not run (mTLS callers, push configs, reloads) is
 # compiled as cold code: correct, but not tuned. Train on what your callers send if it
 # differs much (TRAIN_CMD), and measure before shipping (benches/load with
 # BASELINE_BIN=target/release/a2a-edge compares the two in one run).

@@ -4,7 +4,8 @@
 //!   cargo run --example pgo-train -- --edge target/pgo-gen/release/a2a-edge [--secs 20]
 //!
 //! It starts `EDGE engine` (an agent on plain HTTP) and, in front of it, `EDGE serve` with dev
-//! certificates and one principal per scheme (bearer, API key, Basic, a JWT signed here), then
+//! certificates, one principal per scheme (bearer, API key, Basic, a JWT signed here), a signed
+//! card and a signed identity assertion for the agent (as the shipped default policy), then
 //! sends what callers send, over HTTP/1.1 and HTTP/2 at once: mostly SendMessage, some
 //! SendStreamingMessage (read to the end), GetTask, ListTasks, CancelTask, the Agent Card, and
 //! requests the edge refuses (unknown method, bad params, a traversing workspace path, a wrong
@@ -300,6 +301,16 @@ algorithms = ["ES256"]
 principal_claim = "sub"
 tenant_claim = "tenant"
 groups_claim = "groups"
+[auth.identity_assertion]
+kid = "train-es256"
+
+[card]
+active_kid = "train-es256"
+[[card.signing_keys]]
+kid = "train-es256"
+alg = "ES256"
+private_key_file = "{d}/card-es256.pem"
+generate_if_missing = true
 
 [authz]
 default = "deny"
@@ -370,7 +381,7 @@ impl Kind {
             // An answer or a JSON-RPC error (a finished task cannot be canceled).
             Kind::CancelTask => status == 200,
             Kind::Stream => status == 200 && has("data:"),
-            Kind::Card => status == 200 && has("\"skills\""),
+            Kind::Card => status == 200 && has("\"skills\"") && has("\"signatures\""),
             Kind::UnknownMethod | Kind::BadParams | Kind::Traversal => {
                 status == 200 && has("\"error\"")
             }
