@@ -31,8 +31,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::CertificateDer;
 
 type Https = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 type Http = Client<Https, Full<Bytes>>;
@@ -499,6 +497,10 @@ async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load:
             continue;
         };
         let outcome = match http.request(req).await {
+            // The protocol too: a training meant for both must not fall back to one.
+            Ok(resp) if (resp.version() == hyper::Version::HTTP_2) != (proto == "HTTP/2") => Err(
+                format!("{kind:?} over {proto}: answered over {:?}", resp.version()),
+            ),
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 match resp.into_body().collect().await {
@@ -549,21 +551,11 @@ async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load:
 }
 
 fn client(ca: &Path, h2: bool) -> Result<Http, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))? {
-        roots
-            .add(cert.map_err(|e| format!("{}: {e}", ca.display()))?)
-            .map_err(|e| e.to_string())?;
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    // The edge's own client configuration (its provider, TLS 1.3 and 1.2); ALPN is the
+    // connector's.
+    let tls = a2a_edge::tls::client_config(ca, &[]).map_err(|e| e.to_string())?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
+        .with_tls_config((*tls).clone())
         .https_only();
     let mut builder = Client::builder(TokioExecutor::new());
     Ok(if h2 {
