@@ -17,6 +17,7 @@ pub mod limits;
 pub mod policy;
 pub mod runtime;
 pub mod server;
+mod sniff;
 pub mod state;
 pub mod stream_body;
 pub mod telemetry;

@@ -1,6 +1,7 @@
-//! The engine on its own listener: plain HTTP/1.1 and h2c (hyper-util's auto builder), each
-//! request body read with a cap, then [`Engine::handle`]. Stops accepting when `shutdown`
-//! resolves, then drains open connections for a bounded time.
+//! The engine on its own listener: plain HTTP/1.1 and h2c (told apart by the first bytes,
+//! [`crate::sniff`], then hyper's connection for that protocol), each request body read with a
+//! cap, then [`Engine::handle`]. Stops accepting when `shutdown` resolves, then drains open
+//! connections for a bounded time.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -11,14 +12,15 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::net::{TcpListener, TcpStream};
 
 use super::Engine;
 use crate::body::{json_response, BoxBody};
+use crate::sniff::{sniff, Prefixed};
 
 /// Largest request body read.
 pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -26,16 +28,24 @@ pub(crate) const MAX_BODY: usize = 64 * 1024 * 1024;
 const DRAIN: Duration = Duration::from_secs(10);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a new connection may take to send the bytes that tell its protocol.
+const FIRST_BYTES: Duration = Duration::from_secs(10);
 
-/// Runs the engine standalone on plain HTTP (HTTP/1.1 and h2c via
-/// `hyper_util::server::conn::auto`) until `shutdown` resolves, then drains.
+/// Runs the engine standalone on plain HTTP (HTTP/1.1 and h2c) until `shutdown` resolves,
+/// then drains.
 pub async fn serve(
     listener: TcpListener,
     engine: Arc<Engine>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut h1 = http1::Builder::new();
+    h1.timer(TokioTimer::new());
+    let mut h2 = http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new());
+    let builders = Arc::new((h1, h2));
     let graceful = GracefulShutdown::new();
+    // Connections still telling their protocol are dropped at shutdown (nothing runs on them).
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -50,23 +60,52 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let engine = Arc::clone(&engine);
-        let service = service_fn(move |req: Request<Incoming>| {
-            let engine = Arc::clone(&engine);
-            async move { Ok::<_, Infallible>(answer(&engine, req).await) }
-        });
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            // A connection error concerns that peer only.
-            let _ = conn.await;
-        });
+        tokio::spawn(connection(
+            stream,
+            Arc::clone(&engine),
+            Arc::clone(&builders),
+            graceful.watcher(),
+            stop.clone(),
+        ));
     }
     drop(listener);
+    let _ = stopping.send(true);
     let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
     Ok(())
+}
+
+/// Serves one connection by the protocol its first bytes tell (a connection that tells none
+/// within [`FIRST_BYTES`], closes first, or is still silent at shutdown is dropped); on
+/// shutdown it finishes what runs.
+async fn connection(
+    mut tcp: TcpStream,
+    engine: Arc<Engine>,
+    builders: Arc<(http1::Builder, http2::Builder<TokioExecutor>)>,
+    watcher: Watcher,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let sniffed = tokio::select! {
+        sniffed = tokio::time::timeout(FIRST_BYTES, sniff(&mut tcp)) => sniffed,
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    let Ok(Ok((is_h2, prefix))) = sniffed else {
+        return;
+    };
+    let io = TokioIo::new(Prefixed::new(prefix, tcp));
+    let service = service_fn(move |req: Request<Incoming>| {
+        let engine = Arc::clone(&engine);
+        async move { Ok::<_, Infallible>(answer(&engine, req).await) }
+    });
+    // A connection error concerns that peer only.
+    if is_h2 {
+        let _ = watcher
+            .watch(builders.1.serve_connection(io, service))
+            .await;
+    } else {
+        let _ = watcher
+            .watch(builders.0.serve_connection(io, service))
+            .await;
+    }
 }
 
 fn too_large() -> Response<BoxBody> {

@@ -1140,3 +1140,50 @@ async fn serve_over_http1_and_h2c() {
         .unwrap()
         .unwrap();
 }
+
+/// Shutdown drops a connection still silent about its protocol at once and closes an idle
+/// keep-alive one: the drain ends long before the first-bytes timeout or the drain limit
+/// (10 s each), and neither connection is held open.
+#[tokio::test]
+async fn shutdown_drops_silent_connections_and_drains_idle_ones() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, engine(), async move {
+        let _ = stop_rx.await;
+    }));
+    // Silent: connected, not a byte sent. Partial: half of HTTP/2's preface, then silence.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut partial = tokio::net::TcpStream::connect(addr).await.unwrap();
+    partial.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    // Idle: one HTTP/1.1 request answered, the connection kept alive.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    idle.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the drain waited on a connection with nothing running")
+        .unwrap()
+        .unwrap();
+    for (name, conn) in [
+        ("silent", &mut silent),
+        ("partial", &mut partial),
+        ("idle", &mut idle),
+    ] {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(PATIENCE, conn.read_to_end(&mut rest)).await;
+        assert!(
+            matches!(read, Ok(Ok(_))),
+            "{name}: still open after shutdown: {read:?}"
+        );
+    }
+}

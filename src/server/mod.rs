@@ -5,7 +5,6 @@
 mod activity;
 mod admin;
 mod gates;
-mod sniff;
 mod workers;
 mod write_stall;
 
@@ -444,7 +443,7 @@ impl ConnSettings {
 }
 
 /// The connection builders, one per protocol (a connection's is decided by ALPN, or by its
-/// first bytes when ALPN named none: [`sniff`]).
+/// first bytes when ALPN named none: [`crate::sniff`]).
 struct Builders {
     /// What every connection is served with (shared: not copied into each one's task).
     settings: ConnSettings,
@@ -501,12 +500,12 @@ type Held = (
 
 /// The stream a connection is served over: the bytes a sniff read first, then the TLS
 /// stream, whose peer loses the connection if it takes nothing for the write timeout.
-type Stream = TokioIo<sniff::Prefixed<write_stall::WriteStall<TlsStream>>>;
+type Stream = TokioIo<crate::sniff::Prefixed<write_stall::WriteStall<TlsStream>>>;
 type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
 /// Serves one connection after its TLS handshake, until it closes, in a task of its own on
 /// this worker: by hyper's HTTP/1.1 or HTTP/2 connection, as ALPN settled, or as the first
-/// bytes tell when ALPN named none ([`sniff`]). The connection is boxed at its protocol's
+/// bytes tell when ALPN named none ([`crate::sniff`]). The connection is boxed at its protocol's
 /// size (hyper-util's `auto` connection was sized for HTTP/2's state, 2.8 KiB, against 1.9
 /// for HTTP/1.1: each SSE stream's connection holds 1 KiB less); the task holds it, the
 /// timers and the limits' places.
@@ -553,7 +552,7 @@ fn serve(
                 let first = builders.settings.header_read_timeout;
                 // Within the first-request timeout, and not past shutdown.
                 let sniffed = tokio::select! {
-                    sniffed = tokio::time::timeout(first, sniff::sniff(&mut *tls)) => sniffed,
+                    sniffed = tokio::time::timeout(first, crate::sniff::sniff(&mut *tls)) => sniffed,
                     _ = open.stop.wait_for(|s| *s) => return,
                 };
                 let (h2, prefix) = match sniffed {
@@ -575,7 +574,7 @@ fn serve(
 /// The stream over the TLS stream, after `prefix` (what a sniff read).
 fn stream(tls: TlsStream, prefix: Bytes, builders: &Builders) -> Stream {
     let io = write_stall::WriteStall::new(tls, builders.settings.write_timeout);
-    TokioIo::new(sniff::Prefixed::new(prefix, io))
+    TokioIo::new(crate::sniff::Prefixed::new(prefix, io))
 }
 
 /// The connection's task (spawned, not awaited in the sniff's task: hyper's connections are

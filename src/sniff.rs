@@ -1,8 +1,9 @@
-//! HTTP/2 or HTTP/1.1 on a connection whose TLS handshake named no protocol (no ALPN): its
-//! first bytes are read and compared with HTTP/2's connection preface, then given back to the
-//! protocol's connection in front of the rest of the stream ([`Prefixed`]). Every connection
-//! is served over a `Prefixed` stream (empty when ALPN settled the protocol), so hyper's
-//! HTTP/1.1 and HTTP/2 connections are each built for one stream type.
+//! HTTP/2 or HTTP/1.1 on a connection that named no protocol (TLS without ALPN, or plain TCP):
+//! its first bytes are read and compared with HTTP/2's connection preface, then given back to
+//! the protocol's connection in front of the rest of the stream ([`Prefixed`]). The edge's
+//! listener serves every connection over a `Prefixed` stream (empty when ALPN settled the
+//! protocol), so hyper's HTTP/1.1 and HTTP/2 connections are each built for one stream type;
+//! the standalone engine tells HTTP/1.1 from h2c the same way.
 
 use std::io;
 use std::pin::Pin;
