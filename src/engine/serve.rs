@@ -38,11 +38,11 @@ pub async fn serve(
     engine: Arc<Engine>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut h1 = http1::Builder::new();
-    h1.timer(TokioTimer::new());
-    let mut h2 = http2::Builder::new(TokioExecutor::new());
-    h2.timer(TokioTimer::new());
-    let builders = Arc::new((h1, h2));
+    let mut http1 = http1::Builder::new();
+    http1.timer(TokioTimer::new());
+    let mut http2 = http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new());
+    let builders = Arc::new(Builders { http1, http2 });
     let graceful = GracefulShutdown::new();
     // Connections still telling their protocol are dropped at shutdown (nothing runs on them).
     let (stopping, stop) = tokio::sync::watch::channel(false);
@@ -74,13 +74,19 @@ pub async fn serve(
     Ok(())
 }
 
+/// hyper's connection builders, one per protocol.
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
 /// Serves one connection by the protocol its first bytes tell (a connection that tells none
 /// within [`FIRST_BYTES`], closes first, or is still silent at shutdown is dropped); on
 /// shutdown it finishes what runs.
 async fn connection(
     mut tcp: TcpStream,
     engine: Arc<Engine>,
-    builders: Arc<(http1::Builder, http2::Builder<TokioExecutor>)>,
+    builders: Arc<Builders>,
     watcher: Watcher,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -99,11 +105,11 @@ async fn connection(
     // A connection error concerns that peer only.
     if is_h2 {
         let _ = watcher
-            .watch(builders.1.serve_connection(io, service))
+            .watch(builders.http2.serve_connection(io, service))
             .await;
     } else {
         let _ = watcher
-            .watch(builders.0.serve_connection(io, service))
+            .watch(builders.http1.serve_connection(io, service))
             .await;
     }
 }

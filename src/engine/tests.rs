@@ -1143,7 +1143,7 @@ async fn serve_over_http1_and_h2c() {
 
 /// Shutdown drops a connection still silent about its protocol at once and closes an idle
 /// keep-alive one: the drain ends long before the first-bytes timeout or the drain limit
-/// (10 s each), and neither connection is held open.
+/// (10 s each), and none of the three is held open.
 #[tokio::test]
 async fn shutdown_drops_silent_connections_and_drains_idle_ones() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
