@@ -1040,16 +1040,26 @@ async fn http1(
     sender
 }
 
-#[tokio::test]
-async fn serve_over_http1_and_h2c() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
+/// `serve` on a free port: its address, the sender that stops it, and its task.
+async fn serving() -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(serve(listener, engine(), async move {
         let _ = stop_rx.await;
     }));
+    (addr, stop_tx, server)
+}
+
+#[tokio::test]
+async fn serve_over_http1_and_h2c() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (addr, stop_tx, server) = serving().await;
 
     let mut client = http1(addr).await;
     let req = |method: &str, path: &str, body: String| {
@@ -1148,12 +1158,7 @@ async fn serve_over_http1_and_h2c() {
 async fn shutdown_drops_silent_connections_and_drains_idle_ones() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, engine(), async move {
-        let _ = stop_rx.await;
-    }));
+    let (addr, stop_tx, server) = serving().await;
     // Silent: connected, not a byte sent. Partial: half of HTTP/2's preface, then silence.
     let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut partial = tokio::net::TcpStream::connect(addr).await.unwrap();
