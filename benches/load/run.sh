@@ -40,6 +40,12 @@
 #                that takes every batch (the static upstream's nginx answers 200 at
 #                /otlp/v1/traces); the baseline does not, so that A2A_EDGE_BIN=X
 #                BASELINE_BIN=X OTLP_RATIO=1 is what tracing costs; unset (default): no traces
+#   FLOOR        1: also the stack's floor per shape, as `floor-SHAPE`: benches/load/floor.rs,
+#                a blind TLS proxy on the edge's own crates and settings (rustls, hyper,
+#                thread per core, mimalloc) doing none of its work, so that edge / nginx
+#                reads as floor / nginx (what the stack costs) times edge / floor (what the
+#                edge's checks cost); 0 (default)
+#   FLOOR_BIN    the floor-proxy binary (default: `cargo build --release --example floor-proxy`)
 #   OTLP_BASE    1: the baseline exports too, at OTLP_RATIO (A/B of a change to tracing); 0
 #                (default)
 #   NGINX_WORKERS nginx worker_processes (default: nproc)
@@ -100,10 +106,12 @@ UPSTREAM_HTTP2=${UPSTREAM_HTTP2:-0}
 REDIS_UNIX=${REDIS_UNIX:-0}
 OTLP_RATIO=${OTLP_RATIO:-}
 OTLP_BASE=${OTLP_BASE:-0}
+FLOOR=${FLOOR:-0}
+FLOOR_BIN=${FLOOR_BIN:-}
 [[ -z "$OTLP_RATIO" || "$OTLP_RATIO" =~ ^(0|1|0?\.[0-9]+|1\.0*)$ ]] || die "OTLP_RATIO must be a number from 0 to 1"
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
-require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX OTLP_BASE
+require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX OTLP_BASE FLOOR
 ((REDIS_UNIX == 0 || STATE_REDIS)) || die "REDIS_UNIX=1 needs STATE_REDIS=1"
 ((OTLP_BASE == 0)) || [[ -n "$OTLP_RATIO" ]] || die "OTLP_BASE=1 needs OTLP_RATIO"
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
@@ -133,6 +141,15 @@ edge_bin release
 # Named in the report with their digests (an A/B run says what it compared).
 binaries="a2a-edge: $BIN (sha256 $(sha12 "$BIN"))"
 [[ -z "$BASELINE_BIN" ]] || binaries+="; a2a-edge-base: $BASELINE_BIN (sha256 $(sha12 "$BASELINE_BIN"))"
+if ((FLOOR)); then
+    if [[ -z "$FLOOR_BIN" ]]; then
+        log "cargo build --release --example floor-proxy"
+        (cd "$ROOT" && cargo build --release --quiet --example floor-proxy) || exit
+        FLOOR_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/floor-proxy"
+    fi
+    [[ -x "$FLOOR_BIN" ]] || die "FLOOR_BIN is not an executable: $FLOOR_BIN"
+    binaries+="; floor: $FLOOR_BIN (sha256 $(sha12 "$FLOOR_BIN"))"
+fi
 ((REDIS_UNIX)) && binaries+=". a2a-edge-redis reaches Redis through its Unix socket (REDIS_UNIX=1), a2a-edge-base-redis over loopback TCP"
 if [[ -n "$OTLP_RATIO" ]]; then
     binaries+=". a2a-edge (memory state) exports spans, otlp_sample_ratio = $OTLP_RATIO (OTLP_RATIO), to a collector answering 200"
@@ -370,6 +387,23 @@ URL[direct-static]=$STATIC_URL
 start_nginx nginx "$NGX" "nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static)" \
     "${URL[nginx-engine]}health" "${URL[nginx-static]}health"
 
+# ---- (FLOOR) the stack's floor in front of each upstream (the same certificate)
+if ((FLOOR)); then
+    for shape in $SHAPES; do
+        dir="$TMP/floor-$shape"
+        mkdir -p "$dir"
+        log "starting floor-proxy ($shape upstream)"
+        "$FLOOR_BIN" --upstream "${UPSTREAM[$shape]}" --cert "$CERTS/server.pem" --key "$CERTS/server.key" \
+            --ready-file "$dir/ready.json" >"$dir/proxy.log" 2>&1 &
+        track $!
+        pid=$!
+        wait_ready "$pid" "$dir/ready.json" || { tail -n 20 "$dir/proxy.log" >&2; die "floor-proxy ($shape) did not start: $READY_WHY"; }
+        URL[floor-$shape]=$READY_URL
+        CACERT[floor-$shape]="$CERTS/ca.pem"
+        watch_server "floor-$shape" "$pid" "$dir/proxy.log"
+    done
+fi
+
 # ---- (HA) a second replica of the engine shape's redis edge, and haproxy (TCP) in front
 if ((HA)); then
     mkdir -p "$TMP/edge-redis-engine-2" "$TMP/haproxy"
@@ -406,6 +440,7 @@ for shape in $SHAPES; do
     TARGETS+=("direct-$shape" "a2a-edge-$shape")
     [[ -z "$BASELINE_BIN" ]] || TARGETS+=("a2a-edge-base-$shape")
     TARGETS+=("nginx-$shape")
+    ((FLOOR)) && TARGETS+=("floor-$shape")
     ((STATE_REDIS)) && TARGETS+=("a2a-edge-redis-$shape")
     ((STATE_REDIS)) && [[ -n "$BASELINE_BIN" ]] && TARGETS+=("a2a-edge-base-redis-$shape")
     [[ $shape == engine ]] && ((HA)) && TARGETS+=("haproxy-2-replicas-engine")
@@ -522,6 +557,7 @@ for shape in $SHAPES; do
     H2TARGETS+=("direct-$shape" "a2a-edge-$shape")
     [[ -z "$BASELINE_BIN" ]] || H2TARGETS+=("a2a-edge-base-$shape")
     H2TARGETS+=("nginx-$shape")
+    ((FLOOR)) && H2TARGETS+=("floor-$shape")
 done
 mapfile -t H2TARGETS < <(only "${H2TARGETS[@]}")
 run_h2load() { # name url round
@@ -648,7 +684,7 @@ def cpu_table(shape, rows, h2):
                      f"{ratio(proxy, ng)} |")
     proto = "HTTP/2 (h2load)" if h2 else "HTTP/1.1 (wrk)"
     for t, proxy, _, _ in cpu_rows:
-        if t.startswith("a2a-edge") and proxy and ng:
+        if (t.startswith("a2a-edge") or t.startswith("floor")) and proxy and ng:
             summary_cpu.append(f"| {shape} | {proto} | {t.removesuffix('-' + shape)} | {fmt(proxy)} µs | "
                                f"{fmt(ng)} µs | {ratio(proxy, ng)} |")
     return lines
@@ -732,6 +768,11 @@ for shape in shapes:
     if e and n:
         summary.append(f"| {shape} | HTTP/1.1 (wrk) | {ratio(e['rps'], n['rps'])} | "
                        f"{ms(e['p99'])} vs {ms(n['p99'])} | {ratio(rd['rps'], e['rps']) if rd else '–'} |")
+    f = med.get(f"floor-{shape}")
+    if f and n:
+        summary.append(f"| {shape} | HTTP/1.1 (wrk) | the stack's floor: floor / nginx = {ratio(f['rps'], n['rps'])}"
+                       f"{f', a2a-edge / floor = ' + ratio(e['rps'], f['rps']) if e else ''} | "
+                       f"{ms(f['p99'])} vs {ms(n['p99'])} | – |")
     if h2 == "1":
         h2rows = [t for t in h2targets if t.endswith("-" + shape)]
         hm = {}
@@ -763,6 +804,11 @@ for shape in shapes:
         if e2 and n2:
             summary.append(f"| {shape} | HTTP/2 (h2load) | {ratio(e2['rps'], n2['rps'])} | "
                            f"mean {e2['mean']} vs {n2['mean']} | – |")
+        f2 = hm.get(f"floor-{shape}")
+        if f2 and n2:
+            summary.append(f"| {shape} | HTTP/2 (h2load) | the stack's floor: floor / nginx = {ratio(f2['rps'], n2['rps'])}"
+                           f"{f', a2a-edge / floor = ' + ratio(e2['rps'], f2['rps']) if e2 else ''} | "
+                           f"mean {f2['mean']} vs {n2['mean']} | – |")
     out.append("")
 out += ["## Summary", "", "| upstream | protocol | edge / nginx (req/s) | edge vs nginx latency | redis / memory |",
         "|---|---|---:|---|---:|"] + summary

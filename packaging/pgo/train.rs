@@ -602,7 +602,14 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
         unexpected: Mutex::default(),
     });
     let ca = dir.join("certs/ca.pem");
-    let (h1, h2) = (client(&ca, false)?, client(&ca, true)?);
+    // HTTP/1.1 workers share one pool (a connection per request in flight); each HTTP/2
+    // worker gets a client, so a connection, of its own (one shared client would multiplex
+    // them all on one connection: not how h2load or real callers load the edge).
+    let h1 = client(&ca, false)?;
+    let mut h2 = Vec::new();
+    for _ in (1..a.connections).step_by(2) {
+        h2.push(client(&ca, true)?);
+    }
     let basic = STANDARD.encode(format!("train-basic:{}", creds.basic_password));
     let callers = [
         Caller::Bearer(creds.bearer.clone()),
@@ -622,7 +629,7 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
             let (http, proto) = if n % 2 == 0 {
                 (h1.clone(), "HTTP/1.1")
             } else {
-                (h2.clone(), "HTTP/2")
+                (h2[n / 2].clone(), "HTTP/2")
             };
             all.spawn(worker(http, proto, caller, n, load.clone()));
         }
