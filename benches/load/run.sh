@@ -56,7 +56,7 @@
 #                'a2a-edge-(base-)?redis-engine'): a quick A/B; the servers all start
 #   RESULTS      output file (default benches/load/results.md)
 #   READY_TIMEOUT seconds to wait for each server to come up (default 60)
-#   PERF_TARGET  a target name (e.g. a2a-edge-static, or a2a-edge-static-h2 for its h2load
+#   PERF_TARGET  a target name (e.g. a2a-edge-static, floor-static, or a2a-edge-static-h2 for its h2load
 #                run): `perf record -g` on that edge during its first measured run, the
 #                report in PERF_OUT (default $TMP/perf.data; the binary should be built
 #                with -C force-frame-pointers=yes)
@@ -400,6 +400,7 @@ if ((FLOOR)); then
         wait_ready "$pid" "$dir/ready.json" || { tail -n 20 "$dir/proxy.log" >&2; die "floor-proxy ($shape) did not start: $READY_WHY"; }
         URL[floor-$shape]=$READY_URL
         CACERT[floor-$shape]="$CERTS/ca.pem"
+        EDGE_PID_OF[floor-$shape]=$pid # PERF_TARGET=floor-SHAPE profiles it
         watch_server "floor-$shape" "$pid" "$dir/proxy.log"
     done
 fi
