@@ -56,8 +56,8 @@
 #                'a2a-edge-(base-)?redis-engine'): a quick A/B; the servers all start
 #   RESULTS      output file (default benches/load/results.md)
 #   READY_TIMEOUT seconds to wait for each server to come up (default 60)
-#   PERF_TARGET  a target name (e.g. a2a-edge-static, floor-static, or a2a-edge-static-h2 for its h2load
-#                run): `perf record -g` on that edge during its first measured run, the
+#   PERF_TARGET  a target name (e.g. a2a-edge-static, floor-static, or a2a-edge-static-h2
+#                for its h2load run): `perf record -g` on that edge during its first measured run, the
 #                report in PERF_OUT (default $TMP/perf.data; the binary should be built
 #                with -C force-frame-pointers=yes)
 set -euo pipefail
@@ -395,9 +395,10 @@ if ((FLOOR)); then
         log "starting floor-proxy ($shape upstream)"
         "$FLOOR_BIN" --upstream "${UPSTREAM[$shape]}" --cert "$CERTS/server.pem" --key "$CERTS/server.key" \
             --ready-file "$dir/ready.json" >"$dir/proxy.log" 2>&1 &
-        track $!
         pid=$!
-        wait_ready "$pid" "$dir/ready.json" || { tail -n 20 "$dir/proxy.log" >&2; die "floor-proxy ($shape) did not start: $READY_WHY"; }
+        track "$pid"
+        wait_ready "$pid" "$dir/ready.json" ||
+            { tail -n 20 "$dir/proxy.log" >&2; die "floor-proxy ($shape) did not start: $READY_ERR"; }
         URL[floor-$shape]=$READY_URL
         CACERT[floor-$shape]="$CERTS/ca.pem"
         EDGE_PID_OF[floor-$shape]=$pid # PERF_TARGET=floor-SHAPE profiles it
