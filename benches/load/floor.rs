@@ -33,7 +33,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -144,6 +144,10 @@ async fn proxy(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<B
         .get(header::AUTHORIZATION)
         .is_some_and(|v| bool::from(v.as_bytes().ct_eq(&shared.authorization)));
     if !authorized {
+        // The refused request's body (bounded) is read first, so that the 401 follows the
+        // whole request: over HTTP/2 an answer before the client's end of stream resets
+        // the stream, which a client may see before the answer (as the edge does it too).
+        let _ = Limited::new(req.into_body(), 1 << 20).collect().await;
         return Ok(answer(StatusCode::UNAUTHORIZED));
     }
     let (mut parts, body) = req.into_parts();
