@@ -10,11 +10,12 @@
 //!
 //! The same as the edge: rustls on ring with the edge's own server configuration
 //! (`a2a_edge::tls::server_config`: TLS 1.3 and 1.2, ALPN h2 and http/1.1, the server's suite
-//! order), hyper 1.x served per ALPN with the edge's HTTP/1.1 and HTTP/2 settings, one thread
-//! per core with a single-threaded tokio runtime each and connections dealt out in turn
-//! (`A2A_EDGE_WORKERS` too), each thread its own hyper-util client pool to the upstream
-//! (keep-alive, `TCP_NODELAY`), mimalloc. What it does per request: compares the bearer token
-//! in constant time (401 otherwise), drops the hop-by-hop headers both ways, and streams the
+//! order), hyper 1.x served per ALPN with the edge's HTTP/1.1 and HTTP/2 settings, the edge's
+//! worker threads (`a2a_edge::server::workers`: one per core, a single-threaded tokio runtime
+//! each, connections dealt out in turn, `A2A_EDGE_WORKERS` too), each thread its own
+//! hyper-util client pool to the upstream (keep-alive, `TCP_NODELAY`), mimalloc. What it does
+//! per request: compares the bearer token in constant time (401 otherwise), drops the
+//! hop-by-hop headers both ways (the edge's `strip_hop_by_hop`), and streams the
 //! body through untouched: what nginx's `proxy_pass` does, and nothing of what the edge does
 //! (no JSON parse, no validation, no ownership, no cleaned answer, no log line, no metrics).
 //! It writes `{"public_url": ...}` to the ready file, as `a2a-edge serve` does.
@@ -25,12 +26,12 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use a2a_edge::server::workers::Workers;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited};
@@ -40,7 +41,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use subtle::ConstantTimeEq;
-use tokio::runtime::{Builder, Handle};
+use tokio::runtime::Builder;
 use tokio_rustls::TlsAcceptor;
 
 #[global_allocator]
@@ -111,21 +112,11 @@ thread_local! {
     };
 }
 
-/// Hop-by-hop headers (RFC 9110 7.6.1) and Host: never forwarded, either way.
+/// Hop-by-hop headers (the edge's own removal: RFC 9110 7.6.1 and what `Connection` names)
+/// and Host: never forwarded, either way.
 fn strip(headers: &mut HeaderMap) {
-    for name in [
-        header::CONNECTION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        header::HOST,
-    ] {
-        headers.remove(name);
-    }
-    for name in ["keep-alive", "proxy-connection"] {
-        headers.remove(HeaderName::from_static(name));
-    }
+    a2a_edge::upstream::headers::strip_hop_by_hop(headers);
+    headers.remove(header::HOST);
 }
 
 fn answer(status: StatusCode) -> Response<Body> {
@@ -225,19 +216,8 @@ fn run() -> Result<(), String> {
     let tls = a2a_edge::tls::server_config(&a.cert, &a.key).map_err(|e| e.to_string())?;
     let acceptor = TlsAcceptor::from(tls);
 
-    let mut workers: Vec<Handle> = Vec::new();
-    for i in 0..a2a_edge::runtime::workers() {
-        let rt = Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        workers.push(rt.handle().clone());
-        std::thread::Builder::new()
-            .name(format!("floor-w{i}"))
-            .spawn(move || rt.block_on(std::future::pending::<()>()))
-            .map_err(|e| e.to_string())?;
-    }
-    let next = AtomicUsize::new(0);
+    // The edge's own worker threads (one per core, connections dealt out in turn).
+    let workers = Workers::start().map_err(|e| format!("worker threads: {e}"))?;
 
     let rt = Builder::new_current_thread()
         .enable_all()
@@ -262,8 +242,7 @@ fn run() -> Result<(), String> {
             };
             let _ = tcp.set_nodelay(true);
             let Ok(tcp) = tcp.into_std() else { continue };
-            let i = next.fetch_add(1, Ordering::Relaxed) % workers.len();
-            workers[i].spawn(serve(tcp, acceptor.clone(), shared.clone()));
+            workers.spawn(serve(tcp, acceptor.clone(), shared.clone()));
         }
     })
 }

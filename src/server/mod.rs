@@ -5,7 +5,7 @@
 mod activity;
 mod admin;
 mod gates;
-mod workers;
+pub mod workers;
 mod write_stall;
 
 use std::convert::Infallible;

@@ -5,7 +5,7 @@ pub mod answer;
 pub mod clean;
 pub mod fleet;
 pub mod h2;
-mod headers;
+pub mod headers;
 mod relay;
 pub mod trace_context;
 
