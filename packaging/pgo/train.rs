@@ -606,9 +606,13 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
     // worker gets a client, so a connection, of its own (one shared client would multiplex
     // them all on one connection: not how h2load or real callers load the edge).
     let h1 = client(&ca, false)?;
-    let mut h2 = Vec::new();
-    for _ in (1..a.connections).step_by(2) {
-        h2.push(client(&ca, true)?);
+    let mut clients = Vec::with_capacity(a.connections);
+    for n in 0..a.connections {
+        clients.push(if n % 2 == 0 {
+            (h1.clone(), "HTTP/1.1")
+        } else {
+            (client(&ca, true)?, "HTTP/2")
+        });
     }
     let basic = STANDARD.encode(format!("train-basic:{}", creds.basic_password));
     let callers = [
@@ -624,13 +628,8 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
         let mut all = tokio::task::JoinSet::new();
-        for n in 0..a.connections {
+        for (n, (http, proto)) in clients.into_iter().enumerate() {
             let caller = callers[n % callers.len()].clone();
-            let (http, proto) = if n % 2 == 0 {
-                (h1.clone(), "HTTP/1.1")
-            } else {
-                (h2[n / 2].clone(), "HTTP/2")
-            };
             all.spawn(worker(http, proto, caller, n, load.clone()));
         }
         while all.join_next().await.is_some() {}
