@@ -719,7 +719,7 @@ def redis_table(shape, rows):
                   "| command | calls per request | µs per request (Redis's own count) |", "|---|---:|---:|"]
         for c in scripts + inner:
             lines.append(f"| {c} | {calls[c] / requests:.2f} | {usec[c] / requests:.1f} |")
-        lines.append(f"| all the other commands | {sum(calls[c] for c in inner) / requests:.2f} | "
+        lines.append(f"| every command above but the scripts, summed | {sum(calls[c] for c in inner) / requests:.2f} | "
                      f"{sum(usec[c] for c in inner) / requests:.1f} |")
     return lines
 
