@@ -286,11 +286,15 @@ impl Upstream {
                             .await
                             .map(|resp| resp.map(box_body))
                             .map_err(|e| e.to_string()),
-                        Via::Http2(pools) => pools[crate::runtime::slot(pools.len())]
-                            .request(req.map(Full::new))
-                            .await
-                            .map(|resp| resp.map(box_body))
-                            .map_err(|e| e.to_string()),
+                        // Boxed: the h2 pool's request future is 1.3 KiB, and every
+                        // future that holds this one (send, send_rpc, forward: each copied
+                        // whole where it is made) would carry it for HTTP/1.1 agents too.
+                        Via::Http2(pools) => Box::pin(
+                            pools[crate::runtime::slot(pools.len())].request(req.map(Full::new)),
+                        )
+                        .await
+                        .map(|resp| resp.map(box_body))
+                        .map_err(|e| e.to_string()),
                     };
                     sent.map_err(|e| {
                         tracing::warn!(
