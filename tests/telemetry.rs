@@ -356,12 +356,12 @@ async fn spans_reach_a_collector_with_the_callers_parent_and_the_agent_gets_the_
     assert!(log.contains(&format!("\"trace_id\":\"{TRACE}\"")), "{log}");
 }
 
-/// One SendMessage through an edge exporting to `otlp` (with `ca_file` as its CA file), then
-/// the edge stopped (it flushes its spans): the names of the spans the receiver got, and the
-/// edge's log.
 /// The spans one forwarded `SendMessage` makes.
 const REQUEST_SPANS: u64 = 8;
 
+/// One SendMessage through an edge exporting to `otlp` (with `ca_file` as its CA file), then
+/// the edge stopped (it flushes its spans): the names of the spans the receiver got, and the
+/// edge's log.
 async fn one_request_exported(
     otlp: &Receiver,
     ca_file: &std::path::Path,
