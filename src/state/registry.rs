@@ -61,6 +61,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 
 use crate::a2a::RpcError;
+use crate::telemetry::metrics::RegistryStats;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
 pub use state::Foreign;
 use state::{Id, Running, State, Workspace};
@@ -146,23 +147,6 @@ pub struct ListPage {
     /// ([`TaskRegistry::token_after`]).
     timestamps: Vec<u64>,
     query: (String, String, String, u64),
-}
-
-/// Counts for metrics and /ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RegistryStats {
-    pub tasks: usize,
-    pub contexts: usize,
-    pub running_contexts: usize,
-    pub pending_turns: usize,
-    /// Answers naming another caller's task or context (ignored).
-    pub foreign_ignored: u64,
-    pub evicted_tasks: u64,
-    pub evicted_contexts: u64,
-    /// Evicted contexts whose owner is still remembered (only they may take them up again).
-    pub forgotten_contexts: usize,
-    /// Answers not recorded because everything was pinned by running turns.
-    pub refused_full: u64,
 }
 
 struct Shared {

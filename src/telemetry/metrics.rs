@@ -130,9 +130,27 @@ pub struct Snapshot {
     pub card_published: bool,
     /// The last card refresh refused the agent's card as not an A2A 1.0 AgentCard.
     pub card_invalid: bool,
-    pub registry: Option<crate::state::registry::RegistryStats>,
+    pub registry: Option<RegistryStats>,
     /// With a shared state store: whether it answers.
     pub state_available: Option<bool>,
+}
+
+/// The task registry's counts, for metrics and /ready (the registry, `state::registry`,
+/// makes them: state reports to telemetry, not the other way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegistryStats {
+    pub tasks: usize,
+    pub contexts: usize,
+    pub running_contexts: usize,
+    pub pending_turns: usize,
+    /// Answers naming another caller's task or context (ignored).
+    pub foreign_ignored: u64,
+    pub evicted_tasks: u64,
+    pub evicted_contexts: u64,
+    /// Evicted contexts whose owner is still remembered (only they may take them up again).
+    pub forgotten_contexts: usize,
+    /// Answers not recorded because everything was pinned by running turns.
+    pub refused_full: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -484,7 +502,7 @@ fn gauge(r: &mut Registry, name: &str, help: &str, metric: impl Metric) {
     r.register(name, help, metric);
 }
 
-fn registry(r: &mut Registry, s: &crate::state::registry::RegistryStats) {
+fn registry(r: &mut Registry, s: &RegistryStats) {
     let entries = Family::<Code, Gauge>::default();
     for (kind, n) in [
         ("tasks", s.tasks),
