@@ -20,5 +20,43 @@ pub fn random_token() -> String {
     ring::rand::SystemRandom::new()
         .fill(&mut bytes)
         .expect("the system random number generator is unavailable");
+    b64url(&bytes)
+}
+
+/// Base64url without padding (RFC 4648 §5; what JWS, JWK and the tokens use, RFC 7515 §2).
+pub fn b64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b64url_is_rfc4648_base64url_without_padding() {
+        // RFC 4648 §10's vectors without their padding, and the two characters that set the
+        // URL alphabet apart from the standard one ('-' for '+', '_' for '/').
+        for (bytes, want) in [
+            (&b""[..], ""),
+            (b"f", "Zg"),
+            (b"fo", "Zm8"),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg"),
+            (b"fooba", "Zm9vYmE"),
+            (b"foobar", "Zm9vYmFy"),
+            (&[0xfb, 0xff][..], "-_8"),
+        ] {
+            assert_eq!(b64url(bytes), want, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn random_tokens_are_43_url_safe_characters_and_differ() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 43);
+        assert!(a
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+        assert_ne!(a, b);
+    }
 }

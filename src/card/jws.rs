@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::canonical::{canonical_card, err, CardError};
 use super::keys::SigningKey;
+use crate::crypto::b64url;
 
 /// How the protected header is written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,9 +65,9 @@ fn sign_payload(
     if let Some(jku) = &options.jku {
         check_jku(jku)?;
     }
-    let protected = b64(protected_header(key, options).as_bytes());
-    let signing_input = format!("{protected}.{}", b64(payload));
-    let signature = b64(&key.sign(signing_input.as_bytes())?);
+    let protected = b64url(protected_header(key, options).as_bytes());
+    let signing_input = format!("{protected}.{}", b64url(payload));
+    let signature = b64url(&key.sign(signing_input.as_bytes())?);
 
     let Value::Object(obj) = card else {
         return Err(err("the card is not a JSON object"));
@@ -106,11 +107,6 @@ pub(crate) fn protected_header(key: &SigningKey, options: &SignOptions) -> Strin
         py_json_string(&key.kid)
     ));
     out
-}
-
-/// Base64url without padding (RFC 7515 §2).
-pub(crate) fn b64(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Decodes a `protected` member into its JSON object; `None` if it is not unpadded base64url
@@ -197,7 +193,7 @@ mod tests {
         // The served iac-code card with kid "default" carries this protected header.
         let default = SigningKey::hs256("default", b"k").unwrap();
         assert_eq!(
-            b64(protected_header(&default, &iac_compat()).as_bytes()),
+            b64url(protected_header(&default, &iac_compat()).as_bytes()),
             "eyJhbGciOiJIUzI1NiIsImprdSI6bnVsbCwia2lkIjoiZGVmYXVsdCIsInR5cCI6IkpPU0UifQ"
         );
     }

@@ -15,7 +15,7 @@ use rustls_pki_types::PrivateKeyDer;
 use serde_json::{Map, Value};
 
 use super::canonical::{err, CardError};
-use super::jws::b64;
+use crate::crypto::b64url;
 
 /// The signature algorithms the edge signs and verifies cards with. Anything else (`none`,
 /// `HS384`, `PS256`, ...) is refused on both sides.
@@ -177,7 +177,7 @@ impl SigningKey {
         let mut public = Map::new();
         public.insert("kty".into(), Value::from("OKP"));
         public.insert("crv".into(), Value::from("Ed25519"));
-        public.insert("x".into(), Value::from(b64(pair.public_key().as_ref())));
+        public.insert("x".into(), Value::from(b64url(pair.public_key().as_ref())));
         Ok(SigningKey {
             kid: kid.to_string(),
             alg: SigningAlg::EdDSA,

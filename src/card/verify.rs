@@ -36,8 +36,9 @@ use ring::signature::{self, UnparsedPublicKey};
 use serde_json::{Map, Value};
 
 use super::canonical::{canonical_card, err, CardError};
-use super::jws::{b64, decode_protected};
+use super::jws::decode_protected;
 use super::keys::SigningAlg;
+use crate::crypto::b64url;
 
 /// The outcome of [`verify_card`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,7 +257,7 @@ pub fn verify_card(card: &Value, keys: &VerifyKeys) -> Verdict {
     for entry in signatures {
         let (rank, verdict) = check_signature(entry, keys, &mut || {
             payload
-                .get_or_insert_with(|| canonical_card(card).map(|p| b64(&p)))
+                .get_or_insert_with(|| canonical_card(card).map(|p| b64url(&p)))
                 .clone()
         });
         if verdict.is_valid() {

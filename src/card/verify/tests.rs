@@ -38,10 +38,10 @@ pub(super) fn jwks_of(keys: &[&SigningKey]) -> VerifyKeys {
 
 /// A signature entry with an arbitrary protected header, HMAC'd with `secret`.
 pub(super) fn hmac_entry(card: &Value, header: &Value, secret: &[u8]) -> Value {
-    let protected = b64(header.to_string().as_bytes());
-    let input = format!("{protected}.{}", b64(&canonical_card(card).unwrap()));
+    let protected = b64url(header.to_string().as_bytes());
+    let input = format!("{protected}.{}", b64url(&canonical_card(card).unwrap()));
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-    let sig = b64(ring::hmac::sign(&key, input.as_bytes()).as_ref());
+    let sig = b64url(ring::hmac::sign(&key, input.as_bytes()).as_ref());
     json!({"protected": protected, "signature": sig})
 }
 
@@ -115,7 +115,7 @@ fn round_trips_for_every_algorithm() {
     );
     // An `oct` JWK carries an HS256 secret too.
     let mut oct = VerifyKeys::new();
-    oct.add_jwks(&json!({"keys": [{"kty": "oct", "kid": "h", "k": b64(b"0123456789abcdef0123456789abcdef")}]}))
+    oct.add_jwks(&json!({"keys": [{"kty": "oct", "kid": "h", "k": b64url(b"0123456789abcdef0123456789abcdef")}]}))
         .unwrap();
     assert_eq!(verify_card(&hs_card, &oct), valid("h"));
 
@@ -267,7 +267,7 @@ fn jwks_loading_skips_unusable_keys() {
         let mut j: Value = serde_json::from_str(&pair.to_jwk_public_key().to_string()).unwrap();
         // Truncate the modulus to 1024 bits.
         let n = URL_SAFE_NO_PAD.decode(j["n"].as_str().unwrap()).unwrap();
-        j["n"] = json!(b64(&n[..128]));
+        j["n"] = json!(b64url(&n[..128]));
         j["kid"] = json!("small");
         j
     };

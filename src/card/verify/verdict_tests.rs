@@ -73,7 +73,7 @@ fn every_verdict_is_reachable() {
             "no signature",
             with_signatures(
                 &card,
-                vec![json!({"protected": b64(hdr.to_string().as_bytes())})],
+                vec![json!({"protected": b64url(hdr.to_string().as_bytes())})],
             ),
             &k,
             Verdict::MalformedSignature,
@@ -88,7 +88,7 @@ fn every_verdict_is_reachable() {
             "protected not JSON",
             with_signatures(
                 &card,
-                vec![json!({"protected": b64(b"alg"), "signature": "AA"})],
+                vec![json!({"protected": b64url(b"alg"), "signature": "AA"})],
             ),
             &k,
             Verdict::MalformedSignature,
@@ -97,7 +97,7 @@ fn every_verdict_is_reachable() {
             "protected not an object",
             with_signatures(
                 &card,
-                vec![json!({"protected": b64(b"[]"), "signature": "AA"})],
+                vec![json!({"protected": b64url(b"[]"), "signature": "AA"})],
             ),
             &k,
             Verdict::MalformedSignature,
@@ -157,7 +157,9 @@ fn every_verdict_is_reachable() {
             "alg none",
             with_signatures(
                 &card,
-                vec![json!({"protected": b64(br#"{"alg":"none","kid":"k1"}"#), "signature": ""})],
+                vec![
+                    json!({"protected": b64url(br#"{"alg":"none","kid":"k1"}"#), "signature": ""}),
+                ],
             ),
             &k,
             Verdict::UnsupportedAlgorithm,
