@@ -78,7 +78,7 @@ impl Gate {
                     Err(crate::state::Refused::Unavailable) => {
                         return Err(Rejection::rpc(
                             rpc.id.clone(),
-                            RpcError::new(-32603, "Shared state unavailable", "state.unavailable"),
+                            crate::state::ownership::state_unavailable(),
                         ))
                     }
                 }
@@ -225,7 +225,7 @@ impl Gate {
         match self.owners.learn(principal, upstream, &task).await {
             Ok(()) => {}
             Err(reason) if reason == crate::state::ownership::STATE_UNAVAILABLE => {
-                return Err(RpcError::new(-32603, "Shared state unavailable", reason))
+                return Err(crate::state::ownership::state_unavailable())
             }
             // The agent answered with another caller's task: never relayed.
             Err(_) => {

@@ -998,10 +998,9 @@ fn named_ids(rpc: &RpcRequest) -> (Vec<&str>, Vec<&str>) {
 fn refusal(id: &Value, r: Refusal) -> Rejection {
     match r {
         Refusal::Denied(d) => Rejection::rpc(id.clone(), d.rpc_error()),
-        Refusal::Unavailable => Rejection::rpc(
-            id.clone(),
-            RpcError::new(-32603, "Shared state unavailable", "state.unavailable"),
-        ),
+        Refusal::Unavailable => {
+            Rejection::rpc(id.clone(), crate::state::ownership::state_unavailable())
+        }
     }
 }
 
@@ -1081,10 +1080,9 @@ fn unavailable(id: &Value) -> Rejection {
 fn refused(r: crate::state::Refused) -> Rejection {
     match r {
         crate::state::Refused::Limited(l) => too_many(l),
-        crate::state::Refused::Unavailable => Rejection::rpc(
-            Value::Null,
-            RpcError::new(-32603, "Shared state unavailable", "state.unavailable"),
-        ),
+        crate::state::Refused::Unavailable => {
+            Rejection::rpc(Value::Null, crate::state::ownership::state_unavailable())
+        }
     }
 }
 

@@ -36,8 +36,17 @@ impl From<StateUnavailable> for Refusal {
     }
 }
 
-/// The reason an answer is refused when the shared store could not record it.
+/// The reason a request or an answer is refused when the shared store did not answer.
 pub const STATE_UNAVAILABLE: &str = "state.unavailable";
+
+/// The caller's error then: -32603 with [`STATE_UNAVAILABLE`] (nothing is decided without
+/// the store).
+pub fn state_unavailable() -> crate::a2a::RpcError {
+    crate::a2a::RpcError::new(-32603, STATE_UNAVAILABLE_MESSAGE, STATE_UNAVAILABLE)
+}
+
+/// Its message.
+pub const STATE_UNAVAILABLE_MESSAGE: &str = "Shared state unavailable";
 /// ... when it names another caller's task or context.
 pub const FOREIGN: &str = "upstream.foreign_task";
 

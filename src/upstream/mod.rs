@@ -66,7 +66,9 @@ impl UpstreamError {
             UpstreamError::Unavailable => "Upstream agent unavailable",
             UpstreamError::Timeout => "Upstream agent timed out",
             UpstreamError::BadResponse => "Upstream agent sent an invalid response",
-            UpstreamError::Refused("state.unavailable") => "Shared state unavailable",
+            UpstreamError::Refused(crate::state::ownership::STATE_UNAVAILABLE) => {
+                crate::state::ownership::STATE_UNAVAILABLE_MESSAGE
+            }
             UpstreamError::Refused(_) => "Upstream agent sent an answer the edge refuses",
         }
     }
