@@ -38,7 +38,10 @@ impl RpcRequest {
                 JsonError::DuplicateKey => "Parse error: duplicate object key",
                 JsonError::TooDeep => "Parse error: nested too deep",
             };
-            refuse(Value::Null, RpcError::new(-32700, message, e.reason()))
+            refuse(
+                Value::Null,
+                RpcError::new(crate::a2a::code::PARSE_ERROR, message, e.reason()),
+            )
         })?;
         let obj = match value {
             Value::Object(obj) => obj,

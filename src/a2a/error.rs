@@ -4,6 +4,38 @@ use serde_json::{json, Value};
 
 use super::{ERROR_DOMAIN, ERROR_INFO_TYPE};
 
+/// The JSON-RPC 2.0 and A2A 1.0 error codes (A2A §5.4; JSON-RPC 2.0 §5.1), each spelled once.
+pub mod code {
+    /// The body is not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON is not a valid JSON-RPC request.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Not one of the methods.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The params break a rule.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// An internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// TaskNotFoundError.
+    pub const TASK_NOT_FOUND: i64 = -32001;
+    /// TaskNotCancelableError.
+    pub const TASK_NOT_CANCELABLE: i64 = -32002;
+    /// PushNotificationNotSupportedError.
+    pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
+    /// UnsupportedOperationError.
+    pub const UNSUPPORTED_OPERATION: i64 = -32004;
+    /// ContentTypeNotSupportedError.
+    pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// InvalidAgentResponseError.
+    pub const INVALID_AGENT_RESPONSE: i64 = -32006;
+    /// ExtendedAgentCardNotConfiguredError.
+    pub const EXTENDED_AGENT_CARD_NOT_CONFIGURED: i64 = -32007;
+    /// ExtensionSupportRequiredError.
+    pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
+    /// VersionNotSupportedError.
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+}
+
 /// A JSON-RPC error as sent to a caller: the A2A code, a short human message, and a
 /// low-cardinality reason code that goes into `error.data[0].reason` (ErrorInfo), the
 /// audit log and the metrics. Messages never carry paths, secrets or upstream addresses.
@@ -37,48 +69,60 @@ impl RpcError {
 
     /// -32600: the envelope is not a valid JSON-RPC 2.0 request.
     pub fn invalid_request(message: impl Into<String>, reason: &'static str) -> Self {
-        Self::new(-32600, message, reason)
+        Self::new(code::INVALID_REQUEST, message, reason)
     }
     /// -32601: not one of the 11 A2A 1.0 methods.
     pub fn method_not_found() -> Self {
-        Self::new(-32601, "Method not found", "jsonrpc.method")
+        Self::new(code::METHOD_NOT_FOUND, "Method not found", "jsonrpc.method")
     }
     /// -32602: the params break a rule.
     pub fn invalid_params(message: impl Into<String>, reason: &'static str) -> Self {
-        Self::new(-32602, message, reason)
+        Self::new(code::INVALID_PARAMS, message, reason)
     }
     /// -32603: an internal error; the message is generic on purpose.
     pub fn internal(reason: &'static str) -> Self {
-        Self::new(-32603, "Internal error", reason)
+        Self::new(code::INTERNAL_ERROR, "Internal error", reason)
     }
     /// -32001
     pub fn task_not_found() -> Self {
-        Self::new(-32001, "Task not found", "TASK_NOT_FOUND")
+        Self::new(code::TASK_NOT_FOUND, "Task not found", "TASK_NOT_FOUND")
     }
     /// -32002
     pub fn task_not_cancelable() -> Self {
-        Self::new(-32002, "Task cannot be canceled", "TASK_NOT_CANCELABLE")
+        Self::new(
+            code::TASK_NOT_CANCELABLE,
+            "Task cannot be canceled",
+            "TASK_NOT_CANCELABLE",
+        )
     }
     /// -32003
     pub fn push_not_supported() -> Self {
         Self::new(
-            -32003,
+            code::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "Push Notification is not supported",
             "PUSH_NOTIFICATION_NOT_SUPPORTED",
         )
     }
     /// -32004
     pub fn unsupported_operation(message: impl Into<String>) -> Self {
-        Self::new(-32004, message, "UNSUPPORTED_OPERATION")
+        Self::new(
+            code::UNSUPPORTED_OPERATION,
+            message,
+            "UNSUPPORTED_OPERATION",
+        )
     }
     /// -32005
     pub fn content_type_not_supported(message: impl Into<String>) -> Self {
-        Self::new(-32005, message, "CONTENT_TYPE_NOT_SUPPORTED")
+        Self::new(
+            code::CONTENT_TYPE_NOT_SUPPORTED,
+            message,
+            "CONTENT_TYPE_NOT_SUPPORTED",
+        )
     }
     /// -32007
     pub fn extended_card_not_configured() -> Self {
         Self::new(
-            -32007,
+            code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
             "Extended agent card is not configured",
             "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
         )
@@ -88,7 +132,7 @@ impl RpcError {
         // The version string is echoed only after the caller's header was checked to be short
         // printable ASCII by the caller of this function.
         Self::new(
-            -32009,
+            code::VERSION_NOT_SUPPORTED,
             format!("A2A version '{got}' is not supported. Expected version '1.0'."),
             "VERSION_NOT_SUPPORTED",
         )

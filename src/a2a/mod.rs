@@ -9,7 +9,7 @@ pub mod sse;
 pub mod write;
 
 pub use envelope::{error_body, result_body, to_json_bytes, to_json_bytes_sized, RpcRequest};
-pub use error::RpcError;
+pub use error::{code, RpcError};
 pub use method::Method;
 
 /// The `@type` of a google.rpc.ErrorInfo entry in `error.data`.

@@ -138,7 +138,11 @@ fn task_not_active() -> RpcError {
 }
 
 fn at_capacity() -> RpcError {
-    RpcError::new(-32603, "Too many tasks in progress", "INTERNAL_ERROR")
+    RpcError::new(
+        crate::a2a::code::INTERNAL_ERROR,
+        "Too many tasks in progress",
+        "INTERNAL_ERROR",
+    )
 }
 
 fn terminal(id: &str) -> RpcError {

@@ -42,7 +42,11 @@ pub const STATE_UNAVAILABLE: &str = "state.unavailable";
 /// The caller's error then: -32603 with [`STATE_UNAVAILABLE`] (nothing is decided without
 /// the store).
 pub fn state_unavailable() -> crate::a2a::RpcError {
-    crate::a2a::RpcError::new(-32603, STATE_UNAVAILABLE_MESSAGE, STATE_UNAVAILABLE)
+    crate::a2a::RpcError::new(
+        crate::a2a::code::INTERNAL_ERROR,
+        STATE_UNAVAILABLE_MESSAGE,
+        STATE_UNAVAILABLE,
+    )
 }
 
 /// Its message.

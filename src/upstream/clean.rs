@@ -27,20 +27,22 @@ pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy, redact_pa
 /// The standard message of a JSON-RPC / A2A error code, as the SDKs send it.
 fn standard_message(code: i64) -> Option<&'static str> {
     Some(match code {
-        -32700 => "Parse error",
-        -32600 => "Invalid Request",
-        -32601 => "Method not found",
-        -32602 => "Invalid params",
-        -32603 => "Internal error",
-        -32001 => "Task not found",
-        -32002 => "Task cannot be canceled",
-        -32003 => "Push Notification is not supported",
-        -32004 => "This operation is not supported",
-        -32005 => "Incompatible content types",
-        -32006 => "Invalid agent response",
-        -32007 => "Extended agent card is not configured",
-        -32008 => "Extension support is required",
-        -32009 => "A2A version is not supported",
+        crate::a2a::code::PARSE_ERROR => "Parse error",
+        crate::a2a::code::INVALID_REQUEST => "Invalid Request",
+        crate::a2a::code::METHOD_NOT_FOUND => "Method not found",
+        crate::a2a::code::INVALID_PARAMS => "Invalid params",
+        crate::a2a::code::INTERNAL_ERROR => "Internal error",
+        crate::a2a::code::TASK_NOT_FOUND => "Task not found",
+        crate::a2a::code::TASK_NOT_CANCELABLE => "Task cannot be canceled",
+        crate::a2a::code::PUSH_NOTIFICATION_NOT_SUPPORTED => "Push Notification is not supported",
+        crate::a2a::code::UNSUPPORTED_OPERATION => "This operation is not supported",
+        crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED => "Incompatible content types",
+        crate::a2a::code::INVALID_AGENT_RESPONSE => "Invalid agent response",
+        crate::a2a::code::EXTENDED_AGENT_CARD_NOT_CONFIGURED => {
+            "Extended agent card is not configured"
+        }
+        crate::a2a::code::EXTENSION_SUPPORT_REQUIRED => "Extension support is required",
+        crate::a2a::code::VERSION_NOT_SUPPORTED => "A2A version is not supported",
         _ => return None,
     })
 }
@@ -54,7 +56,7 @@ fn clean_error(error: &mut Map<String, Value>) {
         .get("code")
         .and_then(Value::as_i64)
         .filter(|c| i32::try_from(*c).is_ok())
-        .unwrap_or(-32603);
+        .unwrap_or(crate::a2a::code::INTERNAL_ERROR);
     let message = standard_message(code).unwrap_or("Upstream agent error");
     let short = |v: Option<&Value>| {
         v.and_then(Value::as_str)

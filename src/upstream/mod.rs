@@ -44,7 +44,7 @@ impl UpstreamError {
         match self {
             UpstreamError::BadResponse => INVALID_AGENT_RESPONSE,
             UpstreamError::Refused(reason) => answer_code(reason),
-            _ => -32603,
+            _ => crate::a2a::code::INTERNAL_ERROR,
         }
     }
 
@@ -75,7 +75,7 @@ impl UpstreamError {
 }
 
 /// InvalidAgentResponseError.
-pub const INVALID_AGENT_RESPONSE: i64 = -32006;
+pub const INVALID_AGENT_RESPONSE: i64 = crate::a2a::code::INVALID_AGENT_RESPONSE;
 
 /// The code of an answer refused or cut short for `reason`: -32006 when the agent's answer did
 /// not conform (malformed, truncated, another caller's task), -32603 when the edge could not
@@ -86,7 +86,7 @@ pub fn answer_code(reason: &str) -> i64 {
         | "upstream.bad_stream"
         | "upstream.stream_truncated"
         | "upstream.foreign_task" => INVALID_AGENT_RESPONSE,
-        _ => -32603,
+        _ => crate::a2a::code::INTERNAL_ERROR,
     }
 }
 

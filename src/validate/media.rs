@@ -202,7 +202,7 @@ impl MediaTypes {
         let class = if let Some(listed) = from_card {
             if !listed {
                 return Err(RpcError::new(
-                    -32005,
+                    crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
                     "A2A part has unsupported media type.",
                     "part.media_type",
                 ));
@@ -215,7 +215,7 @@ impl MediaTypes {
         } else {
             // A2A §3.1.1: ContentTypeNotSupportedError (the TCK's CORE-SEND-003).
             return Err(RpcError::new(
-                -32005,
+                crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
                 "A2A part has unsupported media type.",
                 "part.media_type",
             ));
@@ -244,7 +244,7 @@ impl MediaTypes {
             let value = value.to_ascii_lowercase();
             if value != "utf-8" && value != "us-ascii" {
                 return Err(RpcError::new(
-                    -32005,
+                    crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
                     "A2A text parts must be UTF-8.",
                     "part.charset",
                 ));

@@ -25,7 +25,7 @@ const MAX_EXTENSION_URI: usize = 512;
 pub fn check_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
     let refuse = || {
         RpcError::new(
-            -32005,
+            crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
             "Content-Type must be application/json",
             "content_type.unsupported",
         )
@@ -57,7 +57,7 @@ pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
     let value = match (values.next(), values.next()) {
         (_, Some(_)) => {
             return Err(RpcError::new(
-                -32009,
+                crate::a2a::code::VERSION_NOT_SUPPORTED,
                 "A2A-Version must be sent once",
                 "version.ambiguous",
             ))
@@ -76,7 +76,11 @@ pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
         } else {
             "The requested A2A version is not supported. Expected version '1.0'."
         };
-        RpcError::new(-32009, message, "version.unsupported")
+        RpcError::new(
+            crate::a2a::code::VERSION_NOT_SUPPORTED,
+            message,
+            "version.unsupported",
+        )
     };
     let parts: Vec<&str> = text.split('.').collect();
     let well_formed = text.len() <= 16
@@ -130,7 +134,7 @@ pub fn check_extensions(
     if !missing.is_empty() {
         let list: Vec<&str> = missing.into_iter().collect();
         return Err(RpcError::new(
-            -32008,
+            crate::a2a::code::EXTENSION_SUPPORT_REQUIRED,
             format!(
                 "Required A2A extensions were not requested: {}",
                 list.join(", ")
