@@ -244,7 +244,7 @@ impl AgentGate {
             Rejection::rpc(
                 id.clone(),
                 RpcError::new(
-                    crate::upstream::INVALID_AGENT_RESPONSE,
+                    crate::a2a::code::INVALID_AGENT_RESPONSE,
                     "Upstream agent sent an invalid card",
                     "card.extended_invalid",
                 ),

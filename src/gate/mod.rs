@@ -1005,7 +1005,7 @@ fn refusal(id: &Value, r: Refusal) -> Rejection {
 }
 
 /// An agent's answer named another caller's task or context: never relayed.
-const FOREIGN: upstream::Refused = "upstream.foreign_task";
+const FOREIGN: upstream::Refused = crate::state::ownership::FOREIGN;
 
 /// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
 const INLINE_CHECK_BYTES: usize = 64 * 1024;

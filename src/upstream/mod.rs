@@ -21,6 +21,7 @@ use hyper_util::rt::TokioExecutor;
 pub use headers::{forwarded_headers, strip_hop_by_hop};
 pub use relay::{relay_response, Refused, RelayLimits, StreamLog};
 
+use crate::a2a::code::{INTERNAL_ERROR, INVALID_AGENT_RESPONSE};
 use crate::body::BoxBody;
 use crate::policy::{UpstreamPolicy, UpstreamTarget};
 
@@ -44,7 +45,7 @@ impl UpstreamError {
         match self {
             UpstreamError::BadResponse => INVALID_AGENT_RESPONSE,
             UpstreamError::Refused(reason) => answer_code(reason),
-            _ => crate::a2a::code::INTERNAL_ERROR,
+            _ => INTERNAL_ERROR,
         }
     }
 
@@ -74,9 +75,6 @@ impl UpstreamError {
     }
 }
 
-/// InvalidAgentResponseError.
-pub const INVALID_AGENT_RESPONSE: i64 = crate::a2a::code::INVALID_AGENT_RESPONSE;
-
 /// The code of an answer refused or cut short for `reason`: -32006 when the agent's answer did
 /// not conform (malformed, truncated, another caller's task), -32603 when the edge could not
 /// relay it (shared state, time limits, a broken connection).
@@ -85,8 +83,8 @@ pub fn answer_code(reason: &str) -> i64 {
         "upstream.bad_response"
         | "upstream.bad_stream"
         | "upstream.stream_truncated"
-        | "upstream.foreign_task" => INVALID_AGENT_RESPONSE,
-        _ => crate::a2a::code::INTERNAL_ERROR,
+        | crate::state::ownership::FOREIGN => INVALID_AGENT_RESPONSE,
+        _ => INTERNAL_ERROR,
     }
 }
 
