@@ -15,6 +15,7 @@ pub mod engine;
 pub mod gate;
 pub mod limits;
 pub mod policy;
+pub mod reason;
 pub mod runtime;
 pub mod server;
 mod sniff;

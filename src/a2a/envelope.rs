@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::json::{parse_strict, JsonError, MAX_DEPTH};
 use super::{Method, RpcError};
+use crate::reason;
 
 /// A parsed JSON-RPC request. Forwarding re-serializes this value: the upstream never sees
 /// the caller's raw bytes.
@@ -48,13 +49,19 @@ impl RpcRequest {
             Value::Array(_) => {
                 return Err(refuse(
                     Value::Null,
-                    RpcError::invalid_request("Batch requests are not supported", "jsonrpc.batch"),
+                    RpcError::invalid_request(
+                        "Batch requests are not supported",
+                        reason::JSONRPC_BATCH,
+                    ),
                 ))
             }
             _ => {
                 return Err(refuse(
                     Value::Null,
-                    RpcError::invalid_request("Request must be an object", "jsonrpc.envelope"),
+                    RpcError::invalid_request(
+                        "Request must be an object",
+                        reason::JSONRPC_ENVELOPE,
+                    ),
                 ))
             }
         };
@@ -68,7 +75,7 @@ impl RpcRequest {
                     Value::Null,
                     RpcError::invalid_request(
                         "id must be a string, an integer or null",
-                        "jsonrpc.id",
+                        reason::JSONRPC_ID,
                     ),
                 ))
             }
@@ -76,7 +83,7 @@ impl RpcRequest {
         if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
             return Err(refuse(
                 id,
-                RpcError::invalid_request("jsonrpc must be \"2.0\"", "jsonrpc.version"),
+                RpcError::invalid_request("jsonrpc must be \"2.0\"", reason::JSONRPC_VERSION),
             ));
         }
         let method = match obj.get("method") {
@@ -87,7 +94,7 @@ impl RpcRequest {
             _ => {
                 return Err(refuse(
                     id,
-                    RpcError::invalid_request("method must be a string", "jsonrpc.method"),
+                    RpcError::invalid_request("method must be a string", reason::JSONRPC_METHOD),
                 ))
             }
         };
@@ -98,7 +105,7 @@ impl RpcRequest {
             Some(_) => {
                 return Err(refuse(
                     id,
-                    RpcError::invalid_params("params must be an object", "jsonrpc.params"),
+                    RpcError::invalid_params("params must be an object", reason::JSONRPC_PARAMS),
                 ))
             }
         };
@@ -108,7 +115,7 @@ impl RpcRequest {
                     id,
                     RpcError::invalid_request(
                         "unknown member in the request envelope",
-                        "jsonrpc.envelope",
+                        reason::JSONRPC_ENVELOPE,
                     ),
                 ));
             }

@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use super::{ERROR_DOMAIN, ERROR_INFO_TYPE};
+use crate::reason::{self, Reason};
 
 /// The JSON-RPC 2.0 and A2A 1.0 error codes (A2A §5.4; JSON-RPC 2.0 §5.1), each spelled once.
 pub mod code {
@@ -43,14 +44,14 @@ pub mod code {
 pub struct RpcError {
     pub code: i64,
     pub message: String,
-    pub reason: &'static str,
+    pub reason: Reason,
     /// `ErrorInfo.metadata` (low-cardinality values only: never a value from the request).
     /// Boxed: most errors carry none, and the error travels in every `Result`.
     pub metadata: Option<Box<Vec<(&'static str, String)>>>,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>, reason: &'static str) -> Self {
+    pub fn new(code: i64, message: impl Into<String>, reason: Reason) -> Self {
         Self {
             code,
             message: message.into(),
@@ -68,31 +69,39 @@ impl RpcError {
     }
 
     /// -32600: the envelope is not a valid JSON-RPC 2.0 request.
-    pub fn invalid_request(message: impl Into<String>, reason: &'static str) -> Self {
+    pub fn invalid_request(message: impl Into<String>, reason: Reason) -> Self {
         Self::new(code::INVALID_REQUEST, message, reason)
     }
     /// -32601: not one of the 11 A2A 1.0 methods.
     pub fn method_not_found() -> Self {
-        Self::new(code::METHOD_NOT_FOUND, "Method not found", "jsonrpc.method")
+        Self::new(
+            code::METHOD_NOT_FOUND,
+            "Method not found",
+            reason::JSONRPC_METHOD,
+        )
     }
     /// -32602: the params break a rule.
-    pub fn invalid_params(message: impl Into<String>, reason: &'static str) -> Self {
+    pub fn invalid_params(message: impl Into<String>, reason: Reason) -> Self {
         Self::new(code::INVALID_PARAMS, message, reason)
     }
     /// -32603: an internal error; the message is generic on purpose.
-    pub fn internal(reason: &'static str) -> Self {
+    pub fn internal(reason: Reason) -> Self {
         Self::new(code::INTERNAL_ERROR, "Internal error", reason)
     }
     /// -32001
     pub fn task_not_found() -> Self {
-        Self::new(code::TASK_NOT_FOUND, "Task not found", "TASK_NOT_FOUND")
+        Self::new(
+            code::TASK_NOT_FOUND,
+            "Task not found",
+            reason::TASK_NOT_FOUND,
+        )
     }
     /// -32002
     pub fn task_not_cancelable() -> Self {
         Self::new(
             code::TASK_NOT_CANCELABLE,
             "Task cannot be canceled",
-            "TASK_NOT_CANCELABLE",
+            reason::TASK_NOT_CANCELABLE,
         )
     }
     /// -32003
@@ -100,7 +109,7 @@ impl RpcError {
         Self::new(
             code::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "Push Notification is not supported",
-            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            reason::PUSH_NOTIFICATION_NOT_SUPPORTED,
         )
     }
     /// -32004
@@ -108,7 +117,7 @@ impl RpcError {
         Self::new(
             code::UNSUPPORTED_OPERATION,
             message,
-            "UNSUPPORTED_OPERATION",
+            reason::UNSUPPORTED_OPERATION,
         )
     }
     /// -32005
@@ -116,7 +125,7 @@ impl RpcError {
         Self::new(
             code::CONTENT_TYPE_NOT_SUPPORTED,
             message,
-            "CONTENT_TYPE_NOT_SUPPORTED",
+            reason::CONTENT_TYPE_NOT_SUPPORTED,
         )
     }
     /// -32007
@@ -124,7 +133,7 @@ impl RpcError {
         Self::new(
             code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
             "Extended agent card is not configured",
-            "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            reason::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
         )
     }
     /// -32009
@@ -134,7 +143,7 @@ impl RpcError {
         Self::new(
             code::VERSION_NOT_SUPPORTED,
             format!("A2A version '{got}' is not supported. Expected version '1.0'."),
-            "VERSION_NOT_SUPPORTED",
+            reason::VERSION_NOT_SUPPORTED,
         )
     }
 

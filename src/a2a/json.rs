@@ -10,6 +10,8 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
+use crate::reason::{self, Reason};
+
 /// Nesting bound of request bodies (objects and arrays).
 pub const MAX_DEPTH: usize = 64;
 
@@ -25,11 +27,11 @@ pub enum JsonError {
 }
 
 impl JsonError {
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> Reason {
         match self {
-            JsonError::Syntax => "json.syntax",
-            JsonError::DuplicateKey => "json.duplicate_key",
-            JsonError::TooDeep => "json.too_deep",
+            JsonError::Syntax => reason::JSON_SYNTAX,
+            JsonError::DuplicateKey => reason::JSON_DUPLICATE_KEY,
+            JsonError::TooDeep => reason::JSON_TOO_DEEP,
         }
     }
 }

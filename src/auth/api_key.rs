@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq;
 
 use super::{AuthRejection, Principal, Scheme, MAX_AUTHORIZATION_BYTES};
 use crate::crypto::sha256;
+use crate::reason;
 
 /// The header read when the policy names none.
 pub const DEFAULT_HEADER: &str = "X-API-Key";
@@ -128,7 +129,7 @@ impl ApiKeyScheme {
             (None, _) => return None,
             (Some(_), Some(_)) => {
                 return Some(Err(AuthRejection {
-                    reason: "auth.multiple_headers",
+                    reason: reason::AUTH_MULTIPLE_HEADERS,
                 }))
             }
             (Some(v), None) => v,
@@ -139,7 +140,7 @@ impl ApiKeyScheme {
             || !key.iter().all(|b| (0x21..0x7f).contains(b))
         {
             return Some(Err(AuthRejection {
-                reason: "auth.malformed",
+                reason: reason::AUTH_MALFORMED,
             }));
         }
         let digest = sha256(key);
@@ -152,7 +153,7 @@ impl ApiKeyScheme {
         Some(match found {
             Some(p) => Ok(Principal::new(p, Scheme::ApiKey)),
             None => Err(AuthRejection {
-                reason: "auth.invalid",
+                reason: reason::AUTH_INVALID,
             }),
         })
     }

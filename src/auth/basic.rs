@@ -25,6 +25,7 @@ use subtle::ConstantTimeEq;
 use super::hash::PasswordHash;
 use super::{AuthRejection, Principal, Scheme};
 use crate::crypto::sha256;
+use crate::reason;
 
 /// Upper bound on the decoded `user-id:password`.
 pub const MAX_DECODED_BYTES: usize = 4096;
@@ -34,10 +35,10 @@ pub const MAX_USERNAME_BYTES: usize = 128;
 const MAX_ENCODED_BYTES: usize = MAX_DECODED_BYTES.div_ceil(3) * 4;
 
 const MALFORMED: AuthRejection = AuthRejection {
-    reason: "auth.malformed",
+    reason: reason::AUTH_MALFORMED,
 };
 const INVALID: AuthRejection = AuthRejection {
-    reason: "auth.invalid",
+    reason: reason::AUTH_INVALID,
 };
 
 /// How a user's password is known to the proxy.

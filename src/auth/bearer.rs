@@ -5,6 +5,7 @@ use subtle::ConstantTimeEq;
 use super::{AuthRejection, Principal, Scheme};
 use crate::crypto::sha256;
 use crate::policy::BearerCredential;
+use crate::reason;
 
 pub struct BearerScheme {
     entries: Vec<(String, [u8; 32])>,
@@ -29,7 +30,7 @@ impl BearerScheme {
     pub fn authenticate(&self, token: &str) -> Result<Principal, AuthRejection> {
         if !is_b64token(token) {
             return Err(AuthRejection {
-                reason: "auth.malformed",
+                reason: reason::AUTH_MALFORMED,
             });
         }
         let digest = sha256(token.as_bytes());
@@ -42,7 +43,7 @@ impl BearerScheme {
         match found {
             Some(p) => Ok(Principal::new(p, Scheme::Bearer)),
             None => Err(AuthRejection {
-                reason: "auth.invalid",
+                reason: reason::AUTH_INVALID,
             }),
         }
     }

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::attributes::{claim_at, groups_from_claim, valid_tenant};
 use super::jwks::JwksCache;
 use super::{AuthRejection, Principal, Scheme};
+use crate::reason::{self, Reason};
 
 /// Upper bound on a token; larger ones are refused before any decoding.
 pub const MAX_JWT_BYTES: usize = 8192;
@@ -27,7 +28,7 @@ pub const MAX_PRINCIPAL_CHARS: usize = 256;
 /// Upper bound on the configured clock leeway: more than this hides a broken clock.
 pub const MAX_LEEWAY: Duration = Duration::from_secs(3600);
 
-fn reject(reason: &'static str) -> AuthRejection {
+fn reject(reason: Reason) -> AuthRejection {
     AuthRejection { reason }
 }
 
@@ -116,18 +117,22 @@ impl JwtScheme {
             let (header, alg) = parse_header(token)?;
             // The configuration decides; HMAC is refused again in case a config skipped `new`.
             if !self.config.algorithms.contains(&alg) || is_hmac(alg) {
-                return Err(reject("jwt.alg"));
+                return Err(reject(reason::JWT_ALG));
             }
             match header.kid {
                 Some(k) if !k.is_empty() => (k, alg),
-                _ => return Err(reject("jwt.kid_missing")),
+                _ => return Err(reject(reason::JWT_KID_MISSING)),
             }
         };
-        let jwk = self.keys.key(&kid).await.ok_or(reject("jwt.unknown_kid"))?;
+        let jwk = self
+            .keys
+            .key(&kid)
+            .await
+            .ok_or(reject(reason::JWT_UNKNOWN_KID))?;
         if !key_fits(&jwk, alg) {
-            return Err(reject("jwt.key_mismatch"));
+            return Err(reject(reason::JWT_KEY_MISMATCH));
         }
-        let key = DecodingKey::from_jwk(&jwk).map_err(|_| reject("jwt.key_mismatch"))?;
+        let key = DecodingKey::from_jwk(&jwk).map_err(|_| reject(reason::JWT_KEY_MISMATCH))?;
 
         let leeway = self.config.leeway.as_secs();
         let validation = self
@@ -135,7 +140,7 @@ impl JwtScheme {
             .iter()
             .find(|(a, _)| *a == alg)
             .map(|(_, v)| v)
-            .ok_or(reject("jwt.alg"))?;
+            .ok_or(reject(reason::JWT_ALG))?;
         // Signature first, then claims: nothing below is looked at for an unsigned token.
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
             .map_err(|e| reject(reason_for(e.kind())))?
@@ -143,21 +148,21 @@ impl JwtScheme {
 
         // The library also accepts an array `iss`; RFC 7519 says one string.
         if claims.get("iss").and_then(Value::as_str) != Some(self.config.issuer.as_str()) {
-            return Err(reject("jwt.issuer"));
+            return Err(reject(reason::JWT_ISSUER));
         }
         // The library ignores an `nbf` it cannot read and never looks at `iat`.
         let now = now_secs();
         for name in ["nbf", "iat"] {
             if let Some(v) = claims.get(name) {
-                let at = numeric_date(v).ok_or(reject("jwt.malformed"))?;
+                let at = numeric_date(v).ok_or(reject(reason::JWT_MALFORMED))?;
                 if at > (now + leeway) as f64 {
-                    return Err(reject("jwt.not_yet_valid"));
+                    return Err(reject(reason::JWT_NOT_YET_VALID));
                 }
             }
         }
         let name = match claims.get(&self.config.principal_claim) {
             Some(Value::String(s)) if valid_principal(s) => s,
-            _ => return Err(reject("jwt.claim")),
+            _ => return Err(reject(reason::JWT_CLAIM)),
         };
         let mut principal = Principal::new(format!("jwt:{name}"), Scheme::Jwt);
         // An absent (or null) attribute claim is no attribute; a malformed one is a refusal.
@@ -165,13 +170,15 @@ impl JwtScheme {
             match claim_at(&claims, path) {
                 None | Some(Value::Null) => {}
                 Some(Value::String(t)) if valid_tenant(t) => principal.tenant = Some(t.clone()),
-                Some(_) => return Err(reject("jwt.claim")),
+                Some(_) => return Err(reject(reason::JWT_CLAIM)),
             }
         }
         if let Some(path) = &self.config.groups_claim {
             match claim_at(&claims, path) {
                 None | Some(Value::Null) => {}
-                Some(v) => principal.groups = groups_from_claim(v).ok_or(reject("jwt.claim"))?,
+                Some(v) => {
+                    principal.groups = groups_from_claim(v).ok_or(reject(reason::JWT_CLAIM))?
+                }
             }
         }
         Ok(principal)
@@ -220,16 +227,16 @@ fn split_compact(token: &str) -> Option<(&str, &str, &str)> {
 /// The typed header and its algorithm, read from the raw JSON too: `none` (in any case) is
 /// refused by name before the library, which has no `none`, could call it malformed.
 fn parse_header(token: &str) -> Result<(Header, Algorithm), AuthRejection> {
-    let malformed = reject("jwt.malformed");
+    let malformed = reject(reason::JWT_MALFORMED);
     let (header, _, _) = split_compact(token).ok_or(malformed)?;
     let bytes = URL_SAFE_NO_PAD.decode(header).map_err(|_| malformed)?;
     let raw: Map<String, Value> = serde_json::from_slice(&bytes).map_err(|_| malformed)?;
     let alg_name = raw.get("alg").and_then(Value::as_str).ok_or(malformed)?;
     if alg_name.eq_ignore_ascii_case("none") {
-        return Err(reject("jwt.alg"));
+        return Err(reject(reason::JWT_ALG));
     }
     let alg: Algorithm = serde_json::from_value(Value::String(alg_name.to_string()))
-        .map_err(|_| reject("jwt.alg"))?;
+        .map_err(|_| reject(reason::JWT_ALG))?;
     // RFC 7515 §4.1.11: critical extensions must be understood; none is.
     if raw.contains_key("crit") {
         return Err(malformed);
@@ -298,25 +305,25 @@ fn key_algorithm(k: KeyAlgorithm) -> Option<Algorithm> {
     })
 }
 
-fn reason_for(kind: &ErrorKind) -> &'static str {
+fn reason_for(kind: &ErrorKind) -> Reason {
     match kind {
-        ErrorKind::InvalidSignature | ErrorKind::Crypto(_) => "jwt.signature",
-        ErrorKind::ExpiredSignature => "jwt.expired",
-        ErrorKind::ImmatureSignature => "jwt.not_yet_valid",
-        ErrorKind::InvalidIssuer => "jwt.issuer",
-        ErrorKind::InvalidAudience => "jwt.audience",
+        ErrorKind::InvalidSignature | ErrorKind::Crypto(_) => reason::JWT_SIGNATURE,
+        ErrorKind::ExpiredSignature => reason::JWT_EXPIRED,
+        ErrorKind::ImmatureSignature => reason::JWT_NOT_YET_VALID,
+        ErrorKind::InvalidIssuer => reason::JWT_ISSUER,
+        ErrorKind::InvalidAudience => reason::JWT_AUDIENCE,
         ErrorKind::MissingRequiredClaim(c) => match c.as_str() {
-            "exp" => "jwt.expired",
-            "iss" => "jwt.issuer",
-            "aud" => "jwt.audience",
-            _ => "jwt.claim",
+            "exp" => reason::JWT_EXPIRED,
+            "iss" => reason::JWT_ISSUER,
+            "aud" => reason::JWT_AUDIENCE,
+            _ => reason::JWT_CLAIM,
         },
-        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => "jwt.alg",
+        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => reason::JWT_ALG,
         ErrorKind::InvalidEcdsaKey | ErrorKind::InvalidRsaKey(_) | ErrorKind::InvalidKeyFormat => {
-            "jwt.key_mismatch"
+            reason::JWT_KEY_MISMATCH
         }
         // Bad base64, JSON or UTF-8, and whatever a later version adds: fail closed.
-        _ => "jwt.malformed",
+        _ => reason::JWT_MALFORMED,
     }
 }
 
@@ -665,7 +672,10 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
         let mut failures = Vec::new();
         for (name, token, expected) in &cases {
             let got = scheme.authenticate(token).await;
-            let got = got.as_ref().map(|p| p.name.as_str()).map_err(|r| r.reason);
+            let got = got
+                .as_ref()
+                .map(|p| p.name.as_str())
+                .map_err(|r| r.reason.as_str());
             if got != *expected {
                 failures.push(format!("{name}: expected {expected:?}, got {got:?}"));
             }
@@ -768,7 +778,7 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
             }
             let token = sign(Algorithm::ES256, Some("es"), &c, &es);
             let got = scheme.authenticate(&token).await;
-            let got = got.as_ref().map_err(|r| r.reason).map(|p| {
+            let got = got.as_ref().map_err(|r| r.reason.as_str()).map(|p| {
                 (
                     p.tenant.as_deref(),
                     p.groups.iter().map(String::as_str).collect::<Vec<_>>(),

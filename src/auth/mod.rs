@@ -22,6 +22,7 @@ use http::{header, HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use crate::policy::{AuthPolicy, BasicSecret, ClientAuth, JwksLocation};
+use crate::reason::{self, Reason};
 
 /// Upper bound on the length of an `Authorization` header value.
 pub const MAX_AUTHORIZATION_BYTES: usize = 8192;
@@ -91,10 +92,10 @@ impl Scheme {
 /// Why a caller was refused; `reason` is the low-cardinality code for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthRejection {
-    pub reason: &'static str,
+    pub reason: Reason,
 }
 
-const fn reject(reason: &'static str) -> AuthRejection {
+const fn reject(reason: Reason) -> AuthRejection {
     AuthRejection { reason }
 }
 
@@ -292,7 +293,7 @@ impl Authenticator {
                         None => p,
                     });
                 }
-                None => refusal = Some(reject("auth.mtls_no_identity")),
+                None => refusal = Some(reject(reason::AUTH_MTLS_NO_IDENTITY)),
             }
         }
 
@@ -300,7 +301,7 @@ impl Authenticator {
         match (values.next(), values.next()) {
             (None, _) => {}
             // Two Authorization headers are ambiguous between parsers: refuse outright.
-            (Some(_), Some(_)) => return Err(reject("auth.multiple_headers")),
+            (Some(_), Some(_)) => return Err(reject(reason::AUTH_MULTIPLE_HEADERS)),
             (Some(value), None) => match self.authorization(value).await {
                 Ok(p) => return Ok(p),
                 Err(e) => {
@@ -322,7 +323,7 @@ impl Authenticator {
         match refusal {
             Some(e) => Err(e),
             None if self.allow_anonymous => Ok(Principal::new("anonymous", Scheme::Anonymous)),
-            None => Err(reject("auth.missing")),
+            None => Err(reject(reason::AUTH_MISSING)),
         }
     }
 
@@ -342,12 +343,12 @@ impl Authenticator {
             }
             return match &self.jwt {
                 Some(j) => j.authenticate(credentials).await,
-                None => Err(reject("auth.unsupported_scheme")),
+                None => Err(reject(reason::AUTH_UNSUPPORTED_SCHEME)),
             };
         }
         if scheme.eq_ignore_ascii_case("basic") {
             let Some(basic) = &self.basic else {
-                return Err(reject("auth.unsupported_scheme"));
+                return Err(reject(reason::AUTH_UNSUPPORTED_SCHEME));
             };
             // argon2 is deliberately slow and memory-hungry: bounded, and off the reactor.
             let permit = tokio::time::timeout(
@@ -356,7 +357,7 @@ impl Authenticator {
             )
             .await;
             let Ok(Ok(permit)) = permit else {
-                return Err(reject("auth.overloaded"));
+                return Err(reject(reason::AUTH_OVERLOADED));
             };
             let basic = basic.clone();
             let credentials = credentials.to_string();
@@ -365,9 +366,9 @@ impl Authenticator {
                 basic.authenticate(&credentials)
             })
             .await
-            .unwrap_or(Err(reject("auth.internal")));
+            .unwrap_or(Err(reject(reason::AUTH_INTERNAL)));
         }
-        Err(reject("auth.unsupported_scheme"))
+        Err(reject(reason::AUTH_UNSUPPORTED_SCHEME))
     }
 
     /// The `WWW-Authenticate` challenges naming the configured schemes (one header line each).
@@ -383,7 +384,7 @@ impl Authenticator {
 
 /// Splits `Scheme credentials`, refusing oversize, non-ASCII or control characters.
 fn split_authorization(value: &HeaderValue) -> Result<(&str, &str), AuthRejection> {
-    let malformed = reject("auth.malformed");
+    let malformed = reject(reason::AUTH_MALFORMED);
     let bytes = value.as_bytes();
     if bytes.is_empty() || bytes.len() > MAX_AUTHORIZATION_BYTES {
         return Err(malformed);

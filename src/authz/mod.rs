@@ -22,6 +22,7 @@ pub use template::RootTemplate;
 
 use crate::a2a::Method;
 use crate::auth::Principal;
+use crate::reason::{self, Reason};
 use crate::validate::metadata::Exceptions;
 use crate::validate::workspace::{normalize_lexically, within_any, WorkspacePolicy};
 
@@ -110,7 +111,7 @@ pub struct Grant {
 /// Why a request was refused by authorization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub reason: &'static str,
+    pub reason: Reason,
     /// The method class the caller lacks, when a method was refused.
     pub missing: Option<&'static str>,
 }
@@ -132,13 +133,13 @@ impl Grant {
     pub fn allows(&self, method: Method) -> Result<(), Refusal> {
         if !self.methods.contains(method) {
             return Err(Refusal {
-                reason: "authz.method",
+                reason: reason::AUTHZ_METHOD,
                 missing: Some(MethodClass::of(method).as_str()),
             });
         }
         if method == Method::CreateTaskPushNotificationConfig && !self.create_push_configs {
             return Err(Refusal {
-                reason: "authz.push",
+                reason: reason::AUTHZ_PUSH,
                 missing: Some(MethodClass::Push.as_str()),
             });
         }
@@ -256,7 +257,7 @@ impl AuthzPolicy {
                     Ok(None) => {}
                     Err(template::NotAComponent) => {
                         return Err(Refusal {
-                            reason: "authz.attribute_value",
+                            reason: reason::AUTHZ_ATTRIBUTE_VALUE,
                             missing: None,
                         })
                     }

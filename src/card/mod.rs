@@ -13,6 +13,8 @@ pub mod verify;
 
 use serde_json::{json, Map, Value};
 
+use crate::reason;
+
 /// What the edge puts into every card it serves.
 #[derive(Debug, Clone)]
 pub struct EdgeFace {
@@ -35,11 +37,11 @@ pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 /// Rewrites an agent's card for the edge.
 pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
     let Value::Object(mut card) = card else {
-        return Err(CardError("card.not_object".into()));
+        return Err(CardError(reason::CARD_NOT_OBJECT.to_string()));
     };
     for required in ["name", "version"] {
         if !card.get(required).is_some_and(Value::is_string) {
-            return Err(CardError("card.missing_field".into()));
+            return Err(CardError(reason::CARD_MISSING_FIELD.to_string()));
         }
     }
     drop_internal_links(&mut card, face);

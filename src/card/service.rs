@@ -15,6 +15,7 @@ use super::verify::verify_card;
 use super::{rewrite, EdgeFace};
 use crate::policy::CardPolicy;
 use crate::policy::Jku;
+use crate::reason;
 
 /// One published card.
 #[derive(Debug)]
@@ -130,7 +131,7 @@ impl CardService {
         }
         if let Err(e) = super::schema::check(&card) {
             tracing::warn!(event = "card_invalid", field = e.0.as_str());
-            return Err(CardError("card.invalid".into()));
+            return Err(CardError(reason::CARD_INVALID.to_string()));
         }
         if let Some(key) = self
             .policy

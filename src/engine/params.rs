@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::store::{decode_page_token, ListQuery};
 use super::task::TaskState;
 use crate::a2a::RpcError;
+use crate::reason;
 use crate::time;
 
 /// ListTasks page size without `pageSize`.
@@ -17,7 +18,7 @@ pub(crate) const MAX_PAGE_SIZE: usize = 100;
 const MAX_ID_LEN: usize = 128;
 
 pub(crate) fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::invalid_params(message, "INVALID_PARAMS")
+    RpcError::invalid_params(message, reason::INVALID_PARAMS)
 }
 
 /// A string field; absent, null and `""` (the proto3 default) are `None`.

@@ -14,6 +14,7 @@ use super::store::{Begin, Events, NewMessage, Store};
 use super::{params, stream, task, Engine};
 use crate::a2a::{error_body, result_body, Method, RpcError, RpcRequest};
 use crate::body::{json_response, BoxBody};
+use crate::reason;
 
 /// How long a new message waits for its busy context before it is refused (as iac-code).
 const CONTEXT_WAIT: Duration = Duration::from_secs(1);
@@ -217,7 +218,7 @@ async fn send_message(
             let r = store
                 .get(&task_id, p.history)
                 .map(|t| json!({ "task": t }))
-                .ok_or_else(|| RpcError::internal("engine.task_evicted"));
+                .ok_or_else(|| RpcError::internal(reason::ENGINE_TASK_EVICTED));
             reply(&id, r)
         }
     }

@@ -18,6 +18,7 @@ use super::events::{self, Writer};
 use super::ids;
 use super::task::{agent_message, Artifacts, TaskRecord, TaskState};
 use crate::a2a::RpcError;
+use crate::reason;
 use crate::time;
 
 /// Tasks kept in memory; beyond this the oldest finished ones are evicted.
@@ -141,7 +142,7 @@ fn at_capacity() -> RpcError {
     RpcError::new(
         crate::a2a::code::INTERNAL_ERROR,
         "Too many tasks in progress",
-        "INTERNAL_ERROR",
+        reason::INTERNAL_ERROR,
     )
 }
 
@@ -152,7 +153,7 @@ fn terminal(id: &str) -> RpcError {
 fn context_mismatch() -> RpcError {
     RpcError::invalid_params(
         "contextId does not match the context of the task",
-        "INVALID_PARAMS",
+        reason::INVALID_PARAMS,
     )
 }
 

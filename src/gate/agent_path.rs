@@ -2,6 +2,7 @@
 //! authenticated and rate-limited like JSON-RPC and answered only with cleaned JSON.
 
 use super::*;
+use crate::reason::{self, Reason};
 
 impl Gate {
     /// A path of the agents that the policy exposes: authenticated and rate-limited like
@@ -69,7 +70,7 @@ impl Gate {
             principal_header_value(&principal.name),
         );
         forwarding_headers(&mut headers, client, &trace.request_id);
-        let bad_gateway = |reason: &'static str| Rejection::Http {
+        let bad_gateway = |reason: Reason| Rejection::Http {
             status: StatusCode::BAD_GATEWAY,
             message: "Upstream agent unavailable",
             reason,
@@ -79,14 +80,14 @@ impl Gate {
             .fleet
             .pick()
             .and_then(|id| at.fleet.get(id))
-            .ok_or(bad_gateway("upstream.unavailable"))?;
+            .ok_or(bad_gateway(reason::UPSTREAM_UNAVAILABLE))?;
         self.caller_headers(
             &mut headers,
             &agent.upstream.name,
             &principal,
             &trace.request_id,
         )
-        .map_err(|_| bad_gateway("identity.sign_failed"))?;
+        .map_err(|_| bad_gateway(reason::IDENTITY_SIGN_FAILED))?;
         let resp = agent
             .upstream
             .request_path(parts.method, &path_and_query, headers, bytes)
@@ -99,13 +100,13 @@ impl Gate {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
         if !json {
-            return Err(bad_gateway("upstream.bad_response"));
+            return Err(bad_gateway(reason::UPSTREAM_BAD_RESPONSE));
         }
         let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
             .await
-            .map_err(|_| bad_gateway("upstream.bad_response"))?;
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|_| bad_gateway("upstream.bad_response"))?;
+            .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
         let mut wrapped = json!({ "result": value });
         clean_response(
             &mut wrapped,

@@ -5,6 +5,7 @@
 use super::*;
 use crate::auth::assertion;
 use crate::authz::{Grant, Refusal, AUTHZ_ERROR_CODE};
+use crate::reason;
 
 impl Gate {
     /// The caller's grant under the policy in force. Refused outright when a workspace
@@ -28,7 +29,7 @@ impl Gate {
         };
         if grant.methods == crate::authz::MethodSet::EMPTY {
             let r = Refusal {
-                reason: "authz.method",
+                reason: reason::AUTHZ_METHOD,
                 missing: None,
             };
             self.audit(&r, p, None, &grant.rules, trace);
@@ -56,7 +57,7 @@ impl Gate {
                 .and_then(|c| c.get("taskPushNotificationConfig"))
                 .is_some_and(|v| !v.is_null());
             (inline_push && !grant.create_push_configs).then_some(Refusal {
-                reason: "authz.push",
+                reason: reason::AUTHZ_PUSH,
                 missing: Some("push"),
             })
         });
@@ -67,7 +68,7 @@ impl Gate {
         if let Some(tenant) = &p.tenant {
             if !tenants_agree(&rpc.params, tenant) {
                 let r = Refusal {
-                    reason: "tenant.mismatch",
+                    reason: reason::TENANT_MISMATCH,
                     missing: None,
                 };
                 self.audit(&r, p, Some(rpc.method), &grant.rules, trace);
@@ -75,7 +76,7 @@ impl Gate {
                     rpc.id.clone(),
                     RpcError::invalid_params(
                         "The request's tenant is not the caller's tenant",
-                        "tenant.mismatch",
+                        reason::TENANT_MISMATCH,
                     ),
                 ));
             }
@@ -108,7 +109,7 @@ impl Gate {
             tenant = p.tenant.as_deref(),
             groups = ?telemetry::Json(&p.groups),
             method = method.map(Method::as_str),
-            reason = r.reason,
+            reason = r.reason.as_str(),
             missing = r.missing,
             // The rules that matched the caller (empty: none did), how many rules the policy
             // has, and its default for a caller none matches.
@@ -151,9 +152,9 @@ impl Gate {
         .ok()
         .and_then(|t| HeaderValue::from_str(&t).ok());
         // An agent that expects an assertion must never get a request without one.
-        let jws = jws.ok_or_else(|| RpcError::internal("identity.sign_failed"))?;
+        let jws = jws.ok_or_else(|| RpcError::internal(reason::IDENTITY_SIGN_FAILED))?;
         let name = HeaderName::from_bytes(ia.header.as_bytes())
-            .map_err(|_| RpcError::internal("identity.sign_failed"))?;
+            .map_err(|_| RpcError::internal(reason::IDENTITY_SIGN_FAILED))?;
         headers.insert(name, jws);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! body is read under a cap, a deadline and a minimum rate.
 
 use super::*;
+use crate::reason::{self, Reason};
 
 /// Request framing that two HTTP parsers could read differently (request smuggling). hyper
 /// already refuses conflicting `Content-Length`s, non-chunked `Transfer-Encoding` and obs-fold,
@@ -15,7 +16,7 @@ pub(super) fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<
         return Err(Rejection::Http {
             status: StatusCode::LENGTH_REQUIRED,
             message: "Content-Length required",
-            reason: "http.length_required",
+            reason: reason::HTTP_LENGTH_REQUIRED,
             allow: None,
         });
     }
@@ -29,7 +30,7 @@ pub(super) fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<
         return Err(Rejection::Http {
             status: StatusCode::BAD_REQUEST,
             message: "Ambiguous request framing",
-            reason: "http.framing",
+            reason: reason::HTTP_FRAMING,
             allow: None,
         });
     }
@@ -61,10 +62,13 @@ pub(super) fn declares_h1_body<B>(req: &http::Request<B>) -> bool {
 
 /// The refusals of `read_body` (below) that leave the rest of the body unread: the
 /// connection cannot carry another request after them.
-pub(super) fn leaves_body_unread(reason: &str) -> bool {
+pub(super) fn leaves_body_unread(reason: Reason) -> bool {
     matches!(
         reason,
-        "body.too_large" | "body.too_slow" | "body.read" | "body.content_length"
+        reason::BODY_TOO_LARGE
+            | reason::BODY_TOO_SLOW
+            | reason::BODY_READ
+            | reason::BODY_CONTENT_LENGTH
     )
 }
 
@@ -135,13 +139,13 @@ pub(super) async fn read_body(
         id: Value::Null,
         error: Box::new(RpcError::invalid_request(
             "Request body too large",
-            "body.too_large",
+            reason::BODY_TOO_LARGE,
         )),
     };
     let too_slow = Rejection::Http {
         status: StatusCode::REQUEST_TIMEOUT,
         message: "Request body too slow",
-        reason: "body.too_slow",
+        reason: reason::BODY_TOO_SLOW,
         allow: None,
     };
     if let Some(len) = headers.get(header::CONTENT_LENGTH) {
@@ -153,7 +157,7 @@ pub(super) async fn read_body(
                 return Err(Rejection::Http {
                     status: StatusCode::BAD_REQUEST,
                     message: "Invalid Content-Length",
-                    reason: "body.content_length",
+                    reason: reason::BODY_CONTENT_LENGTH,
                     allow: None,
                 })
             }
@@ -180,7 +184,7 @@ pub(super) async fn read_body(
                 return Err(Rejection::Http {
                     status: StatusCode::BAD_REQUEST,
                     message: "Request body could not be read",
-                    reason: "body.read",
+                    reason: reason::BODY_READ,
                     allow: None,
                 })
             }

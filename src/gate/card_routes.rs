@@ -2,6 +2,7 @@
 //! refresh from the agents (or the static card), and the extended card of GetExtendedAgentCard.
 
 use super::*;
+use crate::reason;
 
 /// Largest agent card the edge will read from an agent.
 pub(super) const MAX_CARD_BYTES: usize = 1024 * 1024;
@@ -22,7 +23,7 @@ impl Gate {
                 agent.card.current().ok_or(Rejection::Http {
                     status: StatusCode::SERVICE_UNAVAILABLE,
                     message: "Agent card unavailable",
-                    reason: "card.unavailable",
+                    reason: reason::CARD_UNAVAILABLE,
                     allow: None,
                 })?
             }
@@ -69,7 +70,7 @@ impl Gate {
             return Err(Rejection::Http {
                 status: StatusCode::NOT_FOUND,
                 message: "Not found",
-                reason: "route.not_found",
+                reason: reason::ROUTE_NOT_FOUND,
                 allow: None,
             });
         };
@@ -173,10 +174,12 @@ impl AgentGate {
             }
             Err(reason) => {
                 // Not an A2A 1.0 AgentCard (the rewrite's own checks, or the schema's).
-                if matches!(
-                    reason.as_str(),
-                    "card.invalid" | "card.missing_field" | "card.not_object"
-                ) {
+                let not_a_card = [
+                    reason::CARD_INVALID,
+                    reason::CARD_MISSING_FIELD,
+                    reason::CARD_NOT_OBJECT,
+                ];
+                if not_a_card.iter().any(|r| *r == reason.as_str()) {
                     invalid(true);
                 }
                 gate.metrics.card_refresh_failed();
@@ -219,19 +222,19 @@ impl AgentGate {
         let agent = self
             .card_agent(registry)
             .and_then(|id| self.fleet.get(id))
-            .ok_or_else(|| "upstream.unavailable".to_string())?;
+            .ok_or_else(|| reason::UPSTREAM_UNAVAILABLE.to_string())?;
         let resp = agent
             .upstream
             .get(CARD_PATH)
             .await
             .map_err(|e| e.reason().to_string())?;
         if resp.status() != StatusCode::OK {
-            return Err("card.upstream_status".into());
+            return Err(reason::CARD_UPSTREAM_STATUS.to_string());
         }
         let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
             .await
-            .map_err(|_| "card.upstream_body".to_string())?;
-        serde_json::from_slice(&bytes).map_err(|_| "card.upstream_json".to_string())
+            .map_err(|_| reason::CARD_UPSTREAM_BODY.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON.to_string())
     }
 
     /// The agent's extended card, verified, rewritten and signed like the public one.
@@ -246,7 +249,7 @@ impl AgentGate {
                 RpcError::new(
                     crate::a2a::code::INVALID_AGENT_RESPONSE,
                     "Upstream agent sent an invalid card",
-                    "card.extended_invalid",
+                    reason::CARD_EXTENDED_INVALID,
                 ),
             )
         };

@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::card::jws::{sign_document, SignOptions};
 use crate::card::keys::SigningKey;
+use crate::reason;
 
 pub(super) struct Catalog {
     key: Option<Arc<SigningKey>>,
@@ -60,7 +61,7 @@ impl Catalog {
             sign_document(&mut doc, key, &self.options).map_err(|_| Rejection::Http {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
                 message: "Catalog could not be signed",
-                reason: "catalog.sign_failed",
+                reason: reason::CATALOG_SIGN_FAILED,
                 allow: None,
             })?;
         }

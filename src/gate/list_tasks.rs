@@ -10,6 +10,7 @@
 //! state): read it whole with GetTask.
 
 use super::*;
+use crate::reason;
 
 /// ListTasks reads this many listed tasks from their agents at once.
 pub(super) const LIST_TASKS_CONCURRENCY: usize = 8;
@@ -85,7 +86,7 @@ impl Gate {
             }
             if allowed == 0 && first == 0 {
                 return Err(Rejection::TooManyRequests {
-                    reason: "rate.principal",
+                    reason: reason::RATE_PRINCIPAL,
                     retry_after_secs: 1,
                 });
             }
@@ -194,7 +195,7 @@ impl Gate {
                 Err(_) => {
                     return Err(Rejection::rpc(
                         rpc.id.clone(),
-                        RpcError::internal("upstream.bad_response"),
+                        RpcError::internal(reason::UPSTREAM_BAD_RESPONSE),
                     ))
                 }
             }
@@ -224,15 +225,15 @@ impl Gate {
         }
         match self.owners.learn(principal, upstream, &task).await {
             Ok(()) => {}
-            Err(reason) if reason == crate::state::ownership::STATE_UNAVAILABLE => {
+            Err(reason::STATE_UNAVAILABLE) => {
                 return Err(crate::state::ownership::state_unavailable())
             }
             // The agent answered with another caller's task: never relayed.
             Err(_) => {
                 return Err(RpcError::new(
-                    upstream::answer_code(FOREIGN),
+                    upstream::answer_code(reason::UPSTREAM_FOREIGN_TASK),
                     "Upstream agent sent an answer the edge refuses",
-                    FOREIGN,
+                    reason::UPSTREAM_FOREIGN_TASK,
                 ))
             }
         }

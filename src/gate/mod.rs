@@ -61,6 +61,7 @@ use crate::limits::rate::Limited;
 use crate::policy::CardSource;
 use crate::policy::IdentityAssertionPolicy;
 use crate::policy::Policy;
+use crate::reason::{self, Reason};
 use crate::state::ownership::{Ownership, Pending, Refusal};
 use crate::state::registry::UpstreamId;
 use crate::state::registry::{Denial, TaskRegistry};
@@ -296,13 +297,13 @@ impl Gate {
                 Route::NotFound => Err(Rejection::Http {
                     status: StatusCode::NOT_FOUND,
                     message: "Not found",
-                    reason: "route.not_found",
+                    reason: reason::ROUTE_NOT_FOUND,
                     allow: None,
                 }),
                 Route::MethodNotAllowed(allow) => Err(Rejection::Http {
                     status: StatusCode::METHOD_NOT_ALLOWED,
                     message: "Method not allowed",
-                    reason: "route.method_not_allowed",
+                    reason: reason::ROUTE_METHOD_NOT_ALLOWED,
                     allow: Some(allow),
                 }),
                 _ => Box::pin(self.public_route(route, agent, headers, head, client)).await,
@@ -354,7 +355,7 @@ impl Gate {
             principal = trace.principal.as_deref(),
             tenant = trace.tenant.as_deref(),
             scheme = trace.scheme,
-            reason,
+            reason = reason.map(Reason::as_str),
             status = resp.status().as_u16(),
             ms = started.elapsed().as_millis() as u64,
         );
@@ -466,7 +467,7 @@ impl Gate {
                 .map_err(refuse)?;
         if rpc.method == Method::GetExtendedAgentCard && !principal.is_authenticated() {
             // The extended card is for authenticated callers only (A2A spec §13.3).
-            return Err(self.unauthorized("auth.extended_card_anonymous"));
+            return Err(self.unauthorized(reason::AUTH_EXTENDED_CARD_ANONYMOUS));
         }
         // The registry knows the caller by its name at this agent.
         let name = agent.owner(&principal.name);
@@ -643,7 +644,7 @@ impl Gate {
                 let required = || {
                     RpcError::invalid_params(
                         "This caller must work in a workspace of its own, and has none",
-                        "workspace.required",
+                        reason::WORKSPACE_REQUIRED,
                     )
                 };
                 let root = workspace.roots.first().ok_or_else(required)?;
@@ -671,7 +672,7 @@ impl Gate {
                 if restricted
                     && matches!(
                         e.reason,
-                        "workspace.outside_roots" | "part.outside_workspace"
+                        reason::WORKSPACE_OUTSIDE_ROOTS | reason::PART_OUTSIDE_WORKSPACE
                     )
                 {
                     let r = crate::authz::Refusal {
@@ -682,7 +683,12 @@ impl Gate {
                 }
                 return Err(Rejection::rpc(id, e));
             }
-            Err(_) => return Err(Rejection::rpc(id, RpcError::internal("validate.panicked"))),
+            Err(_) => {
+                return Err(Rejection::rpc(
+                    id,
+                    RpcError::internal(reason::VALIDATE_PANICKED),
+                ))
+            }
         };
         if let Some(url) = &checked.push_url {
             check_resolved(url, &agent.requests.push)
@@ -702,7 +708,7 @@ impl Gate {
     ) -> Result<Principal, Rejection> {
         if let Some(wait) = self.budgets.retry_after(ip) {
             return Err(Rejection::TooManyRequests {
-                reason: "auth.throttled",
+                reason: reason::AUTH_THROTTLED,
                 retry_after_secs: wait.as_secs().max(1),
             });
         }
@@ -714,7 +720,7 @@ impl Gate {
             Ok(p) => Ok(p),
             Err(r) => match self.budgets.record_failure(ip).await {
                 Ok(Some(wait)) => Err(Rejection::TooManyRequests {
-                    reason: "auth.throttled",
+                    reason: reason::AUTH_THROTTLED,
                     retry_after_secs: wait.as_secs().max(1),
                 }),
                 Ok(None) => Err(self.unauthorized(r.reason)),
@@ -735,7 +741,7 @@ impl Gate {
             })
     }
 
-    fn unauthorized(&self, reason: &'static str) -> Rejection {
+    fn unauthorized(&self, reason: Reason) -> Rejection {
         Rejection::Unauthorized {
             reason,
             challenges: self.auth.challenges().to_vec(),
@@ -959,7 +965,7 @@ fn one_answer(
 ) -> Result<Option<Pending>, upstream::Refused> {
     clean_response(v, &requests.metadata, requests.redact_paths);
     let pending = match v.get("result") {
-        Some(result) => learn(result).map_err(|_| FOREIGN)?,
+        Some(result) => learn(result).map_err(|_| reason::UPSTREAM_FOREIGN_TASK)?,
         None => None,
     };
     view.client_view(name, v);
@@ -1003,9 +1009,6 @@ fn refusal(id: &Value, r: Refusal) -> Rejection {
         }
     }
 }
-
-/// An agent's answer named another caller's task or context: never relayed.
-const FOREIGN: upstream::Refused = crate::state::ownership::FOREIGN;
 
 /// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
 const INLINE_CHECK_BYTES: usize = 64 * 1024;

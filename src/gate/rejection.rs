@@ -6,24 +6,25 @@ use serde_json::{json, Value};
 
 use crate::a2a::{error_body, RpcError};
 use crate::body::{json_response, BoxBody};
+use crate::reason::Reason;
 
 #[derive(Debug, Clone)]
 pub enum Rejection {
     /// 401 `{"error":"Unauthorized"}` with a `WWW-Authenticate` challenge per scheme.
     Unauthorized {
-        reason: &'static str,
+        reason: Reason,
         challenges: Vec<HeaderValue>,
     },
     /// 429 with `Retry-After` (seconds).
     TooManyRequests {
-        reason: &'static str,
+        reason: Reason,
         retry_after_secs: u64,
     },
     /// A non-JSON-RPC route or a failure before a JSON-RPC id is known.
     Http {
         status: StatusCode,
         message: &'static str,
-        reason: &'static str,
+        reason: Reason,
         allow: Option<&'static str>,
     },
     /// A JSON-RPC error answering the request `id`.
@@ -45,11 +46,11 @@ impl Rejection {
     }
 
     /// The reason code for logs and metrics.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Rejection::Unauthorized { reason, .. } => reason,
-            Rejection::TooManyRequests { reason, .. } => reason,
-            Rejection::Http { reason, .. } => reason,
+            Rejection::Unauthorized { reason, .. } => *reason,
+            Rejection::TooManyRequests { reason, .. } => *reason,
+            Rejection::Http { reason, .. } => *reason,
             Rejection::Rpc { error, .. } => error.reason,
         }
     }

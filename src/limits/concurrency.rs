@@ -16,6 +16,8 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::reason::{self, Reason};
+
 const SHARDS: usize = 16;
 
 #[derive(Default)]
@@ -87,17 +89,13 @@ impl ConcurrencyLimits {
     }
 
     /// A guard that releases on drop (also when a stream body is dropped mid-way: the lead moves
-    /// the guard into the body); Err(reason "concurrency.in_flight" / "concurrency.streams") when
+    /// the guard into the body); Err(reason "concurrency.in_flight" / reason::CONCURRENCY_STREAMS) when
     /// the principal is at its maximum. `streaming` selects which count is spent.
-    pub fn acquire(
-        &self,
-        principal: &str,
-        streaming: bool,
-    ) -> Result<ConcurrencyGuard, &'static str> {
+    pub fn acquire(&self, principal: &str, streaming: bool) -> Result<ConcurrencyGuard, Reason> {
         let (max, reason) = if streaming {
-            (self.shared.max_streams, "concurrency.streams")
+            (self.shared.max_streams, reason::CONCURRENCY_STREAMS)
         } else {
-            (self.shared.max_in_flight, "concurrency.in_flight")
+            (self.shared.max_in_flight, reason::CONCURRENCY_IN_FLIGHT)
         };
         if max == 0 {
             return Err(reason);
@@ -233,11 +231,11 @@ mod tests {
     fn in_flight_and_streams_are_counted_separately() {
         // (max in flight, max streams, streaming?, admitted, refusal)
         let cases = [
-            (2, 5, false, 2, "concurrency.in_flight"),
-            (5, 2, true, 2, "concurrency.streams"),
-            (1, 1, false, 1, "concurrency.in_flight"),
-            (0, 3, false, 0, "concurrency.in_flight"),
-            (3, 0, true, 0, "concurrency.streams"),
+            (2, 5, false, 2, reason::CONCURRENCY_IN_FLIGHT),
+            (5, 2, true, 2, reason::CONCURRENCY_STREAMS),
+            (1, 1, false, 1, reason::CONCURRENCY_IN_FLIGHT),
+            (0, 3, false, 0, reason::CONCURRENCY_IN_FLIGHT),
+            (3, 0, true, 0, reason::CONCURRENCY_STREAMS),
         ];
         for (max_in_flight, max_streams, streaming, admitted, reason) in cases {
             let limits = ConcurrencyLimits::new(max_in_flight, max_streams);

@@ -25,6 +25,8 @@ use std::time::Duration;
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
+use crate::reason::{self, Reason};
+
 /// How many checks pass between two looks at a keyed limiter's size.
 pub const SWEEP_EVERY: usize = 1024;
 /// Below this many keys a keyed limiter is never swept.
@@ -68,7 +70,7 @@ pub struct RateLimitsConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limited {
     /// `rate.client_ip`, `rate.principal` or `rate.method`.
-    pub reason: &'static str,
+    pub reason: Reason,
     /// Exact wait (sub-second precision); see [`Limited::retry_after_secs`] for the header.
     pub retry_after: Duration,
 }
@@ -145,7 +147,7 @@ impl RateLimits {
                 limiter
                     .check(&client_key(ip, self.ipv6_prefix))
                     .map_err(|retry_after| Limited {
-                        reason: "rate.client_ip",
+                        reason: reason::RATE_CLIENT_IP,
                         retry_after,
                     })
             }
@@ -166,14 +168,14 @@ impl RateLimits {
         // Allocated at most once per check, and only when a keyed limit applies.
         let mut key: Option<String> = None;
         if let Some(own) = self.overrides.get(principal) {
-            check_direct(own).map_err(limited("rate.principal"))?;
+            check_direct(own).map_err(limited(reason::RATE_PRINCIPAL))?;
         } else if let Some(limiter) = &self.principal {
             let k = key.get_or_insert_with(|| principal.to_owned());
-            limiter.check(k).map_err(limited("rate.principal"))?;
+            limiter.check(k).map_err(limited(reason::RATE_PRINCIPAL))?;
         }
         if let Some(limiter) = method.and_then(|m| self.methods.get(m)) {
             let k = key.get_or_insert_with(|| principal.to_owned());
-            limiter.check(k).map_err(limited("rate.method"))?;
+            limiter.check(k).map_err(limited(reason::RATE_METHOD))?;
         }
         Ok(())
     }
@@ -626,7 +628,7 @@ mod tests {
         ];
         for (retry_after, want) in cases {
             let l = Limited {
-                reason: "rate.principal",
+                reason: reason::RATE_PRINCIPAL,
                 retry_after,
             };
             assert_eq!(l.retry_after_secs(), want, "{retry_after:?}");

@@ -20,6 +20,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::body::{full, json_response, BoxBody};
 use crate::gate::Gate;
+use crate::reason;
 use crate::telemetry::metrics::Metrics;
 
 /// Scrapers and probes are few; more connections than this are refused at once.
@@ -110,19 +111,19 @@ fn ready(gate: &Gate, metrics: &Metrics) -> Response<BoxBody> {
     let healthy = now.upstreams.iter().filter(|u| u.healthy).count();
     let mut reasons = Vec::new();
     if metrics.is_draining() {
-        reasons.push("server.draining");
+        reasons.push(reason::SERVER_DRAINING);
     }
     if healthy == 0 {
-        reasons.push("upstream.none_healthy");
+        reasons.push(reason::UPSTREAM_NONE_HEALTHY);
     }
     if now.state_available == Some(false) {
-        reasons.push("state.unavailable");
+        reasons.push(reason::STATE_UNAVAILABLE);
     }
     if !now.card_published {
-        reasons.push("card.unavailable");
+        reasons.push(reason::CARD_UNAVAILABLE);
     }
     if now.card_invalid {
-        reasons.push("card.invalid");
+        reasons.push(reason::CARD_INVALID);
     }
     let body = json!({
         "status": if reasons.is_empty() { "ready" } else { "not_ready" },

@@ -28,6 +28,7 @@ use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
 use crate::policy::ClientAuth;
 use crate::policy::Policy;
+use crate::reason;
 use crate::state::ownership::Ownership;
 use crate::state::redis::RedisStore;
 use crate::state::registry::TaskRegistry;
@@ -719,21 +720,21 @@ async fn accept_loop(
                 };
                 // Denied networks are dropped before any TLS work.
                 if !gates.load().permits(peer.ip()) {
-                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = "network.denied");
-                    metrics.connection("network.denied");
+                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::NETWORK_DENIED.as_str());
+                    metrics.connection(reason::NETWORK_DENIED.as_str());
                     drop(tcp);
                     continue;
                 }
                 // Over the connection limit: refuse at once rather than queue.
                 let Some(client_slot) = per_client.acquire(peer.ip()) else {
-                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = "limits.connections_per_client");
-                    metrics.connection("limits.connections_per_client");
+                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
+                    metrics.connection(reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
                     drop(tcp);
                     continue;
                 };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = "limits.connections");
-                    metrics.connection("limits.connections");
+                    tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS.as_str());
+                    metrics.connection(reason::LIMITS_CONNECTIONS.as_str());
                     drop(tcp);
                     continue;
                 };
@@ -763,7 +764,7 @@ async fn accept_loop(
                             // (out of descriptors or epoll memory): the edge's trouble, not
                             // the client's.
                             tracing::warn!(event = "socket_error", client = %peer.ip(), error = %e);
-                            metrics.connection("socket.error");
+                            metrics.connection(reason::SOCKET_ERROR.as_str());
                             return;
                         }
                     };
@@ -771,12 +772,12 @@ async fn accept_loop(
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) => {
                             tracing::info!(event = "tls_handshake_failed", client = %peer.ip());
-                            metrics.connection("tls.handshake_failed");
+                            metrics.connection(reason::TLS_HANDSHAKE_FAILED.as_str());
                             return;
                         }
                         Err(_) => {
                             tracing::info!(event = "tls_handshake_timeout", client = %peer.ip());
-                            metrics.connection("tls.handshake_timeout");
+                            metrics.connection(reason::TLS_HANDSHAKE_TIMEOUT.as_str());
                             return;
                         }
                     };

@@ -11,6 +11,7 @@ use crate::limits::concurrency::ConcurrencyLimits;
 use crate::limits::rate::{client_key, Limited, Rate, RateLimits, RateLimitsConfig};
 use crate::limits::FailureThrottle;
 use crate::policy::Policy;
+use crate::reason;
 
 /// Why a budget refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,12 +144,12 @@ impl Budgets {
                     .copied()
                     .or(self.settings.rates.per_principal),
                 "rate:p".to_string(),
-                "rate.principal",
+                reason::RATE_PRINCIPAL,
             ),
             Some(m) => (
                 self.settings.method_rates.per_method.get(m).copied(),
                 format!("rate:m:{m}"),
-                "rate.method",
+                reason::RATE_METHOD,
             ),
         };
         let Some(rate) = rate else {

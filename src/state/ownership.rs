@@ -18,9 +18,10 @@ use serde_json::Value;
 use super::redis::StateUnavailable;
 use super::registry::{Denial, Foreign, ListPage, TaskRegistry, Turn, UpstreamId};
 use super::shared::{SharedOwners, TurnVerdict};
+use crate::reason::{self, Reason};
 
 /// What must be written before an answer is relayed; `Err` is the reason it must not be.
-pub type Pending = Pin<Box<dyn Future<Output = Result<(), &'static str>> + Send>>;
+pub type Pending = Pin<Box<dyn Future<Output = Result<(), Reason>> + Send>>;
 
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,23 +37,18 @@ impl From<StateUnavailable> for Refusal {
     }
 }
 
-/// The reason a request or an answer is refused when the shared store did not answer.
-pub const STATE_UNAVAILABLE: &str = "state.unavailable";
-
-/// The caller's error then: -32603 with [`STATE_UNAVAILABLE`] (nothing is decided without
-/// the store).
+/// The caller's error when the shared store did not answer: -32603 with
+/// [`reason::STATE_UNAVAILABLE`] (nothing is decided without the store).
 pub fn state_unavailable() -> crate::a2a::RpcError {
     crate::a2a::RpcError::new(
         crate::a2a::code::INTERNAL_ERROR,
         STATE_UNAVAILABLE_MESSAGE,
-        STATE_UNAVAILABLE,
+        reason::STATE_UNAVAILABLE,
     )
 }
 
 /// Its message.
 pub const STATE_UNAVAILABLE_MESSAGE: &str = "Shared state unavailable";
-/// ... when it names another caller's task or context.
-pub const FOREIGN: &str = "upstream.foreign_task";
 
 /// At most this many ids of one request are fetched; the others count as unknown.
 const MAX_PREFETCH: usize = 64;
@@ -235,11 +231,11 @@ impl Ownership {
         let agent = self.local.upstream_name(upstream).unwrap_or_default();
         Ok(Some(Box::pin(async move {
             match shared.learn(&principal, &agent, &news, None, None).await {
-                Err(StateUnavailable) => Err(STATE_UNAVAILABLE),
-                Ok(false) => Err(FOREIGN),
+                Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
+                Ok(false) => Err(reason::UPSTREAM_FOREIGN_TASK),
                 Ok(true) => local
                     .observe_news(&principal, upstream, &news)
-                    .map_err(|_| FOREIGN),
+                    .map_err(|_| reason::UPSTREAM_FOREIGN_TASK),
             }
         })))
     }
@@ -250,9 +246,9 @@ impl Ownership {
         principal: &str,
         upstream: UpstreamId,
         result: &Value,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), Reason> {
         match self.observe(principal, upstream, result) {
-            Err(Foreign) => Err(FOREIGN),
+            Err(Foreign) => Err(reason::UPSTREAM_FOREIGN_TASK),
             Ok(None) => Ok(()),
             Ok(Some(p)) => p.await,
         }
@@ -365,8 +361,8 @@ impl OwnedTurn {
                 .learn(&principal, &agent, &news, token.as_deref(), bind)
                 .await
             {
-                Err(StateUnavailable) => Err(STATE_UNAVAILABLE),
-                Ok(false) => Err(FOREIGN),
+                Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
+                Ok(false) => Err(reason::UPSTREAM_FOREIGN_TASK),
                 Ok(true) => {
                     if let (Some(l), Some(c)) = (&lease, &news.context) {
                         l.adopt(c);
@@ -374,7 +370,7 @@ impl OwnedTurn {
                     turn.lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .observe_news(upstream, &news)
-                        .map_err(|_| FOREIGN)
+                        .map_err(|_| reason::UPSTREAM_FOREIGN_TASK)
                 }
             }
         })))

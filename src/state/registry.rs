@@ -61,6 +61,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 
 use crate::a2a::RpcError;
+use crate::reason::{self, Reason};
 use crate::telemetry::metrics::RegistryStats;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
 pub use state::Foreign;
@@ -104,14 +105,14 @@ pub enum Denial {
 
 impl Denial {
     /// Low-cardinality reason code (ErrorInfo, metrics, audit).
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Denial::NotFound => "TASK_NOT_FOUND",
-            Denial::WorkspaceMismatch => "context.workspace_mismatch",
-            Denial::ContextBusy => "context.busy",
-            Denial::ContextMismatch => "context.task_mismatch",
-            Denial::InvalidToken => "list.page_token",
-            Denial::Full => "registry.full",
+            Denial::NotFound => reason::TASK_NOT_FOUND,
+            Denial::WorkspaceMismatch => reason::CONTEXT_WORKSPACE_MISMATCH,
+            Denial::ContextBusy => reason::CONTEXT_BUSY,
+            Denial::ContextMismatch => reason::CONTEXT_TASK_MISMATCH,
+            Denial::InvalidToken => reason::LIST_PAGE_TOKEN,
+            Denial::Full => reason::REGISTRY_FULL,
         }
     }
 

@@ -22,6 +22,8 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
+use crate::reason::Reason;
+
 /// Upper bounds of the request-duration histogram, in seconds.
 /// From 100 µs: most requests the edge answers itself take well under 0.5 ms.
 const BUCKETS: [f64; 16] = [
@@ -213,7 +215,7 @@ impl Metrics {
         route: &'static str,
         method: Option<&'static str>,
         status: u16,
-        reason: Option<&'static str>,
+        reason: Option<Reason>,
         elapsed: Duration,
     ) {
         self.requests
@@ -222,7 +224,7 @@ impl Metrics {
                 route,
                 method: method.unwrap_or(""),
                 status,
-                reason: reason.unwrap_or("ok"),
+                reason: reason.map_or("ok", Reason::as_str),
             })
             .inc();
         self.durations
@@ -281,9 +283,9 @@ impl Metrics {
     }
 
     /// An authorization decision refused a request, for this reason.
-    pub fn authz_refused(&self, reason: &'static str) {
+    pub fn authz_refused(&self, reason: Reason) {
         self.authz_refusals
-            .get_or_create(&[("reason", reason)])
+            .get_or_create(&[("reason", reason.as_str())])
             .inc();
     }
 
@@ -565,7 +567,7 @@ mod tests {
             "rpc",
             None,
             401,
-            Some("auth.missing"),
+            Some(crate::reason::AUTH_MISSING),
             ms(0),
         );
         m.request(

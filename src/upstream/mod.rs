@@ -24,6 +24,7 @@ pub use relay::{relay_response, Refused, RelayLimits, StreamLog};
 use crate::a2a::code::{INTERNAL_ERROR, INVALID_AGENT_RESPONSE};
 use crate::body::BoxBody;
 use crate::policy::{UpstreamPolicy, UpstreamTarget};
+use crate::reason::{self, Reason};
 
 /// Why an agent could not answer. Rendered to callers without addresses or internals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub enum UpstreamError {
     /// The agent answered with something the proxy will not relay.
     BadResponse,
     /// The observer refused the answer (its reason: `upstream.foreign_task`, ...).
-    Refused(&'static str),
+    Refused(Reason),
 }
 
 impl UpstreamError {
@@ -54,11 +55,11 @@ impl UpstreamError {
         crate::a2a::RpcError::new(self.code(), self.message(), self.reason())
     }
 
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> Reason {
         match self {
-            UpstreamError::Unavailable => "upstream.unavailable",
-            UpstreamError::Timeout => "upstream.timeout",
-            UpstreamError::BadResponse => "upstream.bad_response",
+            UpstreamError::Unavailable => reason::UPSTREAM_UNAVAILABLE,
+            UpstreamError::Timeout => reason::UPSTREAM_TIMEOUT,
+            UpstreamError::BadResponse => reason::UPSTREAM_BAD_RESPONSE,
             UpstreamError::Refused(reason) => reason,
         }
     }
@@ -67,7 +68,7 @@ impl UpstreamError {
             UpstreamError::Unavailable => "Upstream agent unavailable",
             UpstreamError::Timeout => "Upstream agent timed out",
             UpstreamError::BadResponse => "Upstream agent sent an invalid response",
-            UpstreamError::Refused(crate::state::ownership::STATE_UNAVAILABLE) => {
+            UpstreamError::Refused(reason::STATE_UNAVAILABLE) => {
                 crate::state::ownership::STATE_UNAVAILABLE_MESSAGE
             }
             UpstreamError::Refused(_) => "Upstream agent sent an answer the edge refuses",
@@ -78,12 +79,12 @@ impl UpstreamError {
 /// The code of an answer refused or cut short for `reason`: -32006 when the agent's answer did
 /// not conform (malformed, truncated, another caller's task), -32603 when the edge could not
 /// relay it (shared state, time limits, a broken connection).
-pub fn answer_code(reason: &str) -> i64 {
+pub fn answer_code(reason: Reason) -> i64 {
     match reason {
-        "upstream.bad_response"
-        | "upstream.bad_stream"
-        | "upstream.stream_truncated"
-        | crate::state::ownership::FOREIGN => INVALID_AGENT_RESPONSE,
+        reason::UPSTREAM_BAD_RESPONSE
+        | reason::UPSTREAM_BAD_STREAM
+        | reason::UPSTREAM_STREAM_TRUNCATED
+        | reason::UPSTREAM_FOREIGN_TASK => INVALID_AGENT_RESPONSE,
         _ => INTERNAL_ERROR,
     }
 }

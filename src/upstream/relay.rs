@@ -28,6 +28,7 @@ use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
 use crate::a2a::{error_body, write, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody};
+use crate::reason::{self, Reason};
 use crate::stream_body::budgeted;
 use crate::telemetry::metrics::Metrics;
 use crate::validate::request::RequestPolicy;
@@ -70,13 +71,13 @@ pub struct StreamLog {
 }
 
 /// Why an observer refused an answer: its reason code.
-pub type Refused = &'static str;
+pub type Refused = Reason;
 
 /// Puts one JSON-RPC response of the agent in the shape of an answer to `id`: an object, with
 /// `jsonrpc` 2.0, the caller's id and exactly one of `result` and `error`.
 fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
     let Value::Object(mut map) = v else {
-        return Err("upstream.bad_response");
+        return Err(reason::UPSTREAM_BAD_RESPONSE);
     };
     match (map.remove("result"), map.remove("error")) {
         (Some(r), None) => {
@@ -87,7 +88,7 @@ fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
             map.clear();
             map.insert("error".into(), e);
         }
-        _ => return Err("upstream.bad_response"),
+        _ => return Err(reason::UPSTREAM_BAD_RESPONSE),
     }
     map.insert("jsonrpc".into(), Value::from("2.0"));
     map.insert("id".into(), id.clone());
@@ -228,11 +229,11 @@ where
             let mut decoder = SseDecoder::new(limits.max_event_bytes);
             // Ends the stream with an error frame; the outcome is its reason. The frame is
             // small and goes past the budgets (a caller that reads gets it).
-            let fail = |reason: &'static str| {
+            let fail = |reason: Reason| {
                 let err =
                     RpcError::new(super::answer_code(reason), "Upstream stream failed", reason);
                 tx.send_last(error_event(&error_body(&id, &err)));
-                reason
+                reason.as_str()
             };
             let deadline = started + limits.max_duration;
             let mut last_upstream = tokio::time::Instant::now();
@@ -248,9 +249,9 @@ where
                         r = tx.send(frame) => if r.is_err() { return "client_gone" },
                         _ = tokio::time::sleep_until(stalled.min(deadline)) => {
                             if stalled < deadline {
-                                return "client.stalled";
+                                return reason::CLIENT_STALLED.as_str();
                             }
-                            return fail("upstream.stream_too_long");
+                            return fail(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
                     }
                     last_sent = tokio::time::Instant::now();
@@ -264,10 +265,10 @@ where
                     f = body.frame() => f,
                     _ = tokio::time::sleep_until(wake) => {
                         if wake == deadline {
-                            return fail("upstream.stream_too_long");
+                            return fail(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
                         if wake == idle_at {
-                            return fail("upstream.stream_idle");
+                            return fail(reason::UPSTREAM_STREAM_IDLE);
                         }
                         send!(comment("keep-alive"));
                         continue;
@@ -283,10 +284,10 @@ where
                         Ok(data) => (decoder.push(&data), false),
                         Err(_) => continue, // trailers carry nothing for SSE
                     },
-                    Some(Err(_)) => return fail("upstream.stream_broken"),
+                    Some(Err(_)) => return fail(reason::UPSTREAM_STREAM_BROKEN),
                 };
                 let Ok(decoded) = decoded else {
-                    return fail("upstream.bad_stream");
+                    return fail(reason::UPSTREAM_BAD_STREAM);
                 };
                 for ev in decoded {
                     // Only what is relayed is kept while the caller is waited for: the raw
@@ -300,7 +301,7 @@ where
                     let (json, error, pending) =
                         match one_response(data.as_bytes(), &id, fast.as_deref(), &mut observe) {
                             Ok(answered) => answered,
-                            Err(Failed::Bad) => return fail("upstream.bad_stream"),
+                            Err(Failed::Bad) => return fail(reason::UPSTREAM_BAD_STREAM),
                             Err(Failed::Refused(reason)) => return fail(reason),
                         };
                     drop(data);
@@ -322,7 +323,7 @@ where
                     last_upstream = tokio::time::Instant::now();
                     events += 1;
                     if error {
-                        return "upstream.error_event";
+                        return reason::UPSTREAM_ERROR_EVENT.as_str();
                     }
                 }
                 if end {
@@ -331,7 +332,7 @@ where
             }
             if decoder.pending() > 0 {
                 // The agent ended in the middle of an event: what it sent cannot be trusted whole.
-                return fail("upstream.stream_truncated");
+                return fail(reason::UPSTREAM_STREAM_TRUNCATED);
             }
             "completed"
         }

@@ -13,6 +13,7 @@
 use serde_json::{Map, Value};
 
 use crate::a2a::RpcError;
+use crate::reason::{self, Reason};
 
 /// Longest task, context or push-config id (as iac-code).
 pub const MAX_ID_LEN: usize = 128;
@@ -25,12 +26,12 @@ pub fn is_valid_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
-pub(crate) fn invalid(message: impl Into<String>, reason: &'static str) -> RpcError {
+pub(crate) fn invalid(message: impl Into<String>, reason: Reason) -> RpcError {
     RpcError::invalid_params(message, reason)
 }
 
 fn missing(path: &str, key: &str) -> RpcError {
-    invalid(format!("{path}.{key} is required"), "params.missing")
+    invalid(format!("{path}.{key} is required"), reason::PARAMS_MISSING)
 }
 
 /// How many taken keys a [`Fields`] keeps for reuse.
@@ -88,7 +89,10 @@ impl Fields {
     }
 
     fn wrong_type(&self, key: &str, what: &str) -> RpcError {
-        invalid(format!("{}.{key} must be {what}", self.path), "params.type")
+        invalid(
+            format!("{}.{key} must be {what}", self.path),
+            reason::PARAMS_TYPE,
+        )
     }
 
     /// Removes a field for the caller to check (no copy to the output).
@@ -129,7 +133,7 @@ impl Fields {
             }
             Some(_) => Err(invalid(
                 format!("{}.{key} must be 1-{MAX_ID_LEN} characters of letters, digits, '_', '.', ':' or '-'", self.path),
-                "id.invalid",
+                reason::ID_INVALID,
             )),
         }
     }
@@ -186,7 +190,7 @@ impl Fields {
                     range.start(),
                     range.end()
                 ),
-                "int.range",
+                reason::INT_RANGE,
             )),
             None => Err(self.wrong_type(key, "an integer")),
         }
@@ -214,7 +218,7 @@ impl Fields {
                             "{}.{key} must be 1-{max} bytes without control characters",
                             self.path
                         ),
-                        "string.invalid",
+                        reason::STRING_INVALID,
                     ));
                 }
                 self.put(key, Value::String(s));
@@ -241,7 +245,7 @@ impl Fields {
         if items.len() > max_items {
             return Err(invalid(
                 format!("{}.{key} has more than {max_items} items", self.path),
-                "params.too_many",
+                reason::PARAMS_TOO_MANY,
             ));
         }
         for item in &items {
@@ -254,7 +258,7 @@ impl Fields {
                 _ => {
                     return Err(invalid(
                         format!("{}.{key} holds an invalid item", self.path),
-                        "params.type",
+                        reason::PARAMS_TYPE,
                     ))
                 }
             }

@@ -27,6 +27,7 @@
 //!   type in both classes.
 
 use crate::a2a::RpcError;
+use crate::reason;
 
 /// Longest media type accepted, in bytes (RFC 6838 limits type and subtype to 127 each).
 pub const MAX_MEDIA_TYPE_BYTES: usize = 255;
@@ -193,7 +194,7 @@ impl MediaTypes {
             Some(raw) => raw,
         };
         let parsed = parse(raw).ok_or_else(|| {
-            RpcError::invalid_params("A2A part media type is malformed.", "part.media_type")
+            RpcError::invalid_params("A2A part media type is malformed.", reason::PART_MEDIA_TYPE)
         })?;
         // A part has one type, never a range.
         let from_card = self.card.as_ref().map(|c| {
@@ -204,7 +205,7 @@ impl MediaTypes {
                 return Err(RpcError::new(
                     crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
                     "A2A part has unsupported media type.",
-                    "part.media_type",
+                    reason::PART_MEDIA_TYPE,
                 ));
             }
             class_of(&parsed.essence)
@@ -217,7 +218,7 @@ impl MediaTypes {
             return Err(RpcError::new(
                 crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
                 "A2A part has unsupported media type.",
-                "part.media_type",
+                reason::PART_MEDIA_TYPE,
             ));
         };
         let mut charset_seen = false;
@@ -225,20 +226,20 @@ impl MediaTypes {
             if name != "charset" {
                 return Err(RpcError::invalid_params(
                     "A2A part media type has an unsupported parameter.",
-                    "part.media_param",
+                    reason::PART_MEDIA_PARAM,
                 ));
             }
             if charset_seen {
                 return Err(RpcError::invalid_params(
                     "A2A part media type repeats its charset.",
-                    "part.charset",
+                    reason::PART_CHARSET,
                 ));
             }
             charset_seen = true;
             if class != MediaClass::Text {
                 return Err(RpcError::invalid_params(
                     "A2A binary parts take no charset.",
-                    "part.charset",
+                    reason::PART_CHARSET,
                 ));
             }
             let value = value.to_ascii_lowercase();
@@ -246,7 +247,7 @@ impl MediaTypes {
                 return Err(RpcError::new(
                     crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
                     "A2A text parts must be UTF-8.",
-                    "part.charset",
+                    reason::PART_CHARSET,
                 ));
             }
         }
@@ -595,7 +596,11 @@ mod tests {
             match (t.classify(Some(m)), want) {
                 (Ok((class, _)), Some(w)) => assert_eq!(class, w, "{m}"),
                 (Err(e), None) => {
-                    assert_eq!((e.code, e.reason), (-32005, "part.media_type"), "{m}")
+                    assert_eq!(
+                        (e.code, e.reason.as_str()),
+                        (-32005, "part.media_type"),
+                        "{m}"
+                    )
                 }
                 (got, _) => panic!("{m}: {got:?}"),
             }

@@ -41,6 +41,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::a2a::RpcError;
+use crate::reason;
 
 /// The deepest object nesting walked (the metadata object itself is level 1).
 pub const MAX_DEPTH: usize = 32;
@@ -252,7 +253,7 @@ pub fn check_metadata(
         Value::Object(map) => check_metadata_object(map, caller, policy),
         _ => Err(RpcError::invalid_params(
             "Metadata must be an object",
-            "metadata.type",
+            reason::METADATA_TYPE,
         )),
     }
 }
@@ -324,21 +325,21 @@ fn walk<'a>(
     if depth > MAX_DEPTH {
         return Err(RpcError::invalid_params(
             "Metadata is nested too deeply",
-            "metadata.too_deep",
+            reason::METADATA_TOO_DEEP,
         ));
     }
     *keys += map.len();
     if *keys > MAX_KEYS {
         return Err(RpcError::invalid_params(
             format!("Metadata holds more than {MAX_KEYS} keys"),
-            "metadata.too_many_keys",
+            reason::METADATA_TOO_MANY_KEYS,
         ));
     }
     for (key, value) in map {
         if key.len() > MAX_KEY_BYTES {
             return Err(RpcError::invalid_params(
                 format!("A metadata key is longer than {MAX_KEY_BYTES} bytes"),
-                "metadata.key_too_long",
+                reason::METADATA_KEY_TOO_LONG,
             ));
         }
         let before = path.len();
@@ -351,7 +352,7 @@ fn walk<'a>(
                 if let Some(pattern) = policy.denial(path, caller) {
                     return Err(RpcError::invalid_params(
                         format!("Metadata key is not allowed: {}", pattern.text),
-                        "metadata.denied_key",
+                        reason::METADATA_DENIED_KEY,
                     ));
                 }
             }
@@ -385,7 +386,7 @@ mod tests {
             Err(e) => {
                 assert_eq!(e.code, -32602);
                 assert!(!e.message.contains("sk-secret"), "{}", e.message);
-                Some(e.reason)
+                Some(e.reason.as_str())
             }
         }
     }
@@ -562,7 +563,9 @@ mod tests {
             ),
         ];
         for (meta, caller, want) in rows {
-            let got = check_metadata(&meta, caller, &p).err().map(|e| e.reason);
+            let got = check_metadata(&meta, caller, &p)
+                .err()
+                .map(|e| e.reason.as_str());
             assert_eq!(got, want, "{meta}");
         }
         let ops = MetadataCaller {

@@ -14,6 +14,7 @@
 use serde_json::{Map, Value};
 
 use crate::a2a::RpcError;
+use crate::reason;
 
 /// (proto field name, JSON name) of every field of the A2A 1.0 request messages the edge
 /// checks whose two names differ (a2a.proto: SendMessageRequest, Message, Part,
@@ -53,7 +54,7 @@ pub fn to_json_names(object: &mut Map<String, Value>, path: &str) -> Result<(), 
         if object.contains_key(*json) {
             return Err(RpcError::invalid_params(
                 format!("{path}.{json} is given twice (as {json} and as {proto})"),
-                "params.duplicate_field",
+                reason::PARAMS_DUPLICATE_FIELD,
             ));
         }
         object.insert((*json).to_string(), v);

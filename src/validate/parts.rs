@@ -55,6 +55,7 @@ use super::base64_check::standard_decoded_len;
 use super::media::{MediaClass, MediaTypes};
 use super::workspace::{Workspace, WorkspacePolicy};
 use crate::a2a::RpcError;
+use crate::reason::{self, Reason};
 
 mod file_url;
 #[cfg(test)]
@@ -94,16 +95,16 @@ const KNOWN_KEYS: [&str; 7] = [
     "metadata",
 ];
 
-fn invalid(message: &str, reason: &'static str) -> RpcError {
+fn invalid(message: &str, reason: Reason) -> RpcError {
     RpcError::invalid_params(message, reason)
 }
 
 fn shape(message: &str) -> RpcError {
-    invalid(message, "part.shape")
+    invalid(message, reason::PART_SHAPE)
 }
 
 fn too_large() -> RpcError {
-    invalid("A2A part content is too large.", "part.too_large")
+    invalid("A2A part content is too large.", reason::PART_TOO_LARGE)
 }
 
 /// Checks one part (a JSON object) and normalizes it in place for forwarding: unknown keys
@@ -165,7 +166,7 @@ fn inspect(
             if class != MediaClass::Text {
                 return Err(invalid(
                     "A2A text parts must use a text media type.",
-                    "part.media_type",
+                    reason::PART_MEDIA_TYPE,
                 ));
             }
             None
@@ -196,7 +197,7 @@ fn check_filename(name: &str) -> Result<(), RpcError> {
     if bad {
         return Err(invalid(
             "A2A part filename is not a plain file name.",
-            "part.filename",
+            reason::PART_FILENAME,
         ));
     }
     Ok(())
@@ -226,7 +227,7 @@ fn refuse_overlong(encoded: &str, limit: usize) -> Result<(), RpcError> {
 fn not_base64() -> RpcError {
     invalid(
         "A2A part bytes must be standard base64 with padding.",
-        "part.base64",
+        reason::PART_BASE64,
     )
 }
 
@@ -237,7 +238,7 @@ fn check_raw(encoded: &str, class: MediaClass) -> Result<(), RpcError> {
             if std::str::from_utf8(&bytes).is_err() {
                 return Err(invalid(
                     "A2A raw parts must contain valid UTF-8.",
-                    "part.utf8",
+                    reason::PART_UTF8,
                 ));
             }
         }
@@ -263,7 +264,7 @@ fn check_data(value: &Value, class: MediaClass, media: &str) -> Result<(), RpcEr
             if media != "application/json" {
                 return Err(invalid(
                     "A2A data parts must use application/json media type.",
-                    "part.media_type",
+                    reason::PART_MEDIA_TYPE,
                 ));
             }
             if compact_len_exceeds(value, MAX_TEXT_INLINE_BYTES) {

@@ -50,6 +50,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use url::{Host, Url};
 
 use crate::a2a::RpcError;
+use crate::reason::{self, Reason};
 
 /// The longest push URL accepted, raw and normalized, in bytes.
 pub const MAX_PUSH_URL_LEN: usize = 2048;
@@ -124,10 +125,10 @@ enum Reach {
 }
 
 impl Reach {
-    fn reason(self) -> &'static str {
+    fn reason(self) -> Reason {
         match self {
-            Reach::Local => "push.private_address",
-            Reach::Special => "push.special_address",
+            Reach::Local => reason::PUSH_PRIVATE_ADDRESS,
+            Reach::Special => reason::PUSH_SPECIAL_ADDRESS,
         }
     }
 }
@@ -304,7 +305,7 @@ fn reject_ip(ip: IpAddr, resolved: bool, policy: &PushUrlPolicy) -> Result<(), R
     }
 }
 
-fn host_error(message: &str, reason: &'static str) -> RpcError {
+fn host_error(message: &str, reason: Reason) -> RpcError {
     RpcError::invalid_params(message, reason)
 }
 
@@ -314,7 +315,7 @@ fn check_domain(domain: &str, policy: &PushUrlPolicy) -> Result<(), RpcError> {
     if name.is_empty() || name.len() > MAX_HOST_LEN || name.split('.').any(str::is_empty) {
         return Err(host_error(
             "Push notification URL has an invalid host",
-            "push.url_host",
+            reason::PUSH_URL_HOST,
         ));
     }
     // The parser lower-cases ASCII hosts; do it again so this function stands alone.
@@ -325,14 +326,14 @@ fn check_domain(domain: &str, policy: &PushUrlPolicy) -> Result<(), RpcError> {
     if name == "localhost" || name.ends_with(".localhost") {
         return Err(host_error(
             "Push notification URL must not target localhost",
-            "push.localhost",
+            reason::PUSH_LOCALHOST,
         ));
     }
     let tld = name.rsplit('.').next().unwrap_or(name.as_str());
     if !name.contains('.') || LOCAL_SUFFIXES.contains(&tld) {
         return Err(host_error(
             "Push notification URL must use a public, fully qualified host name",
-            "push.local_name",
+            reason::PUSH_LOCAL_NAME,
         ));
     }
     Ok(())
@@ -344,7 +345,7 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
     if raw.len() > MAX_PUSH_URL_LEN {
         return Err(RpcError::invalid_params(
             "Push notification URL is too long",
-            "push.url_too_long",
+            reason::PUSH_URL_TOO_LONG,
         ));
     }
     // The WHATWG parser silently drops tabs/newlines and trims spaces and controls; refuse them
@@ -352,13 +353,13 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
     if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(RpcError::invalid_params(
             "Push notification URL is not a valid URL",
-            "push.url_syntax",
+            reason::PUSH_URL_SYNTAX,
         ));
     }
     let url = Url::parse(raw).map_err(|_| {
         RpcError::invalid_params(
             "Push notification URL is not a valid URL",
-            "push.url_syntax",
+            reason::PUSH_URL_SYNTAX,
         )
     })?;
     match url.scheme() {
@@ -370,20 +371,20 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
             } else {
                 "Push notification URL must use https"
             };
-            return Err(RpcError::invalid_params(message, "push.url_scheme"));
+            return Err(RpcError::invalid_params(message, reason::PUSH_URL_SCHEME));
         }
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(RpcError::invalid_params(
             "Push notification URL must not carry credentials",
-            "push.url_userinfo",
+            reason::PUSH_URL_USERINFO,
         ));
     }
     match url.host() {
         None => {
             return Err(host_error(
                 "Push notification URL has no host",
-                "push.url_host",
+                reason::PUSH_URL_HOST,
             ))
         }
         Some(Host::Domain(domain)) => check_domain(domain, policy)?,
@@ -394,7 +395,7 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
     if url.as_str().len() > MAX_PUSH_URL_LEN {
         return Err(RpcError::invalid_params(
             "Push notification URL is too long",
-            "push.url_too_long",
+            reason::PUSH_URL_TOO_LONG,
         ));
     }
     Ok(url)
@@ -413,7 +414,7 @@ pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), Rpc
         None => {
             return Err(host_error(
                 "Push notification URL has no host",
-                "push.url_host",
+                reason::PUSH_URL_HOST,
             ))
         }
         Some(Host::Ipv4(ip)) => return reject_ip(IpAddr::V4(ip), false, policy),
@@ -423,7 +424,7 @@ pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), Rpc
     let failed = || {
         RpcError::invalid_params(
             "Push notification URL host could not be resolved",
-            "push.resolve_failed",
+            reason::PUSH_RESOLVE_FAILED,
         )
     };
     let port = url.port_or_known_default().unwrap_or(443);
@@ -463,7 +464,7 @@ mod tests {
                 assert_eq!(e.code, -32602, "{raw}");
                 assert!(!e.message.contains(raw), "message echoes the URL: {raw}");
                 assert!(!e.message.contains("://"), "message echoes a URL: {raw}");
-                Some(e.reason)
+                Some(e.reason.as_str())
             }
         }
     }
@@ -868,7 +869,7 @@ mod tests {
             ("https://10.20.1.2/", &none, Some("push.private_address")),
         ];
         for (url, p, want) in rows {
-            let got = check_push_url(url, p).err().map(|e| e.reason);
+            let got = check_push_url(url, p).err().map(|e| e.reason.as_str());
             assert_eq!(got, want, "{url}");
         }
     }

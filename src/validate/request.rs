@@ -24,6 +24,7 @@ use super::parts::{check_part, PartRules};
 use super::push_url::{check_push_url, PushUrlPolicy};
 use super::workspace::{resolve_cwd, Workspace, WorkspacePolicy};
 use crate::a2a::{Method, RpcError};
+use crate::reason;
 
 /// Most parts in one message.
 pub const MAX_PARTS: usize = 256;
@@ -182,7 +183,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         _ => {
             return Err(invalid(
                 "the request and the message name different workspaces",
-                "workspace.conflict",
+                reason::WORKSPACE_CONFLICT,
             ))
         }
     };
@@ -209,7 +210,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         _ => {
             return Err(invalid(
                 format!("params.message.messageId must be 1-{MAX_MESSAGE_ID} bytes"),
-                "message.id",
+                reason::MESSAGE_ID,
             ))
         }
     }
@@ -220,7 +221,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         _ => {
             return Err(invalid(
                 "params.message.role must be ROLE_USER",
-                "message.role",
+                reason::MESSAGE_ROLE,
             ))
         }
     }
@@ -234,7 +235,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         _ => {
             return Err(invalid(
                 format!("params.message.parts must hold 1-{MAX_PARTS} parts"),
-                "message.parts",
+                reason::MESSAGE_PARTS,
             ))
         }
     };
@@ -248,7 +249,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         let Value::Object(mut part) = part else {
             return Err(invalid(
                 "params.message.parts must hold objects",
-                "message.parts",
+                reason::MESSAGE_PARTS,
             ));
         };
         super::names::to_json_names(&mut part, "params.message.parts")?;
@@ -286,7 +287,7 @@ fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url
     f.id("tenant")?;
     let url = match f.take_required("url")? {
         Value::String(s) => check_push_url(&s, rules.push)?,
-        _ => return Err(invalid("push url must be a string", "params.type")),
+        _ => return Err(invalid("push url must be a string", reason::PARAMS_TYPE)),
     };
     f.put("url", Value::String(url.as_str().to_string()));
     f.string("token", MAX_TOKEN)?;
@@ -314,9 +315,19 @@ fn task_state(f: &mut Fields, key: &str) -> Result<(), RpcError> {
         Some(Value::String(s)) if TASK_STATES.contains(&s.as_str()) => s,
         Some(Value::Number(n)) => match n.as_u64() {
             Some(i @ 1..=8) => TASK_STATES[(i - 1) as usize].to_string(),
-            _ => return Err(invalid("status must be a TaskState", "task_state.invalid")),
+            _ => {
+                return Err(invalid(
+                    "status must be a TaskState",
+                    reason::TASK_STATE_INVALID,
+                ))
+            }
         },
-        Some(_) => return Err(invalid("status must be a TaskState", "task_state.invalid")),
+        Some(_) => {
+            return Err(invalid(
+                "status must be a TaskState",
+                reason::TASK_STATE_INVALID,
+            ))
+        }
     };
     f.put(key, Value::String(name));
     Ok(())
@@ -333,12 +344,12 @@ fn timestamp(f: &mut Fields, key: &str) -> Result<(), RpcError> {
             }
             None => Err(invalid(
                 format!("{key} must be an RFC 3339 timestamp"),
-                "timestamp.invalid",
+                reason::TIMESTAMP_INVALID,
             )),
         },
         Some(_) => Err(invalid(
             format!("{key} must be an RFC 3339 timestamp"),
-            "timestamp.invalid",
+            reason::TIMESTAMP_INVALID,
         )),
     }
 }

@@ -15,6 +15,7 @@ use http::header::{HeaderMap, CONTENT_TYPE};
 use http::HeaderValue;
 
 use crate::a2a::RpcError;
+use crate::reason;
 
 pub const VERSION_HEADER: &str = "a2a-version";
 pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
@@ -27,7 +28,7 @@ pub fn check_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
         RpcError::new(
             crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED,
             "Content-Type must be application/json",
-            "content_type.unsupported",
+            reason::CONTENT_TYPE_UNSUPPORTED,
         )
     };
     let mut values = headers.get_all(CONTENT_TYPE).iter();
@@ -59,7 +60,7 @@ pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
             return Err(RpcError::new(
                 crate::a2a::code::VERSION_NOT_SUPPORTED,
                 "A2A-Version must be sent once",
-                "version.ambiguous",
+                reason::VERSION_AMBIGUOUS,
             ))
         }
         (None, None) => None,
@@ -79,7 +80,7 @@ pub fn check_version(headers: &HeaderMap) -> Result<HeaderValue, RpcError> {
         RpcError::new(
             crate::a2a::code::VERSION_NOT_SUPPORTED,
             message,
-            "version.unsupported",
+            reason::VERSION_UNSUPPORTED,
         )
     };
     let parts: Vec<&str> = text.split('.').collect();
@@ -107,7 +108,7 @@ pub fn check_extensions(
     required: &[String],
 ) -> Result<Option<HeaderValue>, RpcError> {
     let malformed =
-        || RpcError::invalid_request("A2A-Extensions is malformed", "extensions.malformed");
+        || RpcError::invalid_request("A2A-Extensions is malformed", reason::EXTENSIONS_MALFORMED);
     let mut requested = Vec::new();
     for value in headers.get_all(EXTENSIONS_HEADER) {
         let text = value.to_str().map_err(|_| malformed())?;
@@ -139,7 +140,7 @@ pub fn check_extensions(
                 "Required A2A extensions were not requested: {}",
                 list.join(", ")
             ),
-            "extensions.missing_required",
+            reason::EXTENSIONS_MISSING_REQUIRED,
         ));
     }
     if requested.is_empty() {

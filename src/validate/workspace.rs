@@ -36,6 +36,7 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::Value;
 
 use crate::a2a::RpcError;
+use crate::reason::{self, Reason};
 
 #[cfg(test)]
 pub(crate) mod testdir;
@@ -163,7 +164,7 @@ impl Workspace {
     }
 }
 
-fn invalid(message: &str, reason: &'static str) -> RpcError {
+fn invalid(message: &str, reason: Reason) -> RpcError {
     RpcError::invalid_params(message, reason)
 }
 
@@ -175,44 +176,44 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
     let raw = value.as_str().ok_or_else(|| {
         invalid(
             "Invalid A2A workspace metadata: cwd must be a string.",
-            "workspace.type",
+            reason::WORKSPACE_TYPE,
         )
     })?;
     if raw.contains('\0') {
         return Err(invalid(
             "Invalid A2A workspace metadata: cwd holds a NUL byte.",
-            "workspace.nul",
+            reason::WORKSPACE_NUL,
         ));
     }
     if raw.len() > MAX_CWD_BYTES {
         return Err(invalid(
             "Invalid A2A workspace metadata: cwd is too long.",
-            "workspace.too_long",
+            reason::WORKSPACE_TOO_LONG,
         ));
     }
     if raw.chars().any(char::is_control) {
         return Err(invalid(
             "Invalid A2A workspace metadata: cwd holds a control character.",
-            "workspace.control",
+            reason::WORKSPACE_CONTROL,
         ));
     }
     let path = Path::new(raw);
     if !path.is_absolute() {
         return Err(invalid(
             "Invalid A2A workspace metadata: cwd must be an absolute path.",
-            "workspace.relative",
+            reason::WORKSPACE_RELATIVE,
         ));
     }
     let logical = normalize_lexically(path).ok_or_else(|| {
         invalid(
             "Invalid A2A workspace metadata: cwd climbs above the root.",
-            "workspace.traversal",
+            reason::WORKSPACE_TRAVERSAL,
         )
     })?;
     let outside = || {
         invalid(
             "Invalid A2A workspace metadata: cwd is outside the allowed workspace roots.",
-            "workspace.outside_roots",
+            reason::WORKSPACE_OUTSIDE_ROOTS,
         )
     };
     if !policy.check_filesystem {
@@ -231,7 +232,7 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
                 if nearest_existing_ancestor_within(&logical, |p| policy.contains(p)) {
                     invalid(
                         "Invalid A2A workspace metadata: cwd does not exist.",
-                        "workspace.missing",
+                        reason::WORKSPACE_MISSING,
                     )
                 } else {
                     outside()
@@ -246,11 +247,11 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
         Ok(meta) if meta.is_dir() => Ok(Workspace { logical, real }),
         Ok(_) => Err(invalid(
             "Invalid A2A workspace metadata: cwd is not a directory.",
-            "workspace.not_directory",
+            reason::WORKSPACE_NOT_DIRECTORY,
         )),
         Err(_) => Err(invalid(
             "Invalid A2A workspace metadata: cwd does not exist.",
-            "workspace.missing",
+            reason::WORKSPACE_MISSING,
         )),
     }
 }

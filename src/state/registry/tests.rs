@@ -943,7 +943,7 @@ fn denials_render_as_a2a_errors() {
     ];
     for (d, code, reason) in rows {
         let e = d.rpc_error();
-        assert_eq!((e.code, e.reason), (code, reason), "{d:?}");
+        assert_eq!((e.code, e.reason.as_str()), (code, reason), "{d:?}");
     }
     assert_eq!(
         Denial::ContextBusy.rpc_error().message,

@@ -13,6 +13,7 @@ use super::{
     MAX_URL_PATH_BYTES,
 };
 use crate::a2a::RpcError;
+use crate::reason;
 use crate::validate::media::MediaClass;
 use crate::validate::workspace::{
     nearest_existing_ancestor_within, normalize_lexically, within_any,
@@ -48,19 +49,19 @@ const O_NONBLOCK: i32 = if cfg!(all(
 fn outside() -> RpcError {
     invalid(
         "A2A file URL part is outside the allowed workspace.",
-        "part.outside_workspace",
+        reason::PART_OUTSIDE_WORKSPACE,
     )
 }
 
 fn missing() -> RpcError {
     invalid(
         "A2A file URL part must reference an existing file.",
-        "part.file_missing",
+        reason::PART_FILE_MISSING,
     )
 }
 
 fn syntax(message: &str) -> RpcError {
-    invalid(message, "part.url_syntax")
+    invalid(message, reason::PART_URL_SYNTAX)
 }
 
 /// Checks a `url` part and returns the URL to forward (that of the checked path).
@@ -69,7 +70,7 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
     let workspace = rules.workspace.ok_or_else(|| {
         invalid(
             "A2A file URL parts need a workspace (metadata.iac_code.cwd).",
-            "part.file_without_workspace",
+            reason::PART_FILE_WITHOUT_WORKSPACE,
         )
     })?;
     let logical = normalize_lexically(&decoded).ok_or_else(outside)?;
@@ -99,7 +100,7 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         if !meta.file_type().is_file() {
             return Err(invalid(
                 "A2A file URL part must reference a regular file.",
-                "part.file_not_regular",
+                reason::PART_FILE_NOT_REGULAR,
             ));
         }
         match class {
@@ -125,7 +126,7 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
     if forwarded.len() > MAX_URL_BYTES {
         return Err(invalid(
             "A2A file URL part is too long.",
-            "part.url_too_long",
+            reason::PART_URL_TOO_LONG,
         ));
     }
     Ok(forwarded)
@@ -136,7 +137,7 @@ fn parse(raw: &str) -> Result<PathBuf, RpcError> {
     if raw.len() > MAX_URL_BYTES {
         return Err(invalid(
             "A2A file URL part is too long.",
-            "part.url_too_long",
+            reason::PART_URL_TOO_LONG,
         ));
     }
     // WHATWG parsing strips leading/trailing C0 and spaces, drops tabs and newlines anywhere
@@ -152,7 +153,7 @@ fn parse(raw: &str) -> Result<PathBuf, RpcError> {
     if !scheme.eq_ignore_ascii_case("file:") {
         return Err(invalid(
             "A2A file URL parts must use local file:// URLs.",
-            "part.url_scheme",
+            reason::PART_URL_SCHEME,
         ));
     }
     let url = Url::parse(raw).map_err(|e| match e {
@@ -166,7 +167,7 @@ fn parse(raw: &str) -> Result<PathBuf, RpcError> {
     if url.scheme() != "file" {
         return Err(invalid(
             "A2A file URL parts must use local file:// URLs.",
-            "part.url_scheme",
+            reason::PART_URL_SCHEME,
         ));
     }
     // The authority must be empty as written: the parser turns `file://localhost/` into an
@@ -195,7 +196,7 @@ fn parse(raw: &str) -> Result<PathBuf, RpcError> {
     if bytes.len() > MAX_URL_PATH_BYTES {
         return Err(invalid(
             "A2A file URL part is too long.",
-            "part.url_too_long",
+            reason::PART_URL_TOO_LONG,
         ));
     }
     Ok(path)
@@ -204,21 +205,26 @@ fn parse(raw: &str) -> Result<PathBuf, RpcError> {
 fn host() -> RpcError {
     invalid(
         "A2A file URL parts must use local file:// URLs without a host.",
-        "part.url_host",
+        reason::PART_URL_HOST,
     )
 }
 
 fn encoding() -> RpcError {
     invalid(
         "A2A file URL part path must be UTF-8 without NUL or control characters.",
-        "part.url_encoding",
+        reason::PART_URL_ENCODING,
     )
 }
 
 /// Opens (non-blocking) the file that was checked, makes sure the handle is that same regular
 /// file, and reads at most the limit + 1 bytes: it must fit and be UTF-8.
 fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcError> {
-    let unreadable = || invalid("A2A file URL part cannot be read.", "part.file_unreadable");
+    let unreadable = || {
+        invalid(
+            "A2A file URL part cannot be read.",
+            reason::PART_FILE_UNREADABLE,
+        )
+    };
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(O_NONBLOCK)
@@ -228,7 +234,7 @@ fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcEr
     if !meta.file_type().is_file() || meta.dev() != checked.dev() || meta.ino() != checked.ino() {
         return Err(invalid(
             "A2A file URL part must reference a regular file.",
-            "part.file_not_regular",
+            reason::PART_FILE_NOT_REGULAR,
         ));
     }
     let mut content = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 20));
@@ -239,7 +245,7 @@ fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcEr
     if std::str::from_utf8(&content).is_err() {
         return Err(invalid(
             "A2A file URL parts must contain valid UTF-8.",
-            "part.utf8",
+            reason::PART_UTF8,
         ));
     }
     Ok(())
