@@ -232,7 +232,7 @@ fn check(headers: HeaderMap) {
             assert_eq!(p.name, name, "{headers:?}");
             assert_ne!(p.scheme, Scheme::Anonymous);
         }
-        (Err(r), None) => assert!(r.reason.starts_with("auth."), "{r:?}"),
+        (Err(r), None) => assert!(r.reason.as_str().starts_with("auth."), "{r:?}"),
         _ => panic!("authenticate gave {got:?}, the oracle {want:?}, for {headers:?}"),
     }
 }

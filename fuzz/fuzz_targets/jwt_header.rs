@@ -325,7 +325,7 @@ fuzz_target!(|data: &[u8]| {
     let got = runtime().block_on(s.authenticate(&token));
     let Ok(p) = got else {
         let e = got.unwrap_err();
-        assert!(e.reason.starts_with("jwt."), "{e:?}");
+        assert!(e.reason.as_str().starts_with("jwt."), "{e:?}");
         if !looks {
             assert_eq!(e.reason, "jwt.malformed", "{token:?}");
         }

@@ -19,7 +19,7 @@ fn types() -> &'static MediaTypes {
 }
 
 fn outcome(t: &MediaTypes, s: &str) -> Result<(MediaClass, String), &'static str> {
-    t.classify(Some(s)).map_err(|e| e.reason)
+    t.classify(Some(s)).map_err(|e| e.reason.as_str())
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -80,7 +80,7 @@ fn check(raw: &str, policy: &PushUrlPolicy) {
         Ok(url) => url,
         Err(e) => {
             assert_eq!(e.code, -32602);
-            assert!(e.reason.starts_with("push."), "{e:?}");
+            assert!(e.reason.as_str().starts_with("push."), "{e:?}");
             return;
         }
     };

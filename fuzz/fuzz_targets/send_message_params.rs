@@ -727,7 +727,7 @@ fn check(method: Method, principal: &str, params: Map<String, Value>) {
             assert!(
                 e.code == -32602
                     || (e.code == -32005
-                        && matches!(e.reason, "part.media_type" | "part.charset")),
+                        && matches!(e.reason.as_str(), "part.media_type" | "part.charset")),
                 "{e:?}"
             );
             let base = f.base.to_string_lossy();

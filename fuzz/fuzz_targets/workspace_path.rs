@@ -19,7 +19,7 @@ fn check(value: &Value, policy: &WorkspacePolicy) {
         Ok(ws) => ws,
         Err(e) => {
             assert_eq!(e.code, -32602);
-            assert!(e.reason.starts_with("workspace."), "{e:?}");
+            assert!(e.reason.as_str().starts_with("workspace."), "{e:?}");
             assert!(!e.message.contains(&*f.root.to_string_lossy()), "{e:?}");
             return;
         }
