@@ -13,7 +13,7 @@ impl Gate {
         at: &AgentGate,
         conn: &ConnInfo,
         client: IpAddr,
-        req: Request<Incoming>,
+        req: Request<impl RequestBody>,
         h1_body: bool,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {

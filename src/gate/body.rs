@@ -37,6 +37,12 @@ pub(super) fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<
     Ok(())
 }
 
+/// What the gate takes as a request body: hyper's `Incoming` from a connection, or any other
+/// body of bytes (tests drive the gate without a socket). Its errors are not looked at: a body
+/// that fails is `body.read`.
+pub trait RequestBody: http_body::Body<Data = Bytes> + Send + Unpin + 'static {}
+impl<B: http_body::Body<Data = Bytes> + Send + Unpin + 'static> RequestBody for B {}
+
 /// How a request body must arrive.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BodyLimits {
@@ -83,7 +89,7 @@ const DISCARD_TIME: Duration = Duration::from_millis(100);
 /// an unaccepted content type). `true` when it ended within the bounds (the connection stays
 /// usable); `false` when it did not (a larger declared length, more bytes, slower, or
 /// unreadable): the answer then says `Connection: close`, since hyper will not read the rest.
-async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> bool {
+async fn discard_body(mut body: impl RequestBody, headers: &HeaderMap) -> bool {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -116,7 +122,7 @@ async fn discard_body(mut body: Incoming, headers: &HeaderMap) -> bool {
 /// that takes none): when an HTTP/1.1 request declared one, [`discard_body`]; if that did not
 /// reach the body's end, the answer must close the connection (`Trace::body_left_unread`).
 pub(super) async fn drop_unneeded_body(
-    body: Incoming,
+    body: impl RequestBody,
     headers: &HeaderMap,
     h1_body: bool,
     trace: &mut super::Trace,
@@ -130,7 +136,7 @@ pub(super) async fn drop_unneeded_body(
 /// before (or as soon as) it crosses the cap, and a body that trickles in (slow POST) or takes
 /// too long is refused with 408.
 pub(super) async fn read_body(
-    mut body: Incoming,
+    mut body: impl RequestBody,
     headers: &HeaderMap,
     limits: BodyLimits,
 ) -> Result<Bytes, Rejection> {

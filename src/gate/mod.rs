@@ -25,6 +25,8 @@ mod forwarding;
 mod list_tasks;
 mod rejection;
 mod route;
+#[cfg(test)]
+mod tests;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -35,10 +37,10 @@ use http::{
     header, HeaderMap, HeaderName, HeaderValue, Method as HttpMethod, Request, Response, StatusCode,
 };
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tracing::{info_span, Instrument};
 
+pub use body::RequestBody;
 use body::{
     check_framing, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body, BodyLimits,
 };
@@ -221,7 +223,11 @@ impl Gate {
     }
 
     /// Serves one request. Never fails: every refusal is rendered as a response.
-    pub async fn handle(&self, conn: ConnInfo, req: Request<Incoming>) -> Response<BoxBody> {
+    pub async fn handle(
+        &self,
+        conn: ConnInfo,
+        req: Request<impl RequestBody>,
+    ) -> Response<BoxBody> {
         let started = Instant::now();
         let (route, named) = self.route(&req);
         // Routes without an agent of their own (the edge's paths, 404) use the first's
@@ -416,7 +422,7 @@ impl Gate {
         agent: &AgentGate,
         conn: &ConnInfo,
         client: IpAddr,
-        req: Request<Incoming>,
+        req: Request<impl RequestBody>,
         h1_body: bool,
         trace: &mut Trace,
     ) -> Result<Response<BoxBody>, Rejection> {
@@ -827,7 +833,7 @@ impl Gate {
     /// Which route a request takes, and for which agent: without `[[agents]]` the one agent
     /// (the host is not looked at, as before); with them, the edge's own paths on any host,
     /// then the agent whose host and prefix the request names (else 404).
-    fn route(&self, req: &Request<Incoming>) -> (Route, Option<&AgentGate>) {
+    fn route<B>(&self, req: &Request<B>) -> (Route, Option<&AgentGate>) {
         let path = req.uri().path();
         let Some(routes) = &self.routes else {
             let first = self.agents.first();

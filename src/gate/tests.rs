@@ -1,0 +1,327 @@
+//! The gate driven without a socket: requests with bodies of any type (`RequestBody`), an
+//! agent in the process that records what reaches it (the embedded engine behind it answers).
+//! What needs a connection (TLS, HTTP framing, slow clients) is in `tests/`.
+
+use super::*;
+use crate::engine::{Engine, EngineConfig};
+use crate::policy::LoadMode;
+use crate::reason::{self, Reason};
+use crate::state::Process;
+use crate::upstream::LocalAgent;
+use http_body_util::{BodyExt, Full};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+
+const POLICY: &str = r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://edge.example/"
+
+[tls]
+dev = true
+
+[[upstreams]]
+name = "engine"
+url = "embedded"
+
+[auth]
+[[auth.bearer]]
+principal = "ci-bot"
+token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+[limits]
+body_read_timeout_ms = 300
+"#;
+/// The bearer token whose SHA-256 the policy holds.
+const TOKEN: &str = "Bearer test";
+
+/// The agent: records every request that reaches it, then lets the embedded engine answer.
+struct Recording {
+    engine: Arc<Engine>,
+    seen: Mutex<Vec<Bytes>>,
+}
+
+impl LocalAgent for Recording {
+    fn handle(
+        &self,
+        req: Request<Bytes>,
+    ) -> Pin<Box<dyn std::future::Future<Output = Response<BoxBody>> + Send + '_>> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(req.body().clone());
+        Box::pin(self.engine.handle(req))
+    }
+}
+
+async fn gate() -> (Gate, Arc<Recording>) {
+    let policy = Policy::from_toml(std::path::Path::new("p.toml"), POLICY, LoadMode::Check)
+        .expect("the test policy loads");
+    let agent = Arc::new(Recording {
+        engine: Engine::new(EngineConfig::default()),
+        seen: Mutex::new(Vec::new()),
+    });
+    let local: Arc<dyn LocalAgent> = agent.clone();
+    let process = Process {
+        owners: Ownership::new(TaskRegistry::new(1_000), None),
+        metrics: Arc::new(crate::telemetry::metrics::Metrics::new()),
+        local_agent: Some(local),
+        shared: None,
+    };
+    let url = url::Url::parse("https://edge.example/").expect("a URL");
+    let gate = Gate::new(&policy, &url, 443, &process, None)
+        .await
+        .expect("the gate builds");
+    (gate, agent)
+}
+
+fn conn() -> ConnInfo {
+    ConnInfo {
+        peer: "192.0.2.7:40000".parse().expect("an address"),
+        client_cert: false,
+        client_identity: None,
+    }
+}
+
+fn send_message(text: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": format!("m-{text}"), "role": "ROLE_USER",
+                               "parts": [{"text": text}]}}
+    }))
+    .expect("JSON")
+}
+
+fn post<B>(body: B, len: Option<usize>, extra: &[(&str, &str)]) -> Request<B> {
+    let mut req = Request::post("/")
+        .version(http::Version::HTTP_2)
+        .header("authorization", TOKEN)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0");
+    if let Some(n) = len {
+        req = req.header("content-length", n);
+    }
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    req.body(body).expect("a request")
+}
+
+async fn answer(resp: Response<BoxBody>) -> (StatusCode, Value) {
+    let status = resp.status();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// The reason of a JSON-RPC error.
+fn rpc_reason(v: &Value) -> Option<&str> {
+    v["error"]["data"][0]["reason"].as_str()
+}
+
+/// A body that sends some bytes, then fails (a reset stream, a broken chunk).
+struct Broken(Option<Bytes>);
+
+impl http_body::Body for Broken {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        Poll::Ready(Some(match self.0.take() {
+            Some(b) => Ok(http_body::Frame::data(b)),
+            None => Err(std::io::Error::other("stream reset")),
+        }))
+    }
+}
+
+/// A body that never sends a byte.
+struct Silent;
+
+impl http_body::Body for Silent {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        Poll::Pending
+    }
+}
+
+#[tokio::test]
+async fn a_checked_request_reaches_the_agent_as_the_edge_wrote_it() {
+    let (gate, agent) = gate().await;
+    let body = send_message("hello");
+    let resp = gate
+        .handle(
+            conn(),
+            post(Full::new(Bytes::from(body.clone())), Some(body.len()), &[]),
+        )
+        .await;
+    let (status, v) = answer(resp).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["id"], 1, "{v}");
+    assert!(v["result"]["task"]["id"].is_string(), "{v}");
+    let seen = agent.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    let forwarded: Value = serde_json::from_slice(&seen[0]).unwrap();
+    assert_eq!(forwarded["method"], "SendMessage");
+    assert_eq!(
+        forwarded["params"]["message"]["parts"][0]["text"], "hello",
+        "{forwarded}"
+    );
+}
+
+#[tokio::test]
+async fn refused_requests_never_reach_the_agent_whatever_their_body() {
+    let (gate, agent) = gate().await;
+    let good = send_message("x");
+    let full = |b: &[u8]| Full::new(Bytes::copy_from_slice(b));
+    // (what, response status, reason (in the JSON-RPC error; only in the metrics for a plain
+    // HTTP refusal), request)
+    type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+    type Row = (&'static str, StatusCode, Reason, Request<Body>);
+    let boxed = |r: Request<Full<Bytes>>| r.map(|b| b.map_err(|never| match never {}).boxed());
+    let rows: Vec<Row> = vec![
+        (
+            "no credential",
+            StatusCode::UNAUTHORIZED,
+            reason::AUTH_MISSING,
+            boxed({
+                let mut r = post(full(&good), Some(good.len()), &[]);
+                r.headers_mut().remove("authorization");
+                r
+            }),
+        ),
+        (
+            "another token",
+            StatusCode::UNAUTHORIZED,
+            reason::AUTH_INVALID,
+            boxed({
+                let mut r = post(full(&good), Some(good.len()), &[]);
+                r.headers_mut()
+                    .insert("authorization", HeaderValue::from_static("Bearer test2"));
+                r
+            }),
+        ),
+        (
+            "text/plain",
+            StatusCode::OK,
+            reason::CONTENT_TYPE_UNSUPPORTED,
+            boxed({
+                let mut r = post(full(&good), Some(good.len()), &[]);
+                r.headers_mut()
+                    .insert("content-type", HeaderValue::from_static("text/plain"));
+                r
+            }),
+        ),
+        (
+            "not JSON",
+            StatusCode::OK,
+            reason::JSON_SYNTAX,
+            boxed(post(full(b"{\"jsonrpc\":"), Some(11), &[])),
+        ),
+        (
+            "a duplicate key",
+            StatusCode::OK,
+            reason::JSON_DUPLICATE_KEY,
+            boxed(post(
+                full(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"GetTask","params":{"id":"t"}}"#),
+                None,
+                &[],
+            )),
+        ),
+        (
+            "a file outside any workspace",
+            StatusCode::OK,
+            reason::PART_FILE_WITHOUT_WORKSPACE,
+            boxed({
+                let b = serde_json::to_vec(&json!({
+                    "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                    "params": {"message": {"messageId": "m", "role": "ROLE_USER",
+                        "parts": [{"url": "file:///etc/passwd", "mediaType": "text/plain"}]}}
+                }))
+                .unwrap();
+                post(full(&b), Some(b.len()), &[])
+            }),
+        ),
+        (
+            "A2A-Version 2",
+            StatusCode::OK,
+            reason::VERSION_UNSUPPORTED,
+            boxed({
+                let mut r = post(full(&good), Some(good.len()), &[]);
+                r.headers_mut()
+                    .insert("a2a-version", HeaderValue::from_static("2.0"));
+                r
+            }),
+        ),
+        (
+            "a declared length over the cap",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            reason::BODY_TOO_LARGE,
+            boxed(post(full(&good), Some(64 * 1024 * 1024), &[])),
+        ),
+        (
+            "a body that breaks off",
+            StatusCode::BAD_REQUEST,
+            reason::BODY_READ,
+            post(
+                Broken(Some(Bytes::from_static(b"{\"jsonrpc\""))).boxed(),
+                None,
+                &[],
+            ),
+        ),
+        (
+            "a body that never comes",
+            StatusCode::REQUEST_TIMEOUT,
+            reason::BODY_TOO_SLOW,
+            post(Silent.boxed(), Some(100), &[]),
+        ),
+    ];
+    let mut refused = Vec::new();
+    for (what, status, reason, req) in rows {
+        let (got, v) = answer(gate.handle(conn(), req).await).await;
+        assert_eq!(got, status, "{what}: {v}");
+        if v["jsonrpc"] == "2.0" {
+            assert_eq!(rpc_reason(&v), Some(reason.as_str()), "{what}: {v}");
+        } else {
+            assert_eq!(rpc_reason(&v), None, "{what}: {v}");
+        }
+        refused.push((what, reason));
+    }
+    // Each refusal is counted under its reason (plain HTTP ones too: their bodies say less).
+    let metrics = gate.metrics.render(&gate.snapshot());
+    for (what, reason) in refused {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("a2a_edge_requests_total{")
+                    && l.contains(&format!("reason=\"{reason}\""))
+                    && l.ends_with(" 1")),
+            "{what}: no request counted under {reason}:\n{metrics}"
+        );
+    }
+    assert!(
+        agent.seen.lock().unwrap().is_empty(),
+        "a refused request reached the agent"
+    );
+    // The same gate still serves a good request: the rows above were refused for themselves.
+    let (got, v) = answer(
+        gate.handle(conn(), post(full(&good), Some(good.len()), &[]))
+            .await,
+    )
+    .await;
+    assert_eq!(got, StatusCode::OK, "{v}");
+    assert_eq!(agent.seen.lock().unwrap().len(), 1);
+}
