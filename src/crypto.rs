@@ -1,5 +1,10 @@
-//! Hashing and random tokens that every module shares (authentication, the card, the
-//! registry's keys, request ids, the policy's secrets). A leaf: it imports nothing of the crate.
+//! Hashing, random tokens and secret files that every module shares (authentication, the
+//! card, the registry's keys, request ids, the policy's secrets, the dev certificates). A
+//! leaf: it imports nothing of the crate.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
 
 use base64::Engine as _;
 use ring::rand::SecureRandom;
@@ -26,6 +31,27 @@ pub fn random_token() -> String {
 /// Base64url without padding (RFC 4648 §5; what JWS, JWK and the tokens use, RFC 7515 §2).
 pub fn b64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Creates `path` with mode 0600 (failing if it exists), making parent directories 0700.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.write_all(bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

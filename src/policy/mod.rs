@@ -37,7 +37,7 @@ pub use auth::{
 pub use card::{CardPolicy, CardSource, Jku};
 pub use limits::LimitsPolicy;
 pub use secret::{random_token, sha256, write_private};
-pub use state::StatePolicy;
+pub use state::{RedisConfig, StatePolicy};
 pub use telemetry::{LogFormat, TelemetryPolicy};
 
 /// Why a policy was refused: names the file, the line and the key.
@@ -173,6 +173,8 @@ pub struct A2aPolicy {
 
 /// Below the stream limits HTTP/2 servers announce by default (hyper 200, Go 250, nginx 128).
 const DEFAULT_HTTP2_MAX_STREAMS: usize = 100;
+/// The most streams one connection to an agent may carry (`http2_max_streams`).
+pub const MAX_HTTP2_STREAMS: usize = 1000;
 const DEFAULT_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
 
@@ -1029,12 +1031,12 @@ impl Ctx<'_> {
                     "http2_max_streams needs http2 = true",
                 )
             }
-            Some(n) if (1..=crate::upstream::h2::MAX_STREAMS as u64).contains(&n) => n as usize,
+            Some(n) if (1..=MAX_HTTP2_STREAMS as u64).contains(&n) => n as usize,
             Some(_) => {
                 return self.spanned_err(
                     &key("http2_max_streams"),
                     &u.url,
-                    format!("must be 1 to {}", crate::upstream::h2::MAX_STREAMS),
+                    format!("must be 1 to {}", MAX_HTTP2_STREAMS),
                 )
             }
         };

@@ -1,12 +1,11 @@
 //! Secrets named by a policy: environment variables, files (0600) and SHA-256 digests.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::GeneratedToken;
 
-pub use crate::crypto::{random_token, sha256};
+pub use crate::crypto::{random_token, sha256, write_private};
 
 pub fn parse_sha256_hex(hex: &str) -> Result<[u8; 32], String> {
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -77,25 +76,4 @@ pub fn from_file(
         }
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
-}
-
-/// Creates `path` with mode 0600 (failing if it exists), making parent directories 0700.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    if let Some(parent) = path.parent() {
-        if !parent.as_os_str().is_empty() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-        }
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    f.write_all(bytes)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -9,7 +9,7 @@ use rcgen::{
 };
 
 use super::TlsError;
-use crate::policy::write_private;
+use crate::crypto::write_private;
 
 /// Where the dev files live.
 #[derive(Debug, Clone)]
