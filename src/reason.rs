@@ -89,9 +89,11 @@ reasons! {
     CARD_INVALID = "card.invalid",
     CARD_MISSING_FIELD = "card.missing_field",
     CARD_NOT_OBJECT = "card.not_object",
+    CARD_SIGN_FAILED = "card.sign_failed",
     CARD_UNAVAILABLE = "card.unavailable",
     CARD_UPSTREAM_BODY = "card.upstream_body",
     CARD_UPSTREAM_JSON = "card.upstream_json",
+    CARD_UPSTREAM_SIGNATURE = "card.upstream_signature",
     CARD_UPSTREAM_STATUS = "card.upstream_status",
 
     CATALOG_SIGN_FAILED = "catalog.sign_failed",

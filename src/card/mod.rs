@@ -13,7 +13,7 @@ pub mod verify;
 
 use serde_json::{json, Map, Value};
 
-use crate::reason;
+use crate::reason::{self, Reason};
 
 /// What the edge puts into every card it serves.
 #[derive(Debug, Clone)]
@@ -34,14 +34,15 @@ pub use canonical::CardError;
 /// Where the edge publishes the public keys of its card signatures.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
-/// Rewrites an agent's card for the edge.
-pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, CardError> {
+/// Rewrites an agent's card for the edge; refused when it is no object or lacks a name or a
+/// version.
+pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
     let Value::Object(mut card) = card else {
-        return Err(CardError(reason::CARD_NOT_OBJECT.to_string()));
+        return Err(reason::CARD_NOT_OBJECT);
     };
     for required in ["name", "version"] {
         if !card.get(required).is_some_and(Value::is_string) {
-            return Err(CardError(reason::CARD_MISSING_FIELD.to_string()));
+            return Err(reason::CARD_MISSING_FIELD);
         }
     }
     drop_internal_links(&mut card, face);

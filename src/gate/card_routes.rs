@@ -2,6 +2,7 @@
 //! refresh from the agents (or the static card), and the extended card of GetExtendedAgentCard.
 
 use super::*;
+use crate::card::service::Refused;
 use crate::reason;
 
 /// Largest agent card the edge will read from an agent.
@@ -157,7 +158,7 @@ impl AgentGate {
             // With `a2a.input_media_types = "card"`, the published card's input modes are
             // what parts may be.
             let modes = self.requests.media.is_from_card().then(|| c.clone());
-            self.card.publish(c).map_err(|e| e.0)?;
+            self.card.publish(c)?;
             if let Some(card) = modes {
                 self.requests.media.learn_card(&card);
             }
@@ -172,20 +173,19 @@ impl AgentGate {
                 invalid(false);
                 *backoff = CardBackoff::default()
             }
-            Err(reason) => {
+            Err(refused) => {
                 // Not an A2A 1.0 AgentCard (the rewrite's own checks, or the schema's).
-                let not_a_card = [
-                    reason::CARD_INVALID,
-                    reason::CARD_MISSING_FIELD,
-                    reason::CARD_NOT_OBJECT,
-                ];
-                if not_a_card.iter().any(|r| *r == reason.as_str()) {
+                if matches!(
+                    refused.reason,
+                    reason::CARD_INVALID | reason::CARD_MISSING_FIELD | reason::CARD_NOT_OBJECT
+                ) {
                     invalid(true);
                 }
                 gate.metrics.card_refresh_failed();
                 tracing::warn!(
                     event = "card_refresh_failed",
-                    reason = reason.as_str(),
+                    reason = refused.reason.as_str(),
+                    detail = refused.detail.as_deref(),
                     agent = self.name.as_deref()
                 );
                 backoff.failed();
@@ -218,23 +218,23 @@ impl AgentGate {
         }
     }
 
-    pub(super) async fn fetch_agent_card(&self, registry: &TaskRegistry) -> Result<Value, String> {
+    pub(super) async fn fetch_agent_card(&self, registry: &TaskRegistry) -> Result<Value, Refused> {
         let agent = self
             .card_agent(registry)
             .and_then(|id| self.fleet.get(id))
-            .ok_or_else(|| reason::UPSTREAM_UNAVAILABLE.to_string())?;
+            .ok_or(reason::UPSTREAM_UNAVAILABLE)?;
         let resp = agent
             .upstream
             .get(CARD_PATH)
             .await
-            .map_err(|e| e.reason().to_string())?;
+            .map_err(|e| e.reason())?;
         if resp.status() != StatusCode::OK {
-            return Err(reason::CARD_UPSTREAM_STATUS.to_string());
+            return Err(reason::CARD_UPSTREAM_STATUS.into());
         }
         let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
             .await
-            .map_err(|_| reason::CARD_UPSTREAM_BODY.to_string())?;
-        serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON.to_string())
+            .map_err(|_| reason::CARD_UPSTREAM_BODY)?;
+        Ok(serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?)
     }
 
     /// The agent's extended card, verified, rewritten and signed like the public one.
