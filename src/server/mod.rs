@@ -35,7 +35,7 @@ use crate::state::registry::TaskRegistry;
 use crate::state::shared::SharedOwners;
 use crate::state::Process;
 use crate::telemetry;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{ConnectionOutcome, Metrics};
 use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
 use crate::upstream::LocalAgent;
@@ -561,7 +561,8 @@ fn serve(
                     // Closed (or failed) before a request: nothing to answer.
                     Ok(Err(_)) => return,
                     Err(_) => {
-                        open.metrics.connection("first_request_timeout");
+                        open.metrics
+                            .connection(ConnectionOutcome::FirstRequestTimeout);
                         return;
                     }
                 };
@@ -665,8 +666,8 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
             _ = open.stop.wait_for(|s| *s) => false,
             why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout) => {
                 open.metrics.connection(match why {
-                    Unused::Idle => "idle_timeout",
-                    Unused::NoRequest => "first_request_timeout",
+                    Unused::Idle => ConnectionOutcome::IdleTimeout,
+                    Unused::NoRequest => ConnectionOutcome::FirstRequestTimeout,
                 });
                 true
             }
@@ -721,20 +722,20 @@ async fn accept_loop(
                 // Denied networks are dropped before any TLS work.
                 if !gates.load().permits(peer.ip()) {
                     tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::NETWORK_DENIED.as_str());
-                    metrics.connection(reason::NETWORK_DENIED.as_str());
+                    metrics.connection(ConnectionOutcome::Refused(reason::NETWORK_DENIED));
                     drop(tcp);
                     continue;
                 }
                 // Over the connection limit: refuse at once rather than queue.
                 let Some(client_slot) = per_client.acquire(peer.ip()) else {
                     tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
-                    metrics.connection(reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
+                    metrics.connection(ConnectionOutcome::Refused(reason::LIMITS_CONNECTIONS_PER_CLIENT));
                     drop(tcp);
                     continue;
                 };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
                     tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS.as_str());
-                    metrics.connection(reason::LIMITS_CONNECTIONS.as_str());
+                    metrics.connection(ConnectionOutcome::Refused(reason::LIMITS_CONNECTIONS));
                     drop(tcp);
                     continue;
                 };
@@ -754,7 +755,7 @@ async fn accept_loop(
                 let gates = gates.clone();
                 let builders = builders.clone();
                 let metrics = metrics.clone();
-                metrics.connection("accepted");
+                metrics.connection(ConnectionOutcome::Accepted);
                 workers.spawn(async move {
                     let held = (permit, client_slot, open, metrics.open_connection());
                     let tcp = match tokio::net::TcpStream::from_std(tcp) {
@@ -764,7 +765,7 @@ async fn accept_loop(
                             // (out of descriptors or epoll memory): the edge's trouble, not
                             // the client's.
                             tracing::warn!(event = "socket_error", client = %peer.ip(), error = %e);
-                            metrics.connection(reason::SOCKET_ERROR.as_str());
+                            metrics.connection(ConnectionOutcome::Refused(reason::SOCKET_ERROR));
                             return;
                         }
                     };
@@ -772,12 +773,12 @@ async fn accept_loop(
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) => {
                             tracing::info!(event = "tls_handshake_failed", client = %peer.ip());
-                            metrics.connection(reason::TLS_HANDSHAKE_FAILED.as_str());
+                            metrics.connection(ConnectionOutcome::Refused(reason::TLS_HANDSHAKE_FAILED));
                             return;
                         }
                         Err(_) => {
                             tracing::info!(event = "tls_handshake_timeout", client = %peer.ip());
-                            metrics.connection(reason::TLS_HANDSHAKE_TIMEOUT.as_str());
+                            metrics.connection(ConnectionOutcome::Refused(reason::TLS_HANDSHAKE_TIMEOUT));
                             return;
                         }
                     };

@@ -35,6 +35,52 @@ fn histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
+/// How a connection went (`a2a_edge_connections_total{outcome}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionOutcome {
+    Accepted,
+    /// Refused or dropped before it served a request: `network.denied`, `limits.*`, `tls.*`,
+    /// `socket.error`.
+    Refused(Reason),
+    /// No request began within `header_read_timeout_ms` of the handshake.
+    FirstRequestTimeout,
+    /// Closed after `idle_timeout_ms` without a request.
+    IdleTimeout,
+}
+
+impl ConnectionOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionOutcome::Accepted => "accepted",
+            ConnectionOutcome::Refused(r) => r.as_str(),
+            ConnectionOutcome::FirstRequestTimeout => "first_request_timeout",
+            ConnectionOutcome::IdleTimeout => "idle_timeout",
+        }
+    }
+}
+
+/// How an SSE stream ended (`a2a_edge_streams_total{outcome}`, the `stream_end` log line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamOutcome {
+    /// The agent ended it.
+    Completed,
+    /// The caller went away.
+    ClientGone,
+    /// Ended for this reason: the caller stalled (`client.stalled`), or the agent's stream
+    /// broke a bound or a rule (`upstream.*`; the caller got an error frame first).
+    Ended(Reason),
+}
+
+impl StreamOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamOutcome::Completed => "completed",
+            StreamOutcome::ClientGone => "client_gone",
+            StreamOutcome::Ended(r) => r.as_str(),
+        }
+    }
+}
+
 /// One answered request's labels (`agent` only with `[[agents]]`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct RequestLabels {
@@ -235,12 +281,10 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// One connection event: `accepted`, or why it was refused or dropped
-    /// (`network.denied`, `limits.connections`, `tls.handshake_failed`, `tls.handshake_timeout`,
-    /// `socket.error`, ...).
-    pub fn connection(&self, outcome: &'static str) {
+    /// One connection event: accepted, refused (and why), or closed unused.
+    pub fn connection(&self, outcome: ConnectionOutcome) {
         self.connections
-            .get_or_create(&[("outcome", outcome)])
+            .get_or_create(&[("outcome", outcome.as_str())])
             .inc();
     }
 
@@ -256,9 +300,11 @@ impl Metrics {
         OpenStream(self)
     }
 
-    /// An SSE stream ended: `completed`, `client_gone`, or the reason of its error frame.
-    pub fn stream_ended(&self, outcome: &'static str) {
-        self.streams.get_or_create(&[("outcome", outcome)]).inc();
+    /// An SSE stream ended: completed, its caller gone, or for a reason.
+    pub fn stream_ended(&self, outcome: StreamOutcome) {
+        self.streams
+            .get_or_create(&[("outcome", outcome.as_str())])
+            .inc();
     }
 
     /// One round trip to the shared state store: `ok`, `error`, `timeout` or `unavailable`
@@ -616,9 +662,9 @@ mod tests {
         let m = Metrics::new();
         let a = m.open_connection();
         let b = m.open_connection();
-        m.connection("accepted");
-        m.connection("accepted");
-        m.connection("network.denied");
+        m.connection(ConnectionOutcome::Accepted);
+        m.connection(ConnectionOutcome::Accepted);
+        m.connection(ConnectionOutcome::Refused(crate::reason::NETWORK_DENIED));
         drop(a);
         let now = Snapshot {
             upstreams: vec![UpstreamGauge {
@@ -653,7 +699,7 @@ mod tests {
             None,
             Duration::from_millis(1),
         );
-        m.connection("accepted");
+        m.connection(ConnectionOutcome::Accepted);
         m.reload(true);
         m.reload(false);
         m.set_draining();

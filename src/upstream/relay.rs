@@ -30,7 +30,7 @@ use crate::a2a::{error_body, write, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody};
 use crate::reason::{self, Reason};
 use crate::stream_body::budgeted;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, StreamOutcome};
 use crate::validate::request::RequestPolicy;
 
 /// Bounds on what the proxy accepts from an agent.
@@ -225,7 +225,7 @@ where
         let started = tokio::time::Instant::now();
         let _open = log.metrics.open_stream();
         let mut events = 0u64;
-        let outcome: &'static str = async {
+        let outcome: StreamOutcome = async {
             let mut decoder = SseDecoder::new(limits.max_event_bytes);
             // Ends the stream with an error frame; the outcome is its reason. The frame is
             // small and goes past the budgets (a caller that reads gets it).
@@ -233,7 +233,7 @@ where
                 let err =
                     RpcError::new(super::answer_code(reason), "Upstream stream failed", reason);
                 tx.send_last(error_event(&error_body(&id, &err)));
-                reason.as_str()
+                StreamOutcome::Ended(reason)
             };
             let deadline = started + limits.max_duration;
             let mut last_upstream = tokio::time::Instant::now();
@@ -246,10 +246,10 @@ where
                     let frame = $frame;
                     let stalled = tokio::time::Instant::now() + limits.idle_timeout;
                     tokio::select! {
-                        r = tx.send(frame) => if r.is_err() { return "client_gone" },
+                        r = tx.send(frame) => if r.is_err() { return StreamOutcome::ClientGone },
                         _ = tokio::time::sleep_until(stalled.min(deadline)) => {
                             if stalled < deadline {
-                                return reason::CLIENT_STALLED.as_str();
+                                return StreamOutcome::Ended(reason::CLIENT_STALLED);
                             }
                             return fail(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
@@ -274,7 +274,7 @@ where
                         continue;
                     }
                     // The caller left: stop, dropping the agent's stream with it.
-                    _ = tx.closed() => return "client_gone",
+                    _ = tx.closed() => return StreamOutcome::ClientGone,
                 };
                 last_upstream = tokio::time::Instant::now();
                 let (decoded, end) = match frame {
@@ -323,7 +323,7 @@ where
                     last_upstream = tokio::time::Instant::now();
                     events += 1;
                     if error {
-                        return reason::UPSTREAM_ERROR_EVENT.as_str();
+                        return StreamOutcome::Ended(reason::UPSTREAM_ERROR_EVENT);
                     }
                 }
                 if end {
@@ -334,7 +334,7 @@ where
                 // The agent ended in the middle of an event: what it sent cannot be trusted whole.
                 return fail(reason::UPSTREAM_STREAM_TRUNCATED);
             }
-            "completed"
+            StreamOutcome::Completed
         }
         .await;
         // The turn (and the caller's stream slot) end with the stream.
@@ -343,7 +343,7 @@ where
         tracing::info!(
             event = "stream_end",
             request_id = log.request_id.as_str(),
-            outcome,
+            outcome = outcome.as_str(),
             events,
             ms = started.elapsed().as_millis() as u64,
         );
