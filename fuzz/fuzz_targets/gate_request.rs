@@ -1,14 +1,18 @@
-//! The whole request pipeline (`gate::Gate::handle`) without a socket: arbitrary requests
-//! (method, path, credentials, content type, A2A version, declared length, HTTP version and
-//! client address chosen by the first 8 bytes; the rest is the body) to a gate whose agent is
-//! in the process and records what reaches it. Its answers are fixed: a task for SendMessage,
-//! TaskNotFoundError for everything else.
+//! The whole request pipeline (`gate::Gate::handle`) without a socket: a sequence of
+//! arbitrary requests (split at `\n###\n`; in each, the first 8 bytes choose the method, the
+//! path, the caller (`alice`, `bob`, none, a wrong token, two headers), the content type, the
+//! A2A version, the declared length, HTTP/1.1 or HTTP/2 and the client address; the rest is
+//! the body) to a gate built for this input, whose agent is in the process and records what
+//! reaches it. The agent's answers are fixed: task `task-1` for SendMessage, TaskNotFoundError
+//! for everything else.
 //!
 //! Properties: never panics, never answers 500; every JSON-RPC error's reason is one of the
 //! edge's codes (`reason::ALL`); every request the agent receives is strict JSON, a JSON-RPC
-//! 2.0 request of one of the 11 methods with object params; and a request refused before it
-//! is forwarded (any 4xx, or a JSON-RPC error whose reason belongs to a check that runs before
-//! forwarding) never reached the agent.
+//! 2.0 request of one of the 11 methods with object params; a request refused before it is
+//! forwarded (any 4xx, or a JSON-RPC error whose reason belongs to a check that runs before
+//! forwarding) never reached the agent; and `task-1` is only ever shown to the caller it was
+//! first shown to (the agent answers every caller with it: the edge must refuse it to the
+//! others).
 #![no_main]
 
 use std::pin::Pin;
@@ -46,8 +50,12 @@ url = "embedded"
 
 [auth]
 [[auth.bearer]]
-principal = "fuzz"
+principal = "alice"
 token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+[[auth.bearer]]
+principal = "bob"
+token_sha256 = "d9298a10d1b0735837dc4bd85dac641b0f3cef27a47e5d53a54f2f3f5b2fcffa"
 
 [a2a]
 max_body_bytes = 65536
@@ -92,32 +100,32 @@ impl LocalAgent for Agent {
     }
 }
 
-struct World {
-    gate: Gate,
-    agent: Arc<Agent>,
+fn policy() -> &'static Policy {
+    static P: OnceLock<Policy> = OnceLock::new();
+    P.get_or_init(|| {
+        Policy::from_toml(std::path::Path::new("fuzz.toml"), POLICY, LoadMode::Check)
+            .expect("the fuzz policy loads")
+    })
 }
 
-fn world() -> &'static World {
-    static W: OnceLock<World> = OnceLock::new();
-    W.get_or_init(|| {
-        let policy = Policy::from_toml(std::path::Path::new("fuzz.toml"), POLICY, LoadMode::Check)
-            .expect("the fuzz policy loads");
-        let agent = Arc::new(Agent {
-            seen: Mutex::new(Vec::new()),
-        });
-        let local: Arc<dyn LocalAgent> = agent.clone();
-        let process = Process {
-            owners: Ownership::new(TaskRegistry::new(10_000), None),
-            metrics: Arc::new(Metrics::new()),
-            local_agent: Some(local),
-            shared: None,
-        };
-        let url = url::Url::parse("https://edge.example/").unwrap();
-        let gate = runtime()
-            .block_on(Gate::new(&policy, &url, 443, &process, None))
-            .expect("the gate builds");
-        World { gate, agent }
-    })
+/// A gate of its own for each input (no state carried from one input to the next), and its
+/// agent.
+async fn world() -> (Gate, Arc<Agent>) {
+    let agent = Arc::new(Agent {
+        seen: Mutex::new(Vec::new()),
+    });
+    let local: Arc<dyn LocalAgent> = agent.clone();
+    let process = Process {
+        owners: Ownership::new(TaskRegistry::new(1_000), None),
+        metrics: Arc::new(Metrics::new()),
+        local_agent: Some(local),
+        shared: None,
+    };
+    let url = url::Url::parse("https://edge.example/").unwrap();
+    let gate = Gate::new(policy(), &url, 443, &process, None)
+        .await
+        .expect("the gate builds");
+    (gate, agent)
 }
 
 /// The families of the checks that run before a request is forwarded.
@@ -128,7 +136,15 @@ const BEFORE_FORWARDING: &[&str] = &[
     "registry",
 ];
 
-fn request(data: &[u8]) -> Option<Request<Full<Bytes>>> {
+/// Who a request is from, as far as the test knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Alice,
+    Bob,
+    Nobody,
+}
+
+fn request(data: &[u8]) -> Option<(Caller, Request<Full<Bytes>>)> {
     let (sel, body) = (data.get(..8)?, &data[8..]);
     let method = match sel[0] % 8 {
         0..=4 => "POST",
@@ -142,18 +158,22 @@ fn request(data: &[u8]) -> Option<Request<Full<Bytes>>> {
         6 => "/.well-known/jwks.json",
         _ => "/a/../",
     };
-    let mut req = Request::builder()
+    let req = Request::builder()
         .method(method)
         .uri(path)
         .version(if sel[6] % 2 == 0 { http::Version::HTTP_2 } else { http::Version::HTTP_11 });
-    req = match sel[2] % 6 {
-        0..=2 => req.header("authorization", "Bearer test"),
-        3 => req,
-        4 => req.header("authorization", "Bearer tes"),
-        _ => req
-            .header("authorization", "Bearer test")
-            .header("authorization", "Bearer test"),
+    let (caller, req) = match sel[2] % 6 {
+        0 | 1 => (Caller::Alice, req.header("authorization", "Bearer test")),
+        2 => (Caller::Bob, req.header("authorization", "Bearer other")),
+        3 => (Caller::Nobody, req),
+        4 => (Caller::Nobody, req.header("authorization", "Bearer tes")),
+        _ => (
+            Caller::Nobody,
+            req.header("authorization", "Bearer test")
+                .header("authorization", "Bearer other"),
+        ),
     };
+    let mut req = req;
     req = match sel[3] % 6 {
         0 | 1 => req.header("content-type", "application/json"),
         2 => req.header("content-type", "application/json; charset=utf-8"),
@@ -173,29 +193,57 @@ fn request(data: &[u8]) -> Option<Request<Full<Bytes>>> {
         2 => req,
         _ => req.header("content-length", "1e3"),
     };
-    req.body(Full::new(Bytes::copy_from_slice(body))).ok()
+    let req = req.body(Full::new(Bytes::copy_from_slice(body))).ok()?;
+    Some((caller, req))
+}
+
+/// The requests of one input: its pieces between separators.
+fn requests(data: &[u8]) -> Vec<&[u8]> {
+    const SEP: &[u8] = b"\n###\n";
+    let mut out = Vec::new();
+    let mut rest = data;
+    while let Some(at) = rest.windows(SEP.len()).position(|w| w == SEP) {
+        out.push(&rest[..at]);
+        rest = &rest[at + SEP.len()..];
+    }
+    out.push(rest);
+    out.truncate(8);
+    out
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some(req) = request(data) else {
-        return;
-    };
-    let w = world();
-    w.agent.seen.lock().unwrap().clear();
-    let conn = ConnInfo {
-        peer: std::net::SocketAddr::from(([10, 0, 0, data[7]], 40000)),
-        client_cert: false,
-        client_identity: None,
-    };
-    let (status, body) = runtime().block_on(async {
-        let resp = w.gate.handle(conn, req).await;
-        let status = resp.status();
-        let body = resp.into_body().collect().await.map(|c| c.to_bytes());
-        (status, body.unwrap_or_default())
+    runtime().block_on(async {
+        let (gate, agent) = world().await;
+        // Who was first shown the agent's task-1.
+        let mut shown: Option<Caller> = None;
+        for piece in requests(data) {
+            let Some((caller, req)) = request(piece) else {
+                continue;
+            };
+            let conn = ConnInfo {
+                peer: std::net::SocketAddr::from(([10, 0, 0, piece[7]], 40000)),
+                client_cert: false,
+                client_identity: None,
+            };
+            let resp = gate.handle(conn, req).await;
+            let status = resp.status();
+            let body = resp.into_body().collect().await.map(|c| c.to_bytes());
+            let body = body.unwrap_or_default();
+            let seen = std::mem::take(&mut *agent.seen.lock().unwrap());
+            check(caller, status, &body, &seen, &mut shown);
+        }
     });
+});
+
+fn check(
+    caller: Caller,
+    status: StatusCode,
+    body: &[u8],
+    seen: &[Bytes],
+    shown: &mut Option<Caller>,
+) {
     assert_ne!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    let seen = std::mem::take(&mut *w.agent.seen.lock().unwrap());
-    for forwarded in &seen {
+    for forwarded in seen {
         let v = parse_strict(forwarded, MAX_DEPTH).expect("the agent got strict JSON");
         assert_eq!(v["jsonrpc"], "2.0", "{v}");
         let m = v["method"].as_str().expect("a method");
@@ -205,7 +253,12 @@ fuzz_target!(|data: &[u8]| {
     if status.is_client_error() {
         assert!(seen.is_empty(), "{status} but forwarded: {seen:?}");
     }
-    let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if body.windows(6).any(|w| w == b"task-1") {
+        assert_ne!(caller, Caller::Nobody, "task-1 shown to no one in particular");
+        let first = *shown.get_or_insert(caller);
+        assert_eq!(first, caller, "task-1 of {first:?} shown to {caller:?}");
+    }
+    let answer: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     if let Some(r) = answer["error"]["data"][0]["reason"].as_str() {
         assert!(
             reason::ALL.iter().any(|known| *known == r),
@@ -216,4 +269,4 @@ fuzz_target!(|data: &[u8]| {
             assert!(seen.is_empty(), "{r} but forwarded: {seen:?}");
         }
     }
-});
+}
