@@ -1,0 +1,149 @@
+//! The edge's own work per request, measured without sockets: `Gate::handle` from the parsed
+//! HTTP request to the response's last byte, with every check on (authentication, limits,
+//! the strict parse, the params checks, ownership, the re-serialized request, the answer's
+//! pass, metrics), the agent in the process answering at once. What the load benchmark adds
+//! to this is TLS, HTTP, the kernel and the log line (no log subscriber here).
+//!
+//! The request and the answer are the load benchmark's (`benches/load/sendmessage.json`, the
+//! static upstream's `static-task.json`), so `static` here is its static shape minus the
+//! stack.
+
+use std::hint::black_box;
+use std::pin::Pin;
+use std::sync::Arc;
+
+// The allocator of the binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use a2a_edge::body::{full, BoxBody};
+use a2a_edge::gate::{ConnInfo, Gate};
+use a2a_edge::policy::{LoadMode, Policy};
+use a2a_edge::state::ownership::Ownership;
+use a2a_edge::state::registry::TaskRegistry;
+use a2a_edge::state::Process;
+use a2a_edge::telemetry::metrics::Metrics;
+use a2a_edge::upstream::LocalAgent;
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+
+const POLICY: &str = r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://edge.example/"
+
+[tls]
+dev = true
+
+[[upstreams]]
+name = "agent"
+url = "embedded"
+
+[auth]
+# A refused credential is measured as a 401, not as the failure throttle's 429.
+failures_per_minute = 1000000
+failures_burst = 1000000
+[[auth.bearer]]
+principal = "bench"
+token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+# The benchmark measures the edge's work, not its rate limits.
+[limits]
+requests_per_second = 1000000
+burst = 1000000
+client_ip_requests_per_second = 1000000
+client_ip_burst = 1000000
+max_in_flight_per_principal = 100000
+"#;
+
+/// Answers every request with the same bytes, as the static upstream does.
+struct Static(Bytes);
+
+impl LocalAgent for Static {
+    fn handle(
+        &self,
+        _req: Request<Bytes>,
+    ) -> Pin<Box<dyn std::future::Future<Output = Response<BoxBody>> + Send + '_>> {
+        let resp = Response::builder()
+            .header("content-type", "application/json")
+            .body(full(self.0.clone()))
+            .unwrap();
+        Box::pin(async move { resp })
+    }
+}
+
+fn file(name: &str) -> Bytes {
+    let path = format!("{}/benches/load/{name}", env!("CARGO_MANIFEST_DIR"));
+    Bytes::from(std::fs::read(path).unwrap())
+}
+
+fn request(body: &Bytes, token: &str) -> Request<Full<Bytes>> {
+    Request::post("/")
+        .version(http::Version::HTTP_11)
+        .header("host", "edge.example")
+        .header("authorization", token)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .header("content-length", body.len())
+        .body(Full::new(body.clone()))
+        .unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answer = file("static-task.json");
+    let process = Process {
+        owners: Ownership::new(TaskRegistry::new(100_000), None),
+        metrics: Arc::new(Metrics::new()),
+        local_agent: Some(Arc::new(Static(answer.clone()))),
+        shared: None,
+    };
+    let policy =
+        Policy::from_toml(std::path::Path::new("bench.toml"), POLICY, LoadMode::Check).unwrap();
+    let url = url::Url::parse("https://edge.example/").unwrap();
+    let gate = rt
+        .block_on(Gate::new(&policy, &url, 443, &process, None))
+        .unwrap();
+    let conn = || ConnInfo {
+        peer: "192.0.2.7:40000".parse().unwrap(),
+        client_cert: false,
+        client_identity: None,
+    };
+    let send = file("sendmessage.json");
+    let serve = |req: Request<Full<Bytes>>| {
+        rt.block_on(async {
+            let resp = gate.handle(conn(), req).await;
+            let status = resp.status();
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            (status, body)
+        })
+    };
+    // Served as the load benchmark's static shape is: a 200 with the agent's task.
+    let (status, body) = serve(request(&send, "Bearer test"));
+    assert_eq!(status, 200);
+    assert!(body.starts_with(b"{\"result\":{\"task\""), "{body:?}");
+    let (status, _) = serve(request(&send, "Bearer wrong"));
+    assert_eq!(status, 401);
+
+    let mut g = c.benchmark_group("gate");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(format!("send_message_{}B_static_answer", send.len()), |b| {
+        b.iter(|| black_box(serve(request(&send, "Bearer test"))))
+    });
+    g.bench_function("refused_401", |b| {
+        b.iter(|| {
+            let (status, body) = serve(request(&send, "Bearer wrong"));
+            debug_assert_eq!(status, 401);
+            black_box(body)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
