@@ -42,7 +42,11 @@ fn no_denied_leaf(v: &Value, path: &mut Vec<String>, denied: &[Vec<String>], in_
                             })
                     });
                     if covered {
-                        assert_eq!(child, &Value::from("[REDACTED]"), "denied {path:?} survived");
+                        assert_eq!(
+                            child,
+                            &Value::from("[REDACTED]"),
+                            "denied {path:?} survived"
+                        );
                         path.truncate(before);
                         continue;
                     }
@@ -68,7 +72,12 @@ fuzz_target!(|data: &[u8]| {
     let started = Instant::now();
     clean_response(&mut v, &p, data.first().is_some_and(|b| b & 1 == 1));
     let budget = Duration::from_millis(200) + Duration::from_micros(5) * data.len() as u32;
-    assert!(started.elapsed() < budget, "{:?} for {} bytes", started.elapsed(), data.len());
+    assert!(
+        started.elapsed() < budget,
+        "{:?} for {} bytes",
+        started.elapsed(),
+        data.len()
+    );
     let denied: Vec<Vec<String>> = MetadataPolicy::default_denied()
         .iter()
         .map(|d| d.split('.').map(str::to_string).collect())
@@ -77,10 +86,21 @@ fuzz_target!(|data: &[u8]| {
         no_denied_leaf(result, &mut Vec::new(), &denied, false);
     }
     if let Some(e) = v.get("error").and_then(Value::as_object) {
-        assert!(e.keys().all(|k| ["code", "message", "data"].contains(&k.as_str())), "{e:?}");
-        for d in e.get("data").and_then(Value::as_array).into_iter().flatten() {
+        assert!(
+            e.keys()
+                .all(|k| ["code", "message", "data"].contains(&k.as_str())),
+            "{e:?}"
+        );
+        for d in e
+            .get("data")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let d = d.as_object().expect("data entries are objects");
-            assert!(d.keys().all(|k| ["@type", "reason", "domain", "metadata"].contains(&k.as_str())));
+            assert!(d
+                .keys()
+                .all(|k| ["@type", "reason", "domain", "metadata"].contains(&k.as_str())));
         }
     }
     let once = v.clone();

@@ -39,8 +39,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let redact_paths = first & 1 == 1;
-    let policy =
-        MetadataPolicy::new(&MetadataPolicy::default_denied(), &Default::default()).expect("policy");
+    let policy = MetadataPolicy::new(&MetadataPolicy::default_denied(), &Default::default())
+        .expect("policy");
     let cleaning = Cleaning {
         metadata: &policy,
         redact_paths,
@@ -48,7 +48,12 @@ fuzz_target!(|data: &[u8]| {
     let started = Instant::now();
     let fast = scan(bytes, cleaning);
     let budget = Duration::from_millis(200) + Duration::from_micros(5) * bytes.len() as u32;
-    assert!(started.elapsed() < budget, "{:?} for {} bytes", started.elapsed(), bytes.len());
+    assert!(
+        started.elapsed() < budget,
+        "{:?} for {} bytes",
+        started.elapsed(),
+        bytes.len()
+    );
     let Some(fast) = fast else {
         return;
     };
@@ -65,6 +70,10 @@ fuzz_target!(|data: &[u8]| {
     clean_response(&mut full, &policy, redact_paths);
     let relayed: Value = serde_json::from_slice(&respond(fast.result, &id)).expect("relayed JSON");
     assert_eq!(relayed, full, "the full pass would have changed the answer");
-    assert_eq!(facts_of(&fast.projection), facts_of(&full["result"]), "facts differ");
+    assert_eq!(
+        facts_of(&fast.projection),
+        facts_of(&full["result"]),
+        "facts differ"
+    );
     no_alias(&relayed);
 });

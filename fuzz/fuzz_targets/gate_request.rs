@@ -130,9 +130,32 @@ async fn world() -> (Gate, Arc<Agent>) {
 
 /// The families of the checks that run before a request is forwarded.
 const BEFORE_FORWARDING: &[&str] = &[
-    "auth", "authz", "body", "content_type", "extensions", "http", "id", "int", "json",
-    "jsonrpc", "message", "metadata", "params", "part", "push", "rate", "concurrency", "route",
-    "string", "task_state", "tenant", "timestamp", "version", "workspace", "context", "list",
+    "auth",
+    "authz",
+    "body",
+    "content_type",
+    "extensions",
+    "http",
+    "id",
+    "int",
+    "json",
+    "jsonrpc",
+    "message",
+    "metadata",
+    "params",
+    "part",
+    "push",
+    "rate",
+    "concurrency",
+    "route",
+    "string",
+    "task_state",
+    "tenant",
+    "timestamp",
+    "version",
+    "workspace",
+    "context",
+    "list",
     "registry",
 ];
 
@@ -161,7 +184,11 @@ fn request(data: &[u8]) -> Option<(Caller, Request<Full<Bytes>>)> {
     let req = Request::builder()
         .method(method)
         .uri(path)
-        .version(if sel[6] % 2 == 0 { http::Version::HTTP_2 } else { http::Version::HTTP_11 });
+        .version(if sel[6] % 2 == 0 {
+            http::Version::HTTP_2
+        } else {
+            http::Version::HTTP_11
+        });
     let (caller, req) = match sel[2] % 6 {
         0 | 1 => (Caller::Alice, req.header("authorization", "Bearer test")),
         2 => (Caller::Bob, req.header("authorization", "Bearer other")),
@@ -185,7 +212,9 @@ fn request(data: &[u8]) -> Option<(Caller, Request<Full<Bytes>>)> {
         0 | 1 => req.header("a2a-version", "1.0"),
         2 => req,
         3 => req.header("a2a-version", "0.3"),
-        4 => req.header("a2a-version", "1.0").header("a2a-version", "1.0"),
+        4 => req
+            .header("a2a-version", "1.0")
+            .header("a2a-version", "1.0"),
         _ => req.header("a2a-version", "2"),
     };
     req = match sel[5] % 4 {
@@ -254,7 +283,11 @@ fn check(
         assert!(seen.is_empty(), "{status} but forwarded: {seen:?}");
     }
     if body.windows(6).any(|w| w == b"task-1") {
-        assert_ne!(caller, Caller::Nobody, "task-1 shown to no one in particular");
+        assert_ne!(
+            caller,
+            Caller::Nobody,
+            "task-1 shown to no one in particular"
+        );
         let first = *shown.get_or_insert(caller);
         assert_eq!(first, caller, "task-1 of {first:?} shown to {caller:?}");
     }

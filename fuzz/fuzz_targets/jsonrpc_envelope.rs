@@ -32,10 +32,7 @@ fuzz_target!(|data: &[u8]| {
             serde.extend_from_slice(br#","params":"#);
             serde.extend(serde_json::to_vec(&req.params).expect("params serialize"));
             serde.push(b'}');
-            assert_eq!(
-                bytes, serde,
-                "the edge's writer differs from serde_json"
-            );
+            assert_eq!(bytes, serde, "the edge's writer differs from serde_json");
         }
         Err(e) => {
             let id_ok = match &e.id {

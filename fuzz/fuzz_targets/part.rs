@@ -65,7 +65,8 @@ fuzz_target!(|data: &[u8]| {
         // -32005 only for a media type or charset the agent does not take (A2A §3.1.1).
         assert!(
             e.code == -32602
-                || (e.code == -32005 && matches!(e.reason.as_str(), "part.media_type" | "part.charset")),
+                || (e.code == -32005
+                    && matches!(e.reason.as_str(), "part.media_type" | "part.charset")),
             "{e:?}"
         );
         assert!(e.reason.as_str().starts_with("part."), "{e:?}");

@@ -33,7 +33,12 @@ fuzz_target!(|input: Input| {
     let mut want = Vec::new();
     let mut e = 0usize;
     let mut eol = |out: &mut Vec<u8>| {
-        let mut k = input.endings.get(e % input.endings.len().max(1)).copied().unwrap_or(0) % 3;
+        let mut k = input
+            .endings
+            .get(e % input.endings.len().max(1))
+            .copied()
+            .unwrap_or(0)
+            % 3;
         e += 1;
         // A LF right after a CR line end would make them one CRLF: the stream would mean
         // something else (SSE itself cannot tell), so that pair is written CR CRLF.
@@ -69,7 +74,9 @@ fuzz_target!(|input: Input| {
         let mut at = 0;
         let mut i = 0;
         while at < stream.len() {
-            let n = splits.get(i).map_or(stream.len(), |&n| usize::from(n).max(1));
+            let n = splits
+                .get(i)
+                .map_or(stream.len(), |&n| usize::from(n).max(1));
             i += 1;
             let end = (at + n).min(stream.len());
             got.extend(d.push(&stream[at..end]).expect("well-formed"));

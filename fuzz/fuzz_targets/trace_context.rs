@@ -13,7 +13,8 @@ use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 
 fn lower_hex(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fuzz_target!(|data: &[u8]| {
