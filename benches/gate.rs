@@ -19,10 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use a2a_edge::body::{full, BoxBody};
 use a2a_edge::gate::{ConnInfo, Gate};
 use a2a_edge::policy::{LoadMode, Policy};
-use a2a_edge::state::ownership::Ownership;
-use a2a_edge::state::registry::TaskRegistry;
 use a2a_edge::state::Process;
-use a2a_edge::telemetry::metrics::Metrics;
 use a2a_edge::upstream::LocalAgent;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -97,12 +94,7 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let answer = file("static-task.json");
-    let process = Process {
-        owners: Ownership::new(TaskRegistry::new(100_000), None),
-        metrics: Arc::new(Metrics::new()),
-        local_agent: Some(Arc::new(Static(answer.clone()))),
-        shared: None,
-    };
+    let process = Process::in_memory(100_000, Arc::new(Static(answer.clone())));
     let policy =
         Policy::from_toml(std::path::Path::new("bench.toml"), POLICY, LoadMode::Check).unwrap();
     let url = url::Url::parse("https://edge.example/").unwrap();

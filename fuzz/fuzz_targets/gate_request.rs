@@ -24,10 +24,7 @@ use a2a_edge::body::BoxBody;
 use a2a_edge::gate::{ConnInfo, Gate};
 use a2a_edge::policy::{LoadMode, Policy};
 use a2a_edge::reason;
-use a2a_edge::state::ownership::Ownership;
-use a2a_edge::state::registry::TaskRegistry;
 use a2a_edge::state::Process;
-use a2a_edge::telemetry::metrics::Metrics;
 use a2a_edge::upstream::LocalAgent;
 use a2a_edge_fuzz::runtime;
 use bytes::Bytes;
@@ -114,13 +111,7 @@ async fn world() -> (Gate, Arc<Agent>) {
     let agent = Arc::new(Agent {
         seen: Mutex::new(Vec::new()),
     });
-    let local: Arc<dyn LocalAgent> = agent.clone();
-    let process = Process {
-        owners: Ownership::new(TaskRegistry::new(1_000), None),
-        metrics: Arc::new(Metrics::new()),
-        local_agent: Some(local),
-        shared: None,
-    };
+    let process = Process::in_memory(1_000, agent.clone());
     let url = url::Url::parse("https://edge.example/").unwrap();
     let gate = Gate::new(policy(), &url, 443, &process, None)
         .await

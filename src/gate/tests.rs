@@ -13,26 +13,13 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 
-const POLICY: &str = r#"
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://edge.example/"
-
-[tls]
-dev = true
-
-[[upstreams]]
-name = "engine"
-url = "embedded"
-
-[auth]
-[[auth.bearer]]
-principal = "ci-bot"
-token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-
-[limits]
-body_read_timeout_ms = 300
-"#;
+/// The policy tests' good policy, with a body deadline short enough for a test.
+fn policy_text() -> String {
+    format!(
+        "{}\n[limits]\nbody_read_timeout_ms = 300\n",
+        crate::policy::tests::GOOD
+    )
+}
 /// The bearer token whose SHA-256 the policy holds.
 const TOKEN: &str = "Bearer test";
 
@@ -56,19 +43,17 @@ impl LocalAgent for Recording {
 }
 
 async fn gate() -> (Gate, Arc<Recording>) {
-    let policy = Policy::from_toml(std::path::Path::new("p.toml"), POLICY, LoadMode::Check)
-        .expect("the test policy loads");
+    let policy = Policy::from_toml(
+        std::path::Path::new("p.toml"),
+        &policy_text(),
+        LoadMode::Check,
+    )
+    .expect("the test policy loads");
     let agent = Arc::new(Recording {
         engine: Engine::new(EngineConfig::default()),
         seen: Mutex::new(Vec::new()),
     });
-    let local: Arc<dyn LocalAgent> = agent.clone();
-    let process = Process {
-        owners: Ownership::new(TaskRegistry::new(1_000), None),
-        metrics: Arc::new(crate::telemetry::metrics::Metrics::new()),
-        local_agent: Some(local),
-        shared: None,
-    };
+    let process = Process::in_memory(1_000, agent.clone());
     let url = url::Url::parse("https://edge.example/").expect("a URL");
     let gate = Gate::new(&policy, &url, 443, &process, None)
         .await
@@ -192,38 +177,33 @@ async fn refused_requests_never_reach_the_agent_whatever_their_body() {
     type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
     type Row = (&'static str, StatusCode, Reason, Request<Body>);
     let boxed = |r: Request<Full<Bytes>>| r.map(|b| b.map_err(|never| match never {}).boxed());
+    // The good request with one header set to another value, or removed.
+    let with = |name: &'static str, value: Option<&'static str>| {
+        let mut r = post(full(&good), Some(good.len()), &[]);
+        match value {
+            Some(v) => r.headers_mut().insert(name, HeaderValue::from_static(v)),
+            None => r.headers_mut().remove(name),
+        };
+        boxed(r)
+    };
     let rows: Vec<Row> = vec![
         (
             "no credential",
             StatusCode::UNAUTHORIZED,
             reason::AUTH_MISSING,
-            boxed({
-                let mut r = post(full(&good), Some(good.len()), &[]);
-                r.headers_mut().remove("authorization");
-                r
-            }),
+            with("authorization", None),
         ),
         (
             "another token",
             StatusCode::UNAUTHORIZED,
             reason::AUTH_INVALID,
-            boxed({
-                let mut r = post(full(&good), Some(good.len()), &[]);
-                r.headers_mut()
-                    .insert("authorization", HeaderValue::from_static("Bearer test2"));
-                r
-            }),
+            with("authorization", Some("Bearer test2")),
         ),
         (
             "text/plain",
             StatusCode::OK,
             reason::CONTENT_TYPE_UNSUPPORTED,
-            boxed({
-                let mut r = post(full(&good), Some(good.len()), &[]);
-                r.headers_mut()
-                    .insert("content-type", HeaderValue::from_static("text/plain"));
-                r
-            }),
+            with("content-type", Some("text/plain")),
         ),
         (
             "not JSON",
@@ -259,12 +239,7 @@ async fn refused_requests_never_reach_the_agent_whatever_their_body() {
             "A2A-Version 2",
             StatusCode::OK,
             reason::VERSION_UNSUPPORTED,
-            boxed({
-                let mut r = post(full(&good), Some(good.len()), &[]);
-                r.headers_mut()
-                    .insert("a2a-version", HeaderValue::from_static("2.0"));
-                r
-            }),
+            with("a2a-version", Some("2.0")),
         ),
         (
             "a declared length over the cap",

@@ -1077,4 +1077,4 @@ impl Ctx<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,7 +1,9 @@
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 
-const GOOD: &str = r#"
+/// A small good policy (the embedded engine, bearer `ci-bot` with the token `test`); other
+/// modules' tests build on it.
+pub(crate) const GOOD: &str = r#"
 [server]
 listen = "127.0.0.1:8443"
 public_url = "https://127.0.0.1:8443/"

@@ -32,3 +32,17 @@ pub struct Process {
     /// `[state] backend = "redis"`: the shared store.
     pub shared: Option<Arc<redis::RedisStore>>,
 }
+
+impl Process {
+    /// A process whose state is in memory (a registry of `max_entries`) and whose one agent
+    /// is `agent`, in the process: what drives a gate without sockets (tests, the `gate`
+    /// bench, the `gate_request` fuzz target).
+    pub fn in_memory(max_entries: usize, agent: Arc<dyn LocalAgent>) -> Process {
+        Process {
+            owners: Ownership::new(registry::TaskRegistry::new(max_entries), None),
+            metrics: Arc::new(Metrics::new()),
+            local_agent: Some(agent),
+            shared: None,
+        }
+    }
+}
