@@ -486,7 +486,7 @@ async fn silent_streams_get_keepalives_then_an_idle_error() {
 /// A stream's head leaves as soon as the agent's does, ahead of the first event: the caller
 /// reads and parses it while the edge checks that event. (Holding the head back to send it
 /// with the first event, in one write, was measured slower to the first event: +0.04 ms p50,
-/// benches/streams, 2026-12-03; README "Tried and not kept".)
+/// benches/streams, 2026-12-03; benches/PERFORMANCE.md, stop 32, "Tried and not kept".)
 #[tokio::test]
 async fn a_streams_head_leaves_ahead_of_its_first_event() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
