@@ -3,8 +3,10 @@
 //! path, the caller (`alice`, `bob`, none, a wrong token, two headers), the content type, the
 //! A2A version, the declared length, HTTP/1.1 or HTTP/2 and the client address; the rest is
 //! the body) to a gate built for this input, whose agent is in the process and records what
-//! reaches it. The agent's answers are fixed: task `task-1` for SendMessage, TaskNotFoundError
-//! for everything else.
+//! reaches it. The agent's answers are fixed: task `task-1` for SendMessage, and for GetTask and
+//! CancelTask whatever task they name (the edge, which knows who owns what, must keep it from
+//! everyone else: ListTasks reads its tasks through GetTask too), TaskNotFoundError for
+//! everything else.
 //!
 //! Properties: never panics, never answers 500; every JSON-RPC error's reason is one of the
 //! edge's codes (`reason::ALL`); every request the agent receives is strict JSON, a JSON-RPC
@@ -80,14 +82,16 @@ impl LocalAgent for Agent {
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         self.seen.lock().unwrap().push(body);
         let id = request.get("id").cloned().unwrap_or(Value::Null);
-        let answer = if request["method"] == "SendMessage" {
-            json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
-                "id": "task-1", "contextId": "ctx-1",
-                "status": {"state": "TASK_STATE_INPUT_REQUIRED",
-                           "timestamp": "2026-12-05T00:00:00Z"}}}})
-        } else {
-            json!({"jsonrpc": "2.0", "id": id,
-                   "error": {"code": -32001, "message": "Task not found"}})
+        let task = json!({
+            "id": "task-1", "contextId": "ctx-1",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED",
+                       "timestamp": "2026-12-05T00:00:00Z"}});
+        // A careless (or hostile) agent: task-1 to whoever asks for any task.
+        let answer = match request["method"].as_str() {
+            Some("SendMessage") => json!({"jsonrpc": "2.0", "id": id, "result": {"task": task}}),
+            Some("GetTask" | "CancelTask") => json!({"jsonrpc": "2.0", "id": id, "result": task}),
+            _ => json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32001, "message": "Task not found"}}),
         };
         let resp = Response::builder()
             .header("content-type", "application/json")
