@@ -254,10 +254,13 @@ reasons! {
     WORKSPACE_TYPE = "workspace.type",
 
     // A2A's own error kinds, as the reference SDKs name them in ErrorInfo (the embedded
-    // engine's answers, and the edge's where the error is one of these kinds).
+    // engine's answers, the edge's where the error is one of these kinds, and an agent's
+    // error of one of A2A's codes that came without an ErrorInfo).
     CONTENT_TYPE_NOT_SUPPORTED = "CONTENT_TYPE_NOT_SUPPORTED",
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    EXTENSION_SUPPORT_REQUIRED = "EXTENSION_SUPPORT_REQUIRED",
     INTERNAL_ERROR = "INTERNAL_ERROR",
+    INVALID_AGENT_RESPONSE = "INVALID_AGENT_RESPONSE",
     INVALID_PARAMS = "INVALID_PARAMS",
     PUSH_NOTIFICATION_NOT_SUPPORTED = "PUSH_NOTIFICATION_NOT_SUPPORTED",
     TASK_NOT_CANCELABLE = "TASK_NOT_CANCELABLE",

@@ -37,6 +37,23 @@ pub mod code {
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 }
 
+/// The ErrorInfo `reason` A2A gives each of its own codes (-32001 to -32009, A2A §5.4 and
+/// §9.5): what an error with that code carries, also when an agent's came without one.
+pub fn a2a_kind(code: i64) -> Option<Reason> {
+    Some(match code {
+        code::TASK_NOT_FOUND => reason::TASK_NOT_FOUND,
+        code::TASK_NOT_CANCELABLE => reason::TASK_NOT_CANCELABLE,
+        code::PUSH_NOTIFICATION_NOT_SUPPORTED => reason::PUSH_NOTIFICATION_NOT_SUPPORTED,
+        code::UNSUPPORTED_OPERATION => reason::UNSUPPORTED_OPERATION,
+        code::CONTENT_TYPE_NOT_SUPPORTED => reason::CONTENT_TYPE_NOT_SUPPORTED,
+        code::INVALID_AGENT_RESPONSE => reason::INVALID_AGENT_RESPONSE,
+        code::EXTENDED_AGENT_CARD_NOT_CONFIGURED => reason::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+        code::EXTENSION_SUPPORT_REQUIRED => reason::EXTENSION_SUPPORT_REQUIRED,
+        code::VERSION_NOT_SUPPORTED => reason::VERSION_NOT_SUPPORTED,
+        _ => return None,
+    })
+}
+
 /// A JSON-RPC error as sent to a caller: the A2A code, a short human message, and a
 /// low-cardinality reason code that goes into `error.data[0].reason` (ErrorInfo), the
 /// audit log and the metrics. Messages never carry paths, secrets or upstream addresses.

@@ -50,7 +50,9 @@ fn standard_message(code: i64) -> Option<&'static str> {
 /// An agent's error object, cleaned: a known code gets its standard message, any other code
 /// a generic one (an agent's text may hold paths, stack text or secrets); `data` keeps only
 /// ErrorInfo entries, each with its `reason` and `domain` (short printable strings) and
-/// nothing else. A code that is not an integer becomes -32603.
+/// nothing else; an error of one of A2A's own codes that kept none gets the one A2A gives
+/// that code (as the edge's own errors and the reference SDKs' carry it). A code that is not
+/// an integer becomes -32603.
 fn clean_error(error: &mut Map<String, Value>) {
     let code = error
         .get("code")
@@ -81,6 +83,15 @@ fn clean_error(error: &mut Map<String, Value>) {
             })
             .collect(),
         _ => Vec::new(),
+    };
+    let data = match (data.is_empty(), crate::a2a::error::a2a_kind(code)) {
+        (true, Some(kind)) => vec![serde_json::json!({
+            "@type": crate::a2a::ERROR_INFO_TYPE,
+            "reason": kind,
+            "domain": crate::a2a::ERROR_DOMAIN,
+            "metadata": {},
+        })],
+        _ => data,
     };
     error.clear();
     error.insert("code".into(), Value::from(code));
@@ -265,6 +276,61 @@ mod tests {
     }
 
     #[test]
+    fn an_a2a_error_without_error_info_gets_the_one_a2a_gives_its_code() {
+        let info = crate::a2a::ERROR_INFO_TYPE;
+        // (code, the ErrorInfo reason it must carry: None for codes that are not A2A's own)
+        let rows: Vec<(i64, Option<&str>)> = vec![
+            (-32001, Some("TASK_NOT_FOUND")),
+            (-32002, Some("TASK_NOT_CANCELABLE")),
+            (-32003, Some("PUSH_NOTIFICATION_NOT_SUPPORTED")),
+            (-32004, Some("UNSUPPORTED_OPERATION")),
+            (-32005, Some("CONTENT_TYPE_NOT_SUPPORTED")),
+            (-32006, Some("INVALID_AGENT_RESPONSE")),
+            (-32007, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED")),
+            (-32008, Some("EXTENSION_SUPPORT_REQUIRED")),
+            (-32009, Some("VERSION_NOT_SUPPORTED")),
+            (-32000, None),
+            (-32010, None),
+            (-32602, None),
+            (-32603, None),
+            (17, None),
+        ];
+        for (code, kind) in rows {
+            // Without data, with data that is no ErrorInfo, and with an empty array.
+            for data in [None, Some(json!([{"stack": "x"}])), Some(json!([]))] {
+                let mut error = json!({"code": code, "message": "m"});
+                if let Some(d) = &data {
+                    error["data"] = d.clone();
+                }
+                let mut e = json!({"error": error});
+                clean_response(&mut e, &policy(), false);
+                match kind {
+                    Some(reason) => assert_eq!(
+                        e["error"]["data"],
+                        json!([{"@type": info, "reason": reason,
+                                "domain": "a2a-protocol.org", "metadata": {}}]),
+                        "{code} {data:?}"
+                    ),
+                    None => assert!(e["error"].get("data").is_none(), "{code} {data:?}: {e}"),
+                }
+            }
+        }
+        // The same object as the edge's own error of that kind.
+        let mut e = json!({"error": {"code": -32001, "message": "gone"}});
+        clean_response(&mut e, &policy(), false);
+        assert_eq!(e["error"], crate::a2a::RpcError::task_not_found().to_json());
+        // An agent's own ErrorInfo is kept as it came (reduced), not doubled.
+        let mut e = json!({"error": {"code": -32001, "message": "m",
+            "data": [{"@type": info, "reason": "TASK_NOT_FOUND", "domain": "example.com"}]}});
+        clean_response(&mut e, &policy(), false);
+        assert_eq!(
+            e["error"]["data"],
+            json!([{"@type": info, "reason": "TASK_NOT_FOUND", "domain": "example.com",
+                    "metadata": {}}])
+        );
+    }
+
+    #[test]
     fn error_text_and_data_are_cleaned_for_every_code() {
         let info = crate::a2a::ERROR_INFO_TYPE;
         // (agent's error, code, message after cleaning, ErrorInfo entries kept)
@@ -281,7 +347,7 @@ mod tests {
                 "data": [{"leak": "/etc/shadow"}]}),
                 -32001,
                 "Task not found",
-                0,
+                1,
             ),
             (
                 json!({"code": -32602, "message": "bad /home/agent/.secrets token=abc",
