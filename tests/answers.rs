@@ -191,6 +191,50 @@ async fn an_error_event_ends_the_stream() {
     }
 }
 
+/// An agent's error of one of A2A's codes that came without an ErrorInfo reaches the caller
+/// with the one A2A gives that code (as the edge's own errors carry it), in an answer and in
+/// a stream's error event; a JSON-RPC code that is not A2A's stays without.
+#[tokio::test]
+async fn a2a_errors_without_error_info_get_a2as_own() {
+    let info = |reason: &str| {
+        json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason, "domain": "a2a-protocol.org", "metadata": {}}])
+    };
+    const BARE: &str =
+        r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32004,"message":"not here, see /srv/x"}}"#;
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(BARE), ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+    assert_eq!(v["error"]["code"], -32004, "{v}");
+    assert_eq!(v["error"]["data"], info("UNSUPPORTED_OPERATION"), "{v}");
+
+    const PLAIN: &str = r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32602,"message":"bad"}}"#;
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(PLAIN), ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(v["error"].get("data").is_none(), "{v}");
+
+    const RAW: &str = "event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{\"code\":-32001,\"message\":\"gone\"}}\n\n";
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("hi")).await)
+            .rest()
+            .await;
+        assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
+        assert_eq!(
+            events[0].1["error"]["code"], -32001,
+            "{proto:?}: {events:?}"
+        );
+        assert_eq!(
+            events[0].1["error"]["data"],
+            info("TASK_NOT_FOUND"),
+            "{proto:?}: {events:?}"
+        );
+    }
+}
+
 /// Streams to callers that never read: what they hold is bounded by the byte budgets, and a
 /// caller that takes nothing for the idle timeout is dropped, its slot freed.
 #[tokio::test]

@@ -12,8 +12,9 @@
 //! edge's codes (`reason::ALL`); every request the agent receives is strict JSON, a JSON-RPC
 //! 2.0 request of one of the 11 methods with object params; a request refused before it is
 //! forwarded (any 4xx, or a JSON-RPC error whose reason belongs to a check that runs before
-//! forwarding) never reached the agent; GetTask, CancelTask and SubscribeToTask reach the
-//! agent only for `task-1` and only for the caller it was shown to; and `task-1` is only ever
+//! forwarding) never reached the agent; a request that names a task (GetTask, CancelTask,
+//! SubscribeToTask, the push-config methods, a message's `taskId`) reaches the agent only for
+//! `task-1` and only for the caller it was shown to; and `task-1` is only ever
 //! shown to the caller it was first shown to (the agent answers every caller with it: the edge
 //! must refuse it to the others).
 #![no_main]
@@ -274,14 +275,20 @@ fn check(
         let m = v["method"].as_str().expect("a method");
         assert!(Method::from_name(m).is_some(), "{m}");
         assert!(v["params"].is_object(), "{v}");
-        // A task is read, cancelled or subscribed to at the agent only for the caller it was
-        // shown to: the only task there is is task-1, and only once it was shown (the edge
-        // must not let a caller probe the agent for tasks it does not know to be theirs).
-        if matches!(m, "GetTask" | "CancelTask" | "SubscribeToTask") {
-            assert_eq!(
-                v["params"]["id"], "task-1",
-                "{m} of an unknown task forwarded: {v}"
-            );
+        // A task is named to the agent (read, cancelled, subscribed to, its push configs, a
+        // follow-up message) only for the caller it was shown to: the only task there is is
+        // task-1, and only once it was shown (the edge must not let a caller probe the agent
+        // for tasks it does not know to be theirs).
+        let named = match m {
+            "GetTask" | "CancelTask" | "SubscribeToTask" => Some(&v["params"]["id"]),
+            "CreateTaskPushNotificationConfig"
+            | "GetTaskPushNotificationConfig"
+            | "ListTaskPushNotificationConfigs"
+            | "DeleteTaskPushNotificationConfig" => Some(&v["params"]["taskId"]),
+            _ => v["params"]["message"].get("taskId"),
+        };
+        if let Some(task) = named {
+            assert_eq!(*task, "task-1", "{m} of an unknown task forwarded: {v}");
             assert_eq!(
                 *shown,
                 Some(caller),
