@@ -26,6 +26,27 @@ async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> (Va
     (serde_json::from_str(&text).unwrap(), text)
 }
 
+/// Alice's SendMessage over `proto` to an agent that answers `raw`: the answer and its text.
+async fn answer_to(raw: &'static str, proto: Proto) -> (Value, String) {
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(raw), ProxyOpts::default()).await;
+    let mut c = p.client(proto).await;
+    rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await
+}
+
+/// The events of a SendStreamingMessage, over each protocol, to an agent that streams `raw`.
+async fn streamed_from(raw: &'static str) -> Vec<(Proto, Vec<(Option<String>, Value)>)> {
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(raw), ProxyOpts::default()).await;
+    let mut out = Vec::new();
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("hi")).await)
+            .rest()
+            .await;
+        out.push((proto, events));
+    }
+    out
+}
+
 fn message(text: &str) -> Value {
     json!({"message": {"messageId": format!("m-{}", a2a_edge::policy::random_token()),
         "role": "ROLE_USER", "parts": [{"text": text}]}})
@@ -141,9 +162,7 @@ async fn answers_take_the_shape_of_the_callers_request() {
         ),
     ];
     for (raw, want) in cases {
-        let (_up, p) = Proxy::with_recorder(Reply::Raw(raw), ProxyOpts::default()).await;
-        let mut c = p.client(Proto::H1).await;
-        let (v, text) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+        let (v, text) = answer_to(raw, Proto::H1).await;
         assert_eq!(v["id"], "mine-7", "{raw}: {v}");
         assert_eq!(v["jsonrpc"], "2.0");
         assert!(v.is_object());
@@ -164,9 +183,7 @@ async fn answers_take_the_shape_of_the_callers_request() {
 #[tokio::test]
 async fn agent_errors_are_cleaned_for_every_code() {
     const LEAKY: &str = r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32001,"message":"no task at /home/agent/.secrets token=abc","data":[{"leak":"/etc/shadow"},{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_FOUND","domain":"a2a-protocol.org","metadata":{"path":"/home/agent/.secrets"}}]}}"#;
-    let (_up, p) = Proxy::with_recorder(Reply::Raw(LEAKY), ProxyOpts::default()).await;
-    let mut c = p.client(Proto::H2).await;
-    let (v, text) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+    let (v, text) = answer_to(LEAKY, Proto::H2).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
     assert_eq!(v["error"]["message"], "Task not found");
     assert_eq!(v["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
@@ -178,12 +195,7 @@ async fn agent_errors_are_cleaned_for_every_code() {
 #[tokio::test]
 async fn an_error_event_ends_the_stream() {
     const RAW: &str = "event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{\"code\":-32603,\"message\":\"boom at /srv/agent/x.py\"}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t1\",\"contextId\":\"c1\",\"status\":{\"state\":\"TASK_STATE_WORKING\"},\"metadata\":{\"after\":\"the error\"}}}}\n\n";
-    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
-    for proto in PROTOS {
-        let mut c = p.client(proto).await;
-        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("hi")).await)
-            .rest()
-            .await;
+    for (proto, events) in streamed_from(RAW).await {
         assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
         assert_eq!(events[0].0.as_deref(), Some("error"));
         assert_eq!(events[0].1["id"], "s1");
@@ -202,26 +214,17 @@ async fn a2a_errors_without_error_info_get_a2as_own() {
     };
     const BARE: &str =
         r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32004,"message":"not here, see /srv/x"}}"#;
-    let (_up, p) = Proxy::with_recorder(Reply::Raw(BARE), ProxyOpts::default()).await;
-    let mut c = p.client(Proto::H2).await;
-    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+    let (v, _) = answer_to(BARE, Proto::H2).await;
     assert_eq!(v["error"]["code"], -32004, "{v}");
     assert_eq!(v["error"]["data"], info("UNSUPPORTED_OPERATION"), "{v}");
 
     const PLAIN: &str = r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32602,"message":"bad"}}"#;
-    let (_up, p) = Proxy::with_recorder(Reply::Raw(PLAIN), ProxyOpts::default()).await;
-    let mut c = p.client(Proto::H2).await;
-    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+    let (v, _) = answer_to(PLAIN, Proto::H2).await;
     assert_eq!(v["error"]["code"], -32602, "{v}");
     assert!(v["error"].get("data").is_none(), "{v}");
 
     const RAW: &str = "event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{\"code\":-32001,\"message\":\"gone\"}}\n\n";
-    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
-    for proto in PROTOS {
-        let mut c = p.client(proto).await;
-        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("hi")).await)
-            .rest()
-            .await;
+    for (proto, events) in streamed_from(RAW).await {
         assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
         assert_eq!(
             events[0].1["error"]["code"], -32001,

@@ -54,6 +54,16 @@ pub fn a2a_kind(code: i64) -> Option<Reason> {
     })
 }
 
+/// The edge's `google.rpc.ErrorInfo` entry of an error's `data`: this reason in A2A's domain.
+pub fn error_info(reason: Reason, metadata: serde_json::Map<String, Value>) -> Value {
+    json!({
+        "@type": ERROR_INFO_TYPE,
+        "reason": reason,
+        "domain": ERROR_DOMAIN,
+        "metadata": metadata,
+    })
+}
+
 /// A JSON-RPC error as sent to a caller: the A2A code, a short human message, and a
 /// low-cardinality reason code that goes into `error.data[0].reason` (ErrorInfo), the
 /// audit log and the metrics. Messages never carry paths, secrets or upstream addresses.
@@ -166,20 +176,16 @@ impl RpcError {
 
     /// The `error` member of a JSON-RPC response.
     pub fn to_json(&self) -> Value {
+        let metadata = self
+            .metadata
+            .iter()
+            .flat_map(|m| m.iter())
+            .map(|(k, v)| ((*k).to_string(), Value::String(v.clone())))
+            .collect();
         json!({
             "code": self.code,
             "message": self.message,
-            "data": [{
-                "@type": ERROR_INFO_TYPE,
-                "reason": self.reason,
-                "domain": ERROR_DOMAIN,
-                "metadata": self
-                    .metadata
-                    .iter()
-                    .flat_map(|m| m.iter())
-                    .map(|(k, v)| ((*k).to_string(), Value::String(v.clone())))
-                    .collect::<serde_json::Map<String, Value>>()
-            }]
+            "data": [error_info(self.reason, metadata)]
         })
     }
 }

@@ -85,12 +85,7 @@ fn clean_error(error: &mut Map<String, Value>) {
         _ => Vec::new(),
     };
     let data = match (data.is_empty(), crate::a2a::error::a2a_kind(code)) {
-        (true, Some(kind)) => vec![serde_json::json!({
-            "@type": crate::a2a::ERROR_INFO_TYPE,
-            "reason": kind,
-            "domain": crate::a2a::ERROR_DOMAIN,
-            "metadata": {},
-        })],
+        (true, Some(kind)) => vec![crate::a2a::error::error_info(kind, Map::new())],
         _ => data,
     };
     error.clear();
