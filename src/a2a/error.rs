@@ -37,21 +37,75 @@ pub mod code {
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 }
 
-/// The ErrorInfo `reason` A2A gives each of its own codes (-32001 to -32009, A2A §5.4 and
-/// §9.5): what an error with that code carries, also when an agent's came without one.
+/// Every code's standard message as the SDKs send it and, for A2A's own codes (-32001 to
+/// -32009, A2A §5.4 and §9.5), the ErrorInfo `reason` A2A gives it: one row per code, read by
+/// the edge's own errors and by the cleaning of an agent's.
+const STANDARD: [(i64, &str, Option<Reason>); 14] = [
+    (code::PARSE_ERROR, "Parse error", None),
+    (code::INVALID_REQUEST, "Invalid Request", None),
+    (code::METHOD_NOT_FOUND, "Method not found", None),
+    (code::INVALID_PARAMS, "Invalid params", None),
+    (code::INTERNAL_ERROR, "Internal error", None),
+    (
+        code::TASK_NOT_FOUND,
+        "Task not found",
+        Some(reason::TASK_NOT_FOUND),
+    ),
+    (
+        code::TASK_NOT_CANCELABLE,
+        "Task cannot be canceled",
+        Some(reason::TASK_NOT_CANCELABLE),
+    ),
+    (
+        code::PUSH_NOTIFICATION_NOT_SUPPORTED,
+        "Push Notification is not supported",
+        Some(reason::PUSH_NOTIFICATION_NOT_SUPPORTED),
+    ),
+    (
+        code::UNSUPPORTED_OPERATION,
+        "This operation is not supported",
+        Some(reason::UNSUPPORTED_OPERATION),
+    ),
+    (
+        code::CONTENT_TYPE_NOT_SUPPORTED,
+        "Incompatible content types",
+        Some(reason::CONTENT_TYPE_NOT_SUPPORTED),
+    ),
+    (
+        code::INVALID_AGENT_RESPONSE,
+        "Invalid agent response",
+        Some(reason::INVALID_AGENT_RESPONSE),
+    ),
+    (
+        code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+        "Extended agent card is not configured",
+        Some(reason::EXTENDED_AGENT_CARD_NOT_CONFIGURED),
+    ),
+    (
+        code::EXTENSION_SUPPORT_REQUIRED,
+        "Extension support is required",
+        Some(reason::EXTENSION_SUPPORT_REQUIRED),
+    ),
+    (
+        code::VERSION_NOT_SUPPORTED,
+        "A2A version is not supported",
+        Some(reason::VERSION_NOT_SUPPORTED),
+    ),
+];
+
+fn standard(code: i64) -> Option<&'static (i64, &'static str, Option<Reason>)> {
+    STANDARD.iter().find(|row| row.0 == code)
+}
+
+/// The standard message of a JSON-RPC or A2A error code, as the SDKs send it.
+pub fn standard_message(code: i64) -> Option<&'static str> {
+    standard(code).map(|row| row.1)
+}
+
+/// The ErrorInfo `reason` A2A gives each of its own codes: what an error with that code
+/// carries, also when an agent's came without one.
 pub fn a2a_kind(code: i64) -> Option<Reason> {
-    Some(match code {
-        code::TASK_NOT_FOUND => reason::TASK_NOT_FOUND,
-        code::TASK_NOT_CANCELABLE => reason::TASK_NOT_CANCELABLE,
-        code::PUSH_NOTIFICATION_NOT_SUPPORTED => reason::PUSH_NOTIFICATION_NOT_SUPPORTED,
-        code::UNSUPPORTED_OPERATION => reason::UNSUPPORTED_OPERATION,
-        code::CONTENT_TYPE_NOT_SUPPORTED => reason::CONTENT_TYPE_NOT_SUPPORTED,
-        code::INVALID_AGENT_RESPONSE => reason::INVALID_AGENT_RESPONSE,
-        code::EXTENDED_AGENT_CARD_NOT_CONFIGURED => reason::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
-        code::EXTENSION_SUPPORT_REQUIRED => reason::EXTENSION_SUPPORT_REQUIRED,
-        code::VERSION_NOT_SUPPORTED => reason::VERSION_NOT_SUPPORTED,
-        _ => return None,
-    })
+    standard(code).and_then(|row| row.2)
 }
 
 /// The edge's `google.rpc.ErrorInfo` entry of an error's `data`: this reason in A2A's domain.
@@ -87,6 +141,21 @@ impl RpcError {
         }
     }
 
+    /// An error of this code with its standard message (`STANDARD`).
+    fn standard(code: i64, reason: Reason) -> Self {
+        Self::new(
+            code,
+            standard_message(code).unwrap_or("Internal error"),
+            reason,
+        )
+    }
+
+    /// One of A2A's own errors as A2A gives it: its standard message and kind.
+    fn a2a(code: i64) -> Self {
+        let kind = a2a_kind(code).unwrap_or(reason::INTERNAL_ERROR);
+        Self::standard(code, kind)
+    }
+
     /// The same error with one more `ErrorInfo.metadata` entry.
     pub fn with_metadata(mut self, key: &'static str, value: impl Into<String>) -> Self {
         self.metadata
@@ -101,11 +170,7 @@ impl RpcError {
     }
     /// -32601: not one of the 11 A2A 1.0 methods.
     pub fn method_not_found() -> Self {
-        Self::new(
-            code::METHOD_NOT_FOUND,
-            "Method not found",
-            reason::JSONRPC_METHOD,
-        )
+        Self::standard(code::METHOD_NOT_FOUND, reason::JSONRPC_METHOD)
     }
     /// -32602: the params break a rule.
     pub fn invalid_params(message: impl Into<String>, reason: Reason) -> Self {
@@ -113,31 +178,19 @@ impl RpcError {
     }
     /// -32603: an internal error; the message is generic on purpose.
     pub fn internal(reason: Reason) -> Self {
-        Self::new(code::INTERNAL_ERROR, "Internal error", reason)
+        Self::standard(code::INTERNAL_ERROR, reason)
     }
     /// -32001
     pub fn task_not_found() -> Self {
-        Self::new(
-            code::TASK_NOT_FOUND,
-            "Task not found",
-            reason::TASK_NOT_FOUND,
-        )
+        Self::a2a(code::TASK_NOT_FOUND)
     }
     /// -32002
     pub fn task_not_cancelable() -> Self {
-        Self::new(
-            code::TASK_NOT_CANCELABLE,
-            "Task cannot be canceled",
-            reason::TASK_NOT_CANCELABLE,
-        )
+        Self::a2a(code::TASK_NOT_CANCELABLE)
     }
     /// -32003
     pub fn push_not_supported() -> Self {
-        Self::new(
-            code::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "Push Notification is not supported",
-            reason::PUSH_NOTIFICATION_NOT_SUPPORTED,
-        )
+        Self::a2a(code::PUSH_NOTIFICATION_NOT_SUPPORTED)
     }
     /// -32004
     pub fn unsupported_operation(message: impl Into<String>) -> Self {
@@ -157,11 +210,7 @@ impl RpcError {
     }
     /// -32007
     pub fn extended_card_not_configured() -> Self {
-        Self::new(
-            code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
-            "Extended agent card is not configured",
-            reason::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
-        )
+        Self::a2a(code::EXTENDED_AGENT_CARD_NOT_CONFIGURED)
     }
     /// -32009
     pub fn version_not_supported(got: &str) -> Self {
@@ -197,3 +246,89 @@ impl std::fmt::Display for RpcError {
 }
 
 impl std::error::Error for RpcError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_one_row_and_a2as_own_have_their_kind() {
+        let codes = [
+            code::PARSE_ERROR,
+            code::INVALID_REQUEST,
+            code::METHOD_NOT_FOUND,
+            code::INVALID_PARAMS,
+            code::INTERNAL_ERROR,
+            code::TASK_NOT_FOUND,
+            code::TASK_NOT_CANCELABLE,
+            code::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            code::UNSUPPORTED_OPERATION,
+            code::CONTENT_TYPE_NOT_SUPPORTED,
+            code::INVALID_AGENT_RESPONSE,
+            code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+            code::EXTENSION_SUPPORT_REQUIRED,
+            code::VERSION_NOT_SUPPORTED,
+        ];
+        assert_eq!(codes.len(), STANDARD.len());
+        for c in codes {
+            assert_eq!(STANDARD.iter().filter(|row| row.0 == c).count(), 1, "{c}");
+            assert!(standard_message(c).is_some_and(|m| !m.is_empty()), "{c}");
+            // A2A's own codes, and only they, have an ErrorInfo kind of A2A's.
+            assert_eq!(a2a_kind(c).is_some(), (-32009..=-32001).contains(&c), "{c}");
+        }
+        for c in [0, -32000, -32010, -32099, 1, i64::MIN] {
+            assert_eq!(standard_message(c), None, "{c}");
+            assert_eq!(a2a_kind(c), None, "{c}");
+        }
+    }
+
+    #[test]
+    fn the_edges_own_errors_read_the_table() {
+        let cases = [
+            (
+                RpcError::method_not_found(),
+                code::METHOD_NOT_FOUND,
+                "Method not found",
+                reason::JSONRPC_METHOD,
+            ),
+            (
+                RpcError::internal(reason::AUTH_INTERNAL),
+                code::INTERNAL_ERROR,
+                "Internal error",
+                reason::AUTH_INTERNAL,
+            ),
+            (
+                RpcError::task_not_found(),
+                code::TASK_NOT_FOUND,
+                "Task not found",
+                reason::TASK_NOT_FOUND,
+            ),
+            (
+                RpcError::task_not_cancelable(),
+                code::TASK_NOT_CANCELABLE,
+                "Task cannot be canceled",
+                reason::TASK_NOT_CANCELABLE,
+            ),
+            (
+                RpcError::push_not_supported(),
+                code::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                "Push Notification is not supported",
+                reason::PUSH_NOTIFICATION_NOT_SUPPORTED,
+            ),
+            (
+                RpcError::extended_card_not_configured(),
+                code::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+                "Extended agent card is not configured",
+                reason::EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+            ),
+        ];
+        for (error, code, message, reason) in cases {
+            assert_eq!(
+                (error.code, error.message.as_str(), error.reason),
+                (code, message, reason)
+            );
+            let json = error.to_json();
+            assert_eq!(json["data"][0]["reason"], reason.as_str(), "{json}");
+        }
+    }
+}

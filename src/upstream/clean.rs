@@ -24,29 +24,6 @@ pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy, redact_pa
     }
 }
 
-/// The standard message of a JSON-RPC / A2A error code, as the SDKs send it.
-fn standard_message(code: i64) -> Option<&'static str> {
-    Some(match code {
-        crate::a2a::code::PARSE_ERROR => "Parse error",
-        crate::a2a::code::INVALID_REQUEST => "Invalid Request",
-        crate::a2a::code::METHOD_NOT_FOUND => "Method not found",
-        crate::a2a::code::INVALID_PARAMS => "Invalid params",
-        crate::a2a::code::INTERNAL_ERROR => "Internal error",
-        crate::a2a::code::TASK_NOT_FOUND => "Task not found",
-        crate::a2a::code::TASK_NOT_CANCELABLE => "Task cannot be canceled",
-        crate::a2a::code::PUSH_NOTIFICATION_NOT_SUPPORTED => "Push Notification is not supported",
-        crate::a2a::code::UNSUPPORTED_OPERATION => "This operation is not supported",
-        crate::a2a::code::CONTENT_TYPE_NOT_SUPPORTED => "Incompatible content types",
-        crate::a2a::code::INVALID_AGENT_RESPONSE => "Invalid agent response",
-        crate::a2a::code::EXTENDED_AGENT_CARD_NOT_CONFIGURED => {
-            "Extended agent card is not configured"
-        }
-        crate::a2a::code::EXTENSION_SUPPORT_REQUIRED => "Extension support is required",
-        crate::a2a::code::VERSION_NOT_SUPPORTED => "A2A version is not supported",
-        _ => return None,
-    })
-}
-
 /// An agent's error object, cleaned: a known code gets its standard message, any other code
 /// a generic one (an agent's text may hold paths, stack text or secrets); `data` keeps only
 /// ErrorInfo entries, each with its `reason` and `domain` (short printable strings) and
@@ -59,13 +36,13 @@ fn clean_error(error: &mut Map<String, Value>) {
         .and_then(Value::as_i64)
         .filter(|c| i32::try_from(*c).is_ok())
         .unwrap_or(crate::a2a::code::INTERNAL_ERROR);
-    let message = standard_message(code).unwrap_or("Upstream agent error");
+    let message = crate::a2a::error::standard_message(code).unwrap_or("Upstream agent error");
     let short = |v: Option<&Value>| {
         v.and_then(Value::as_str)
             .filter(|s| s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
             .map(|s| Value::String(s.to_string()))
     };
-    let data: Vec<Value> = match error.get("data") {
+    let mut data: Vec<Value> = match error.get("data") {
         Some(Value::Array(items)) => items
             .iter()
             .filter(|d| d.get("@type").and_then(Value::as_str) == Some(crate::a2a::ERROR_INFO_TYPE))
@@ -84,10 +61,12 @@ fn clean_error(error: &mut Map<String, Value>) {
             .collect(),
         _ => Vec::new(),
     };
-    let data = match (data.is_empty(), crate::a2a::error::a2a_kind(code)) {
-        (true, Some(kind)) => vec![crate::a2a::error::error_info(kind, Map::new())],
-        _ => data,
-    };
+    if data.is_empty() {
+        data.extend(
+            crate::a2a::error::a2a_kind(code)
+                .map(|kind| crate::a2a::error::error_info(kind, Map::new())),
+        );
+    }
     error.clear();
     error.insert("code".into(), Value::from(code));
     error.insert("message".into(), Value::from(message));
