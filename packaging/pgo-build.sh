@@ -26,8 +26,12 @@
 #   OUT          the optimized binary (default target/pgo/a2a-edge); its profile beside it
 #                (OUT.profdata)
 #   TRAIN        driver (default) or bench: what serves as the training (above)
-#   TRAIN_SECS   driver: seconds per phase (default 30); bench: seconds per measured load
-#                run (default 8, as the benchmark)
+#   TRAIN_REQUESTS driver: requests per phase (default 60000, about half a minute on 2
+#                cores): the same requests in every build, however fast or busy the machine
+#                (not an identical profile: what follows the scheduling still varies)
+#   TRAIN_SECS   driver: seconds per phase instead of TRAIN_REQUESTS (how many requests
+#                that is depends on the machine and what else runs); bench: seconds per
+#                measured load run (default 8, as the benchmark)
 #   TRAIN_ROUNDS bench: rounds of the load benchmark (default 1)
 #   TRAIN_CMD    a command run after the training, with A2A_EDGE_BIN set to the instrumented
 #                binary (e.g. a script that replays your own traffic)
@@ -40,8 +44,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/target/pgo/a2a-edge}
 TRAIN=${TRAIN:-driver}
 TRAIN_ROUNDS=${TRAIN_ROUNDS:-1}
+TRAIN_REQUESTS=${TRAIN_REQUESTS:-60000}
 case $TRAIN in
-driver) TRAIN_SECS=${TRAIN_SECS:-30} ;;
+driver)
+    if [[ -n ${TRAIN_SECS:-} ]]; then budget=(--secs "$TRAIN_SECS") && per="$TRAIN_SECS s"; else
+        budget=(--requests "$TRAIN_REQUESTS") && per="$TRAIN_REQUESTS requests"
+    fi
+    ;;
 bench) TRAIN_SECS=${TRAIN_SECS:-8} ;;
 *) echo "[pgo] error: TRAIN is driver or bench, not '$TRAIN'" >&2 && exit 1 ;;
 esac
@@ -97,9 +106,9 @@ if [[ $TRAIN == driver ]]; then
         die "the training driver did not build"
     redis=()
     if command -v redis-server >/dev/null 2>&1; then redis=(--redis); fi
-    log "training: pgo-train, $TRAIN_SECS s per phase (state in memory${redis:+, then in Redis})"
+    log "training: pgo-train, $per per phase (state in memory${redis:+, then in Redis})"
     "$TARGETS/debug/examples/pgo-train" --edge "$GEN" \
-        --secs "$TRAIN_SECS" "${redis[@]}" --dir "$WORK/train" >"$WORK/train.log" 2>&1 ||
+        "${budget[@]}" "${redis[@]}" --dir "$WORK/train" >"$WORK/train.log" 2>&1 ||
         die "training (pgo-train) failed: $(tail -20 "$WORK/train.log")"
     sed 's/^/[pgo]   /' "$WORK/train.log" >&2
 else

@@ -1,7 +1,7 @@
 //! The training run of a profile-guided build (`packaging/pgo-build.sh`), on its own: no nginx,
 //! wrk, h2load or Python, so that a container's build stage can train the binary it builds.
 //!
-//!   cargo run --example pgo-train -- --edge target/pgo-gen/release/a2a-edge [--secs 20]
+//!   cargo run --example pgo-train -- --edge target/pgo-gen/release/a2a-edge [--requests 60000]
 //!
 //! It starts `EDGE engine` (an agent on plain HTTP) and, in front of it, `EDGE serve` with dev
 //! certificates, one principal per scheme (bearer, API key, Basic, a JWT signed here), a signed
@@ -13,6 +13,15 @@
 //! Redis of its own. Every process is stopped with SIGTERM, so that an instrumented binary
 //! writes its profile as it exits. It fails when the edge answers what it should not (a
 //! training that trained nothing is not a success), and prints what it sent.
+//!
+//! A phase is a number of requests (`--requests`, split evenly over the workers, each
+//! sending its own fixed sequence of kinds), so that every training sends the same requests
+//! whatever the machine's speed or load (a slow build machine trains as much as a fast one);
+//! `--secs` makes each phase a duration instead. It does not make two PGO builds identical:
+//! the profile also counts what follows the scheduling (polls, wake-ups, retries), and two
+//! builds trained alike differ in a few hundred of the binary's 13,000 functions either way.
+//! Both protocols must be served at comparable rates (within ten times), or the training
+//! fails: a protocol served far slower would leave its code untrained.
 
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
@@ -35,12 +44,29 @@ use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 type Https = hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 type Http = Client<Https, Full<Bytes>>;
 
-const USAGE: &str =
-    "usage: pgo-train --edge BINARY [--secs N] [--connections N] [--redis] [--dir DIR]";
+const USAGE: &str = "usage: pgo-train --edge BINARY [--requests N | --secs N] [--connections N] [--redis] [--dir DIR]";
+
+/// How long a phase lasts.
+#[derive(Clone, Copy, Debug)]
+enum Budget {
+    /// This many requests in all, split evenly over the workers (the default: reproducible).
+    Requests(u64),
+    /// Requests until this many seconds have passed.
+    Secs(u64),
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Requests(n) => write!(f, "{n} requests"),
+            Budget::Secs(s) => write!(f, "{s} s"),
+        }
+    }
+}
 
 struct Args {
     edge: PathBuf,
-    secs: u64,
+    budget: Budget,
     connections: usize,
     redis: bool,
     dir: Option<PathBuf>,
@@ -49,7 +75,7 @@ struct Args {
 fn args() -> Result<Args, String> {
     let mut a = Args {
         edge: PathBuf::new(),
-        secs: 20,
+        budget: Budget::Requests(60_000),
         connections: 16,
         redis: false,
         dir: None,
@@ -60,9 +86,18 @@ fn args() -> Result<Args, String> {
         match arg.as_str() {
             "--edge" => a.edge = value("--edge")?.into(),
             "--secs" => {
-                a.secs = value("--secs")?
-                    .parse()
-                    .map_err(|e| format!("--secs: {e}"))?
+                a.budget = Budget::Secs(
+                    value("--secs")?
+                        .parse()
+                        .map_err(|e| format!("--secs: {e}"))?,
+                )
+            }
+            "--requests" => {
+                a.budget = Budget::Requests(
+                    value("--requests")?
+                        .parse()
+                        .map_err(|e| format!("--requests: {e}"))?,
+                )
             }
             "--connections" => {
                 a.connections = value("--connections")?
@@ -78,8 +113,11 @@ fn args() -> Result<Args, String> {
     if a.edge.as_os_str().is_empty() {
         return Err(format!("--edge is required\n{USAGE}"));
     }
-    if a.secs == 0 || a.connections == 0 {
-        return Err("--secs and --connections must be at least 1".into());
+    let budget = match a.budget {
+        Budget::Requests(n) | Budget::Secs(n) => n,
+    };
+    if budget == 0 || a.connections == 0 {
+        return Err("--requests, --secs and --connections must be at least 1".into());
     }
     Ok(a)
 }
@@ -401,7 +439,8 @@ struct Load {
     url: String,
     card: String,
     workspace: String,
-    deadline: Instant,
+    /// The phase's end: a time, or each worker's number of requests.
+    until: Until,
     counts: Mutex<BTreeMap<(Kind, &'static str), u64>>,
     unexpected: Mutex<Vec<String>>,
 }
@@ -417,7 +456,20 @@ fn rpc(id: u64, method: &str, params: serde_json::Value) -> Vec<u8> {
         .into_bytes()
 }
 
-async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load: Arc<Load>) {
+#[derive(Clone, Copy)]
+enum Until {
+    Deadline(Instant),
+    Each(u64),
+}
+
+/// Sends the phase's requests over `http`; returns its protocol and how many it sent.
+async fn worker(
+    http: Http,
+    proto: &'static str,
+    caller: Caller,
+    n: usize,
+    load: Arc<Load>,
+) -> (&'static str, u64) {
     let text = "training payload: lorem ipsum dolor sit amet ".repeat(20);
     let mix: Vec<Kind> = MIX
         .iter()
@@ -425,7 +477,12 @@ async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load:
         .collect();
     let mut tasks: VecDeque<String> = VecDeque::new();
     let mut i = n as u64 * 7919;
-    while Instant::now() < load.deadline {
+    let mut sent = 0u64;
+    while match load.until {
+        Until::Deadline(at) => Instant::now() < at,
+        Until::Each(count) => sent < count,
+    } {
+        sent += 1;
         i += 1;
         let mut kind = mix[(i % mix.len() as u64) as usize];
         let task = tasks.back().cloned().unwrap_or_default();
@@ -548,6 +605,7 @@ async fn worker(http: Http, proto: &'static str, caller: Caller, n: usize, load:
             }
         }
     }
+    (proto, sent)
 }
 
 fn client(ca: &Path, h2: bool) -> Result<Http, String> {
@@ -557,17 +615,24 @@ fn client(ca: &Path, h2: bool) -> Result<Http, String> {
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config((*tls).clone())
         .https_only();
+    // TCP_NODELAY, as callers' clients set it: hyper's HTTP/2 client writes a request's
+    // HEADERS and DATA in two TLS records, and without it the second waits for the edge's
+    // delayed ACK (40 ms on Linux) once the connection leaves quick-ACK mode: the HTTP/2
+    // workers then sent about 24 requests a second each and trained next to nothing.
+    let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
     let mut builder = Client::builder(TokioExecutor::new());
     Ok(if h2 {
         builder.http2_only(true);
-        builder.build(connector.enable_http2().build())
+        builder.build(connector.enable_http2().wrap_connector(tcp))
     } else {
-        builder.build(connector.enable_http1().build())
+        builder.build(connector.enable_http1().wrap_connector(tcp))
     })
 }
 
 /// One phase: an edge in front of `upstream` (state in Redis at `redis`, if any), driven for
-/// `secs` over HTTP/1.1 and HTTP/2 at once, then stopped.
+/// the budget's requests or seconds over HTTP/1.1 and HTTP/2 at once, then stopped.
 fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<String, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let workspace = dir.join("workspace");
@@ -597,7 +662,11 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
         card: format!("{url}.well-known/agent-card.json"),
         url,
         workspace: workspace.join("project").display().to_string(),
-        deadline: Instant::now() + Duration::from_secs(a.secs),
+        until: match a.budget {
+            Budget::Secs(s) => Until::Deadline(Instant::now() + Duration::from_secs(s)),
+            // Rounded up: at least the budget, the same number for every worker.
+            Budget::Requests(n) => Until::Each(n.div_ceil(a.connections as u64)),
+        },
         counts: Mutex::default(),
         unexpected: Mutex::default(),
     });
@@ -626,13 +695,22 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let began = Instant::now();
+    // Per protocol: requests sent, and when its last worker was done.
+    let mut protocols: BTreeMap<&'static str, (u64, f64)> = BTreeMap::new();
     rt.block_on(async {
         let mut all = tokio::task::JoinSet::new();
         for (n, (http, proto)) in clients.into_iter().enumerate() {
             let caller = callers[n % callers.len()].clone();
             all.spawn(worker(http, proto, caller, n, load.clone()));
         }
-        while all.join_next().await.is_some() {}
+        while let Some(done) = all.join_next().await {
+            if let Ok((proto, sent)) = done {
+                let p = protocols.entry(proto).or_default();
+                p.0 += sent;
+                p.1 = began.elapsed().as_secs_f64();
+            }
+        }
     });
     drop(rt);
     edge.stop()?;
@@ -645,10 +723,18 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
         .map(|(_, n)| n)
         .sum();
     let mut report = String::new();
+    let mut rates = Vec::new();
+    for (proto, (sent, secs)) in &protocols {
+        let rate = *sent as f64 / secs.max(0.001);
+        rates.push(rate);
+        report.push_str(&format!(
+            "  {proto}: {sent} requests in {secs:.1} s ({rate:.0}/s)\n"
+        ));
+    }
     for ((kind, outcome), n) in &counts {
         report.push_str(&format!("  {kind:?} {outcome}: {n}\n"));
     }
-    // A few unexpected answers (e.g. a stream cut by the deadline) are not a failed training;
+    // A few unexpected answers (e.g. a stream cut by a --secs deadline) are not a failed training;
     // more than 1 % of them, or none at all sent, is.
     if total == 0 || bad * 100 > total {
         return Err(format!(
@@ -656,7 +742,22 @@ fn phase(a: &Args, dir: &Path, upstream: &str, redis: Option<&str>) -> Result<St
             log.display()
         ));
     }
-    Ok(format!("{total} requests, {bad} unexpected\n{report}"))
+    // Both protocols trained, at comparable rates: one served ten times slower than the other
+    // (e.g. a client waiting on delayed ACKs, as this driver's HTTP/2 workers did before they
+    // set TCP_NODELAY) leaves its code all but untrained.
+    let (slow, fast) = rates
+        .iter()
+        .fold((f64::MAX, 0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    if rates.len() > 1 && slow * 10.0 < fast {
+        return Err(format!(
+            "one protocol was served over ten times slower than the other:\n{report}edge log: {}",
+            log.display()
+        ));
+    }
+    Ok(format!(
+        "{total} requests, {bad} unexpected, in {:.1} s\n{report}",
+        began.elapsed().as_secs_f64()
+    ))
 }
 
 fn run() -> Result<(), String> {
@@ -677,7 +778,7 @@ fn run() -> Result<(), String> {
         Some(text[at..].lines().next()?.trim().to_owned())
     })?;
     let started = Instant::now();
-    println!("pgo-train: memory state, {} s", a.secs);
+    println!("pgo-train: memory state, {}", a.budget);
     print!("{}", phase(&a, &scratch.join("memory"), &upstream, None)?);
     if a.redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -707,7 +808,7 @@ fn run() -> Result<(), String> {
         wait_for(&mut redis, &redis_log, |t| {
             t.contains("Ready to accept").then_some(())
         })?;
-        println!("pgo-train: state in Redis, {} s", a.secs);
+        println!("pgo-train: state in Redis, {}", a.budget);
         let url = format!("redis://127.0.0.1:{port}/0");
         print!(
             "{}",
