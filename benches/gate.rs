@@ -17,9 +17,9 @@ use std::sync::Arc;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use a2a_edge::body::{full, BoxBody};
+use a2a_edge::gate::Process;
 use a2a_edge::gate::{ConnInfo, Gate};
 use a2a_edge::policy::{LoadMode, Policy};
-use a2a_edge::state::Process;
 use a2a_edge::upstream::LocalAgent;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

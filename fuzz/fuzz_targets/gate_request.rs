@@ -28,7 +28,7 @@ use a2a_edge::body::BoxBody;
 use a2a_edge::gate::{ConnInfo, Gate};
 use a2a_edge::policy::{LoadMode, Policy};
 use a2a_edge::reason;
-use a2a_edge::state::Process;
+use a2a_edge::gate::Process;
 use a2a_edge::upstream::LocalAgent;
 use a2a_edge_fuzz::runtime;
 use bytes::Bytes;

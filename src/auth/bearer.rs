@@ -2,9 +2,9 @@
 
 use subtle::ConstantTimeEq;
 
+use super::settings::BearerCredential;
 use super::{AuthRejection, Principal, Scheme};
 use crate::crypto::sha256;
-use crate::policy::BearerCredential;
 use crate::reason;
 
 pub struct BearerScheme {

@@ -15,14 +15,15 @@ pub mod hash;
 pub mod jwks;
 pub mod jwt;
 pub mod mtls;
+pub mod settings;
 
 use std::sync::Arc;
 
 use http::{header, HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 
-use crate::policy::{AuthPolicy, BasicSecret, ClientAuth, JwksLocation};
 use crate::reason::{self, Reason};
+use settings::{AuthPolicy, BasicSecret, ClientAuth, JwksLocation};
 
 /// Upper bound on the length of an `Authorization` header value.
 pub const MAX_AUTHORIZATION_BYTES: usize = 8192;

@@ -9,6 +9,7 @@ pub mod jws;
 pub mod keys;
 pub mod schema;
 pub mod service;
+pub mod settings;
 pub mod verify;
 
 use serde_json::{json, Map, Value};

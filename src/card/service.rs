@@ -11,10 +11,9 @@ use serde_json::{json, Value};
 use super::canonical::canonical_card;
 use super::http::{strong_etag, Validators};
 use super::jws::{sign_card, SignOptions};
+use super::settings::{CardPolicy, Jku};
 use super::verify::verify_card;
 use super::{rewrite, EdgeFace};
-use crate::policy::CardPolicy;
-use crate::policy::Jku;
 use crate::reason::{self, Reason};
 
 /// Why an agent's card was not published: the reason code, and what went wrong in words
@@ -176,8 +175,8 @@ impl CardService {
 mod tests {
     use super::*;
     use crate::card::keys::SigningKey;
+    use crate::card::settings::CardSource;
     use crate::card::verify::VerifyKeys;
-    use crate::policy::CardSource;
     use std::sync::Arc;
     use std::time::Duration;
 

@@ -16,13 +16,13 @@
 
 mod agent_gate;
 mod agent_path;
-pub mod agents;
 mod authorize;
 mod body;
 mod card_routes;
 mod catalog;
 mod forwarding;
 mod list_tasks;
+mod process;
 mod rejection;
 mod route;
 #[cfg(test)]
@@ -45,11 +45,12 @@ use body::{
     check_framing, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body, BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
+pub use process::Process;
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, CATALOG_PATH, HEALTH_PATH};
 
+use crate::policy::routes::AgentRoutes;
 use agent_gate::AgentGate;
-use agents::AgentRoutes;
 
 use crate::a2a::{Method, RpcError, RpcRequest};
 use crate::auth::{Authenticator, ConnCredentials, Principal};
@@ -149,7 +150,7 @@ impl Gate {
         policy: &Policy,
         public_url: &url::Url,
         bound_port: u16,
-        process: &crate::state::Process,
+        process: &Process,
         previous: Option<&Gate>,
     ) -> Result<Gate, String> {
         let owners = process.owners.clone();
@@ -207,7 +208,11 @@ impl Gate {
             auth,
             principal_header,
             network: policy.network.clone(),
-            budgets: Budgets::carry(policy, previous.map(|g| &g.budgets), process.shared.clone())?,
+            budgets: Budgets::carry(
+                policy.budgets(),
+                previous.map(|g| &g.budgets),
+                process.shared.clone(),
+            )?,
             owners,
             metrics,
             allow_chunked: policy.limits.allow_chunked_requests,

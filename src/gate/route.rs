@@ -54,9 +54,9 @@ pub fn classify_edge(method: &Method, path: &str) -> Option<Route> {
     Some(get_or_head_only(method, route))
 }
 
-/// The route of a path under an agent's prefix ([`super::agents::AgentRoutes::route`]).
-pub fn classify_agent(method: &Method, kind: super::agents::AgentPath) -> Route {
-    use super::agents::AgentPath;
+/// The route of a path under an agent's prefix ([`crate::policy::routes::AgentRoutes::route`]).
+pub fn classify_agent(method: &Method, kind: crate::policy::routes::AgentPath) -> Route {
+    use crate::policy::routes::AgentPath;
     match kind {
         AgentPath::Rpc => post_only(method, Route::Rpc),
         AgentPath::Card => get_or_head_only(method, Route::Card),

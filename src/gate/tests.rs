@@ -2,11 +2,11 @@
 //! agent in the process that records what reaches it (the embedded engine behind it answers).
 //! What needs a connection (TLS, HTTP framing, slow clients) is in `tests/`.
 
+use super::Process;
 use super::*;
 use crate::engine::{Engine, EngineConfig};
 use crate::policy::LoadMode;
 use crate::reason::{self, Reason};
-use crate::state::Process;
 use crate::upstream::LocalAgent;
 use http_body_util::{BodyExt, Full};
 use std::pin::Pin;

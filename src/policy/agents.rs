@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::file;
+use super::routes::AgentRoutes;
 use super::{A2aPolicy, CardPolicy, Ctx, PolicyError, UpstreamPolicy};
-use crate::gate::agents::AgentRoutes;
 use crate::limits::rate::Rate;
 
 /// One agent behind the edge.

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::auth::IdentityAssertionPolicy;
 use super::{file, Ctx, PolicyError};
 use crate::auth::attributes::{valid_group, valid_tenant};
+use crate::auth::settings::IdentityAssertionPolicy;
 use crate::authz::{AuthzPolicy, Matcher, MethodSet, RootTemplate, Rule};
 use crate::card::keys::{SigningAlg, SigningKey};
 use crate::validate::metadata::Exceptions;

@@ -9,6 +9,7 @@ use super::{Ctx, PolicyError};
 use crate::a2a::Method;
 use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::{Rate, RateLimitsConfig};
+use crate::state::BudgetSettings;
 
 #[derive(Debug, Clone)]
 pub struct LimitsPolicy {
@@ -227,5 +228,36 @@ impl Ctx<'_> {
     pub(super) fn network(&self, n: file::NetworkSection) -> Result<NetworkPolicy, PolicyError> {
         NetworkPolicy::new(&n.allow, &n.deny, &n.trusted_proxies)
             .or_else(|m| self.err("network", None, m))
+    }
+}
+
+impl super::Policy {
+    /// What the process's budgets are built from: `[limits]`'s rates and concurrency, and
+    /// `auth.throttle`.
+    pub fn budgets(&self) -> BudgetSettings {
+        let l = &self.limits;
+        BudgetSettings {
+            rates: RateLimitsConfig {
+                per_method: Default::default(),
+                ..l.rates.clone()
+            },
+            method_rates: RateLimitsConfig {
+                per_principal: None,
+                per_client_ip: None,
+                per_method: l.rates.per_method.clone(),
+                principal_overrides: Default::default(),
+                ipv6_prefix: l.rates.ipv6_prefix,
+            },
+            throttle: (
+                self.auth.throttle.failures_per_minute,
+                self.auth.throttle.failures_burst,
+                l.rates.ipv6_prefix,
+            ),
+            concurrency: (
+                l.max_in_flight_per_principal,
+                l.max_streams_per_principal,
+                l.stream_buffer_bytes_per_principal,
+            ),
+        }
     }
 }

@@ -9,6 +9,7 @@ mod authz;
 mod card;
 mod file;
 mod limits;
+pub mod routes;
 mod secret;
 mod state;
 mod telemetry;
@@ -29,16 +30,18 @@ use crate::validate::request::RequestPolicy;
 use crate::validate::workspace::WorkspacePolicy;
 use toml::Spanned;
 
-pub use agents::AgentPolicy;
-pub use auth::{
+pub use crate::auth::settings::{
     ApiKeyPolicy, AuthPolicy, BasicCredential, BasicSecret, BearerCredential, ClientAuth,
     GeneratedToken, IdentityAssertionPolicy, JwksLocation, JwtPolicy, ThrottlePolicy,
 };
-pub use card::{CardPolicy, CardSource, Jku};
+pub use crate::card::settings::{CardPolicy, CardSource, Jku};
+pub use crate::state::redis::RedisConfig;
+pub use crate::telemetry::settings::{LogFormat, TelemetryPolicy};
+pub use crate::upstream::settings::{UpstreamPolicy, UpstreamTarget, MAX_HTTP2_STREAMS};
+pub use agents::AgentPolicy;
 pub use limits::LimitsPolicy;
 pub use secret::{random_token, sha256, write_private};
-pub use state::{RedisConfig, StatePolicy};
-pub use telemetry::{LogFormat, TelemetryPolicy};
+pub use state::StatePolicy;
 
 /// Why a policy was refused: names the file, the line and the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,48 +125,6 @@ pub struct TlsPolicy {
     pub client_ca_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamTarget {
-    /// The in-process task engine.
-    Embedded,
-    /// An agent's JSON-RPC endpoint over plain HTTP.
-    Http(http::Uri),
-}
-
-#[derive(Clone)]
-pub struct UpstreamPolicy {
-    pub name: String,
-    pub target: UpstreamTarget,
-    /// The bearer token the proxy presents to this agent.
-    pub token: Option<String>,
-    pub connect_timeout: Duration,
-    pub response_timeout: Duration,
-    /// For https agents: the CA to trust (None: the system roots) and the client certificate
-    /// the proxy presents, if any.
-    pub ca_file: Option<PathBuf>,
-    pub client_cert: Option<(PathBuf, PathBuf)>,
-    /// Active health checks: `GET /health` with the agent's credential every interval.
-    pub health_interval: Duration,
-    /// Consecutive failures (checks or connection errors) that take the agent out.
-    pub unhealthy_threshold: u32,
-    /// Consecutive successful checks that bring it back.
-    pub healthy_threshold: u32,
-    /// HTTP/2 to the agent: requests and streams share connections.
-    pub http2: bool,
-    /// With `http2`: requests one connection carries at once; beyond, another opens.
-    pub http2_max_streams: usize,
-}
-
-impl fmt::Debug for UpstreamPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UpstreamPolicy")
-            .field("name", &self.name)
-            .field("target", &self.target)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct A2aPolicy {
     pub max_body_bytes: usize,
@@ -173,8 +134,6 @@ pub struct A2aPolicy {
 
 /// Below the stream limits HTTP/2 servers announce by default (hyper 200, Go 250, nginx 128).
 const DEFAULT_HTTP2_MAX_STREAMS: usize = 100;
-/// The most streams one connection to an agent may carry (`http2_max_streams`).
-pub const MAX_HTTP2_STREAMS: usize = 1000;
 const DEFAULT_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
 

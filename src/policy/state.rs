@@ -4,35 +4,7 @@
 use std::time::Duration;
 
 use super::{file, secret, Ctx, PolicyError};
-
-/// How to reach Redis.
-#[derive(Clone)]
-pub struct RedisConfig {
-    /// `redis://` or `rediss://`, without a password (that comes from `password`).
-    pub url: url::Url,
-    pub password: Option<String>,
-    /// PEM CAs for `rediss://` (default: the system roots).
-    pub ca_pem: Option<Vec<u8>>,
-    pub key_prefix: String,
-    pub timeout: Duration,
-    /// `rate_lease_max`: the most rate tokens one round trip takes (1: one per request).
-    pub rate_lease_max: u32,
-    /// `rate_lease_ms`: how long leased tokens may wait to be spent.
-    pub rate_lease: Duration,
-}
-
-impl std::fmt::Debug for RedisConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisConfig")
-            .field("url", &self.url.as_str())
-            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
-            .field("key_prefix", &self.key_prefix)
-            .field("timeout", &self.timeout)
-            .field("rate_lease_max", &self.rate_lease_max)
-            .field("rate_lease", &self.rate_lease)
-            .finish()
-    }
-}
+use crate::state::redis::RedisConfig;
 
 #[derive(Debug, Clone, Default)]
 pub struct StatePolicy {

@@ -1,6 +1,6 @@
 //! The gate in force: what a policy compiles to, an immutable value that a reload swaps whole
 //! ([`Gates::replace`]) and every request reads without a lock ([`Gates::load`]). What must
-//! outlive a policy (ownership, budgets, counters) is the process's (`state::Process`), which
+//! outlive a policy (ownership, budgets, counters) is the process's (`gate::Process`), which
 //! each new gate is handed; nothing else carries over.
 
 use std::sync::Arc;

@@ -10,7 +10,6 @@ use super::redis::{RedisStore, StateUnavailable};
 use crate::limits::concurrency::ConcurrencyLimits;
 use crate::limits::rate::{client_key, Limited, Rate, RateLimits, RateLimitsConfig};
 use crate::limits::FailureThrottle;
-use crate::policy::Policy;
 use crate::reason;
 
 /// Why a budget refused a request.
@@ -27,15 +26,18 @@ impl From<StateUnavailable> for Refused {
     }
 }
 
-/// The settings one budget was built from: a reload that keeps them keeps the budget.
+/// What the budgets are built from (the policy's `[limits]` and `auth.throttle`, by
+/// `crate::policy::Policy::budgets`): a reload that keeps one's settings keeps that budget.
 #[derive(Debug, Clone, PartialEq)]
-struct Settings {
-    rates: RateLimitsConfig,
-    method_rates: RateLimitsConfig,
+pub struct Settings {
+    /// Per client address and per principal (`per_method` empty).
+    pub rates: RateLimitsConfig,
+    /// Per principal and method (`per_method` only).
+    pub method_rates: RateLimitsConfig,
     /// failures per minute, burst, IPv6 prefix
-    throttle: (u32, u32, u8),
+    pub throttle: (u32, u32, u8),
     /// in flight, streams, stream bytes per principal
-    concurrency: (usize, usize, usize),
+    pub concurrency: (usize, usize, usize),
 }
 
 /// The budgets of the process (cheap to clone: the counters are shared).
@@ -55,36 +57,12 @@ pub struct Budgets {
 }
 
 impl Budgets {
-    /// The budgets `policy` asks for, keeping each of `previous` whose settings are the same.
+    /// The budgets of `settings`, keeping each of `previous` whose settings are the same.
     pub fn carry(
-        policy: &Policy,
+        settings: Settings,
         previous: Option<&Budgets>,
         shared: Option<Arc<RedisStore>>,
     ) -> Result<Budgets, String> {
-        let l = &policy.limits;
-        let settings = Settings {
-            rates: RateLimitsConfig {
-                per_method: Default::default(),
-                ..l.rates.clone()
-            },
-            method_rates: RateLimitsConfig {
-                per_principal: None,
-                per_client_ip: None,
-                per_method: l.rates.per_method.clone(),
-                principal_overrides: Default::default(),
-                ipv6_prefix: l.rates.ipv6_prefix,
-            },
-            throttle: (
-                policy.auth.throttle.failures_per_minute,
-                policy.auth.throttle.failures_burst,
-                l.rates.ipv6_prefix,
-            ),
-            concurrency: (
-                l.max_in_flight_per_principal,
-                l.max_streams_per_principal,
-                l.stream_buffer_bytes_per_principal,
-            ),
-        };
         let prev = previous.map(|p| (p, &p.settings));
         let rates = match prev {
             Some((p, s)) if s.rates == settings.rates => p.rates.clone(),

@@ -6,6 +6,7 @@
 pub mod format;
 pub mod metrics;
 pub mod request_id;
+pub mod settings;
 pub mod sink;
 pub mod traces;
 
@@ -16,7 +17,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
-use crate::policy::{LogFormat, TelemetryPolicy};
+use settings::{LogFormat, TelemetryPolicy};
 
 /// The timestamp of a log line, RFC 3339 with microseconds, UTC.
 pub fn now() -> String {

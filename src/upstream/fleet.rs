@@ -13,9 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 
+use super::settings::{UpstreamPolicy, UpstreamTarget};
 use super::{Upstream, UpstreamError};
 use crate::body::BoxBody;
-use crate::policy::{UpstreamPolicy, UpstreamTarget};
 use crate::state::registry::{TaskRegistry, UpstreamId};
 
 /// One agent and what the edge knows of its health.

@@ -28,7 +28,7 @@ use tokio_rustls::TlsConnector;
 /// What each stream may receive ahead of the caller reading it.
 pub const STREAM_WINDOW: u32 = 256 * 1024;
 /// The most streams one connection carries (the policy's bound on `http2_max_streams`).
-pub use crate::policy::MAX_HTTP2_STREAMS as MAX_STREAMS;
+pub use super::settings::MAX_HTTP2_STREAMS as MAX_STREAMS;
 /// A connection quiet for this long is sent a PING (idle ones too)...
 const KEEPALIVE: Duration = Duration::from_secs(30);
 /// ... and closed, failing what it carries, when the answer takes longer: an agent that

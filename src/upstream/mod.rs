@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod h2;
 pub mod headers;
 mod relay;
+pub mod settings;
 pub mod trace_context;
 
 use std::sync::Arc;
@@ -23,8 +24,8 @@ pub use relay::{relay_response, Refused, RelayLimits, StreamLog};
 
 use crate::a2a::code::{INTERNAL_ERROR, INVALID_AGENT_RESPONSE};
 use crate::body::BoxBody;
-use crate::policy::{UpstreamPolicy, UpstreamTarget};
 use crate::reason::{self, Reason};
+use settings::{UpstreamPolicy, UpstreamTarget};
 
 /// Why an agent could not answer. Rendered to callers without addresses or internals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
