@@ -6,7 +6,11 @@
 //!
 //! The request and the answer are the load benchmark's (`benches/load/sendmessage.json`, the
 //! static upstream's `static-task.json`), so `static` here is its static shape minus the
-//! stack.
+//! stack. `fresh_task` is the same answer naming a new task in a new context each time (the
+//! edge learns both into a registry of 100,000 entries, full after the warm-up: each request
+//! also evicts the oldest task and context), the engine shape's work for the edge without the
+//! engine's; `engine_alone` and `engine_answer` are the embedded engine by itself and behind
+//! the gate.
 
 use std::hint::black_box;
 use std::pin::Pin;
@@ -17,6 +21,7 @@ use std::sync::Arc;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use a2a_edge::body::{full, BoxBody};
+use a2a_edge::engine::{Engine, EngineConfig};
 use a2a_edge::gate::Process;
 use a2a_edge::gate::{ConnInfo, Gate};
 use a2a_edge::policy::{LoadMode, Policy};
@@ -54,6 +59,47 @@ client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
 max_in_flight_per_principal = 100000
 "#;
+
+/// The embedded engine as the agent, as the load benchmark's engine shape has it (there in a
+/// process of its own): every SendMessage a new task in a new context, which the edge learns.
+struct EngineAgent(Arc<Engine>);
+
+impl LocalAgent for EngineAgent {
+    fn handle(
+        &self,
+        req: Request<Bytes>,
+    ) -> Pin<Box<dyn std::future::Future<Output = Response<BoxBody>> + Send + '_>> {
+        Box::pin(self.0.handle(req))
+    }
+}
+
+/// The static answer with a new task in a new context each time (ids from a counter): the
+/// engine shape's work for the edge without the engine's own.
+struct Fresh(String, std::sync::atomic::AtomicU64);
+
+impl LocalAgent for Fresh {
+    fn handle(
+        &self,
+        _req: Request<Bytes>,
+    ) -> Pin<Box<dyn std::future::Future<Output = Response<BoxBody>> + Send + '_>> {
+        let n = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = self
+            .0
+            .replace(
+                "6f1c7e0a-3b52-4d6e-9a1f",
+                &format!("{:08x}-0000-4000-8000", n as u32),
+            )
+            .replace(
+                "0c2e9b8d-7a41-4f63-8e5d",
+                &format!("{:08x}-1111-4000-8000", n as u32),
+            );
+        let resp = Response::builder()
+            .header("content-type", "application/json")
+            .body(full(Bytes::from(body)))
+            .unwrap();
+        Box::pin(async move { resp })
+    }
+}
 
 /// Answers every request with the same bytes, as the static upstream does.
 struct Static(Bytes);
@@ -126,6 +172,68 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function(format!("send_message_{}B_static_answer", send.len()), |b| {
         b.iter(|| black_box(serve(request(&send, "Bearer test"))))
+    });
+    // The engine shape: the engine alone, then behind the gate; the difference is the edge's
+    // own work for a new task in a new context each request (learning both owners).
+    let engine = Engine::new(EngineConfig::default());
+    let engine_process = Process::in_memory(100_000, Arc::new(EngineAgent(engine.clone())));
+    let engine_gate = rt
+        .block_on(Gate::new(&policy, &url, 443, &engine_process, None))
+        .unwrap();
+    let direct = |req: Request<Full<Bytes>>| {
+        rt.block_on(async {
+            let (parts, body) = req.into_parts();
+            let body = body.collect().await.unwrap().to_bytes();
+            let resp = engine.handle(Request::from_parts(parts, body)).await;
+            let status = resp.status();
+            (status, resp.into_body().collect().await.unwrap().to_bytes())
+        })
+    };
+    let via_gate = |req: Request<Full<Bytes>>| {
+        rt.block_on(async {
+            let resp = engine_gate.handle(conn(), req).await;
+            let status = resp.status();
+            (status, resp.into_body().collect().await.unwrap().to_bytes())
+        })
+    };
+    let (status, body) = via_gate(request(&send, "Bearer test"));
+    assert_eq!(status, 200);
+    assert!(body.starts_with(b"{\"result\":{\"task\""), "{body:?}");
+    g.bench_function("engine_alone", |b| {
+        b.iter(|| black_box(direct(request(&send, "Bearer test"))))
+    });
+    g.bench_function(format!("send_message_{}B_engine_answer", send.len()), |b| {
+        b.iter(|| black_box(via_gate(request(&send, "Bearer test"))))
+    });
+    let fresh = Fresh(
+        String::from_utf8(answer.to_vec()).unwrap(),
+        std::sync::atomic::AtomicU64::new(0),
+    );
+    let fresh_process = Process::in_memory(100_000, Arc::new(fresh));
+    let fresh_gate = rt
+        .block_on(Gate::new(&policy, &url, 443, &fresh_process, None))
+        .unwrap();
+    // Learned and relayed (not refused as another caller's): a 200 with the agent's task.
+    for _ in 0..2 {
+        let (status, body) = rt.block_on(async {
+            let resp = fresh_gate
+                .handle(conn(), request(&send, "Bearer test"))
+                .await;
+            let status = resp.status();
+            (status, resp.into_body().collect().await.unwrap().to_bytes())
+        });
+        assert_eq!(status, 200);
+        assert!(body.starts_with(b"{\"result\":{\"task\""), "{body:?}");
+    }
+    g.bench_function(format!("send_message_{}B_fresh_task", send.len()), |b| {
+        b.iter(|| {
+            black_box(rt.block_on(async {
+                let resp = fresh_gate
+                    .handle(conn(), request(&send, "Bearer test"))
+                    .await;
+                resp.into_body().collect().await.unwrap().to_bytes()
+            }))
+        })
     });
     g.bench_function("refused_401", |b| {
         b.iter(|| {
