@@ -563,3 +563,102 @@ async fn a_handshake_that_times_out_is_counted_apart_from_one_that_fails() {
     );
     assert_eq!(sample(&text, &series("socket.error")), 0.0, "{text}");
 }
+
+/// A stream that can be frozen: from then on it neither reads nor writes, its socket still
+/// open (a peer that stopped reading, or whose process hangs).
+struct Freezable<T> {
+    inner: T,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Freezable<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Freezable<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// On shutdown an HTTP/2 connection with nothing in flight says goodbye (GOAWAY, a PING the
+/// peer must answer); a peer that no longer reads never answers. It is dropped once the
+/// connection has had nothing to do for the header-read timeout, not held until the drain
+/// timeout; a connection still serving a stream is not (the drain test above).
+#[tokio::test]
+async fn shutdown_drops_an_idle_http2_peer_that_stopped_reading() {
+    let mut proxy = Proxy::start(ProxyOpts {
+        extra_server: "drain_timeout_ms = 60000\n".into(),
+        extra_policy: "[limits]\nheader_read_timeout_ms = 300\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let cfg = a2a_edge::tls::client_config(&proxy.ca, &[b"h2"]).unwrap();
+    let tcp = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let io = TokioIo::new(Freezable {
+        inner: tls,
+        frozen: frozen.clone(),
+    });
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    // Used: one request answered over it.
+    let req = Request::get("https://localhost/health")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.into_body().collect().await.unwrap();
+    frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+
+    let running = proxy.running.take().unwrap();
+    running.shutdown();
+    // Well before the 60 s drain timeout (the header-read timeout is 0.3 s).
+    tokio::time::timeout(Duration::from_secs(15), running.wait())
+        .await
+        .expect("the silent peer held the drain");
+}

@@ -106,6 +106,28 @@ impl Activity {
     }
 }
 
+impl Activity {
+    /// Completes once nothing has been in flight for `grace`, counted from the call or the
+    /// end of the last response body, whichever is later: on shutdown, how long a connection
+    /// with no work left may take to say goodbye (an HTTP/2 peer that no longer reads never
+    /// answers the closing PING).
+    pub async fn settled(&self, grace: Duration) {
+        let from = Instant::now();
+        loop {
+            let due = {
+                let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                (st.in_flight == 0).then_some(st.since.max(from) + grace)
+            };
+            match due {
+                Some(t) if t <= Instant::now() => return,
+                Some(t) => tokio::time::sleep_until(t).await,
+                // Busy: look again after `grace` (a request's end moves `since`).
+                None => tokio::time::sleep(grace).await,
+            }
+        }
+    }
+}
+
 /// One request in flight on a connection.
 #[derive(Debug)]
 pub struct InFlight(Activity);
@@ -214,6 +236,39 @@ mod tests {
             let why = tokio::time::timeout(s(60), a.unused(idle, first)).await;
             assert_eq!(why, Ok(want), "{idle:?} {first:?} {request}");
             assert_eq!(t0.elapsed(), after, "{idle:?} {first:?} {request}");
+        }
+    }
+
+    /// (idle before the call, a response alive until, grace) -> settled after.
+    #[tokio::test(start_paused = true)]
+    async fn settled_counts_from_the_call_or_the_last_body() {
+        let s = Duration::from_secs;
+        #[rustfmt::skip]
+        let cases = [
+            // Idle long before: the grace counts from the call.
+            (s(30), None, s(2), s(2)),
+            // A response still streaming: from its end.
+            (s(0), Some(s(7)), s(2), s(9)),
+            (s(30), Some(s(1)), s(5), s(6)),
+        ];
+        for (idle_before, busy_until, grace, want) in cases {
+            let a = Activity::new();
+            tokio::time::sleep(idle_before).await;
+            let guard = busy_until.map(|d| (a.begin(), d));
+            let t0 = Instant::now();
+            let settled = a.settled(grace);
+            tokio::pin!(settled);
+            if let Some((g, d)) = guard {
+                let early = tokio::time::timeout(d, &mut settled).await;
+                assert!(early.is_err(), "settled while a response was in flight");
+                drop(g);
+            }
+            tokio::time::timeout(s(60), settled).await.unwrap();
+            assert_eq!(
+                t0.elapsed(),
+                want,
+                "{idle_before:?} {busy_until:?} {grace:?}"
+            );
         }
     }
 

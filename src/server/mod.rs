@@ -658,7 +658,9 @@ struct Open {
 /// unused connection has nothing in flight, so its goodbye is bounded by the header-read
 /// timeout: HTTP/2's graceful close waits for the peer to answer a PING, and a peer that sent
 /// the preface and then nothing would otherwise hold the connection until the keep-alive
-/// ping's timeout. On shutdown the server's drain timeout bounds what still runs.
+/// ping's timeout. On shutdown the server's drain timeout bounds what still runs, and a
+/// connection with nothing left to run closes once it has been so for the header-read
+/// timeout, whether or not its peer answers.
 async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) {
     let settings = &builders.settings;
     let closing = async {
@@ -681,7 +683,13 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
     if unused {
         let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
     } else {
-        let _ = connection.await;
+        // Shutdown: what runs finishes (the server's drain timeout bounds it); once nothing
+        // has run for the header-read timeout, a peer that never completes the goodbye is
+        // dropped rather than holding the drain.
+        tokio::select! {
+            _ = connection => {}
+            () = open.activity.settled(settings.header_read_timeout) => {}
+        }
     }
 }
 
