@@ -1,12 +1,16 @@
-//! The house's rule "no arrows back up" (DESIGN): the crate's top-level modules (`src/<m>/` and
-//! `src/<m>.rs`) import each other without a cycle, in code that ships (test modules and
-//! `tests.rs` files are free to reach anywhere). A module that needs a type of one above it
-//! takes it as a parameter or the type moves down (as `auth::settings`, `card::settings`,
-//! `upstream::settings` hold what the policy compiles to).
+//! The house's rule "no arrows back up" (DESIGN), in code that ships (test modules and
+//! `tests.rs` files are free to reach anywhere):
+//! - the crate's top-level modules (`src/<m>/` and `src/<m>.rs`) import each other without a
+//!   cycle: a module that needs a type of one above it takes it as a parameter, or the type
+//!   moves down (as `auth::settings`, `card::settings`, `upstream::settings` hold what the
+//!   policy compiles to);
+//! - and so do the files (modules) inside them, leaving out what a file imports from its own
+//!   ancestors (`super::Type`: a parent declares, its children implement).
 //!
 //! The scan reads the sources as text: comments, string and character literals and
-//! `#[cfg(test)] mod` blocks are dropped, then every `crate::<module>` path is an import of
-//! that module. The first tests check the scanner itself, so that the last can fail.
+//! `#[cfg(test)] mod` blocks are dropped, then every `crate::` and `super::` path (groups in
+//! braces expanded) names the longest module it begins with. The first tests check the
+//! scanner itself, so that the last ones can fail.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -143,101 +147,94 @@ fn without_test_modules(code: &str) -> String {
     out
 }
 
-/// `code` with every `super::` chain that climbs to the crate's root (from a file whose
-/// module is `depth` levels down: `src/x.rs` 1, `src/x/y.rs` 2) spelled `crate::`.
-fn rooted(code: &str, depth: usize) -> String {
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(at) = rest.find("super::") {
-        let prev = rest[..at].chars().next_back();
-        out.push_str(&rest[..at]);
-        if prev.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-            out.push_str("super::");
-            rest = &rest[at + "super::".len()..];
+/// The paths of `code` that begin at the crate's root or climb from the module `at`
+/// (`super::`), made absolute: `crate::card::{keys::SigningKey, verify}` in any module is
+/// `card::keys::SigningKey` and `card::verify`; `super::ids::Id` in `state::registry::lists`
+/// is `state::registry::ids::Id`. A climb above the root is left out (it does not compile).
+fn paths(code: &str, at: &[String]) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let starts = rest.starts_with("crate::") || rest.starts_with("super::");
+        // `$crate::` (macros) is the crate too; `self::super::` and `a::super::` are not roots.
+        let prev = code[..i].chars().next_back();
+        if !starts || prev.is_some_and(|c| ident(c) || c == ':') {
+            i += rest.chars().next().map_or(1, char::len_utf8);
             continue;
         }
-        let mut tail = &rest[at..];
-        let mut climbs = 0;
-        while let Some(t) = tail.strip_prefix("super::") {
-            climbs += 1;
-            tail = t;
-        }
-        if climbs >= depth {
-            out.push_str("crate::");
-        } else {
-            out.push_str(&"super::".repeat(climbs));
-        }
-        rest = tail;
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The top-level modules `code` names through `crate::`.
-fn imports(code: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = code.len() - rest.len() + at;
-        let tail = &rest[at + "crate::".len()..];
-        // `a2a_edge::crate::` does not exist; `$crate::` (macros) is the crate too.
-        let prev = code[..before].chars().next_back();
-        if !prev.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-            let names = match tail.strip_prefix('{') {
-                // A group: `crate::{auth::Principal, card}` imports auth and card.
-                Some(group) => {
-                    let mut depth = 0usize;
-                    let end = group
-                        .char_indices()
-                        .find(|&(_, c)| {
-                            match c {
-                                '{' => depth += 1,
-                                '}' if depth == 0 => return true,
-                                '}' => depth -= 1,
-                                _ => {}
-                            }
-                            false
-                        })
-                        .map_or(group.len(), |(k, _)| k);
-                    let mut items = Vec::new();
-                    let mut depth = 0usize;
-                    let mut start = 0;
-                    for (k, c) in group[..end].char_indices() {
-                        match c {
-                            '{' => depth += 1,
-                            '}' => depth -= 1,
-                            ',' if depth == 0 => {
-                                items.push(&group[start..k]);
-                                start = k + 1;
-                            }
-                            _ => {}
-                        }
-                    }
-                    items.push(&group[start..end]);
-                    items
+        let (base, mut tail) = match rest.strip_prefix("crate::") {
+            Some(t) => (Some(Vec::new()), t),
+            None => {
+                let mut t = rest;
+                let mut climbs = 0;
+                while let Some(next) = t.strip_prefix("super::") {
+                    climbs += 1;
+                    t = next;
                 }
-                None => vec![tail],
-            };
-            for item in names {
-                let name: String = item
-                    .trim_start()
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() && name != "self" {
-                    found.insert(name);
-                }
+                (
+                    at.len().checked_sub(climbs).map(|keep| at[..keep].to_vec()),
+                    t,
+                )
             }
+        };
+        let consumed = rest.len() - tail.len();
+        if let Some(base) = base {
+            expand(base, &mut tail, &mut found);
         }
-        rest = tail;
+        i += consumed.max(1);
     }
     found
 }
 
-/// Each top-level module of `src` and the other top-level modules its shipped code imports,
-/// with one file that does (for the message).
-fn module_graph(src: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
-    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+/// Reads `a::b`, `a::{b, c::{d}}` or `{a, b}` from the start of `text` after `prefix`.
+fn expand(prefix: Vec<String>, text: &mut &str, out: &mut Vec<Vec<String>>) {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut segs = prefix;
+    loop {
+        *text = text.trim_start();
+        if let Some(group) = text.strip_prefix('{') {
+            *text = group;
+            loop {
+                expand(segs.clone(), text, out);
+                *text = text.trim_start();
+                match text.chars().next() {
+                    Some(',') => *text = &text[1..],
+                    Some('}') => {
+                        *text = &text[1..];
+                        return;
+                    }
+                    _ => return,
+                }
+                if text.trim_start().starts_with('}') {
+                    *text = &text.trim_start()[1..];
+                    return;
+                }
+            }
+        }
+        let name: String = text.chars().take_while(|c| ident(*c)).collect();
+        if name.is_empty() {
+            break;
+        }
+        *text = &text[name.len()..];
+        if name != "self" {
+            segs.push(name);
+        }
+        match text.strip_prefix("::") {
+            Some(t) => *text = t,
+            None => break,
+        }
+    }
+    if !segs.is_empty() {
+        out.push(segs);
+    }
+}
+
+/// Every module of `src` (`a::b` for `src/a/b.rs` and `src/a/b/mod.rs`) with its file and its
+/// shipped code.
+fn modules(src: &Path) -> BTreeMap<Vec<String>, (String, String)> {
+    let mut found = BTreeMap::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -248,33 +245,64 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
             }
             let rel = path.strip_prefix(src).unwrap();
             let name = rel.file_name().unwrap().to_str().unwrap();
-            if !name.ends_with(".rs") || name == "tests.rs" {
+            if !name.ends_with(".rs")
+                || name == "tests.rs"
+                || rel.components().count() == 1 && (name == "main.rs" || name == "lib.rs")
+            {
                 continue;
             }
-            let first = rel
+            let mut module: Vec<String> = rel
                 .components()
-                .next()
-                .unwrap()
-                .as_os_str()
-                .to_str()
-                .unwrap();
-            let top = first.trim_end_matches(".rs").to_string();
-            if top == "main" || top == "lib" {
-                continue;
+                .map(|c| c.as_os_str().to_str().unwrap().to_string())
+                .collect();
+            let last = module.pop().unwrap();
+            if last != "mod.rs" {
+                module.push(last.trim_end_matches(".rs").to_string());
             }
-            // `src/x.rs` and `src/x/mod.rs` are x (1 down), `src/x/y.rs` is x::y (2).
-            let depth = rel.components().count() - usize::from(name == "mod.rs");
             let code = without_test_modules(&code_only(&std::fs::read_to_string(&path).unwrap()));
-            let code = rooted(&code, depth);
-            let edges = graph.entry(top.clone()).or_default();
-            for m in imports(&code) {
-                if m != top {
-                    edges.entry(m).or_insert_with(|| rel.display().to_string());
-                }
+            found.insert(module, (rel.display().to_string(), code));
+        }
+    }
+    found
+}
+
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
+
+/// The top-level modules and the other top-level modules each one's shipped code imports
+/// (with one file that does, for the message); and the same between all modules, leaving
+/// out what a module imports from itself or its ancestors.
+fn graphs(src: &Path) -> (Graph, Graph) {
+    let modules = modules(src);
+    let (mut top, mut files) = (Graph::new(), Graph::new());
+    for (module, (file, code)) in &modules {
+        let me = module.join("::");
+        top.entry(module[0].clone()).or_default();
+        files.entry(me.clone()).or_default();
+        for path in paths(code, module) {
+            if path[0] != module[0] {
+                top.get_mut(&module[0])
+                    .unwrap()
+                    .entry(path[0].clone())
+                    .or_insert_with(|| file.clone());
+            }
+            // The longest module the path begins with.
+            let Some(target) = (1..=path.len())
+                .rev()
+                .map(|n| &path[..n])
+                .find(|p| modules.contains_key(*p))
+            else {
+                continue;
+            };
+            if !module.starts_with(target) {
+                files
+                    .get_mut(&me)
+                    .unwrap()
+                    .entry(target.join("::"))
+                    .or_insert_with(|| file.clone());
             }
         }
     }
-    graph
+    (top, files)
 }
 
 /// A cycle of `graph` (its modules in order, the first repeated at the end), if there is one.
@@ -319,16 +347,50 @@ fn find_cycle<V>(graph: &BTreeMap<String, BTreeMap<String, V>>) -> Option<Vec<St
     None
 }
 
+/// Panics naming each arrow of a cycle of `graph` and a file that draws it.
+fn assert_acyclic(what: &str, graph: &Graph) {
+    if let Some(cycle) = find_cycle(graph) {
+        let arrows: Vec<String> = cycle
+            .windows(2)
+            .map(|w| format!("{} -> {} (in {})", w[0], w[1], graph[&w[0]][&w[1]]))
+            .collect();
+        panic!(
+            "{what} import each other in a cycle:\n  {}",
+            arrows.join("\n  ")
+        );
+    }
+}
+
+/// The modules `src` imports, written as `a::b` (absolute), for a file at module `at`.
+fn scanned(src: &str, at: &str) -> BTreeSet<String> {
+    let at: Vec<String> = at.split("::").map(str::to_string).collect();
+    paths(&without_test_modules(&code_only(src)), &at)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
 #[test]
 fn the_scanner_sees_code_and_only_code() {
-    // (source, the modules it imports)
+    // (source, the paths it names, from a file of module `gate::route`)
     let cases: &[(&str, &[&str])] = &[
-        ("use crate::auth::Principal;", &["auth"]),
-        ("let x = crate::state::registry::facts_of(v);", &["state"]),
-        ("use crate::{auth, card::keys::{SigningKey, SigningAlg}};", &["auth", "card"]),
-        ("use crate::{\n    a2a::{Method, Request},\n    time,\n};", &["a2a", "time"]),
+        ("use crate::auth::Principal;", &["auth::Principal"]),
+        ("let x = crate::state::registry::facts_of(v);", &["state::registry::facts_of"]),
+        (
+            "use crate::{auth, card::keys::{SigningKey, SigningAlg}};",
+            &["auth", "card::keys::SigningKey", "card::keys::SigningAlg"],
+        ),
+        (
+            "use crate::{\n    a2a::{Method, Request},\n    time,\n};",
+            &["a2a::Method", "a2a::Request", "time"],
+        ),
+        ("use crate::card::keys::{self, SigningKey};", &["card::keys", "card::keys::SigningKey"]),
         ("// use crate::gate;\n/* crate::policy */ fn f() {}", &[]),
-        ("/* outer /* nested */ crate::gate */ use crate::a2a::Method;", &["a2a"]),
+        ("/* outer /* nested */ crate::gate */ use crate::a2a::Method;", &["a2a::Method"]),
         ("let s = \"crate::gate\"; let t = r#\"crate::policy \"quoted\"\"#;", &[]),
         ("let s = \"esc \\\" crate::gate\"; use crate::time;", &["time"]),
         ("let c = '{'; let d = '\\''; fn f<'a>(x: &'a str) {} use crate::body;", &["body"]),
@@ -338,30 +400,15 @@ fn the_scanner_sees_code_and_only_code() {
             &["a2a", "time"],
         ),
         ("#[cfg(test)]\nmod tests;\nuse crate::sniff;", &["sniff"]),
-        ("#[cfg(test)]\nfn helper() { crate::gate::x(); }", &["gate"]),
+        ("#[cfg(test)]\nfn helper() { crate::gate::x(); }", &["gate::x"]),
+        // From `gate::route`: `super` is `gate`, two climbs the root.
+        ("use super::Rejection;", &["gate::Rejection"]),
+        ("use super::super::policy::Policy;", &["policy::Policy"]),
+        ("let t = super::super::super::x();", &[]),
+        ("use self::super::x; use state::registry::Id;", &[]),
     ];
     for (src, want) in cases {
-        let got = imports(&without_test_modules(&code_only(src)));
-        let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
-        assert_eq!(got, want, "{src}");
-    }
-}
-
-#[test]
-fn super_to_the_root_is_the_crate() {
-    // (source, depth of its module, the modules it imports)
-    let cases: &[(&str, usize, &[&str])] = &[
-        ("use super::gate::Process;", 1, &["gate"]),
-        ("use super::registry::Entry;", 2, &[]),
-        ("use super::super::gate::Process;", 2, &["gate"]),
-        ("let t = super::super::tests::xorshift(1);", 3, &[]),
-        ("use super::super::super::time::now;", 3, &["time"]),
-        ("use self::super::x;", 2, &[]),
-    ];
-    for (src, depth, want) in cases {
-        let got = imports(&rooted(&code_only(src), *depth));
-        let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
-        assert_eq!(got, want, "{src} at depth {depth}");
+        assert_eq!(scanned(src, "gate::route"), set(want), "{src}");
     }
 }
 
@@ -397,19 +444,22 @@ fn a_cycle_is_found_and_named() {
 
 #[test]
 fn the_top_level_modules_import_each_other_without_a_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = module_graph(&src);
+    let (top, _) = graphs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     // The scan found the house: the gate imports the policy, the policy the validators.
-    assert!(graph["gate"].contains_key("policy"), "{graph:?}");
-    assert!(graph["policy"].contains_key("validate"), "{graph:?}");
-    if let Some(cycle) = find_cycle(&graph) {
-        let arrows: Vec<String> = cycle
-            .windows(2)
-            .map(|w| format!("{} -> {} (in {})", w[0], w[1], graph[&w[0]][&w[1]]))
-            .collect();
-        panic!(
-            "the modules import each other in a cycle:\n  {}",
-            arrows.join("\n  ")
-        );
-    }
+    assert!(top["gate"].contains_key("policy"), "{top:?}");
+    assert!(top["policy"].contains_key("validate"), "{top:?}");
+    assert_acyclic("the top-level modules", &top);
+}
+
+#[test]
+fn the_modules_inside_them_import_each_other_without_a_cycle() {
+    let (_, files) = graphs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    // Siblings are seen (the registry's state keeps its maps in `ids`), ancestors are not.
+    assert!(
+        files["state::registry::state"].contains_key("state::registry::ids"),
+        "{files:?}"
+    );
+    assert!(!files["state::registry::state"].contains_key("state::registry"));
+    assert!(files["gate"].contains_key("policy::routes"), "{files:?}");
+    assert_acyclic("the modules", &files);
 }

@@ -8,7 +8,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
-use super::store::Update;
+use serde_json::Value;
+
+/// One event of a turn: a `StreamResponse` and whether it ends the turn.
+#[derive(Debug)]
+pub(crate) struct Update {
+    pub result: Value,
+    pub last: bool,
+}
 
 struct Log {
     state: Mutex<State>,

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
-use super::events::{self, Writer};
+use super::events::{self, Update, Writer};
 use super::ids;
 use super::task::{agent_message, Artifacts, TaskRecord, TaskState};
 use crate::a2a::RpcError;
@@ -27,13 +27,6 @@ pub(crate) const MAX_TASKS: usize = 10_000;
 pub(crate) const ALREADY_WORKING: &str = "Task is already working.";
 /// The agent text of a canceled task (as iac-code).
 pub(crate) const CANCELED_TEXT: &str = "Task canceled.";
-
-/// One event of a turn: a `StreamResponse` and whether it ends the turn.
-#[derive(Debug)]
-pub(crate) struct Update {
-    pub result: Value,
-    pub last: bool,
-}
 
 pub(crate) use super::events::Events;
 

@@ -64,8 +64,9 @@ use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
 use crate::telemetry::metrics::RegistryStats;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
+use ids::Id;
 pub use state::Foreign;
-use state::{Id, Running, State, Workspace};
+use state::{Running, State, Workspace};
 use token::{Cursor, Query, TokenKey};
 pub use turn::Turn;
 

@@ -14,7 +14,10 @@ use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
-use super::state::Id;
+use std::sync::Arc;
+
+/// Shared id text: a task id lives in the map, the LRU and two indexes at once.
+pub(super) type Id = Arc<str>;
 
 /// What a key and a lookup have in common: the hash, then the text.
 trait Probe {

@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
+use super::ids::Id;
 use super::sorted::Sorted;
-use super::state::Id;
 
 /// Tasks held in the small form at most.
 pub(super) const SMALL: usize = 16;

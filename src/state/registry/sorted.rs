@@ -7,7 +7,7 @@
 //! Inserting costs a move of at most a chunk's entries (none for the newest task, the usual
 //! one: timestamps grow).
 
-use super::state::Id;
+use super::ids::Id;
 
 /// Entries per chunk at most; a full chunk splits in two halves, and a chunk under a
 /// quarter of it joins a neighbour that has room. Small in tests, so that they split.

@@ -12,16 +12,13 @@ use std::sync::Arc;
 
 use super::facts::Fact;
 use super::forgotten::{Forgotten, FORGOTTEN_PER_ENTRY};
-use super::ids::IdMap;
+use super::ids::{Id, IdMap};
 use super::lists::Lists;
 use super::UpstreamId;
 
 /// An agent's answer named another caller's task or context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Foreign;
-
-/// Shared id text: a task id lives in the map, the LRU and two indexes at once.
-pub(super) type Id = Arc<str>;
 
 /// A context's workspace, bound by the first turn that runs on it through the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]

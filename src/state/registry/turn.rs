@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::facts::Fact;
-use super::state::{Foreign, Id, Running, State, Workspace};
+use super::ids::Id;
+use super::state::{Foreign, Running, State, Workspace};
 use super::{Shared, UpstreamId};
 
 /// A turn in flight: keeps its context busy until finished or dropped (client gone, error).
