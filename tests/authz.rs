@@ -853,15 +853,14 @@ async fn mtls_callers_take_tenant_and_groups_from_identity_patterns() {
 async fn a_stream_in_flight_keeps_its_grant_across_a_reload() {
     let l = layout();
     // The harness principal ("tester") is a deployer of team-a, then nothing.
-    let opts = |groups: &str| {
-        ProxyOpts {
+    let opts = |groups: &str| ProxyOpts {
+        extra_tester: format!("tenant = \"team-a\"\ngroups = {groups}\n"),
         extra_policy: format!(
-            "tenant = \"team-a\"\ngroups = {groups}\n[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n{}",
+            "[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n{}",
             rules(&l.ws),
             ws = l.ws.display()
         ),
         ..Default::default()
-    }
     };
     let p = Proxy::start(opts("[\"deployers\"]")).await;
     let mut c = p.client(Proto::H2).await;

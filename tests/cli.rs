@@ -151,8 +151,7 @@ fn check_accepts_the_shipped_policy_without_side_effects() {
 fn check_names_file_line_and_key_of_an_error() {
     let dir = TempDir::new("cli-bad");
     let file = dir.path().join("bad.toml");
-    let text = policy_text(dir.path(), &ProxyOpts::default())
-        .replace("[tls]\n", "[tls]\nunknown_key = 1\n");
+    let text = PolicyDoc::base(dir.path()).set("tls.unknown_key", 1).text();
     std::fs::write(&file, &text).unwrap();
     let out = check_cmd(&file).output().unwrap();
     assert!(!out.status.success());
@@ -617,4 +616,70 @@ fn the_policy_comes_from_a2a_edge_policy_unless_given() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
+}
+
+/// The harness's policies (`PolicyDoc`, under every integration test): keys land in the
+/// table they name, arrays of tables are appended to, tables merge, and the text it writes
+/// is a policy the edge loads.
+#[test]
+fn the_test_policies_are_built_table_by_table() {
+    let dir = TempDir::new("cli-doc");
+    let doc = PolicyDoc::base(dir.path())
+        .merge_into(
+            "server",
+            "admin_listen = \"127.0.0.1:0\"\n[limits]\nmax_headers = 50\n",
+        )
+        .merge("[limits]\nidle_timeout_ms = 7000\n")
+        .merge(MALLORY_ENTRY)
+        .merge_into("auth.bearer.0", "tenant = \"team-a\"\n")
+        .merge_into(
+            "upstreams.0",
+            "health_interval_ms = 100\n[[upstreams]]\nname = \"agent-2\"\nurl = \"http://127.0.0.1:1\"\n",
+        )
+        .set("upstreams.1.token_env", "AGENT_2_TOKEN")
+        .set("limits.max_registry_entries", 10);
+    let text = doc.text();
+    let t: toml::Table = text.parse().unwrap();
+    let at = |path: &str| {
+        path.split('.')
+            .fold(toml::Value::Table(t.clone()), |v, seg| {
+                match seg.parse::<usize>() {
+                    Ok(n) => v.as_array().unwrap()[n].clone(),
+                    Err(_) => v
+                        .get(seg)
+                        .unwrap_or_else(|| panic!("{path}\n{text}"))
+                        .clone(),
+                }
+            })
+    };
+    #[rustfmt::skip]
+    let cases: &[(&str, toml::Value)] = &[
+        ("server.admin_listen", "127.0.0.1:0".into()),
+        ("server.listen", "127.0.0.1:0".into()),
+        // The fragment's table after its keys is the root's, merged with the next one's.
+        ("limits.max_headers", 50.into()),
+        ("limits.idle_timeout_ms", 7000.into()),
+        ("limits.max_registry_entries", 10.into()),
+        ("auth.bearer.0.principal", "tester".into()),
+        ("auth.bearer.0.tenant", "team-a".into()),
+        ("auth.bearer.1.principal", "mallory".into()),
+        ("upstreams.0.name", "agent-1".into()),
+        ("upstreams.0.health_interval_ms", 100.into()),
+        ("upstreams.1.name", "agent-2".into()),
+        ("upstreams.1.token_env", "AGENT_2_TOKEN".into()),
+    ];
+    for (path, want) in cases {
+        assert_eq!(&at(path), want, "{path}\n{text}");
+    }
+    assert_eq!(at("auth.bearer").as_array().unwrap().len(), 2);
+    assert_eq!(at("upstreams").as_array().unwrap().len(), 2);
+    // Removed keys are gone; what is left loads.
+    let text = doc.remove("upstreams.1.token_env").text();
+    assert!(!text.contains("AGENT_2_TOKEN"), "{text}");
+    a2a_edge::policy::Policy::from_toml(
+        Path::new("doc.toml"),
+        &text,
+        a2a_edge::policy::LoadMode::Check,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"));
 }

@@ -290,10 +290,10 @@ async fn list_tasks_pages_across_the_fleet_while_tasks_are_being_created() {
 
 /// Reloads the proxy with `upstreams` (TOML `[[upstreams]]` tables) in place of its own.
 async fn reload_with(proxy: &Proxy, upstreams: &str) {
-    let text = policy_text(proxy.dir.path(), &ProxyOpts::default());
-    let start = text.find("[[upstreams]]").unwrap();
-    let end = text.find("[auth]").unwrap();
-    let text = format!("{}{upstreams}\n{}", &text[..start], &text[end..]);
+    let text = PolicyDoc::base(proxy.dir.path())
+        .remove("upstreams")
+        .merge(upstreams)
+        .text();
     proxy.reload(&text).await;
 }
 

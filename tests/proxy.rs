@@ -628,15 +628,12 @@ async fn a_reload_rotates_the_tls_certificate_for_new_connections_only() {
         std::fs::copy(&from.server_key, &key).unwrap();
     };
     install(&old);
-    let text = policy_text(dir.path(), &ProxyOpts::default()).replace(
-        &format!("dev = true\ndev_dir = \"{}/certs\"", dir.path().display()),
-        &format!(
-            "cert_file = \"{}\"\nkey_file = \"{}\"",
-            cert.display(),
-            key.display()
-        ),
-    );
-    assert!(text.contains("cert_file"), "{text}");
+    let text = PolicyDoc::base(dir.path())
+        .remove("tls.dev")
+        .remove("tls.dev_dir")
+        .set("tls.cert_file", cert.display().to_string())
+        .set("tls.key_file", key.display().to_string())
+        .text();
     let load =
         || Policy::from_toml(std::path::Path::new("p.toml"), &text, LoadMode::Serve).unwrap();
     let running = a2a_edge::server::start(load()).await.unwrap();

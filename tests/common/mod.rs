@@ -18,6 +18,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 
+mod policy;
+pub use policy::PolicyDoc;
+
 /// A temp directory removed on drop.
 pub struct TempDir(pub PathBuf);
 
@@ -44,15 +47,22 @@ impl Drop for TempDir {
 pub const TOKEN: &str = "test-token-0123456789";
 pub const UPSTREAM_TOKEN: &str = "upstream-secret-abcdef";
 
-/// Options for a test proxy.
+/// Options for a test proxy: [`PolicyDoc::base`] changed by TOML fragments, each merged
+/// into its table by [`PolicyDoc::merge_into`] (tables in a fragment merge at the root, as in
+/// a file; arrays of tables such as `[[auth.bearer]]` or `[[upstreams]]` are appended to).
 pub struct ProxyOpts {
     pub upstream_url: String,
+    /// Keys of `[server]`.
     pub extra_server: String,
-    /// Lines added to `[tls]`.
+    /// Keys of `[tls]` (tables after them are the root's, as in a file).
     pub extra_tls: String,
-    /// Lines added to `[auth]` (before `[[auth.bearer]]`).
+    /// Keys of `[auth]`, then any of its sub-tables (`[auth.identity_assertion]`).
     pub extra_auth: String,
+    /// Keys of the first upstream, `agent-1` (further `[[upstreams]]` after them are added).
     pub extra_upstream: String,
+    /// Keys of the base principal's `[[auth.bearer]]` entry, `tester` (`tenant`, `groups`).
+    pub extra_tester: String,
+    /// Merged at the root.
     pub extra_policy: String,
     pub upstream_token_env: Option<&'static str>,
 }
@@ -65,6 +75,7 @@ impl Default for ProxyOpts {
             extra_tls: String::new(),
             extra_auth: String::new(),
             extra_upstream: String::new(),
+            extra_tester: String::new(),
             extra_policy: String::new(),
             upstream_token_env: None,
         }
@@ -80,42 +91,20 @@ pub struct Proxy {
     pub dir: TempDir,
 }
 
+/// The policy of `o`: [`PolicyDoc::base`] with `o`'s upstream and each `extra_*` fragment
+/// merged into its table (`extra_policy` at the root).
 pub fn policy_text(dir: &Path, o: &ProxyOpts) -> String {
-    let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
-    let upstream_token = match o.upstream_token_env {
-        Some(var) => format!("token_env = \"{var}\"\n"),
-        None => String::new(),
-    };
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-{extra_server}
-[tls]
-dev = true
-dev_dir = "{dir}/certs"
-{extra_tls}
-
-[[upstreams]]
-name = "agent-1"
-url = "{url}"
-{upstream_token}{extra_upstream}
-[auth]
-{extra_auth}
-[[auth.bearer]]
-principal = "tester"
-token_sha256 = "{token_sha}"
-{extra_policy}
-"#,
-        extra_server = o.extra_server,
-        extra_tls = o.extra_tls,
-        extra_auth = o.extra_auth,
-        dir = dir.display(),
-        url = o.upstream_url,
-        extra_upstream = o.extra_upstream,
-        extra_policy = o.extra_policy,
-    )
+    let mut doc = PolicyDoc::base(dir).set("upstreams.0.url", o.upstream_url.as_str());
+    if let Some(var) = o.upstream_token_env {
+        doc = doc.set("upstreams.0.token_env", var);
+    }
+    doc.merge_into("server", &o.extra_server)
+        .merge_into("tls", &o.extra_tls)
+        .merge_into("upstreams.0", &o.extra_upstream)
+        .merge_into("auth", &o.extra_auth)
+        .merge_into("auth.bearer.0", &o.extra_tester)
+        .merge(&o.extra_policy)
+        .text()
 }
 
 pub fn hex(bytes: &[u8]) -> String {
