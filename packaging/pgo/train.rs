@@ -778,8 +778,8 @@ fn run() -> Result<(), String> {
         Some(text[at..].lines().next()?.trim().to_owned())
     })?;
     let started = Instant::now();
-    println!("pgo-train: memory state, {}", a.budget);
-    print!("{}", phase(&a, &scratch.join("memory"), &upstream, None)?);
+    say(format_args!("pgo-train: memory state, {}\n", a.budget));
+    say(phase(&a, &scratch.join("memory"), &upstream, None)?);
     if a.redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -808,20 +808,33 @@ fn run() -> Result<(), String> {
         wait_for(&mut redis, &redis_log, |t| {
             t.contains("Ready to accept").then_some(())
         })?;
-        println!("pgo-train: state in Redis, {}", a.budget);
+        say(format_args!("pgo-train: state in Redis, {}\n", a.budget));
         let url = format!("redis://127.0.0.1:{port}/0");
-        print!(
-            "{}",
-            phase(&a, &scratch.join("redis-state"), &upstream, Some(&url))?
-        );
+        say(phase(
+            &a,
+            &scratch.join("redis-state"),
+            &upstream,
+            Some(&url),
+        )?);
         redis.stop()?;
     }
     engine.stop()?;
     if a.dir.is_none() {
         let _ = std::fs::remove_dir_all(&scratch);
     }
-    println!("pgo-train: done in {} s", started.elapsed().as_secs());
+    say(format_args!(
+        "pgo-train: done in {} s\n",
+        started.elapsed().as_secs()
+    ));
     Ok(())
+}
+
+/// Writes to standard output; a closed one (`| head`) does not stop the training, which is
+/// what the build needs (print! would panic on the broken pipe).
+fn say(text: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{text}").and_then(|()| out.flush());
 }
 
 fn main() {

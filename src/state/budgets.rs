@@ -29,7 +29,7 @@ impl From<StateUnavailable> for Refused {
 /// What the budgets are built from (the policy's `[limits]` and `auth.throttle`, by
 /// `crate::policy::Policy::budgets`): a reload that keeps one's settings keeps that budget.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
+pub struct BudgetSettings {
     /// Per client address and per principal (`per_method` empty).
     pub rates: RateLimitsConfig,
     /// Per principal and method (`per_method` only).
@@ -53,13 +53,13 @@ pub struct Budgets {
     /// failure budgets live there, shared by every replica (the per-address rate, the
     /// concurrency counters and the throttle's blocks stay local).
     pub shared: Option<Arc<RedisStore>>,
-    settings: Settings,
+    settings: BudgetSettings,
 }
 
 impl Budgets {
     /// The budgets of `settings`, keeping each of `previous` whose settings are the same.
     pub fn carry(
-        settings: Settings,
+        settings: BudgetSettings,
         previous: Option<&Budgets>,
         shared: Option<Arc<RedisStore>>,
     ) -> Result<Budgets, String> {

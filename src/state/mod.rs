@@ -13,4 +13,4 @@ pub mod redis;
 pub mod registry;
 pub mod shared;
 
-pub use budgets::{Budgets, Refused, Settings as BudgetSettings};
+pub use budgets::{BudgetSettings, Budgets, Refused};
