@@ -300,3 +300,140 @@ async fn refused_requests_never_reach_the_agent_whatever_their_body() {
     assert_eq!(got, StatusCode::OK, "{v}");
     assert_eq!(agent.seen.lock().unwrap().len(), 1);
 }
+
+/// Several agents behind the edge (`[[agents]]`), routed by the gate alone: the request's
+/// authority (HTTP/2 `:authority`, else exactly one `Host`) must be an agent's host and port
+/// and its path that agent's exact prefix; every other spelling is 404 and reaches no agent.
+/// `tf` is the agent in the process; `ros`'s one upstream is a closed local port (one agent
+/// at most may be the embedded one), so a request routed to it is answered
+/// `upstream.unavailable` without reaching `tf`.
+#[tokio::test]
+async fn agents_are_routed_by_exact_authority_and_prefix() {
+    let text = r#"
+[server]
+listen = "127.0.0.1:8443"
+public_url = "https://edge.example/"
+
+[tls]
+dev = true
+
+[[upstreams]]
+name = "tf-engine"
+url = "embedded"
+
+[[upstreams]]
+name = "ros-engine"
+url = "http://127.0.0.1:1/"
+
+[auth]
+[[auth.bearer]]
+principal = "ci-bot"
+token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+[[agents]]
+name = "tf"
+public_url = "https://edge.example/tf/"
+upstreams = ["tf-engine"]
+
+[[agents]]
+name = "ros"
+public_url = "https://edge.example/ros/"
+upstreams = ["ros-engine"]
+"#;
+    let policy = Policy::from_toml(std::path::Path::new("p.toml"), text, LoadMode::Check)
+        .expect("the agents' policy loads");
+    let agent = Arc::new(Recording {
+        engine: Engine::new(EngineConfig::default()),
+        seen: Mutex::new(Vec::new()),
+    });
+    let process = Process::in_memory(1_000, agent.clone());
+    let url = url::Url::parse("https://edge.example/").expect("a URL");
+    let gate = Gate::new(&policy, &url, 443, &process, None)
+        .await
+        .expect("the gate builds");
+    let body = send_message("routed");
+    #[derive(Debug, PartialEq)]
+    enum To {
+        Tf,
+        Ros,
+        Nowhere,
+    }
+    use To::*;
+    // (HTTP/2 URI or HTTP/1.1 path, Host headers, where it goes)
+    #[rustfmt::skip]
+    let cases: &[(&str, &[&str], To)] = &[
+        ("https://edge.example/tf/", &[], Tf),
+        ("https://edge.example/ros/", &[], Ros),
+        ("https://edge.example/ros", &[], Ros),
+        ("/ros/", &["edge.example"], Ros),
+        // The prefix without its slash is the same endpoint.
+        ("https://edge.example/tf", &[], Tf),
+        // One trailing dot is the same host; case does not matter in a host; 443 is https's.
+        ("https://edge.example./tf/", &[], Tf),
+        ("https://EDGE.Example/tf/", &[], Tf),
+        ("https://edge.example:443/tf/", &[], Tf),
+        // HTTP/1.1: the Host header, exactly one.
+        ("/tf/", &["edge.example"], Tf),
+        ("/tf/", &[], Nowhere),
+        ("/tf/", &["edge.example", "edge.example"], Nowhere),
+        ("/tf/", &["other.example"], Nowhere),
+        // Nothing is normalized into a match.
+        ("https://edge.example/TF/", &[], Nowhere),
+        ("https://edge.example/tf//", &[], Nowhere),
+        ("https://edge.example/tf/../ros/", &[], Nowhere),
+        ("https://edge.example/tf%2F", &[], Nowhere),
+        ("https://edge.example/%74f/", &[], Nowhere),
+        ("https://edge.example/tf/x", &[], Nowhere),
+        ("https://edge.example/", &[], Nowhere),
+        // Other hosts and ports, and other spellings of the host.
+        ("https://other.example/tf/", &[], Nowhere),
+        ("https://edge.example../tf/", &[], Nowhere),
+        ("https://edge.example:8443/tf/", &[], Nowhere),
+        ("https://edge.example.evil/tf/", &[], Nowhere),
+        ("https://127.0.0.1/tf/", &[], Nowhere),
+    ];
+    for (uri, hosts, to) in cases {
+        let before = agent.seen.lock().unwrap().len();
+        let mut req = Request::post(*uri)
+            .version(if hosts.is_empty() && uri.starts_with("https") {
+                http::Version::HTTP_2
+            } else {
+                http::Version::HTTP_11
+            })
+            .header("authorization", TOKEN)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .header("content-length", body.len());
+        for h in *hosts {
+            req = req.header("host", *h);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.clone())))
+            .expect("a request");
+        let (status, v) = answer(gate.handle(conn(), req).await).await;
+        let reached = agent.seen.lock().unwrap().len() - before;
+        match to {
+            Tf => {
+                assert_eq!(status, StatusCode::OK, "{uri} {hosts:?}: {v}");
+                assert!(
+                    v["result"]["task"]["id"].is_string(),
+                    "{uri} {hosts:?}: {v}"
+                );
+                assert_eq!(reached, 1, "{uri} {hosts:?}");
+            }
+            Ros => {
+                assert_eq!(status, StatusCode::OK, "{uri} {hosts:?}: {v}");
+                assert_eq!(
+                    rpc_reason(&v),
+                    Some("upstream.unavailable"),
+                    "{uri} {hosts:?}: {v}"
+                );
+                assert_eq!(reached, 0, "{uri} {hosts:?}: reached tf");
+            }
+            Nowhere => {
+                assert_eq!(status, StatusCode::NOT_FOUND, "{uri} {hosts:?}: {v}");
+                assert_eq!(reached, 0, "{uri} {hosts:?}: reached an agent");
+            }
+        }
+    }
+}
