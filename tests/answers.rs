@@ -296,3 +296,65 @@ async fn a_follow_up_by_task_id_names_its_context() {
     assert_eq!(body["params"]["message"]["contextId"], "c-alice", "{body}");
     assert_eq!(body["params"]["message"]["taskId"], "t-alice");
 }
+
+/// A context the registry evicted stays its owner's: an agent answering another caller's new
+/// conversation with it is refused (as for a live one), that caller cannot then name it,
+/// and its owner takes it up again. The registry holds two contexts here.
+#[tokio::test]
+async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Named,
+        ProxyOpts {
+            extra_policy: format!("{MALLORY}[limits]\nmax_registry_entries = 2\n"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let send = |text: &str, context: Option<&str>| {
+        let mut m = message(text);
+        if let Some(ctx) = context {
+            m["message"]["contextId"] = json!(ctx);
+        }
+        m
+    };
+    for (task, ctx) in [("t-a1", "c-a1"), ("t-a2", "c-a2"), ("t-a3", "c-a3")] {
+        let (v, _) = rpc_as(
+            &mut c,
+            ALICE_TOKEN,
+            "SendMessage",
+            send(&format!("{task} {ctx}"), None),
+        )
+        .await;
+        assert_eq!(v["result"]["task"]["contextId"], ctx, "{v}");
+    }
+    // c-a1 is evicted now (two contexts at most): Mallory's new conversation answered with it.
+    let (v, text) = rpc_as(
+        &mut c,
+        MALLORY_TOKEN,
+        "SendMessage",
+        send("t-m1 c-a1", None),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert!(!text.contains("c-a1") && !text.contains("t-m1"), "{text}");
+    // Mallory cannot name it either; Alice can, and the agent's answer in it is hers.
+    let (v, _) = rpc_as(
+        &mut c,
+        MALLORY_TOKEN,
+        "SendMessage",
+        send("t-m2 c-a1", Some("c-a1")),
+    )
+    .await;
+    assert!(v.get("error").is_some(), "{v}");
+    let (v, _) = rpc_as(
+        &mut c,
+        ALICE_TOKEN,
+        "SendMessage",
+        send("t-a4 c-a1", Some("c-a1")),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "c-a1", "{v}");
+    let (v, _) = rpc_as(&mut c, MALLORY_TOKEN, "GetTask", json!({"id": "t-m1"})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+}

@@ -480,6 +480,9 @@ pub enum Reply {
     /// Answers a stream with its head at once and its one event (a working task) this long
     /// after, then ends it.
     Late(Duration),
+    /// Answers a SendMessage with a completed task named by the message's text, `task
+    /// context`: an agent that mixes callers up (or is told to) names whatever ids it is given.
+    Named,
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -711,6 +714,17 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 None => task(request["params"]["id"].as_str().unwrap_or("")),
             };
             json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+        }
+        Reply::Named => {
+            let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+            let text = request["params"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("");
+            let mut ids = text.split_whitespace();
+            let (task, context) = (ids.next().unwrap_or("t"), ids.next().unwrap_or("c"));
+            json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
+                "id": task, "contextId": context,
+                "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-05T12:00:00Z"}}}}))
         }
         Reply::Raw(raw) => Response::builder()
             .header("content-type", "application/json")

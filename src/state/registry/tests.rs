@@ -869,6 +869,21 @@ fn an_evicted_context_stays_its_owners() {
         .unwrap_err();
     assert_eq!(reg.stats().foreign_ignored, foreign + 1);
     assert_eq!(reg.authorize_task(B, "tx"), Err(Denial::NotFound));
+    // The same in a turn of B's that started without a context: the agent naming A's
+    // evicted context as the turn's new one is refused, not adopted for B.
+    let mut turn = reg
+        .begin_turn(B, None, None, None)
+        .expect("a new conversation");
+    turn.observe(0, &task("ty", "ca", "TASK_STATE_WORKING", Some(10)))
+        .unwrap_err();
+    assert_eq!(turn.context_id(), None);
+    drop(turn);
+    assert_eq!(reg.authorize_task(B, "ty"), Err(Denial::NotFound));
+    assert_eq!(
+        reg.begin_turn(B, None, Some("ca"), None).map(|_| ()),
+        Err(Denial::NotFound)
+    );
+    reg.check_invariants();
     // A takes it up again, and then it is A's like any live context.
     let turn = reg.begin_turn(A, None, Some("ca"), None).expect("owner");
     drop(turn);

@@ -93,6 +93,9 @@ impl Turn {
     /// The agent named the context of a turn that started without one.
     fn adopt_context(&mut self, st: &mut State, upstream: UpstreamId, c: &str) {
         match st.contexts.get_key_value(c) {
+            // Evicted from someone else: still theirs (as in `learn`, which then refuses the
+            // answer); never adopted for this caller's new conversation.
+            None if !st.forgotten.permits(c, &self.principal) => {}
             None => {
                 let running = Running {
                     turns: 1,
