@@ -43,12 +43,13 @@ impl LocalAgent for Recording {
 }
 
 async fn gate() -> (Gate, Arc<Recording>) {
-    let policy = Policy::from_toml(
-        std::path::Path::new("p.toml"),
-        &policy_text(),
-        LoadMode::Check,
-    )
-    .expect("the test policy loads");
+    gate_with(&policy_text()).await
+}
+
+/// A gate serving the policy `text`, its agent in the process the recording one.
+async fn gate_with(text: &str) -> (Gate, Arc<Recording>) {
+    let policy = Policy::from_toml(std::path::Path::new("p.toml"), text, LoadMode::Check)
+        .expect("the test policy loads");
     let agent = Arc::new(Recording {
         engine: Engine::new(EngineConfig::default()),
         seen: Mutex::new(Vec::new()),
@@ -340,17 +341,7 @@ name = "ros"
 public_url = "https://edge.example/ros/"
 upstreams = ["ros-engine"]
 "#;
-    let policy = Policy::from_toml(std::path::Path::new("p.toml"), text, LoadMode::Check)
-        .expect("the agents' policy loads");
-    let agent = Arc::new(Recording {
-        engine: Engine::new(EngineConfig::default()),
-        seen: Mutex::new(Vec::new()),
-    });
-    let process = Process::in_memory(1_000, agent.clone());
-    let url = url::Url::parse("https://edge.example/").expect("a URL");
-    let gate = Gate::new(&policy, &url, 443, &process, None)
-        .await
-        .expect("the gate builds");
+    let (gate, agent) = gate_with(text).await;
     let body = send_message("routed");
     #[derive(Debug, PartialEq)]
     enum To {
