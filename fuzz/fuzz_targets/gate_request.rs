@@ -3,10 +3,12 @@
 //! path, the caller (`alice`, `bob`, none, a wrong token, two headers), the content type, the
 //! A2A version, the declared length, HTTP/1.1 or HTTP/2 and the client address; the rest is
 //! the body) to a gate built for this input, whose agent is in the process and records what
-//! reaches it. The agent's answers are fixed: task `task-1` for SendMessage, and for GetTask and
-//! CancelTask whatever task they name (the edge, which knows who owns what, must keep it from
-//! everyone else: ListTasks reads its tasks through GetTask too), TaskNotFoundError for
-//! everything else.
+//! reaches it. The agent's answers are fixed: for SendMessage task `task-N` in context `ctx-N`,
+//! N the first character of the message's text when it is 0-3 (else 1), so that callers' new
+//! conversations land in contexts the agent names for others; for GetTask and CancelTask
+//! `task-1` whatever task they name (the edge, which knows who owns what, must keep it from
+//! everyone else: ListTasks reads its tasks through GetTask too); TaskNotFoundError for
+//! everything else. The registry holds two tasks and two contexts, so an input evicts.
 //!
 //! Properties: never panics, never answers 500; every JSON-RPC error's reason is one of the
 //! edge's codes (`reason::ALL`); every request the agent receives is strict JSON, a JSON-RPC
@@ -14,9 +16,10 @@
 //! forwarded (any 4xx, or a JSON-RPC error whose reason belongs to a check that runs before
 //! forwarding) never reached the agent; a request that names a task (GetTask, CancelTask,
 //! SubscribeToTask, the push-config methods, a message's `taskId`) reaches the agent only for
-//! `task-1` and only for the caller it was shown to; and `task-1` is only ever
-//! shown to the caller it was first shown to (the agent answers every caller with it: the edge
-//! must refuse it to the others).
+//! a `task-N` and only for the caller it was shown to; and each `task-N` and `ctx-N` is only
+//! ever shown to the caller it was first shown to (the agent answers every caller with
+//! task-1, and names a context for whoever's text asks: the edge must refuse them to the
+//! others), evicted or not (the registry remembers who owned an evicted context).
 #![no_main]
 
 use std::pin::Pin;
@@ -84,14 +87,24 @@ impl LocalAgent for Agent {
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         self.seen.lock().unwrap().push(body);
         let id = request.get("id").cloned().unwrap_or(Value::Null);
-        let task = json!({
-            "id": "task-1", "contextId": "ctx-1",
+        let task = |n: char| {
+            json!({
+            "id": format!("task-{n}"), "contextId": format!("ctx-{n}"),
             "status": {"state": "TASK_STATE_INPUT_REQUIRED",
-                       "timestamp": "2026-12-05T00:00:00Z"}});
-        // A careless (or hostile) agent: task-1 to whoever asks for any task.
+                       "timestamp": "2026-12-05T00:00:00Z"}})
+        };
+        // A careless (or hostile) agent: task-1 to whoever asks for any task, and the
+        // context the message's text names to whoever sends one.
+        let n = request["params"]["message"]["parts"][0]["text"]
+            .as_str()
+            .and_then(|t| t.chars().next())
+            .filter(|c| ('0'..='3').contains(c))
+            .unwrap_or('1');
         let answer = match request["method"].as_str() {
-            Some("SendMessage") => json!({"jsonrpc": "2.0", "id": id, "result": {"task": task}}),
-            Some("GetTask" | "CancelTask") => json!({"jsonrpc": "2.0", "id": id, "result": task}),
+            Some("SendMessage") => json!({"jsonrpc": "2.0", "id": id, "result": {"task": task(n)}}),
+            Some("GetTask" | "CancelTask") => {
+                json!({"jsonrpc": "2.0", "id": id, "result": task('1')})
+            }
             _ => json!({"jsonrpc": "2.0", "id": id,
                         "error": {"code": -32001, "message": "Task not found"}}),
         };
@@ -117,7 +130,7 @@ async fn world() -> (Gate, Arc<Agent>) {
     let agent = Arc::new(Agent {
         seen: Mutex::new(Vec::new()),
     });
-    let process = Process::in_memory(1_000, agent.clone());
+    let process = Process::in_memory(2, agent.clone());
     let url = url::Url::parse("https://edge.example/").unwrap();
     let gate = Gate::new(policy(), &url, 443, &process, None)
         .await
@@ -155,6 +168,9 @@ const BEFORE_FORWARDING: &[&str] = &[
     "list",
     "registry",
 ];
+
+/// Who was first shown each of the agent's ids.
+type Shown = std::collections::BTreeMap<String, Caller>;
 
 /// Who a request is from, as far as the test knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,8 +256,8 @@ fn requests(data: &[u8]) -> Vec<&[u8]> {
 fuzz_target!(|data: &[u8]| {
     runtime().block_on(async {
         let (gate, agent) = world().await;
-        // Who was first shown the agent's task-1.
-        let mut shown: Option<Caller> = None;
+        // Who was first shown each of the agent's ids (`task-N`, `ctx-N`).
+        let mut shown: Shown = Default::default();
         for piece in requests(data) {
             let Some((caller, req)) = request(piece) else {
                 continue;
@@ -261,13 +277,7 @@ fuzz_target!(|data: &[u8]| {
     });
 });
 
-fn check(
-    caller: Caller,
-    status: StatusCode,
-    body: &[u8],
-    seen: &[Bytes],
-    shown: &mut Option<Caller>,
-) {
+fn check(caller: Caller, status: StatusCode, body: &[u8], seen: &[Bytes], shown: &mut Shown) {
     assert_ne!(status, StatusCode::INTERNAL_SERVER_ERROR);
     for forwarded in seen {
         let v = parse_strict(forwarded, MAX_DEPTH).expect("the agent got strict JSON");
@@ -276,9 +286,9 @@ fn check(
         assert!(Method::from_name(m).is_some(), "{m}");
         assert!(v["params"].is_object(), "{v}");
         // A task is named to the agent (read, cancelled, subscribed to, its push configs, a
-        // follow-up message) only for the caller it was shown to: the only task there is is
-        // task-1, and only once it was shown (the edge must not let a caller probe the agent
-        // for tasks it does not know to be theirs).
+        // follow-up message) only for the caller it was shown to: the only tasks there are are
+        // the agent's `task-N`, and only once shown (the edge must not let a caller probe the
+        // agent for tasks it does not know to be theirs).
         let named = match m {
             "GetTask" | "CancelTask" | "SubscribeToTask" => Some(&v["params"]["id"]),
             "CreateTaskPushNotificationConfig"
@@ -288,12 +298,8 @@ fn check(
             _ => v["params"]["message"].get("taskId"),
         };
         if let Some(task) = named {
-            assert_eq!(*task, "task-1", "{m} of an unknown task forwarded: {v}");
-            assert_eq!(
-                *shown,
-                Some(caller),
-                "{m} of task-1 forwarded for {caller:?}: {v}"
-            );
+            let owner = task.as_str().and_then(|t| shown.get(t));
+            assert_eq!(owner, Some(&caller), "{m} forwarded for {caller:?}: {v}");
         }
     }
     if status.is_client_error() {
@@ -309,14 +315,20 @@ fn check(
         }
         None => body.to_vec(),
     };
-    if shown_bytes.windows(6).any(|w| w == b"task-1") {
-        assert_ne!(
-            caller,
-            Caller::Nobody,
-            "task-1 shown to no one in particular"
-        );
-        let first = *shown.get_or_insert(caller);
-        assert_eq!(first, caller, "task-1 of {first:?} shown to {caller:?}");
+    // Each of the agent's ids is shown to one caller only, the first it was shown to
+    // (evicted from the registry or not).
+    for n in '0'..='3' {
+        for id in [format!("task-{n}"), format!("ctx-{n}")] {
+            let quoted = format!("\"{id}\"");
+            if shown_bytes
+                .windows(quoted.len())
+                .any(|w| w == quoted.as_bytes())
+            {
+                assert_ne!(caller, Caller::Nobody, "{id} shown to no one in particular");
+                let first = *shown.entry(id.clone()).or_insert(caller);
+                assert_eq!(first, caller, "{id} of {first:?} shown to {caller:?}");
+            }
+        }
     }
     if let Some(r) = answer["error"]["data"][0]["reason"].as_str() {
         assert!(
