@@ -104,9 +104,7 @@ impl Activity {
             tokio::time::sleep_until(first_due.map_or(wake, |t| t.min(wake))).await;
         }
     }
-}
 
-impl Activity {
     /// Completes once nothing has been in flight for `grace`, counted from the call or the
     /// end of the last response body, whichever is later: on shutdown, how long a connection
     /// with no work left may take to say goodbye (an HTTP/2 peer that no longer reads never
