@@ -358,3 +358,104 @@ async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
     let (v, _) = rpc_as(&mut c, MALLORY_TOKEN, "GetTask", json!({"id": "t-m1"})).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
 }
+
+/// A task the registry evicted stays its owner's: an agent naming it in another caller's
+/// answer (in a new context) is refused, and that caller cannot then address it (no push
+/// config of hers reaches the agent). The registry holds two tasks here.
+#[tokio::test]
+async fn an_evicted_task_named_in_another_callers_answer_is_refused() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Named,
+        ProxyOpts {
+            extra_policy: format!("{MALLORY}[limits]\nmax_registry_entries = 2\n"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let send = |text: &str, context: Option<&str>| {
+        let mut m = message(text);
+        if let Some(ctx) = context {
+            m["message"]["contextId"] = json!(ctx);
+        }
+        m
+    };
+    for (text, context) in [
+        ("t-a1 c-a1", None),
+        ("t-a2 c-a1", Some("c-a1")),
+        ("t-a3 c-a1", Some("c-a1")),
+    ] {
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", send(text, context)).await;
+        assert_eq!(v["result"]["task"]["contextId"], "c-a1", "{v}");
+    }
+    // t-a1 is evicted now (two tasks at most): Mallory's new conversation answered with it.
+    let (v, text) = rpc_as(
+        &mut c,
+        MALLORY_TOKEN,
+        "SendMessage",
+        send("t-a1 c-m1", None),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.foreign_task",
+        "{v}"
+    );
+    assert!(!text.contains("t-a1"), "{text}");
+    // So she cannot address it: nothing of hers naming it reaches the agent.
+    let seen_before = up.seen.lock().unwrap().len();
+    let config = json!({"taskId": "t-a1", "url": "https://hooks.example.com/m"});
+    for (method, params) in [
+        ("GetTask", json!({"id": "t-a1"})),
+        ("CreateTaskPushNotificationConfig", config),
+        ("CancelTask", json!({"id": "t-a1"})),
+    ] {
+        let (v, _) = rpc_as(&mut c, MALLORY_TOKEN, method, params).await;
+        assert_eq!(v["error"]["code"], -32001, "{method}: {v}");
+    }
+    assert_eq!(
+        up.seen.lock().unwrap().len(),
+        seen_before,
+        "a refused request reached the agent"
+    );
+}
+
+/// An answer naming another caller's task without saying its context, or holding two of
+/// task, message and the updates (a oneof), cannot be checked like the others: refused
+/// (-32006), not relayed.
+#[tokio::test]
+async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Named,
+        ProxyOpts {
+            extra_policy: MALLORY.to_string(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a1 c-a1")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    // Alice's own task without its context: hers, relayed.
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a1 -")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    // The same answer to Mallory: refused.
+    let (v, text) = rpc_as(&mut c, MALLORY_TOKEN, "SendMessage", message("t-a1 -")).await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.foreign_task",
+        "{v}"
+    );
+    assert!(!text.contains("t-a1"), "{text}");
+
+    let two = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_WORKING"}},"artifactUpdate":{"taskId":"t-2","contextId":"c-2","artifact":{"artifactId":"a","parts":[{"text":"x"}]}}}}"#;
+    let null_task = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":null}}"#;
+    for raw in [two, null_task] {
+        let (v, _) = answer_to(raw, Proto::H2).await;
+        assert_eq!(v["error"]["code"], -32006, "{raw}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{raw}: {v}"
+        );
+    }
+}

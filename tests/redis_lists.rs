@@ -50,6 +50,7 @@ fn news(ctx: &str, task: &str, state: &str, ts: u64) -> News {
         task: Some(task.into()),
         state: Some(state.into()),
         ts: Some(ts),
+        referenced: None,
     }
 }
 

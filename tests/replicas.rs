@@ -1043,3 +1043,37 @@ async fn ready_follows_redis_without_traffic() {
     redis.restart();
     wait_for(200).await;
 }
+
+/// An agent answering Mallory, through a replica that never saw it, with Alice's task
+/// without its context: the replica asks Redis whose task it is before relaying, and
+/// refuses it (its cache alone knew nothing of the task).
+#[tokio::test]
+async fn a_task_named_without_its_context_is_checked_in_redis() {
+    let redis = RedisServer::start();
+    let up = RecordingUpstream::start(Reply::Named).await;
+    let r = replicas(&redis, &up.url, 2).await;
+    let mut c1 = r[0].client(Proto::H1).await;
+    let mut c2 = r[1].client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        message("t-a1 c-a1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    let v = rpc_as(
+        &mut c2,
+        MALLORY,
+        "SendMessage",
+        message("t-a1 -", json!({})),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert_eq!(reason(&v), "upstream.foreign_task", "{v}");
+    // Alice's own, through the other replica: hers.
+    let v = rpc_as(&mut c2, ALICE, "SendMessage", message("t-a1 -", json!({}))).await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    let v = rpc_as(&mut c2, MALLORY, "GetTask", json!({"id": "t-a1"})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+}

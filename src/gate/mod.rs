@@ -972,11 +972,11 @@ fn one_answer(
     requests: &RequestPolicy,
     view: &TaskRegistry,
     name: &str,
-    learn: impl FnOnce(&Value) -> Result<Option<Pending>, crate::state::registry::Foreign>,
+    learn: impl FnOnce(&Value) -> Result<Option<Pending>, crate::state::registry::Unrelayable>,
 ) -> Result<Option<Pending>, upstream::Refused> {
     clean_response(v, &requests.metadata, requests.redact_paths);
     let pending = match v.get("result") {
-        Some(result) => learn(result).map_err(|_| reason::UPSTREAM_FOREIGN_TASK)?,
+        Some(result) => learn(result).map_err(|u| u.reason())?,
         None => None,
     };
     view.client_view(name, v);

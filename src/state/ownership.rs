@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 
 use super::redis::StateUnavailable;
-use super::registry::{Denial, Foreign, ListPage, TaskRegistry, Turn, UpstreamId};
+use super::registry::{Denial, ListPage, TaskRegistry, Turn, Unrelayable, UpstreamId};
 use super::shared::{SharedOwners, TurnVerdict};
 use crate::reason::{self, Reason};
 
@@ -207,13 +207,46 @@ impl Ownership {
     }
 
     /// Learns from an answer to a task-addressed request (GetTask, CancelTask, ...): with
-    /// `redis`, what is new is written first ([`Pending`]).
+    /// `redis`, the owners of the tasks it names without a context are fetched first, and
+    /// what is new is written before it is relayed ([`Pending`]).
     pub fn observe(
         &self,
         principal: &str,
         upstream: UpstreamId,
         result: &Value,
-    ) -> Result<Option<Pending>, Foreign> {
+    ) -> Result<Option<Pending>, Unrelayable> {
+        if self.shared.is_none() {
+            return self
+                .local
+                .observe(principal, upstream, result)
+                .map(|_| None);
+        }
+        let unknown = self.local.unknown_named_tasks(result);
+        if unknown.is_empty() {
+            return self.observe_known(principal, upstream, result);
+        }
+        let (owners, principal, result) = (self.clone(), principal.to_string(), result.clone());
+        Ok(Some(Box::pin(async move {
+            let named: Vec<&str> = unknown.iter().map(String::as_str).collect();
+            owners
+                .prefetch(&principal, &named, &[])
+                .await
+                .map_err(|_| reason::STATE_UNAVAILABLE)?;
+            match owners.observe_known(&principal, upstream, &result) {
+                Err(u) => Err(u.reason()),
+                Ok(None) => Ok(()),
+                Ok(Some(write)) => write.await,
+            }
+        })))
+    }
+
+    /// [`Ownership::observe`] once this replica's cache knows every task the answer names.
+    fn observe_known(
+        &self,
+        principal: &str,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<Option<Pending>, Unrelayable> {
         let Some(shared) = &self.shared else {
             return self
                 .local
@@ -235,7 +268,7 @@ impl Ownership {
                 Ok(false) => Err(reason::UPSTREAM_FOREIGN_TASK),
                 Ok(true) => local
                     .observe_news(&principal, upstream, &news)
-                    .map_err(|_| reason::UPSTREAM_FOREIGN_TASK),
+                    .map_err(Unrelayable::reason),
             }
         })))
     }
@@ -248,7 +281,7 @@ impl Ownership {
         result: &Value,
     ) -> Result<(), Reason> {
         match self.observe(principal, upstream, result) {
-            Err(Foreign) => Err(reason::UPSTREAM_FOREIGN_TASK),
+            Err(u) => Err(u.reason()),
             Ok(None) => Ok(()),
             Ok(Some(p)) => p.await,
         }
@@ -304,6 +337,8 @@ impl Ownership {
 }
 
 /// A turn in flight (see [`Turn`]); with `redis`, it also holds the context's busy lease.
+/// A clone is the same turn (and lease).
+#[derive(Clone)]
 pub struct OwnedTurn {
     turn: Arc<Mutex<Turn>>,
     lease: Option<Arc<Lease>>,
@@ -329,13 +364,42 @@ impl OwnedTurn {
         self.turn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Learns from one answer of this turn (see [`Turn::observe`]); with `redis`, what is new
-    /// is written first, and a context the agent names for this turn is leased.
+    /// Learns from one answer of this turn (see [`Turn::observe`]); with `redis`, the owners
+    /// of the tasks it names without a context are fetched first, what is new is written
+    /// before it is relayed, and a context the agent names for this turn is leased.
     pub fn observe(
         &mut self,
         upstream: UpstreamId,
         result: &Value,
-    ) -> Result<Option<Pending>, Foreign> {
+    ) -> Result<Option<Pending>, Unrelayable> {
+        if self.owners.shared.is_none() {
+            return self.lock().observe(upstream, result).map(|_| None);
+        }
+        let unknown = self.owners.local.unknown_named_tasks(result);
+        if unknown.is_empty() {
+            return self.observe_known(upstream, result);
+        }
+        let (mut turn, result) = (self.clone(), result.clone());
+        Ok(Some(Box::pin(async move {
+            let named: Vec<&str> = unknown.iter().map(String::as_str).collect();
+            turn.owners
+                .prefetch(&turn.principal, &named, &[])
+                .await
+                .map_err(|_| reason::STATE_UNAVAILABLE)?;
+            match turn.observe_known(upstream, &result) {
+                Err(u) => Err(u.reason()),
+                Ok(None) => Ok(()),
+                Ok(Some(write)) => write.await,
+            }
+        })))
+    }
+
+    /// [`OwnedTurn::observe`] once this replica's cache knows every task the answer names.
+    fn observe_known(
+        &mut self,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<Option<Pending>, Unrelayable> {
         let Some(shared) = self.owners.shared.clone() else {
             return self.lock().observe(upstream, result).map(|_| None);
         };
@@ -370,7 +434,7 @@ impl OwnedTurn {
                     turn.lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .observe_news(upstream, &news)
-                        .map_err(|_| reason::UPSTREAM_FOREIGN_TASK)
+                        .map_err(Unrelayable::reason)
                 }
             }
         })))

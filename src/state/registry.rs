@@ -64,8 +64,9 @@ use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
 use crate::telemetry::metrics::RegistryStats;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
+use forgotten::Kind;
 use ids::Id;
-pub use state::Foreign;
+pub use state::Unrelayable;
 use state::{Running, State, Workspace};
 use token::{Cursor, Query, TokenKey};
 pub use turn::Turn;
@@ -289,7 +290,7 @@ impl TaskRegistry {
 
         let Some((key, e)) = st.contexts.get_key_value(c.as_str()) else {
             // Evicted from someone else: as if it were still theirs.
-            if !shared && !st.forgotten.permits(&c, principal) {
+            if !shared && !st.forgotten.permits(Kind::Context, &c, principal) {
                 return Err(Denial::NotFound);
             }
             // Unknown: reserve it for the caller (also when its entry was evicted but the
@@ -369,11 +370,28 @@ impl TaskRegistry {
         principal: &str,
         upstream: UpstreamId,
         result: &Value,
-    ) -> Result<(), Foreign> {
-        match Fact::read(result) {
+    ) -> Result<(), Unrelayable> {
+        match Fact::read(result)? {
             Some(fact) => self.shared.lock().learn(principal, upstream, &fact),
             None => Ok(()),
         }
+    }
+
+    /// The task ids `result` names without a context (a Task or an update without its
+    /// `contextId`, a Message's or a push config's `taskId`) that this registry does not
+    /// know: with `redis`, Redis must say whose they are before the answer is judged.
+    pub fn unknown_named_tasks(&self, result: &Value) -> Vec<String> {
+        let Ok(Some(fact)) = Fact::read(result) else {
+            return Vec::new();
+        };
+        let bare = fact.task.filter(|_| fact.context.is_none());
+        let st = self.shared.lock();
+        [bare, fact.referenced_task]
+            .into_iter()
+            .flatten()
+            .filter(|t| !st.tasks.contains_key(t))
+            .map(str::to_string)
+            .collect()
     }
 
     /// [`TaskRegistry::observe`] of what the shared store accepted already.
@@ -382,7 +400,7 @@ impl TaskRegistry {
         principal: &str,
         upstream: UpstreamId,
         news: &crate::state::shared::News,
-    ) -> Result<(), Foreign> {
+    ) -> Result<(), Unrelayable> {
         self.shared
             .lock()
             .learn(principal, upstream, &Fact::from_news(news))
@@ -615,6 +633,7 @@ impl TaskRegistry {
 
     pub fn stats(&self) -> RegistryStats {
         let st = self.shared.lock();
+        let (forgotten_contexts, forgotten_tasks) = st.forgotten.len();
         RegistryStats {
             tasks: st.tasks.len(),
             contexts: st.contexts.len(),
@@ -623,7 +642,8 @@ impl TaskRegistry {
             foreign_ignored: st.counters.foreign_ignored,
             evicted_tasks: st.counters.evicted_tasks,
             evicted_contexts: st.counters.evicted_contexts,
-            forgotten_contexts: st.forgotten.len(),
+            forgotten_contexts,
+            forgotten_tasks,
             refused_full: st.counters.refused_full,
         }
     }

@@ -447,6 +447,8 @@ pub struct News {
     pub task: Option<String>,
     pub state: Option<String>,
     pub ts: Option<u64>,
+    /// A Message's `taskId` (checked in this replica's cache, not written to Redis).
+    pub referenced: Option<String>,
 }
 
 /// A workspace as stored (`w`).

@@ -197,6 +197,9 @@ pub struct RegistryStats {
     pub evicted_contexts: u64,
     /// Evicted contexts whose owner is still remembered (only they may take them up again).
     pub forgotten_contexts: usize,
+    /// Evicted tasks whose owner is still remembered (an agent naming one in someone else's
+    /// answer is refused).
+    pub forgotten_tasks: usize,
     /// Answers not recorded because everything was pinned by running turns.
     pub refused_full: u64,
 }
@@ -556,6 +559,7 @@ fn registry(r: &mut Registry, s: &RegistryStats) {
         ("tasks", s.tasks),
         ("contexts", s.contexts),
         ("forgotten_contexts", s.forgotten_contexts),
+        ("forgotten_tasks", s.forgotten_tasks),
         ("running_contexts", s.running_contexts),
         ("pending_turns", s.pending_turns),
     ] {
@@ -566,7 +570,7 @@ fn registry(r: &mut Registry, s: &RegistryStats) {
     gauge(
         r,
         "a2a_edge_registry_entries",
-        "Tasks and contexts whose owner the edge remembers; running contexts; turns in flight; evicted contexts whose owner is still known",
+        "Tasks and contexts whose owner the edge remembers; running contexts; turns in flight; evicted contexts and tasks whose owner is still known",
         entries,
     );
     let evictions = Family::<Code, Counter>::default();

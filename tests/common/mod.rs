@@ -481,7 +481,8 @@ pub enum Reply {
     /// after, then ends it.
     Late(Duration),
     /// Answers a SendMessage with a completed task named by the message's text, `task
-    /// context`: an agent that mixes callers up (or is told to) names whatever ids it is given.
+    /// context` (`-`: no `contextId`): an agent that mixes callers up (or is told to) names
+    /// whatever ids it is given.
     Named,
 }
 
@@ -722,9 +723,12 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 .unwrap_or("");
             let mut ids = text.split_whitespace();
             let (task, context) = (ids.next().unwrap_or("t"), ids.next().unwrap_or("c"));
-            json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
-                "id": task, "contextId": context,
-                "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-05T12:00:00Z"}}}}))
+            let mut task = json!({"id": task, "contextId": context,
+                "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-05T12:00:00Z"}});
+            if context == "-" {
+                task.as_object_mut().map(|t| t.remove("contextId"));
+            }
+            json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": task}}))
         }
         Reply::Raw(raw) => Response::builder()
             .header("content-type", "application/json")

@@ -2,7 +2,7 @@
 //!
 //! Only single-object shapes are read: a `StreamResponse` (`task`, `message`, `statusUpdate`,
 //! `artifactUpdate`), a `SendMessageResponse` (`task` or `message`, the same keys) and a bare
-//! `Task` (GetTask, CancelTask). A `ListTasks` result (`tasks: [...]`) is deliberately ignored:
+//! `Task` (GetTask, CancelTask); of a push config, the task it names. A `ListTasks` result (`tasks: [...]`) is deliberately ignored:
 //! an agent behind the proxy sees one owner for everybody, so its list holds other callers'
 //! tasks, and learning from it would hand them to whoever asked.
 
@@ -13,6 +13,13 @@ use serde_json::Value;
 pub(super) const MAX_OBSERVED_ID_LEN: usize = 256;
 /// Longer state strings are not kept (the proto names are at most 25 bytes).
 const MAX_STATE_LEN: usize = 64;
+
+/// The keys of the entities a result may hold, one at most.
+const ENTITIES: [&str; 4] = ["task", "statusUpdate", "artifactUpdate", "message"];
+
+/// A result that names a task in a shape the registry cannot check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Malformed;
 
 /// One observation. `task` is set only for shapes that prove a task exists (Task, status and
 /// artifact updates); a Message's `taskId` only refers to one and never creates it.
@@ -36,65 +43,88 @@ impl<'a> Fact<'a> {
             context: news.context.as_deref(),
             state: news.state.as_deref(),
             timestamp: news.ts,
-            referenced_task: None,
+            referenced_task: news.referenced.as_deref(),
         }
     }
 
-    /// Reads one result. Returns `None` for shapes that teach nothing (errors, lists, junk).
-    pub fn read(result: &'a Value) -> Option<Fact<'a>> {
-        let obj = result.as_object()?;
+    /// Reads one result. `Ok(None)` for shapes that teach nothing (errors, lists, push
+    /// configs, junk); `Err` for a result that names a task without saying which (a `task`
+    /// or an update that is not an object or has no usable id) or holds two of `task`,
+    /// `message`, `statusUpdate` and `artifactUpdate` (a oneof in A2A): such an answer
+    /// cannot be checked, so it is not relayed.
+    pub fn read(result: &'a Value) -> Result<Option<Fact<'a>>, Malformed> {
+        let Some(obj) = result.as_object() else {
+            return Ok(None);
+        };
         // Tolerate a whole JSON-RPC response being passed instead of its `result`.
         if obj.contains_key("jsonrpc") {
-            return obj.get("result").and_then(Fact::read);
+            return obj.get("result").map_or(Ok(None), Fact::read);
         }
-        if let Some(task) = obj.get("task") {
-            return Fact::task(task);
-        }
-        if let Some(update) = obj.get("statusUpdate") {
-            return Fact::update(update, true);
-        }
-        if let Some(update) = obj.get("artifactUpdate") {
-            return Fact::update(update, false);
-        }
-        if let Some(message) = obj.get("message") {
-            return Fact::message(message);
+        let mut entities = ENTITIES.iter().filter_map(|k| Some((*k, obj.get(*k)?)));
+        if let Some((key, entity)) = entities.next() {
+            if entities.next().is_some() {
+                return Err(Malformed);
+            }
+            return match key {
+                "task" => Fact::task(entity),
+                "statusUpdate" => Fact::update(entity, true),
+                "artifactUpdate" => Fact::update(entity, false),
+                _ => Ok(Fact::message(entity)),
+            };
         }
         if obj.contains_key("messageId") {
-            return Fact::message(result);
+            return Ok(Fact::message(result));
         }
+        // A push config: its `id` is the config's; it names its task in `taskId`.
+        if obj.contains_key("taskId") {
+            return Ok(id(obj.get("taskId")).map(|t| Fact {
+                referenced_task: Some(t),
+                ..Fact::default()
+            }));
+        }
+        // A bare Task (GetTask, CancelTask), whatever else it lacks.
         if obj.contains_key("id") && !obj.contains_key("tasks") {
             return Fact::task(result);
         }
-        None
+        Ok(None)
     }
 
-    fn task(task: &'a Value) -> Option<Fact<'a>> {
+    /// A Task: its `id` is required (a usable one: see [`task_id`]); its `contextId` may be
+    /// missing (then the task is checked, not learned).
+    fn task(task: &'a Value) -> Result<Option<Fact<'a>>, Malformed> {
+        let Some(t) = task_id(task.get("id"))? else {
+            return Ok(None);
+        };
         let (state, timestamp) = status(task.get("status"));
-        Some(Fact {
-            task: Some(id(task.get("id"))?),
-            context: Some(id(task.get("contextId"))?),
+        Ok(Some(Fact {
+            task: Some(t),
+            context: id(task.get("contextId")),
             state,
             timestamp,
             referenced_task: None,
-        })
+        }))
     }
 
-    fn update(update: &'a Value, has_status: bool) -> Option<Fact<'a>> {
+    fn update(update: &'a Value, has_status: bool) -> Result<Option<Fact<'a>>, Malformed> {
+        let Some(t) = task_id(update.get("taskId"))? else {
+            return Ok(None);
+        };
         let (state, timestamp) = if has_status {
             status(update.get("status"))
         } else {
             (None, None)
         };
-        Some(Fact {
-            task: Some(id(update.get("taskId"))?),
-            context: Some(id(update.get("contextId"))?),
+        Ok(Some(Fact {
+            task: Some(t),
+            context: id(update.get("contextId")),
             state,
             timestamp,
             referenced_task: None,
-        })
+        }))
     }
 
     fn message(message: &'a Value) -> Option<Fact<'a>> {
+        let message = message.as_object()?;
         let context = id(message.get("contextId"));
         let referenced_task = id(message.get("taskId"));
         if context.is_none() && referenced_task.is_none() {
@@ -105,6 +135,16 @@ impl<'a> Fact<'a> {
             referenced_task,
             ..Fact::default()
         })
+    }
+}
+
+/// A task's id where one is required: `Err` unless a non-empty string; `None` when longer
+/// than [`MAX_OBSERVED_ID_LEN`] (never recorded, so nobody's: relayed, learned from by no one).
+fn task_id(v: Option<&Value>) -> Result<Option<&str>, Malformed> {
+    match v.and_then(Value::as_str) {
+        Some(t) if t.len() > MAX_OBSERVED_ID_LEN => Ok(None),
+        Some(t) if !t.is_empty() => Ok(Some(t)),
+        _ => Err(Malformed),
     }
 }
 

@@ -1,27 +1,38 @@
-//! Who owned the contexts the registry evicted, compactly: a keyed 64-bit hash of the context
-//! id mapped to a keyed hash of its owner, for several times as many contexts as the registry
-//! holds. An evicted context can then be taken up again by its owner only; anyone else naming
-//! it gets the same NotFound as for someone else's context. A hash collision can only refuse
-//! a caller (fail closed), never admit one; the hash key is random per process, so collisions
-//! cannot be aimed.
+//! Who owned the tasks and contexts the registry evicted, compactly: a keyed 64-bit hash of
+//! the id (its lowest bit says which kind) mapped to a keyed hash of its owner, for several
+//! times as many ids as the registry holds. An evicted task or context can then be taken up
+//! again by its owner only: an agent naming it in someone else's answer is refused, and
+//! anyone else naming a context gets the same NotFound as for someone else's. A hash
+//! collision can only refuse a caller (fail closed), never admit one; the hash key is random
+//! per process, so collisions cannot be aimed.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::BuildHasher;
 
-/// How many evicted contexts are remembered, per context the registry holds.
+/// How many evicted ids (tasks and contexts together) are remembered, per entry the
+/// registry holds of each.
 pub(super) const FORGOTTEN_PER_ENTRY: usize = 4;
+
+/// What an evicted id named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Context = 0,
+    Task = 1,
+}
 
 #[derive(Debug)]
 pub(super) struct Forgotten {
     hasher: RandomState,
-    /// Context hash → (owner hash, the sequence number it was remembered with).
-    /// (A B-tree: no whole-map rehash under the registry's lock, see `state.rs`.)
+    /// Id hash (kind in its lowest bit) → (owner hash, the sequence number it was remembered
+    /// with). (A B-tree: no whole-map rehash under the registry's lock, see `state.rs`.)
     owners: BTreeMap<u64, (u64, u64)>,
-    /// Oldest first: (context hash, sequence number); stale pairs are skipped.
+    /// Oldest first: (id hash, sequence number); stale pairs are skipped.
     order: VecDeque<(u64, u64)>,
     seq: u64,
     cap: usize,
+    /// How many of `owners` are tasks.
+    tasks: usize,
 }
 
 impl Forgotten {
@@ -32,25 +43,38 @@ impl Forgotten {
             order: VecDeque::new(),
             seq: 0,
             cap: cap.max(1),
+            tasks: 0,
         }
     }
 
-    fn hash(&self, s: &str) -> u64 {
-        self.hasher.hash_one(s)
+    fn key(&self, kind: Kind, id: &str) -> u64 {
+        (self.hasher.hash_one(id) & !1) | kind as u64
     }
 
-    /// The context `id` of `owner` was evicted.
-    pub fn remember(&mut self, id: &str, owner: &str) {
-        let (key, who) = (self.hash(id), self.hash(owner));
+    fn insert(&mut self, key: u64, value: (u64, u64)) {
+        if self.owners.insert(key, value).is_none() && key & 1 == Kind::Task as u64 {
+            self.tasks += 1;
+        }
+    }
+
+    fn remove(&mut self, key: u64) {
+        if self.owners.remove(&key).is_some() && key & 1 == Kind::Task as u64 {
+            self.tasks -= 1;
+        }
+    }
+
+    /// The `kind` `id` of `owner` was evicted.
+    pub fn remember(&mut self, kind: Kind, id: &str, owner: &str) {
+        let (key, who) = (self.key(kind, id), self.hasher.hash_one(owner));
         self.seq += 1;
-        self.owners.insert(key, (who, self.seq));
+        self.insert(key, (who, self.seq));
         self.order.push_back((key, self.seq));
         while self.owners.len() > self.cap {
             let Some((old, seq)) = self.order.pop_front() else {
                 break;
             };
             if self.owners.get(&old).is_some_and(|&(_, s)| s == seq) {
-                self.owners.remove(&old);
+                self.remove(old);
             }
         }
         // Stale pairs (taken up again, or remembered anew) are dropped as they reach the front;
@@ -62,22 +86,23 @@ impl Forgotten {
         }
     }
 
-    /// Whether `principal` may take up the context `id`: `false` when it was evicted from
+    /// Whether `principal` may take up the `kind` `id`: `false` when it was evicted from
     /// someone else.
-    pub fn permits(&self, id: &str, principal: &str) -> bool {
-        match self.owners.get(&self.hash(id)) {
-            Some(&(who, _)) => who == self.hash(principal),
+    pub fn permits(&self, kind: Kind, id: &str, principal: &str) -> bool {
+        match self.owners.get(&self.key(kind, id)) {
+            Some(&(who, _)) => who == self.hasher.hash_one(principal),
             None => true,
         }
     }
 
-    /// The context `id` is in the registry again.
-    pub fn forget(&mut self, id: &str) {
-        self.owners.remove(&self.hash(id));
+    /// The `kind` `id` is in the registry again.
+    pub fn forget(&mut self, kind: Kind, id: &str) {
+        self.remove(self.key(kind, id));
     }
 
-    pub fn len(&self) -> usize {
-        self.owners.len()
+    /// How many evicted (contexts, tasks) have their owner remembered.
+    pub fn len(&self) -> (usize, usize) {
+        (self.owners.len() - self.tasks, self.tasks)
     }
 }
 
@@ -88,31 +113,58 @@ mod tests {
     #[test]
     fn only_the_owner_takes_an_evicted_context_up_again() {
         let mut f = Forgotten::new(3);
-        assert!(f.permits("c1", "alice"));
-        f.remember("c1", "alice");
-        assert!(f.permits("c1", "alice"));
-        assert!(!f.permits("c1", "bob"));
-        assert!(f.permits("c2", "bob"));
-        f.forget("c1");
-        assert!(f.permits("c1", "bob"));
+        assert!(f.permits(Kind::Context, "c1", "alice"));
+        f.remember(Kind::Context, "c1", "alice");
+        assert!(f.permits(Kind::Context, "c1", "alice"));
+        assert!(!f.permits(Kind::Context, "c1", "bob"));
+        assert!(f.permits(Kind::Context, "c2", "bob"));
+        f.forget(Kind::Context, "c1");
+        assert!(f.permits(Kind::Context, "c1", "bob"));
     }
 
     #[test]
     fn the_oldest_are_dropped_beyond_the_bound() {
         let mut f = Forgotten::new(3);
         for i in 0..5 {
-            f.remember(&format!("c{i}"), "alice");
+            f.remember(Kind::Context, &format!("c{i}"), "alice");
         }
-        assert_eq!(f.len(), 3);
-        assert!(f.permits("c0", "bob") && f.permits("c1", "bob"));
-        assert!(!f.permits("c2", "bob") && !f.permits("c4", "bob"));
+        assert_eq!(f.len(), (3, 0));
+        assert!(f.permits(Kind::Context, "c0", "bob") && f.permits(Kind::Context, "c1", "bob"));
+        assert!(!f.permits(Kind::Context, "c2", "bob") && !f.permits(Kind::Context, "c4", "bob"));
         // Remembered anew: the newer owner counts, and the stale queue entry does not drop it.
-        f.remember("c2", "bob");
+        f.remember(Kind::Context, "c2", "bob");
         for i in 5..7 {
-            f.remember(&format!("c{i}"), "alice");
+            f.remember(Kind::Context, &format!("c{i}"), "alice");
         }
-        assert!(f.permits("c2", "bob"), "c2 was remembered last for bob");
-        assert!(!f.permits("c2", "alice"));
+        assert!(
+            f.permits(Kind::Context, "c2", "bob"),
+            "c2 was remembered last for bob"
+        );
+        assert!(!f.permits(Kind::Context, "c2", "alice"));
         assert!(f.order.len() <= 6);
+    }
+
+    #[test]
+    fn tasks_and_contexts_of_one_id_are_apart() {
+        let mut f = Forgotten::new(4);
+        f.remember(Kind::Task, "x", "alice");
+        assert!(!f.permits(Kind::Task, "x", "bob"));
+        assert!(
+            f.permits(Kind::Context, "x", "bob"),
+            "a task's record is not a context's"
+        );
+        f.remember(Kind::Context, "x", "bob");
+        assert_eq!(f.len(), (1, 1));
+        assert!(!f.permits(Kind::Context, "x", "alice"));
+        assert!(f.permits(Kind::Task, "x", "alice"));
+        f.forget(Kind::Task, "x");
+        assert_eq!(f.len(), (1, 0));
+        assert!(f.permits(Kind::Task, "x", "bob"));
+        // The bound counts both kinds; the counts follow what is dropped.
+        for i in 0..6 {
+            f.remember(Kind::Task, &format!("t{i}"), "alice");
+        }
+        assert_eq!(f.len(), (0, 4));
+        assert!(f.permits(Kind::Task, "t1", "bob") && !f.permits(Kind::Task, "t2", "bob"));
     }
 }

@@ -97,7 +97,7 @@ impl TaskRegistry {
     /// new state or timestamp): what must be written to the shared store before the answer is
     /// relayed. `None` when nothing is new (or the answer names no context).
     pub fn news(&self, result: &Value) -> Option<News> {
-        let fact = Fact::read(result)?;
+        let fact = Fact::read(result).ok()??;
         let context = fact.context?;
         let st = self.shared.lock();
         let new_context = !st.contexts.contains_key(context);
@@ -117,6 +117,7 @@ impl TaskRegistry {
             task: fact.task.map(str::to_string),
             state: fact.state.map(str::to_string),
             ts: fact.timestamp,
+            referenced: fact.referenced_task.map(str::to_string),
         })
     }
 

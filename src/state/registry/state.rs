@@ -11,14 +11,35 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::facts::Fact;
-use super::forgotten::{Forgotten, FORGOTTEN_PER_ENTRY};
+use super::forgotten::{Forgotten, Kind, FORGOTTEN_PER_ENTRY};
 use super::ids::{Id, IdMap};
 use super::lists::Lists;
 use super::UpstreamId;
 
-/// An agent's answer named another caller's task or context.
+/// Why an agent's answer must not reach the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Foreign;
+pub enum Unrelayable {
+    /// It names another caller's task or context (also one evicted from them).
+    Foreign,
+    /// It names a task in a shape that cannot be checked ([`super::facts::Fact::read`]).
+    Malformed,
+}
+
+impl Unrelayable {
+    /// The caller's error's reason (both -32006).
+    pub fn reason(self) -> crate::reason::Reason {
+        match self {
+            Unrelayable::Foreign => crate::reason::UPSTREAM_FOREIGN_TASK,
+            Unrelayable::Malformed => crate::reason::UPSTREAM_BAD_RESPONSE,
+        }
+    }
+}
+
+impl From<super::facts::Malformed> for Unrelayable {
+    fn from(_: super::facts::Malformed) -> Unrelayable {
+        Unrelayable::Malformed
+    }
+}
 
 /// A context's workspace, bound by the first turn that runs on it through the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,9 +203,12 @@ impl State {
     ) -> Option<Id> {
         if self.tasks.len() >= self.max {
             let victim = self.task_lru.first_key_value().map(|(_, v)| v.clone())?;
-            self.remove_task(&victim);
+            if let Some(gone) = self.remove_task(&victim) {
+                self.forgotten.remember(Kind::Task, &victim, &gone.owner);
+            }
             self.counters.evicted_tasks += 1;
         }
+        self.forgotten.forget(Kind::Task, id);
         let id: Id = Arc::from(id);
         let owner = self.principal_id(owner);
         let state = self.state_id(state);
@@ -205,14 +229,13 @@ impl State {
         Some(id)
     }
 
-    fn remove_task(&mut self, id: &Id) {
-        let Some(t) = self.tasks.remove(id) else {
-            return;
-        };
+    fn remove_task(&mut self, id: &Id) -> Option<TaskEntry> {
+        let t = self.tasks.remove(id)?;
         if let Some(key) = t.lru {
             self.task_lru.remove(&key);
         }
         self.unindex(&t.owner, &t.context, t.ts, id, &t.state);
+        Some(t)
     }
 
     /// Takes a task out of its owner's and its context's lists.
@@ -337,11 +360,11 @@ impl State {
         if self.contexts.len() >= self.max {
             let (_, victim) = self.context_lru.pop_first()?;
             if let Some(gone) = self.contexts.remove(&victim) {
-                self.forgotten.remember(&victim, &gone.owner);
+                self.forgotten.remember(Kind::Context, &victim, &gone.owner);
             }
             self.counters.evicted_contexts += 1;
         }
-        self.forgotten.forget(id);
+        self.forgotten.forget(Kind::Context, id);
         let id: Id = Arc::from(id);
         let owner = self.principal_id(owner);
         let lru = if running.is_some() {
@@ -451,20 +474,64 @@ impl State {
     // ---- answers ----
 
     /// Records one observation for `principal`, never re-assigning anything. `Err` when the
-    /// answer names another caller's task or context: nothing is learned, and the answer must
-    /// not reach this caller.
+    /// answer names another caller's task or context (also one evicted from them): nothing is
+    /// learned, and the answer must not reach this caller.
     pub fn learn(
         &mut self,
         principal: &str,
         upstream: UpstreamId,
         fact: &Fact<'_>,
-    ) -> Result<(), Foreign> {
-        // A known task must be the caller's and stay in its context; check before touching anything.
-        let known_task = match fact.task.and_then(|t| self.tasks.get(t)) {
+    ) -> Result<(), Unrelayable> {
+        let known_task = self.check_tasks(principal, upstream, fact)?;
+        self.learn_checked(principal, upstream, fact, known_task)
+    }
+
+    /// The tasks an answer names, checked before anything is touched: a known task must be
+    /// the caller's and stay in its context (when the answer names one), an evicted one must
+    /// have been the caller's. `Ok(true)`: the fact's task is known (and the caller's).
+    pub fn check_tasks(
+        &mut self,
+        principal: &str,
+        upstream: UpstreamId,
+        fact: &Fact<'_>,
+    ) -> Result<bool, Unrelayable> {
+        let known_task = match fact.task {
             None => false,
-            Some(e) if &*e.owner == principal && Some(&*e.context) == fact.context => true,
-            Some(_) => return Err(self.foreign(upstream, "task")),
+            Some(t) => match self.tasks.get(t) {
+                Some(e)
+                    if *e.owner == *principal
+                        && fact.context.map_or(true, |c| *e.context == *c) =>
+                {
+                    true
+                }
+                Some(_) => return Err(self.foreign(upstream, "task")),
+                None if !self.forgotten.permits(Kind::Task, t, principal) => {
+                    return Err(self.foreign(upstream, "task"))
+                }
+                None => false,
+            },
         };
+        if let Some(t) = fact.referenced_task {
+            match self.tasks.get(t) {
+                Some(e) if *e.owner == *principal => {}
+                Some(_) => return Err(self.foreign(upstream, "task")),
+                None if !self.forgotten.permits(Kind::Task, t, principal) => {
+                    return Err(self.foreign(upstream, "task"))
+                }
+                None => {}
+            }
+        }
+        Ok(known_task)
+    }
+
+    /// [`State::learn`] after [`State::check_tasks`] (`known_task`: what it returned).
+    pub fn learn_checked(
+        &mut self,
+        principal: &str,
+        upstream: UpstreamId,
+        fact: &Fact<'_>,
+        known_task: bool,
+    ) -> Result<(), Unrelayable> {
         let context: Option<Id> = match fact.context {
             None => None,
             Some(c) => match self.contexts.get_mut(c) {
@@ -476,7 +543,7 @@ impl State {
                     self.contexts.get_key_value(c).map(|(k, _)| k.clone())
                 }
                 // Evicted from someone else: theirs still, as far as this caller goes.
-                None if !self.forgotten.permits(c, principal) => {
+                None if !self.forgotten.permits(Kind::Context, c, principal) => {
                     return Err(self.foreign(upstream, "context"))
                 }
                 None => {
@@ -490,10 +557,10 @@ impl State {
                 }
             },
         };
-        if let (Some(t), Some(ctx)) = (fact.task, &context) {
-            if known_task {
-                self.update_task(t, fact.state, fact.timestamp);
-            } else {
+        match (fact.task, &context) {
+            (Some(t), _) if known_task => self.update_task(t, fact.state, fact.timestamp),
+            // A new task is recorded with its context; without one it is nobody's yet.
+            (Some(t), Some(ctx)) => {
                 let state = fact.state.unwrap_or("");
                 let ts = fact.timestamp.unwrap_or(0);
                 match self.insert_task(t, principal, upstream, ctx.clone(), state, ts) {
@@ -501,21 +568,18 @@ impl State {
                     None => self.counters.refused_full += 1,
                 }
             }
+            _ => {}
         }
         if let Some(t) = fact.referenced_task {
-            match self.tasks.get(t) {
-                Some(e) if &*e.owner == principal => self.touch_task(t),
-                Some(_) => return Err(self.foreign(upstream, "task")),
-                None => {}
-            }
+            self.touch_task(t);
         }
         Ok(())
     }
 
-    fn foreign(&mut self, upstream: UpstreamId, kind: &'static str) -> Foreign {
+    fn foreign(&mut self, upstream: UpstreamId, kind: &'static str) -> Unrelayable {
         self.counters.foreign_ignored += 1;
         tracing::warn!(event = "registry_foreign_id", upstream, kind);
-        Foreign
+        Unrelayable::Foreign
     }
 
     #[cfg(test)]

@@ -381,6 +381,181 @@ fn a_reserved_context_keeps_its_first_agent() {
     assert_eq!(turn.upstream(), Some(4));
 }
 
+/// Results that name a task in a shape the registry cannot check, or another caller's task
+/// without saying its context: refused (nothing learned, the answer not relayed), also after
+/// the task was evicted.
+#[test]
+fn answers_that_cannot_be_checked_or_name_anothers_task_are_refused() {
+    let alices = || task("ta", "ca", "TASK_STATE_COMPLETED", Some(1));
+    let history = json!([{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "secret"}]}]);
+    // (name, result, why)
+    let rows: Vec<(&str, Value, Unrelayable)> = vec![
+        (
+            "Task without an id",
+            json!({"task": {"contextId": "cb"}}),
+            Unrelayable::Malformed,
+        ),
+        (
+            "Task with an empty id",
+            task("", "cb", "TASK_STATE_WORKING", None),
+            Unrelayable::Malformed,
+        ),
+        (
+            "Task with a numeric id",
+            json!({"task": {"id": 7, "contextId": "cb"}}),
+            Unrelayable::Malformed,
+        ),
+        ("null task", json!({"task": null}), Unrelayable::Malformed),
+        (
+            "task as text",
+            json!({"task": "ta"}),
+            Unrelayable::Malformed,
+        ),
+        (
+            "update without a taskId",
+            json!({"statusUpdate": {"contextId": "cb"}}),
+            Unrelayable::Malformed,
+        ),
+        (
+            "null update beside a message",
+            json!({"statusUpdate": {"taskId": "ta", "contextId": "ca"}, "task": null}),
+            Unrelayable::Malformed,
+        ),
+        (
+            "two entities",
+            json!({"task": {"id": "tb", "contextId": "cb"},
+                   "artifactUpdate": {"taskId": "ta", "contextId": "ca"}}),
+            Unrelayable::Malformed,
+        ),
+        (
+            "bare Task without an id",
+            json!({"id": null, "status": {}}),
+            Unrelayable::Malformed,
+        ),
+        (
+            "Alice's task without its context",
+            json!({"id": "ta", "status": {"state": "TASK_STATE_WORKING"}, "history": history}),
+            Unrelayable::Foreign,
+        ),
+        (
+            "Alice's task, bare id only",
+            json!({"id": "ta"}),
+            Unrelayable::Foreign,
+        ),
+        (
+            "update of Alice's task without its context",
+            json!({"artifactUpdate": {"taskId": "ta", "artifact": {"parts": []}}}),
+            Unrelayable::Foreign,
+        ),
+        (
+            "push config of Alice's task",
+            json!({"id": "cfg", "taskId": "ta", "url": "https://hooks.example/a"}),
+            Unrelayable::Foreign,
+        ),
+    ];
+    for evict in [false, true] {
+        for (name, result, why) in &rows {
+            let reg = TaskRegistry::new(2);
+            reg.observe(A, 0, &alices()).unwrap();
+            reg.observe(B, 0, &task("tb", "cb", "TASK_STATE_COMPLETED", Some(2)))
+                .unwrap();
+            if evict {
+                // Two more of Alice's tasks in her context push `ta` out.
+                for (i, t) in ["ta2", "ta3"].iter().enumerate() {
+                    reg.observe(
+                        A,
+                        0,
+                        &task(t, "ca", "TASK_STATE_COMPLETED", Some(3 + i as u64)),
+                    )
+                    .unwrap();
+                }
+                assert_eq!(
+                    reg.authorize_task(A, "ta"),
+                    Err(Denial::NotFound),
+                    "evicted"
+                );
+            }
+            let before = reg.stats();
+            assert_eq!(
+                reg.observe(B, 0, result),
+                Err(*why),
+                "{name} (evicted: {evict})"
+            );
+            let mut turn = reg.begin_turn(B, None, None, None).expect("turn");
+            assert_eq!(
+                turn.observe(0, result),
+                Err(*why),
+                "{name} in a turn (evicted: {evict})"
+            );
+            drop(turn);
+            let after = reg.stats();
+            assert_eq!(
+                (after.tasks, after.contexts),
+                (before.tasks, before.contexts),
+                "{name}: nothing learned"
+            );
+            assert_eq!(reg.authorize_task(B, "ta"), Err(Denial::NotFound), "{name}");
+            reg.check_invariants();
+        }
+    }
+}
+
+/// An evicted task stays its owner's: an agent naming it in another caller's answer, in a
+/// context of theirs or a new one, is refused; its owner may see it learned again.
+#[test]
+fn an_evicted_task_is_not_handed_to_another_caller() {
+    let reg = TaskRegistry::new(2);
+    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)))
+        .unwrap();
+    for i in 0..2 {
+        let t = format!("ta{i}");
+        reg.observe(A, 0, &task(&t, "ca", "TASK_STATE_COMPLETED", Some(2 + i)))
+            .unwrap();
+    }
+    reg.observe(B, 0, &task("tb", "cb", "TASK_STATE_COMPLETED", Some(9)))
+        .unwrap();
+    assert_eq!(
+        reg.authorize_task(A, "ta"),
+        Err(Denial::NotFound),
+        "evicted"
+    );
+    assert_eq!(reg.stats().forgotten_tasks, 2);
+    for (name, result) in [
+        (
+            "in Bob's context",
+            task("ta", "cb", "TASK_STATE_WORKING", Some(10)),
+        ),
+        (
+            "in a new context",
+            task("ta", "cnew", "TASK_STATE_WORKING", Some(10)),
+        ),
+        (
+            "as an update",
+            status_update("ta", "cb", "TASK_STATE_WORKING", Some(10)),
+        ),
+        ("named by a message", message("cb", Some("ta"))),
+    ] {
+        assert_eq!(
+            reg.observe(B, 0, &result),
+            Err(Unrelayable::Foreign),
+            "{name}"
+        );
+        let mut turn = reg.begin_turn(B, None, None, None).expect("turn");
+        assert_eq!(
+            turn.observe(0, &result),
+            Err(Unrelayable::Foreign),
+            "{name}: turn"
+        );
+        drop(turn);
+        assert_eq!(reg.authorize_task(B, "ta"), Err(Denial::NotFound), "{name}");
+    }
+    // Its owner's agent names it again: learned for her, and no longer remembered as evicted.
+    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_WORKING", Some(11)))
+        .unwrap();
+    assert_eq!(reg.authorize_task(A, "ta"), Ok(0));
+    reg.check_invariants();
+}
+
 /// Each result shape: what it teaches (task recorded?, context recorded?).
 #[test]
 fn observe_reads_every_result_shape() {
@@ -450,14 +625,6 @@ fn observe_reads_every_result_shape() {
         (
             "no context",
             json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}),
-            false,
-            false,
-            "",
-            0,
-        ),
-        (
-            "empty ids",
-            task("", "", "TASK_STATE_WORKING", None),
             false,
             false,
             "",

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::facts::Fact;
+use super::forgotten::Kind;
 use super::ids::Id;
-use super::state::{Foreign, Running, State, Workspace};
+use super::state::{Running, State, Unrelayable, Workspace};
 use super::{Shared, UpstreamId};
 
 /// A turn in flight: keeps its context busy until finished or dropped (client gone, error).
@@ -48,8 +49,8 @@ impl Turn {
     /// like [`TaskRegistry::observe`](super::TaskRegistry::observe); in addition, a context the agent creates for this turn
     /// is bound to the turn's workspace and kept busy until the turn ends.
     /// `Err` when the answer names another caller's task or context (it must not be relayed).
-    pub fn observe(&mut self, upstream: UpstreamId, result: &Value) -> Result<(), Foreign> {
-        match Fact::read(result) {
+    pub fn observe(&mut self, upstream: UpstreamId, result: &Value) -> Result<(), Unrelayable> {
+        match Fact::read(result)? {
             Some(fact) => self.observe_fact(upstream, &fact),
             None => Ok(()),
         }
@@ -60,21 +61,23 @@ impl Turn {
         &mut self,
         upstream: UpstreamId,
         news: &crate::state::shared::News,
-    ) -> Result<(), Foreign> {
+    ) -> Result<(), Unrelayable> {
         self.observe_fact(upstream, &Fact::from_news(news))
     }
 
-    fn observe_fact(&mut self, upstream: UpstreamId, fact: &Fact<'_>) -> Result<(), Foreign> {
+    fn observe_fact(&mut self, upstream: UpstreamId, fact: &Fact<'_>) -> Result<(), Unrelayable> {
         let fact = *fact;
         let shared = self.shared.clone();
         let mut st = shared.lock();
+        // The tasks first: an answer refused for them adopts no context either.
+        let known_task = st.check_tasks(&self.principal, upstream, &fact)?;
         self.upstream.get_or_insert(upstream);
         if self.context.is_none() {
             if let Some(c) = fact.context {
                 self.adopt_context(&mut st, upstream, c);
             }
         }
-        st.learn(&self.principal, upstream, &fact)?;
+        st.learn_checked(&self.principal, upstream, &fact, known_task)?;
         // This turn's answer names its task, even one known before (a new task is learned in
         // `learn` already); someone else's task or one from another context is not.
         if let (Some(t), Some(c)) = (fact.task, &self.context) {
@@ -95,7 +98,7 @@ impl Turn {
         match st.contexts.get_key_value(c) {
             // Evicted from someone else: still theirs (as in `learn`, which then refuses the
             // answer); never adopted for this caller's new conversation.
-            None if !st.forgotten.permits(c, &self.principal) => {}
+            None if !st.forgotten.permits(Kind::Context, c, &self.principal) => {}
             None => {
                 let running = Running {
                     turns: 1,
