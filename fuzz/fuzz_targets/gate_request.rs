@@ -3,9 +3,10 @@
 //! path, the caller (`alice`, `bob`, none, a wrong token, two headers), the content type, the
 //! A2A version, the declared length, HTTP/1.1 or HTTP/2 and the client address; the rest is
 //! the body) to a gate built for this input, whose agent is in the process and records what
-//! reaches it. The agent's answers are fixed: for SendMessage task `task-N` in context `ctx-N`,
-//! N the first character of the message's text when it is 0-3 (else 1), so that callers' new
-//! conversations land in contexts the agent names for others; for GetTask and CancelTask
+//! reaches it. The agent's answers are fixed: for SendMessage task `task-N` in context `ctx-M`,
+//! N the first character of the message's text when it is 0-3 (else 1), M the second when it
+//! is 0-3 (else N; `-`: no `contextId` at all), so that callers' new conversations land in
+//! tasks and contexts the agent names for others; for GetTask and CancelTask
 //! `task-1` whatever task they name (the edge, which knows who owns what, must keep it from
 //! everyone else: ListTasks reads its tasks through GetTask too); TaskNotFoundError for
 //! everything else. The registry holds two tasks and two contexts, so an input evicts.
@@ -19,7 +20,7 @@
 //! a `task-N` and only for the caller it was shown to; and each `task-N` and `ctx-N` is only
 //! ever shown to the caller it was first shown to (the agent answers every caller with
 //! task-1, and names a context for whoever's text asks: the edge must refuse them to the
-//! others), evicted or not (the registry remembers who owned an evicted context).
+//! others), evicted or not (the registry remembers who owned an evicted task or context).
 #![no_main]
 
 use std::pin::Pin;
@@ -87,23 +88,34 @@ impl LocalAgent for Agent {
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         self.seen.lock().unwrap().push(body);
         let id = request.get("id").cloned().unwrap_or(Value::Null);
-        let task = |n: char| {
-            json!({
-            "id": format!("task-{n}"), "contextId": format!("ctx-{n}"),
+        let task = |n: char, context: Option<char>| {
+            let mut t = json!({
+            "id": format!("task-{n}"),
             "status": {"state": "TASK_STATE_INPUT_REQUIRED",
-                       "timestamp": "2026-12-05T00:00:00Z"}})
+                       "timestamp": "2026-12-05T00:00:00Z"}});
+            if let Some(c) = context {
+                t["contextId"] = json!(format!("ctx-{c}"));
+            }
+            t
         };
         // A careless (or hostile) agent: task-1 to whoever asks for any task, and the
-        // context the message's text names to whoever sends one.
-        let n = request["params"]["message"]["parts"][0]["text"]
+        // task and context the message's text names to whoever sends one.
+        let text = request["params"]["message"]["parts"][0]["text"]
             .as_str()
-            .and_then(|t| t.chars().next())
-            .filter(|c| ('0'..='3').contains(c))
-            .unwrap_or('1');
+            .unwrap_or("");
+        let mut chars = text.chars();
+        let digit = |c: Option<char>| c.filter(|c| ('0'..='3').contains(c));
+        let n = digit(chars.next()).unwrap_or('1');
+        let context = match chars.next() {
+            Some('-') => None,
+            c => Some(digit(c).unwrap_or(n)),
+        };
         let answer = match request["method"].as_str() {
-            Some("SendMessage") => json!({"jsonrpc": "2.0", "id": id, "result": {"task": task(n)}}),
+            Some("SendMessage") => {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"task": task(n, context)}})
+            }
             Some("GetTask" | "CancelTask") => {
-                json!({"jsonrpc": "2.0", "id": id, "result": task('1')})
+                json!({"jsonrpc": "2.0", "id": id, "result": task('1', Some('1'))})
             }
             _ => json!({"jsonrpc": "2.0", "id": id,
                         "error": {"code": -32001, "message": "Task not found"}}),
