@@ -153,6 +153,7 @@ impl Ctx<'_> {
                 failures_burst: burst,
             },
         };
+        self.one_tenant_per_principal(&policy)?;
         if !policy.any_scheme() && !policy.allow_anonymous {
             return self.err(
                 "auth",
@@ -161,6 +162,54 @@ impl Ctx<'_> {
             );
         }
         Ok(policy)
+    }
+
+    /// A name is one principal whichever static credential proves it (one owner of tasks and
+    /// contexts, one rate budget, one name in `authz.rules.principals`): the same name under
+    /// two schemes (a bearer token and an API key of one robot) must then be in one tenant, or
+    /// each tenant's caller would see the other's tasks.
+    fn one_tenant_per_principal(&self, policy: &AuthPolicy) -> Result<(), PolicyError> {
+        let tenant = |a: Option<&Attributes>| a.and_then(|a| a.tenant.clone());
+        let bearer = policy.bearer.iter().enumerate().map(|(i, b)| {
+            let key = format!("auth.bearer[{i}].principal");
+            (key, &b.principal, tenant(Some(&b.attributes)))
+        });
+        let basic = policy.basic.iter().enumerate().map(|(i, b)| {
+            let key = format!("auth.basic[{i}].username");
+            (key, &b.username, tenant(Some(&b.attributes)))
+        });
+        let api = policy.api_key.iter().flat_map(|k| {
+            k.keys.iter().enumerate().map(|(i, (name, _))| {
+                let key = format!("auth.api_key.keys[{i}].principal");
+                (key, name, tenant(k.attributes.get(name)))
+            })
+        });
+        let mut seen: std::collections::HashMap<&str, (String, Option<String>)> =
+            std::collections::HashMap::new();
+        for (key, name, tenant) in bearer.chain(basic).chain(api) {
+            match seen.get(name.as_str()) {
+                Some((other, t)) if *t != tenant => {
+                    let show = |t: &Option<String>| match t {
+                        Some(t) => format!("tenant \"{t}\""),
+                        None => "no tenant".to_string(),
+                    };
+                    return self.err(
+                        &key,
+                        None,
+                        format!(
+                            "principal \"{name}\" has {} here and {} at {other}: one name is one principal (one owner of tasks) whichever credential proves it, so give it one tenant or another name",
+                            show(&tenant),
+                            show(t)
+                        ),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(name, (key, tenant));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn bearer(

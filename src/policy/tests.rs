@@ -471,6 +471,62 @@ fn static_principals_may_not_take_names_of_other_schemes() {
     }
 }
 
+/// One name under two static schemes is one principal (one owner of tasks): it may carry
+/// one tenant only, or two tenants' callers would share its tasks.
+#[test]
+fn a_principal_named_under_two_schemes_has_one_tenant() {
+    let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let tenant = |t: Option<&str>| t.map(|t| format!("tenant = \"{t}\"\n")).unwrap_or_default();
+    let bearer = |name: &str, t: Option<&str>| {
+        format!(
+            "[[auth.bearer]]\nprincipal = \"{name}\"\ntoken_sha256 = \"{digest}\"\n{}",
+            tenant(t)
+        )
+    };
+    let api = |name: &str, t: Option<&str>| {
+        format!("[auth.api_key]\n[[auth.api_key.keys]]\nprincipal = \"{name}\"\nkey_sha256 = \"{digest}\"\n{}", tenant(t))
+    };
+    let basic = |name: &str, t: Option<&str>| {
+        format!(
+            "[[auth.basic]]\nusername = \"{name}\"\npassword_env = \"HOME\"\n{}",
+            tenant(t)
+        )
+    };
+    // (extra entries after GOOD's bearer `ci-bot` with no tenant, the key refused or "")
+    let rows: Vec<(String, &str)> = vec![
+        (
+            bearer("ci", Some("a")) + &api("ci", Some("b")),
+            "auth.api_key.keys[0].principal",
+        ),
+        (
+            bearer("ci", Some("a")) + &api("ci", None),
+            "auth.api_key.keys[0].principal",
+        ),
+        (api("ci-bot", Some("a")), "auth.api_key.keys[0].principal"),
+        (basic("ci-bot", Some("a")), "auth.basic[0].username"),
+        (
+            bearer("ci", Some("a")) + &basic("ci", Some("A")),
+            "auth.basic[0].username",
+        ),
+        (
+            bearer("ci", Some("a")) + &basic("ci", Some("a")) + &api("ci", Some("a")),
+            "",
+        ),
+        (api("ci-bot", None) + &basic("ci-bot", None), ""),
+        (bearer("ci", Some("a")) + &api("ci2", Some("b")), ""),
+    ];
+    for (extra, key) in rows {
+        let text = format!("{GOOD}{extra}");
+        match load(&text) {
+            Ok(_) => assert_eq!(key, "", "accepted {extra}"),
+            Err(e) => {
+                assert_eq!(e.key, key, "{extra}: {e}");
+                assert!(e.message.contains("one principal"), "{e}");
+            }
+        }
+    }
+}
+
 #[test]
 fn require_workspace_defaults_to_whether_rules_manage_workspaces() {
     let dir = crate::validate::workspace::testdir::TestDir::new("policy-reqws");
