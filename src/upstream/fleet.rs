@@ -87,7 +87,7 @@ impl Agent {
 
     /// One active health check.
     pub async fn check(&self) {
-        match self.upstream.get("/health").await {
+        match self.upstream.get("/health", Duration::MAX).await {
             Ok(resp) if resp.status() == StatusCode::OK => self.succeeded(),
             _ => self.failed("health_check"),
         }
