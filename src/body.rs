@@ -1,5 +1,6 @@
 //! HTTP body types shared by the server, the forwarder and the engine.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -92,6 +93,74 @@ impl Body for ChannelBody {
     }
 }
 
+/// The error of a [`Deadline`] body whose end did not come in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedOut;
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the body did not end in time")
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// A body that must end by an instant: past it, waiting for more is an error ([`TimedOut`])
+/// whoever reads it. An agent's answer that is not a stream is bounded so, head and body
+/// together, by the agent's response timeout: a body that stalls after its head cannot hold
+/// the caller, its slot, or a card refresh forever. The timer is made only when the body
+/// has to wait (an answer whose body is in hand costs nothing).
+pub struct Deadline {
+    inner: BoxBody,
+    at: tokio::time::Instant,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Deadline {
+    pub fn new(inner: BoxBody, at: tokio::time::Instant) -> Self {
+        Self {
+            inner,
+            at,
+            timer: None,
+        }
+    }
+
+    pub fn boxed(self) -> BoxBody {
+        UnsyncBoxBody::new(self)
+    }
+}
+
+impl Body for Deadline {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        let at = this.at;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(TimedOut)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Why a body could not be collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CollectError {
@@ -99,6 +168,8 @@ pub enum CollectError {
     TooLarge,
     /// The stream failed.
     Read,
+    /// It did not end by its deadline ([`Deadline`]).
+    TimedOut,
 }
 
 /// Reads a whole body, refusing it as soon as it grows beyond `cap` bytes. A body that
@@ -106,11 +177,15 @@ pub enum CollectError {
 pub async fn collect_limited<B>(mut body: B, cap: usize) -> Result<Bytes, CollectError>
 where
     B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BodyError>,
 {
     let mut first: Option<Bytes> = None;
     let mut buf = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| CollectError::Read)?;
+        let frame = frame.map_err(|e| match e.into().is::<TimedOut>() {
+            true => CollectError::TimedOut,
+            false => CollectError::Read,
+        })?;
         if let Ok(data) = frame.into_data() {
             let held = first.as_ref().map_or(0, Bytes::len) + buf.len();
             if held + data.len() > cap {

@@ -328,12 +328,21 @@ async fn serve(opts: Opts) -> Result<(), String> {
         tokio::select! {
             r = &mut stop => { r?; break; }
             _ = hangup.recv() => {
-                let result = match Policy::load(&path, LoadMode::Serve) {
-                    Ok(p) => running.reload(p).await.map_err(|e| e.to_string()),
-                    Err(e) => {
-                        running.metrics().reload(false);
-                        Err(e.to_string())
+                let reload = async {
+                    match Policy::load(&path, LoadMode::Serve) {
+                        Ok(p) => running.reload(p).await.map_err(|e| e.to_string()),
+                        Err(e) => {
+                            running.metrics().reload(false);
+                            Err(e.to_string())
+                        }
                     }
+                };
+                // A reload waits for the agents' cards (each fetch bounded): a SIGTERM or
+                // Ctrl-C meanwhile drains at once, the reload given up (the running policy
+                // stays until then: it is swapped only at the reload's end).
+                let result = tokio::select! {
+                    r = &mut stop => { r?; break; }
+                    result = reload => result,
                 };
                 match result {
                     Ok(ignored) => {

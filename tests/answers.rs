@@ -457,5 +457,75 @@ async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
             v["error"]["data"][0]["reason"], "upstream.bad_response",
             "{raw}: {v}"
         );
+
+/// An honest agent that pretty-prints its JSON over several `data:` lines (a blank one too,
+/// and CRLF or CR line ends): the caller gets every event whole, each line of it a field, its
+/// data the agent's JSON. The edge changes nothing in these answers, so it relays their
+/// bytes as they came (the fast pass), line breaks included, inside its own `data:` line.
+#[tokio::test]
+async fn a_pretty_printed_stream_reaches_the_caller_whole() {
+    const RAW: &str = concat!(
+        "data: {\"jsonrpc\": \"2.0\",\n",
+        "data:  \"id\": {id},\n",
+        "data:  \"result\": {\"task\": {\n",
+        "data:   \"id\": \"t-pretty\", \"contextId\": \"c-pretty\",\n",
+        "data:\n",
+        "data:   \"status\": {\"state\": \"TASK_STATE_WORKING\"}}}}\n",
+        "\n",
+        "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t-pretty\",\r\n",
+        "data: \"contextId\":\"c-pretty\",\"status\":{\"state\":\"TASK_STATE_INPUT_REQUIRED\"}}}}\r\n\r\n",
+        "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\r",
+        "data: \"result\":{\"statusUpdate\":{\"taskId\":\"t-pretty\",\"contextId\":\"c-pretty\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"}}}}\r\r",
+    );
+    use http_body_util::BodyExt;
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
+        let bytes = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+            .await
+            .expect("the stream ended")
+            .unwrap()
+            .to_bytes();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        // Every line is a field or a comment; the events are split by the edge's CRLF CRLF.
+        let events: Vec<&str> = text.split("\r\n\r\n").filter(|e| !e.is_empty()).collect();
+        for event in &events {
+            for line in event.split("\r\n") {
+                assert!(
+                    ["data: ", "event: ", ":"]
+                        .iter()
+                        .any(|f| line.starts_with(f))
+                        && !line.contains(['\r', '\n']),
+                    "{proto:?}: a line that is no field: {line:?} in {text:?}"
+                );
+            }
+        }
+        let mut decoder = a2a_edge::a2a::sse::SseDecoder::new(1 << 20);
+        let decoded = decoder.push(&bytes).unwrap();
+        assert_eq!(decoder.pending(), 0, "{proto:?}: {text:?}");
+        let answers: Vec<Value> = decoded
+            .iter()
+            .filter_map(|ev| ev.data.as_deref())
+            .map(|d| {
+                serde_json::from_str(d)
+                    .unwrap_or_else(|e| panic!("{proto:?}: {e}: {d:?} in {text:?}"))
+            })
+            .collect();
+        assert_eq!(answers.len(), 3, "{proto:?}: {text:?}");
+        assert!(decoded.iter().all(|ev| ev.event.is_none()), "{text:?}");
+        assert_eq!(answers[0]["id"], "s1");
+        assert_eq!(answers[0]["result"]["task"]["id"], "t-pretty");
+        assert_eq!(
+            answers[0]["result"]["task"]["status"]["state"],
+            "TASK_STATE_WORKING"
+        );
+        for (answer, state) in answers[1..]
+            .iter()
+            .zip(["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED"])
+        {
+            assert_eq!(answer["id"], "s1");
+            assert_eq!(answer["result"]["statusUpdate"]["status"]["state"], state);
+        }
     }
 }

@@ -683,3 +683,66 @@ fn the_test_policies_are_built_table_by_table() {
     )
     .unwrap_or_else(|e| panic!("{e}\n{text}"));
 }
+
+/// SIGTERM while a SIGHUP reload waits for an agent's card (its body stalls; the fetch may
+/// take 10 s): the process drains and exits at once instead of after the reload.
+#[tokio::test]
+async fn sigterm_during_a_reload_drains_at_once() {
+    let dir = TempDir::new("cli-reload-term");
+    let good = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, RawAnswer::Whole).await;
+    let stalled = RawAgent::start(RawAnswer::StalledBody, RawAnswer::Whole, RawAnswer::Whole).await;
+    let policy = |url: &str| {
+        format!(
+            r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+[tls]
+dev = true
+dev_dir = "{d}/certs/dev"
+[[upstreams]]
+name = "agent"
+url = "{url}"
+response_timeout_ms = 60000
+[auth]
+[[auth.bearer]]
+principal = "dev"
+token_file = "{d}/certs/dev/bearer-token"
+generate_if_missing = true
+"#,
+            d = dir.path().display()
+        )
+    };
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, policy(&good.url)).unwrap();
+    let (mut child, _) = spawn_serve(dir.path(), &file, Stdio::null()).await;
+    std::fs::write(&file, policy(&stalled.url)).unwrap();
+    let ok = Command::new("kill")
+        .args(["-HUP", &child.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    // The reload is under way once it asks the new agent for its card.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stalled.count("/.well-known/agent-card.json") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the reload never fetched the card"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sigterm(&child.0);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "SIGTERM waited for the reload"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0));
+}

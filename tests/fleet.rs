@@ -460,3 +460,59 @@ async fn a_reload_checks_the_agents_at_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Two agents, one of which never answers its health path (its response timeout a minute):
+/// each check is bounded by the health interval, so the silent agent's check fails (and
+/// ejects it) at that time, and the other agent goes on being checked at its interval
+/// instead of waiting a minute for the silent one's check.
+#[tokio::test]
+async fn a_silent_agent_does_not_hold_up_the_others_health_checks() {
+    use common::{RawAgent, RawAnswer};
+    let live = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, RawAnswer::Whole).await;
+    let silent = RawAgent::start(RawAnswer::Whole, RawAnswer::Silent, RawAnswer::Whole).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: live.url.clone(),
+        extra_upstream: format!(
+            "health_interval_ms = 200\nresponse_timeout_ms = 60000\n\n[[upstreams]]\nname = \"agent-silent\"\nurl = \"{}\"\nhealth_interval_ms = 200\nresponse_timeout_ms = 60000\nunhealthy_threshold = 1\n",
+            silent.url
+        ),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let admin = proxy.running.as_ref().unwrap().admin_addr.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !metrics(admin)
+        .await
+        .contains("a2a_edge_upstream_healthy{upstream=\"agent-silent\"} 0\n")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "agent-silent never ejected: its check waited for the response timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Rounds of at most 200 ms: the live agent is checked again and again meanwhile.
+    let checked = live.count("/health");
+    while live.count("/health") < checked + 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the live agent's checks waited for the silent one ({} so far)",
+            live.count("/health")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let text = metrics(admin).await;
+    assert!(
+        text.contains("a2a_edge_upstream_healthy{upstream=\"agent-1\"} 1\n"),
+        "{text}"
+    );
+    // New contexts go to the live agent only.
+    let mut c = proxy.client(Proto::H1).await;
+    let before = silent.count("/");
+    for _ in 0..3 {
+        let v = c.rpc("SendMessage", message("hi", json!({}))).await;
+        assert_eq!(v["result"]["message"]["parts"][0]["text"], "ok", "{v}");
+    }
+    assert_eq!(silent.count("/"), before);
+}

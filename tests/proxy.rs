@@ -769,3 +769,75 @@ async fn the_edge_chooses_the_cipher_suite_by_its_own_order() {
         );
     }
 }
+
+/// An agent whose JSON-RPC answer stalls after its head (`Content-Length: 100`, then `{`
+/// and silence): the caller gets `upstream.timeout` within about the agent's
+/// `response_timeout_ms` (head and body together), and the request's in-flight slot is
+/// given back (with one slot per principal, the next request is not refused with 429).
+#[tokio::test]
+async fn an_answer_whose_body_stalls_times_out_and_frees_its_slot() {
+    use std::time::{Duration, Instant};
+    let agent = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, RawAnswer::StalledBody).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: agent.url.clone(),
+        extra_upstream: "response_timeout_ms = 500\n".into(),
+        extra_policy: "[limits]\nmax_in_flight_per_principal = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        for attempt in 0..2 {
+            let started = Instant::now();
+            let (status, _, body) = tokio::time::timeout(
+                Duration::from_secs(10),
+                c.rpc_raw("SendMessage", message("are you there?")),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{proto:?} #{attempt}: the stalled answer held the caller"));
+            let took = started.elapsed();
+            assert_eq!(status, StatusCode::OK, "{proto:?} #{attempt}");
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["error"]["code"], -32603, "{proto:?} #{attempt}: {v}");
+            assert_eq!(
+                v["error"]["data"][0]["reason"], "upstream.timeout",
+                "{proto:?} #{attempt}: {v}"
+            );
+            assert!(
+                took < Duration::from_secs(5),
+                "{proto:?} #{attempt}: {took:?}"
+            );
+        }
+    }
+    assert_eq!(agent.count("/"), 4, "{:?}", agent.seen.lock().unwrap());
+}
+
+/// An agent whose card body stalls after its head: the proxy still starts (the fetch is
+/// bounded by the response timeout and fails like any failed fetch: no card yet, 503), serves
+/// JSON-RPC, and a reload does not hang either.
+#[tokio::test]
+async fn a_card_whose_body_stalls_does_not_hold_start_or_reload() {
+    use std::time::Duration;
+    let agent = RawAgent::start(RawAnswer::StalledBody, RawAnswer::Whole, RawAnswer::Whole).await;
+    let o = ProxyOpts {
+        upstream_url: agent.url.clone(),
+        extra_upstream: "response_timeout_ms = 500\n".into(),
+        ..Default::default()
+    };
+    let dir = TempDir::new("stalled-card");
+    let text = policy_text(dir.path(), &o);
+    let proxy = tokio::time::timeout(Duration::from_secs(10), Proxy::start_text(dir, &text))
+        .await
+        .expect("start-up waited for a card whose body stalls");
+    assert!(agent.count("/.well-known/agent-card.json") >= 1);
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, _) = c
+        .request("GET", "/.well-known/agent-card.json", &[], "")
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let v = c.rpc("SendMessage", message("hi")).await;
+    assert_eq!(v["result"]["message"]["parts"][0]["text"], "ok", "{v}");
+    tokio::time::timeout(Duration::from_secs(10), proxy.reload(&text))
+        .await
+        .expect("a reload waited for a card whose body stalls");
+}

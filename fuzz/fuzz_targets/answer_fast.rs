@@ -4,12 +4,14 @@
 //! response. Properties: never panics; linear time (a per-byte budget); when the scan takes
 //! a response, the full pass (parse, shape with the caller's id, `clean_response`) accepts it
 //! too and gives the same JSON as the relayed bytes, the registry reads the same facts from
-//! the projection as from the whole result, and no `contextId` the caller's view could
-//! rewrite (an alias) is in it.
+//! the projection as from the whole result, no `contextId` the caller's view could rewrite
+//! (an alias) is in it, and the relayed bytes framed as an SSE event decode to one event of
+//! the same JSON.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
+use a2a_edge::a2a::sse::{data_event, SseDecoder};
 use a2a_edge::state::registry::{facts_of, is_context_alias};
 use a2a_edge::upstream::answer::{respond, scan, Cleaning};
 use a2a_edge::upstream::clean::clean_response;
@@ -70,6 +72,15 @@ fuzz_target!(|data: &[u8]| {
     clean_response(&mut full, &policy, redact_paths);
     let relayed: Value = serde_json::from_slice(&respond(fast.result, &id)).expect("relayed JSON");
     assert_eq!(relayed, full, "the full pass would have changed the answer");
+    // Relayed in a stream: one event of one data line, the same JSON (line breaks the
+    // agent put between tokens must not end the line or the event).
+    let frame = data_event(&respond(fast.result, &id));
+    let mut decoder = SseDecoder::new(usize::MAX);
+    let events = decoder.push(&frame).expect("the edge's own frame decodes");
+    assert_eq!((events.len(), decoder.pending()), (1, 0), "one event");
+    let streamed: Value =
+        serde_json::from_str(events[0].data.as_deref().unwrap_or("")).expect("streamed JSON");
+    assert_eq!(streamed, full, "the streamed event differs");
     assert_eq!(
         facts_of(&fast.projection),
         facts_of(&full["result"]),

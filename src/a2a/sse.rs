@@ -1,16 +1,20 @@
 //! Server-sent events (WHATWG HTML §9.2) as A2A uses them: one `data:` line per JSON-RPC
 //! response, `event: error` for an error after the stream started, `:` comments as keep-alive.
+//! A `data:` line the edge writes holds no CR or LF: an agent's JSON may come pretty-printed
+//! over several `data:` lines (and is relayed as it came when the edge changes nothing in it),
+//! and a line break written inside one line would end the line, or with a blank line the
+//! event, in the caller's decoder.
 //!
 //! The decoder splits a byte stream into whole events so the proxy can relay (and later
 //! inspect) one event at a time, never a whole stream.
 
 use bytes::{Bytes, BytesMut};
 
-/// An SSE event carrying one JSON-RPC response.
+/// An SSE event carrying one JSON-RPC response (its line breaks made spaces: [`one_line`]).
 pub fn data_event(json: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(json.len() + 10);
     b.extend_from_slice(b"data: ");
-    b.extend_from_slice(json);
+    one_line(&mut b, json);
     b.extend_from_slice(b"\r\n\r\n");
     b.freeze()
 }
@@ -19,9 +23,22 @@ pub fn data_event(json: &[u8]) -> Bytes {
 pub fn error_event(json: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(json.len() + 24);
     b.extend_from_slice(b"event: error\r\ndata: ");
-    b.extend_from_slice(json);
+    one_line(&mut b, json);
     b.extend_from_slice(b"\r\n\r\n");
     b.freeze()
+}
+
+/// Appends `json` with every CR and LF made a space, so that it stays one `data:` line. In
+/// valid JSON a raw CR or LF can only be whitespace between tokens (inside a string it is
+/// escaped), so the value is the same.
+fn one_line(b: &mut BytesMut, json: &[u8]) {
+    let start = b.len();
+    b.extend_from_slice(json);
+    for byte in &mut b[start..] {
+        if matches!(*byte, b'\r' | b'\n') {
+            *byte = b' ';
+        }
+    }
 }
 
 /// A comment line (keep-alive). Line breaks in `text` are dropped.
@@ -256,6 +273,24 @@ mod tests {
         let ev = decode_all(&[&error_event(b"{}")]);
         assert_eq!(ev[0].event.as_deref(), Some("error"));
         assert_eq!(decode_all(&[&comment("a\r\nb")])[0].data, None);
+    }
+
+    /// JSON with line breaks between its tokens (an agent's pretty-printed answer, relayed as
+    /// it came) stays one event, one line of data, and the same JSON.
+    #[test]
+    fn frames_keep_json_with_line_breaks_whole() {
+        let json = b"{\n  \"a\": [1,\r\n\r\n 2],\r  \"b\": \"x\\ny\"\n}\n";
+        let want: serde_json::Value = serde_json::from_slice(json).unwrap();
+        for frame in [data_event(json), error_event(json)] {
+            let mut d = SseDecoder::new(1 << 20);
+            let events = d.push(&frame).unwrap();
+            assert_eq!(events.len(), 1, "{frame:?}");
+            assert_eq!(d.pending(), 0, "{frame:?}");
+            let data = events[0].data.as_deref().unwrap();
+            assert!(!data.contains(['\r', '\n']), "{data:?}");
+            let got: serde_json::Value = serde_json::from_str(data).unwrap();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -102,9 +102,10 @@ impl Gate {
         if !json {
             return Err(bad_gateway(reason::UPSTREAM_BAD_RESPONSE));
         }
+        // Bounded in time with the head (the agent's response timeout).
         let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
             .await
-            .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
+            .map_err(|e| bad_gateway(UpstreamError::of_body(e).reason()))?;
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
         let mut wrapped = json!({ "result": value });

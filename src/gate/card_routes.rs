@@ -2,11 +2,16 @@
 //! refresh from the agents (or the static card), and the extended card of GetExtendedAgentCard.
 
 use super::*;
+use crate::body::CollectError;
 use crate::card::service::Refused;
 use crate::reason;
 
 /// Largest agent card the edge will read from an agent.
 pub(super) const MAX_CARD_BYTES: usize = 1024 * 1024;
+/// The longest a card fetch (head and body) may take, when the agent's response timeout is
+/// longer: a card is a small document, and start-up, a reload and public card requests
+/// wait for it.
+pub(super) const CARD_FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Gate {
     /// An agent's public Agent Card, from the cache the refresher keeps (fetched now if
@@ -225,7 +230,7 @@ impl AgentGate {
             .ok_or(reason::UPSTREAM_UNAVAILABLE)?;
         let resp = agent
             .upstream
-            .get(CARD_PATH)
+            .get(CARD_PATH, CARD_FETCH_TIMEOUT)
             .await
             .map_err(|e| e.reason())?;
         if resp.status() != StatusCode::OK {
@@ -233,7 +238,10 @@ impl AgentGate {
         }
         let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
             .await
-            .map_err(|_| reason::CARD_UPSTREAM_BODY)?;
+            .map_err(|e| match e {
+                CollectError::TimedOut => reason::UPSTREAM_TIMEOUT,
+                _ => reason::CARD_UPSTREAM_BODY,
+            })?;
         Ok(serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?)
     }
 

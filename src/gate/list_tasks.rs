@@ -183,7 +183,7 @@ impl Gate {
                 match collect_limited(resp.into_body(), cap).await {
                     Ok(bytes) => Ok((i, Some(Read::Task(upstream, bytes)))),
                     Err(crate::body::CollectError::TooLarge) => Ok((i, Some(Read::TooLarge))),
-                    Err(_) => Err(UpstreamError::BadResponse),
+                    Err(e) => Err(UpstreamError::of_body(e)),
                 }
             });
         }

@@ -384,18 +384,22 @@ async fn health_checker(gates: Gates, mut shutdown: watch::Receiver<bool>) {
     loop {
         reloads.borrow_and_update();
         let gate = gates.load();
-        // Every agent's fleet at once (a fleet that times out does not delay the others').
+        let interval = gate.health_interval();
+        let started = tokio::time::Instant::now();
+        // Every agent at once, each check within one interval: an agent that does not answer
+        // before its next check is due has failed it, and a round lasts no longer, so one
+        // silent agent cannot hold up the checks (and the ejection) of the others.
         let mut checks = tokio::task::JoinSet::new();
         for fleet in gate.fleets() {
             for agent in fleet.agents() {
                 let agent = agent.clone();
-                checks.spawn(async move { agent.check().await });
+                checks.spawn(async move { agent.check(interval).await });
             }
         }
         while checks.join_next().await.is_some() {}
         gate.check_state().await;
         tokio::select! {
-            _ = tokio::time::sleep(gate.health_interval()) => {}
+            _ = tokio::time::sleep_until(started + interval) => {}
             reloaded = reloads.changed() => if reloaded.is_err() { return },
             _ = shutdown.changed() => return,
         }

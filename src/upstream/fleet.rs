@@ -57,6 +57,8 @@ impl Agent {
         match &result {
             Err(UpstreamError::Unavailable) => self.failed("connection"),
             Ok(_) => self.failures.store(0, Ordering::Relaxed),
+            // A timeout here is as often a long turn as a dead agent: the active checks,
+            // whose timeouts do count, decide.
             Err(_) => {}
         }
         result
@@ -85,10 +87,12 @@ impl Agent {
         }
     }
 
-    /// One active health check.
-    pub async fn check(&self) {
-        match self.upstream.get("/health").await {
+    /// One active health check: a `200` within `within` (and the agent's response timeout)
+    /// passes; anything else, no answer in time included, is a failure.
+    pub async fn check(&self, within: Duration) {
+        match self.upstream.get("/health", within).await {
             Ok(resp) if resp.status() == StatusCode::OK => self.succeeded(),
+            Err(UpstreamError::Timeout) => self.failed("health_check_timeout"),
             _ => self.failed("health_check"),
         }
     }
@@ -189,12 +193,12 @@ impl Fleet {
         self.interval
     }
 
-    /// Checks every agent once, concurrently.
-    pub async fn check_all(&self) {
+    /// Checks every agent once, concurrently, each within `within`.
+    pub async fn check_all(&self, within: Duration) {
         let mut set = tokio::task::JoinSet::new();
         for a in &self.agents {
             let a = a.clone();
-            set.spawn(async move { a.check().await });
+            set.spawn(async move { a.check(within).await });
         }
         while set.join_next().await.is_some() {}
     }

@@ -32,7 +32,7 @@ use settings::{UpstreamPolicy, UpstreamTarget};
 pub enum UpstreamError {
     /// Connection refused, reset, or DNS failure.
     Unavailable,
-    /// No response head within the configured time.
+    /// No whole answer within the configured time (for a stream: no response head).
     Timeout,
     /// The agent answered with something the proxy will not relay.
     BadResponse,
@@ -54,6 +54,15 @@ impl UpstreamError {
     /// The caller's error for it.
     pub fn rpc_error(self) -> crate::a2a::RpcError {
         crate::a2a::RpcError::new(self.code(), self.message(), self.reason())
+    }
+
+    /// An answer's body that could not be read: too large or broken is an answer the edge
+    /// will not relay; one that did not end in time, a timeout.
+    pub fn of_body(e: crate::body::CollectError) -> UpstreamError {
+        match e {
+            crate::body::CollectError::TimedOut => UpstreamError::Timeout,
+            _ => UpstreamError::BadResponse,
+        }
     }
 
     pub fn reason(self) -> Reason {
@@ -224,11 +233,17 @@ impl Upstream {
             Target::Embedded(_) => Uri::from_static("/"),
             Target::Http { rpc, .. } => rpc.clone(),
         };
-        self.send(Method::POST, uri, headers, body).await
+        self.send(Method::POST, uri, headers, body, self.response_timeout)
+            .await
     }
 
-    /// GETs a path on the agent (e.g. its card), with the agent's credential.
-    pub async fn get(&self, path: &'static str) -> Result<Response<BoxBody>, UpstreamError> {
+    /// GETs a path on the agent (e.g. its card, its health), with the agent's credential;
+    /// the answer, head and body, within `within` (and the response timeout).
+    pub async fn get(
+        &self,
+        path: &'static str,
+        within: Duration,
+    ) -> Result<Response<BoxBody>, UpstreamError> {
         let uri = match &self.target {
             Target::Embedded(_) => Uri::from_static(path),
             Target::Http { rpc, .. } => {
@@ -239,7 +254,9 @@ impl Upstream {
         };
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        self.send(Method::GET, uri, headers, Bytes::new()).await
+        let within = within.min(self.response_timeout);
+        self.send(Method::GET, uri, headers, Bytes::new(), within)
+            .await
     }
 
     /// Sends a request to a path of the agent the policy exposes (`server.agent_paths`),
@@ -261,16 +278,22 @@ impl Upstream {
                 Uri::from_parts(parts).map_err(|_| UpstreamError::Unavailable)?
             }
         };
-        self.send(method, uri, headers, body).await
+        self.send(method, uri, headers, body, self.response_timeout)
+            .await
     }
 
+    /// One exchange with the agent, bounded by `timeout`: the response head, and the whole
+    /// body of an answer that is not a stream (it fails with [`crate::body::TimedOut`] past
+    /// that; a stream is bounded by the relay's idle timeout and maximum duration instead).
     async fn send(
         &self,
         method: Method,
         uri: Uri,
         mut headers: HeaderMap,
         body: Bytes,
+        timeout: Duration,
     ) -> Result<Response<BoxBody>, UpstreamError> {
+        let deadline = tokio::time::Instant::now() + timeout;
         if let Some(auth) = &self.authorization {
             headers.insert(header::AUTHORIZATION, auth.clone());
         }
@@ -309,11 +332,23 @@ impl Upstream {
                 }
             }
         };
-        // Bounds the wait for the response head; a stream's body is bounded elsewhere.
-        tokio::time::timeout(self.response_timeout, exchange)
+        let resp = tokio::time::timeout_at(deadline, exchange)
             .await
-            .unwrap_or(Err(UpstreamError::Timeout))
+            .unwrap_or(Err(UpstreamError::Timeout))?;
+        if is_event_stream(resp.headers()) {
+            return Ok(resp);
+        }
+        Ok(resp.map(|body| crate::body::Deadline::new(body, deadline).boxed()))
     }
+}
+
+/// Whether an answer is a stream of server-sent events (the relay's test too).
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
 /// An agent's response body as the relay takes it.

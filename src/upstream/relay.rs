@@ -188,9 +188,10 @@ where
             observe,
         )),
         "application/json" => {
+            // Bounded in time with the head ([`super::Upstream`]'s response timeout).
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
-                .map_err(|_| UpstreamError::BadResponse)?;
+                .map_err(UpstreamError::of_body)?;
             let (json, _, pending) = one_response(&bytes, id, fast.as_deref(), &mut observe)
                 .map_err(|f| match f {
                     Failed::Bad => UpstreamError::BadResponse,

@@ -781,6 +781,112 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
     }
 }
 
+/// How a [`RawAgent`] answers one kind of request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawAnswer {
+    /// A whole JSON answer, then the connection is closed.
+    Whole,
+    /// A head promising `Content-Length: 100`, then `{`, then silence (the connection held
+    /// open): an agent whose body stalls.
+    StalledBody,
+    /// Nothing at all (the request read, the connection held open).
+    Silent,
+}
+
+/// An HTTP/1.1 agent written by hand on a plain TCP socket, one request per connection, so
+/// that it can do what no HTTP library would: stall in the middle of a body. Its card, its
+/// `/health` and its JSON-RPC endpoint (any other path) are answered as told.
+pub struct RawAgent {
+    pub url: String,
+    /// `METHOD path` of every request it read.
+    pub seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl RawAgent {
+    pub async fn start(card: RawAnswer, health: RawAnswer, rpc: RawAnswer) -> RawAgent {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let record = record.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let head_end = loop {
+                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break p + 4;
+                        }
+                        match tcp.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    // The whole request is read before answering (a close with unread bytes
+                    // would reset the connection under the answer).
+                    while buf.len() < head_end + length {
+                        match tcp.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let mut words = head.split_whitespace();
+                    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                    record.lock().unwrap().push(format!("{method} {path}"));
+                    let (how, body) = match path {
+                        "/.well-known/agent-card.json" => (card, recorder_card().to_string()),
+                        "/health" => (health, r#"{"status":"ok"}"#.to_string()),
+                        _ => (
+                            rpc,
+                            json!({"jsonrpc": "2.0", "id": 1, "result": {"message": {"messageId": "m-raw", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}}}).to_string(),
+                        ),
+                    };
+                    let answer = match how {
+                        RawAnswer::Whole => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        RawAnswer::StalledBody => "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{".to_string(),
+                        RawAnswer::Silent => String::new(),
+                    };
+                    let _ = tcp.write_all(answer.as_bytes()).await;
+                    let _ = tcp.flush().await;
+                    if how != RawAnswer::Whole {
+                        // Held open, silent, until the peer leaves.
+                        let _ = tcp.read(&mut chunk).await;
+                    }
+                });
+            }
+        });
+        RawAgent { url, seen }
+    }
+
+    /// How many requests for `path` it read.
+    pub fn count(&self, path: &str) -> usize {
+        let suffix = format!(" {path}");
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.ends_with(&suffix))
+            .count()
+    }
+}
+
 /// An address nothing listens on.
 pub async fn closed_port_url() -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -44,6 +44,15 @@ fn compare(bytes: &[u8], redact_paths: bool) -> bool {
     let relayed: Value = serde_json::from_slice(&respond(fast.result, &id))
         .unwrap_or_else(|e| panic!("{e}: {text}"));
     assert_eq!(relayed, full, "the full pass would change: {text}");
+    // In a stream the relayed bytes are one event: the agent's line breaks between tokens
+    // (which the bytes keep) neither end its `data:` line nor, doubled, the event.
+    let frame = crate::a2a::sse::data_event(&respond(fast.result, &id));
+    let mut decoder = crate::a2a::sse::SseDecoder::new(usize::MAX);
+    let events = decoder.push(&frame).unwrap();
+    assert_eq!((events.len(), decoder.pending()), (1, 0), "{text}");
+    let streamed: Value = serde_json::from_str(events[0].data.as_deref().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: the streamed event of {text}"));
+    assert_eq!(streamed, full, "streamed: {text}");
     assert_eq!(
         facts_of(&fast.projection),
         facts_of(&full["result"]),
@@ -93,6 +102,7 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("a scalar result", answer(json!("ok")), false, true),
         ("a null result", answer(Value::Null), false, true),
         ("escapes in strings", br#"{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t\u0041","contextId":"c\"q\"","status":{"state":"S\n\u00e9\ud83d\ude00"}}}}"#.to_vec(), false, true),
+        ("pretty-printed over lines, a blank one too", b"{\"jsonrpc\": \"2.0\",\n  \"result\": {\"task\":\r\n\r\n  {\"id\": \"t\",\r  \"contextId\": \"c\"}\n},\n  \"id\": 9\n}\n".to_vec(), false, true),
         ("whitespace and extra top-level keys", b"{ \"x\" : [1, {\"y\": 2}] ,\n \"result\" : { \"task\" : { \"id\" : \"t\" , \"contextId\" : \"c\" } } , \"id\": 9 }".to_vec(), false, true),
         ("empty metadata", answer(json!({"task": task(json!({"metadata": {}}))})), false, true),
         ("allowed metadata", answer(json!({"task": task(json!({"metadata": {"iac_code": {"cwd": "/w"}, "trace": [1, 2]}}))})), false, true),
