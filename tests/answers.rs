@@ -457,6 +457,8 @@ async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
             v["error"]["data"][0]["reason"], "upstream.bad_response",
             "{raw}: {v}"
         );
+    }
+}
 
 /// An honest agent that pretty-prints its JSON over several `data:` lines (a blank one too,
 /// and CRLF or CR line ends): the caller gets every event whole, each line of it a field, its
