@@ -332,6 +332,61 @@ async fn referenced_tasks_must_be_the_callers() {
     assert!(v.get("result").is_some(), "{v}");
 }
 
+/// A push config given with a message (`configuration.taskPushNotificationConfig`) names
+/// its task like any other field: another caller's task there is refused with the error of
+/// a task that does not exist, before any agent sees it (an agent honouring the config would
+/// send that task's updates to the caller's URL); the caller's own task passes.
+#[tokio::test]
+async fn a_push_config_sent_with_a_message_names_only_the_callers_task() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Named,
+        ProxyOpts {
+            extra_policy: MALLORY_ENTRY.into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("t-a1 c-a1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    let with_push = |text: &str, task: &str| {
+        let mut m = message(text, json!({}));
+        m["configuration"] = json!({"taskPushNotificationConfig":
+            {"taskId": task, "url": "https://hooks.example.com/x"}});
+        m
+    };
+    let before = up.seen.lock().unwrap().len();
+    let absent = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        with_push("t-m1 c-m1", "no-such"),
+    )
+    .await;
+    assert_eq!(absent["error"]["code"], -32001, "{absent}");
+    let v = rpc_as(
+        &mut c,
+        MALLORY,
+        "SendMessage",
+        with_push("t-m1 c-m1", "t-a1"),
+    )
+    .await;
+    assert_eq!(v["error"], absent["error"], "{v}");
+    assert_eq!(
+        up.seen.lock().unwrap().len(),
+        before,
+        "a refused request reached the agent"
+    );
+    let v = rpc_as(&mut c, ALICE, "SendMessage", with_push("t-a2 c-a1", "t-a1")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-a2", "her own task: {v}");
+}
+
 /// A context id a caller chooses is its own name: another caller who used the same name first
 /// neither blocks it nor learns of it. The agent knows each such context by an alias per
 /// caller (`c-` and 32 hex digits); the caller sees its own name in every answer.

@@ -16,7 +16,8 @@
 //! 2.0 request of one of the 11 methods with object params; a request refused before it is
 //! forwarded (any 4xx, or a JSON-RPC error whose reason belongs to a check that runs before
 //! forwarding) never reached the agent; a request that names a task (GetTask, CancelTask,
-//! SubscribeToTask, the push-config methods, a message's `taskId`) reaches the agent only for
+//! SubscribeToTask, the push-config methods, a message's `taskId`, its `referenceTaskIds`, the
+//! push config sent with it) reaches the agent only for
 //! a `task-N` and only for the caller it was shown to; and each `task-N` and `ctx-N` is only
 //! ever shown to the caller it was first shown to (the agent answers every caller with
 //! task-1, and names a context for whoever's text asks: the edge must refuse them to the
@@ -301,15 +302,24 @@ fn check(caller: Caller, status: StatusCode, body: &[u8], seen: &[Bytes], shown:
         // follow-up message) only for the caller it was shown to: the only tasks there are are
         // the agent's `task-N`, and only once shown (the edge must not let a caller probe the
         // agent for tasks it does not know to be theirs).
-        let named = match m {
-            "GetTask" | "CancelTask" | "SubscribeToTask" => Some(&v["params"]["id"]),
+        let p = &v["params"];
+        let named: Vec<&Value> = match m {
+            "GetTask" | "CancelTask" | "SubscribeToTask" => vec![&p["id"]],
             "CreateTaskPushNotificationConfig"
             | "GetTaskPushNotificationConfig"
             | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => Some(&v["params"]["taskId"]),
-            _ => v["params"]["message"].get("taskId"),
+            | "DeleteTaskPushNotificationConfig" => vec![&p["taskId"]],
+            _ => {
+                let references = p["message"]["referenceTaskIds"].as_array();
+                let push = &p["configuration"]["taskPushNotificationConfig"];
+                [p["message"].get("taskId"), push.get("taskId")]
+                    .into_iter()
+                    .flatten()
+                    .chain(references.into_iter().flatten())
+                    .collect()
+            }
         };
-        if let Some(task) = named {
+        for task in named {
             let owner = task.as_str().and_then(|t| shown.get(t));
             assert_eq!(owner, Some(&caller), "{m} forwarded for {caller:?}: {v}");
         }

@@ -532,6 +532,11 @@ impl Gate {
                         .authorize_task(&name, r.as_str().unwrap_or(""))
                         .map_err(deny)?;
                 }
+                // So must the task a push config sent with the message names (an agent that
+                // honours it would send that task's updates to this caller's URL).
+                if let Some(t) = inline_push_task(&rpc) {
+                    registry.authorize_task(&name, t).map_err(deny)?;
+                }
                 let field = |k: &str| message.and_then(|m| m.get(k)).and_then(Value::as_str);
                 let workspace = checked.workspace.as_ref().map(|w| w.forward_cwd());
                 let mut turn = owners
@@ -983,6 +988,17 @@ fn one_answer(
     Ok(pending)
 }
 
+/// The task a push config sent with a message names (`configuration.
+/// taskPushNotificationConfig.taskId`), when it names one.
+fn inline_push_task(rpc: &RpcRequest) -> Option<&str> {
+    rpc.params
+        .get("configuration")?
+        .get("taskPushNotificationConfig")?
+        .get("taskId")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
 /// The task ids and the context ids a request names (the ownership stage's to check).
 fn named_ids(rpc: &RpcRequest) -> (Vec<&str>, Vec<&str>) {
     let p = &rpc.params;
@@ -1000,6 +1016,7 @@ fn named_ids(rpc: &RpcRequest) -> (Vec<&str>, Vec<&str>) {
                 .and_then(|m| m.get("referenceTaskIds"))
                 .and_then(Value::as_array);
             tasks.extend(refs.into_iter().flatten().filter_map(|r| text(Some(r))));
+            tasks.extend(inline_push_task(rpc));
         }
         Method::ListTasks => contexts.extend(text(p.get("contextId"))),
         Method::GetTask | Method::CancelTask | Method::SubscribeToTask => {
