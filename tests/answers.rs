@@ -203,6 +203,46 @@ async fn an_error_event_ends_the_stream() {
     }
 }
 
+/// An `event: error` frame around a result (no error) is no answer the caller can read: the
+/// stream ends with `upstream.bad_stream`, the result not relayed.
+#[tokio::test]
+async fn an_error_frame_around_a_result_ends_the_stream() {
+    const RAW: &str = "event: error\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t1\",\"contextId\":\"c1\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}}\n\n";
+    for (proto, events) in streamed_from(RAW).await {
+        assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
+        assert_eq!(events[0].0.as_deref(), Some("error"), "{proto:?}");
+        assert!(events[0].1.get("result").is_none(), "{proto:?}: {events:?}");
+        assert_eq!(
+            events[0].1["error"]["data"][0]["reason"], "upstream.bad_stream",
+            "{proto:?}: {events:?}"
+        );
+    }
+}
+
+/// An agent that answers a method the caller did not ask a stream of (SendMessage, GetTask)
+/// with `text/event-stream` is refused (-32006 `upstream.bad_response`): it would otherwise
+/// hand the caller a stream it did not ask for, held outside the stream limits.
+#[tokio::test]
+async fn a_stream_for_a_method_that_is_not_streamed_is_refused() {
+    const RAW: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"task\":{\"id\":\"t1\",\"contextId\":\"c1\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}}\n\n";
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(RAW), ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+        assert_eq!(v["error"]["code"], -32006, "{proto:?}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{v}"
+        );
+        // The streamed method still gets its stream.
+        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("hi")).await)
+            .rest()
+            .await;
+        assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
+        assert_eq!(events[0].1["result"]["task"]["id"], "t1", "{proto:?}");
+    }
+}
+
 /// An agent's error of one of A2A's codes that came without an ErrorInfo reaches the caller
 /// with the one A2A gives that code (as the edge's own errors carry it), in an answer and in
 /// a stream's error event; a JSON-RPC code that is not A2A's stays without.

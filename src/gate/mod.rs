@@ -817,10 +817,19 @@ impl Gate {
         // Every plan's observer cleans with this agent's request policy (`one_answer`, or
         // `clean_response` alone for the extended card), so the relay may take the fast pass.
         let fast = Some(at.requests.clone());
-        let relayed = relay_response(resp, &rpc.id, self.relay_limits, log, fast, observe)
-            .instrument(telemetry::traces::stage_span!("relay"))
-            .await
-            .map_err(upstream_error)?;
+        let streaming = rpc.method.is_streaming();
+        let relayed = relay_response(
+            resp,
+            &rpc.id,
+            streaming,
+            self.relay_limits,
+            log,
+            fast,
+            observe,
+        )
+        .instrument(telemetry::traces::stage_span!("relay"))
+        .await
+        .map_err(upstream_error)?;
         if rpc.method == Method::GetExtendedAgentCard {
             return at.extended_card(relayed, &rpc.id).await;
         }

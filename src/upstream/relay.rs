@@ -141,6 +141,10 @@ where
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
 /// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer is
 /// complete, so whatever it owns (a concurrency slot, a running turn) lives exactly as long.
+/// `streaming`: the caller asked for a stream (SendStreamingMessage, SubscribeToTask); an
+/// agent answering any other method with a stream is refused (it would hold the caller's
+/// request slot for as long as it liked, outside the stream limits, and hand the caller a
+/// stream it did not ask for).
 /// What the observer returns may be a write to finish before the answer is relayed (the
 /// shared state's record of a new task): it is awaited first, and its refusal ends the answer
 /// like the observer's own. `fast` is the request policy whose cleaning the observer applies
@@ -150,6 +154,7 @@ where
 pub async fn relay_response<F, P>(
     upstream: Response<BoxBody>,
     id: &Value,
+    streaming: bool,
     limits: RelayLimits,
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
@@ -179,6 +184,10 @@ where
         .trim()
         .to_string();
     match media.as_str() {
+        "text/event-stream" if !streaming => {
+            tracing::warn!(event = "upstream_unasked_stream");
+            Err(UpstreamError::BadResponse)
+        }
         "text/event-stream" => Ok(relay_sse(
             upstream.into_body(),
             id.clone(),
@@ -311,8 +320,11 @@ where
                             return fail(reason);
                         }
                     }
-                    // An error ends the stream, whatever the agent sends after it.
-                    let error = error || event.as_deref() == Some("error");
+                    // An error ends the stream, whatever the agent sends after it; an error
+                    // frame around a result is no answer the caller can read.
+                    if event.as_deref() == Some("error") && !error {
+                        return fail(reason::UPSTREAM_BAD_STREAM);
+                    }
                     let frame = if error {
                         error_event(&json)
                     } else {
