@@ -78,6 +78,11 @@ pub struct SseDecoder {
     /// at once, however small the chunks (no quadratic rescans of a growing event).
     scanned: usize,
     line_start: usize,
+    /// Events without data (comments, blank lines) are passed over, not returned.
+    data_only: bool,
+    /// Whether the stream's start was looked at for a byte order mark (WHATWG: one leading
+    /// U+FEFF is dropped).
+    started: bool,
 }
 
 impl SseDecoder {
@@ -87,6 +92,17 @@ impl SseDecoder {
             max_event_bytes,
             scanned: 0,
             line_start: 0,
+            data_only: false,
+            started: false,
+        }
+    }
+
+    /// A decoder that returns only events with data: a relay has nothing to do with the
+    /// others, and a chunk of blank lines (one event each) then costs no memory per line.
+    pub fn data_only(max_event_bytes: usize) -> Self {
+        Self {
+            data_only: true,
+            ..Self::new(max_event_bytes)
         }
     }
 
@@ -94,6 +110,16 @@ impl SseDecoder {
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
         self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
+        if !self.started {
+            const BOM: &[u8] = b"\xEF\xBB\xBF";
+            if self.buf.len() < BOM.len() && BOM.starts_with(&self.buf) {
+                return Ok(out); // maybe a BOM, split across chunks
+            }
+            if self.buf.starts_with(BOM) {
+                let _ = self.buf.split_to(BOM.len());
+            }
+            self.started = true;
+        }
         loop {
             let (found, scanned, line_start) =
                 find_event_end(&self.buf, self.scanned, self.line_start);
@@ -105,7 +131,10 @@ impl SseDecoder {
             let raw = self.buf.split_to(end).freeze();
             self.scanned = 0;
             self.line_start = 0;
-            out.push(parse_event(raw)?);
+            let event = parse_event(raw)?;
+            if !self.data_only || event.data.is_some() {
+                out.push(event);
+            }
         }
         if self.buf.len() > self.max_event_bytes {
             return Err(SseError::EventTooLarge);
@@ -322,6 +351,41 @@ mod tests {
             assert_eq!(d.pending(), pending, "{text}");
             assert_eq!(d.buf.capacity() > 0, kept, "{text}");
         }
+    }
+
+    /// The relay's decoder passes over what carries no data: a chunk of many blank lines and
+    /// comments returns only the events with data (no memory per empty event).
+    #[test]
+    fn a_data_only_decoder_returns_only_events_with_data() {
+        let mut chunk = b"\n".repeat(100_000);
+        chunk.extend_from_slice(b": ping\n\nevent: x\n\ndata: {}\n\n");
+        chunk.extend_from_slice(&b"\r\n".repeat(1000));
+        let all = SseDecoder::new(1 << 20).push(&chunk).unwrap();
+        assert_eq!(all.len(), 100_000 + 3 + 1000);
+        let out = SseDecoder::data_only(1 << 20).push(&chunk).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].data.as_deref(), Some("{}"));
+    }
+
+    /// A byte order mark at the start of the stream is dropped (also split across chunks);
+    /// anywhere else it is text.
+    #[test]
+    fn a_leading_byte_order_mark_is_dropped() {
+        let bom = "\u{feff}";
+        let whole = format!("{bom}data: 1\n\ndata: 2\n\n");
+        for split in 0..=whole.len() {
+            let mut d = SseDecoder::new(1024);
+            let mut out = d.push(&whole.as_bytes()[..split]).unwrap();
+            out.extend(d.push(&whole.as_bytes()[split..]).unwrap());
+            let data: Vec<_> = out.iter().map(|e| e.data.as_deref()).collect();
+            assert_eq!(data, [Some("1"), Some("2")], "split at {split}");
+        }
+        let mut d = SseDecoder::new(1024);
+        let out = d
+            .push(format!("data: 1\n\n{bom}data: 2\n\n").as_bytes())
+            .unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].data, None, "a BOM later is part of a field's name");
     }
 
     #[test]

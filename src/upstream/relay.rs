@@ -236,7 +236,7 @@ where
         let _open = log.metrics.open_stream();
         let mut events = 0u64;
         let outcome: StreamOutcome = async {
-            let mut decoder = SseDecoder::new(limits.max_event_bytes);
+            let mut decoder = SseDecoder::data_only(limits.max_event_bytes);
             // Ends the stream with an error frame; the outcome is its reason. The frame is
             // small and goes past the budgets (a caller that reads gets it).
             let fail = |reason: Reason| {
