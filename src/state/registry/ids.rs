@@ -1,17 +1,30 @@
-//! The registry's maps keyed by task or context id: ordered by a keyed 64-bit hash of the id
-//! first and by the id's text only between equal hashes. A lookup then compares integers held
-//! in the B-tree's own nodes; keyed by the `Arc<str>` alone, every comparison on the way down
-//! a tree of 100k ids followed a pointer to the id's text (a cache miss each: about a tenth
-//! of the edge's CPU per new task, issue 16). Two ids with the same hash are still two keys
-//! (exact, no fail-open or fail-closed case), and the hash key is random per process, so
-//! nobody can line ids up to make the text comparisons many. Still a B-tree, for the reason
-//! in `state.rs`: no whole-map rehash under the registry's lock.
+//! The registry's maps keyed by task or context id: an open-addressing table of one 64-bit
+//! word per bucket (the id's keyed hash's high half and a slot number) over a slab that holds
+//! the ids and their values.
+//!
+//! Why not a B-tree (what this was): a lookup walked down five or six nodes of a tree of 100k ids,
+//! a cache miss or two each; the table finds an id in one or two buckets of one cache line,
+//! and the id's text is read only where the hash's half matches (almost always the id
+//! sought). A SendMessage that learns a new task and context into a full registry (and so
+//! evicts a pair) took 20.5-20.7 us of the edge's own work instead of 25.6-26.1 (issue 16;
+//! `benches/gate.rs`, `fresh_task`, two interleaved runs each).
+//!
+//! Why not a standard hash map: one that keeps inserting and removing (eviction) leaves
+//! tombstones and rehashes itself whole every so many removals, under the registry's lock
+//! (a hash map of this size once stalled every request for up to 170 ms). Here a removal
+//! shifts the entries after it back (linear probing's backward-shift deletion), so there are
+//! no tombstones and a table that only churns is never rebuilt. It grows by doubling while the
+//! registry fills (at half full): a copy of the table's words (no id is read or hashed
+//! again), once per doubling; the largest under the default 200,000 entries, at the
+//! 131,073rd, took 3.8-6.1 ms here (once per map in a process's life; linear in the
+//! entries, so some 0.3 s once on the way to a registry of 10,000,000). It never shrinks (the registry's bound is fixed at
+//! start).
+//!
+//! The hash key is random per process, so nobody can line ids up to lengthen the probes, and
+//! two ids whose hashes agree are still two keys (the text decides: exact, no fail-open or
+//! fail-closed case).
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
-use std::collections::btree_map::Entry;
 use std::collections::hash_map::RandomState;
-use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
 use std::sync::Arc;
@@ -19,95 +32,128 @@ use std::sync::Arc;
 /// Shared id text: a task id lives in the map, the LRU and two indexes at once.
 pub(super) type Id = Arc<str>;
 
-/// What a key and a lookup have in common: the hash, then the text.
-trait Probe {
-    fn hash(&self) -> u64;
-    fn text(&self) -> &str;
-}
-
-/// A stored key: the id and its hash.
-#[derive(Debug)]
-struct Key {
-    hash: u64,
-    id: Id,
-}
-
-/// A lookup by borrowed text (no `Arc` made).
-struct Look<'a> {
-    hash: u64,
-    text: &'a str,
-}
-
-impl Probe for Key {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn text(&self) -> &str {
-        &self.id
-    }
-}
-
-impl Probe for Look<'_> {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn text(&self) -> &str {
-        self.text
-    }
-}
-
-impl<'a> Borrow<dyn Probe + 'a> for Key {
-    fn borrow(&self) -> &(dyn Probe + 'a) {
-        self
-    }
-}
-
-impl Ord for dyn Probe + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.hash()
-            .cmp(&other.hash())
-            .then_with(|| self.text().cmp(other.text()))
-    }
-}
-impl PartialOrd for dyn Probe + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for dyn Probe + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for dyn Probe + '_ {}
-
-// The stored keys order exactly as their borrowed form does (BTreeMap's `Borrow` contract).
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self as &dyn Probe).cmp(other as &dyn Probe)
-    }
-}
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        (self as &dyn Probe) == (other as &dyn Probe)
-    }
-}
-impl Eq for Key {}
-
-/// A map from ids to `V`, in no meaningful order. The tree holds the keys and 4-byte slot
-/// numbers; the values sit in a slab of fixed-size chunks. Small tree nodes (a task's entry
-/// inline made a node about 1.3 KiB, its child pointers past the values) mean fewer cache
-/// lines per level on the way down, and a chunk never moves, so growing the slab copies
-/// nothing under the registry's lock.
+/// A map from ids to `V`, in no meaningful order.
 pub(super) struct IdMap<V> {
     hasher: RandomState,
-    index: BTreeMap<Key, u32>,
-    slab: Slab<V>,
+    index: Index,
+    slab: Slab<(Id, V)>,
+}
+
+/// Buckets by hash: each word is `tag << 32 | (slot + 1)`, 0 for an empty bucket; `tag` is
+/// the high 32 bits of the id's hash, and an id's first bucket is the tag's top `bits` bits
+/// (so a bigger table places each word by its tag alone). At most half the buckets are full,
+/// so every probe meets an empty one.
+struct Index {
+    words: Vec<u64>,
+    bits: u32,
+    len: usize,
+}
+
+/// The smallest table: 8 buckets.
+const MIN_BITS: u32 = 3;
+
+fn tag(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+impl Index {
+    fn new() -> Index {
+        Index {
+            words: vec![0; 1 << MIN_BITS],
+            bits: MIN_BITS,
+            len: 0,
+        }
+    }
+
+    fn mask(&self) -> usize {
+        self.words.len() - 1
+    }
+
+    /// The first bucket of a tag.
+    fn home(&self, tag: u32) -> usize {
+        (tag >> (32 - self.bits)) as usize
+    }
+
+    /// The bucket and slot of the entry whose hash is `hash` and for whose slot `is` says
+    /// yes (the caller compares the id's text).
+    fn find(&self, hash: u64, mut is: impl FnMut(u32) -> bool) -> Option<(usize, u32)> {
+        let tag = tag(hash);
+        let mut at = self.home(tag);
+        loop {
+            let word = self.words[at];
+            if word == 0 {
+                return None;
+            }
+            if (word >> 32) as u32 == tag {
+                let slot = (word as u32).wrapping_sub(1);
+                if is(slot) {
+                    return Some((at, slot));
+                }
+            }
+            at = (at + 1) & self.mask();
+        }
+    }
+
+    /// Adds an entry (the caller found none for its id).
+    fn insert(&mut self, hash: u64, slot: u32) {
+        // At most half full; past 2^32 buckets the tag has no more bits to place by (a
+        // registry of two billion entries: fuller then, still correct).
+        if (self.len + 1) * 2 > self.words.len() && self.bits < 32 {
+            self.grow();
+        }
+        self.place(u64::from(tag(hash)) << 32 | u64::from(slot.wrapping_add(1)));
+        self.len += 1;
+    }
+
+    fn place(&mut self, word: u64) {
+        let mut at = self.home((word >> 32) as u32);
+        while self.words[at] != 0 {
+            at = (at + 1) & self.mask();
+        }
+        self.words[at] = word;
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.words);
+        self.bits += 1;
+        self.words = vec![0; 1 << self.bits];
+        for word in old.into_iter().filter(|w| *w != 0) {
+            self.place(word);
+        }
+    }
+
+    /// Empties bucket `at` and moves back each entry after it (up to the next empty bucket)
+    /// that may sit in the hole, so that every entry stays reachable from its first bucket
+    /// without a tombstone.
+    fn remove_at(&mut self, mut hole: usize) {
+        let mask = self.mask();
+        self.words[hole] = 0;
+        self.len -= 1;
+        let mut at = (hole + 1) & mask;
+        loop {
+            let word = self.words[at];
+            if word == 0 {
+                return;
+            }
+            let home = self.home((word >> 32) as u32);
+            // It may move back to the hole when its first bucket is not after the hole
+            // (cyclically): its distance from home is at least the hole's distance from it.
+            if (at.wrapping_sub(home) & mask) >= (at.wrapping_sub(hole) & mask) {
+                self.words[hole] = word;
+                self.words[at] = 0;
+                hole = at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    #[cfg(test)]
+    fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words
+            .iter()
+            .filter(|w| **w != 0)
+            .map(|w| (*w as u32).wrapping_sub(1))
+    }
 }
 
 /// Values by slot number, in chunks of [`CHUNK`]; freed slots are reused first.
@@ -129,7 +175,8 @@ impl<V> Slab<V> {
         self.chunks.get_mut(s / CHUNK)?.get_mut(s % CHUNK)?.as_mut()
     }
 
-    /// Stores `value` in a free slot (a new chunk when none is free).
+    /// Stores `value` in a free slot (a new chunk when none is free). A chunk never moves,
+    /// so growing the slab copies nothing under the registry's lock.
     fn put(&mut self, value: V) -> u32 {
         let slot = match self.free.pop() {
             Some(slot) => slot,
@@ -161,7 +208,7 @@ impl<V> IdMap<V> {
     pub fn new() -> IdMap<V> {
         IdMap {
             hasher: RandomState::new(),
-            index: BTreeMap::new(),
+            index: Index::new(),
             slab: Slab {
                 chunks: Vec::new(),
                 free: Vec::new(),
@@ -169,56 +216,67 @@ impl<V> IdMap<V> {
         }
     }
 
-    fn look<'a>(&self, text: &'a str) -> Look<'a> {
-        Look {
-            hash: self.hasher.hash_one(text),
-            text,
-        }
+    fn hash(&self, id: &str) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    /// The bucket and slot of `id`, whose hash is `hash`.
+    fn find(&self, hash: u64, id: &str) -> Option<(usize, u32)> {
+        let slab = &self.slab;
+        self.index
+            .find(hash, |slot| slab.get(slot).is_some_and(|(k, _)| **k == *id))
     }
 
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.index.len
     }
 
     pub fn contains_key(&self, id: &str) -> bool {
-        self.index.contains_key(&self.look(id) as &dyn Probe)
+        self.find(self.hash(id), id).is_some()
     }
 
     pub fn get(&self, id: &str) -> Option<&V> {
-        let slot = *self.index.get(&self.look(id) as &dyn Probe)?;
-        self.slab.get(slot)
+        let (_, slot) = self.find(self.hash(id), id)?;
+        self.slab.get(slot).map(|(_, v)| v)
     }
 
     pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
-        let look = self.look(id);
-        let slot = *self.index.get(&look as &dyn Probe)?;
-        self.slab.get_mut(slot)
+        let (_, slot) = self.find(self.hash(id), id)?;
+        self.slab.get_mut(slot).map(|(_, v)| v)
     }
 
     /// The stored id (the one `Arc` every index shares) and its value.
     pub fn get_key_value(&self, id: &str) -> Option<(&Id, &V)> {
-        let (k, slot) = self.index.get_key_value(&self.look(id) as &dyn Probe)?;
-        Some((&k.id, self.slab.get(*slot)?))
+        let (_, slot) = self.find(self.hash(id), id)?;
+        self.slab.get(slot).map(|(k, v)| (k, v))
     }
 
     pub fn insert(&mut self, id: Id, value: V) -> Option<V> {
-        let hash = self.hasher.hash_one(&*id);
-        match self.index.entry(Key { hash, id }) {
-            Entry::Occupied(e) => self
+        let hash = self.hash(&id);
+        self.insert_hashed(hash, id, value)
+    }
+
+    fn insert_hashed(&mut self, hash: u64, id: Id, value: V) -> Option<V> {
+        if let Some((_, slot)) = self.find(hash, &id) {
+            return self
                 .slab
-                .get_mut(*e.get())
-                .map(|old| std::mem::replace(old, value)),
-            Entry::Vacant(e) => {
-                e.insert(self.slab.put(value));
-                None
-            }
+                .get_mut(slot)
+                .map(|(_, old)| std::mem::replace(old, value));
         }
+        let slot = self.slab.put((id, value));
+        self.index.insert(hash, slot);
+        None
     }
 
     pub fn remove(&mut self, id: &str) -> Option<V> {
-        let look = self.look(id);
-        let slot = self.index.remove(&look as &dyn Probe)?;
-        self.slab.take(slot)
+        let hash = self.hash(id);
+        self.remove_hashed(hash, id)
+    }
+
+    fn remove_hashed(&mut self, hash: u64, id: &str) -> Option<V> {
+        let (at, slot) = self.find(hash, id)?;
+        self.index.remove_at(at);
+        self.slab.take(slot).map(|(_, v)| v)
     }
 
     /// The value of `id`, made with `V::default()` (and `id` stored) when there is none.
@@ -226,26 +284,31 @@ impl<V> IdMap<V> {
     where
         V: Default,
     {
-        let hash = self.hasher.hash_one(&*id);
-        let slot = match self.index.entry(Key { hash, id }) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => *e.insert(self.slab.put(V::default())),
+        let hash = self.hash(&id);
+        let slot = match self.find(hash, &id) {
+            Some((_, slot)) => slot,
+            None => {
+                let slot = self.slab.put((id, V::default()));
+                self.index.insert(hash, slot);
+                slot
+            }
         };
-        // Every slot in the index holds a value (a slot number the slab handed out).
+        // Every slot in the index holds an entry (a slot number the slab handed out).
         let s = slot as usize;
-        self.slab.chunks[s / CHUNK][s % CHUNK].get_or_insert_with(V::default)
+        let entry = &mut self.slab.chunks[s / CHUNK][s % CHUNK];
+        &mut entry.get_or_insert_with(|| (Arc::from(""), V::default())).1
     }
 
     #[cfg(test)]
     pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.index.values().filter_map(|s| self.slab.get(*s))
+        self.iter().map(|(_, v)| v)
     }
 
     #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&Id, &V)> {
         self.index
-            .iter()
-            .filter_map(|(k, s)| Some((&k.id, self.slab.get(*s)?)))
+            .slots()
+            .filter_map(|s| self.slab.get(s).map(|(k, v)| (k, v)))
     }
 }
 
@@ -330,26 +393,65 @@ mod tests {
 
     #[test]
     fn equal_hashes_keep_ids_apart() {
-        // Keys with one hash (a collision, forced): the text decides, both directions.
-        let a = Key {
-            hash: 7,
-            id: Arc::from("a"),
-        };
-        let b = Key {
-            hash: 7,
-            id: Arc::from("b"),
-        };
-        assert_eq!(a.cmp(&b), Ordering::Less);
-        assert_eq!(b.cmp(&a), Ordering::Greater);
-        assert_ne!(a, b);
-        let mut map = BTreeMap::new();
-        map.insert(a, 1);
-        map.insert(b, 2);
-        let look = |text| Look { hash: 7, text };
-        assert_eq!(map.get(&look("a") as &dyn Probe), Some(&1));
-        assert_eq!(map.get(&look("b") as &dyn Probe), Some(&2));
-        assert_eq!(map.get(&look("c") as &dyn Probe), None);
-        // The same text under another hash is not found (lookups always hash alike).
-        assert_eq!(map.get(&Look { hash: 8, text: "a" } as &dyn Probe), None);
+        // Ids with one hash (a collision, forced): the text decides.
+        let mut m: IdMap<u32> = IdMap::new();
+        assert_eq!(m.insert_hashed(7 << 32, Arc::from("a"), 1), None);
+        assert_eq!(m.insert_hashed(7 << 32, Arc::from("b"), 2), None);
+        assert_eq!(m.insert_hashed(7 << 32, Arc::from("a"), 3), Some(1));
+        let get =
+            |m: &IdMap<u32>, h, id| m.find(h, id).and_then(|(_, s)| m.slab.get(s)).map(|e| e.1);
+        assert_eq!(get(&m, 7 << 32, "a"), Some(3));
+        assert_eq!(get(&m, 7 << 32, "b"), Some(2));
+        assert_eq!(get(&m, 7 << 32, "c"), None);
+        // The same text under another hash (tag) is not found (lookups always hash alike).
+        assert_eq!(get(&m, 8 << 32, "a"), None);
+        assert_eq!(m.remove_hashed(7 << 32, "a"), Some(3));
+        assert_eq!(get(&m, 7 << 32, "b"), Some(2));
+    }
+
+    /// The table against a model, with hashes from a handful of tags so that probes run long,
+    /// clusters meet and wrap around the table's end, and removals shift entries back:
+    /// every id stays found, every removed one stays gone, through growth and churn.
+    #[test]
+    fn clusters_and_removals_keep_every_id_reachable() {
+        let mut rand = crate::state::registry::tests::xorshift(0x9e37_79b9_7f4a_7c15);
+        for tags in [1u64, 3, 16, 1 << 20] {
+            let mut m: IdMap<u64> = IdMap::new();
+            let mut model = std::collections::HashMap::new();
+            // A hash whose tag is one of `tags` values spread over the table (high bits),
+            // including the very last bucket's.
+            let hash_of = |n: u64| {
+                let t = (n % tags).wrapping_mul(0x9e37_79b9) as u32;
+                let t = if n % 7 == 0 { u32::MAX } else { t };
+                u64::from(t) << 32 | (n & 0xffff_ffff)
+            };
+            for step in 0..20_000u64 {
+                let n = rand(600);
+                let id = format!("id-{n}");
+                let h = hash_of(n);
+                if rand(3) == 0 {
+                    assert_eq!(
+                        m.remove_hashed(h, &id),
+                        model.remove(&n),
+                        "{tags}: remove {id}"
+                    );
+                } else {
+                    let old = m.insert_hashed(h, Arc::from(id.as_str()), step);
+                    assert_eq!(old, model.insert(n, step), "{tags}: insert {id}");
+                }
+                assert_eq!(m.len(), model.len());
+                if step % 997 == 0 {
+                    for k in 0..600u64 {
+                        let got = m
+                            .find(hash_of(k), &format!("id-{k}"))
+                            .and_then(|(_, s)| m.slab.get(s))
+                            .map(|e| e.1);
+                        assert_eq!(got, model.get(&k).copied(), "{tags}: id-{k} at step {step}");
+                    }
+                    assert!(m.index.len * 2 <= m.index.words.len());
+                    assert_eq!(m.index.slots().count(), model.len());
+                }
+            }
+        }
     }
 }

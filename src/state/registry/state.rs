@@ -93,11 +93,11 @@ pub(super) struct Counters {
 pub(super) struct State {
     pub max: usize,
     tick: u64,
-    // Ordered maps, not hash maps: a hash map of 100k+ entries that keeps inserting and
-    // removing (eviction) rehashes itself whole every few ten thousand inserts, under the
-    // registry's one lock, which stalled every request for up to 170 ms under load. A B-tree
-    // costs O(log n) comparisons per operation and never a rehash; the maps by id compare
-    // keyed hashes first (`ids.rs`), so ids aimed at one another gain an attacker nothing.
+    // The maps by id are hash tables that never rebuild themselves while they churn
+    // (`ids.rs`: no tombstones; a standard hash map of 100k+ entries that keeps inserting and
+    // removing rehashed itself whole every few ten thousand inserts, under the registry's one
+    // lock, which stalled every request for up to 170 ms under load); their hashes are keyed,
+    // so ids aimed at one another gain an attacker nothing. The orders below are B-trees.
     pub tasks: IdMap<TaskEntry>,
     pub contexts: IdMap<ContextEntry>,
     /// Evictable tasks by (tier, last use): finished ones (tier 0) go before those the agent
