@@ -35,8 +35,65 @@ pub(super) type Id = Arc<str>;
 /// A map from ids to `V`, in no meaningful order.
 pub(super) struct IdMap<V> {
     hasher: RandomState,
+    table: Table<(Id, V)>,
+}
+
+/// A hash table of entries `E` that the caller hashes and recognizes (its key is in the
+/// entry): the index of buckets below, over a slab that holds the entries.
+pub(super) struct Table<E> {
     index: Index,
-    slab: Slab<(Id, V)>,
+    slab: Slab<E>,
+}
+
+impl<E> Table<E> {
+    pub fn new() -> Table<E> {
+        Table {
+            index: Index::new(),
+            slab: Slab {
+                chunks: Vec::new(),
+                free: Vec::new(),
+            },
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len
+    }
+
+    /// The bucket and slot of the entry of hash `hash` that `is` recognizes.
+    fn find(&self, hash: u64, is: impl Fn(&E) -> bool) -> Option<(usize, u32)> {
+        let slab = &self.slab;
+        self.index
+            .find(hash, |slot| slab.get(slot).is_some_and(&is))
+    }
+
+    pub fn get(&self, hash: u64, is: impl Fn(&E) -> bool) -> Option<&E> {
+        let (_, slot) = self.find(hash, is)?;
+        self.slab.get(slot)
+    }
+
+    pub fn get_mut(&mut self, hash: u64, is: impl Fn(&E) -> bool) -> Option<&mut E> {
+        let (_, slot) = self.find(hash, is)?;
+        self.slab.get_mut(slot)
+    }
+
+    /// Adds an entry the table does not hold (the caller looked first); its slot.
+    pub fn insert_new(&mut self, hash: u64, entry: E) -> u32 {
+        let slot = self.slab.put(entry);
+        self.index.insert(hash, slot);
+        slot
+    }
+
+    pub fn remove(&mut self, hash: u64, is: impl Fn(&E) -> bool) -> Option<E> {
+        let (at, slot) = self.find(hash, is)?;
+        self.index.remove_at(at);
+        self.slab.take(slot)
+    }
+
+    #[cfg(test)]
+    pub fn entries(&self) -> impl Iterator<Item = &E> {
+        self.index.slots().filter_map(|s| self.slab.get(s))
+    }
 }
 
 /// Buckets by hash: each word is `tag << 32 | (slot + 1)`, 0 for an empty bucket; `tag` is
@@ -208,11 +265,7 @@ impl<V> IdMap<V> {
     pub fn new() -> IdMap<V> {
         IdMap {
             hasher: RandomState::new(),
-            index: Index::new(),
-            slab: Slab {
-                chunks: Vec::new(),
-                free: Vec::new(),
-            },
+            table: Table::new(),
         }
     }
 
@@ -220,35 +273,31 @@ impl<V> IdMap<V> {
         self.hasher.hash_one(id)
     }
 
-    /// The bucket and slot of `id`, whose hash is `hash`.
-    fn find(&self, hash: u64, id: &str) -> Option<(usize, u32)> {
-        let slab = &self.slab;
-        self.index
-            .find(hash, |slot| slab.get(slot).is_some_and(|(k, _)| **k == *id))
-    }
-
     pub fn len(&self) -> usize {
-        self.index.len
+        self.table.len()
     }
 
     pub fn contains_key(&self, id: &str) -> bool {
-        self.find(self.hash(id), id).is_some()
+        self.get_key_value(id).is_some()
     }
 
     pub fn get(&self, id: &str) -> Option<&V> {
-        let (_, slot) = self.find(self.hash(id), id)?;
-        self.slab.get(slot).map(|(_, v)| v)
+        self.get_key_value(id).map(|(_, v)| v)
     }
 
     pub fn get_mut(&mut self, id: &str) -> Option<&mut V> {
-        let (_, slot) = self.find(self.hash(id), id)?;
-        self.slab.get_mut(slot).map(|(_, v)| v)
+        let hash = self.hash(id);
+        self.table
+            .get_mut(hash, |(k, _)| **k == *id)
+            .map(|(_, v)| v)
     }
 
     /// The stored id (the one `Arc` every index shares) and its value.
     pub fn get_key_value(&self, id: &str) -> Option<(&Id, &V)> {
-        let (_, slot) = self.find(self.hash(id), id)?;
-        self.slab.get(slot).map(|(k, v)| (k, v))
+        let hash = self.hash(id);
+        self.table
+            .get(hash, |(k, _)| **k == *id)
+            .map(|(k, v)| (k, v))
     }
 
     pub fn insert(&mut self, id: Id, value: V) -> Option<V> {
@@ -257,14 +306,10 @@ impl<V> IdMap<V> {
     }
 
     fn insert_hashed(&mut self, hash: u64, id: Id, value: V) -> Option<V> {
-        if let Some((_, slot)) = self.find(hash, &id) {
-            return self
-                .slab
-                .get_mut(slot)
-                .map(|(_, old)| std::mem::replace(old, value));
+        if let Some((_, old)) = self.table.get_mut(hash, |(k, _)| *k == id) {
+            return Some(std::mem::replace(old, value));
         }
-        let slot = self.slab.put((id, value));
-        self.index.insert(hash, slot);
+        self.table.insert_new(hash, (id, value));
         None
     }
 
@@ -274,9 +319,7 @@ impl<V> IdMap<V> {
     }
 
     fn remove_hashed(&mut self, hash: u64, id: &str) -> Option<V> {
-        let (at, slot) = self.find(hash, id)?;
-        self.index.remove_at(at);
-        self.slab.take(slot).map(|(_, v)| v)
+        self.table.remove(hash, |(k, _)| **k == *id).map(|(_, v)| v)
     }
 
     /// The value of `id`, made with `V::default()` (and `id` stored) when there is none.
@@ -285,17 +328,13 @@ impl<V> IdMap<V> {
         V: Default,
     {
         let hash = self.hash(&id);
-        let slot = match self.find(hash, &id) {
+        let slot = match self.table.find(hash, |(k, _)| *k == id) {
             Some((_, slot)) => slot,
-            None => {
-                let slot = self.slab.put((id, V::default()));
-                self.index.insert(hash, slot);
-                slot
-            }
+            None => self.table.insert_new(hash, (id, V::default())),
         };
         // Every slot in the index holds an entry (a slot number the slab handed out).
         let s = slot as usize;
-        let entry = &mut self.slab.chunks[s / CHUNK][s % CHUNK];
+        let entry = &mut self.table.slab.chunks[s / CHUNK][s % CHUNK];
         &mut entry.get_or_insert_with(|| (Arc::from(""), V::default())).1
     }
 
@@ -306,9 +345,13 @@ impl<V> IdMap<V> {
 
     #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&Id, &V)> {
-        self.index
-            .slots()
-            .filter_map(|s| self.slab.get(s).map(|(k, v)| (k, v)))
+        self.table.entries().map(|(k, v)| (k, v))
+    }
+
+    /// The value of `id` under a given hash (tests force collisions).
+    #[cfg(test)]
+    fn get_hashed(&self, hash: u64, id: &str) -> Option<&V> {
+        self.table.get(hash, |(k, _)| **k == *id).map(|(_, v)| v)
     }
 }
 
@@ -365,7 +408,7 @@ mod tests {
         for i in 0..n {
             m.insert(Arc::from(format!("id-{i}").as_str()), format!("v{i}"));
         }
-        assert_eq!(m.slab.chunks.len(), 2);
+        assert_eq!(m.table.slab.chunks.len(), 2);
         for i in 0..n / 2 {
             assert_eq!(m.remove(&format!("id-{i}")), Some(format!("v{i}")));
         }
@@ -374,7 +417,7 @@ mod tests {
         for i in n..n + n / 2 {
             m.insert(Arc::from(format!("id-{i}").as_str()), format!("v{i}"));
         }
-        assert_eq!(m.slab.chunks.len(), 2);
+        assert_eq!(m.table.slab.chunks.len(), 2);
         assert_eq!(m.len(), n);
         for i in n / 2..n + n / 2 {
             assert_eq!(m.get(&format!("id-{i}")), Some(&format!("v{i}")));
@@ -388,7 +431,7 @@ mod tests {
             Some("v1040".into())
         );
         assert_eq!(m.values().count(), n);
-        assert_eq!(m.slab.free.len(), 2 * CHUNK - n);
+        assert_eq!(m.table.slab.free.len(), 2 * CHUNK - n);
     }
 
     #[test]
@@ -398,8 +441,7 @@ mod tests {
         assert_eq!(m.insert_hashed(7 << 32, Arc::from("a"), 1), None);
         assert_eq!(m.insert_hashed(7 << 32, Arc::from("b"), 2), None);
         assert_eq!(m.insert_hashed(7 << 32, Arc::from("a"), 3), Some(1));
-        let get =
-            |m: &IdMap<u32>, h, id| m.find(h, id).and_then(|(_, s)| m.slab.get(s)).map(|e| e.1);
+        let get = |m: &IdMap<u32>, h, id| m.get_hashed(h, id).copied();
         assert_eq!(get(&m, 7 << 32, "a"), Some(3));
         assert_eq!(get(&m, 7 << 32, "b"), Some(2));
         assert_eq!(get(&m, 7 << 32, "c"), None);
@@ -442,14 +484,11 @@ mod tests {
                 assert_eq!(m.len(), model.len());
                 if step % 997 == 0 {
                     for k in 0..600u64 {
-                        let got = m
-                            .find(hash_of(k), &format!("id-{k}"))
-                            .and_then(|(_, s)| m.slab.get(s))
-                            .map(|e| e.1);
+                        let got = m.get_hashed(hash_of(k), &format!("id-{k}")).copied();
                         assert_eq!(got, model.get(&k).copied(), "{tags}: id-{k} at step {step}");
                     }
-                    assert!(m.index.len * 2 <= m.index.words.len());
-                    assert_eq!(m.index.slots().count(), model.len());
+                    assert!(m.table.index.len * 2 <= m.table.index.words.len());
+                    assert_eq!(m.table.index.slots().count(), model.len());
                 }
             }
         }
