@@ -337,27 +337,35 @@ async fn a_follow_up_by_task_id_names_its_context() {
     assert_eq!(body["params"]["message"]["taskId"], "t-alice");
 }
 
-/// A context the registry evicted stays its owner's: an agent answering another caller's new
-/// conversation with it is refused (as for a live one), that caller cannot then name it,
-/// and its owner takes it up again. The registry holds two contexts here.
-#[tokio::test]
-async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
-    let (_up, p) = Proxy::with_recorder(
+/// An agent that names whatever ids the message's text gives ([`Reply::Named`]) behind an
+/// edge whose registry holds two tasks and two contexts (so a third evicts), Mallory a caller.
+async fn named_agent_and_two_entries() -> (RecordingUpstream, Proxy) {
+    Proxy::with_recorder(
         Reply::Named,
         ProxyOpts {
             extra_policy: format!("{MALLORY}[limits]\nmax_registry_entries = 2\n"),
             ..Default::default()
         },
     )
-    .await;
+    .await
+}
+
+/// A SendMessage of `text`, in `context` when given.
+fn send(text: &str, context: Option<&str>) -> Value {
+    let mut m = message(text);
+    if let Some(ctx) = context {
+        m["message"]["contextId"] = json!(ctx);
+    }
+    m
+}
+
+/// A context the registry evicted stays its owner's: an agent answering another caller's new
+/// conversation with it is refused (as for a live one), that caller cannot then name it,
+/// and its owner takes it up again. The registry holds two contexts here.
+#[tokio::test]
+async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
+    let (_up, p) = named_agent_and_two_entries().await;
     let mut c = p.client(Proto::H1).await;
-    let send = |text: &str, context: Option<&str>| {
-        let mut m = message(text);
-        if let Some(ctx) = context {
-            m["message"]["contextId"] = json!(ctx);
-        }
-        m
-    };
     for (task, ctx) in [("t-a1", "c-a1"), ("t-a2", "c-a2"), ("t-a3", "c-a3")] {
         let (v, _) = rpc_as(
             &mut c,
@@ -404,22 +412,8 @@ async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
 /// config of hers reaches the agent). The registry holds two tasks here.
 #[tokio::test]
 async fn an_evicted_task_named_in_another_callers_answer_is_refused() {
-    let (up, p) = Proxy::with_recorder(
-        Reply::Named,
-        ProxyOpts {
-            extra_policy: format!("{MALLORY}[limits]\nmax_registry_entries = 2\n"),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (up, p) = named_agent_and_two_entries().await;
     let mut c = p.client(Proto::H1).await;
-    let send = |text: &str, context: Option<&str>| {
-        let mut m = message(text);
-        if let Some(ctx) = context {
-            m["message"]["contextId"] = json!(ctx);
-        }
-        m
-    };
     for (text, context) in [
         ("t-a1 c-a1", None),
         ("t-a2 c-a1", Some("c-a1")),

@@ -370,14 +370,7 @@ async fn a_reload_keeps_what_the_edge_knows_of_an_agents_health() {
     })
     .await;
     let admin = proxy.running.as_ref().unwrap().admin_addr.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !metrics(admin)
-        .await
-        .contains("a2a_edge_upstream_healthy{upstream=\"agent-dead\"} 0\n")
-    {
-        assert!(Instant::now() < deadline, "agent-dead never ejected");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_unhealthy(admin, "agent-dead", "agent-dead never ejected").await;
     // The same agents again: agent-dead stays out (carried over; a fresh fleet would call it
     // healthy until the check that follows the reload: src/upstream/fleet.rs tests that part
     // deterministically) and no new context goes to it.
@@ -417,6 +410,17 @@ async fn a_reload_keeps_what_the_edge_knows_of_an_agents_health() {
     );
 }
 
+/// Waits (10 s at most, else fails with `why`) until the admin's metrics say `agent` is
+/// unhealthy.
+async fn until_unhealthy(admin: std::net::SocketAddr, agent: &str, why: &str) {
+    let line = format!("a2a_edge_upstream_healthy{{upstream=\"{agent}\"}} 0\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !metrics(admin).await.contains(&line) {
+        assert!(Instant::now() < deadline, "{why}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn metrics(addr: std::net::SocketAddr) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -448,17 +452,12 @@ async fn a_reload_checks_the_agents_at_once() {
         ),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !metrics(admin)
-        .await
-        .contains("a2a_edge_upstream_healthy{upstream=\"agent-new\"} 0\n")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the new agent was not checked after the reload"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_unhealthy(
+        admin,
+        "agent-new",
+        "the new agent was not checked after the reload",
+    )
+    .await;
 }
 
 /// Two agents, one of which never answers its health path (its response timeout a minute):
@@ -481,18 +480,14 @@ async fn a_silent_agent_does_not_hold_up_the_others_health_checks() {
     })
     .await;
     let admin = proxy.running.as_ref().unwrap().admin_addr.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !metrics(admin)
-        .await
-        .contains("a2a_edge_upstream_healthy{upstream=\"agent-silent\"} 0\n")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "agent-silent never ejected: its check waited for the response timeout"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_unhealthy(
+        admin,
+        "agent-silent",
+        "agent-silent never ejected: its check waited for the response timeout",
+    )
+    .await;
     // Rounds of at most 200 ms: the live agent is checked again and again meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(10);
     let checked = live.count("/health");
     while live.count("/health") < checked + 3 {
         assert!(
