@@ -1,8 +1,8 @@
 //! `a2a::sse::SseDecoder` fed arbitrary bytes, split at arbitrary points.
 //!
 //! Properties: never panics; events are contiguous: the `raw` bytes of the decoded events,
-//! in order, are exactly the input consumed and, with `pending()` bytes, account for every
-//! byte pushed; each `raw` ends with a line break; splitting the same bytes differently gives
+//! in order, are exactly the input consumed (after a leading byte order mark, which is
+//! dropped) and, with `pending()` bytes, account for every byte pushed; each `raw` ends with a line break; splitting the same bytes differently gives
 //! the same events (or the same refusal, the events before it being a prefix of the others);
 //! the event-size limit is enforced on what is pending; the encoders (`data_event`,
 //! `error_event`, `comment`) decode to what they encode.
@@ -44,6 +44,9 @@ impl Input {
 fn decode(bytes: &[u8], splits: &[u8], limit: usize) -> (Vec<SseEvent>, Option<SseError>) {
     let mut d = SseDecoder::new(limit);
     let mut events = Vec::new();
+    // A leading byte order mark is dropped once its three bytes are in.
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let bom = if bytes.starts_with(BOM) { BOM.len() } else { 0 };
     let mut consumed = 0;
     let mut pushed = 0;
     let mut i = 0;
@@ -60,7 +63,7 @@ fn decode(bytes: &[u8], splits: &[u8], limit: usize) -> (Vec<SseEvent>, Option<S
                 for ev in out {
                     assert_eq!(
                         &ev.raw[..],
-                        &bytes[consumed..consumed + ev.raw.len()],
+                        &bytes[bom + consumed..bom + consumed + ev.raw.len()],
                         "events are not contiguous"
                     );
                     assert!(
@@ -71,7 +74,12 @@ fn decode(bytes: &[u8], splits: &[u8], limit: usize) -> (Vec<SseEvent>, Option<S
                     consumed += ev.raw.len();
                     events.push(ev);
                 }
-                assert_eq!(consumed + d.pending(), pushed, "bytes lost or duplicated");
+                let dropped = if pushed >= bom { bom } else { 0 };
+                assert_eq!(
+                    dropped + consumed + d.pending(),
+                    pushed,
+                    "bytes lost or duplicated"
+                );
                 assert!(d.pending() <= limit, "pending past the limit");
             }
             Err(e) => return (events, Some(e)),

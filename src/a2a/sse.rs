@@ -113,7 +113,11 @@ impl SseDecoder {
         if !self.started {
             const BOM: &[u8] = b"\xEF\xBB\xBF";
             if self.buf.len() < BOM.len() && BOM.starts_with(&self.buf) {
-                return Ok(out); // maybe a BOM, split across chunks
+                // Maybe a BOM, split across chunks (pending meanwhile, under the same limit).
+                if self.buf.len() > self.max_event_bytes {
+                    return Err(SseError::EventTooLarge);
+                }
+                return Ok(out);
             }
             if self.buf.starts_with(BOM) {
                 let _ = self.buf.split_to(BOM.len());
