@@ -47,6 +47,19 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// The child's exit status, once it exits within `limit` (else fails with `why`); polls
+/// without blocking the runtime.
+async fn exited_within(child: &mut Child, limit: Duration, why: &str) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < limit, "{why}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `a2a-edge check --policy <policy>`, to adjust (cwd, environment) and run.
 fn check_cmd(policy: &Path) -> Command {
     let mut cmd = Command::new(BIN);
@@ -217,17 +230,12 @@ async fn serve_prints_a_working_dev_credential_and_drains_on_sigterm() {
     // The client keeps its idle HTTP/2 connection open: the drain must still finish promptly
     // (the runtime stays free to answer the server's GOAWAY).
     sigterm(&child.0);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = exited_within(
+        &mut child.0,
+        Duration::from_secs(30),
+        "no exit after SIGTERM",
+    )
+    .await;
     assert_eq!(status.code(), Some(0));
     drop(c);
 }
@@ -733,16 +741,11 @@ generate_if_missing = true
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     sigterm(&child.0);
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "SIGTERM waited for the reload"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = exited_within(
+        &mut child.0,
+        Duration::from_secs(5),
+        "SIGTERM waited for the reload",
+    )
+    .await;
     assert_eq!(status.code(), Some(0));
 }
