@@ -608,6 +608,92 @@ async fn jwt_callers_take_tenant_and_groups_from_claims() {
     assert_eq!(seen[0].headers["x-a2a-edge-principal"], "jwt:dora");
 }
 
+/// One JWT subject calling as two tenants (a multi-tenant issuer whose subjects are unique
+/// per tenant only) owns two sets of tasks: as team-b it cannot read, cancel, list or
+/// continue what it made as team-a, and gets the answer of a task that does not exist; a
+/// token without the tenant claim is a third owner.
+#[tokio::test]
+async fn one_jwt_subject_in_two_tenants_owns_two_sets_of_tasks() {
+    let l = layout();
+    let jwt = Jwt::new();
+    let jwks = l.ws.parent().unwrap().join("jwks.json");
+    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
+    let p = Proxy::start(ProxyOpts {
+        extra_auth: format!(
+            "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
+            jwks.display()
+        ),
+        ..Default::default()
+    })
+    .await;
+    let a = jwt.token(json!({"tenant": "team-a"}));
+    let b = jwt.token(json!({"tenant": "team-b"}));
+    let none = jwt.token(json!({}));
+    let send = |text: &str, meta: Value| {
+        let mut m = json!({"role": "ROLE_USER", "messageId": format!("m-{text}"),
+            "parts": [{"text": text}]});
+        if let (Value::Object(m), Value::Object(meta)) = (&mut m, meta) {
+            m.extend(meta);
+        }
+        json!({"message": m})
+    };
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let v = call(
+            &mut c,
+            &a,
+            "SendMessage",
+            send("[[input]] team-a's", json!({})),
+        )
+        .await;
+        let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
+        let context = v["result"]["task"]["contextId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let absent = call(&mut c, &b, "GetTask", json!({"id": "no-such-task"})).await;
+        assert_eq!(absent["error"]["code"], -32001, "{absent}");
+        for other in [&b, &none] {
+            for (method, params) in [
+                ("GetTask", json!({"id": task})),
+                ("CancelTask", json!({"id": task})),
+                ("ListTaskPushNotificationConfigs", json!({"taskId": task})),
+                (
+                    "SendMessage",
+                    send("[[input]] theirs", json!({"taskId": task})),
+                ),
+            ] {
+                let v = call(&mut c, other, method, params).await;
+                assert_eq!(v["error"], absent["error"], "{method}: {v}");
+            }
+            let v = call(&mut c, other, "ListTasks", json!({})).await;
+            let ids = v["result"]["tasks"].as_array().unwrap().iter();
+            assert!(ids.clone().all(|t| t["id"] != task.as_str()), "{v}");
+            assert!(!v.to_string().contains("team-a's"), "history leaked: {v}");
+            // Naming team-a's context gives this owner a context of its own by that name.
+            let v = call(
+                &mut c,
+                other,
+                "SendMessage",
+                send("[[input]] join", json!({"contextId": context})),
+            )
+            .await;
+            assert_ne!(v["result"]["task"]["id"], task.as_str(), "{v}");
+            assert!(!v.to_string().contains("team-a's"), "history leaked: {v}");
+        }
+        // team-a still has it, untouched.
+        let v = call(&mut c, &a, "GetTask", json!({"id": task})).await;
+        assert_eq!(
+            v["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{v}"
+        );
+        let v = call(&mut c, &a, "ListTasks", json!({})).await;
+        let ids = v["result"]["tasks"].as_array().unwrap().iter();
+        assert!(ids.clone().any(|t| t["id"] == task.as_str()), "{v}");
+        assert!(!v.to_string().contains("theirs"), "{v}");
+    }
+}
+
 // ---- the identity assertion ------------------------------------------------------------------
 
 async fn jwks_of(c: &mut Client) -> jsonwebtoken::jwk::JwkSet {

@@ -60,6 +60,19 @@ impl Principal {
         self
     }
 
+    /// The name the caller's tasks and contexts are owned by. A JWT caller's tenant comes
+    /// from each token's claim, so one subject may call as several tenants: its tasks are
+    /// owned by the subject within the tenant (`jwt:<sub>` U+001E `<tenant>`), never shared
+    /// across tenants. Every other scheme's name fixes its tenant (the policy refuses one
+    /// static name with two tenants; an mTLS identity's tenant is its first matching
+    /// pattern's), so its owner is its name. Neither part ever holds a control character.
+    pub fn owner_key(&self) -> std::borrow::Cow<'_, str> {
+        match (&self.scheme, &self.tenant) {
+            (Scheme::Jwt, Some(tenant)) => format!("{}\u{1e}{tenant}", self.name).into(),
+            _ => self.name.as_str().into(),
+        }
+    }
+
     /// Whether a credential proved this caller (not `allow_anonymous`).
     pub fn is_authenticated(&self) -> bool {
         self.scheme != Scheme::Anonymous

@@ -481,7 +481,7 @@ impl Gate {
             return Err(self.unauthorized(reason::AUTH_EXTENDED_CARD_ANONYMOUS));
         }
         // The registry knows the caller by its name at this agent.
-        let name = agent.owner(&principal.name);
+        let name = agent.owner(&principal.owner_key());
         let principal_value = principal_header_value(&principal.name);
         // A turn of a caller with its own roots runs in one of them (`require_workspace`): one
         // that names no workspace gets the first (a follow-up then names the same one, as the
