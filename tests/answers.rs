@@ -494,6 +494,53 @@ async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
     }
 }
 
+/// An agent that lists push configs of tasks other than the one asked for: a list with
+/// another caller's config is refused (-32006), its URL never relayed; the owner's own list
+/// is relayed.
+#[tokio::test]
+async fn a_push_config_list_with_another_callers_config_is_refused() {
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Named,
+        ProxyOpts {
+            extra_policy: MALLORY.to_string(),
+            ..Default::default()
+        },
+    )
+    .await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a1 c-a1")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+        let (v, _) = rpc_as(&mut c, MALLORY_TOKEN, "SendMessage", message("t-m1 c-m1")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-m1", "{v}");
+        let list = |t: &str| json!({"taskId": t});
+        let (v, _) = rpc_as(
+            &mut c,
+            ALICE_TOKEN,
+            "ListTaskPushNotificationConfigs",
+            list("t-a1"),
+        )
+        .await;
+        assert_eq!(
+            v["result"]["configs"][1]["url"], "https://hooks.example/t-a1",
+            "{v}"
+        );
+        let (v, text) = rpc_as(
+            &mut c,
+            MALLORY_TOKEN,
+            "ListTaskPushNotificationConfigs",
+            list("t-m1"),
+        )
+        .await;
+        assert_eq!(v["error"]["code"], -32006, "{v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{v}"
+        );
+        assert!(!text.contains("t-a1"), "{text}");
+    }
+}
+
 /// An honest agent that pretty-prints its JSON over several `data:` lines (a blank one too,
 /// and CRLF or CR line ends): the caller gets every event whole, each line of it a field, its
 /// data the agent's JSON. The edge changes nothing in these answers, so it relays their

@@ -194,6 +194,9 @@ enum Want {
     Entity,
     /// A `status`: its state and timestamp.
     Status,
+    /// A list of push configs: each one's `taskId`.
+    Configs,
+    Config,
     All,
 }
 
@@ -205,6 +208,8 @@ impl Want {
             (Want::Result, "task" | "statusUpdate" | "artifactUpdate" | "message") => Want::Entity,
             (Want::Result | Want::Entity, "status") => Want::Status,
             (Want::Result, "id" | "contextId" | "taskId" | "messageId" | "tasks") => Want::Scalar,
+            (Want::Result, "configs") => Want::Configs,
+            (Want::Config, "taskId") => Want::Scalar,
             (Want::Entity, "id" | "contextId" | "taskId") => Want::Scalar,
             (Want::Status, "state" | "timestamp") => Want::Scalar,
             _ => Want::Skip,
@@ -212,7 +217,10 @@ impl Want {
     }
 
     fn builds_object(self) -> bool {
-        matches!(self, Want::Result | Want::Entity | Want::Status | Want::All)
+        matches!(
+            self,
+            Want::Result | Want::Entity | Want::Status | Want::Config | Want::All
+        )
     }
 }
 
@@ -311,7 +319,11 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         if self.depth >= MAX_DEPTH {
             return Err(fallback());
         }
-        let build = self.want == Want::All;
+        let item = match self.want {
+            Want::All => Want::All,
+            Want::Configs => Want::Config,
+            _ => Want::Skip,
+        };
         let mut items = Vec::new();
         loop {
             let child = Node {
@@ -319,7 +331,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
                 depth: self.depth + 1,
                 in_metadata: self.in_metadata,
                 metadata_root: false,
-                want: if build { Want::All } else { Want::Skip },
+                want: item,
                 context_id: false,
             };
             match seq.next_element_seed(child)? {
@@ -329,7 +341,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         }
         let value = match self.want {
             Want::Skip => None,
-            Want::All => Some(Value::Array(items)),
+            Want::All | Want::Configs => Some(Value::Array(items)),
             _ => Some(Value::Null),
         };
         Ok(Out {

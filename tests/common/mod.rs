@@ -482,7 +482,8 @@ pub enum Reply {
     Late(Duration),
     /// Answers a SendMessage with a completed task named by the message's text, `task
     /// context` (`-`: no `contextId`): an agent that mixes callers up (or is told to) names
-    /// whatever ids it is given.
+    /// whatever ids it is given. A ListTaskPushNotificationConfigs gets a config of the
+    /// named task and one of `t-a1` (an agent that ignores the request's `taskId`).
     Named,
 }
 
@@ -718,6 +719,14 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
         }
         Reply::Named => {
             let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+            if request["method"] == "ListTaskPushNotificationConfigs" {
+                let hook = |t: &Value| {
+                    json!({"id": format!("cfg-{}", t.as_str().unwrap_or("")),
+                    "taskId": t, "url": format!("https://hooks.example/{}", t.as_str().unwrap_or(""))})
+                };
+                let configs = [hook(&request["params"]["taskId"]), hook(&json!("t-a1"))];
+                return json(json!({"jsonrpc": "2.0", "id": id, "result": {"configs": configs}}));
+            }
             let text = request["params"]["message"]["parts"][0]["text"]
                 .as_str()
                 .unwrap_or("");

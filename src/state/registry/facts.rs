@@ -2,7 +2,8 @@
 //!
 //! Only single-object shapes are read: a `StreamResponse` (`task`, `message`, `statusUpdate`,
 //! `artifactUpdate`), a `SendMessageResponse` (`task` or `message`, the same keys) and a bare
-//! `Task` (GetTask, CancelTask); of a push config, the task it names. A `ListTasks` result (`tasks: [...]`) is deliberately ignored:
+//! `Task` (GetTask, CancelTask); of a push config or a list of them, the task they name. A
+//! `ListTasks` result (`tasks: [...]`) is deliberately ignored:
 //! an agent behind the proxy sees one owner for everybody, so its list holds other callers'
 //! tasks, and learning from it would hand them to whoever asked.
 
@@ -47,11 +48,11 @@ impl<'a> Fact<'a> {
         }
     }
 
-    /// Reads one result. `Ok(None)` for shapes that teach nothing (errors, lists, push
-    /// configs, junk); `Err` for a result that names a task without saying which (a `task`
-    /// or an update that is not an object or has no usable id) or holds two of `task`,
-    /// `message`, `statusUpdate` and `artifactUpdate` (a oneof in A2A): such an answer
-    /// cannot be checked, so it is not relayed.
+    /// Reads one result. `Ok(None)` for shapes that teach nothing (errors, task lists,
+    /// junk); `Err` for a result that names a task without saying which (a `task` or an
+    /// update that is not an object or has no usable id), holds two of `task`, `message`,
+    /// `statusUpdate` and `artifactUpdate` (a oneof in A2A) or lists push configs of two
+    /// tasks: such an answer cannot be checked, so it is not relayed.
     pub fn read(result: &'a Value) -> Result<Option<Fact<'a>>, Malformed> {
         let Some(obj) = result.as_object() else {
             return Ok(None);
@@ -79,6 +80,22 @@ impl<'a> Fact<'a> {
         if obj.contains_key("taskId") {
             return Ok(id(obj.get("taskId")).map(|t| Fact {
                 referenced_task: Some(t),
+                ..Fact::default()
+            }));
+        }
+        // A list of push configs (ListTaskPushNotificationConfigs): the one task they name.
+        // An agent may answer with other tasks' configs (one that ignores the request's
+        // `taskId`): entries naming two tasks cannot be one caller's list.
+        if let Some(Value::Array(configs)) = obj.get("configs") {
+            let mut named = configs.iter().filter_map(|c| id(c.get("taskId")));
+            let Some(first) = named.next() else {
+                return Ok(None);
+            };
+            if named.any(|t| t != first) {
+                return Err(Malformed);
+            }
+            return Ok(Some(Fact {
+                referenced_task: Some(first),
                 ..Fact::default()
             }));
         }

@@ -452,6 +452,19 @@ fn answers_that_cannot_be_checked_or_name_anothers_task_are_refused() {
             json!({"id": "cfg", "taskId": "ta", "url": "https://hooks.example/a"}),
             Unrelayable::Foreign,
         ),
+        (
+            "push config list of Alice's task",
+            json!({"configs": [{"id": "cfg", "taskId": "ta", "url": "https://hooks.example/a"}]}),
+            Unrelayable::Foreign,
+        ),
+        (
+            "push config list: Bob's task, then Alice's",
+            json!({"configs": [
+                {"id": "c1", "taskId": "tb", "url": "https://hooks.example/b"},
+                {"id": "c2", "url": "https://hooks.example/none"},
+                {"id": "c3", "taskId": "ta", "url": "https://hooks.example/a"}]}),
+            Unrelayable::Malformed,
+        ),
     ];
     for evict in [false, true] {
         for (name, result, why) in &rows {
@@ -554,6 +567,26 @@ fn an_evicted_task_is_not_handed_to_another_caller() {
         .unwrap();
     assert_eq!(reg.authorize_task(A, "ta"), Ok(0));
     reg.check_invariants();
+}
+
+/// A list of push configs of the caller's own task (or naming none) is relayed.
+#[test]
+fn push_config_lists_of_the_callers_task_are_relayed() {
+    let reg = TaskRegistry::new(8);
+    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_WORKING", Some(1)))
+        .unwrap();
+    reg.observe(B, 0, &task("tb", "cb", "TASK_STATE_WORKING", Some(2)))
+        .unwrap();
+    for result in [
+        json!({"configs": []}),
+        json!({"configs": [{"id": "c1", "url": "https://hooks.example/b"}]}),
+        json!({"configs": [{"id": "c1", "taskId": "tb", "url": "https://hooks.example/b"},
+                           {"id": "c2", "taskId": "tb", "url": "https://hooks.example/c"}],
+               "nextPageToken": ""}),
+        json!({"configs": [{"id": "c1", "taskId": "unknown", "url": "https://hooks.example/b"}]}),
+    ] {
+        assert!(reg.observe(B, 0, &result).is_ok(), "{result}");
+    }
 }
 
 /// Each result shape: what it teaches (task recorded?, context recorded?).
