@@ -26,8 +26,8 @@ pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy, redact_pa
 
 /// An agent's error object, cleaned: a known code gets its standard message, any other code
 /// a generic one (an agent's text may hold paths, stack text or secrets); `data` keeps only
-/// ErrorInfo entries, each with its `reason` and `domain` (short printable strings) and
-/// nothing else; an error of one of A2A's own codes that kept none gets the one A2A gives
+/// ErrorInfo entries, each with its `reason` and `domain` (short strings of letters, digits,
+/// `_`, `.` and `-`: codes and host names, never text) and nothing else; an error of one of A2A's own codes that kept none gets the one A2A gives
 /// that code (as the edge's own errors and the reference SDKs' carry it). A code that is not
 /// an integer becomes -32603.
 fn clean_error(error: &mut Map<String, Value>) {
@@ -37,9 +37,16 @@ fn clean_error(error: &mut Map<String, Value>) {
         .filter(|c| i32::try_from(*c).is_ok())
         .unwrap_or(crate::a2a::code::INTERNAL_ERROR);
     let message = crate::a2a::error::standard_message(code).unwrap_or("Upstream agent error");
+    // A reason is a code (`TASK_NOT_FOUND`, an edge's `upstream.foreign_task`), a domain a
+    // host name (`a2a-protocol.org`): letters, digits, `_`, `.`, `-`. Anything else (a path,
+    // a URL, `key=value`, prose) is an agent's text: dropped.
     let short = |v: Option<&Value>| {
         v.and_then(Value::as_str)
-            .filter(|s| s.len() <= 128 && s.bytes().all(|b| b.is_ascii_graphic()))
+            .filter(|s| {
+                !s.is_empty()
+                    && s.len() <= 128
+                    && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+            })
             .map(|s| Value::String(s.to_string()))
     };
     let mut data: Vec<Value> = match error.get("data") {
@@ -356,6 +363,16 @@ mod tests {
             ),
             (json!({"message": "token=abc"}), -32603, "Internal error", 0),
             (
+                json!({"code": -32603, "message": "m", "data": [
+                    {"@type": info, "reason": "/etc/shadow", "domain": "https://evil/home/agent"},
+                    {"@type": info, "reason": "token=abc", "domain": "a b"},
+                    {"@type": info, "reason": "", "domain": "evil/x"},
+                    {"@type": info, "reason": "upstream.foreign_task", "domain": "a2a-edge"}]}),
+                -32603,
+                "Internal error",
+                4,
+            ),
+            (
                 json!({"code": -32009, "message": "A2A version 'evil' is not supported",
                 "data": [{"@type": info, "reason": "VERSION_NOT_SUPPORTED", "domain": "a2a-protocol.org",
                           "metadata": {"path": "/etc/shadow"}}]}),
@@ -372,8 +389,12 @@ mod tests {
             assert_eq!(e["error"]["message"], message, "{error}");
             let n = e["error"]["data"].as_array().map_or(0, Vec::len);
             assert_eq!(n, kept, "{error}");
-            for secret in ["token=abc", "/etc/shadow", "/home/agent", "evil"] {
+            for secret in ["token=abc", "/etc/shadow", "/home/agent", "evil", "a b"] {
                 assert!(!text.contains(secret), "{error}: {text}");
+            }
+            // What is kept of a code-like reason and a host-name domain is kept as it came.
+            if text.contains("upstream.foreign_task") {
+                assert!(text.contains(r#""domain":"a2a-edge""#), "{text}");
             }
         }
     }
