@@ -541,6 +541,33 @@ async fn a_push_config_list_with_another_callers_config_is_refused() {
     }
 }
 
+/// ListTasks reads each listed task from the agent: an answer that is not the task asked
+/// for (here a SendMessage-shaped `{"task": t}` of another id) is not learned from nor
+/// listed; the page shows what the edge knows of the task instead.
+#[tokio::test]
+async fn a_listed_tasks_read_answered_with_another_task_is_not_learned() {
+    let (_up, p) = Proxy::with_recorder(Reply::Named, ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    let (v, _) = rpc_as(
+        &mut c,
+        ALICE_TOKEN,
+        "SendMessage",
+        message("t-a1 c-a1 WORKING"),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["totalSize"], 1, "{v}");
+    let listed = &v["result"]["tasks"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(listed[0]["id"], "t-a1", "{v}");
+    assert_eq!(listed[0]["contextId"], "c-a1", "{v}");
+    assert_eq!(listed[0]["status"]["state"], "TASK_STATE_WORKING", "{v}");
+    // The other task the agent named was not handed to Alice.
+    let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "GetTask", json!({"id": "t"})).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+}
+
 /// An honest agent that pretty-prints its JSON over several `data:` lines (a blank one too,
 /// and CRLF or CR line ends): the caller gets every event whole, each line of it a field, its
 /// data the agent's JSON. The edge changes nothing in these answers, so it relays their

@@ -51,6 +51,7 @@ fn news(ctx: &str, task: &str, state: &str, ts: u64) -> News {
         state: Some(state.into()),
         ts: Some(ts),
         referenced: None,
+        inferred_context: false,
     }
 }
 

@@ -1077,3 +1077,65 @@ async fn a_task_named_without_its_context_is_checked_in_redis() {
     let v = rpc_as(&mut c2, MALLORY, "GetTask", json!({"id": "t-a1"})).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
 }
+
+/// A known task's new state in an answer without its context (a Task without `contextId`)
+/// is written to Redis too, as the memory backend records it: another replica's ListTasks
+/// by state sees it. The turn that got it does not take the task's context as its own (the
+/// context is not left busy).
+#[tokio::test]
+async fn a_state_named_without_its_context_reaches_redis() {
+    let redis = RedisServer::start();
+    let up = RecordingUpstream::start(Reply::Named).await;
+    let r = replicas(&redis, &up.url, 2).await;
+    let mut c1 = r[0].client(Proto::H1).await;
+    let mut c2 = r[1].client(Proto::H2).await;
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        message("t-a1 c-a1 WORKING", json!({})),
+    )
+    .await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{v}"
+    );
+    let by_state = |state: &str| json!({"status": state});
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &redis.port.to_string(), "--scan"])
+        .output()
+        .unwrap();
+    eprintln!("KEYS {}", String::from_utf8_lossy(&out.stdout));
+    let v = rpc_as(&mut c2, ALICE, "ListTasks", by_state("TASK_STATE_WORKING")).await;
+    assert_eq!(v["result"]["totalSize"], 1, "{v}");
+    // The same task, now completed, without its context.
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        message("t-a1 - COMPLETED", json!({})),
+    )
+    .await;
+    assert_eq!(
+        v["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{v}"
+    );
+    for c in [&mut c1, &mut c2] {
+        let v = rpc_as(c, ALICE, "ListTasks", by_state("TASK_STATE_COMPLETED")).await;
+        assert_eq!(v["result"]["totalSize"], 1, "{v}");
+        assert_eq!(v["result"]["tasks"][0]["id"], "t-a1", "{v}");
+        let v = rpc_as(c, ALICE, "ListTasks", by_state("TASK_STATE_WORKING")).await;
+        assert_eq!(v["result"]["totalSize"], 0, "{v}");
+    }
+    // Its context was not taken by that turn: a turn in it starts at once on either replica.
+    for c in [&mut c1, &mut c2] {
+        let v = rpc_as(
+            c,
+            ALICE,
+            "SendMessage",
+            message("t-a1 c-a1", json!({"contextId": "c-a1"})),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+}

@@ -102,12 +102,26 @@ impl Gate {
                             break 'batches;
                         }
                         held += bytes.len();
-                        match self
-                            .listed_task(at, &bytes, upstream, principal, include_artifacts)
-                            .await
-                        {
-                            Ok(Some(task)) => task,
-                            Ok(None) => continue,
+                        let listed = self
+                            .listed_task(
+                                at,
+                                &bytes,
+                                task_id,
+                                upstream,
+                                principal,
+                                include_artifacts,
+                            )
+                            .await;
+                        match listed {
+                            Ok(Listed::Task(task)) => task,
+                            Ok(Listed::Gone) => continue,
+                            // Not this task: what the edge knows of it instead.
+                            Ok(Listed::Other) => {
+                                match self.owners.registry().task_summary(principal, task_id) {
+                                    Some(summary) => summary,
+                                    None => continue,
+                                }
+                            }
                             Err(e) => return Err(Rejection::rpc(rpc.id.clone(), e)),
                         }
                     }
@@ -203,25 +217,31 @@ impl Gate {
         Ok(out)
     }
 
-    /// One listed task from the agent's GetTask answer: cleaned and learned from; `None` when
-    /// the agent no longer has it; an error when it names another caller's task.
+    /// One listed task from the agent's GetTask answer of `task_id`: cleaned and learned
+    /// from; `Gone` when the agent no longer has it; `Other` when the answer is not that
+    /// task (a bare Task of another id, another shape: nothing learned from it); an error
+    /// when it names another caller's task.
     async fn listed_task(
         &self,
         at: &AgentGate,
         bytes: &[u8],
+        task_id: &str,
         upstream: UpstreamId,
         principal: &str,
         include_artifacts: bool,
-    ) -> Result<Option<Value>, RpcError> {
+    ) -> Result<Listed, RpcError> {
         let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
-            return Ok(None);
+            return Ok(Listed::Gone);
         };
         clean_response(&mut v, &at.requests.metadata, at.requests.redact_paths);
         let Some(mut task) = v.get_mut("result").map(Value::take) else {
-            return Ok(None);
+            return Ok(Listed::Gone);
         };
         if !task.is_object() {
-            return Ok(None);
+            return Ok(Listed::Gone);
+        }
+        if task.get("id").and_then(Value::as_str) != Some(task_id) {
+            return Ok(Listed::Other);
         }
         match self.owners.learn(principal, upstream, &task).await {
             Ok(()) => {}
@@ -243,6 +263,13 @@ impl Gate {
             }
         }
         self.owners.registry().client_view(principal, &mut task);
-        Ok(Some(task))
+        Ok(Listed::Task(task))
     }
+}
+
+/// What one GetTask answer gives a ListTasks page ([`Gate::listed_task`]).
+enum Listed {
+    Task(Value),
+    Gone,
+    Other,
 }

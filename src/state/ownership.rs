@@ -409,7 +409,8 @@ impl OwnedTurn {
         let turn = self.turn.clone();
         let lease = self.lease.clone();
         let principal = self.principal.clone();
-        let adopting = self.lock().context_id().is_none();
+        // A context the answer did not name (inferred from its known task) is not adopted.
+        let adopting = self.lock().context_id().is_none() && !news.inferred_context;
         let workspace = self.workspace.clone();
         let agent = self
             .owners
@@ -417,7 +418,10 @@ impl OwnedTurn {
             .upstream_name(upstream)
             .unwrap_or_default();
         Ok(Some(Box::pin(async move {
-            let token = lease.as_ref().map(|l| l.inner.token.clone());
+            let token = lease
+                .as_ref()
+                .filter(|_| !news.inferred_context)
+                .map(|l| l.inner.token.clone());
             // Only a context the agent names for this turn is bound to its workspace here
             // (a named one was bound when the turn began).
             let bind = adopting.then_some(workspace.as_deref());
@@ -428,7 +432,9 @@ impl OwnedTurn {
                 Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
                 Ok(false) => Err(reason::UPSTREAM_FOREIGN_TASK),
                 Ok(true) => {
-                    if let (Some(l), Some(c)) = (&lease, &news.context) {
+                    if let (Some(l), Some(c), false) =
+                        (&lease, &news.context, news.inferred_context)
+                    {
                         l.adopt(c);
                     }
                     turn.lock()

@@ -449,6 +449,9 @@ pub struct News {
     pub ts: Option<u64>,
     /// A Message's `taskId` (checked in this replica's cache, not written to Redis).
     pub referenced: Option<String>,
+    /// `context` is the known task's, not named by the answer (a Task or update without
+    /// `contextId`): written to Redis, never adopted by a turn nor leased.
+    pub inferred_context: bool,
 }
 
 /// A workspace as stored (`w`).

@@ -45,7 +45,8 @@ fn clean_error(error: &mut Map<String, Value>) {
             .filter(|s| {
                 !s.is_empty()
                     && s.len() <= 128
-                    && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+                    && s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
             })
             .map(|s| Value::String(s.to_string()))
     };

@@ -481,8 +481,9 @@ pub enum Reply {
     /// after, then ends it.
     Late(Duration),
     /// Answers a SendMessage with a completed task named by the message's text, `task
-    /// context` (`-`: no `contextId`): an agent that mixes callers up (or is told to) names
-    /// whatever ids it is given. A ListTaskPushNotificationConfigs gets a config of the
+    /// context [STATE]` (`-`: no `contextId`; `STATE`, e.g. `WORKING`, instead of
+    /// `COMPLETED`): an agent that mixes callers up (or is told to) names whatever ids it is
+    /// given. A ListTaskPushNotificationConfigs gets a config of the
     /// named task and one of `t-a1` (an agent that ignores the request's `taskId`).
     Named,
 }
@@ -732,8 +733,9 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 .unwrap_or("");
             let mut ids = text.split_whitespace();
             let (task, context) = (ids.next().unwrap_or("t"), ids.next().unwrap_or("c"));
+            let state = format!("TASK_STATE_{}", ids.next().unwrap_or("COMPLETED"));
             let mut task = json!({"id": task, "contextId": context,
-                "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-05T12:00:00Z"}});
+                "status": {"state": state, "timestamp": "2026-12-05T12:00:00Z"}});
             if context == "-" {
                 task.as_object_mut().map(|t| t.remove("contextId"));
             }

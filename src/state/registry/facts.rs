@@ -41,7 +41,8 @@ impl<'a> Fact<'a> {
     pub fn from_news(news: &'a crate::state::shared::News) -> Fact<'a> {
         Fact {
             task: news.task.as_deref(),
-            context: news.context.as_deref(),
+            // As the answer said it: a context inferred from the task is not the answer's.
+            context: news.context.as_deref().filter(|_| !news.inferred_context),
             state: news.state.as_deref(),
             timestamp: news.ts,
             referenced_task: news.referenced.as_deref(),

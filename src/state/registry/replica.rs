@@ -95,11 +95,16 @@ impl TaskRegistry {
 
     /// What `result` teaches that this registry does not know yet (a new task or context, a
     /// new state or timestamp): what must be written to the shared store before the answer is
-    /// relayed. `None` when nothing is new (or the answer names no context).
+    /// relayed. `None` when nothing is new (or the answer names no context and no task this
+    /// registry knows: a known task's new state is news in its own context, as the memory
+    /// backend records it).
     pub fn news(&self, result: &Value) -> Option<News> {
         let fact = Fact::read(result).ok()??;
-        let context = fact.context?;
         let st = self.shared.lock();
+        let context: &str = match fact.context {
+            Some(c) => c,
+            None => &st.tasks.get(fact.task?)?.context,
+        };
         let new_context = !st.contexts.contains_key(context);
         let changed = match fact.task.map(|t| st.tasks.get(t)) {
             None => false,
@@ -118,6 +123,7 @@ impl TaskRegistry {
             state: fact.state.map(str::to_string),
             ts: fact.timestamp,
             referenced: fact.referenced_task.map(str::to_string),
+            inferred_context: fact.context.is_none(),
         })
     }
 
