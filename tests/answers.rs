@@ -568,6 +568,45 @@ async fn a_listed_tasks_read_answered_with_another_task_is_not_learned() {
     assert_eq!(v["error"]["code"], -32001, "{v}");
 }
 
+/// The answer to a request addressed to one task (GetTask, CancelTask, a push config's)
+/// must be about that task: one about another (here a new task the agent names) is
+/// refused (-32006 upstream.bad_response) and nothing is learned from it.
+#[tokio::test]
+async fn an_answer_about_another_task_than_the_one_asked_for_is_refused() {
+    let (_up, p) = Proxy::with_recorder(Reply::Named, ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a1 c-a1")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+        for method in ["GetTask", "CancelTask"] {
+            let (v, text) = rpc_as(&mut c, ALICE_TOKEN, method, json!({"id": "t-a1"})).await;
+            assert_eq!(v["error"]["code"], -32006, "{method}: {v}");
+            assert_eq!(
+                v["error"]["data"][0]["reason"], "upstream.bad_response",
+                "{v}"
+            );
+            assert!(!text.contains("\"t\""), "{text}");
+        }
+        // The task it named instead was not handed to Alice.
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "GetTask", json!({"id": "t"})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+        // A push config list of the task asked for and another (`t-a1`): refused too.
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a2 c-a1")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-a2", "{v}");
+        let (v, _) = rpc_as(
+            &mut c,
+            ALICE_TOKEN,
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": "t-a2"}),
+        )
+        .await;
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{v}"
+        );
+    }
+}
+
 /// An honest agent that pretty-prints its JSON over several `data:` lines (a blank one too,
 /// and CRLF or CR line ends): the caller gets every event whole, each line of it a field, its
 /// data the agent's JSON. The edge changes nothing in these answers, so it relays their

@@ -609,9 +609,14 @@ impl Gate {
                 let task = rpc.params.get(key).and_then(Value::as_str).unwrap_or("");
                 let upstream = registry.authorize_task(&name, task).map_err(deny)?;
                 let requests = agent.requests.clone();
+                let task = task.to_string();
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     one_answer(v, &requests, &registry, &name, |r| {
+                        // An answer about another task is not the answer to this request.
+                        if !TaskRegistry::names_only_task(r, &task) {
+                            return Err(crate::state::registry::Unrelayable::Malformed);
+                        }
                         owners.observe(&name, upstream, r)
                     })
                 };

@@ -377,6 +377,20 @@ impl TaskRegistry {
         }
     }
 
+    /// Whether `result` names no task but `task`: the answer to a request addressed to one
+    /// task (GetTask, CancelTask, SubscribeToTask's events, a push config's methods) is about
+    /// that task or about none. A shape [`TaskRegistry::observe`] refuses passes here (it is
+    /// refused there).
+    pub fn names_only_task(result: &Value, task: &str) -> bool {
+        match Fact::read(result) {
+            Ok(Some(f)) => [f.task, f.referenced_task]
+                .into_iter()
+                .flatten()
+                .all(|t| t == task),
+            _ => true,
+        }
+    }
+
     /// The task ids `result` names without a context (a Task or an update without its
     /// `contextId`, a Message's or a push config's `taskId`) that this registry does not
     /// know: with `redis`, Redis must say whose they are before the answer is judged.

@@ -1393,3 +1393,46 @@ fn every_list_query_matches_a_filter_over_all_tasks() {
     }
     assert!(queries > 1000, "{queries}");
 }
+
+/// The answer to a request addressed to one task names that task or none.
+#[test]
+fn an_answer_names_only_the_task_asked_for() {
+    // (result, about task "t" only?)
+    let rows = [
+        (json!({"id": "t", "contextId": "c"}), true),
+        (json!({"id": "u", "contextId": "c"}), false),
+        (json!({"task": {"id": "u", "contextId": "c"}}), false),
+        (
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c"}}),
+            true,
+        ),
+        (json!({"artifactUpdate": {"taskId": "u"}}), false),
+        (json!({"message": {"messageId": "m", "taskId": "u"}}), false),
+        (
+            json!({"message": {"messageId": "m", "contextId": "c"}}),
+            true,
+        ),
+        (
+            json!({"id": "cfg", "taskId": "t", "url": "https://h/x"}),
+            true,
+        ),
+        (
+            json!({"id": "cfg", "taskId": "u", "url": "https://h/x"}),
+            false,
+        ),
+        (json!({"configs": [{"taskId": "t"}, {"taskId": "t"}]}), true),
+        (json!({"configs": [{"taskId": "u"}]}), false),
+        (json!({"configs": []}), true),
+        (Value::Null, true),
+        (json!({}), true),
+        // Refused by `observe` as a shape that cannot be checked, not here.
+        (json!({"task": null}), true),
+    ];
+    for (result, only) in rows {
+        assert_eq!(
+            TaskRegistry::names_only_task(&result, "t"),
+            only,
+            "{result}"
+        );
+    }
+}
