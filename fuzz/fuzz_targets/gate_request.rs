@@ -8,7 +8,8 @@
 //! is 0-3 (else N; `-`: no `contextId` at all), so that callers' new conversations land in
 //! tasks and contexts the agent names for others; for GetTask and CancelTask
 //! `task-1` whatever task they name (the edge, which knows who owns what, must keep it from
-//! everyone else: ListTasks reads its tasks through GetTask too); TaskNotFoundError for
+//! everyone else, and refuses an answer about another task than the one asked for:
+//! ListTasks reads its tasks through GetTask too); TaskNotFoundError for
 //! everything else. The registry holds two tasks and two contexts, so an input evicts.
 //!
 //! Properties: never panics, never answers 500; every JSON-RPC error's reason is one of the
