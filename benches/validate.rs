@@ -30,6 +30,7 @@ fn policy() -> Arc<RequestPolicy> {
         push: PushUrlPolicy::default(),
         required_extensions: vec![],
         redact_paths: false,
+        max_json_values: a2a_edge::a2a::json::DEFAULT_MAX_VALUES,
     })
 }
 
@@ -151,6 +152,7 @@ fn answer_pass_fast(
     let cleaning = answer::Cleaning {
         metadata: &policy.metadata,
         redact_paths: policy.redact_paths,
+        max_values: policy.max_json_values,
     };
     let Some(fast) = answer::scan(bytes, cleaning) else {
         return answer_pass(bytes, policy, registry, upstream);

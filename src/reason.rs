@@ -126,6 +126,7 @@ reasons! {
     JSON_DUPLICATE_KEY = "json.duplicate_key",
     JSON_SYNTAX = "json.syntax",
     JSON_TOO_DEEP = "json.too_deep",
+    JSON_TOO_MANY_VALUES = "json.too_many_values",
 
     JSONRPC_BATCH = "jsonrpc.batch",
     JSONRPC_ENVELOPE = "jsonrpc.envelope",

@@ -124,11 +124,38 @@ async fn answers_take_the_shape_of_the_callers_request() {
     // (agent's JSON answer, what the caller must get: result kept or error reason)
     let cases: Vec<(&'static str, Result<(), &str>)> = vec![
         (
-            r#"{"jsonrpc":"2.0","id":999,"result":{"echo":true}}"#,
+            r#"{"jsonrpc":"1.0","id":{id},"result":{"echo":true},"extra":"x"}"#,
             Ok(()),
         ),
+        // A result for another request (JSON-RPC 2.0 §5: the id must be the request's): an
+        // agent that mixed up concurrent answers. Both passes refuse it.
         (
-            r#"{"jsonrpc":"1.0","id":"someone-else","result":{"echo":true},"extra":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":999,"result":{"echo":true}}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"someone-else","result":{"echo":true},"extra":"x"}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"someone-else","result":{"echo":true,"note":"/etc/x"},"error":null}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","result":{"echo":true}}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"result":{"echo":true}}"#,
+            Err("upstream.bad_response"),
+        ),
+        // The id twice: the last counts, as serde_json keeps it.
+        (
+            r#"{"jsonrpc":"2.0","id":{id},"id":1,"result":{"echo":true}}"#,
+            Err("upstream.bad_response"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":{id},"result":{"echo":true}}"#,
             Ok(()),
         ),
         (
@@ -178,6 +205,60 @@ async fn answers_take_the_shape_of_the_callers_request() {
             }
         }
     }
+}
+
+/// An agent's answer the edge must rebuild (here: it echoes a denied metadata key) holds at most
+/// `a2a.max_json_values` values, like a request: one of small values past it is refused
+/// (-32006 upstream.bad_response) instead of becoming a tree many times its size; the same
+/// answer needing no cleaning is refused too (the bound holds on both passes).
+#[tokio::test]
+async fn an_answer_of_too_many_values_is_refused() {
+    let answer = |extra: &str, n: usize| -> &'static str {
+        Box::leak(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{{id}},"result":{{"message":{{"messageId":"m","role":"ROLE_AGENT"{extra},"parts":[{{"data":{{"a":[{}]}}}}]}}}}}}"#,
+                vec!["0"; n].join(",")
+            )
+            .into_boxed_str(),
+        )
+    };
+    for note in ["", r#","metadata":{"iac_code.llm_headers":{"A":"b"}}"#] {
+        let (v, _) = answer_to(answer(note, 1 << 20), Proto::H2).await;
+        assert_eq!(v["error"]["code"], -32006, "{note}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{note}"
+        );
+        // Within the bound: relayed (the values of the envelope and message are counted).
+        let (v, text) = answer_to(answer(note, (1 << 20) - 64), Proto::H2).await;
+        assert_eq!(
+            v["result"]["message"]["parts"][0]["data"]["a"][0], 0,
+            "{note}"
+        );
+        assert!(!text.contains(r#"{"A":"b"}"#), "{note}: {}", &text[..200]);
+    }
+}
+
+/// An agent's error may carry a `null` id or none (it could not read the request): its code
+/// reaches the caller under the caller's id; an error for another id is another request's.
+#[tokio::test]
+async fn an_agent_error_without_the_id_keeps_its_code() {
+    for raw in [
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"x"}}"#,
+        r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32001,"message":"x"}}"#,
+    ] {
+        let (v, _) = answer_to(raw, Proto::H2).await;
+        assert_eq!(v["id"], "mine-7", "{raw}: {v}");
+        assert_eq!(v["error"]["code"], -32001, "{raw}: {v}");
+    }
+    let raw = r#"{"jsonrpc":"2.0","id":"other","error":{"code":-32001,"message":"x"}}"#;
+    let (v, _) = answer_to(raw, Proto::H2).await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.bad_response",
+        "{v}"
+    );
 }
 
 #[tokio::test]

@@ -523,6 +523,14 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
     );
 }
 
+/// A SendMessage whose one data part holds `n` copies of `item` in an array.
+fn values_body(item: &str, n: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m","role":"ROLE_USER","parts":[{{"data":{{"a":[{}]}}}}]}}}}}}"#,
+        vec![item; n].join(",")
+    )
+}
+
 #[tokio::test]
 async fn service_parameters_and_envelope_are_checked_first() {
     let s = setup().await;
@@ -547,6 +555,11 @@ async fn service_parameters_and_envelope_are_checked_first() {
         (vec![auth, json_ct, v1, ext], r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":5,"pageSize":500}}"#.into(), -32700, "json.duplicate_key"),
         (vec![auth, json_ct, v1, ext], format!("{}{}", "[".repeat(100), "]".repeat(100)), -32700, "json.too_deep"),
         (vec![auth, json_ct, v1, ext], format!("{ok} trailing"), -32700, "json.syntax"),
+        // Past `a2a.max_json_values` (1,048,576 by default): a 2 MiB body of small values,
+        // a tree of tens of MiB, refused before any check reads it.
+        (vec![auth, json_ct, v1, ext], values_body("0", 1 << 20), -32700, "json.too_many_values"),
+        (vec![auth, json_ct, v1, ext], values_body("{}", 1 << 20), -32700, "json.too_many_values"),
+        (vec![auth, json_ct, v1, ext], values_body("[]", 1 << 20), -32700, "json.too_many_values"),
         (vec![auth, json_ct, v1, ext], format!("[{ok}]"), -32600, "jsonrpc.batch"),
         (vec![auth, json_ct, v1, ext], r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#.into(), -32601, "jsonrpc.method"),
     ];

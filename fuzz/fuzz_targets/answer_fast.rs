@@ -1,12 +1,13 @@
 //! `upstream::answer::scan` (the answer's fast pass) against the full pass it stands in for.
 //!
-//! Input: the first byte's low bit is `redact_paths`; the rest is an agent's JSON-RPC
-//! response. Properties: never panics; linear time (a per-byte budget); when the scan takes
-//! a response, the full pass (parse, shape with the caller's id, `clean_response`) accepts it
-//! too and gives the same JSON as the relayed bytes, the registry reads the same facts from
-//! the projection as from the whole result, no `contextId` the caller's view could rewrite
-//! (an alias) is in it, and the relayed bytes framed as an SSE event decode to one event of
-//! the same JSON.
+//! Input: the first byte's low bit is `redact_paths`, its other bits the value bound
+//! (`a2a.max_json_values`, 16 to 1032); the rest is an agent's JSON-RPC response.
+//! Properties: never panics; linear time (a per-byte budget); when the scan takes a
+//! response, the full pass (parse within the bound, shape with the caller's id,
+//! `clean_response`) accepts it too and gives the same JSON as the relayed bytes, the scan
+//! reads the same `id`, the registry reads the same facts from the projection as from the
+//! whole result, no `contextId` the caller's view could rewrite (an alias) is in it, and
+//! the relayed bytes framed as an SSE event decode to one event of the same JSON.
 #![no_main]
 
 use std::time::{Duration, Instant};
@@ -43,9 +44,13 @@ fuzz_target!(|data: &[u8]| {
     let redact_paths = first & 1 == 1;
     let policy = MetadataPolicy::new(&MetadataPolicy::default_denied(), &Default::default())
         .expect("policy");
+    // A small value bound (16 to 1032, by the first byte's other bits), so that inputs
+    // reach it: the scan takes only what the full pass, bounded alike, builds.
+    let max_values = 16 + usize::from(first >> 1) * 8;
     let cleaning = Cleaning {
         metadata: &policy,
         redact_paths,
+        max_values,
     };
     let started = Instant::now();
     let fast = scan(bytes, cleaning);
@@ -60,10 +65,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let id = json!("caller-1");
-    let v: Value = serde_json::from_slice(bytes).expect("the full pass parses what the scan took");
+    let v =
+        a2a_edge::a2a::json::parse_answer(bytes, a2a_edge::a2a::json::ANSWER_MAX_DEPTH, max_values)
+            .expect("the full pass parses what the scan took");
     let Value::Object(mut map) = v else {
         panic!("the scan took a response that is not an object");
     };
+    // The relay compares the agent's id with the request's: the scan reads the one the full
+    // pass keeps (the last).
+    assert_eq!(fast.id.as_ref(), map.get("id"), "the id differs");
     let result = match (map.remove("result"), map.remove("error")) {
         (Some(r), None) => r,
         other => panic!("the scan took a response without one result: {other:?}"),

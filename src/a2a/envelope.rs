@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::json::{parse_strict, JsonError, MAX_DEPTH};
+use super::json::{parse_strict_within, JsonError, DEFAULT_MAX_VALUES, MAX_DEPTH};
 use super::{Method, RpcError};
 use crate::reason;
 
@@ -27,17 +27,24 @@ pub struct EnvelopeError {
 }
 
 impl RpcRequest {
-    /// Parses and checks a JSON-RPC 2.0 request body.
+    /// Parses and checks a JSON-RPC 2.0 request body (at most
+    /// [`DEFAULT_MAX_VALUES`] JSON values).
     pub fn parse(body: &[u8]) -> Result<RpcRequest, EnvelopeError> {
+        Self::parse_within(body, DEFAULT_MAX_VALUES)
+    }
+
+    /// [`RpcRequest::parse`] with at most `max_values` JSON values (`a2a.max_json_values`).
+    pub fn parse_within(body: &[u8], max_values: usize) -> Result<RpcRequest, EnvelopeError> {
         let refuse = |id: Value, error: RpcError| EnvelopeError {
             id,
             error: Box::new(error),
         };
-        let value = parse_strict(body, MAX_DEPTH).map_err(|e| {
+        let value = parse_strict_within(body, MAX_DEPTH, max_values).map_err(|e| {
             let message = match e {
                 JsonError::Syntax => "Parse error",
                 JsonError::DuplicateKey => "Parse error: duplicate object key",
                 JsonError::TooDeep => "Parse error: nested too deep",
+                JsonError::TooManyValues => "Parse error: too many JSON values",
             };
             refuse(
                 Value::Null,

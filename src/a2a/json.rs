@@ -15,6 +15,15 @@ use crate::reason::{self, Reason};
 /// Nesting bound of request bodies (objects and arrays).
 pub const MAX_DEPTH: usize = 64;
 
+/// Nesting bound of the agents' answers the edge rebuilds (serde_json's own for its parser).
+pub const ANSWER_MAX_DEPTH: usize = 128;
+
+/// Most values (each scalar, array and object; keys not counted) one JSON text may hold by
+/// default (`a2a.max_json_values`). A parsed value costs 32 bytes and more where its text
+/// costs as little as two (`0,`): without a bound a 32 MiB body of small values became a
+/// tree of about 1 GiB. 1,048,576 values are at most a few tens of MiB.
+pub const DEFAULT_MAX_VALUES: usize = 1 << 20;
+
 /// Why bytes were refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonError {
@@ -24,6 +33,8 @@ pub enum JsonError {
     DuplicateKey,
     /// Nested deeper than allowed.
     TooDeep,
+    /// More values than allowed.
+    TooManyValues,
 }
 
 impl JsonError {
@@ -32,18 +43,48 @@ impl JsonError {
             JsonError::Syntax => reason::JSON_SYNTAX,
             JsonError::DuplicateKey => reason::JSON_DUPLICATE_KEY,
             JsonError::TooDeep => reason::JSON_TOO_DEEP,
+            JsonError::TooManyValues => reason::JSON_TOO_MANY_VALUES,
         }
     }
 }
 
-/// Parses one JSON value from `bytes` under the strict rules.
+/// Parses one JSON value from `bytes` under the strict rules, at most
+/// [`DEFAULT_MAX_VALUES`] values.
 pub fn parse_strict(bytes: &[u8], max_depth: usize) -> Result<Value, JsonError> {
+    parse_strict_within(bytes, max_depth, DEFAULT_MAX_VALUES)
+}
+
+/// [`parse_strict`] with at most `max_values` values.
+pub fn parse_strict_within(
+    bytes: &[u8],
+    max_depth: usize,
+    max_values: usize,
+) -> Result<Value, JsonError> {
+    parse(bytes, max_depth, max_values, false)
+}
+
+/// An agent's answer: RFC 8259 as serde_json reads it (a key given twice keeps its last
+/// value, as the answer's other readers do), nested at most `max_depth`, at most
+/// `max_values` values.
+pub fn parse_answer(bytes: &[u8], max_depth: usize, max_values: usize) -> Result<Value, JsonError> {
+    parse(bytes, max_depth, max_values, true)
+}
+
+fn parse(
+    bytes: &[u8],
+    max_depth: usize,
+    max_values: usize,
+    last_key_wins: bool,
+) -> Result<Value, JsonError> {
     let failure = Cell::new(None);
+    let left = Cell::new(max_values);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let seed = Strict {
         depth: 0,
         max_depth,
         failure: &failure,
+        left: &left,
+        last_key_wins,
     };
     let value = seed
         .deserialize(&mut de)
@@ -57,6 +98,10 @@ struct Strict<'a> {
     depth: usize,
     max_depth: usize,
     failure: &'a Cell<Option<JsonError>>,
+    /// Values the text may still hold.
+    left: &'a Cell<usize>,
+    /// An answer's duplicate key keeps its last value instead of refusing the text.
+    last_key_wins: bool,
 }
 
 impl Strict<'_> {
@@ -65,8 +110,20 @@ impl Strict<'_> {
         E::custom(match kind {
             JsonError::DuplicateKey => "duplicate key",
             JsonError::TooDeep => "nested too deep",
+            JsonError::TooManyValues => "too many values",
             JsonError::Syntax => "syntax",
         })
+    }
+
+    /// Counts one value.
+    fn count<E: de::Error>(&self) -> Result<(), E> {
+        match self.left.get().checked_sub(1) {
+            Some(n) => {
+                self.left.set(n);
+                Ok(())
+            }
+            None => Err(self.fail(JsonError::TooManyValues)),
+        }
     }
 
     fn deeper<E: de::Error>(&self) -> Result<Self, E> {
@@ -93,30 +150,38 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.count()?;
         Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.count()?;
         Ok(Value::Number(v.into()))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.count()?;
         Ok(Value::Number(v.into()))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.count()?;
         Number::from_f64(v)
             .map(Value::Number)
             .ok_or_else(|| self.fail(JsonError::Syntax))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.count()?;
         Ok(Value::String(v.to_owned()))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.count()?;
         Ok(Value::String(v))
     }
-    fn visit_unit<E>(self) -> Result<Value, E> {
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.count()?;
         Ok(Value::Null)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.count()?;
         let inner = self.deeper()?;
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(inner)? {
@@ -125,11 +190,15 @@ impl<'de> Visitor<'de> for Strict<'_> {
         Ok(Value::Array(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.count()?;
         let inner = self.deeper()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             // One lookup per key (the map hashes every key it is asked about).
             match out.entry(key) {
+                Entry::Occupied(mut slot) if self.last_key_wins => {
+                    slot.insert(map.next_value_seed(inner)?);
+                }
                 Entry::Occupied(_) => return Err(self.fail(JsonError::DuplicateKey)),
                 Entry::Vacant(slot) => {
                     slot.insert(map.next_value_seed(inner)?);
@@ -178,6 +247,52 @@ mod tests {
             let got = parse_strict(bytes, MAX_DEPTH).map(|_| ());
             assert_eq!(got, want, "{}", String::from_utf8_lossy(bytes));
         }
+    }
+
+    /// Values are counted (every scalar, array and object, keys not), refused past the
+    /// bound whatever their shape; an answer keeps a key's last value, a request refuses it.
+    #[test]
+    fn values_are_counted_and_bounded() {
+        let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        // (text, values in it)
+        let rows: Vec<(String, usize)> = vec![
+            ("0".into(), 1),
+            ("[]".into(), 1),
+            ("{}".into(), 1),
+            (zeros(9), 10),
+            (r#"{"a":[1,{"b":null}],"c":"s"}"#.into(), 6),
+            (r#"[[[[[]]]]]"#.into(), 5),
+            (r#"{"k":true,"l":1.5,"m":-1,"n":"é"}"#.into(), 5),
+        ];
+        for (text, n) in &rows {
+            let b = text.as_bytes();
+            assert!(parse_strict_within(b, MAX_DEPTH, *n).is_ok(), "{text}");
+            assert_eq!(
+                parse_strict_within(b, MAX_DEPTH, n - 1),
+                Err(JsonError::TooManyValues),
+                "{text}"
+            );
+            assert!(parse_answer(b, MAX_DEPTH, *n).is_ok(), "{text}");
+            assert_eq!(
+                parse_answer(b, MAX_DEPTH, n - 1),
+                Err(JsonError::TooManyValues),
+                "{text}"
+            );
+        }
+        // The default: a body of a million small values and more is refused early.
+        let many = zeros(DEFAULT_MAX_VALUES);
+        assert_eq!(
+            parse_strict(many.as_bytes(), MAX_DEPTH),
+            Err(JsonError::TooManyValues)
+        );
+        assert!(parse_strict(zeros(DEFAULT_MAX_VALUES - 1).as_bytes(), MAX_DEPTH).is_ok());
+        // Duplicate keys: refused in a request, the last kept in an answer.
+        let dup = br#"{"a":1,"b":{"c":2,"c":3},"a":4}"#;
+        assert_eq!(parse_strict(dup, MAX_DEPTH), Err(JsonError::DuplicateKey));
+        let v = parse_answer(dup, MAX_DEPTH, 100).unwrap();
+        assert_eq!(v, serde_json::from_slice::<Value>(dup).unwrap());
+        assert_eq!(v["a"], 4);
+        assert_eq!(v["b"]["c"], 3);
     }
 
     #[test]

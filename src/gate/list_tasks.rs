@@ -230,7 +230,11 @@ impl Gate {
         principal: &str,
         include_artifacts: bool,
     ) -> Result<Listed, RpcError> {
-        let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
+        let Ok(mut v) = crate::a2a::json::parse_answer(
+            bytes,
+            crate::a2a::json::ANSWER_MAX_DEPTH,
+            at.requests.max_json_values,
+        ) else {
             return Ok(Listed::Gone);
         };
         clean_response(&mut v, &at.requests.metadata, at.requests.redact_paths);

@@ -452,7 +452,8 @@ impl Gate {
             .instrument(telemetry::traces::stage_span!("read"))
             .await?;
         let rpc = telemetry::traces::stage_span!("parse").in_scope(|| {
-            let mut rpc = RpcRequest::parse(&bytes).map_err(|e| Rejection::rpc(e.id, e.error))?;
+            let mut rpc = RpcRequest::parse_within(&bytes, agent.requests.max_json_values)
+                .map_err(|e| Rejection::rpc(e.id, e.error))?;
             // ProtoJSON names first: every later stage reads one spelling (authorization
             // looks for inline push configs and tenants).
             crate::validate::names::normalize_params(&mut rpc.params)

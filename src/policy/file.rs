@@ -414,6 +414,7 @@ pub struct BearerSection {
 #[serde(deny_unknown_fields)]
 pub struct A2aSection {
     pub max_body_bytes: Option<Spanned<u64>>,
+    pub max_json_values: Option<Spanned<u64>>,
     #[serde(default)]
     pub required_extensions: Vec<Spanned<String>>,
     /// `"builtin"` (default: iac-code's classes plus the extras) or `"card"` (the served

@@ -136,6 +136,10 @@ pub struct A2aPolicy {
 const DEFAULT_HTTP2_MAX_STREAMS: usize = 100;
 const DEFAULT_MAX_BODY_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_MAX_BODY_BYTES: u64 = 1024 * 1024 * 1024;
+/// `a2a.max_json_values`: a request of a few parts and an answer's envelope need a few dozen;
+/// above 2^26 a tree may take gigabytes.
+const MIN_MAX_JSON_VALUES: u64 = 1024;
+const MAX_MAX_JSON_VALUES: u64 = 1 << 26;
 
 impl Policy {
     /// Reads and validates a policy file.
@@ -264,8 +268,10 @@ impl Policy {
             s.push_str("auth     callers without any credential are let in as \"anonymous\"\n");
         }
         s.push_str(&format!(
-            "limits   request body <= {} bytes, request head <= {} bytes\n",
-            self.a2a.max_body_bytes, self.server.max_header_bytes
+            "limits   request body <= {} bytes and {} JSON values, request head <= {} bytes\n",
+            self.a2a.max_body_bytes,
+            self.a2a.requests.max_json_values,
+            self.server.max_header_bytes
         ));
         let r = &self.a2a.requests;
         if !r.required_extensions.is_empty() {
@@ -737,6 +743,17 @@ impl Ctx<'_> {
         };
         let workspace = WorkspacePolicy::new(roots, w.check_filesystem.unwrap_or(true))
             .or_else(|m| self.err("workspace.allowed_roots", roots_span, m))?;
+        let max_json_values = match &a.max_json_values {
+            None => crate::a2a::json::DEFAULT_MAX_VALUES,
+            Some(v) if *v.get_ref() < MIN_MAX_JSON_VALUES || *v.get_ref() > MAX_MAX_JSON_VALUES => {
+                return self.spanned_err(
+                    "a2a.max_json_values",
+                    v,
+                    format!("must be between {MIN_MAX_JSON_VALUES} and {MAX_MAX_JSON_VALUES}"),
+                )
+            }
+            Some(v) => usize::try_from(*v.get_ref()).unwrap_or(usize::MAX),
+        };
         Ok(RequestPolicy {
             media,
             workspace,
@@ -744,6 +761,7 @@ impl Ctx<'_> {
             push: self.push_policy(&a.push)?,
             required_extensions,
             redact_paths: a.redact_paths,
+            max_json_values,
         })
     }
 

@@ -31,6 +31,9 @@ fn good_policy_loads_with_defaults() {
     assert_eq!(p.server.listen.port(), 8443);
     assert_eq!(p.tls.cert_file, PathBuf::from("certs/dev/server.pem"));
     assert_eq!(p.a2a.max_body_bytes, 32 * 1024 * 1024);
+    assert_eq!(p.a2a.requests.max_json_values, 1 << 20);
+    let bounded = load(&GOOD.replacen("[auth]\n", "[a2a]\nmax_json_values = 1024\n[auth]\n", 1));
+    assert_eq!(bounded.unwrap().a2a.requests.max_json_values, 1024);
     assert_eq!(p.auth.bearer[0].token_sha256, sha256(b"test"));
     assert!(p.summary().contains("ci-bot"));
 }
@@ -190,6 +193,18 @@ fn errors_name_file_line_and_key() {
             "[auth]\n",
             "[a2a]\nmax_body_bytes = 0\n[auth]\n",
             "a2a.max_body_bytes",
+            Some(14),
+        ),
+        (
+            "[auth]\n",
+            "[a2a]\nmax_json_values = 1023\n[auth]\n",
+            "a2a.max_json_values",
+            Some(14),
+        ),
+        (
+            "[auth]\n",
+            "[a2a]\nmax_json_values = 67108865\n[auth]\n",
+            "a2a.max_json_values",
             Some(14),
         ),
     ];

@@ -49,14 +49,19 @@ pub const MAX_KEYS: usize = 64;
 pub struct Cleaning<'a> {
     pub metadata: &'a MetadataPolicy,
     pub redact_paths: bool,
+    /// The most values the full pass builds (`a2a.max_json_values`): a response with more
+    /// goes to it (which refuses it), so the bound holds the same on both passes.
+    pub max_values: usize,
 }
 
-/// A response the scan took: the agent's `result` as it came, and its projection (the keys
-/// the registry reads, [`crate::state::registry`]'s facts: for the observer).
+/// A response the scan took: the agent's `result` as it came, its projection (the keys the
+/// registry reads, [`crate::state::registry`]'s facts: for the observer), and its `id` (the
+/// last one, as the full pass keeps it; `None` when it has none).
 #[derive(Debug)]
 pub struct Untouched<'a> {
     pub result: &'a str,
     pub projection: Value,
+    pub id: Option<Value>,
 }
 
 /// Scans one JSON-RPC response of an agent. `None`: the full pass must take it.
@@ -66,9 +71,16 @@ pub fn scan<'a>(bytes: &'a [u8], cleaning: Cleaning<'_>) -> Option<Untouched<'a>
     let mut state = State {
         cleaning,
         keys: Vec::new(),
+        left: cleaning.max_values,
     };
+    let mut id = None;
     let mut de = serde_json::Deserializer::from_str(text);
-    let result = de.deserialize_map(Top { state: &mut state }).ok()?;
+    let result = de
+        .deserialize_map(Top {
+            state: &mut state,
+            id: &mut id,
+        })
+        .ok()?;
     de.end().ok()?;
     let result: &'a str = result.get();
     let mut de = serde_json::Deserializer::from_str(result);
@@ -85,6 +97,7 @@ pub fn scan<'a>(bytes: &'a [u8], cleaning: Cleaning<'_>) -> Option<Untouched<'a>
     Some(Untouched {
         result,
         projection: out.value.unwrap_or(Value::Null),
+        id,
     })
 }
 
@@ -112,6 +125,8 @@ fn fallback<E: de::Error>() -> E {
 /// them (serde_json's `IgnoredAny` lets a lone surrogate or a number out of range through).
 struct Top<'s, 'c, 'de> {
     state: &'s mut State<'c, 'de>,
+    /// The response's `id`, built whole (the relay compares it with the request's).
+    id: &'s mut Option<Value>,
 }
 
 impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
@@ -122,20 +137,26 @@ impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // The response object is a value (its `result` is counted where it is read).
+        self.state.count()?;
         let mut result = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             match &*key {
                 "result" if result.is_none() => result = Some(map.next_value::<&RawValue>()?),
                 "result" | "error" => return Err(fallback()),
                 _ => {
-                    map.next_value_seed(Node {
+                    let is_id = key == "id";
+                    let out = map.next_value_seed(Node {
                         state: &mut *self.state,
                         depth: 1,
                         in_metadata: true,
                         metadata_root: false,
-                        want: Want::Skip,
+                        want: if is_id { Want::All } else { Want::Skip },
                         context_id: false,
                     })?;
+                    if is_id {
+                        *self.id = out.value;
+                    }
                 }
             }
         }
@@ -179,6 +200,16 @@ impl<'de> Visitor<'de> for KeySeed {
 struct State<'c, 'de> {
     cleaning: Cleaning<'c>,
     keys: Vec<Cow<'de, str>>,
+    /// Values the response may still hold (counted as the full pass counts them).
+    left: usize,
+}
+
+impl State<'_, '_> {
+    /// Counts one value; past the bound the full pass decides (and refuses).
+    fn count<E: de::Error>(&mut self) -> Result<(), E> {
+        self.left = self.left.checked_sub(1).ok_or_else(fallback)?;
+        Ok(())
+    }
 }
 
 /// What to build of a value: nothing, the registry's projection at one of its levels, or
@@ -268,6 +299,7 @@ impl<'de> DeserializeSeed<'de> for Node<'_, '_, 'de> {
     type Value = Out;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Out, D::Error> {
+        self.state.count()?;
         d.deserialize_any(self)
     }
 }

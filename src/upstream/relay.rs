@@ -74,11 +74,24 @@ pub struct StreamLog {
 pub type Refused = Reason;
 
 /// Puts one JSON-RPC response of the agent in the shape of an answer to `id`: an object, with
-/// `jsonrpc` 2.0, the caller's id and exactly one of `result` and `error`.
+/// `jsonrpc` 2.0, the caller's id and exactly one of `result` and `error`. The agent's own
+/// `id` must be the request's (JSON-RPC 2.0 §5: the edge forwards the caller's id as it
+/// came): a result for another id is an answer to another request (an agent that mixes up
+/// concurrent answers) and is refused; an error may also carry `null` or no id (an agent
+/// that could not read the request: only its code reaches the caller anyway).
 fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
     let Value::Object(mut map) = v else {
         return Err(reason::UPSTREAM_BAD_RESPONSE);
     };
+    let error = map.contains_key("error");
+    let echoed = match map.get("id") {
+        Some(theirs) => theirs == id || (theirs.is_null() && error),
+        None => error,
+    };
+    if !echoed {
+        tracing::warn!(event = "upstream_response_id");
+        return Err(reason::UPSTREAM_BAD_RESPONSE);
+    }
     match (map.remove("result"), map.remove("error")) {
         (Some(r), None) => {
             map.clear();
@@ -121,16 +134,24 @@ where
     let cleaning = fast.map(|r| Cleaning {
         metadata: &r.metadata,
         redact_paths: r.redact_paths,
+        max_values: r.max_json_values,
     });
     if let Some(untouched) = cleaning.and_then(|c| answer::scan(text, c)) {
         let mut projection = serde_json::Map::new();
         projection.insert("result".into(), untouched.projection);
+        if let Some(theirs) = untouched.id {
+            projection.insert("id".into(), theirs);
+        }
         let mut v = shape(Value::Object(projection), id).map_err(|_| Failed::Bad)?;
         let pending = observe(&mut v).map_err(Failed::Refused)?;
         let id = v.get("id").unwrap_or(&Value::Null);
         return Ok((answer::respond(untouched.result, id), false, pending));
     }
-    let v: Value = serde_json::from_slice(text).map_err(|_| Failed::Bad)?;
+    // The whole answer as a tree: as many values as a request may hold, no more (a tree
+    // costs 32 bytes and more per value, where the text may spend two).
+    let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
+    let v = crate::a2a::json::parse_answer(text, crate::a2a::json::ANSWER_MAX_DEPTH, max_values)
+        .map_err(|_| Failed::Bad)?;
     let mut v = shape(v, id).map_err(|_| Failed::Bad)?;
     let pending = observe(&mut v).map_err(Failed::Refused)?;
     let error = v.get("error").is_some();

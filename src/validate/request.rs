@@ -56,6 +56,9 @@ pub struct RequestPolicy {
     pub required_extensions: Vec<String>,
     /// Replace absolute paths in agents' answers with `[PATH]`.
     pub redact_paths: bool,
+    /// Most JSON values a request body, or an agent's answer the edge rebuilds, may hold
+    /// (`a2a.max_json_values`).
+    pub max_json_values: usize,
 }
 
 impl RequestPolicy {

@@ -12,9 +12,14 @@ fn policy() -> MetadataPolicy {
     MetadataPolicy::new(&MetadataPolicy::default_denied(), &Default::default()).unwrap()
 }
 
-/// The full pass as the relay does it: parse, shape (the caller's id), clean.
+/// The value bound of these tests (small, so that rows reach it).
+const MAX_VALUES: usize = 200;
+
+/// The full pass as the relay does it: parse (at most [`MAX_VALUES`] values), shape (the
+/// caller's id), clean.
 fn full(bytes: &[u8], id: &Value, redact_paths: bool) -> Option<Value> {
-    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let v = crate::a2a::json::parse_answer(bytes, crate::a2a::json::ANSWER_MAX_DEPTH, MAX_VALUES)
+        .ok()?;
     let Value::Object(mut map) = v else {
         return None;
     };
@@ -34,6 +39,7 @@ fn compare(bytes: &[u8], redact_paths: bool) -> bool {
     let cleaning = Cleaning {
         metadata: &p,
         redact_paths,
+        max_values: MAX_VALUES,
     };
     let Some(fast) = scan(bytes, cleaning) else {
         return false;
@@ -153,10 +159,28 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("a number out of range", br#"{"result":{"n":1e400}}"#.to_vec(), false, false),
         ("a bad escape", br#"{"result":{"t":"\q"}}"#.to_vec(), false, false),
         ("truncated", br#"{"result":{"task":{"id":"t""#.to_vec(), false, false),
+        // Values counted as the full pass counts them: the response, `jsonrpc`, `id`, the
+        // array and its items (and values in dropped members too).
+        ("values at the bound", values(MAX_VALUES - 4, ""), false, true),
+        ("values past the bound", values(MAX_VALUES - 3, ""), false, false),
+        ("values past the bound in a dropped member", values(MAX_VALUES - 5, r#""x":[0,0],"#), false, false),
     ];
     for (case, bytes, redact_paths, taken) in rows {
         assert_eq!(compare(&bytes, redact_paths), taken, "{case}");
     }
+    // Past the bound the full pass refuses it too.
+    let past = values(MAX_VALUES - 3, "");
+    assert!(full(&past, &json!(1), false).is_none());
+    assert!(full(&values(MAX_VALUES - 4, ""), &json!(1), false).is_some());
+}
+
+/// A response of `n` zeros in its result's array, `extra` members before the others.
+fn values(n: usize, extra: &str) -> Vec<u8> {
+    format!(
+        r#"{{{extra}"jsonrpc":"2.0","id":"a","result":[{}]}}"#,
+        vec!["0"; n].join(",")
+    )
+    .into_bytes()
 }
 
 #[test]
@@ -166,6 +190,7 @@ fn the_relayed_result_is_the_agents_bytes() {
     let cleaning = Cleaning {
         metadata: &p,
         redact_paths: false,
+        max_values: MAX_VALUES,
     };
     let fast = scan(bytes, cleaning).expect("taken");
     assert_eq!(
