@@ -263,7 +263,7 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--mode', required=True,
-                    choices=['listtasks', 'slowreaders', 'cleaning', 'card', 'throttle'])
+                    choices=['listtasks', 'slowreaders', 'cleaning', 'card', 'throttle', 'values'])
     ap.add_argument('--port-file', required=True)
     ap.add_argument('--task-mb', type=float, default=12)
     ap.add_argument('--fresh-timestamps', action='store_true')

@@ -585,6 +585,49 @@ async def ph_card(edge: Edge) -> dict:
     return res
 
 
+async def ph_values(edge: Edge) -> dict:
+    """Authenticated SendMessage bodies of small JSON values (a data part `[0,0,...]`): each
+    value a 32-byte tree node where its text costs two bytes."""
+    a = edge.a
+    n = max(1, (int(a.body_mb * 1024 * 1024) - 200) // 2)
+    body = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
+            '"role":"ROLE_USER","parts":[{"data":{"a":[' + ','.join(['0'] * n) + ']}}]}}}').encode()
+    win = Window(edge)
+    codes: collections.Counter = collections.Counter()
+    slowest = 0.0
+
+    async def one() -> None:
+        nonlocal slowest
+        cn = edge.conn()
+        try:
+            r = await cn.request('POST', headers=edge.rpc_headers(), body=body, timeout=120)
+            v = r.json()
+            err = v.get('error') if isinstance(v, dict) else None
+            reason = (err.get('data') or [{}])[0].get('reason') if isinstance(err, dict) else None
+            codes[f'{r.status} {reason or "result"}'] += 1
+            slowest = max(slowest, r.ms)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError, asyncio.IncompleteReadError) as e:
+            codes[type(e).__name__] += 1
+        finally:
+            cn.close()
+
+    for _ in range(a.rounds):
+        await asyncio.gather(*(one() for _ in range(a.concurrency)))
+    await asyncio.sleep(a.after)
+    res = win.close()
+    total = a.rounds * a.concurrency
+    res.update(
+        codes=dict(codes),
+        summary=(f'{total} SendMessage bodies of {a.body_mb:g} MiB ({n:,} values each), {a.concurrency} at '
+                 f'once: {dict(sorted(codes.items()))}'),
+        details=[
+            f'{a.rounds} round(s) of {a.concurrency} concurrent requests, each on its own TLS connection; one '
+            f'data part holding an array of {n:,} zeros (the body is refused or checked, never forwarded)',
+            f'slowest answer {slowest:.0f} ms',
+        ])
+    return res
+
+
 async def ph_throttle(edge: Edge) -> dict:
     a = edge.a
     logs = LogTail(a.log)
@@ -651,7 +694,7 @@ async def ph_throttle(edge: Edge) -> dict:
 
 
 PHASES = {'listtasks': ph_listtasks, 'listtasks_fit': ph_listtasks, 'slowreaders': ph_slowreaders, 'cleaning': ph_cleaning,
-          'card': ph_card, 'throttle': ph_throttle}
+          'card': ph_card, 'throttle': ph_throttle, 'values': ph_values}
 
 
 # ---- the report -----------------------------------------------------------------------------
@@ -661,6 +704,7 @@ TITLES = {
     'listtasks_fit': 'listtasks_fit: the same over tasks just under the 4 MiB page budget',
     'slowreaders': 'slowreaders: stalled SSE subscribers',
     'cleaning': 'cleaning: answer metadata with a huge dotted key',
+    'values': 'values: request bodies of small JSON values',
     'card': 'card: invalid upstream card, public GET burst',
     'throttle': 'throttle: auth failures from rotating addresses',
 }
@@ -726,6 +770,8 @@ def main() -> None:
     ap.add_argument('--health-interval', type=float, default=0.05)
     ap.add_argument('--meta-segments', type=int, default=100_000)
     ap.add_argument('--meta-children', type=int, default=50_000)
+    # values (--concurrency and --rounds are shared with listtasks)
+    ap.add_argument('--body-mb', type=float, default=32)
     # card
     ap.add_argument('--requests', type=int, default=200)
     ap.add_argument('--bursts', type=int, default=1)

@@ -21,7 +21,7 @@
 #
 # Env:
 #   PHASES          phases to run, in order (default "listtasks listtasks_fit slowreaders cleaning
-#                   card throttle")
+#                   card throttle values")
 #   AFTER           seconds after a phase's attack before "after" is read (default 3)
 #   SAMPLE_INTERVAL RSS sampling interval in seconds (default 0.05)
 #   LIST_TASKS, LIST_TASK_MB, LIST_CONCURRENCY, LIST_ROUNDS
@@ -38,6 +38,9 @@
 #                   after another (10), concurrent answer loops while /health is probed (2) and
 #                   for how long (5 s)
 #   CARD_REQUESTS, CARD_BURSTS   card: concurrent GETs per burst (200), bursts (1; 1.5 s apart)
+#   VALUES_BODY_MB, VALUES_CONCURRENCY, VALUES_ROUNDS
+#                   values: SendMessage bodies of that many MiB of small JSON values (`[0,0,...]`
+#                   in a data part: 32), sent this many at once (4), rounds (3)
 #   THROTTLE_REQUESTS, THROTTLE_V6_REQUESTS, THROTTLE_SWEEP_REQUESTS, THROTTLE_WORKERS
 #                   throttle: one-shot IPv4 failures (20000), /64 failures (300), failures from
 #                   new addresses after the block so the limiters sweep (1100: a sweep runs every
@@ -52,7 +55,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LOG_TAG=memory
 # shellcheck source=../../tests/interop/lib.sh
 source "$HERE/../../tests/interop/lib.sh"
-PHASES=${PHASES:-listtasks listtasks_fit slowreaders cleaning card throttle}
+PHASES=${PHASES:-listtasks listtasks_fit slowreaders cleaning card throttle values}
 AFTER=${AFTER:-3}
 SAMPLE_INTERVAL=${SAMPLE_INTERVAL:-0.05}
 LIST_TASKS=${LIST_TASKS:-10}
@@ -78,22 +81,26 @@ THROTTLE_REQUESTS=${THROTTLE_REQUESTS:-20000}
 THROTTLE_V6_REQUESTS=${THROTTLE_V6_REQUESTS:-300}
 THROTTLE_SWEEP_REQUESTS=${THROTTLE_SWEEP_REQUESTS:-1100}
 THROTTLE_WORKERS=${THROTTLE_WORKERS:-16}
+VALUES_BODY_MB=${VALUES_BODY_MB:-32}
+VALUES_CONCURRENCY=${VALUES_CONCURRENCY:-4}
+VALUES_ROUNDS=${VALUES_ROUNDS:-3}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
 require_uints LIST_TASKS LIST_CONCURRENCY LIST_ROUNDS STREAMS STREAM_EVENTS STREAM_EVENT_KB \
     STALL_RCVBUF STREAM_IDLE_TIMEOUT_MS META_SEGMENTS META_CHILDREN CLEAN_ANSWERS CLEAN_SENDERS \
     CARD_REQUESTS CARD_BURSTS THROTTLE_REQUESTS THROTTLE_V6_REQUESTS THROTTLE_SWEEP_REQUESTS \
-    THROTTLE_WORKERS READY_TIMEOUT
-for v in AFTER SAMPLE_INTERVAL LIST_TASK_MB LIST_FIT_TASK_MB STALL_SECS HEALTH_SECS; do
+    THROTTLE_WORKERS VALUES_CONCURRENCY VALUES_ROUNDS READY_TIMEOUT
+for v in AFTER SAMPLE_INTERVAL LIST_TASK_MB LIST_FIT_TASK_MB STALL_SECS HEALTH_SECS VALUES_BODY_MB; do
     [[ ${!v} =~ ^[0-9]*\.?[0-9]+$ ]] || die "$v must be a number (got '${!v}')"
 done
 ((LIST_TASKS > 0 && LIST_CONCURRENCY > 0 && LIST_ROUNDS > 0 && STREAMS > 0 && CLEAN_ANSWERS > 0 &&
-    CARD_REQUESTS > 0 && CARD_BURSTS > 0 && THROTTLE_WORKERS > 0 && STREAM_IDLE_TIMEOUT_MS > 0)) ||
+    CARD_REQUESTS > 0 && CARD_BURSTS > 0 && THROTTLE_WORKERS > 0 && STREAM_IDLE_TIMEOUT_MS > 0 &&
+    VALUES_CONCURRENCY > 0 && VALUES_ROUNDS > 0)) ||
     die "counts must be > 0"
 for p in $PHASES; do
-    case $p in listtasks | listtasks_fit | slowreaders | cleaning | card | throttle) ;;
-    *) die "unknown phase '$p' in PHASES (listtasks listtasks_fit slowreaders cleaning card throttle)" ;;
+    case $p in listtasks | listtasks_fit | slowreaders | cleaning | card | throttle | values) ;;
+    *) die "unknown phase '$p' in PHASES (listtasks listtasks_fit slowreaders cleaning card throttle values)" ;;
     esac
 done
 
@@ -172,6 +179,7 @@ phase_args() { # phase
     slowreaders) echo "--streams $STREAMS --stall-secs $STALL_SECS --rcvbuf $STALL_RCVBUF --events $STREAM_EVENTS --event-kb $STREAM_EVENT_KB" ;;
     cleaning) echo "--answers $CLEAN_ANSWERS --senders $CLEAN_SENDERS --health-secs $HEALTH_SECS --meta-segments $META_SEGMENTS --meta-children $META_CHILDREN" ;;
     card) echo "--requests $CARD_REQUESTS --bursts $CARD_BURSTS" ;;
+    values) echo "--body-mb $VALUES_BODY_MB --concurrency $VALUES_CONCURRENCY --rounds $VALUES_ROUNDS" ;;
     throttle) echo "--requests $THROTTLE_REQUESTS --v6-requests $THROTTLE_V6_REQUESTS --sweep-requests $THROTTLE_SWEEP_REQUESTS --workers $THROTTLE_WORKERS" ;;
     esac
 }
