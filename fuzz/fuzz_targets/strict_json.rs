@@ -5,16 +5,49 @@
 //! accepts again, to an equal value; serde_json reads the accepted bytes to the same value
 //! (no parser differential); what strict calls a syntax error serde_json refuses too (strict
 //! only adds the duplicate-key and depth rules); a refused duplicate key is really there.
+//! The value bound (`a2a.max_json_values`): an accepted text parses alike within exactly as
+//! many values as its value holds and is refused (`TooManyValues`) within one fewer. The
+//! answers' parser (`parse_answer`: duplicate keys keep the last value) reads what
+//! serde_json reads, to the same value, but for nesting past its bound.
 #![no_main]
 
-use a2a_edge::a2a::json::{parse_strict, JsonError, MAX_DEPTH};
+use a2a_edge::a2a::json::{
+    parse_answer, parse_strict, parse_strict_within, JsonError, ANSWER_MAX_DEPTH,
+    DEFAULT_MAX_VALUES, MAX_DEPTH,
+};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
+/// The values a parsed value holds, as the bound counts them (keys not counted).
+fn values(v: &Value) -> usize {
+    1 + match v {
+        Value::Array(items) => items.iter().map(values).sum(),
+        Value::Object(map) => map.values().map(values).sum(),
+        _ => 0,
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let lax = serde_json::from_slice::<Value>(data);
+    match (parse_answer(data, ANSWER_MAX_DEPTH, usize::MAX), &lax) {
+        (Ok(v), Ok(l)) => assert_eq!(&v, l, "the answer parser reads another value"),
+        (Ok(_), Err(e)) => panic!("the answer parser accepted what serde_json refuses: {e}"),
+        (Err(JsonError::TooDeep), Ok(_)) | (Err(_), Err(_)) => {}
+        (Err(e), Ok(_)) => panic!("the answer parser refused what serde_json reads: {e:?}"),
+    }
     match parse_strict(data, MAX_DEPTH) {
         Ok(v) => {
+            let n = values(&v);
+            assert_eq!(
+                parse_strict_within(data, MAX_DEPTH, n).as_ref(),
+                Ok(&v),
+                "refused within its own count"
+            );
+            assert_eq!(
+                parse_strict_within(data, MAX_DEPTH, n - 1),
+                Err(JsonError::TooManyValues),
+                "accepted within one value fewer"
+            );
             let lax =
                 lax.unwrap_or_else(|e| panic!("strict accepted what serde_json refuses: {e}"));
             assert_eq!(lax, v, "strict and serde_json read different values");
@@ -36,6 +69,14 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(JsonError::TooDeep) => {
             // Past 64 levels: serde_json may read it (up to 128) or not.
+        }
+        Err(JsonError::TooManyValues) => {
+            // Each value takes a byte at least.
+            assert!(
+                data.len() >= DEFAULT_MAX_VALUES,
+                "too many values in {} bytes",
+                data.len()
+            );
         }
     }
     // A smaller bound only refuses more.

@@ -187,6 +187,7 @@ fn build_fixture() -> std::io::Result<Fixture> {
         },
         required_extensions: vec![],
         redact_paths: false,
+        max_json_values: a2a_edge::a2a::json::DEFAULT_MAX_VALUES,
     });
     let lexical =
         WorkspacePolicy::new(vec![root.clone(), root2.clone()], false).expect("lexical policy");
