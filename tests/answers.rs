@@ -26,6 +26,15 @@ async fn rpc_as(c: &mut Client, token: &str, method: &str, params: Value) -> (Va
     (serde_json::from_str(&text).unwrap(), text)
 }
 
+/// An edge with Mallory as a second caller, in front of an agent that answers `reply`.
+async fn with_mallory(reply: Reply) -> (RecordingUpstream, Proxy) {
+    let opts = ProxyOpts {
+        extra_policy: MALLORY.into(),
+        ..Default::default()
+    };
+    Proxy::with_recorder(reply, opts).await
+}
+
 /// Alice's SendMessage over `proto` to an agent that answers `raw`: the answer and its text.
 async fn answer_to(raw: &'static str, proto: Proto) -> (Value, String) {
     let (_up, p) = Proxy::with_recorder(Reply::Raw(raw), ProxyOpts::default()).await;
@@ -57,14 +66,7 @@ const SHARED_TASK: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":{"id":"
 
 #[tokio::test]
 async fn an_answer_naming_another_callers_task_is_refused() {
-    let (_up, p) = Proxy::with_recorder(
-        Reply::Raw(SHARED_TASK),
-        ProxyOpts {
-            extra_policy: MALLORY.into(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (_up, p) = with_mallory(Reply::Raw(SHARED_TASK)).await;
     for proto in PROTOS {
         let mut c = p.client(proto).await;
         let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("mine")).await;
@@ -87,14 +89,7 @@ const SHARED_STREAM: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{
 
 #[tokio::test]
 async fn a_stream_naming_another_callers_task_ends_with_an_error() {
-    let (_up, p) = Proxy::with_recorder(
-        Reply::RawStream(SHARED_STREAM),
-        ProxyOpts {
-            extra_policy: MALLORY.into(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (_up, p) = with_mallory(Reply::RawStream(SHARED_STREAM)).await;
     let mut c = p.client(Proto::H2).await;
     let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message("mine")).await)
         .rest()
@@ -540,14 +535,7 @@ async fn an_evicted_task_named_in_another_callers_answer_is_refused() {
 /// (-32006), not relayed.
 #[tokio::test]
 async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
-    let (_up, p) = Proxy::with_recorder(
-        Reply::Named,
-        ProxyOpts {
-            extra_policy: MALLORY.to_string(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (_up, p) = with_mallory(Reply::Named).await;
     let mut c = p.client(Proto::H1).await;
     let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a1 c-a1")).await;
     assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
@@ -580,14 +568,7 @@ async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
 /// is relayed.
 #[tokio::test]
 async fn a_push_config_list_with_another_callers_config_is_refused() {
-    let (_up, p) = Proxy::with_recorder(
-        Reply::Named,
-        ProxyOpts {
-            extra_policy: MALLORY.to_string(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (_up, p) = with_mallory(Reply::Named).await;
     for proto in PROTOS {
         let mut c = p.client(proto).await;
         let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("t-a1 c-a1")).await;

@@ -1044,16 +1044,37 @@ async fn ready_follows_redis_without_traffic() {
     wait_for(200).await;
 }
 
+/// Two replicas on one Redis in front of an agent that names the ids it is told
+/// ([`Reply::Named`]).
+struct NamedPair {
+    _redis: RedisServer,
+    _agent: RecordingUpstream,
+    _replicas: Vec<Proxy>,
+}
+
+impl NamedPair {
+    /// The pair and a client of each (HTTP/1.1 to the first, HTTP/2 to the second).
+    async fn start() -> (NamedPair, Client, Client) {
+        let redis = RedisServer::start();
+        let agent = RecordingUpstream::start(Reply::Named).await;
+        let replicas = replicas(&redis, &agent.url, 2).await;
+        let c1 = replicas[0].client(Proto::H1).await;
+        let c2 = replicas[1].client(Proto::H2).await;
+        let pair = NamedPair {
+            _redis: redis,
+            _agent: agent,
+            _replicas: replicas,
+        };
+        (pair, c1, c2)
+    }
+}
+
 /// An agent answering Mallory, through a replica that never saw it, with Alice's task
 /// without its context: the replica asks Redis whose task it is before relaying, and
 /// refuses it (its cache alone knew nothing of the task).
 #[tokio::test]
 async fn a_task_named_without_its_context_is_checked_in_redis() {
-    let redis = RedisServer::start();
-    let up = RecordingUpstream::start(Reply::Named).await;
-    let r = replicas(&redis, &up.url, 2).await;
-    let mut c1 = r[0].client(Proto::H1).await;
-    let mut c2 = r[1].client(Proto::H2).await;
+    let (_fleet, mut c1, mut c2) = NamedPair::start().await;
     let v = rpc_as(
         &mut c1,
         ALICE,
@@ -1084,11 +1105,7 @@ async fn a_task_named_without_its_context_is_checked_in_redis() {
 /// context is not left busy).
 #[tokio::test]
 async fn a_state_named_without_its_context_reaches_redis() {
-    let redis = RedisServer::start();
-    let up = RecordingUpstream::start(Reply::Named).await;
-    let r = replicas(&redis, &up.url, 2).await;
-    let mut c1 = r[0].client(Proto::H1).await;
-    let mut c2 = r[1].client(Proto::H2).await;
+    let (_fleet, mut c1, mut c2) = NamedPair::start().await;
     let v = rpc_as(
         &mut c1,
         ALICE,
@@ -1101,11 +1118,6 @@ async fn a_state_named_without_its_context_reaches_redis() {
         "{v}"
     );
     let by_state = |state: &str| json!({"status": state});
-    let out = std::process::Command::new("redis-cli")
-        .args(["-p", &redis.port.to_string(), "--scan"])
-        .output()
-        .unwrap();
-    eprintln!("KEYS {}", String::from_utf8_lossy(&out.stdout));
     let v = rpc_as(&mut c2, ALICE, "ListTasks", by_state("TASK_STATE_WORKING")).await;
     assert_eq!(v["result"]["totalSize"], 1, "{v}");
     // The same task, now completed, without its context.
