@@ -1047,12 +1047,21 @@ async fn ready_follows_redis_without_traffic() {
 /// Two replicas on one Redis in front of an agent that names the ids it is told
 /// ([`Reply::Named`]).
 struct NamedPair {
-    _redis: RedisServer,
+    redis: RedisServer,
     _agent: RecordingUpstream,
     _replicas: Vec<Proxy>,
 }
 
 impl NamedPair {
+    /// [`NamedPair::start`], then Alice's task `t-a1` made through the first replica by a
+    /// SendMessage of `text` (`t-a1 c-a1 [STATE]`).
+    async fn with_alices(text: &str) -> (NamedPair, Client, Client) {
+        let (pair, mut c1, c2) = NamedPair::start().await;
+        let v = rpc_as(&mut c1, ALICE, "SendMessage", message(text, json!({}))).await;
+        assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+        (pair, c1, c2)
+    }
+
     /// The pair and a client of each (HTTP/1.1 to the first, HTTP/2 to the second).
     async fn start() -> (NamedPair, Client, Client) {
         let redis = RedisServer::start();
@@ -1061,7 +1070,7 @@ impl NamedPair {
         let c1 = replicas[0].client(Proto::H1).await;
         let c2 = replicas[1].client(Proto::H2).await;
         let pair = NamedPair {
-            _redis: redis,
+            redis,
             _agent: agent,
             _replicas: replicas,
         };
@@ -1074,15 +1083,7 @@ impl NamedPair {
 /// refuses it (its cache alone knew nothing of the task).
 #[tokio::test]
 async fn a_task_named_without_its_context_is_checked_in_redis() {
-    let (_fleet, mut c1, mut c2) = NamedPair::start().await;
-    let v = rpc_as(
-        &mut c1,
-        ALICE,
-        "SendMessage",
-        message("t-a1 c-a1", json!({})),
-    )
-    .await;
-    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    let (_fleet, mut c1, mut c2) = NamedPair::with_alices("t-a1 c-a1").await;
     let v = rpc_as(
         &mut c2,
         MALLORY,
@@ -1105,18 +1106,7 @@ async fn a_task_named_without_its_context_is_checked_in_redis() {
 /// context is not left busy).
 #[tokio::test]
 async fn a_state_named_without_its_context_reaches_redis() {
-    let (_fleet, mut c1, mut c2) = NamedPair::start().await;
-    let v = rpc_as(
-        &mut c1,
-        ALICE,
-        "SendMessage",
-        message("t-a1 c-a1 WORKING", json!({})),
-    )
-    .await;
-    assert_eq!(
-        v["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
-        "{v}"
-    );
+    let (_fleet, mut c1, mut c2) = NamedPair::with_alices("t-a1 c-a1 WORKING").await;
     let by_state = |state: &str| json!({"status": state});
     let v = rpc_as(&mut c2, ALICE, "ListTasks", by_state("TASK_STATE_WORKING")).await;
     assert_eq!(v["result"]["totalSize"], 1, "{v}");
@@ -1150,4 +1140,32 @@ async fn a_state_named_without_its_context_reaches_redis() {
         .await;
         assert!(v.get("result").is_some(), "{v}");
     }
+}
+
+/// A Message answer in a new context that refers to another caller's task is refused
+/// before anything is written: Redis keeps no record of the context it named.
+#[tokio::test]
+async fn a_refused_message_answer_leaves_nothing_in_redis() {
+    let (fleet, mut c1, mut c2) = NamedPair::with_alices("t-a1 c-a1").await;
+    for c in [&mut c1, &mut c2] {
+        let v = rpc_as(
+            c,
+            MALLORY,
+            "SendMessage",
+            message("msg c-m9 t-a1", json!({})),
+        )
+        .await;
+        assert_eq!(reason(&v), "upstream.foreign_task", "{v}");
+    }
+    assert_eq!(fleet.redis.command("EXISTS r:c:c-m9"), ":0");
+    // A Message referring to the caller's own task is relayed and its context recorded.
+    let v = rpc_as(
+        &mut c2,
+        ALICE,
+        "SendMessage",
+        message("msg c-a9 t-a1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["message"]["contextId"], "c-a9", "{v}");
+    assert_eq!(fleet.redis.command("EXISTS r:c:c-a9"), ":1");
 }

@@ -259,6 +259,9 @@ impl Ownership {
                 .observe(principal, upstream, result)
                 .map(|_| None);
         };
+        // Refused here, nothing is written (Redis's script checks what it writes, not the
+        // tasks a Message only refers to).
+        self.local.check_news(principal, upstream, &news)?;
         let (shared, local) = (shared.clone(), self.local.clone());
         let principal = principal.to_string();
         let agent = self.local.upstream_name(upstream).unwrap_or_default();
@@ -406,6 +409,10 @@ impl OwnedTurn {
         let Some(news) = self.owners.local.news(result) else {
             return self.lock().observe(upstream, result).map(|_| None);
         };
+        // Refused here, nothing is written (as in `Ownership::observe_known`).
+        self.owners
+            .local
+            .check_news(&self.principal, upstream, &news)?;
         let turn = self.turn.clone();
         let lease = self.lease.clone();
         let principal = self.principal.clone();

@@ -408,6 +408,21 @@ impl TaskRegistry {
             .collect()
     }
 
+    /// Checks the tasks `news` names against this registry (their owners, an evicted
+    /// one's too), learning nothing: with `redis`, before it is written, so that an answer
+    /// this replica refuses (a Message naming another caller's task) leaves nothing in Redis.
+    pub(crate) fn check_news(
+        &self,
+        principal: &str,
+        upstream: UpstreamId,
+        news: &crate::state::shared::News,
+    ) -> Result<(), Unrelayable> {
+        self.shared
+            .lock()
+            .check_tasks(principal, upstream, &Fact::from_news(news))
+            .map(|_| ())
+    }
+
     /// [`TaskRegistry::observe`] of what the shared store accepted already.
     pub(crate) fn observe_news(
         &self,

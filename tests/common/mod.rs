@@ -483,7 +483,8 @@ pub enum Reply {
     /// Answers a SendMessage with a completed task named by the message's text, `task
     /// context [STATE]` (`-`: no `contextId`; `STATE`, e.g. `WORKING`, instead of
     /// `COMPLETED`): an agent that mixes callers up (or is told to) names whatever ids it is
-    /// given. A ListTaskPushNotificationConfigs gets a config of the
+    /// given; `msg context task` gets a Message in that context referring to that task. A
+    /// ListTaskPushNotificationConfigs gets a config of the
     /// named task and one of `t-a1` (an agent that ignores the request's `taskId`).
     Named,
 }
@@ -720,6 +721,16 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
         }
         Reply::Named => {
             let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+            let said = request["params"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("");
+            if let Some(ids) = said.strip_prefix("msg ") {
+                let mut ids = ids.split_whitespace();
+                let message = json!({"messageId": "m-named", "role": "ROLE_AGENT",
+                    "contextId": ids.next().unwrap_or("c"), "taskId": ids.next().unwrap_or("t"),
+                    "parts": [{"text": "named"}]});
+                return json(json!({"jsonrpc": "2.0", "id": id, "result": {"message": message}}));
+            }
             if request["method"] == "ListTaskPushNotificationConfigs" {
                 let hook = |t: &Value| {
                     json!({"id": format!("cfg-{}", t.as_str().unwrap_or("")),
