@@ -1083,7 +1083,7 @@ impl NamedPair {
 /// refuses it (its cache alone knew nothing of the task).
 #[tokio::test]
 async fn a_task_named_without_its_context_is_checked_in_redis() {
-    let (_fleet, mut c1, mut c2) = NamedPair::with_alices("t-a1 c-a1").await;
+    let (_fleet, _c1, mut c2) = NamedPair::with_alices("t-a1 c-a1").await;
     let v = rpc_as(
         &mut c2,
         MALLORY,
