@@ -65,9 +65,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let id = json!("caller-1");
-    let v =
-        a2a_edge::a2a::json::parse_answer(bytes, a2a_edge::a2a::json::ANSWER_MAX_DEPTH, max_values)
-            .expect("the full pass parses what the scan took");
+    let v = a2a_edge::a2a::json::parse_answer(bytes, max_values)
+        .expect("the full pass parses what the scan took");
     let Value::Object(mut map) = v else {
         panic!("the scan took a response that is not an object");
     };

@@ -12,8 +12,7 @@
 #![no_main]
 
 use a2a_edge::a2a::json::{
-    parse_answer, parse_strict, parse_strict_within, JsonError, ANSWER_MAX_DEPTH,
-    DEFAULT_MAX_VALUES, MAX_DEPTH,
+    parse_answer, parse_strict, parse_strict_within, JsonError, DEFAULT_MAX_VALUES, MAX_DEPTH,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -29,7 +28,7 @@ fn values(v: &Value) -> usize {
 
 fuzz_target!(|data: &[u8]| {
     let lax = serde_json::from_slice::<Value>(data);
-    match (parse_answer(data, ANSWER_MAX_DEPTH, usize::MAX), &lax) {
+    match (parse_answer(data, usize::MAX), &lax) {
         (Ok(v), Ok(l)) => assert_eq!(&v, l, "the answer parser reads another value"),
         (Ok(_), Err(e)) => panic!("the answer parser accepted what serde_json refuses: {e}"),
         (Err(JsonError::TooDeep), Ok(_)) | (Err(_), Err(_)) => {}

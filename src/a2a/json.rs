@@ -16,7 +16,7 @@ use crate::reason::{self, Reason};
 pub const MAX_DEPTH: usize = 64;
 
 /// Nesting bound of the agents' answers the edge rebuilds (serde_json's own for its parser).
-pub const ANSWER_MAX_DEPTH: usize = 128;
+const ANSWER_MAX_DEPTH: usize = 128;
 
 /// Most values (each scalar, array and object; keys not counted) one JSON text may hold by
 /// default (`a2a.max_json_values`). A parsed value costs 32 bytes and more where its text
@@ -64,10 +64,10 @@ pub fn parse_strict_within(
 }
 
 /// An agent's answer: RFC 8259 as serde_json reads it (a key given twice keeps its last
-/// value, as the answer's other readers do), nested at most `max_depth`, at most
-/// `max_values` values.
-pub fn parse_answer(bytes: &[u8], max_depth: usize, max_values: usize) -> Result<Value, JsonError> {
-    parse(bytes, max_depth, max_values, true)
+/// value, as the answer's other readers do), nested at most 128 deep (serde_json's own
+/// bound), at most `max_values` values.
+pub fn parse_answer(bytes: &[u8], max_values: usize) -> Result<Value, JsonError> {
+    parse(bytes, ANSWER_MAX_DEPTH, max_values, true)
 }
 
 fn parse(
@@ -272,9 +272,9 @@ mod tests {
                 Err(JsonError::TooManyValues),
                 "{text}"
             );
-            assert!(parse_answer(b, MAX_DEPTH, *n).is_ok(), "{text}");
+            assert!(parse_answer(b, *n).is_ok(), "{text}");
             assert_eq!(
-                parse_answer(b, MAX_DEPTH, n - 1),
+                parse_answer(b, n - 1),
                 Err(JsonError::TooManyValues),
                 "{text}"
             );
@@ -289,7 +289,7 @@ mod tests {
         // Duplicate keys: refused in a request, the last kept in an answer.
         let dup = br#"{"a":1,"b":{"c":2,"c":3},"a":4}"#;
         assert_eq!(parse_strict(dup, MAX_DEPTH), Err(JsonError::DuplicateKey));
-        let v = parse_answer(dup, MAX_DEPTH, 100).unwrap();
+        let v = parse_answer(dup, 100).unwrap();
         assert_eq!(v, serde_json::from_slice::<Value>(dup).unwrap());
         assert_eq!(v["a"], 4);
         assert_eq!(v["b"]["c"], 3);

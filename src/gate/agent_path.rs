@@ -106,12 +106,8 @@ impl Gate {
         let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
             .await
             .map_err(|e| bad_gateway(UpstreamError::of_body(e).reason()))?;
-        let value = crate::a2a::json::parse_answer(
-            &bytes,
-            crate::a2a::json::ANSWER_MAX_DEPTH,
-            at.requests.max_json_values,
-        )
-        .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
+        let value = crate::a2a::json::parse_answer(&bytes, at.requests.max_json_values)
+            .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
         let mut wrapped = json!({ "result": value });
         clean_response(
             &mut wrapped,

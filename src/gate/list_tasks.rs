@@ -230,11 +230,7 @@ impl Gate {
         principal: &str,
         include_artifacts: bool,
     ) -> Result<Listed, RpcError> {
-        let Ok(mut v) = crate::a2a::json::parse_answer(
-            bytes,
-            crate::a2a::json::ANSWER_MAX_DEPTH,
-            at.requests.max_json_values,
-        ) else {
+        let Ok(mut v) = crate::a2a::json::parse_answer(bytes, at.requests.max_json_values) else {
             return Ok(Listed::Gone);
         };
         clean_response(&mut v, &at.requests.metadata, at.requests.redact_paths);

@@ -150,8 +150,7 @@ where
     // The whole answer as a tree: as many values as a request may hold, no more (a tree
     // costs 32 bytes and more per value, where the text may spend two).
     let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
-    let v = crate::a2a::json::parse_answer(text, crate::a2a::json::ANSWER_MAX_DEPTH, max_values)
-        .map_err(|_| Failed::Bad)?;
+    let v = crate::a2a::json::parse_answer(text, max_values).map_err(|_| Failed::Bad)?;
     let mut v = shape(v, id).map_err(|_| Failed::Bad)?;
     let pending = observe(&mut v).map_err(Failed::Refused)?;
     let error = v.get("error").is_some();

@@ -18,8 +18,7 @@ const MAX_VALUES: usize = 200;
 /// The full pass as the relay does it: parse (at most [`MAX_VALUES`] values), shape (the
 /// caller's id), clean.
 fn full(bytes: &[u8], id: &Value, redact_paths: bool) -> Option<Value> {
-    let v = crate::a2a::json::parse_answer(bytes, crate::a2a::json::ANSWER_MAX_DEPTH, MAX_VALUES)
-        .ok()?;
+    let v = crate::a2a::json::parse_answer(bytes, MAX_VALUES).ok()?;
     let Value::Object(mut map) = v else {
         return None;
     };
