@@ -1009,6 +1009,12 @@ async fn ownership_expires_after_the_retention() {
     assert_eq!(v["result"]["tasks"], json!([]), "{v}");
     let v = rpc_as(&mut c3, ALICE, "ListTasks", json!({})).await;
     assert_eq!(v["result"]["totalSize"], 0, "{v}");
+    // The replicas that knew it (the one that learned it from the answer, the one that read
+    // it from Redis) no longer trust what they knew: the same -32001 on every replica.
+    for c in [&mut c, &mut c2] {
+        let v = rpc_as(c, ALICE, "GetTask", json!({"id": task})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+    }
 }
 
 /// A replica that has served nothing yet (a balancer sends it nothing until `/ready` says 200)
@@ -1048,7 +1054,7 @@ async fn ready_follows_redis_without_traffic() {
 /// ([`Reply::Named`]).
 struct NamedPair {
     redis: RedisServer,
-    _agent: RecordingUpstream,
+    agent: RecordingUpstream,
     _replicas: Vec<Proxy>,
 }
 
@@ -1056,26 +1062,83 @@ impl NamedPair {
     /// [`NamedPair::start`], then Alice's task `t-a1` made through the first replica by a
     /// SendMessage of `text` (`t-a1 c-a1 [STATE]`).
     async fn with_alices(text: &str) -> (NamedPair, Client, Client) {
-        let (pair, mut c1, c2) = NamedPair::start().await;
+        NamedPair::with_alices_and(text, "").await
+    }
+
+    /// [`NamedPair::with_alices`] with more of the `[state]` table.
+    async fn with_alices_and(text: &str, extra_state: &str) -> (NamedPair, Client, Client) {
+        let (pair, mut c1, c2) = NamedPair::start(extra_state).await;
         let v = rpc_as(&mut c1, ALICE, "SendMessage", message(text, json!({}))).await;
         assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
         (pair, c1, c2)
     }
 
     /// The pair and a client of each (HTTP/1.1 to the first, HTTP/2 to the second).
-    async fn start() -> (NamedPair, Client, Client) {
+    async fn start(extra_state: &str) -> (NamedPair, Client, Client) {
         let redis = RedisServer::start();
         let agent = RecordingUpstream::start(Reply::Named).await;
-        let replicas = replicas(&redis, &agent.url, 2).await;
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            replicas.push(Proxy::start(opts(&redis, &agent.url, extra_state)).await);
+        }
         let c1 = replicas[0].client(Proto::H1).await;
         let c2 = replicas[1].client(Proto::H2).await;
         let pair = NamedPair {
             redis,
-            _agent: agent,
+            agent,
             _replicas: replicas,
         };
         (pair, c1, c2)
     }
+
+    /// How many requests reached the agent.
+    fn reached(&self) -> usize {
+        self.agent.seen.lock().unwrap().len()
+    }
+}
+
+/// An id Redis forgot (its retention ended) and another caller claimed since (an agent
+/// that numbers its tasks anew after a restart) is the new owner's on every replica, also
+/// on the one that knew it as the first owner's: that replica asks Redis again once the
+/// retention has passed instead of trusting what it knew.
+#[tokio::test]
+async fn an_id_claimed_again_after_the_retention_is_the_new_owners_on_every_replica() {
+    let (fleet, mut c1, mut c2) =
+        NamedPair::with_alices_and("t-a1 c-a1", "task_retention_ms = 2000\n").await;
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    assert_eq!(fleet.redis.command("EXISTS r:t:t-a1"), ":0");
+    let v = rpc_as(
+        &mut c2,
+        MALLORY,
+        "SendMessage",
+        message("t-a1 c-m1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    // Alice, on the replica that made her task: not hers any more, refused before the agent.
+    let before = fleet.reached();
+    for method in ["GetTask", "CancelTask"] {
+        let v = rpc_as(&mut c1, ALICE, method, json!({"id": "t-a1"})).await;
+        assert_eq!(v["error"]["code"], -32001, "{method}: {v}");
+    }
+    assert_eq!(
+        fleet.reached(),
+        before,
+        "a refused request reached the agent"
+    );
+    // Mallory's on that replica: forwarded (this agent then answers about another task).
+    let v = rpc_as(&mut c1, MALLORY, "GetTask", json!({"id": "t-a1"})).await;
+    assert_eq!(reason(&v), "upstream.bad_response", "{v}");
+    assert_eq!(fleet.reached(), before + 1);
+    // Alice's context id was forgotten with it: Mallory's answer naming it is hers now.
+    let v = rpc_as(
+        &mut c1,
+        MALLORY,
+        "SendMessage",
+        message("t-m2 c-a1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-m2", "{v}");
 }
 
 /// An agent answering Mallory, through a replica that never saw it, with Alice's task

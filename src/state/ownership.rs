@@ -2,9 +2,10 @@
 //!
 //! - `memory`: the process's [`TaskRegistry`] decides everything (no I/O).
 //! - `redis`: Redis decides ([`SharedOwners`]), atomically across replicas; the registry is
-//!   this replica's bounded cache of the facts that never change (owners, agents, the ids
-//!   callers chose). A request's ids missing from the cache are fetched in one round trip
-//!   ([`Ownership::prefetch`]); a turn on a named context is one round trip (claim, workspace,
+//!   this replica's bounded cache of the facts that do not change while Redis keeps them
+//!   (owners, agents, the ids callers chose), each trusted no longer than Redis may keep it.
+//!   A request's ids missing from the cache (or no longer trusted) are fetched in one round
+//!   trip ([`Ownership::prefetch`]); a turn on a named context is one round trip (claim, workspace,
 //!   busy lease); an answer that teaches something new is written before it is relayed (one
 //!   round trip), so a caller that learns a task id from one replica finds it on every other.
 //!   Redis unreachable: [`Refusal::Unavailable`], never a decision without it.
@@ -12,6 +13,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -61,6 +63,9 @@ pub struct Ownership {
 
 impl Ownership {
     pub fn new(local: TaskRegistry, shared: Option<Arc<SharedOwners>>) -> Ownership {
+        if let Some(s) = &shared {
+            local.trust_for(s.retention);
+        }
         Ownership { local, shared }
     }
 
@@ -75,22 +80,17 @@ impl Ownership {
     }
 
     /// Makes the cache know what Redis knows of these ids (no-op with `memory`, and for ids
-    /// the cache has). Each context id is fetched with the caller's alias of it.
+    /// the cache knows and still trusts). Each context id is fetched with the caller's alias
+    /// of it.
     pub async fn prefetch(
         &self,
         principal: &str,
         tasks: &[&str],
         contexts: &[&str],
     ) -> Result<(), Refusal> {
-        let Some(shared) = &self.shared else {
+        if self.shared.is_none() {
             return Ok(());
-        };
-        let tasks: Vec<String> = tasks
-            .iter()
-            .filter(|t| !t.is_empty() && !self.local.has_task(t))
-            .take(MAX_PREFETCH)
-            .map(|t| t.to_string())
-            .collect();
+        }
         let mut wanted: Vec<String> = Vec::new();
         for c in contexts
             .iter()
@@ -98,22 +98,59 @@ impl Ownership {
             .take(MAX_PREFETCH / 2)
         {
             for id in [c.to_string(), self.local.context_alias(principal, c)] {
-                if !self.local.has_context(&id) && !wanted.contains(&id) {
+                if !wanted.contains(&id) {
                     wanted.push(id);
                 }
             }
         }
-        let (found_tasks, found_contexts) = shared.fetch(&tasks, &wanted).await?;
-        for (id, t, ctx) in found_tasks {
+        let tasks: Vec<String> = tasks.iter().map(|t| t.to_string()).collect();
+        self.confirm(&tasks, &wanted).await
+    }
+
+    /// Asks Redis of the ids the cache does not know or no longer trusts (one round trip):
+    /// what it holds is imported (replacing what the cache knew otherwise), what it no
+    /// longer holds is forgotten here too (its retention ended).
+    async fn confirm(&self, tasks: &[String], contexts: &[String]) -> Result<(), Refusal> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let tasks: Vec<String> = tasks
+            .iter()
+            .filter(|t| !t.is_empty() && !self.local.trusts_task(t))
+            .take(MAX_PREFETCH)
+            .cloned()
+            .collect();
+        let contexts: Vec<String> = contexts
+            .iter()
+            .filter(|c| !c.is_empty() && !self.local.trusts_context(c))
+            .take(MAX_PREFETCH)
+            .cloned()
+            .collect();
+        if tasks.is_empty() && contexts.is_empty() {
+            return Ok(());
+        }
+        let (found_tasks, found_contexts) = shared.fetch(&tasks, &contexts).await?;
+        let gone_tasks: Vec<&str> = tasks
+            .iter()
+            .filter(|t| !found_tasks.iter().any(|(id, _, _)| id == *t))
+            .map(String::as_str)
+            .collect();
+        let gone_contexts: Vec<&str> = contexts
+            .iter()
+            .filter(|c| !found_contexts.iter().any(|(id, _)| id == *c))
+            .map(String::as_str)
+            .collect();
+        self.local.forget_unconfirmed(&gone_tasks, &gone_contexts);
+        for (id, t, ctx) in &found_tasks {
             if let Some(c) = ctx {
-                self.import_context(&t.context, &c);
+                self.import_context(&t.context, c);
             }
             let upstream = self.local.upstream_id(&t.agent);
             self.local
-                .import_task(&id, &t.owner, &t.context, upstream, &t.state, t.ts);
+                .import_task(id, &t.owner, &t.context, upstream, &t.state, t.ts, t.valid);
         }
-        for (id, c) in found_contexts {
-            self.import_context(&id, &c);
+        for (id, c) in &found_contexts {
+            self.import_context(id, c);
         }
         Ok(())
     }
@@ -126,6 +163,7 @@ impl Ownership {
             upstream,
             c.workspace.clone(),
             c.client.as_deref(),
+            c.valid,
         );
     }
 
@@ -221,15 +259,14 @@ impl Ownership {
                 .observe(principal, upstream, result)
                 .map(|_| None);
         }
-        let unknown = self.local.unknown_named_tasks(result);
-        if unknown.is_empty() {
+        let (tasks, contexts) = self.local.untrusted_named(result);
+        if tasks.is_empty() && contexts.is_empty() {
             return self.observe_known(principal, upstream, result);
         }
         let (owners, principal, result) = (self.clone(), principal.to_string(), result.clone());
         Ok(Some(Box::pin(async move {
-            let named: Vec<&str> = unknown.iter().map(String::as_str).collect();
             owners
-                .prefetch(&principal, &named, &[])
+                .confirm(&tasks, &contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
             match owners.observe_known(&principal, upstream, &result) {
@@ -321,15 +358,24 @@ impl Ownership {
             .into_iter()
             .map(|r| {
                 let upstream = self.local.upstream_id(&r.agent);
+                // Listed, not fetched: trusted for this request only (no TTL read).
                 self.local.import_context(
                     &r.context,
                     principal,
                     Some(upstream),
                     None,
                     r.client_context.as_deref(),
+                    Duration::ZERO,
                 );
-                self.local
-                    .import_task(&r.task, principal, &r.context, upstream, &r.state, r.ts);
+                self.local.import_task(
+                    &r.task,
+                    principal,
+                    &r.context,
+                    upstream,
+                    &r.state,
+                    r.ts,
+                    Duration::ZERO,
+                );
                 (r.task, upstream, r.ts)
             })
             .collect();
@@ -378,15 +424,14 @@ impl OwnedTurn {
         if self.owners.shared.is_none() {
             return self.lock().observe(upstream, result).map(|_| None);
         }
-        let unknown = self.owners.local.unknown_named_tasks(result);
-        if unknown.is_empty() {
+        let (tasks, contexts) = self.owners.local.untrusted_named(result);
+        if tasks.is_empty() && contexts.is_empty() {
             return self.observe_known(upstream, result);
         }
         let (mut turn, result) = (self.clone(), result.clone());
         Ok(Some(Box::pin(async move {
-            let named: Vec<&str> = unknown.iter().map(String::as_str).collect();
             turn.owners
-                .prefetch(&turn.principal, &named, &[])
+                .confirm(&tasks, &contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
             match turn.observe_known(upstream, &result) {

@@ -391,21 +391,33 @@ impl TaskRegistry {
         }
     }
 
-    /// The task ids `result` names without a context (a Task or an update without its
-    /// `contextId`, a Message's or a push config's `taskId`) that this registry does not
-    /// know: with `redis`, Redis must say whose they are before the answer is judged.
-    pub fn unknown_named_tasks(&self, result: &Value) -> Vec<String> {
+    /// What `result` names that Redis must be asked of before the answer is judged (with
+    /// `redis`): tasks (a Task or an update without its `contextId`, a Message's or a push
+    /// config's `taskId`) this registry does not know or no longer trusts, and a task or
+    /// context it knows but no longer trusts (Redis may have forgotten it, and someone else
+    /// claimed the id since). `(tasks, contexts)`.
+    pub fn untrusted_named(&self, result: &Value) -> (Vec<String>, Vec<String>) {
         let Ok(Some(fact)) = Fact::read(result) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
-        let bare = fact.task.filter(|_| fact.context.is_none());
         let st = self.shared.lock();
-        [bare, fact.referenced_task]
+        let task = |t: &&str| match st.tasks.get(t) {
+            Some(e) => !st.trusted(e.until),
+            None => fact.context.is_none() || Some(*t) == fact.referenced_task,
+        };
+        let tasks = [fact.task, fact.referenced_task]
             .into_iter()
             .flatten()
-            .filter(|t| !st.tasks.contains_key(t))
+            .filter(task)
             .map(str::to_string)
-            .collect()
+            .collect();
+        let contexts = fact
+            .context
+            .filter(|c| st.contexts.get(c).is_some_and(|e| !st.trusted(e.until)))
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        (tasks, contexts)
     }
 
     /// Checks the tasks `news` names against this registry (their owners, an evicted

@@ -212,21 +212,28 @@ return 'ok'
 );
 
 /// What Redis knows of some ids. ARGV: prefix, then `t<task>` or `c<context>` each. For a
-/// task: o, c, u, s, ts and its context's o, u, w, cl (9 values); for a context its o, u, w,
-/// cl (4 values). Absent values are nil.
+/// task: o, c, u, s, ts, its key's PTTL and its context's o, u, w, cl, PTTL (11 values); for
+/// a context its o, u, w, cl, PTTL (5 values). Absent values are nil.
 const FETCH: &str = r#"
 local p = ARGV[1]
 local out = {}
 local function put(vals) for i = 1, #vals do out[#out + 1] = vals[i] end end
+local function context(ck)
+  local c = redis.call('HMGET', ck, 'o', 'u', 'w', 'cl')
+  c[5] = tostring(redis.call('PTTL', ck))
+  put(c)
+end
 for i = 2, #ARGV do
   local kind, id = string.sub(ARGV[i], 1, 1), string.sub(ARGV[i], 2)
   if kind == 't' then
-    local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'c', 'u', 's', 'ts')
+    local tk = p .. 't:' .. id
+    local t = redis.call('HMGET', tk, 'o', 'c', 'u', 's', 'ts')
+    t[6] = tostring(redis.call('PTTL', tk))
     put(t)
-    if t[2] then put(redis.call('HMGET', p .. 'c:' .. t[2], 'o', 'u', 'w', 'cl'))
-    else put({false, false, false, false}) end
+    if t[2] then context(p .. 'c:' .. t[2])
+    else put({false, false, false, false, false}) end
   else
-    put(redis.call('HMGET', p .. 'c:' .. id, 'o', 'u', 'w', 'cl'))
+    context(p .. 'c:' .. id)
   end
 end
 return out
@@ -417,6 +424,8 @@ pub struct TaskRecord {
     pub agent: String,
     pub state: String,
     pub ts: u64,
+    /// How long Redis keeps it still (its key's TTL when read).
+    pub valid: Duration,
 }
 
 /// A context as Redis knows it. `workspace`: `None` not bound yet, `Some(None)` the agent's
@@ -427,6 +436,8 @@ pub struct ContextRecord {
     pub agent: Option<String>,
     pub workspace: Option<Option<String>>,
     pub client: Option<String>,
+    /// How long Redis keeps it still (its key's TTL when read).
+    pub valid: Duration,
 }
 
 /// One listed task.
@@ -600,18 +611,26 @@ impl SharedOwners {
         let vals: Vec<Option<String>> = self.store.run(&self.fetch, &refs).await?;
         let mut it = vals.into_iter();
         let mut next = || it.next().flatten();
-        let context = |o: Option<String>, u, w, cl| {
+        // A key without a TTL is kept as long as the retention (written before it had one).
+        let retention = self.retention;
+        let ttl = |v: Option<String>| match v.and_then(|v| v.parse::<i64>().ok()) {
+            Some(-1) => retention,
+            Some(ms) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+            None => Duration::ZERO,
+        };
+        let context = |o: Option<String>, u, w, cl, valid| {
             o.map(|owner| ContextRecord {
                 owner,
                 agent: u,
                 workspace: decode_workspace(w),
                 client: cl,
+                valid,
             })
         };
         let mut found_tasks = Vec::new();
         for t in tasks {
-            let (o, c, u, s, ts) = (next(), next(), next(), next(), next());
-            let ctx = context(next(), next(), next(), next());
+            let (o, c, u, s, ts, valid) = (next(), next(), next(), next(), next(), ttl(next()));
+            let ctx = context(next(), next(), next(), next(), ttl(next()));
             if let (Some(owner), Some(context), Some(agent)) = (o, c, u) {
                 let record = TaskRecord {
                     owner,
@@ -619,13 +638,14 @@ impl SharedOwners {
                     agent,
                     state: s.unwrap_or_default(),
                     ts: ts.and_then(|t| t.parse().ok()).unwrap_or(0),
+                    valid,
                 };
                 found_tasks.push((t.clone(), record, ctx));
             }
         }
         let mut found_contexts = Vec::new();
         for c in contexts {
-            if let Some(record) = context(next(), next(), next(), next()) {
+            if let Some(record) = context(next(), next(), next(), next(), ttl(next())) {
                 found_contexts.push((c.clone(), record));
             }
         }

@@ -1,10 +1,16 @@
 //! What a replica's registry needs when Redis holds the truth (`[state] backend = "redis"`):
-//! the registry is then a bounded cache of facts that never change once written (who owns a
-//! task or context, which agent serves it, the id a caller chose for a context), filled from
-//! Redis ([`TaskRegistry::import_task`], [`TaskRegistry::import_context`]) and from answers;
-//! what changes (busy contexts, states, listings) is asked of Redis each time.
+//! the registry is then a bounded cache of facts that do not change while Redis keeps them
+//! (who owns a task or context, which agent serves it, the id a caller chose for a context),
+//! filled from Redis ([`TaskRegistry::import_task`], [`TaskRegistry::import_context`]) and
+//! from answers; what changes (busy contexts, states, listings) is asked of Redis each time.
+//! Redis forgets an id `task_retention_ms` after its last write, and then whoever names it
+//! next claims it: so an entry is trusted only as long as Redis may still hold it (the
+//! retention after this replica wrote it, the key's TTL when it was read), then asked again
+//! ([`TaskRegistry::trusts_task`]); what Redis no longer holds is forgotten, what it holds as
+//! another caller's replaces what was known.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -15,12 +21,22 @@ use super::{present, Denial, ListPage, TaskRegistry, UpstreamId};
 use crate::state::shared::News;
 
 impl TaskRegistry {
-    pub fn has_task(&self, id: &str) -> bool {
-        self.shared.lock().tasks.contains_key(id)
+    /// With `redis`: entries are trusted `retention` after the write or read that confirmed
+    /// them (Redis forgets an id that long after its last write), then asked of Redis again.
+    pub fn trust_for(&self, retention: Duration) {
+        self.shared.lock().trust_for(retention);
     }
 
-    pub fn has_context(&self, id: &str) -> bool {
-        self.shared.lock().contexts.contains_key(id)
+    /// Whether this registry knows task `id` and may still trust what it knows.
+    pub fn trusts_task(&self, id: &str) -> bool {
+        let st = self.shared.lock();
+        st.tasks.get(id).is_some_and(|t| st.trusted(t.until))
+    }
+
+    /// [`TaskRegistry::trusts_task`] for a context.
+    pub fn trusts_context(&self, id: &str) -> bool {
+        let st = self.shared.lock();
+        st.contexts.get(id).is_some_and(|c| st.trusted(c.until))
     }
 
     /// The alias the agent knows `client_id` by for `principal` (see [`TaskRegistry::agent_context`]).
@@ -38,7 +54,11 @@ impl TaskRegistry {
             .cloned()
     }
 
-    /// Records a task Redis knows, unless this registry knows it already.
+    /// Records a task as Redis holds it, trusted for `valid` (what Redis keeps it still;
+    /// zero: asked again at its next use). A task this registry knows as another caller's or
+    /// in another context (Redis forgot it and someone claimed the id since) is replaced,
+    /// unless a turn runs on it here.
+    #[allow(clippy::too_many_arguments)]
     pub fn import_task(
         &self,
         id: &str,
@@ -47,9 +67,20 @@ impl TaskRegistry {
         upstream: UpstreamId,
         state: &str,
         ts: u64,
+        valid: Duration,
     ) {
         let mut st = self.shared.lock();
-        if st.tasks.contains_key(id) {
+        let until = st.until_after(valid);
+        if let Some(t) = st.tasks.get(id) {
+            if *t.owner != *owner || *t.context != *context {
+                st.drop_task(id);
+            }
+        }
+        if let Some(t) = st.tasks.get_mut(id) {
+            // Still another's here while a turn runs on it: not trusted any longer for that.
+            if *t.owner == *owner && *t.context == *context {
+                t.until = t.until.max(until);
+            }
             return;
         }
         let context: Arc<str> = match st.contexts.get_key_value(context) {
@@ -61,10 +92,14 @@ impl TaskRegistry {
             .is_none()
         {
             st.counters.refused_full += 1;
+            return;
+        }
+        if let Some(t) = st.tasks.get_mut(id) {
+            t.until = until;
         }
     }
 
-    /// Records a context Redis knows, unless this registry knows it already.
+    /// Records a context as Redis holds it (see [`TaskRegistry::import_task`]).
     /// `workspace`: `None` not bound yet.
     pub fn import_context(
         &self,
@@ -73,9 +108,17 @@ impl TaskRegistry {
         upstream: Option<UpstreamId>,
         workspace: Option<Option<String>>,
         client: Option<&str>,
+        valid: Duration,
     ) {
         let mut st = self.shared.lock();
-        if st.contexts.contains_key(id) {
+        let until = st.until_after(valid);
+        if st.contexts.get(id).is_some_and(|c| *c.owner != *owner) {
+            st.drop_context(id);
+        }
+        if let Some(c) = st.contexts.get_mut(id) {
+            if *c.owner == *owner {
+                c.until = c.until.max(until);
+            }
             return;
         }
         let ws = match workspace {
@@ -86,9 +129,27 @@ impl TaskRegistry {
             st.counters.refused_full += 1;
             return;
         }
-        if let (Some(c), Some(e)) = (client, st.contexts.get_mut(id)) {
-            if c != id {
+        if let Some(e) = st.contexts.get_mut(id) {
+            e.until = until;
+            if let Some(c) = client.filter(|c| *c != id) {
                 e.client = Some(Arc::from(c));
+            }
+        }
+    }
+
+    /// Forgets what Redis was asked of and no longer holds (its retention ended): tasks and
+    /// contexts this registry no longer trusts, unless a turn runs on them here. Nothing of
+    /// their owners is remembered: as in Redis, whoever names such an id next claims it.
+    pub fn forget_unconfirmed(&self, tasks: &[&str], contexts: &[&str]) {
+        let mut st = self.shared.lock();
+        for t in tasks {
+            if st.tasks.get(t).is_some_and(|e| !st.trusted(e.until)) {
+                st.drop_task(t);
+            }
+        }
+        for c in contexts {
+            if st.contexts.get(c).is_some_and(|e| !st.trusted(e.until)) {
+                st.drop_context(c);
             }
         }
     }

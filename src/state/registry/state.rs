@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::facts::Fact;
 use super::forgotten::{Forgotten, Kind, FORGOTTEN_PER_ENTRY};
@@ -61,6 +62,8 @@ pub(super) struct TaskEntry {
     pub ts: u64,
     /// Position in `task_lru`; `None` while pinned.
     lru: Option<(u8, u64)>,
+    /// Trusted until this second of [`State::now`] ([`State::trusted`]).
+    pub until: u32,
 }
 
 pub(super) struct ContextEntry {
@@ -73,6 +76,8 @@ pub(super) struct ContextEntry {
     pub running: Option<Running>,
     /// Position in `context_lru`; `None` while a turn runs.
     lru: Option<u64>,
+    /// Trusted until this second of [`State::now`] ([`State::trusted`]).
+    pub until: u32,
 }
 
 /// The turns in flight on a context: the first one, plus follow-ups that carry its task id.
@@ -93,6 +98,12 @@ pub(super) struct Counters {
 pub(super) struct State {
     pub max: usize,
     tick: u64,
+    /// The registry's clock ([`State::now`]), and how long a new entry is trusted: for ever
+    /// with `memory` (`u32::MAX`); with `redis`, the retention Redis keeps it after the write
+    /// that made it (seconds, rounded down: an entry is never trusted after Redis may have
+    /// forgotten it, [`State::trust_for`]).
+    clock: Instant,
+    trust_secs: u32,
     // The maps by id are hash tables that never rebuild themselves while they churn
     // (`ids.rs`: no tombstones; a standard hash map of 100k+ entries that keeps inserting and
     // removing rehashed itself whole every few ten thousand inserts, under the registry's one
@@ -135,6 +146,8 @@ impl State {
         State {
             max: max.max(1),
             tick: 0,
+            clock: Instant::now(),
+            trust_secs: u32::MAX,
             tasks: IdMap::new(),
             contexts: IdMap::new(),
             task_lru: BTreeMap::new(),
@@ -150,6 +163,45 @@ impl State {
             forgotten: Forgotten::new(max.max(1).saturating_mul(FORGOTTEN_PER_ENTRY)),
             pending_turns: 0,
             counters: Counters::default(),
+        }
+    }
+
+    /// Entries made from now on are trusted this long ([`State::trusted`]).
+    pub fn trust_for(&mut self, d: Duration) {
+        self.trust_secs = u32::try_from(d.as_secs()).unwrap_or(u32::MAX);
+    }
+
+    /// Whole seconds since the registry began.
+    fn now(&self) -> u32 {
+        u32::try_from(self.clock.elapsed().as_secs()).unwrap_or(u32::MAX - 1)
+    }
+
+    /// The second of [`State::now`] until which an entry confirmed `valid` more is trusted,
+    /// rounded down (never later than the store's own expiry).
+    pub fn until_after(&self, valid: Duration) -> u32 {
+        let secs = (self.clock.elapsed() + valid).as_secs();
+        u32::try_from(secs).unwrap_or(u32::MAX - 1)
+    }
+
+    /// Whether an entry trusted until `until` is trusted now: `false` once the shared store
+    /// may have forgotten it (it is asked again then).
+    pub fn trusted(&self, until: u32) -> bool {
+        self.now() < until
+    }
+
+    /// Moves the registry's clock `d` ahead (tests).
+    #[cfg(test)]
+    pub fn age(&mut self, d: Duration) {
+        if let Some(earlier) = self.clock.checked_sub(d) {
+            self.clock = earlier;
+        }
+    }
+
+    /// Until when a new entry is trusted.
+    fn new_until(&self) -> u32 {
+        match self.trust_secs {
+            u32::MAX => u32::MAX,
+            secs => self.now().saturating_add(secs).min(u32::MAX - 1),
         }
     }
 
@@ -215,6 +267,7 @@ impl State {
         let key = (tier(&state), self.next_tick());
         self.task_lru.insert(key, id.clone());
         self.index(&owner, &context, ts, &id, &state);
+        let until = self.new_until();
         self.tasks.insert(
             id.clone(),
             TaskEntry {
@@ -224,9 +277,33 @@ impl State {
                 state,
                 ts,
                 lru: Some(key),
+                until,
             },
         );
         Some(id)
+    }
+
+    /// Takes out an unpinned task the shared store no longer holds as it is here, without
+    /// remembering its owner (the store lets whoever names the id next claim it).
+    pub fn drop_task(&mut self, id: &str) {
+        let Some((k, t)) = self.tasks.get_key_value(id) else {
+            return;
+        };
+        if t.lru.is_some() {
+            let k = k.clone();
+            self.remove_task(&k);
+        }
+    }
+
+    /// [`State::drop_task`] for a context without a running turn.
+    pub fn drop_context(&mut self, id: &str) {
+        let Some(c) = self.contexts.get(id) else {
+            return;
+        };
+        if let Some(key) = c.lru {
+            self.context_lru.remove(&key);
+            self.contexts.remove(id);
+        }
     }
 
     fn remove_task(&mut self, id: &Id) -> Option<TaskEntry> {
@@ -376,6 +453,7 @@ impl State {
             Some(tick)
         };
         let pinned_task = running.as_ref().and_then(|r| r.task.clone());
+        let until = self.new_until();
         self.contexts.insert(
             id.clone(),
             ContextEntry {
@@ -385,6 +463,7 @@ impl State {
                 workspace,
                 running,
                 lru,
+                until,
             },
         );
         if let Some(t) = pinned_task {

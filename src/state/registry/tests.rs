@@ -1436,3 +1436,86 @@ fn an_answer_names_only_the_task_asked_for() {
         );
     }
 }
+
+/// With `redis` the registry is a cache that trusts an entry only as long as Redis may
+/// still hold it: what it learned for the retention, what it read for the TTL Redis gave.
+/// Then it is asked again: what Redis no longer holds is forgotten (not remembered as
+/// evicted: whoever names it next claims it, as in Redis), what Redis holds as another's
+/// replaces it, unless a turn runs on it here.
+#[test]
+fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
+    let secs = std::time::Duration::from_secs;
+    let reg = TaskRegistry::new(8);
+    let age = |s: u64| reg.shared.lock().age(secs(s));
+    // Memory: trusted for ever.
+    reg.observe(A, 0, &task("tm", "cm", "TASK_STATE_COMPLETED", Some(1)))
+        .unwrap();
+    age(1_000_000);
+    assert!(reg.trusts_task("tm") && reg.trusts_context("cm"));
+
+    let reg = TaskRegistry::new(8);
+    let age = |s: u64| reg.shared.lock().age(secs(s));
+    reg.trust_for(secs(10));
+    reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)))
+        .unwrap();
+    reg.import_task("tr", A, "ca", 0, "TASK_STATE_WORKING", 2, secs(4));
+    reg.import_context("cr", A, Some(0), None, None, secs(4));
+    reg.import_task("tl", A, "ca", 0, "TASK_STATE_WORKING", 3, secs(0));
+    let trusted = |ids: [&str; 3]| {
+        [
+            reg.trusts_task(ids[0]),
+            reg.trusts_task(ids[1]),
+            reg.trusts_task(ids[2]),
+        ]
+    };
+    // Listed (no TTL read): not trusted beyond the request that read it.
+    assert_eq!(trusted(["ta", "tr", "tl"]), [true, true, false]);
+    age(5);
+    assert_eq!(trusted(["ta", "tr", "tl"]), [true, false, false]);
+    assert!(reg.trusts_context("ca") && !reg.trusts_context("cr"));
+    age(6);
+    assert_eq!(trusted(["ta", "tr", "tl"]), [false, false, false]);
+    // An answer naming them now is judged only after Redis is asked.
+    let (tasks, contexts) = reg.untrusted_named(&task("ta", "ca", "TASK_STATE_WORKING", None));
+    assert_eq!(
+        (tasks, contexts),
+        (vec!["ta".to_string()], vec!["ca".to_string()])
+    );
+    // Redis read again: a TTL renews the trust; one held by another caller replaces it.
+    reg.import_task("tr", A, "ca", 0, "TASK_STATE_WORKING", 2, secs(30));
+    assert!(reg.trusts_task("tr"));
+    assert_eq!(reg.authorize_task(A, "tr"), Ok(0));
+    reg.import_task("ta", B, "cb", 0, "TASK_STATE_WORKING", 4, secs(30));
+    assert_eq!(reg.authorize_task(A, "ta"), Err(Denial::NotFound));
+    assert_eq!(reg.authorize_task(B, "ta"), Ok(0));
+    assert!(!list_all(&reg, A).contains(&"ta".to_string()));
+    assert_eq!(list_all(&reg, B), vec!["ta".to_string()]);
+    reg.import_context("cr", B, Some(0), None, None, secs(30));
+    assert_eq!(
+        reg.observe(A, 0, &task("tx", "cr", "TASK_STATE_WORKING", None)),
+        Err(Unrelayable::Foreign)
+    );
+    // Gone from Redis: forgotten here, and claimed by whoever names it next (not refused as
+    // an evicted id of its first owner would be).
+    reg.forget_unconfirmed(&["tl", "tr"], &["ca"]);
+    assert_eq!(reg.authorize_task(A, "tl"), Err(Denial::NotFound));
+    assert!(reg.trusts_task("tr"), "trusted still: not forgotten");
+    assert!(!reg.trusts_context("ca") && !reg.shared.lock().contexts.contains_key("ca"));
+    reg.observe(B, 0, &task("tl", "ca", "TASK_STATE_WORKING", Some(5)))
+        .unwrap();
+    assert_eq!(reg.authorize_task(B, "tl"), Ok(0));
+    reg.check_invariants();
+
+    // A running turn's task and context are not forgotten nor replaced while it runs.
+    let mut turn = reg.begin_turn(A, None, Some("crun"), None).expect("turn");
+    turn.observe(0, &task("trun", "crun", "TASK_STATE_WORKING", Some(6)))
+        .unwrap();
+    age(11);
+    reg.forget_unconfirmed(&["trun"], &["crun"]);
+    reg.import_task("trun", B, "cb", 0, "TASK_STATE_WORKING", 7, secs(30));
+    reg.import_context("crun", B, Some(0), None, None, secs(30));
+    assert_eq!(reg.authorize_task(A, "trun"), Ok(0));
+    assert!(!reg.trusts_task("trun") && !reg.trusts_context("crun"));
+    drop(turn);
+    reg.check_invariants();
+}
