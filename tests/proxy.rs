@@ -812,6 +812,65 @@ async fn an_answer_whose_body_stalls_times_out_and_frees_its_slot() {
     assert_eq!(agent.count("/"), 4, "{:?}", agent.seen.lock().unwrap());
 }
 
+/// The edge's own reads of an agent's answers whose body stalls after the head: ListTasks
+/// reading a listed task (GetTask) and an agent path. Each ends within about the agent's
+/// `response_timeout_ms` (-32603 upstream.timeout; 502 upstream.timeout) and gives its
+/// in-flight slot back (one slot per principal: the next request is not refused with 429).
+#[tokio::test]
+async fn a_listing_read_or_agent_path_whose_body_stalls_times_out() {
+    use std::time::{Duration, Instant};
+    let agent = RawAgent::start(
+        RawAnswer::Whole,
+        RawAnswer::Whole,
+        RawAnswer::TaskThenStalls,
+    )
+    .await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: agent.url.clone(),
+        extra_upstream: "response_timeout_ms = 500\n".into(),
+        extra_server: "agent_paths = [\"/iac-code/readiness\"]\n".into(),
+        extra_policy: "[limits]\nmax_in_flight_per_principal = 1\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let auth = [("authorization", "Bearer test-token-0123456789")];
+    let bounded = |what: String| {
+        move |started: Instant| {
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+        }
+    };
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let v = c.rpc("SendMessage", message("make a task")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-raw", "{proto:?}: {v}");
+        for attempt in 0..2 {
+            let started = Instant::now();
+            let v = tokio::time::timeout(Duration::from_secs(10), c.rpc("ListTasks", json!({})))
+                .await
+                .unwrap_or_else(|_| panic!("{proto:?} #{attempt}: ListTasks held the caller"));
+            bounded(format!("{proto:?} ListTasks #{attempt}"))(started);
+            assert_eq!(v["error"]["code"], -32603, "{proto:?} #{attempt}: {v}");
+            assert_eq!(
+                v["error"]["data"][0]["reason"], "upstream.timeout",
+                "{proto:?} #{attempt}: {v}"
+            );
+            let started = Instant::now();
+            let (status, _, body) = tokio::time::timeout(
+                Duration::from_secs(10),
+                c.request("GET", "/iac-code/readiness", &auth, ""),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{proto:?} #{attempt}: the agent path held the caller"));
+            bounded(format!("{proto:?} agent path #{attempt}"))(started);
+            assert_eq!(status, StatusCode::BAD_GATEWAY, "{proto:?} #{attempt}");
+            let text = String::from_utf8_lossy(&body);
+            assert!(text.contains("upstream.timeout"), "{proto:?}: {text}");
+        }
+    }
+    assert_eq!(agent.count("/iac-code/readiness"), 4);
+}
+
 /// An agent whose card body stalls after its head: the proxy still starts (the fetch is
 /// bounded by the response timeout and fails like any failed fetch: no card yet, 503), serves
 /// JSON-RPC, and a reload does not hang either.

@@ -813,6 +813,9 @@ pub enum RawAnswer {
     StalledBody,
     /// Nothing at all (the request read, the connection held open).
     Silent,
+    /// For the JSON-RPC endpoint: a SendMessage gets a whole answer, a completed task
+    /// `t-raw` in `c-raw`; anything else (a GetTask, an agent path) a [`RawAnswer::StalledBody`].
+    TaskThenStalls,
 }
 
 /// An HTTP/1.1 agent written by hand on a plain TCP socket, one request per connection, so
@@ -869,9 +872,15 @@ impl RawAgent {
                     let mut words = head.split_whitespace();
                     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
                     record.lock().unwrap().push(format!("{method} {path}"));
+                    let sends = String::from_utf8_lossy(&buf[head_end..]).contains("SendMessage");
                     let (how, body) = match path {
                         "/.well-known/agent-card.json" => (card, recorder_card().to_string()),
                         "/health" => (health, r#"{"status":"ok"}"#.to_string()),
+                        _ if rpc == RawAnswer::TaskThenStalls && sends => (
+                            RawAnswer::Whole,
+                            json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-raw", "contextId": "c-raw", "status": {"state": "TASK_STATE_COMPLETED"}}}}).to_string(),
+                        ),
+                        _ if rpc == RawAnswer::TaskThenStalls => (RawAnswer::StalledBody, String::new()),
                         _ => (
                             rpc,
                             json!({"jsonrpc": "2.0", "id": 1, "result": {"message": {"messageId": "m-raw", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}}}).to_string(),
@@ -882,7 +891,7 @@ impl RawAgent {
                             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                             body.len()
                         ),
-                        RawAnswer::StalledBody => "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{".to_string(),
+                        RawAnswer::StalledBody | RawAnswer::TaskThenStalls => "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{".to_string(),
                         RawAnswer::Silent => String::new(),
                     };
                     let _ = tcp.write_all(answer.as_bytes()).await;
