@@ -617,6 +617,23 @@ async fn a_list_page_reads_only_its_own_tasks_in_redis() {
             "{params}: {reads} task reads for a page of {listed}"
         );
     }
+    // A replica that never saw them lists them with one script, and reading the listed
+    // tasks from the agent asks Redis nothing more of them: what the listing read is trusted as long
+    // as Redis keeps it (the page carries each task's TTL).
+    let fresh = Proxy::start(opts(&redis, &agent, "")).await;
+    let mut c = fresh.client(Proto::H2).await;
+    for page in 0..2 {
+        assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
+        let v = rpc_as(&mut c, ALICE, "ListTasks", json!({"pageSize": 3})).await;
+        assert_eq!(
+            v["result"]["tasks"].as_array().map(Vec::len),
+            Some(3),
+            "{v}"
+        );
+        // The page's rows and one more, read once each by the listing's one script.
+        assert_eq!(redis.calls("hmget"), 4, "page {page}");
+        assert_eq!(redis.calls("zrevrange"), 1, "page {page}");
+    }
 }
 
 #[tokio::test]

@@ -13,7 +13,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -358,23 +357,16 @@ impl Ownership {
             .into_iter()
             .map(|r| {
                 let upstream = self.local.upstream_id(&r.agent);
-                // Listed, not fetched: trusted for this request only (no TTL read).
                 self.local.import_context(
                     &r.context,
                     principal,
                     Some(upstream),
                     None,
                     r.client_context.as_deref(),
-                    Duration::ZERO,
+                    r.valid,
                 );
                 self.local.import_task(
-                    &r.task,
-                    principal,
-                    &r.context,
-                    upstream,
-                    &r.state,
-                    r.ts,
-                    Duration::ZERO,
+                    &r.task, principal, &r.context, upstream, &r.state, r.ts, r.valid,
                 );
                 (r.task, upstream, r.ts)
             })

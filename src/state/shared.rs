@@ -242,8 +242,8 @@ return out
 /// One ListTasks page. ARGV: prefix, principal, context or '', state or '', cursor timestamp
 /// or '', cursor task id, page size, only tasks after this timestamp or '', retention ms.
 /// Returns {total, then per task: id, agent, ts, context, state, the caller's id of the
-/// context or ''}, at most page size + 1 tasks (one more than the page: there is a next
-/// page).
+/// context or '', the task key's PTTL}, at most page size + 1 tasks (one more than the page:
+/// there is a next page).
 const LIST: &str = concat!(
     promote_lua!(),
     r#"
@@ -310,6 +310,7 @@ if ctx ~= '' then
           rows[#rows + 1] = t[3]
           rows[#rows + 1] = t[4] or ''
           rows[#rows + 1] = cl
+          rows[#rows + 1] = tostring(redis.call('PTTL', p .. 't:' .. id))
           found = found + 1
           if found > size then break end
         end
@@ -371,6 +372,7 @@ while not done do
         rows[#rows + 1] = t[3]
         rows[#rows + 1] = t[4] or ''
         rows[#rows + 1] = cl
+        rows[#rows + 1] = tostring(redis.call('PTTL', p .. 't:' .. id))
         found = found + 1
         if found > size then done = true; break end
       end
@@ -449,6 +451,9 @@ pub struct ListRow {
     pub context: String,
     pub state: String,
     pub client_context: Option<String>,
+    /// How long Redis keeps the task still (its key's TTL when listed; its context's is at
+    /// least that: every write of a task sets its context's expiry too).
+    pub valid: Duration,
 }
 
 /// What one answer teaches, to be written.
@@ -492,6 +497,16 @@ pub struct SharedOwners {
     list: redis::Script,
     renew: redis::Script,
     release: redis::Script,
+}
+
+/// How long Redis keeps a key, from its `PTTL` as the scripts return it: `-1` (no expiry,
+/// written so by hand) counts as the retention; anything else unreadable as nothing.
+fn ttl(pttl: &str, retention: Duration) -> Duration {
+    match pttl.parse::<i64>() {
+        Ok(-1) => retention,
+        Ok(ms) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+        Err(_) => Duration::ZERO,
+    }
 }
 
 fn ms(d: Duration) -> String {
@@ -611,13 +626,7 @@ impl SharedOwners {
         let vals: Vec<Option<String>> = self.store.run(&self.fetch, &refs).await?;
         let mut it = vals.into_iter();
         let mut next = || it.next().flatten();
-        // A key without a TTL is kept as long as the retention (written before it had one).
-        let retention = self.retention;
-        let ttl = |v: Option<String>| match v.and_then(|v| v.parse::<i64>().ok()) {
-            Some(-1) => retention,
-            Some(ms) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
-            None => Duration::ZERO,
-        };
+        let ttl = |v: Option<String>| ttl(v.as_deref().unwrap_or(""), self.retention);
         let context = |o: Option<String>, u, w, cl, valid| {
             o.map(|owner| ContextRecord {
                 owner,
@@ -696,8 +705,9 @@ impl SharedOwners {
             .unwrap_or(0)
             .max(0) as usize;
         let rest: Vec<&redis::Value> = it.collect();
+        let retention = self.retention;
         let rows = rest
-            .chunks_exact(6)
+            .chunks_exact(7)
             .map(|r| ListRow {
                 task: text(r[0]),
                 agent: text(r[1]),
@@ -705,6 +715,7 @@ impl SharedOwners {
                 context: text(r[3]),
                 state: text(r[4]),
                 client_context: Some(text(r[5])).filter(|c| !c.is_empty()),
+                valid: ttl(&text(r[6]), retention),
             })
             .collect();
         Ok((total, rows))

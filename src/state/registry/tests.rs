@@ -1468,7 +1468,7 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
             reg.trusts_task(ids[2]),
         ]
     };
-    // Listed (no TTL read): not trusted beyond the request that read it.
+    // Read with no TTL left (the key expired as it was read): not trusted beyond that.
     assert_eq!(trusted(["ta", "tr", "tl"]), [true, true, false]);
     age(5);
     assert_eq!(trusted(["ta", "tr", "tl"]), [true, false, false]);
