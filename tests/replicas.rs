@@ -1158,6 +1158,46 @@ async fn an_id_claimed_again_after_the_retention_is_the_new_owners_on_every_repl
     assert_eq!(v["result"]["task"]["id"], "t-m2", "{v}");
 }
 
+/// A replica whose cache evicted Alice's task does not remember it as hers: Redis decides.
+/// Once Redis forgot it and the agent names the id for Mallory, the replica takes Mallory's
+/// answer as every other replica does (it refused it, as still Alice's, before).
+#[tokio::test]
+async fn an_id_the_cache_evicted_is_whoever_redis_says() {
+    let (fleet, mut c1, mut c2) = NamedPair::with_alices_and(
+        "t-a1 c-a1",
+        "task_retention_ms = 2000\n[limits]\nmax_registry_entries = 1\n",
+    )
+    .await;
+    // Evicted from the first replica's cache by her next task.
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        message("t-a2 c-a2", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a2", "{v}");
+    // While Redis keeps it, it is hers on both replicas.
+    for c in [&mut c1, &mut c2] {
+        let v = rpc_as(c, MALLORY, "SendMessage", message("t-a1 c-m1", json!({}))).await;
+        assert_eq!(reason(&v), "upstream.foreign_task", "{v}");
+    }
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    assert_eq!(fleet.redis.command("EXISTS r:t:t-a1"), ":0");
+    let v = rpc_as(
+        &mut c1,
+        MALLORY,
+        "SendMessage",
+        message("t-a1 c-m1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    for c in [&mut c1, &mut c2] {
+        let v = rpc_as(c, ALICE, "GetTask", json!({"id": "t-a1"})).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+    }
+}
+
 /// An agent answering Mallory, through a replica that never saw it, with Alice's task
 /// without its context: the replica asks Redis whose task it is before relaying, and
 /// refuses it (its cache alone knew nothing of the task).

@@ -39,7 +39,9 @@
 //! dozen bytes per context, for `4 × max_entries` evicted contexts): only its owner may take an evicted
 //! context up again. Known limit: beyond that memory, the oldest evicted context ids are
 //! unknown again and the next caller to name one reserves it. Size `max_entries` well above
-//! the working set and alert on `evicted_contexts`.
+//! the working set and alert on `evicted_contexts`. With `redis` the registry is a cache of
+//! what Redis decides (`replica.rs`): an evicted id is asked of Redis again when named, and
+//! no owner is remembered for it.
 
 #![forbid(unsafe_code)]
 

@@ -197,6 +197,15 @@ impl State {
         }
     }
 
+    /// Remembers whose an evicted id was ([`Forgotten`]), with `memory` only: with `redis`
+    /// the cache is not the truth, and an id it evicted is asked of Redis like any it never
+    /// knew (remembering it here would refuse an id Redis forgot and someone claimed since).
+    fn remember_evicted(&mut self, kind: Kind, id: &str, owner: &str) {
+        if self.trust_secs == u32::MAX {
+            self.forgotten.remember(kind, id, owner);
+        }
+    }
+
     /// Until when a new entry is trusted.
     fn new_until(&self) -> u32 {
         match self.trust_secs {
@@ -256,7 +265,7 @@ impl State {
         if self.tasks.len() >= self.max {
             let victim = self.task_lru.first_key_value().map(|(_, v)| v.clone())?;
             if let Some(gone) = self.remove_task(&victim) {
-                self.forgotten.remember(Kind::Task, &victim, &gone.owner);
+                self.remember_evicted(Kind::Task, &victim, &gone.owner);
             }
             self.counters.evicted_tasks += 1;
         }
@@ -437,7 +446,7 @@ impl State {
         if self.contexts.len() >= self.max {
             let (_, victim) = self.context_lru.pop_first()?;
             if let Some(gone) = self.contexts.remove(&victim) {
-                self.forgotten.remember(Kind::Context, &victim, &gone.owner);
+                self.remember_evicted(Kind::Context, &victim, &gone.owner);
             }
             self.counters.evicted_contexts += 1;
         }

@@ -1519,3 +1519,32 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
     drop(turn);
     reg.check_invariants();
 }
+
+/// With `redis` an id the cache evicted is not remembered as its owner's (Redis decides,
+/// and may have forgotten it and let someone else claim it since): the cache takes it from
+/// whoever Redis says owns it. With `memory` the evicted owner is remembered.
+#[test]
+fn a_cache_of_redis_remembers_no_evicted_owners() {
+    for (shared, remembered) in [(false, (1, 1)), (true, (0, 0))] {
+        let reg = TaskRegistry::new(1);
+        if shared {
+            reg.trust_for(std::time::Duration::from_secs(60));
+        }
+        reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)))
+            .unwrap();
+        reg.observe(A, 0, &task("ta2", "ca2", "TASK_STATE_COMPLETED", Some(2)))
+            .unwrap();
+        let stats = reg.stats();
+        assert_eq!(
+            (stats.forgotten_contexts, stats.forgotten_tasks),
+            remembered,
+            "shared: {shared}"
+        );
+        let taken = reg.observe(B, 0, &task("ta", "cb", "TASK_STATE_WORKING", Some(3)));
+        match shared {
+            false => assert_eq!(taken, Err(Unrelayable::Foreign)),
+            true => assert_eq!(taken, Ok(())),
+        }
+        reg.check_invariants();
+    }
+}
