@@ -618,21 +618,25 @@ async fn a_list_page_reads_only_its_own_tasks_in_redis() {
         );
     }
     // A replica that never saw them lists them with one script, and reading the listed
-    // tasks from the agent asks Redis nothing more of them: what the listing read is trusted as long
-    // as Redis keeps it (the page carries each task's TTL).
+    // tasks (from the agent, by the listing, then each by itself) asks Redis nothing more:
+    // what the listing read is trusted as long as Redis keeps it (each row carries its TTL).
     let fresh = Proxy::start(opts(&redis, &agent, "")).await;
     let mut c = fresh.client(Proto::H2).await;
     for page in 0..2 {
         assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
         let v = rpc_as(&mut c, ALICE, "ListTasks", json!({"pageSize": 3})).await;
-        assert_eq!(
-            v["result"]["tasks"].as_array().map(Vec::len),
-            Some(3),
-            "{v}"
-        );
-        // The page's rows and one more, read once each by the listing's one script.
-        assert_eq!(redis.calls("hmget"), 4, "page {page}");
+        let listed = v["result"]["tasks"].as_array().cloned().unwrap_or_default();
+        assert_eq!(listed.len(), 3, "{v}");
+        // The page's rows and one more, each task and its context read once by the
+        // listing's one script.
+        assert_eq!(redis.calls("hmget"), 8, "page {page}");
         assert_eq!(redis.calls("zrevrange"), 1, "page {page}");
+        assert_eq!(redis.command("CONFIG RESETSTAT"), "+OK");
+        for t in &listed {
+            let v = rpc_as(&mut c, ALICE, "GetTask", json!({"id": t["id"]})).await;
+            assert_eq!(v["result"]["id"], t["id"], "{v}");
+        }
+        assert_eq!(redis.calls("hmget"), 0, "page {page}");
     }
 }
 
@@ -1072,7 +1076,7 @@ async fn ready_follows_redis_without_traffic() {
 struct NamedPair {
     redis: RedisServer,
     agent: RecordingUpstream,
-    _replicas: Vec<Proxy>,
+    replicas: Vec<Proxy>,
 }
 
 impl NamedPair {
@@ -1103,7 +1107,7 @@ impl NamedPair {
         let pair = NamedPair {
             redis,
             agent,
-            _replicas: replicas,
+            replicas,
         };
         (pair, c1, c2)
     }
@@ -1111,6 +1115,15 @@ impl NamedPair {
     /// How many requests reached the agent.
     fn reached(&self) -> usize {
         self.agent.seen.lock().unwrap().len()
+    }
+
+    /// Waits (at most 10 s) until Redis no longer holds `task` (its retention ended).
+    async fn until_redis_forgets(&self, task: &str) {
+        let started = Instant::now();
+        while self.redis.command(&format!("EXISTS r:t:{task}")) != ":0" {
+            assert!(started.elapsed() < Duration::from_secs(10), "{task} kept");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 
@@ -1121,9 +1134,8 @@ impl NamedPair {
 #[tokio::test]
 async fn an_id_claimed_again_after_the_retention_is_the_new_owners_on_every_replica() {
     let (fleet, mut c1, mut c2) =
-        NamedPair::with_alices_and("t-a1 c-a1", "task_retention_ms = 2000\n").await;
-    tokio::time::sleep(Duration::from_millis(2600)).await;
-    assert_eq!(fleet.redis.command("EXISTS r:t:t-a1"), ":0");
+        NamedPair::with_alices_and("t-a1 c-a1", "task_retention_ms = 3000\n").await;
+    fleet.until_redis_forgets("t-a1").await;
     let v = rpc_as(
         &mut c2,
         MALLORY,
@@ -1165,7 +1177,7 @@ async fn an_id_claimed_again_after_the_retention_is_the_new_owners_on_every_repl
 async fn an_id_the_cache_evicted_is_whoever_redis_says() {
     let (fleet, mut c1, mut c2) = NamedPair::with_alices_and(
         "t-a1 c-a1",
-        "task_retention_ms = 2000\n[limits]\nmax_registry_entries = 1\n",
+        "task_retention_ms = 3000\n[limits]\nmax_registry_entries = 1\n",
     )
     .await;
     // Evicted from the first replica's cache by her next task.
@@ -1177,13 +1189,17 @@ async fn an_id_the_cache_evicted_is_whoever_redis_says() {
     )
     .await;
     assert_eq!(v["result"]["task"]["id"], "t-a2", "{v}");
+    let (_, metrics) = admin_get(&fleet.replicas[0], "/metrics").await;
+    assert!(
+        metrics.contains("a2a_edge_registry_evictions_total{kind=\"tasks\"} 1"),
+        "{metrics}"
+    );
     // While Redis keeps it, it is hers on both replicas.
     for c in [&mut c1, &mut c2] {
         let v = rpc_as(c, MALLORY, "SendMessage", message("t-a1 c-m1", json!({}))).await;
         assert_eq!(reason(&v), "upstream.foreign_task", "{v}");
     }
-    tokio::time::sleep(Duration::from_millis(2600)).await;
-    assert_eq!(fleet.redis.command("EXISTS r:t:t-a1"), ":0");
+    fleet.until_redis_forgets("t-a1").await;
     let v = rpc_as(
         &mut c1,
         MALLORY,
@@ -1196,6 +1212,27 @@ async fn an_id_the_cache_evicted_is_whoever_redis_says() {
         let v = rpc_as(c, ALICE, "GetTask", json!({"id": "t-a1"})).await;
         assert_eq!(v["error"]["code"], -32001, "{v}");
     }
+}
+
+/// A listing teaches a replica the listed tasks' contexts only when Redis holds them as the
+/// caller's too: a context whose key is gone (evicted by a Redis out of memory) is not
+/// taken for Alice's from her task's row, so whoever Redis lets claim it is not refused here.
+#[tokio::test]
+async fn a_listing_learns_only_the_contexts_redis_holds_as_the_callers() {
+    let (fleet, _c1, mut c2) = NamedPair::with_alices("t-a1 c-a1").await;
+    assert_eq!(fleet.redis.command("DEL r:c:c-a1"), ":1");
+    let v = rpc_as(&mut c2, ALICE, "ListTasks", json!({})).await;
+    assert_eq!(v["result"]["tasks"][0]["id"], "t-a1", "{v}");
+    let v = rpc_as(
+        &mut c2,
+        MALLORY,
+        "SendMessage",
+        message("t-m1 c-a1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-m1", "{v}");
+    let owner = fleet.redis.command("HGET r:c:c-a1 o");
+    assert!(owner.contains("mallory"), "{owner}");
 }
 
 /// An agent answering Mallory, through a replica that never saw it, with Alice's task

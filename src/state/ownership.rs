@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -51,8 +52,10 @@ pub fn state_unavailable() -> crate::a2a::RpcError {
 /// Its message.
 pub const STATE_UNAVAILABLE_MESSAGE: &str = "Shared state unavailable";
 
-/// At most this many ids of one request are fetched; the others count as unknown.
-const MAX_PREFETCH: usize = 64;
+/// At most this many ids of one request are fetched; the others count as unknown. More than
+/// a valid request names (a task, 64 `referenceTaskIds`, a push config's task): every id it
+/// names is confirmed, none is decided from what the cache no longer trusts.
+const MAX_PREFETCH: usize = 128;
 
 #[derive(Clone)]
 pub struct Ownership {
@@ -63,7 +66,7 @@ pub struct Ownership {
 impl Ownership {
     pub fn new(local: TaskRegistry, shared: Option<Arc<SharedOwners>>) -> Ownership {
         if let Some(s) = &shared {
-            local.trust_for(s.retention);
+            local.trust_for(s.retention, s.store.timeout() + Duration::from_secs(1));
         }
         Ownership { local, shared }
     }
@@ -357,14 +360,16 @@ impl Ownership {
             .into_iter()
             .map(|r| {
                 let upstream = self.local.upstream_id(&r.agent);
-                self.local.import_context(
-                    &r.context,
-                    principal,
-                    Some(upstream),
-                    None,
-                    r.client_context.as_deref(),
-                    r.valid,
-                );
+                if r.context_owned {
+                    self.local.import_context(
+                        &r.context,
+                        principal,
+                        Some(upstream),
+                        None,
+                        r.client_context.as_deref(),
+                        r.valid,
+                    );
+                }
                 self.local.import_task(
                     &r.task, principal, &r.context, upstream, &r.state, r.ts, r.valid,
                 );

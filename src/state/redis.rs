@@ -181,6 +181,11 @@ impl RedisStore {
         }
     }
 
+    /// The most one round trip may take (`timeout_ms`).
+    pub fn timeout(&self) -> std::time::Duration {
+        self.config.timeout
+    }
+
     /// The `key_prefix`.
     pub fn prefix(&self) -> &str {
         &self.config.key_prefix

@@ -242,8 +242,8 @@ return out
 /// One ListTasks page. ARGV: prefix, principal, context or '', state or '', cursor timestamp
 /// or '', cursor task id, page size, only tasks after this timestamp or '', retention ms.
 /// Returns {total, then per task: id, agent, ts, context, state, the caller's id of the
-/// context or '', the task key's PTTL}, at most page size + 1 tasks (one more than the page:
-/// there is a next page).
+/// context or '', the task key's PTTL, '1' when Redis holds the context as the caller's too
+/// else '0'}, at most page size + 1 tasks (one more than the page: there is a next page).
 const LIST: &str = concat!(
     promote_lua!(),
     r#"
@@ -311,6 +311,7 @@ if ctx ~= '' then
           rows[#rows + 1] = t[4] or ''
           rows[#rows + 1] = cl
           rows[#rows + 1] = tostring(redis.call('PTTL', p .. 't:' .. id))
+          rows[#rows + 1] = '1'
           found = found + 1
           if found > size then break end
         end
@@ -365,7 +366,8 @@ while not done do
         pos = pos - 1
         total = total - 1
       elseif t[1] == who and (state == '' or t[4] == state) then
-        local cl = redis.call('HGET', p .. 'c:' .. t[3], 'cl') or ''
+        local c = redis.call('HMGET', p .. 'c:' .. t[3], 'o', 'cl')
+        local cl = c[2] or ''
         rows[#rows + 1] = id
         rows[#rows + 1] = t[2] or ''
         rows[#rows + 1] = score
@@ -373,6 +375,7 @@ while not done do
         rows[#rows + 1] = t[4] or ''
         rows[#rows + 1] = cl
         rows[#rows + 1] = tostring(redis.call('PTTL', p .. 't:' .. id))
+        rows[#rows + 1] = c[1] == who and '1' or '0'
         found = found + 1
         if found > size then done = true; break end
       end
@@ -454,6 +457,8 @@ pub struct ListRow {
     /// How long Redis keeps the task still (its key's TTL when listed; its context's is at
     /// least that: every write of a task sets its context's expiry too).
     pub valid: Duration,
+    /// Redis holds the task's context as the caller's (else only the task is learned).
+    pub context_owned: bool,
 }
 
 /// What one answer teaches, to be written.
@@ -707,7 +712,7 @@ impl SharedOwners {
         let rest: Vec<&redis::Value> = it.collect();
         let retention = self.retention;
         let rows = rest
-            .chunks_exact(7)
+            .chunks_exact(8)
             .map(|r| ListRow {
                 task: text(r[0]),
                 agent: text(r[1]),
@@ -716,6 +721,7 @@ impl SharedOwners {
                 state: text(r[4]),
                 client_context: Some(text(r[5])).filter(|c| !c.is_empty()),
                 valid: ttl(&text(r[6]), retention),
+                context_owned: text(r[7]) == "1",
             })
             .collect();
         Ok((total, rows))

@@ -21,10 +21,11 @@ use super::{present, Denial, ListPage, TaskRegistry, UpstreamId};
 use crate::state::shared::News;
 
 impl TaskRegistry {
-    /// With `redis`: entries are trusted `retention` after the write or read that confirmed
-    /// them (Redis forgets an id that long after its last write), then asked of Redis again.
-    pub fn trust_for(&self, retention: Duration) {
-        self.shared.lock().trust_for(retention);
+    /// With `redis`: entries are trusted for as long as Redis keeps them after the write or
+    /// read that confirmed them (Redis forgets an id `retention` after its last write), less
+    /// `margin`, then asked of Redis again.
+    pub fn trust_for(&self, retention: Duration, margin: Duration) {
+        self.shared.lock().trust_for(retention, margin);
     }
 
     /// Whether this registry knows task `id` and may still trust what it knows.
@@ -56,8 +57,8 @@ impl TaskRegistry {
 
     /// Records a task as Redis holds it, trusted for `valid` (what Redis keeps it still;
     /// zero: asked again at its next use). A task this registry knows as another caller's or
-    /// in another context (Redis forgot it and someone claimed the id since) is replaced,
-    /// unless a turn runs on it here.
+    /// in another context (Redis forgot it and someone claimed the id since) is replaced
+    /// (rewritten in place while a turn runs on it here).
     #[allow(clippy::too_many_arguments)]
     pub fn import_task(
         &self,
@@ -76,12 +77,13 @@ impl TaskRegistry {
                 st.drop_task(id);
             }
         }
-        if let Some(t) = st.tasks.get_mut(id) {
-            // Still another's here while a turn runs on it: not trusted any longer for that.
-            if *t.owner == *owner && *t.context == *context {
-                t.until = t.until.max(until);
+        match st.tasks.get_mut(id) {
+            Some(t) if *t.owner == *owner && *t.context == *context => {
+                t.until = until;
+                return;
             }
-            return;
+            Some(_) => return st.reassign_task(id, owner, context, until),
+            None => {}
         }
         let context: Arc<str> = match st.contexts.get_key_value(context) {
             Some((k, _)) => k.clone(),
@@ -115,11 +117,13 @@ impl TaskRegistry {
         if st.contexts.get(id).is_some_and(|c| *c.owner != *owner) {
             st.drop_context(id);
         }
-        if let Some(c) = st.contexts.get_mut(id) {
-            if *c.owner == *owner {
-                c.until = c.until.max(until);
+        match st.contexts.get_mut(id) {
+            Some(c) if *c.owner == *owner => {
+                c.until = until;
+                return;
             }
-            return;
+            Some(_) => return st.reassign_context(id, owner, until),
+            None => {}
         }
         let ws = match workspace {
             None => Workspace::Unbound,

@@ -98,12 +98,11 @@ pub(super) struct Counters {
 pub(super) struct State {
     pub max: usize,
     tick: u64,
-    /// The registry's clock ([`State::now`]), and how long a new entry is trusted: for ever
-    /// with `memory` (`u32::MAX`); with `redis`, the retention Redis keeps it after the write
-    /// that made it (seconds, rounded down: an entry is never trusted after Redis may have
-    /// forgotten it, [`State::trust_for`]).
+    /// The registry's clock ([`State::now`]), and how long Redis keeps an entry after the
+    /// write or read that confirmed it: `None` with `memory` (trusted for ever); with
+    /// `redis`, the retention and the margin taken off every deadline ([`State::trust_for`]).
     clock: Instant,
-    trust_secs: u32,
+    trust: Option<(Duration, Duration)>,
     // The maps by id are hash tables that never rebuild themselves while they churn
     // (`ids.rs`: no tombstones; a standard hash map of 100k+ entries that keeps inserting and
     // removing rehashed itself whole every few ten thousand inserts, under the registry's one
@@ -147,7 +146,7 @@ impl State {
             max: max.max(1),
             tick: 0,
             clock: Instant::now(),
-            trust_secs: u32::MAX,
+            trust: None,
             tasks: IdMap::new(),
             contexts: IdMap::new(),
             task_lru: BTreeMap::new(),
@@ -166,9 +165,12 @@ impl State {
         }
     }
 
-    /// Entries made from now on are trusted this long ([`State::trusted`]).
-    pub fn trust_for(&mut self, d: Duration) {
-        self.trust_secs = u32::try_from(d.as_secs()).unwrap_or(u32::MAX);
+    /// With `redis`: Redis keeps what is written `retention` after the write, and an entry
+    /// is trusted until then less `margin` (the time between Redis's write or read and this
+    /// registry's entry: at most the round trip's timeout, and a second for Redis's wall
+    /// clock), rounded down to whole seconds: never after Redis may have forgotten it.
+    pub fn trust_for(&mut self, retention: Duration, margin: Duration) {
+        self.trust = Some((retention, margin));
     }
 
     /// Whole seconds since the registry began.
@@ -176,11 +178,18 @@ impl State {
         u32::try_from(self.clock.elapsed().as_secs()).unwrap_or(u32::MAX - 1)
     }
 
-    /// The second of [`State::now`] until which an entry confirmed `valid` more is trusted,
-    /// rounded down (never later than the store's own expiry).
+    /// The second of [`State::now`] until which an entry Redis keeps `valid` more is
+    /// trusted ([`State::trust_for`]); with `memory`, for ever.
     pub fn until_after(&self, valid: Duration) -> u32 {
-        let secs = (self.clock.elapsed() + valid).as_secs();
-        u32::try_from(secs).unwrap_or(u32::MAX - 1)
+        let Some((_, margin)) = self.trust else {
+            return u32::MAX;
+        };
+        let secs = (self.clock.elapsed() + valid)
+            .saturating_sub(margin)
+            .as_secs();
+        u32::try_from(secs)
+            .unwrap_or(u32::MAX - 1)
+            .min(u32::MAX - 1)
     }
 
     /// Whether an entry trusted until `until` is trusted now: `false` once the shared store
@@ -201,16 +210,16 @@ impl State {
     /// the cache is not the truth, and an id it evicted is asked of Redis like any it never
     /// knew (remembering it here would refuse an id Redis forgot and someone claimed since).
     fn remember_evicted(&mut self, kind: Kind, id: &str, owner: &str) {
-        if self.trust_secs == u32::MAX {
+        if self.trust.is_none() {
             self.forgotten.remember(kind, id, owner);
         }
     }
 
-    /// Until when a new entry is trusted.
+    /// Until when a new entry is trusted: the retention after the write that made it.
     fn new_until(&self) -> u32 {
-        match self.trust_secs {
-            u32::MAX => u32::MAX,
-            secs => self.now().saturating_add(secs).min(u32::MAX - 1),
+        match self.trust {
+            None => u32::MAX,
+            Some((retention, _)) => self.until_after(retention),
         }
     }
 
@@ -301,6 +310,44 @@ impl State {
         if t.lru.is_some() {
             let k = k.clone();
             self.remove_task(&k);
+        }
+    }
+
+    /// A task a running turn pins, that Redis holds as `owner`'s in `context` (Redis forgot
+    /// it and someone claimed the id since): rewritten in place, so that it is refused to its
+    /// former owner (the turn's answers naming it included) until the turn unpins it.
+    pub fn reassign_task(&mut self, id: &str, owner: &str, context: &str, until: u32) {
+        let Some((k, t)) = self.tasks.get_key_value(id) else {
+            return;
+        };
+        let (k, old_owner, old_context, ts, state) = (
+            k.clone(),
+            t.owner.clone(),
+            t.context.clone(),
+            t.ts,
+            t.state.clone(),
+        );
+        self.unindex(&old_owner, &old_context, ts, &k, &state);
+        let owner = self.principal_id(owner);
+        let context: Id = match self.contexts.get_key_value(context) {
+            Some((c, _)) => c.clone(),
+            None => Id::from(context),
+        };
+        self.index(&owner, &context, ts, &k, &state);
+        if let Some(t) = self.tasks.get_mut(id) {
+            t.owner = owner;
+            t.context = context;
+            t.until = until;
+        }
+    }
+
+    /// [`State::reassign_task`] for a context a turn runs on.
+    pub fn reassign_context(&mut self, id: &str, owner: &str, until: u32) {
+        let owner = self.principal_id(owner);
+        if let Some(c) = self.contexts.get_mut(id) {
+            c.owner = owner;
+            c.client = None;
+            c.until = until;
         }
     }
 

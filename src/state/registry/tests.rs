@@ -1455,7 +1455,7 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
 
     let reg = TaskRegistry::new(8);
     let age = |s: u64| reg.shared.lock().age(secs(s));
-    reg.trust_for(secs(10));
+    reg.trust_for(secs(10), secs(1));
     reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)))
         .unwrap();
     reg.import_task("tr", A, "ca", 0, "TASK_STATE_WORKING", 2, secs(4));
@@ -1506,16 +1506,26 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
     assert_eq!(reg.authorize_task(B, "tl"), Ok(0));
     reg.check_invariants();
 
-    // A running turn's task and context are not forgotten nor replaced while it runs.
+    // A running turn's task and context are not forgotten while it runs; held by another
+    // caller in Redis, they are theirs here too (rewritten in place), also for the turn.
     let mut turn = reg.begin_turn(A, None, Some("crun"), None).expect("turn");
     turn.observe(0, &task("trun", "crun", "TASK_STATE_WORKING", Some(6)))
         .unwrap();
     age(11);
     reg.forget_unconfirmed(&["trun"], &["crun"]);
+    assert_eq!(reg.authorize_task(A, "trun"), Ok(0));
     reg.import_task("trun", B, "cb", 0, "TASK_STATE_WORKING", 7, secs(30));
     reg.import_context("crun", B, Some(0), None, None, secs(30));
-    assert_eq!(reg.authorize_task(A, "trun"), Ok(0));
-    assert!(!reg.trusts_task("trun") && !reg.trusts_context("crun"));
+    assert_eq!(reg.authorize_task(A, "trun"), Err(Denial::NotFound));
+    assert_eq!(reg.authorize_task(B, "trun"), Ok(0));
+    assert!(reg.trusts_task("trun") && reg.trusts_context("crun"));
+    assert_eq!(
+        turn.observe(0, &task("trun", "crun", "TASK_STATE_COMPLETED", Some(8))),
+        Err(Unrelayable::Foreign)
+    );
+    assert!(list_all(&reg, B).contains(&"trun".to_string()));
+    assert!(!list_all(&reg, A).contains(&"trun".to_string()));
+    reg.check_invariants();
     drop(turn);
     reg.check_invariants();
 }
@@ -1528,7 +1538,10 @@ fn a_cache_of_redis_remembers_no_evicted_owners() {
     for (shared, remembered) in [(false, (1, 1)), (true, (0, 0))] {
         let reg = TaskRegistry::new(1);
         if shared {
-            reg.trust_for(std::time::Duration::from_secs(60));
+            reg.trust_for(
+                std::time::Duration::from_secs(60),
+                std::time::Duration::from_secs(1),
+            );
         }
         reg.observe(A, 0, &task("ta", "ca", "TASK_STATE_COMPLETED", Some(1)))
             .unwrap();
