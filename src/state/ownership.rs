@@ -105,29 +105,19 @@ impl Ownership {
                 }
             }
         }
-        let tasks: Vec<String> = tasks.iter().map(|t| t.to_string()).collect();
-        self.confirm(&tasks, &wanted).await
+        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        let tasks = self.local.untrusted_tasks(tasks, MAX_PREFETCH);
+        let contexts = self.local.untrusted_contexts(&wanted, MAX_PREFETCH);
+        self.confirm(tasks, contexts).await
     }
 
-    /// Asks Redis of the ids the cache does not know or no longer trusts (one round trip):
-    /// what it holds is imported (replacing what the cache knew otherwise), what it no
-    /// longer holds is forgotten here too (its retention ended).
-    async fn confirm(&self, tasks: &[String], contexts: &[String]) -> Result<(), Refusal> {
+    /// Asks Redis of ids the cache does not know or no longer trusts (one round trip; none
+    /// when there are none): what it holds is imported (replacing what the cache knew
+    /// otherwise), what it no longer holds is forgotten here too (its retention ended).
+    async fn confirm(&self, tasks: Vec<String>, contexts: Vec<String>) -> Result<(), Refusal> {
         let Some(shared) = &self.shared else {
             return Ok(());
         };
-        let tasks: Vec<String> = tasks
-            .iter()
-            .filter(|t| !t.is_empty() && !self.local.trusts_task(t))
-            .take(MAX_PREFETCH)
-            .cloned()
-            .collect();
-        let contexts: Vec<String> = contexts
-            .iter()
-            .filter(|c| !c.is_empty() && !self.local.trusts_context(c))
-            .take(MAX_PREFETCH)
-            .cloned()
-            .collect();
         if tasks.is_empty() && contexts.is_empty() {
             return Ok(());
         }
@@ -237,7 +227,8 @@ impl Ownership {
         workspace: Option<&str>,
     ) -> OwnedTurn {
         OwnedTurn {
-            upstream: turn.upstream().or(agent),
+            // What Redis says serves the context (or task) wins over this cache.
+            upstream: agent.or(turn.upstream()),
             turn: Arc::new(Mutex::new(turn)),
             lease: lease.map(Arc::new),
             principal: principal.to_string(),
@@ -268,7 +259,7 @@ impl Ownership {
         let (owners, principal, result) = (self.clone(), principal.to_string(), result.clone());
         Ok(Some(Box::pin(async move {
             owners
-                .confirm(&tasks, &contexts)
+                .confirm(tasks, contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
             match owners.observe_known(&principal, upstream, &result) {
@@ -428,7 +419,7 @@ impl OwnedTurn {
         let (mut turn, result) = (self.clone(), result.clone());
         Ok(Some(Box::pin(async move {
             turn.owners
-                .confirm(&tasks, &contexts)
+                .confirm(tasks, contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
             match turn.observe_known(upstream, &result) {

@@ -403,8 +403,9 @@ impl TaskRegistry {
             return (Vec::new(), Vec::new());
         };
         let st = self.shared.lock();
+        let now = st.now();
         let task = |t: &&str| match st.tasks.get(t) {
-            Some(e) => !st.trusted(e.until),
+            Some(e) => now >= e.until,
             None => fact.context.is_none() || Some(*t) == fact.referenced_task,
         };
         let tasks = [fact.task, fact.referenced_task]
@@ -415,7 +416,7 @@ impl TaskRegistry {
             .collect();
         let contexts = fact
             .context
-            .filter(|c| st.contexts.get(c).is_some_and(|e| !st.trusted(e.until)))
+            .filter(|c| st.contexts.get(c).is_some_and(|e| now >= e.until))
             .map(str::to_string)
             .into_iter()
             .collect();

@@ -56,9 +56,9 @@ impl TaskRegistry {
     }
 
     /// Records a task as Redis holds it, trusted for `valid` (what Redis keeps it still;
-    /// zero: asked again at its next use). A task this registry knows as another caller's or
-    /// in another context (Redis forgot it and someone claimed the id since) is replaced
-    /// (rewritten in place while a turn runs on it here).
+    /// zero: asked again at its next use). A task this registry knows as another caller's, in
+    /// another context or at another agent (Redis forgot it and someone claimed the id since)
+    /// is replaced, also while a turn runs on it here (it is no longer that turn's).
     #[allow(clippy::too_many_arguments)]
     pub fn import_task(
         &self,
@@ -72,17 +72,15 @@ impl TaskRegistry {
     ) {
         let mut st = self.shared.lock();
         let until = st.until_after(valid);
-        if let Some(t) = st.tasks.get(id) {
-            if *t.owner != *owner || *t.context != *context {
-                st.drop_task(id);
-            }
-        }
         match st.tasks.get_mut(id) {
-            Some(t) if *t.owner == *owner && *t.context == *context => {
+            Some(t) if *t.owner == *owner && *t.context == *context && t.upstream == upstream => {
                 t.until = until;
                 return;
             }
-            Some(_) => return st.reassign_task(id, owner, context, until),
+            Some(_) => {
+                st.release_task(id);
+                st.drop_task(id);
+            }
             None => {}
         }
         let context: Arc<str> = match st.contexts.get_key_value(context) {
@@ -101,8 +99,8 @@ impl TaskRegistry {
         }
     }
 
-    /// Records a context as Redis holds it (see [`TaskRegistry::import_task`]).
-    /// `workspace`: `None` not bound yet.
+    /// Records a context as Redis holds it (see [`TaskRegistry::import_task`]; one a turn
+    /// runs on here is rewritten in place). `workspace`: `None` not bound yet.
     pub fn import_context(
         &self,
         id: &str,
@@ -114,21 +112,27 @@ impl TaskRegistry {
     ) {
         let mut st = self.shared.lock();
         let until = st.until_after(valid);
-        if st.contexts.get(id).is_some_and(|c| *c.owner != *owner) {
-            st.drop_context(id);
-        }
-        match st.contexts.get_mut(id) {
-            Some(c) if *c.owner == *owner => {
-                c.until = until;
-                return;
-            }
-            Some(_) => return st.reassign_context(id, owner, until),
-            None => {}
-        }
         let ws = match workspace {
             None => Workspace::Unbound,
             Some(w) => Workspace::Bound(w),
         };
+        match st.contexts.get_mut(id) {
+            Some(c) if *c.owner == *owner => {
+                // Redis's agent, once it has one (a context reserved here has none yet).
+                if upstream.is_some() {
+                    c.upstream = upstream;
+                }
+                c.until = until;
+                return;
+            }
+            Some(_) => {
+                st.drop_context(id);
+                if st.contexts.contains_key(id) {
+                    return st.reassign_context(id, owner, upstream, ws, client, until);
+                }
+            }
+            None => {}
+        }
         if st.insert_context(id, owner, upstream, ws, None).is_none() {
             st.counters.refused_full += 1;
             return;
@@ -139,6 +143,29 @@ impl TaskRegistry {
                 e.client = Some(Arc::from(c));
             }
         }
+    }
+
+    /// The ids of `ids` this registry does not know or no longer trusts (with `redis`: to be
+    /// asked of Redis), at most `cap`.
+    pub fn untrusted_tasks(&self, ids: &[&str], cap: usize) -> Vec<String> {
+        let st = self.shared.lock();
+        let now = st.now();
+        ids.iter()
+            .filter(|t| !t.is_empty() && !st.tasks.get(t).is_some_and(|e| now < e.until))
+            .take(cap)
+            .map(|t| t.to_string())
+            .collect()
+    }
+
+    /// [`TaskRegistry::untrusted_tasks`] for contexts.
+    pub fn untrusted_contexts(&self, ids: &[&str], cap: usize) -> Vec<String> {
+        let st = self.shared.lock();
+        let now = st.now();
+        ids.iter()
+            .filter(|c| !c.is_empty() && !st.contexts.get(c).is_some_and(|e| now < e.until))
+            .take(cap)
+            .map(|c| c.to_string())
+            .collect()
     }
 
     /// Forgets what Redis was asked of and no longer holds (its retention ended): tasks and

@@ -174,7 +174,7 @@ impl State {
     }
 
     /// Whole seconds since the registry began.
-    fn now(&self) -> u32 {
+    pub fn now(&self) -> u32 {
         u32::try_from(self.clock.elapsed().as_secs()).unwrap_or(u32::MAX - 1)
     }
 
@@ -313,40 +313,47 @@ impl State {
         }
     }
 
-    /// A task a running turn pins, that Redis holds as `owner`'s in `context` (Redis forgot
-    /// it and someone claimed the id since): rewritten in place, so that it is refused to its
-    /// former owner (the turn's answers naming it included) until the turn unpins it.
-    pub fn reassign_task(&mut self, id: &str, owner: &str, context: &str, until: u32) {
-        let Some((k, t)) = self.tasks.get_key_value(id) else {
+    /// A task a running turn pins, that Redis holds as someone else's (Redis forgot it and
+    /// someone claimed the id since): no longer the turn's (its context's running task is
+    /// cleared, the task unpinned), so that [`State::drop_task`] can take it out.
+    pub fn release_task(&mut self, id: &str) {
+        let Some(t) = self.tasks.get(id) else {
             return;
         };
-        let (k, old_owner, old_context, ts, state) = (
-            k.clone(),
-            t.owner.clone(),
-            t.context.clone(),
-            t.ts,
-            t.state.clone(),
-        );
-        self.unindex(&old_owner, &old_context, ts, &k, &state);
-        let owner = self.principal_id(owner);
-        let context: Id = match self.contexts.get_key_value(context) {
-            Some((c, _)) => c.clone(),
-            None => Id::from(context),
-        };
-        self.index(&owner, &context, ts, &k, &state);
-        if let Some(t) = self.tasks.get_mut(id) {
-            t.owner = owner;
-            t.context = context;
-            t.until = until;
+        if t.lru.is_some() {
+            return;
         }
+        let context = t.context.clone();
+        if let Some(r) = self
+            .contexts
+            .get_mut(&context)
+            .and_then(|c| c.running.as_mut())
+        {
+            if r.task.as_deref() == Some(id) {
+                r.task = None;
+            }
+        }
+        self.unpin_task(id);
     }
 
-    /// [`State::reassign_task`] for a context a turn runs on.
-    pub fn reassign_context(&mut self, id: &str, owner: &str, until: u32) {
+    /// A context a turn runs on, that Redis holds as `owner`'s (see [`State::release_task`]):
+    /// rewritten in place as Redis holds it, so that it is refused to its former owner (the
+    /// turn's own answers naming it included); the turn ends as any other.
+    pub fn reassign_context(
+        &mut self,
+        id: &str,
+        owner: &str,
+        upstream: Option<UpstreamId>,
+        workspace: Workspace,
+        client: Option<&str>,
+        until: u32,
+    ) {
         let owner = self.principal_id(owner);
         if let Some(c) = self.contexts.get_mut(id) {
             c.owner = owner;
-            c.client = None;
+            c.upstream = upstream;
+            c.workspace = workspace;
+            c.client = client.filter(|c| *c != id).map(Id::from);
             c.until = until;
         }
     }
@@ -755,6 +762,16 @@ impl State {
             assert!(self.by_principal[&t.owner].holds(t.ts, id, &t.state));
             let indexed = self.context_lists(&t.context, &t.owner);
             assert!(indexed.is_some_and(|l| l.holds(t.ts, id, &t.state)));
+        }
+        // A task is pinned exactly while a running context names it as its turn's task.
+        let running_tasks: Vec<&Id> = self
+            .contexts
+            .values()
+            .filter_map(|c| c.running.as_ref()?.task.as_ref())
+            .collect();
+        for (id, t) in self.tasks.iter() {
+            let named = running_tasks.iter().filter(|r| ***r == *id).count();
+            assert_eq!(named, usize::from(t.lru.is_none()), "pinned task {id}");
         }
     }
 }

@@ -1485,6 +1485,9 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
     reg.import_task("tr", A, "ca", 0, "TASK_STATE_WORKING", 2, secs(30));
     assert!(reg.trusts_task("tr"));
     assert_eq!(reg.authorize_task(A, "tr"), Ok(0));
+    // At another agent in Redis: Redis's agent is the one asked from now on.
+    reg.import_task("tr", A, "ca", 1, "TASK_STATE_WORKING", 2, secs(30));
+    assert_eq!(reg.authorize_task(A, "tr"), Ok(1));
     reg.import_task("ta", B, "cb", 0, "TASK_STATE_WORKING", 4, secs(30));
     assert_eq!(reg.authorize_task(A, "ta"), Err(Denial::NotFound));
     assert_eq!(reg.authorize_task(B, "ta"), Ok(0));
@@ -1507,7 +1510,8 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
     reg.check_invariants();
 
     // A running turn's task and context are not forgotten while it runs; held by another
-    // caller in Redis, they are theirs here too (rewritten in place), also for the turn.
+    // caller in Redis, they are theirs here too (the task no longer the turn's, the context
+    // rewritten in place), also for the turn's own answers.
     let mut turn = reg.begin_turn(A, None, Some("crun"), None).expect("turn");
     turn.observe(0, &task("trun", "crun", "TASK_STATE_WORKING", Some(6)))
         .unwrap();
