@@ -5,8 +5,9 @@
 //! ([`TaskRegistry::begin_turn`]) and from answers ([`TaskRegistry::observe`],
 //! [`Turn::observe`]), and the gate asks it before anything task- or context-addressed reaches
 //! an agent. It is pure and in memory: no I/O, one lock, nothing awaits while holding it.
-//! With `[state] backend = "redis"` it is the replica's cache of the facts that never change,
-//! and Redis decides ([`crate::state::ownership`]).
+//! With `[state] backend = "redis"` it is the replica's cache of the facts that do not change
+//! while Redis keeps them, each trusted no longer than that (`replica.rs`), and Redis decides
+//! ([`crate::state::ownership`]).
 //!
 //! Decisions:
 //! - **No existence oracle.** An unknown task and someone else's task give the same
