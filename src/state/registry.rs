@@ -446,9 +446,10 @@ impl TaskRegistry {
         upstream: UpstreamId,
         news: &crate::state::shared::News,
     ) -> Result<(), Unrelayable> {
-        self.shared
-            .lock()
-            .learn(principal, upstream, &Fact::from_news(news))
+        let mut st = self.shared.lock();
+        st.learn(principal, upstream, &Fact::from_news(news))?;
+        st.written(news.task.as_deref(), news.context.as_deref());
+        Ok(())
     }
 
     /// The caller's tasks for ListTasks, newest status first (timestamp, then task id, both

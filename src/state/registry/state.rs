@@ -313,6 +313,18 @@ impl State {
         }
     }
 
+    /// Redis has just written these (an answer's news, after this registry checked them): a
+    /// write keeps them the retention from then, so they are trusted that long again.
+    pub fn written(&mut self, task: Option<&str>, context: Option<&str>) {
+        let until = self.new_until();
+        if let Some(t) = task.and_then(|t| self.tasks.get_mut(t)) {
+            t.until = until;
+        }
+        if let Some(c) = context.and_then(|c| self.contexts.get_mut(c)) {
+            c.until = until;
+        }
+    }
+
     /// A task a running turn pins, that Redis holds as someone else's (Redis forgot it and
     /// someone claimed the id since): no longer the turn's (its context's running task is
     /// cleared, the task unpinned), so that [`State::drop_task`] can take it out.

@@ -1509,6 +1509,25 @@ fn a_cache_of_redis_trusts_an_entry_no_longer_than_redis_keeps_it() {
     assert_eq!(reg.authorize_task(B, "tl"), Ok(0));
     reg.check_invariants();
 
+    // Written by this replica (an answer's news Redis accepted): trusted the retention again.
+    reg.import_task("tw", A, "cw", 0, "TASK_STATE_WORKING", 3, secs(3));
+    reg.import_context("cw", A, Some(0), None, None, secs(3));
+    age(5);
+    assert!(!reg.trusts_task("tw") && !reg.trusts_context("cw"));
+    let news = crate::state::shared::News {
+        context: Some("cw".into()),
+        task: Some("tw".into()),
+        state: Some("TASK_STATE_COMPLETED".into()),
+        ..Default::default()
+    };
+    reg.observe_news(A, 0, &news).unwrap();
+    assert!(reg.trusts_task("tw") && reg.trusts_context("cw"));
+    age(9);
+    assert!(
+        !reg.trusts_task("tw"),
+        "trusted past the retention less the margin"
+    );
+
     // A running turn's task and context are not forgotten while it runs; held by another
     // caller in Redis, they are theirs here too (the task no longer the turn's, the context
     // rewritten in place), also for the turn's own answers.

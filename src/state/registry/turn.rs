@@ -62,7 +62,11 @@ impl Turn {
         upstream: UpstreamId,
         news: &crate::state::shared::News,
     ) -> Result<(), Unrelayable> {
-        self.observe_fact(upstream, &Fact::from_news(news))
+        self.observe_fact(upstream, &Fact::from_news(news))?;
+        self.shared
+            .lock()
+            .written(news.task.as_deref(), news.context.as_deref());
+        Ok(())
     }
 
     fn observe_fact(&mut self, upstream: UpstreamId, fact: &Fact<'_>) -> Result<(), Unrelayable> {
