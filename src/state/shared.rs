@@ -631,7 +631,7 @@ impl SharedOwners {
         let vals: Vec<Option<String>> = self.store.run(&self.fetch, &refs).await?;
         let mut it = vals.into_iter();
         let mut next = || it.next().flatten();
-        let ttl = |v: Option<String>| ttl(v.as_deref().unwrap_or(""), self.retention);
+        let kept = |v: Option<String>| ttl(v.as_deref().unwrap_or(""), self.retention);
         let context = |o: Option<String>, u, w, cl, valid| {
             o.map(|owner| ContextRecord {
                 owner,
@@ -643,8 +643,8 @@ impl SharedOwners {
         };
         let mut found_tasks = Vec::new();
         for t in tasks {
-            let (o, c, u, s, ts, valid) = (next(), next(), next(), next(), next(), ttl(next()));
-            let ctx = context(next(), next(), next(), next(), ttl(next()));
+            let (o, c, u, s, ts, valid) = (next(), next(), next(), next(), next(), kept(next()));
+            let ctx = context(next(), next(), next(), next(), kept(next()));
             if let (Some(owner), Some(context), Some(agent)) = (o, c, u) {
                 let record = TaskRecord {
                     owner,
@@ -659,7 +659,7 @@ impl SharedOwners {
         }
         let mut found_contexts = Vec::new();
         for c in contexts {
-            if let Some(record) = context(next(), next(), next(), next(), ttl(next())) {
+            if let Some(record) = context(next(), next(), next(), next(), kept(next())) {
                 found_contexts.push((c.clone(), record));
             }
         }

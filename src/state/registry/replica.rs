@@ -6,7 +6,7 @@
 //! Redis forgets an id `task_retention_ms` after its last write, and then whoever names it
 //! next claims it: so an entry is trusted only as long as Redis may still hold it (the
 //! retention after this replica wrote it, the key's TTL when it was read), then asked again
-//! ([`TaskRegistry::trusts_task`]); what Redis no longer holds is forgotten, what it holds as
+//! ([`TaskRegistry::untrusted_tasks`]); what Redis no longer holds is forgotten, what it holds as
 //! another caller's replaces what was known.
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::facts::Fact;
-use super::state::Workspace;
+use super::state::{State, Workspace};
 use super::token::{Cursor, Query};
 use super::{present, Denial, ListPage, TaskRegistry, UpstreamId};
 use crate::state::shared::News;
@@ -28,16 +28,16 @@ impl TaskRegistry {
         self.shared.lock().trust_for(retention, margin);
     }
 
-    /// Whether this registry knows task `id` and may still trust what it knows.
+    /// Whether this registry knows task `id` and may still trust what it knows (tests).
+    #[cfg(test)]
     pub fn trusts_task(&self, id: &str) -> bool {
-        let st = self.shared.lock();
-        st.tasks.get(id).is_some_and(|t| st.trusted(t.until))
+        self.untrusted_tasks(&[id], 1).is_empty()
     }
 
-    /// [`TaskRegistry::trusts_task`] for a context.
+    /// [`TaskRegistry::trusts_task`] for a context (tests).
+    #[cfg(test)]
     pub fn trusts_context(&self, id: &str) -> bool {
-        let st = self.shared.lock();
-        st.contexts.get(id).is_some_and(|c| st.trusted(c.until))
+        self.untrusted_contexts(&[id], 1).is_empty()
     }
 
     /// The alias the agent knows `client_id` by for `principal` (see [`TaskRegistry::agent_context`]).
@@ -148,23 +148,28 @@ impl TaskRegistry {
     /// The ids of `ids` this registry does not know or no longer trusts (with `redis`: to be
     /// asked of Redis), at most `cap`.
     pub fn untrusted_tasks(&self, ids: &[&str], cap: usize) -> Vec<String> {
-        let st = self.shared.lock();
-        let now = st.now();
-        ids.iter()
-            .filter(|t| !t.is_empty() && !st.tasks.get(t).is_some_and(|e| now < e.until))
-            .take(cap)
-            .map(|t| t.to_string())
-            .collect()
+        self.untrusted(ids, cap, |st, id| st.tasks.get(id).map(|e| e.until))
     }
 
     /// [`TaskRegistry::untrusted_tasks`] for contexts.
     pub fn untrusted_contexts(&self, ids: &[&str], cap: usize) -> Vec<String> {
+        self.untrusted(ids, cap, |st, id| st.contexts.get(id).map(|e| e.until))
+    }
+
+    /// The ids whose entry (`until`: its deadline, if known) is missing or past it: under
+    /// one lock and one reading of the clock, copying only those.
+    fn untrusted(
+        &self,
+        ids: &[&str],
+        cap: usize,
+        until: impl Fn(&State, &str) -> Option<u32>,
+    ) -> Vec<String> {
         let st = self.shared.lock();
         let now = st.now();
         ids.iter()
-            .filter(|c| !c.is_empty() && !st.contexts.get(c).is_some_and(|e| now < e.until))
+            .filter(|id| !id.is_empty() && !until(&st, id).is_some_and(|u| now < u))
             .take(cap)
-            .map(|c| c.to_string())
+            .map(|id| id.to_string())
             .collect()
     }
 
