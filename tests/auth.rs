@@ -463,6 +463,34 @@ async fn repeated_failures_are_throttled_with_429() {
     assert!(s.up.rpc_requests().is_empty());
 }
 
+/// A valid API key beside a password guess in `Authorization` is served (any one valid
+/// credential is enough), but the guess is counted: guesses behind a valid key are throttled
+/// like any others, over both protocols.
+#[tokio::test]
+async fn a_guess_beside_a_valid_key_is_throttled_too() {
+    let guess = format!("Basic {}", STANDARD.encode("alice:guess"));
+    for proto in [Proto::H1, Proto::H2] {
+        let s = setup("optional", "failures_per_minute = 1\nfailures_burst = 3\n").await;
+        let mut c = s.proxy.client(proto).await;
+        let both = h(&[("authorization", &guess), ("x-my-key", "key-abc-123")]);
+        for _ in 0..3 {
+            let (status, _, _) = c.request("POST", "/", &both, BODY).await;
+            assert_eq!(status, StatusCode::OK, "{proto:?}");
+        }
+        // The burst is spent: the next guess is refused, and so is everything after it.
+        let (status, _, body) = c.request("POST", "/", &both, BODY).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{proto:?}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap()["reason"],
+            "auth.throttled"
+        );
+        let key_only = h(&[("x-my-key", "key-abc-123")]);
+        let (status, _, _) = c.request("POST", "/", &key_only, BODY).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{proto:?}");
+        assert_eq!(s.up.rpc_requests().len(), 3, "{proto:?}");
+    }
+}
+
 #[tokio::test]
 async fn the_extended_card_needs_an_authenticated_caller() {
     let proxy = Proxy::start(ProxyOpts {

@@ -4,7 +4,9 @@
 //!
 //! Any one valid credential is enough (as iac-code): a client certificate, the
 //! `Authorization` header (Bearer static token or JWT, or Basic), or the API-key header. A
-//! presented credential that is wrong never degrades to anonymous access.
+//! presented credential that is wrong never degrades to anonymous access, and is reported
+//! ([`Authenticated::failed`]) even when another one succeeds, so that the failure throttle
+//! counts it: a valid API key does not buy unthrottled password guesses in `Authorization`.
 
 pub mod api_key;
 pub mod assertion;
@@ -111,6 +113,16 @@ pub struct AuthRejection {
 
 const fn reject(reason: Reason) -> AuthRejection {
     AuthRejection { reason }
+}
+
+/// The principal behind a request, and what else the request presented that failed.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub principal: Principal,
+    /// A credential the request presented that was refused, though another one succeeded
+    /// (a wrong `Authorization` beside a valid API key): a failure all the same, for the
+    /// failure throttle.
+    pub failed: Option<AuthRejection>,
 }
 
 /// What the connection proved before any header was read.
@@ -267,9 +279,9 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         conn: ConnCredentials<'_>,
-    ) -> Result<Principal, AuthRejection> {
-        let p = self.identify(headers, conn).await?;
-        Ok(match p.scheme {
+    ) -> Result<Authenticated, AuthRejection> {
+        let (p, failed) = self.identify(headers, conn).await?;
+        let principal = match p.scheme {
             Scheme::Bearer | Scheme::Basic | Scheme::ApiKey => {
                 match self.attributes.get(&(p.scheme, p.name.clone())) {
                     Some(a) => p.with(a),
@@ -277,7 +289,8 @@ impl Authenticator {
                 }
             }
             _ => p,
-        })
+        };
+        Ok(Authenticated { principal, failed })
     }
 
     /// Whether the request carries any credential `authenticate` would look at, without
@@ -289,23 +302,28 @@ impl Authenticator {
             || self.api_key.as_ref().is_some_and(|a| a.presented(headers))
     }
 
-    /// The principal's name and scheme (JWT and mTLS with their attributes already).
+    /// The principal's name and scheme (JWT and mTLS with their attributes already), and an
+    /// `Authorization` credential that failed before the API key succeeded.
     async fn identify(
         &self,
         headers: &HeaderMap,
         conn: ConnCredentials<'_>,
-    ) -> Result<Principal, AuthRejection> {
+    ) -> Result<(Principal, Option<AuthRejection>), AuthRejection> {
         // The first refusal is reported if no credential succeeds.
         let mut refusal: Option<AuthRejection> = None;
+        // A wrong `Authorization` (a guess the caller could make): reported even if the API
+        // key succeeds. A certificate without an identity is no guess and is not.
+        let mut failed: Option<AuthRejection> = None;
 
         if self.mtls && conn.client_cert {
             match conn.identity {
                 Some(id) => {
                     let p = Principal::new(format!("mtls:{id}"), Scheme::Mtls);
-                    return Ok(match self.mtls_identities.iter().find(|m| m.matches(id)) {
+                    let p = match self.mtls_identities.iter().find(|m| m.matches(id)) {
                         Some(m) => p.with(&m.attributes),
                         None => p,
-                    });
+                    };
+                    return Ok((p, None));
                 }
                 None => refusal = Some(reject(reason::AUTH_MTLS_NO_IDENTITY)),
             }
@@ -317,9 +335,10 @@ impl Authenticator {
             // Two Authorization headers are ambiguous between parsers: refuse outright.
             (Some(_), Some(_)) => return Err(reject(reason::AUTH_MULTIPLE_HEADERS)),
             (Some(value), None) => match self.authorization(value).await {
-                Ok(p) => return Ok(p),
+                Ok(p) => return Ok((p, None)),
                 Err(e) => {
                     refusal.get_or_insert(e);
+                    failed = Some(e);
                 }
             },
         }
@@ -327,7 +346,7 @@ impl Authenticator {
         if let Some(api) = &self.api_key {
             match api.authenticate(headers) {
                 None => {}
-                Some(Ok(p)) => return Ok(p),
+                Some(Ok(p)) => return Ok((p, failed)),
                 Some(Err(e)) => {
                     refusal.get_or_insert(e);
                 }
@@ -336,7 +355,9 @@ impl Authenticator {
 
         match refusal {
             Some(e) => Err(e),
-            None if self.allow_anonymous => Ok(Principal::new("anonymous", Scheme::Anonymous)),
+            None if self.allow_anonymous => {
+                Ok((Principal::new("anonymous", Scheme::Anonymous), None))
+            }
             None => Err(reject(reason::AUTH_MISSING)),
         }
     }

@@ -83,22 +83,39 @@ async fn credential_table() {
     let good_basic = basic("alice:s3cret:x");
     let wrong_basic = basic("alice:nope");
     let unknown_basic = basic("mallory:s3cret:x");
-    type Case<'a> = (Vec<(&'static str, &'a [u8])>, Result<&'a str, &'a str>);
+    // Ok: the principal, and the credential beside it that failed (for the throttle).
+    type Case<'a> = (
+        Vec<(&'static str, &'a [u8])>,
+        Result<(&'a str, Option<&'a str>), &'a str>,
+    );
     let cases: Vec<Case> = vec![
-        (vec![("authorization", b"Bearer tok-1")], Ok("ci")),
-        (vec![("authorization", b"bearer tok-2")], Ok("ops")),
-        (vec![("authorization", b"BEARER tok-1")], Ok("ci")),
-        (vec![("authorization", &good_basic)], Ok("alice")),
-        (vec![("x-my-key", b"key-abc")], Ok("robot")),
-        (vec![("X-MY-KEY", b"key-abc")], Ok("robot")),
-        // Any one valid credential is enough (as iac-code).
+        (vec![("authorization", b"Bearer tok-1")], Ok(("ci", None))),
+        (vec![("authorization", b"bearer tok-2")], Ok(("ops", None))),
+        (vec![("authorization", b"BEARER tok-1")], Ok(("ci", None))),
+        (vec![("authorization", &good_basic)], Ok(("alice", None))),
+        (vec![("x-my-key", b"key-abc")], Ok(("robot", None))),
+        (vec![("X-MY-KEY", b"key-abc")], Ok(("robot", None))),
+        // Any one valid credential is enough (as iac-code), but a wrong one beside it is
+        // reported, for the failure throttle (a password guess beside a valid key).
         (
             vec![("authorization", b"Bearer wrong"), ("x-my-key", b"key-abc")],
-            Ok("robot"),
+            Ok(("robot", Some("auth.invalid"))),
+        ),
+        (
+            vec![("authorization", &wrong_basic), ("x-my-key", b"key-abc")],
+            Ok(("robot", Some("auth.invalid"))),
+        ),
+        (
+            vec![("authorization", b"Basic !!!"), ("x-my-key", b"key-abc")],
+            Ok(("robot", Some("auth.malformed"))),
+        ),
+        (
+            vec![("authorization", &good_basic), ("x-my-key", b"key-abc")],
+            Ok(("alice", None)),
         ),
         (
             vec![("authorization", b"Bearer tok-1"), ("x-my-key", b"wrong")],
-            Ok("ci"),
+            Ok(("ci", None)),
         ),
         (vec![], Err("auth.missing")),
         (vec![("authorization", b"")], Err("auth.malformed")),
@@ -145,7 +162,10 @@ async fn credential_table() {
             .authenticate(&headers(&h), ConnCredentials::default())
             .await;
         match (got, want) {
-            (Ok(p), Ok(name)) => assert_eq!(p.name, name, "{h:?}"),
+            (Ok(a), Ok((name, failed))) => {
+                assert_eq!(a.principal.name, name, "{h:?}");
+                assert_eq!(a.failed.map(|f| <&str>::from(f.reason)), failed, "{h:?}");
+            }
             (Err(r), Err(reason)) => assert_eq!(r.reason, reason, "{h:?}"),
             (got, want) => panic!("{h:?}: got {got:?}, want {want:?}"),
         }
@@ -159,7 +179,8 @@ async fn client_certificates_and_anonymous() {
     let anon = a
         .authenticate(&none, ConnCredentials::default())
         .await
-        .unwrap();
+        .unwrap()
+        .principal;
     assert_eq!(anon.scheme, Scheme::Anonymous);
     assert!(!anon.is_authenticated());
     // A wrong credential never degrades to anonymous.
@@ -170,7 +191,7 @@ async fn client_certificates_and_anonymous() {
         client_cert: true,
         identity: Some("spiffe://example.org/ci"),
     };
-    let p = a.authenticate(&none, cert).await.unwrap();
+    let p = a.authenticate(&none, cert).await.unwrap().principal;
     assert_eq!(p.name, "mtls:spiffe://example.org/ci");
     assert_eq!(p.scheme, Scheme::Mtls);
     // A certificate without a usable identity is refused, unless another credential is valid.
@@ -181,7 +202,9 @@ async fn client_certificates_and_anonymous() {
     let r = a.authenticate(&none, nameless.clone()).await;
     assert_eq!(r.unwrap_err().reason, "auth.mtls_no_identity");
     let ok = headers(&[("authorization", b"Bearer tok-1")]);
-    assert_eq!(a.authenticate(&ok, nameless).await.unwrap().name, "ci");
+    // (a nameless certificate is no guess: not reported as a failure beside it)
+    let p = a.authenticate(&ok, nameless).await.unwrap();
+    assert_eq!((p.principal.name.as_str(), p.failed), ("ci", None));
 }
 
 #[tokio::test]
@@ -239,7 +262,7 @@ async fn attributes_follow_the_scheme_and_name() {
         ),
     ];
     for (h, conn, name, want) in rows {
-        let p = a.authenticate(&h, conn).await.unwrap();
+        let p = a.authenticate(&h, conn).await.unwrap().principal;
         assert_eq!(p.name, name);
         assert_eq!(p.tenant, want.tenant, "{name}");
         assert_eq!(p.groups, want.groups, "{name}");
@@ -328,9 +351,14 @@ async fn presents_credential_matches_what_authenticate_would_check() {
             let r = a.authenticate(h, conn.clone()).await;
             let nothing = match &r {
                 Err(e) => e.reason == "auth.missing",
-                Ok(p) => !p.is_authenticated(),
+                Ok(a) => !a.principal.is_authenticated(),
             };
-            assert_eq!(nothing, !presents, "{h:?}: {:?}", r.map(|p| p.name));
+            assert_eq!(
+                nothing,
+                !presents,
+                "{h:?}: {:?}",
+                r.map(|a| a.principal.name)
+            );
         }
     }
     // With mTLS off, a certificate is no credential.

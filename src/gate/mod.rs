@@ -738,18 +738,26 @@ impl Gate {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),
         };
-        match self.auth.authenticate(headers, creds).await {
-            Ok(p) => Ok(p),
-            Err(r) => match self.budgets.record_failure(ip).await {
-                Ok(Some(wait)) => Err(Rejection::TooManyRequests {
-                    reason: reason::AUTH_THROTTLED,
-                    retry_after_secs: wait.as_secs().max(1),
-                }),
-                Ok(None) => Err(self.unauthorized(r.reason)),
+        let (found, failed) = match self.auth.authenticate(headers, creds).await {
+            Ok(a) => (Ok(a.principal), a.failed),
+            Err(r) => (Err(self.unauthorized(r.reason)), Some(r)),
+        };
+        // Every failed credential is counted, also one beside a credential that succeeded
+        // (else a valid API key would buy unthrottled guesses in `Authorization`).
+        if failed.is_some() {
+            match self.budgets.record_failure(ip).await {
+                Ok(Some(wait)) => {
+                    return Err(Rejection::TooManyRequests {
+                        reason: reason::AUTH_THROTTLED,
+                        retry_after_secs: wait.as_secs().max(1),
+                    })
+                }
+                Ok(None) => {}
                 // The failure could not be counted: refuse (fail closed), and say why.
-                Err(_) => Err(refused(crate::state::Refused::Unavailable)),
-            },
+                Err(_) => return Err(refused(crate::state::Refused::Unavailable)),
+            }
         }
+        found
     }
 
     /// A concurrency slot of the caller (in flight, or a stream), or 429.
