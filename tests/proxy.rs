@@ -816,15 +816,18 @@ async fn an_answer_whose_body_stalls_times_out_and_frees_its_slot() {
 /// reading a listed task (GetTask) and an agent path. Each ends within about the agent's
 /// `response_timeout_ms` (-32603 upstream.timeout; 502 upstream.timeout) and gives its
 /// in-flight slot back (one slot per principal: the next request is not refused with 429).
+/// Also when the stalled answer calls itself an event stream (only a streaming method's
+/// answer may run past the response timeout).
 #[tokio::test]
 async fn a_listing_read_or_agent_path_whose_body_stalls_times_out() {
+    for stall in [RawAnswer::TaskThenStalls, RawAnswer::TaskThenStreamStalls] {
+        a_listing_read_or_agent_path_times_out(stall).await;
+    }
+}
+
+async fn a_listing_read_or_agent_path_times_out(stall: RawAnswer) {
     use std::time::{Duration, Instant};
-    let agent = RawAgent::start(
-        RawAnswer::Whole,
-        RawAnswer::Whole,
-        RawAnswer::TaskThenStalls,
-    )
-    .await;
+    let agent = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, stall).await;
     let proxy = Proxy::start(ProxyOpts {
         upstream_url: agent.url.clone(),
         extra_upstream: "response_timeout_ms = 500\n".into(),
@@ -864,8 +867,13 @@ async fn a_listing_read_or_agent_path_whose_body_stalls_times_out() {
             .unwrap_or_else(|_| panic!("{proto:?} #{attempt}: the agent path held the caller"));
             bounded(format!("{proto:?} agent path #{attempt}"))(started);
             assert_eq!(status, StatusCode::BAD_GATEWAY, "{proto:?} #{attempt}");
+            // (an agent path's answer that is not JSON is refused at its head)
+            let want = match stall {
+                RawAnswer::TaskThenStreamStalls => "upstream.bad_response",
+                _ => "upstream.timeout",
+            };
             let text = String::from_utf8_lossy(&body);
-            assert!(text.contains("upstream.timeout"), "{proto:?}: {text}");
+            assert!(text.contains(want), "{proto:?}: {text}");
         }
     }
     assert_eq!(agent.count("/iac-code/readiness"), 4);
@@ -873,11 +881,18 @@ async fn a_listing_read_or_agent_path_whose_body_stalls_times_out() {
 
 /// An agent whose card body stalls after its head: the proxy still starts (the fetch is
 /// bounded by the response timeout and fails like any failed fetch: no card yet, 503), serves
-/// JSON-RPC, and a reload does not hang either.
+/// JSON-RPC, and a reload does not hang either. Also when the stalled card calls itself an
+/// event stream.
 #[tokio::test]
 async fn a_card_whose_body_stalls_does_not_hold_start_or_reload() {
+    for stall in [RawAnswer::StalledBody, RawAnswer::StalledStream] {
+        a_stalled_card_holds_nothing(stall).await;
+    }
+}
+
+async fn a_stalled_card_holds_nothing(stall: RawAnswer) {
     use std::time::Duration;
-    let agent = RawAgent::start(RawAnswer::StalledBody, RawAnswer::Whole, RawAnswer::Whole).await;
+    let agent = RawAgent::start(stall, RawAnswer::Whole, RawAnswer::Whole).await;
     let o = ProxyOpts {
         upstream_url: agent.url.clone(),
         extra_upstream: "response_timeout_ms = 500\n".into(),

@@ -193,7 +193,13 @@ impl Gate {
                 .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
             let upstream = *upstream;
             reads.spawn(async move {
-                let resp = agent.send_rpc(headers, Bytes::from(get.to_bytes())).await?;
+                let resp = agent
+                    .send_rpc(
+                        headers,
+                        Bytes::from(get.to_bytes()),
+                        upstream::Answer::Whole,
+                    )
+                    .await?;
                 match collect_limited(resp.into_body(), cap).await {
                     Ok(bytes) => Ok((i, Some(Read::Task(upstream, bytes)))),
                     Err(crate::body::CollectError::TooLarge) => Ok((i, Some(Read::TooLarge))),

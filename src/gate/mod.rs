@@ -817,7 +817,11 @@ impl Gate {
         );
         telemetry::traces::inject(&span, &mut headers);
         let resp = agent
-            .send_rpc(headers, Bytes::from(rpc.to_bytes_sized(size_hint)))
+            .send_rpc(
+                headers,
+                Bytes::from(rpc.to_bytes_sized(size_hint)),
+                upstream::Answer::to(rpc.method),
+            )
             .instrument(span)
             .await
             .map_err(upstream_error)?;

@@ -49,10 +49,11 @@ impl Agent {
         &self,
         headers: HeaderMap,
         body: Bytes,
+        answer: super::Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         // Counted until the answer's head, or until the caller gives up (the future dropped).
         let _in_flight = InFlight::enter(&self.in_flight);
-        let result = self.upstream.send_rpc(headers, body).await;
+        let result = self.upstream.send_rpc(headers, body, answer).await;
         drop(_in_flight);
         match &result {
             Err(UpstreamError::Unavailable) => self.failed("connection"),

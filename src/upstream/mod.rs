@@ -220,10 +220,13 @@ impl Upstream {
     }
 
     /// Sends a JSON-RPC body (already the proxy's own serialization) with sanitized headers.
+    /// `answer`: whether the request asked for a stream (only then is an event stream's body
+    /// left without the response timeout).
     pub async fn send_rpc(
         &self,
         mut headers: HeaderMap,
         body: Bytes,
+        answer: Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         headers.insert(
             header::CONTENT_TYPE,
@@ -233,8 +236,15 @@ impl Upstream {
             Target::Embedded(_) => Uri::from_static("/"),
             Target::Http { rpc, .. } => rpc.clone(),
         };
-        self.send(Method::POST, uri, headers, body, self.response_timeout)
-            .await
+        self.send(
+            Method::POST,
+            uri,
+            headers,
+            body,
+            self.response_timeout,
+            answer,
+        )
+        .await
     }
 
     /// GETs a path on the agent (e.g. its card, its health), with the agent's credential;
@@ -255,8 +265,15 @@ impl Upstream {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
         let within = within.min(self.response_timeout);
-        self.send(Method::GET, uri, headers, Bytes::new(), within)
-            .await
+        self.send(
+            Method::GET,
+            uri,
+            headers,
+            Bytes::new(),
+            within,
+            Answer::Whole,
+        )
+        .await
     }
 
     /// Sends a request to a path of the agent the policy exposes (`server.agent_paths`),
@@ -278,13 +295,23 @@ impl Upstream {
                 Uri::from_parts(parts).map_err(|_| UpstreamError::Unavailable)?
             }
         };
-        self.send(method, uri, headers, body, self.response_timeout)
-            .await
+        self.send(
+            method,
+            uri,
+            headers,
+            body,
+            self.response_timeout,
+            Answer::Whole,
+        )
+        .await
     }
 
     /// One exchange with the agent, bounded by `timeout`: the response head, and the whole
     /// body of an answer that is not a stream (it fails with [`crate::body::TimedOut`] past
     /// that; a stream is bounded by the relay's idle timeout and maximum duration instead).
+    /// An answer is a stream only if `answer` asked for one: an event stream in answer to a
+    /// card fetch or a ListTasks read is bounded like any other body (the agent chose its
+    /// `Content-Type`, not the edge).
     async fn send(
         &self,
         method: Method,
@@ -292,6 +319,7 @@ impl Upstream {
         mut headers: HeaderMap,
         body: Bytes,
         timeout: Duration,
+        answer: Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         let deadline = tokio::time::Instant::now() + timeout;
         if let Some(auth) = &self.authorization {
@@ -335,10 +363,28 @@ impl Upstream {
         let resp = tokio::time::timeout_at(deadline, exchange)
             .await
             .unwrap_or(Err(UpstreamError::Timeout))?;
-        if is_event_stream(resp.headers()) {
+        if answer == Answer::Stream && is_event_stream(resp.headers()) {
             return Ok(resp);
         }
         Ok(resp.map(|body| crate::body::Deadline::new(body, deadline).boxed()))
+    }
+}
+
+/// What a request to an agent asks for: one whole answer, or a stream of events (the
+/// streaming methods).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Whole,
+    Stream,
+}
+
+impl Answer {
+    pub fn to(method: crate::a2a::method::Method) -> Answer {
+        if method.is_streaming() {
+            Answer::Stream
+        } else {
+            Answer::Whole
+        }
     }
 }
 
@@ -389,7 +435,8 @@ mod tests {
     fn a_request_does_not_carry_a_new_connection() {
         for http2 in [false, true] {
             let up = Upstream::from_policy(&agent(http2), None).unwrap();
-            let size = std::mem::size_of_val(&up.send_rpc(HeaderMap::new(), Bytes::new()));
+            let size =
+                std::mem::size_of_val(&up.send_rpc(HeaderMap::new(), Bytes::new(), Answer::Whole));
             assert!(size < 4096, "http2 = {http2}: {size} bytes");
         }
     }

@@ -816,6 +816,23 @@ pub enum RawAnswer {
     /// For the JSON-RPC endpoint: a SendMessage gets a whole answer, a completed task
     /// `t-raw` in `c-raw`; anything else (a GetTask, an agent path) a [`RawAnswer::StalledBody`].
     TaskThenStalls,
+    /// A head saying `Content-Type: text/event-stream` (no length: the body runs until the
+    /// connection closes), then `{`, then silence: an agent that answers what asked for one
+    /// whole answer with a stream that stalls.
+    StalledStream,
+    /// [`RawAnswer::TaskThenStalls`] whose stall is a [`RawAnswer::StalledStream`].
+    TaskThenStreamStalls,
+}
+
+impl RawAnswer {
+    /// How a request other than a SendMessage is answered, for the `TaskThen…` kinds.
+    fn after_task(self) -> Option<RawAnswer> {
+        match self {
+            RawAnswer::TaskThenStalls => Some(RawAnswer::StalledBody),
+            RawAnswer::TaskThenStreamStalls => Some(RawAnswer::StalledStream),
+            _ => None,
+        }
+    }
 }
 
 /// An HTTP/1.1 agent written by hand on a plain TCP socket, one request per connection, so
@@ -876,11 +893,11 @@ impl RawAgent {
                     let (how, body) = match path {
                         "/.well-known/agent-card.json" => (card, recorder_card().to_string()),
                         "/health" => (health, r#"{"status":"ok"}"#.to_string()),
-                        _ if rpc == RawAnswer::TaskThenStalls && sends => (
+                        _ if rpc.after_task().is_some() && sends => (
                             RawAnswer::Whole,
                             json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-raw", "contextId": "c-raw", "status": {"state": "TASK_STATE_COMPLETED"}}}}).to_string(),
                         ),
-                        _ if rpc == RawAnswer::TaskThenStalls => (RawAnswer::StalledBody, String::new()),
+                        _ if rpc.after_task().is_some() => (rpc.after_task().unwrap(), String::new()),
                         _ => (
                             rpc,
                             json!({"jsonrpc": "2.0", "id": 1, "result": {"message": {"messageId": "m-raw", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}}}).to_string(),
@@ -892,6 +909,7 @@ impl RawAgent {
                             body.len()
                         ),
                         RawAnswer::StalledBody | RawAnswer::TaskThenStalls => "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{".to_string(),
+                        RawAnswer::StalledStream | RawAnswer::TaskThenStreamStalls => "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{".to_string(),
                         RawAnswer::Silent => String::new(),
                     };
                     let _ = tcp.write_all(answer.as_bytes()).await;
