@@ -1011,14 +1011,48 @@ async fn a_turn_without_a_workspace_runs_in_the_callers_own() {
     )
     .await;
     assert!(v.get("result").is_some(), "{v}");
+    // iac-code reads the request's metadata when it is a non-empty object, else the
+    // message's: the workspace is in the one it reads, whichever names it (or neither).
+    let rows = [
+        (Value::Null, json!({"other": 1})),
+        (Value::Null, json!({"iac_code": null})),
+        (
+            Value::Null,
+            json!({"iac_code": {"preferredLanguage": "en"}}),
+        ),
+        (Value::Null, json!({})),
+        (cwd(&a), json!({"other": 1})),
+        (cwd(&a), json!({})),
+        (json!({"other": 1}), json!({"iac_code": {"cwd": a.clone()}})),
+    ];
+    for (message_meta, request_meta) in &rows {
+        let v = call(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(text(), message_meta.clone(), request_meta.clone()),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{request_meta}: {v}");
+    }
     let seen = up.rpc_requests();
+    assert_eq!(seen.len(), 2 + rows.len());
     for r in &seen {
         let body: Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(
-            body["params"]["message"]["metadata"]["iac_code"]["cwd"], a,
-            "{body}"
-        );
+        let read = match &body["params"]["metadata"] {
+            Value::Object(m) if !m.is_empty() => &body["params"]["metadata"],
+            _ => &body["params"]["message"]["metadata"],
+        };
+        assert_eq!(read["iac_code"]["cwd"], a, "{body}");
     }
+    let v = call(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message(text(), cwd(&a), json!({"iac_code": "x"})),
+    )
+    .await;
+    assert_eq!(reason(&v), "metadata.type", "{v}");
     // No root to work in (no tenant for {tenant}), or no way to say where: refused.
     let v = call(
         &mut c,
@@ -1036,7 +1070,7 @@ async fn a_turn_without_a_workspace_runs_in_the_callers_own() {
     )
     .await;
     assert_eq!(reason(&v), "workspace.required", "{v}");
-    assert_eq!(up.rpc_requests().len(), 2);
+    assert_eq!(up.rpc_requests().len(), 2 + rows.len());
     // A follow-up in a context started without a workspace names the same (inserted) one.
     let engine = Proxy::start(ProxyOpts {
         extra_policy: policy(""),

@@ -191,6 +191,28 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         }
     };
     let logical = workspace.as_ref().map(|w| Value::String(w.forward_cwd()));
+    // iac-code reads the request's metadata when it is a non-empty object, else the
+    // message's (`context.metadata or message.metadata`): the workspace must be in the one it
+    // reads, or it runs in its own directory. So a workspace named (or given by the edge) in
+    // the message goes into a non-empty request metadata too.
+    let mut request_meta = request_meta;
+    if let (Some(cwd), Some(meta)) = (&logical, request_meta.as_mut()) {
+        if !meta.is_empty() {
+            let iac = meta
+                .entry("iac_code")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if iac.is_null() {
+                *iac = Value::Object(Default::default());
+            }
+            let Value::Object(iac) = iac else {
+                return Err(invalid(
+                    "params.metadata.iac_code must be an object (the workspace goes there)",
+                    reason::METADATA_TYPE,
+                ));
+            };
+            iac.insert("cwd".into(), cwd.clone());
+        }
+    }
     for (meta, target) in [(request_meta, &mut *f), (message_meta, &mut m)] {
         if let Some(mut meta) = meta {
             if let (Some(cwd), Some(Value::Object(iac))) = (&logical, meta.get_mut("iac_code")) {
