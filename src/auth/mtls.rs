@@ -15,7 +15,10 @@ pub const MAX_IDENTITY_BYTES: usize = 512;
 /// the first URI SAN or nothing, never a DNS name or CN picked instead; likewise a DNS SAN
 /// shadows the CN. A value must be 1 to 512 bytes of printable ASCII without spaces; an odd
 /// value, a subject with several CNs, a malformed SAN extension or trailing bytes after the
-/// certificate give `None`.
+/// certificate give `None`. A CN holding `:` or `/` gives `None` too: identities of all kinds
+/// share one namespace (`mtls:<identity>`, and the policy's identity patterns), and a CN,
+/// often chosen by whoever asks for the certificate, must not pass for a URI SAN (a CN of
+/// `spiffe://example.org/ns/prod/sa/ci` is not that workload).
 pub fn certificate_identity(leaf_der: &[u8]) -> Option<String> {
     let (rest, cert) = parse_x509_certificate(leaf_der).ok()?;
     if !rest.is_empty() {
@@ -64,8 +67,8 @@ fn identity_of<'c>(cert: &'c X509Certificate<'_>) -> Option<&'c str> {
         // Two CNs: which one names the caller is a matter of opinion; refuse to guess.
         return None;
     }
-    // UTF8String, PrintableString, IA5String and NumericString only.
-    cn.as_str().ok()
+    // UTF8String, PrintableString, IA5String and NumericString only; never URI-like.
+    cn.as_str().ok().filter(|v| !v.contains([':', '/']))
 }
 
 /// 1 to 512 bytes, each printable ASCII other than space (0x21..=0x7e).
@@ -158,6 +161,31 @@ mod tests {
                 "non-ASCII CN",
                 leaf(&ca, &[], &[], Some("agent-é")).der().to_vec(),
                 None,
+            ),
+            // A CN never passes for a URI SAN: no `:` or `/` in it.
+            (
+                "a CN spelled as a SPIFFE id",
+                leaf(&ca, &[], &[], Some(test_pki::SPIFFE_ID))
+                    .der()
+                    .to_vec(),
+                None,
+            ),
+            (
+                "a CN with a scheme",
+                leaf(&ca, &[], &[], Some("urn:example:ci")).der().to_vec(),
+                None,
+            ),
+            (
+                "a CN with a path",
+                leaf(&ca, &[], &[], Some("team/ci")).der().to_vec(),
+                None,
+            ),
+            (
+                "a CN spelled as a DNS name",
+                leaf(&ca, &[], &[], Some("build-agent.example.org"))
+                    .der()
+                    .to_vec(),
+                Some("build-agent.example.org"),
             ),
             ("not a certificate", b"not DER".to_vec(), None),
             ("empty", Vec::new(), None),
