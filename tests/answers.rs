@@ -79,9 +79,15 @@ async fn an_answer_naming_another_callers_task_is_refused() {
             !text.contains("private plan") && !text.contains("t-alice"),
             "{text}"
         );
-        // Alice still reads hers.
+        // Alice still gets hers.
+        let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("more")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-alice", "{v}");
+        // (A GetTask answered with SendMessage's shape, `{"task": ...}`, is refused.)
         let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "GetTask", json!({"id": "t-alice"})).await;
-        assert!(v.get("result").is_some(), "{v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{v}"
+        );
     }
 }
 
@@ -560,6 +566,41 @@ async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
             v["error"]["data"][0]["reason"], "upstream.bad_response",
             "{raw}: {v}"
         );
+    }
+}
+
+/// Results shaped so that they read as something other than the method's answer (a task
+/// list, a bare Task without an id, a Task beside a `taskId` or a `messageId`): none
+/// carries a task the registry would have checked, so each is refused (-32006
+/// upstream.bad_response), over both protocols and as a stream's event, and its content
+/// never reaches the caller.
+#[tokio::test]
+async fn answers_shaped_as_another_method_s_are_refused() {
+    const LISTED: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"tasks":[{"id":"t-alice","contextId":"c-alice","history":[{"messageId":"h1","role":"ROLE_USER","parts":[{"text":"alice's private plan"}]}]}]}}"#;
+    const NO_ID: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"contextId":"c-alice","history":[{"messageId":"h1","role":"ROLE_USER","parts":[{"text":"alice's private plan"}]}]}}"#;
+    const BESIDE_TASK_ID: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"taskId":"t-mine","id":"t-alice","contextId":"c-alice","history":[{"messageId":"h1","role":"ROLE_USER","parts":[{"text":"alice's private plan"}]}]}}"#;
+    const BESIDE_MESSAGE_ID: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"messageId":"m","id":"t-alice","history":[{"messageId":"h1","role":"ROLE_USER","parts":[{"text":"alice's private plan"}]}]}}"#;
+    const LISTED_EVENT: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"tasks\":[{\"id\":\"t-alice\",\"contextId\":\"c-alice\",\"history\":[{\"messageId\":\"h1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"alice's private plan\"}]}]}]}}\n\n";
+    for raw in [LISTED, NO_ID, BESIDE_TASK_ID, BESIDE_MESSAGE_ID] {
+        for proto in PROTOS {
+            let (v, text) = answer_to(raw, proto).await;
+            assert_eq!(v["error"]["code"], -32006, "{proto:?} {raw}: {v}");
+            assert_eq!(
+                v["error"]["data"][0]["reason"], "upstream.bad_response",
+                "{proto:?} {raw}: {v}"
+            );
+            assert!(!text.contains("private plan"), "{text}");
+        }
+    }
+    for (proto, events) in streamed_from(LISTED_EVENT).await {
+        assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
+        let (name, v) = &events[0];
+        assert_eq!(name.as_deref(), Some("error"), "{proto:?}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{proto:?}: {v}"
+        );
+        assert!(!v.to_string().contains("private plan"), "{v}");
     }
 }
 

@@ -12,8 +12,9 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 
-/// Every answer of the recording agent: a task the edge records as the caller's.
-const TASK: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":{"id":"t-conf","contextId":"ctx-conf","status":{"state":"TASK_STATE_INPUT_REQUIRED","timestamp":"2026-12-01T00:00:00Z"}}}}"#;
+/// The recording agent's task, in every answer (each method's shape around it): a task the
+/// edge records as the caller's.
+const TASK: &str = r#"{"id":"t-conf","contextId":"ctx-conf","status":{"state":"TASK_STATE_INPUT_REQUIRED","timestamp":"2026-12-01T00:00:00Z"}}"#;
 
 /// The params the agent received for the last JSON-RPC request.
 fn last_params(up: &RecordingUpstream) -> (String, Value) {
@@ -34,7 +35,7 @@ fn reason(v: &Value) -> &str {
 
 #[tokio::test]
 async fn every_method_in_proto_names_and_string_scalars_reaches_the_agent_canonical() {
-    let (up, p) = Proxy::with_recorder(Reply::Raw(TASK), ProxyOpts::default()).await;
+    let (up, p) = Proxy::with_recorder(Reply::Task(TASK), ProxyOpts::default()).await;
     let mut c = p.client(Proto::H2).await;
     // The caller's task, to address.
     let v = rpc_as(&mut c, ALICE, "SendMessage", message("first", json!({}))).await;
@@ -189,7 +190,7 @@ fn policy_with_defaults() -> (a2a_edge::validate::request::RequestPolicy, TempDi
 
 #[tokio::test]
 async fn both_spellings_of_one_field_are_refused_before_the_agent() {
-    let (up, p) = Proxy::with_recorder(Reply::Raw(TASK), ProxyOpts::default()).await;
+    let (up, p) = Proxy::with_recorder(Reply::Task(TASK), ProxyOpts::default()).await;
     let mut c = p.client(Proto::H1).await;
     rpc_as(&mut c, ALICE, "SendMessage", message("first", json!({}))).await;
     let before = up.rpc_requests().len();
@@ -464,7 +465,7 @@ async fn an_agent_card_missing_a_required_field_is_not_published() {
 #[tokio::test]
 async fn push_callbacks_to_the_operators_own_receivers_only() {
     let (up, p) = Proxy::with_recorder(
-        Reply::Raw(TASK),
+        Reply::Task(TASK),
         ProxyOpts {
             extra_policy: "[a2a.push]\nallowed_networks = [\"10.20.0.0/16\"]\nallowed_hosts = [\"hooks.internal\"]\n".into(),
             ..Default::default()

@@ -246,7 +246,9 @@ impl Gate {
         if !task.is_object() {
             return Ok(Listed::Gone);
         }
-        if task.get("id").and_then(Value::as_str) != Some(task_id) {
+        // A bare Task of that id, nothing else (a `taskId` or `messageId` beside it would
+        // make the registry read it as another shape).
+        if !Shape::Task.holds(&task) || task.get("id").and_then(Value::as_str) != Some(task_id) {
             return Ok(Listed::Other);
         }
         match self.owners.learn(principal, upstream, &task).await {

@@ -67,7 +67,7 @@ use crate::policy::Policy;
 use crate::reason::{self, Reason};
 use crate::state::ownership::{Ownership, Pending, Refusal};
 use crate::state::registry::UpstreamId;
-use crate::state::registry::{Denial, TaskRegistry};
+use crate::state::registry::{Denial, Shape, TaskRegistry};
 use crate::state::Budgets;
 use crate::telemetry;
 use crate::telemetry::metrics::{Metrics, Snapshot, UpstreamGauge};
@@ -562,9 +562,12 @@ impl Gate {
                 let upstream = turn.bind_upstream(wanted);
                 let requests = agent.requests.clone();
                 let view = registry.clone();
+                let shape = Shape::of(rpc.method).unwrap_or(Shape::Send);
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    one_answer(v, &requests, &view, &name, |r| turn.observe(upstream, r))
+                    one_answer(v, shape, &requests, &view, &name, |r| {
+                        turn.observe(upstream, r)
+                    })
                 };
                 let plan = Plan {
                     agent: upstream,
@@ -611,9 +614,11 @@ impl Gate {
                 let upstream = registry.authorize_task(&name, task).map_err(deny)?;
                 let requests = agent.requests.clone();
                 let task = task.to_string();
+                // (every method here has one; the strictest shape otherwise)
+                let shape = Shape::of(rpc.method).unwrap_or(Shape::Empty);
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
-                    one_answer(v, &requests, &registry, &name, |r| {
+                    one_answer(v, shape, &requests, &registry, &name, |r| {
                         // An answer about another task is not the answer to this request.
                         if !TaskRegistry::names_only_task(r, &task) {
                             return Err(crate::state::registry::Unrelayable::Malformed);
@@ -1001,6 +1006,7 @@ struct Plan<F> {
 /// put in the caller's view (its own context ids).
 fn one_answer(
     v: &mut Value,
+    shape: Shape,
     requests: &RequestPolicy,
     view: &TaskRegistry,
     name: &str,
@@ -1008,6 +1014,9 @@ fn one_answer(
 ) -> Result<Option<Pending>, upstream::Refused> {
     clean_response(v, &requests.metadata, requests.redact_paths);
     let pending = match v.get("result") {
+        // Held to its method's shape first: a result that reads as another shape (a task
+        // list, a Task beside a `taskId`) would be judged, or not at all, as that one.
+        Some(result) if !shape.holds(result) => return Err(reason::UPSTREAM_BAD_RESPONSE),
         Some(result) => learn(result).map_err(|u| u.reason())?,
         None => None,
     };

@@ -66,6 +66,7 @@ use serde_json::Value;
 use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
 use crate::telemetry::metrics::RegistryStats;
+pub use facts::Shape;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
 use forgotten::Kind;
 use ids::Id;
@@ -74,11 +75,13 @@ use state::{Running, State, Workspace};
 use token::{Cursor, Query, TokenKey};
 pub use turn::Turn;
 
-/// What the registry learns from one result (its facts, printed): for tests and fuzz targets
-/// that compare two readings of an answer.
+/// What the registry learns from one result (its facts, and which shapes it holds, printed):
+/// for tests and fuzz targets that compare two readings of an answer.
 #[doc(hidden)]
 pub fn facts_of(result: &Value) -> String {
-    format!("{:?}", Fact::read(result))
+    use Shape::*;
+    let shapes = [Send, Event, Task, Config, Configs, Empty].map(|s| s.holds(result));
+    format!("{:?} {shapes:?}", Fact::read(result))
 }
 
 /// Whether a context id is shaped like the edge's alias of a caller's context (`c-` and 32

@@ -440,10 +440,11 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         if url && (token || authentication) {
             return Err(fallback());
         }
+        // Whatever the registry reads keeps its key in the projection, whatever its type
+        // (`Shape::holds` reads which keys a result has).
         let value = match self.want {
             Want::Skip => None,
-            Want::Scalar => Some(Value::Null),
-            _ => built.map(Value::Object),
+            _ => Some(built.map_or(Value::Null, Value::Object)),
         };
         Ok(Out {
             kind: Kind::Object,

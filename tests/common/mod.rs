@@ -471,6 +471,10 @@ pub enum Reply {
     RawStream(&'static str),
     /// Answers every JSON-RPC request with this JSON body (`{id}` replaced by the request id).
     Raw(&'static str),
+    /// Answers each method in its A2A 1.0 shape around this Task (JSON): SendMessage and
+    /// the streaming methods `{"task": T}` (as one JSON answer), GetTask and CancelTask `T`,
+    /// a push config's methods a config `p1` of T's id (a list of it; `{}` for a delete).
+    Task(&'static str),
     /// An agent that sends no status timestamps: a message gets a new completed task
     /// (`t-` and the message's id) in context `ctx-untimed`; GetTask gets that task back.
     Untimed,
@@ -751,6 +755,19 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 task.as_object_mut().map(|t| t.remove("contextId"));
             }
             json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": task}}))
+        }
+        Reply::Task(task) => {
+            let task: Value = serde_json::from_str(task).unwrap();
+            let config =
+                json!({"id": "p1", "taskId": task["id"], "url": "https://hooks.example/a2a"});
+            let result = match method.as_ref().and_then(Value::as_str).unwrap_or("") {
+                "GetTask" | "CancelTask" => task,
+                "CreateTaskPushNotificationConfig" | "GetTaskPushNotificationConfig" => config,
+                "ListTaskPushNotificationConfigs" => json!({"configs": [config]}),
+                "DeleteTaskPushNotificationConfig" => json!({}),
+                _ => json!({"task": task}),
+            };
+            json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
         }
         Reply::Raw(raw) => Response::builder()
             .header("content-type", "application/json")

@@ -1584,3 +1584,128 @@ fn a_cache_of_redis_remembers_no_evicted_owners() {
         reg.check_invariants();
     }
 }
+
+/// Each forwarded method's answer is held to its shape before the registry reads it: a
+/// result whose keys make it read as another shape (a task list, a bare Task without an id,
+/// a Task beside a `taskId` or a `messageId`, two entities) does not hold.
+#[test]
+fn each_methods_answer_is_held_to_its_shape() {
+    use crate::a2a::method::Method as M;
+    let task = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}});
+    let message = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": []});
+    let update = json!({"taskId": "t", "contextId": "c", "status": {}});
+    let rows: Vec<(Shape, Value, bool)> = vec![
+        (Shape::Send, json!({"task": task}), true),
+        (Shape::Send, json!({"message": message}), true),
+        (Shape::Send, json!({"task": task, "other": 1}), true),
+        (Shape::Send, json!({"statusUpdate": update}), false),
+        (
+            Shape::Send,
+            json!({"task": task, "message": message}),
+            false,
+        ),
+        (Shape::Send, task.clone(), false),
+        (Shape::Send, json!({"tasks": [task]}), false),
+        (Shape::Send, json!({"task": task, "tasks": []}), false),
+        (Shape::Send, json!({"task": task, "id": "t-other"}), false),
+        (
+            Shape::Send,
+            json!({"message": message, "taskId": "t"}),
+            false,
+        ),
+        (Shape::Send, json!({"contextId": "c", "history": []}), false),
+        (
+            Shape::Send,
+            json!({"jsonrpc": "2.0", "result": {"task": task}}),
+            false,
+        ),
+        // Naming nothing: nothing to check (as the caller's own task could hold anything).
+        (Shape::Send, json!({}), true),
+        (Shape::Send, json!({"echo": true}), true),
+        (Shape::Send, Value::Null, true),
+        (Shape::Task, json!({"history": []}), true),
+        (Shape::Event, json!({"task": task}), true),
+        (Shape::Event, json!({"message": message}), true),
+        (Shape::Event, json!({"statusUpdate": update}), true),
+        (Shape::Event, json!({"artifactUpdate": update}), true),
+        (
+            Shape::Event,
+            json!({"statusUpdate": update, "artifactUpdate": update}),
+            false,
+        ),
+        (
+            Shape::Event,
+            json!({"statusUpdate": update, "taskId": "t"}),
+            false,
+        ),
+        (Shape::Event, json!({"tasks": [task]}), false),
+        (Shape::Event, update.clone(), false),
+        (Shape::Task, task.clone(), true),
+        (Shape::Task, json!({"id": "t"}), true),
+        (Shape::Task, json!({"contextId": "c", "history": []}), false),
+        (Shape::Task, json!({"id": "t", "taskId": "t-mine"}), false),
+        (
+            Shape::Task,
+            json!({"taskId": "t-mine", "id": "t", "contextId": "c"}),
+            false,
+        ),
+        (Shape::Task, json!({"id": "t", "messageId": "m"}), false),
+        (Shape::Task, json!({"id": "t", "tasks": []}), false),
+        (Shape::Task, json!({"task": task}), false),
+        (Shape::Task, json!({"tasks": [task]}), false),
+        (Shape::Task, json!({"id": "t", "configs": []}), false),
+        (
+            Shape::Config,
+            json!({"id": "p", "taskId": "t", "url": "https://h/"}),
+            true,
+        ),
+        (Shape::Config, json!({"taskId": "t"}), true),
+        (
+            Shape::Config,
+            json!({"id": "p", "taskId": "t", "contextId": "c"}),
+            false,
+        ),
+        (
+            Shape::Config,
+            json!({"id": "p", "taskId": "t", "messageId": "m"}),
+            false,
+        ),
+        (Shape::Config, json!({"task": task}), false),
+        (
+            Shape::Configs,
+            json!({"configs": [{"id": "p", "taskId": "t"}]}),
+            true,
+        ),
+        (Shape::Configs, json!({"nextPageToken": ""}), true),
+        (Shape::Configs, json!({"configs": [], "taskId": "t"}), false),
+        (
+            Shape::Configs,
+            json!({"configs": [], "tasks": [task]}),
+            false,
+        ),
+        (Shape::Empty, json!({}), true),
+        (Shape::Empty, Value::Null, true),
+        (Shape::Empty, json!({"task": task}), false),
+        (Shape::Empty, json!({"tasks": [task]}), false),
+        (Shape::Empty, json!("x"), true),
+    ];
+    for (shape, result, holds) in &rows {
+        assert_eq!(shape.holds(result), *holds, "{shape:?}: {result}");
+    }
+    // Every forwarded method has its shape.
+    for (m, want) in [
+        (M::SendMessage, Some(Shape::Send)),
+        (M::SendStreamingMessage, Some(Shape::Event)),
+        (M::SubscribeToTask, Some(Shape::Event)),
+        (M::GetTask, Some(Shape::Task)),
+        (M::CancelTask, Some(Shape::Task)),
+        (M::CreateTaskPushNotificationConfig, Some(Shape::Config)),
+        (M::GetTaskPushNotificationConfig, Some(Shape::Config)),
+        (M::ListTaskPushNotificationConfigs, Some(Shape::Configs)),
+        (M::DeleteTaskPushNotificationConfig, Some(Shape::Empty)),
+        (M::ListTasks, None),
+        (M::GetExtendedAgentCard, None),
+    ] {
+        assert_eq!(Shape::of(m), want, "{m}");
+    }
+}
