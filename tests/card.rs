@@ -532,3 +532,72 @@ async fn asymmetric_signatures_say_where_the_keys_are() {
         "https://keys.example/jwks.json"
     );
 }
+
+/// Security review: an agent whose SDK prints proto field names (`supported_interfaces`,
+/// `documentation_url`, ...) had its card never published (both spellings of the interfaces
+/// after the rewrite), or published with its internal address and its own schemes; its
+/// `extended_agent_card` was not read, nor its `default_input_modes` learned. Through the
+/// proxy it is the same card as by JSON names.
+#[tokio::test]
+async fn an_agent_card_by_proto_names_is_served_by_json_names() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    *up.card.lock().unwrap() = json!({
+        "name": "recorder", "version": "1", "description": "records",
+        "supported_interfaces": [{"url": "http://10.1.2.3:9/", "protocol_binding": "JSONRPC",
+                                  "protocol_version": "1.0"}],
+        "additional_interfaces": [{"url": "http://10.1.2.4:9", "transport": "GRPC"}],
+        "documentation_url": "http://10.1.2.3:9/docs",
+        "icon_url": "http://10.1.2.4:9/icon.png",
+        "capabilities": {"streaming": true, "extended_agent_card": true},
+        "security_schemes": {"agent_key": {"api_key_security_scheme": {"location": "header",
+                                                                      "name": "X-Agent-Key"}}},
+        "security_requirements": [{"schemes": {"agent_key": {"list": []}}}],
+        "default_input_modes": ["text/plain", "text/csv"], "default_output_modes": ["text/plain"],
+        "skills": []
+    });
+    let p = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_policy: "[a2a]\ninput_media_types = \"card\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let text = String::from_utf8_lossy(&body).to_string();
+    for leak in [
+        "10.1.2.",
+        "agent_key",
+        "X-Agent-Key",
+        "supported_interfaces",
+        "additional_interfaces",
+        "additionalInterfaces",
+        "documentation",
+        "icon",
+        "security_",
+        "default_input_modes",
+    ] {
+        assert!(!text.contains(leak), "{leak}: {text}");
+    }
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([{"url": p.public_url.as_str(), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+    );
+    assert_eq!(card["defaultInputModes"], json!(["text/plain", "text/csv"]));
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    // The card offers an extended card: asked of the agent (not -32007), rewritten the same.
+    let v = rpc_as(&mut c, ALICE, "GetExtendedAgentCard", json!({})).await;
+    assert_eq!(v["result"]["skills"][0]["id"], "secret-skill", "{v}");
+    assert!(!v.to_string().contains("10.1.2."), "{v}");
+    assert!(v["result"].get("supported_interfaces").is_none(), "{v}");
+    // `a2a.input_media_types = "card"` learned the modes.
+    let part = |media: &str| {
+        json!({"message": {"messageId": a2a_edge::crypto::random_token(), "role": "ROLE_USER",
+                           "parts": [{"text": "a,b", "mediaType": media}]}})
+    };
+    let v = rpc_as(&mut c, ALICE, "SendMessage", part("text/csv")).await;
+    assert!(v.get("result").is_some(), "{v}");
+    let v = rpc_as(&mut c, ALICE, "SendMessage", part("text/markdown")).await;
+    assert_eq!(v["error"]["code"], -32005, "{v}");
+}

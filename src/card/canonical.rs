@@ -58,6 +58,99 @@ pub fn canonical_card(card: &Value) -> Result<Vec<u8>, CardError> {
     }
 }
 
+/// Puts every member of `card` that the `AgentCard` message tree knows into its ProtoJSON
+/// (JSON) name, at every level, in place: `documentation_url` becomes `documentationUrl`,
+/// `supported_interfaces[].protocol_binding` `supportedInterfaces[].protocolBinding`,
+/// `capabilities.extended_agent_card` `capabilities.extendedAgentCard`, and so on, by the
+/// table the canonical form reads (each field's proto name and JSON name). ProtoJSON parsers
+/// (the SDKs', [`canonical_card`]) accept both spellings; rewritten into one, every rule that
+/// reads a card looks at one spelling only. A member given by both names in one object is
+/// refused, as the protobuf parser refuses it (two spellings are a parser-differential
+/// hazard), even when one is `null`. Unknown members, map keys (scheme names, scopes) and
+/// extension `params` (a free-form `Struct`) are left as they are, and so is a member of the
+/// wrong type (the schema check's business). Renamed members keep their places (the served
+/// bytes are those of the card by JSON names). On refusal the card may be left partly renamed
+/// (it is not to be used). The walk follows the message tree, which holds no cycle, so its
+/// depth is the schema's (at most 6 messages), whatever the card's.
+pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
+    match card {
+        Value::Object(obj) => rename_message(obj, &AGENT_CARD, "card"),
+        _ => Ok(()),
+    }
+}
+
+/// Renames the members of `obj` (the object at `path`) named by the proto name of a
+/// `(proto, json)` pair to its JSON name, in place (each keeps its position among the others);
+/// an object with both names of one pair is refused and left as it was.
+pub(crate) fn rename_members<I>(
+    obj: &mut Map<String, Value>,
+    names: I,
+    path: &str,
+) -> Result<(), CardError>
+where
+    I: Iterator<Item = (&'static str, &'static str)> + Clone,
+{
+    // Most objects use JSON names only: nothing to rename unless a key has an underscore.
+    if !obj.keys().any(|k| k.contains('_')) {
+        return Ok(());
+    }
+    let mut renamed = false;
+    for (proto, json) in names.clone().filter(|(p, j)| p != j) {
+        if obj.contains_key(proto) {
+            if obj.contains_key(json) {
+                return Err(err(format!(
+                    "{path}.{json} is given twice (as {json} and as {proto})"
+                )));
+            }
+            renamed = true;
+        }
+    }
+    if renamed {
+        for (key, value) in std::mem::take(obj) {
+            let key = match names.clone().find(|(p, _)| *p == key) {
+                Some((_, json)) => json.to_string(),
+                None => key,
+            };
+            obj.insert(key, value);
+        }
+    }
+    Ok(())
+}
+
+fn rename_message(
+    obj: &mut Map<String, Value>,
+    msg: &'static Message,
+    path: &str,
+) -> Result<(), CardError> {
+    rename_members(obj, msg.fields.iter().map(|f| (f.proto, f.json)), path)?;
+    for field in msg.fields {
+        let Some(value) = obj.get_mut(field.json) else {
+            continue;
+        };
+        match (field.kind, value) {
+            (Kind::Msg(m), Value::Object(o)) => {
+                rename_message(o, m, &format!("{path}.{}", field.json))?;
+            }
+            (Kind::RepMsg(m), Value::Array(items)) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    if let Value::Object(o) = item {
+                        rename_message(o, m, &format!("{path}.{}[{i}]", field.json))?;
+                    }
+                }
+            }
+            (Kind::MapMsg(m), Value::Object(entries)) => {
+                for (key, item) in entries.iter_mut() {
+                    if let Value::Object(o) = item {
+                        rename_message(o, m, &format!("{path}.{}.{key}", field.json))?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Plain RFC 8785: object members sorted by their UTF-16 code units, numbers written as
 /// ECMAScript writes IEEE 754 doubles, strings with only the mandatory escapes, no whitespace.
 /// Nesting deeper than [`MAX_DEPTH`] is an error.

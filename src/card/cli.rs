@@ -307,19 +307,31 @@ fn verify(o: Opts, env: Env<'_>, out: &mut dyn Write) -> Result<u8, Failure> {
     writeln!(out, "{verdict}").map_err(|e| run_err(e.to_string()))?;
     // Whether it is an A2A 1.0 AgentCard, as the edge checks what it publishes: reported
     // beside the signature verdict (the exit status is the signature's).
-    let mut probe = card.clone();
-    if super::schema::repair(&mut probe) {
-        eprintln!("a2a-edge card: its provider lacks url or organization; the edge would drop it");
-    }
-    match super::schema::check(&probe) {
-        Ok(()) => eprintln!("a2a-edge card: an A2A 1.0 AgentCard"),
-        Err(e) => eprintln!("a2a-edge card: card.invalid: {e} (the edge would not publish it)"),
+    for line in schema_report(&card) {
+        eprintln!("a2a-edge card: {line}");
     }
     if let Verdict::Valid { kid } = &verdict {
         eprintln!("a2a-edge card: signature by kid {kid:?} verified");
         return Ok(0);
     }
     Ok(1)
+}
+
+/// What the edge would make of `card` (without the rewrite): checked by JSON names, as the
+/// edge reads it (`documentation_url` is `documentationUrl`; a member named both ways is
+/// refused), after an incomplete `provider` is dropped.
+fn schema_report(card: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut probe = card.clone();
+    let named = super::to_json_names(&mut probe).map_err(|e| super::schema::Invalid(e.0));
+    if super::schema::repair(&mut probe) {
+        lines.push("its provider lacks url or organization; the edge would drop it".into());
+    }
+    lines.push(match named.and_then(|()| super::schema::check(&probe)) {
+        Ok(()) => "an A2A 1.0 AgentCard".into(),
+        Err(e) => format!("card.invalid: {e} (the edge would not publish it)"),
+    });
+    lines
 }
 
 fn jwks(o: Opts, out: &mut dyn Write) -> Result<u8, Failure> {

@@ -1,6 +1,13 @@
 //! The Agent Card the edge publishes: the agent's card rewritten so that it points at the
 //! edge (`server.public_url` only, never `Host` or `X-Forwarded-*`), advertises the edge's
 //! security schemes, and carries no upstream signature that the rewrite has invalidated.
+//!
+//! A card is ProtoJSON: its readers (the SDKs, the canonical form signatures cover) take a
+//! member by its JSON name (`documentationUrl`) or by its proto name (`documentation_url`).
+//! So an agent's card is first put in JSON names ([`to_json_names`], by the canonical form's
+//! table of the `AgentCard` message tree), and only then rewritten, checked and signed: each
+//! rule reads one spelling, and none is passed by the other. A card naming one member both
+//! ways is refused (`card.invalid`), as requests are (`validate/names.rs`).
 
 pub mod canonical;
 pub mod cli;
@@ -35,8 +42,29 @@ pub use canonical::CardError;
 /// Where the edge publishes the public keys of its card signatures.
 pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
+/// The A2A 0.3 members of a card that [`rewrite`] replaces or removes and whose proto name
+/// differs from their JSON name (a2a.proto v0.3 `AgentCard`; 0.3 agents still serve them next
+/// to the 1.0 ones, and the a2a-sdk 0.3 models read both names). The 1.0 members are in the
+/// canonical form's table; these are not, since no 1.0 signature covers them.
+const LEGACY_NAMES: [(&str, &str); 2] = [
+    ("additional_interfaces", "additionalInterfaces"),
+    ("preferred_transport", "preferredTransport"),
+];
+
+/// Puts an agent's card in ProtoJSON JSON names, at every level the `AgentCard` schema knows
+/// ([`canonical::to_json_names`]) and for the legacy members the rewrite touches; refused
+/// when a member is given by both names. Done before anything reads the card.
+pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
+    canonical::to_json_names(card)?;
+    if let Value::Object(obj) = card {
+        canonical::rename_members(obj, LEGACY_NAMES.iter().copied(), "card")?;
+    }
+    Ok(())
+}
+
 /// Rewrites an agent's card for the edge; refused when it is no object or lacks a name or a
-/// version.
+/// version. The card's members are in their JSON names ([`to_json_names`]): a member
+/// spelled otherwise is not looked at.
 pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
     let Value::Object(mut card) = card else {
         return Err(reason::CARD_NOT_OBJECT);
@@ -201,7 +229,28 @@ mod tests {
         }
     }
 
-    /// Links to the agent's own origin are not published; others are, untouched.
+    /// What `CardService::prepare` does to an agent's card before the schema check: JSON
+    /// names first, then the rewrite.
+    fn rewritten(mut card: Value) -> Value {
+        to_json_names(&mut card).unwrap();
+        rewrite(card, &face()).unwrap()
+    }
+
+    /// A proto field name's JSON name (`documentation_url` → `documentationUrl`).
+    fn camel(proto: &str) -> String {
+        let mut parts = proto.split('_');
+        let first = parts.next().unwrap_or_default().to_string();
+        parts.fold(first, |mut out, p| {
+            let mut chars = p.chars();
+            out.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+            out.extend(chars);
+            out
+        })
+    }
+
+    /// Links to the agent's own origin are not published, by either name; others are,
+    /// untouched, by their JSON name. The agent's interfaces name its origins by either name
+    /// too.
     #[test]
     fn links_to_the_agents_own_address_are_dropped() {
         let iface = "http://127.0.0.1:18080/";
@@ -282,9 +331,24 @@ mod tests {
             ("iconUrl", json!("http://127.0.0.1:18080/icon.png"), false),
             ("iconUrl", json!("data:image/png;base64,AAAA"), true),
             ("iconUrl", json!("https://cdn.example/icon.png"), true),
+            // The proto names ProtoJSON readers take as well (security review: they were
+            // published, and signed as documentationUrl and iconUrl).
+            (
+                "documentation_url",
+                json!("http://127.0.0.1:18080/docs"),
+                false,
+            ),
+            ("documentation_url", json!("http://10.1.2.3:9000/"), false),
+            ("documentation_url", json!("HTTP://old.internal/d"), false),
+            ("documentation_url", json!("https://docs.example/"), true),
+            ("icon_url", json!("http://127.0.0.1:18080/icon.png"), false),
+            ("icon_url", json!("http://0x7f.1:18080/icon.png"), false),
+            ("icon_url", json!("http://legacy.internal:81/i.png"), false),
+            ("icon_url", json!("https://cdn.example/icon.png"), true),
         ];
-        for (field, value, kept) in rows {
-            let mut card = json!({
+        // The agent's card names its interfaces by their JSON names, or by their proto names.
+        let bases = [
+            json!({
                 "name": "n", "version": "1",
                 "supportedInterfaces": [
                     {"url": iface, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
@@ -292,22 +356,150 @@ mod tests {
                 ],
                 "url": "http://legacy.internal:81/",
                 "additionalInterfaces": [{"url": "http://old.internal:80", "transport": "HTTP+JSON"}],
-            });
-            card[*field] = value.clone();
-            let out = rewrite(card, &face()).unwrap();
-            let text = out.to_string();
-            assert_eq!(
-                out.get(*field) == Some(value),
-                *kept,
-                "{field}: {value}: {out}"
-            );
-            if !*kept {
-                assert!(out.get(*field).is_none(), "{field}: {value}");
-                assert!(
-                    !text.contains("18080") && !text.contains("internal"),
-                    "{text}"
+            }),
+            json!({
+                "name": "n", "version": "1",
+                "supported_interfaces": [
+                    {"url": iface, "protocol_binding": "JSONRPC", "protocol_version": "1.0"},
+                    {"url": "https://edge.example/", "protocol_binding": "JSONRPC", "protocol_version": "1.0"}
+                ],
+                "url": "http://legacy.internal:81/",
+                "additional_interfaces": [{"url": "http://old.internal:80", "transport": "HTTP+JSON"}],
+            }),
+        ];
+        for base in &bases {
+            for (field, value, kept) in rows {
+                let mut card = base.clone();
+                card[*field] = value.clone();
+                let out = rewritten(card);
+                let text = out.to_string();
+                let published_as = camel(field);
+                assert_eq!(
+                    out.get(&published_as) == Some(value),
+                    *kept,
+                    "{field}: {value}: {out}"
                 );
+                assert!(
+                    out.as_object().unwrap().keys().all(|k| !k.contains('_')),
+                    "{out}"
+                );
+                if !*kept {
+                    assert!(out.get(&published_as).is_none(), "{field}: {value}");
+                    assert!(
+                        !text.contains("18080") && !text.contains("internal"),
+                        "{text}"
+                    );
+                }
             }
+        }
+    }
+
+    /// The interfaces and schemes the rewrite replaces, and the legacy fields it rewrites or
+    /// drops, by their proto names: rewritten as by their JSON names, none left beside them.
+    #[test]
+    fn members_by_their_proto_names_are_rewritten_as_by_their_json_names() {
+        let anonymous = EdgeFace {
+            security_schemes: Map::new(),
+            required_extensions: Vec::new(),
+            ..face()
+        };
+        let agent = "http://10.0.0.5:8000/";
+        // (the card's members by their proto names, the same by their JSON names)
+        let rows: &[(Value, Value)] = &[
+            (
+                json!({"supported_interfaces": [{"url": agent, "protocol_binding": "JSONRPC", "protocol_version": "1.1"}]}),
+                json!({"supportedInterfaces": [{"url": agent, "protocolBinding": "JSONRPC", "protocolVersion": "1.1"}]}),
+            ),
+            (
+                json!({"supported_interfaces": [{"url": agent, "protocol_binding": "GRPC", "protocol_version": "1.0"}],
+                       "additional_interfaces": [{"url": "http://10.0.0.5:8001", "transport": "GRPC"}]}),
+                json!({"supportedInterfaces": [{"url": agent, "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+                       "additionalInterfaces": [{"url": "http://10.0.0.5:8001", "transport": "GRPC"}]}),
+            ),
+            (
+                json!({"additional_interfaces": [{"url": agent, "transport": "JSONRPC"}], "url": agent,
+                       "preferred_transport": "GRPC"}),
+                json!({"additionalInterfaces": [{"url": agent, "transport": "JSONRPC"}], "url": agent,
+                       "preferredTransport": "GRPC"}),
+            ),
+            (
+                json!({"security_schemes": {"agent_key": {"api_key_security_scheme": {"location": "header", "name": "X-Agent"}}},
+                       "security_requirements": [{"schemes": {"agent_key": {"list": []}}}], "security": [{"agent_key": []}]}),
+                json!({"securitySchemes": {"agent_key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Agent"}}},
+                       "securityRequirements": [{"schemes": {"agent_key": {"list": []}}}], "security": [{"agent_key": []}]}),
+            ),
+            (
+                json!({"capabilities": {"extended_agent_card": true, "push_notifications": true,
+                       "extensions": [{"uri": "urn:x:req"}]}}),
+                json!({"capabilities": {"extendedAgentCard": true, "pushNotifications": true,
+                       "extensions": [{"uri": "urn:x:req"}]}}),
+            ),
+            (
+                json!({"documentation_url": "http://10.0.0.5:8001/docs", "icon_url": "http://10.0.0.5:8001/i.png",
+                       "additional_interfaces": [{"url": "http://10.0.0.5:8001"}]}),
+                json!({"documentationUrl": "http://10.0.0.5:8001/docs", "iconUrl": "http://10.0.0.5:8001/i.png",
+                       "additionalInterfaces": [{"url": "http://10.0.0.5:8001"}]}),
+            ),
+        ];
+        for face in [face(), anonymous] {
+            for (proto, json) in rows {
+                let mut by_proto = json!({"name": "n", "version": "1"});
+                let mut by_json = by_proto.clone();
+                for (k, v) in proto.as_object().unwrap() {
+                    by_proto[k] = v.clone();
+                }
+                for (k, v) in json.as_object().unwrap() {
+                    by_json[k] = v.clone();
+                }
+                assert_ne!(by_proto, by_json);
+                let mut proto_card = by_proto.clone();
+                to_json_names(&mut proto_card).unwrap();
+                let out = rewrite(proto_card, &face).unwrap();
+                assert_eq!(out, rewrite(by_json.clone(), &face).unwrap(), "{by_proto}");
+                let text = out.to_string();
+                assert!(!text.contains("10.0.0.5") && !text.contains('_'), "{text}");
+                assert_eq!(
+                    out["supportedInterfaces"][0]["url"], "https://edge.example/",
+                    "{out}"
+                );
+                assert_eq!(out["supportedInterfaces"].as_array().unwrap().len(), 1);
+                if face.security_schemes.is_empty() {
+                    assert!(out.get("securitySchemes").is_none(), "{out}");
+                    assert!(out.get("securityRequirements").is_none(), "{out}");
+                } else {
+                    assert_eq!(
+                        out["securitySchemes"],
+                        Value::Object(face.security_schemes.clone())
+                    );
+                }
+            }
+        }
+        // An upstream JSON-RPC 1.x interface lends its version, by either name.
+        let out = rewritten(
+            json!({"name": "n", "version": "1", "supported_interfaces": [
+            {"url": agent, "protocol_binding": "JSONRPC", "protocol_version": "1.1"}]}),
+        );
+        assert_eq!(out["supportedInterfaces"][0]["protocolVersion"], "1.1");
+        let out = rewritten(json!({"name": "n", "version": "1", "preferred_transport": "GRPC"}));
+        assert_eq!(
+            out,
+            rewritten(json!({"name": "n", "version": "1", "preferredTransport": "GRPC"}))
+        );
+        assert_eq!(out["preferredTransport"], "JSONRPC");
+    }
+
+    #[test]
+    fn a_legacy_member_by_both_names_is_refused() {
+        for (proto, json) in LEGACY_NAMES {
+            let mut card = json!({"name": "n", "version": "1", proto: [], json: []});
+            let e = to_json_names(&mut card).unwrap_err();
+            assert_eq!(
+                e.0,
+                format!("card.{json} is given twice (as {json} and as {proto})")
+            );
+            let mut card = json!({"name": "n", "version": "1", proto: "x"});
+            to_json_names(&mut card).unwrap();
+            assert_eq!(card, json!({"name": "n", "version": "1", json: "x"}));
         }
     }
 

@@ -1,7 +1,8 @@
-//! The card the edge serves: verified (when upstream keys are configured), rewritten, signed by
-//! the active key, and cached with its validators. The bytes only change when the canonical
-//! content changes, so an unchanged card keeps its bytes, `ETag` and `Last-Modified` even with
-//! randomized (ECDSA) signatures and agents that reorder keys.
+//! The card the edge serves: verified (when upstream keys are configured), put in JSON names
+//! ([`super::to_json_names`]), rewritten, signed by the active key, and cached with its
+//! validators. The bytes only change when the canonical content changes, so an unchanged card
+//! keeps its bytes, `ETag` and `Last-Modified` even with randomized (ECDSA) signatures and
+//! agents that reorder keys.
 
 use std::sync::{Arc, RwLock};
 
@@ -110,14 +111,15 @@ impl CardService {
     }
 
     /// Verifies (if configured), rewrites and signs an agent's card, and publishes it unless
-    /// its canonical content is what is already served. Returns the reason code on refusal.
-    pub fn publish(&self, agent_card: Value) -> Result<(), Refused> {
+    /// its canonical content is what is already served. Returns the card published (in JSON
+    /// names, rewritten and signed), or the reason code on refusal.
+    pub fn publish(&self, agent_card: Value) -> Result<Value, Refused> {
         let card = self.prepare(agent_card)?;
         let canonical =
             canonical_card(&card).map_err(|e| Refused::new(reason::CARD_INVALID, e.0))?;
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         if current.as_ref().is_some_and(|c| c.canonical == canonical) {
-            return Ok(());
+            return Ok(card);
         }
         let bytes = Bytes::from(card.to_string());
         let validators = Validators {
@@ -131,7 +133,7 @@ impl CardService {
             canonical,
             extended,
         }));
-        Ok(())
+        Ok(card)
     }
 
     /// An agent's card (public or extended), verified, rewritten and signed for the edge.
@@ -145,6 +147,14 @@ impl CardService {
                 ));
             }
         }
+        // A ProtoJSON card may name its members by their proto names (`documentation_url`,
+        // `supported_interfaces`): put in JSON names first, so the rewrite, the schema check,
+        // the signature and `extendedAgentCard` each read one spelling and none passes them
+        // by the other. After the verification, which reads the card as the agent signed it
+        // (its canonical form takes either name).
+        let mut agent_card = agent_card;
+        super::to_json_names(&mut agent_card)
+            .map_err(|e| Refused::new(reason::CARD_INVALID, e.0))?;
         let mut card = rewrite(agent_card, &self.face)?;
         // Only an A2A 1.0 AgentCard is published (an SDK refuses a whole card for one
         // missing field); an incomplete optional `provider` is dropped first.
@@ -181,6 +191,14 @@ mod tests {
     use std::time::Duration;
 
     fn service(upstream_keys: Option<VerifyKeys>) -> CardService {
+        service_with(upstream_keys, serde_json::Map::new())
+    }
+
+    /// With the edge's security schemes (none: `allow_anonymous` and no scheme enabled).
+    fn service_with(
+        upstream_keys: Option<VerifyKeys>,
+        security_schemes: serde_json::Map<String, Value>,
+    ) -> CardService {
         let policy = CardPolicy {
             source: CardSource::Upstream,
             upstream: None,
@@ -193,7 +211,7 @@ mod tests {
         };
         let face = EdgeFace {
             public_url: "https://edge.example/".into(),
-            security_schemes: serde_json::Map::new(),
+            security_schemes,
             required_extensions: Vec::new(),
             agent_urls: Vec::new(),
         };
@@ -261,5 +279,209 @@ mod tests {
         svc.publish(card()).unwrap();
         let served: Value = serde_json::from_slice(&svc.current().unwrap().bytes).unwrap();
         assert_eq!(served["signatures"].as_array().map(Vec::len), Some(1));
+    }
+
+    /// An agent's card by the proto names of its members (as SDKs that print proto names
+    /// serve it), and the same card by their JSON names.
+    fn cards_both_ways() -> (Value, Value) {
+        let by_proto = json!({
+            "name": "agent", "description": "d", "version": "1.0.0",
+            "supported_interfaces": [{"url": "http://10.0.0.5:8000/", "protocol_binding": "JSONRPC",
+                                      "protocol_version": "1.0"}],
+            "additional_interfaces": [{"url": "http://10.0.0.6:8000", "transport": "GRPC"}],
+            "preferred_transport": "GRPC",
+            "documentation_url": "http://10.0.0.5:8000/docs",
+            "icon_url": "http://10.0.0.6:8000/icon.png",
+            "provider": {"url": "https://example.com/", "organization": "o"},
+            "capabilities": {"streaming": true, "push_notifications": false, "extended_agent_card": true},
+            "security_schemes": {"agent_key": {"api_key_security_scheme": {"location": "header", "name": "X-Agent-Key"}}},
+            "security_requirements": [{"schemes": {"agent_key": {"list": []}}}],
+            "default_input_modes": ["text/plain"], "default_output_modes": ["text/plain"],
+            "skills": [{"id": "s", "name": "S", "description": "d", "tags": [], "input_modes": ["text/csv"],
+                        "output_modes": ["text/csv"]}]
+        });
+        let by_json = json!({
+            "name": "agent", "description": "d", "version": "1.0.0",
+            "supportedInterfaces": [{"url": "http://10.0.0.5:8000/", "protocolBinding": "JSONRPC",
+                                     "protocolVersion": "1.0"}],
+            "additionalInterfaces": [{"url": "http://10.0.0.6:8000", "transport": "GRPC"}],
+            "preferredTransport": "GRPC",
+            "documentationUrl": "http://10.0.0.5:8000/docs",
+            "iconUrl": "http://10.0.0.6:8000/icon.png",
+            "provider": {"url": "https://example.com/", "organization": "o"},
+            "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": true},
+            "securitySchemes": {"agent_key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Agent-Key"}}},
+            "securityRequirements": [{"schemes": {"agent_key": {"list": []}}}],
+            "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+            "skills": [{"id": "s", "name": "S", "description": "d", "tags": [], "inputModes": ["text/csv"],
+                        "outputModes": ["text/csv"]}]
+        });
+        (by_proto, by_json)
+    }
+
+    /// Security review: a card whose members are named by their proto names
+    /// (`documentation_url`, `additional_interfaces`, `security_schemes`, ...) was published
+    /// with the agent's internal address and its own schemes, or (`supported_interfaces`)
+    /// never published at all; `extended_agent_card` was not read. It is the same card as by
+    /// the JSON names: published byte for byte as that one.
+    #[test]
+    fn a_card_by_proto_names_is_published_as_the_same_card_by_json_names() {
+        let mut bearer = serde_json::Map::new();
+        bearer.insert(
+            "bearerAuth".into(),
+            json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}}),
+        );
+        let (by_proto, by_json) = cards_both_ways();
+        // (the edge's schemes: none is `allow_anonymous` without a scheme)
+        for schemes in [serde_json::Map::new(), bearer] {
+            let (from_proto, from_json) = (
+                service_with(None, schemes.clone()),
+                service_with(None, schemes.clone()),
+            );
+            let published = from_proto.publish(by_proto.clone()).unwrap();
+            from_json.publish(by_json.clone()).unwrap();
+            let served = from_proto.current().unwrap();
+            assert_eq!(served.bytes, from_json.current().unwrap().bytes);
+            assert!(served.extended, "extended_agent_card: true");
+            let text = std::str::from_utf8(&served.bytes).unwrap();
+            assert!(!text.contains("10.0.0."), "{text}");
+            assert!(
+                !text.contains("agent_key") && !text.contains("X-Agent-Key"),
+                "{text}"
+            );
+            let card: Value = serde_json::from_slice(&served.bytes).unwrap();
+            assert_eq!(card, published);
+            for k in card.as_object().unwrap().keys() {
+                assert!(!k.contains('_'), "{k}: {card}");
+            }
+            assert_eq!(
+                card["supportedInterfaces"],
+                json!([{"url": "https://edge.example/", "protocolBinding": "JSONRPC",
+                        "protocolVersion": "1.0"}])
+            );
+            assert_eq!(card["preferredTransport"], "JSONRPC");
+            assert_eq!(card["provider"]["url"], "https://example.com/");
+            if schemes.is_empty() {
+                assert!(card.get("securitySchemes").is_none(), "{card}");
+                assert!(card.get("securityRequirements").is_none(), "{card}");
+            } else {
+                assert_eq!(card["securitySchemes"], Value::Object(schemes));
+            }
+            // What `a2a.input_media_types = "card"` learns from: the modes, by JSON names.
+            assert_eq!(published["defaultInputModes"], json!(["text/plain"]));
+            assert_eq!(published["skills"][0]["inputModes"], json!(["text/csv"]));
+        }
+        // Alone too: only the edge's interface is published, and the flag is read.
+        let svc = service(None);
+        let mut card = card();
+        let obj = card.as_object_mut().unwrap();
+        let interfaces = obj.remove("supportedInterfaces").unwrap();
+        obj.insert("supported_interfaces".into(), interfaces);
+        obj.insert("capabilities".into(), json!({"extended_agent_card": true}));
+        svc.publish(card).unwrap();
+        let served = svc.current().unwrap();
+        assert!(served.extended);
+        let card: Value = serde_json::from_slice(&served.bytes).unwrap();
+        assert_eq!(
+            card["supportedInterfaces"][0]["url"],
+            "https://edge.example/"
+        );
+        assert!(card.get("supported_interfaces").is_none(), "{card}");
+        // Signed by the agent by proto names (its canonical form takes either): verified,
+        // then published as the unsigned one by JSON names (the same members and signature;
+        // their order may differ, as the removal of the agent's signature moves one).
+        let mut trusted = VerifyKeys::new();
+        trusted.add_secret("agent", b"agent-secret");
+        let mut signed = by_proto.clone();
+        let key = SigningKey::hs256("agent", b"agent-secret").unwrap();
+        sign_card(&mut signed, &key, &SignOptions::default()).unwrap();
+        let (svc, plain) = (service(Some(trusted)), service(None));
+        let published = svc.publish(signed).unwrap();
+        assert_eq!(published, plain.publish(by_json).unwrap());
+        let served: Value = serde_json::from_slice(&svc.current().unwrap().bytes).unwrap();
+        assert_eq!(served, published);
+        // The extended card goes the same way.
+        let extended = service(None).prepare(by_proto).unwrap();
+        assert!(!extended.to_string().contains("10.0.0."), "{extended}");
+        assert_eq!(extended["capabilities"]["extendedAgentCard"], true);
+    }
+
+    /// One member by both names is refused, not merged: the agent's readers would each pick
+    /// one (a parser differential), and the protobuf parser refuses it.
+    #[test]
+    fn a_member_by_both_names_is_refused() {
+        let (_, by_json) = cards_both_ways();
+        // (where, the member added by its other name)
+        let rows: &[(&str, &[&str], &str, Value)] = &[
+            (
+                "card",
+                &[],
+                "documentation_url",
+                json!("https://docs.example/"),
+            ),
+            ("card", &[], "icon_url", json!("https://cdn.example/i.png")),
+            ("card", &[], "supported_interfaces", json!([])),
+            ("card", &[], "additional_interfaces", json!([])),
+            ("card", &[], "preferred_transport", json!("JSONRPC")),
+            ("card", &[], "security_schemes", json!({})),
+            ("card", &[], "security_requirements", json!([])),
+            ("card", &[], "default_input_modes", json!(["text/plain"])),
+            // A null is a member too (what would clear the field for one reader).
+            ("card", &[], "documentation_url", Value::Null),
+            (
+                "card.capabilities",
+                &["capabilities"],
+                "extended_agent_card",
+                json!(false),
+            ),
+            (
+                "card.capabilities",
+                &["capabilities"],
+                "push_notifications",
+                json!(true),
+            ),
+            (
+                "card.supportedInterfaces[0]",
+                &["supportedInterfaces", "0"],
+                "protocol_binding",
+                json!("GRPC"),
+            ),
+            (
+                "card.securitySchemes.agent_key",
+                &["securitySchemes", "agent_key"],
+                "api_key_security_scheme",
+                json!({"location": "query", "name": "k"}),
+            ),
+            (
+                "card.skills[0]",
+                &["skills", "0"],
+                "input_modes",
+                json!(["*/*"]),
+            ),
+        ];
+        for (at, path, proto, value) in rows {
+            let mut card = by_json.clone();
+            let mut obj = &mut card;
+            for step in *path {
+                obj = match step.parse::<usize>() {
+                    Ok(i) => &mut obj[i],
+                    Err(_) => &mut obj[*step],
+                };
+            }
+            obj[*proto] = value.clone();
+            let svc = service(None);
+            let got = svc.publish(card.clone()).unwrap_err();
+            assert_eq!(got.reason, reason::CARD_INVALID, "{at}.{proto}");
+            let detail = got.detail.unwrap_or_default();
+            assert!(
+                detail.starts_with(&format!("{at}.")) && detail.contains(&format!("as {proto})")),
+                "{at}.{proto}: {detail}"
+            );
+            assert!(svc.current().is_none(), "{at}.{proto}: published");
+            // The extended card too.
+            assert_eq!(svc.prepare(card).unwrap_err().reason, reason::CARD_INVALID);
+        }
+        // Without the second name the same card is published.
+        service(None).publish(by_json).unwrap();
     }
 }

@@ -160,12 +160,12 @@ impl AgentGate {
             CardSource::Upstream => self.fetch_agent_card(gate.owners.registry()).await,
         };
         let outcome = card.and_then(|c| {
+            let published = self.card.publish(c)?;
             // With `a2a.input_media_types = "card"`, the published card's input modes are
-            // what parts may be.
-            let modes = self.requests.media.is_from_card().then(|| c.clone());
-            self.card.publish(c)?;
-            if let Some(card) = modes {
-                self.requests.media.learn_card(&card);
+            // what parts may be (read from the card in JSON names: `default_input_modes` is
+            // `defaultInputModes` by then).
+            if self.requests.media.is_from_card() {
+                self.requests.media.learn_card(&published);
             }
             Ok(())
         });

@@ -52,9 +52,17 @@ impl Ctx<'_> {
             Some("static") => match &c.static_card {
                 Some(t) => match serde_json::to_value(t.get_ref()) {
                     Ok(v) => {
-                        // What the edge will publish must be an A2A 1.0 AgentCard; the edge
-                        // writes `supportedInterfaces` itself.
+                        // What the edge will publish must be an A2A 1.0 AgentCard, checked
+                        // in JSON names as the edge publishes it (a member named both ways is
+                        // refused); the edge writes `supportedInterfaces` itself.
                         let mut probe = v.clone();
+                        if let Err(e) = crate::card::to_json_names(&mut probe) {
+                            return self.spanned_err(
+                                "card.static",
+                                t,
+                                format!("not an A2A 1.0 AgentCard: {e}"),
+                            );
+                        }
                         if let Some(m) = probe.as_object_mut() {
                             m.entry("supportedInterfaces").or_insert_with(|| {
                                 serde_json::json!([{"url": "https://edge.invalid/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])

@@ -1,5 +1,6 @@
 use serde_json::{json, Value};
 
+use super::schema::Field;
 use super::*;
 
 fn jcs_str(v: &Value) -> String {
@@ -335,4 +336,142 @@ fn what_the_protobuf_parser_refuses_is_an_error() {
     card["provider"] = Value::Null;
     assert!(canonical_card(&card).is_ok());
     assert_eq!(canonical_card(&json!({})).unwrap(), b"null");
+}
+
+/// A step from a message to a field's value: the member itself, an element of it (repeated),
+/// or an entry of it (map, under a key with an underscore that must stay as it is).
+fn wrap(steps: &[(&Field, bool)], leaf: Value) -> Value {
+    steps.iter().rev().fold(leaf, |inner, (field, proto)| {
+        let name = if *proto { field.proto } else { field.json };
+        let inner = match field.kind {
+            Kind::RepMsg(_) => json!([inner]),
+            Kind::MapMsg(_) => json!({ "my_key": inner }),
+            _ => inner,
+        };
+        json!({ name: inner })
+    })
+}
+
+/// A value of the field's type (an empty message where one belongs).
+fn sample(kind: Kind) -> Value {
+    match kind {
+        Kind::Str => json!("x"),
+        Kind::Bool | Kind::OptBool => json!(true),
+        Kind::RepStr => json!(["x"]),
+        Kind::MapStr => json!({"my_key": "x"}),
+        Kind::Struct => json!({"task_id": {"context_id": 1}}),
+        Kind::Msg(_) => json!({}),
+        Kind::RepMsg(_) => json!([{}]),
+        Kind::MapMsg(_) => json!({"my_key": {}}),
+    }
+}
+
+/// Every field of the `AgentCard` tree, with the steps from the card to the object holding it.
+type Steps = Vec<(&'static Field, bool)>;
+
+fn every_field(msg: &'static Message, above: &mut Steps, out: &mut Vec<(Steps, &'static Field)>) {
+    for field in msg.fields {
+        out.push((above.clone(), field));
+        let inner = match field.kind {
+            Kind::Msg(m) | Kind::RepMsg(m) | Kind::MapMsg(m) => m,
+            _ => continue,
+        };
+        above.push((field, true));
+        every_field(inner, above, out);
+        above.pop();
+    }
+}
+
+#[test]
+fn every_proto_name_of_the_card_tree_becomes_its_json_name_at_its_depth() {
+    let mut fields = Vec::new();
+    every_field(&AGENT_CARD, &mut Vec::new(), &mut fields);
+    let renamed = fields.iter().filter(|(_, f)| f.proto != f.json).count();
+    assert_eq!(
+        renamed, 38,
+        "the table's proto names, each at every place it is reached"
+    );
+    for (above, field) in &fields {
+        // The field by its proto name, under parents by their proto names too.
+        let mut card = wrap(above, json!({ field.proto: sample(field.kind) }));
+        to_json_names(&mut card).unwrap();
+        let json_steps: Steps = above.iter().map(|(f, _)| (*f, false)).collect();
+        let want = wrap(&json_steps, json!({ field.json: sample(field.kind) }));
+        assert_eq!(card, want, "{}", field.proto);
+        // Already in JSON names: unchanged, and the same canonical form either way.
+        let mut again = want.clone();
+        to_json_names(&mut again).unwrap();
+        assert_eq!(again, want, "{}", field.json);
+        // Both names in one object: refused, saying where.
+        if field.proto != field.json {
+            let mut both = wrap(
+                above,
+                json!({ field.proto: sample(field.kind), field.json: sample(field.kind) }),
+            );
+            assert!(canonical_card(&both).is_err(), "{}", field.proto);
+            let e = to_json_names(&mut both).unwrap_err();
+            assert!(
+                e.0.contains(&format!(".{} is given twice", field.json))
+                    && e.0.contains(field.proto)
+                    && e.0.starts_with("card"),
+                "{}: {e}",
+                field.proto
+            );
+        }
+    }
+}
+
+#[test]
+fn what_is_not_a_proto_name_of_its_place_keeps_its_name() {
+    // (card, the same card after to_json_names)
+    let rows: Vec<(Value, Value)> = vec![
+        // Look-alikes: no ProtoJSON parser reads them as documentationUrl.
+        (
+            json!({"Documentation_Url": 1, "documentation__url": 2, "_documentation_url": 3,
+                   "documentation-url": 4, "DOCUMENTATION_URL": 5, "documentationURL": 6}),
+            json!({"Documentation_Url": 1, "documentation__url": 2, "_documentation_url": 3,
+                   "documentation-url": 4, "DOCUMENTATION_URL": 5, "documentationURL": 6}),
+        ),
+        // A proto name of another message, in the wrong place.
+        (
+            json!({"protocol_binding": "JSONRPC", "input_modes": ["x"]}),
+            json!({"protocol_binding": "JSONRPC", "input_modes": ["x"]}),
+        ),
+        // Map keys are names the agent chose; extension params are a free-form Struct.
+        (
+            json!({"security_schemes": {"agent_key": {"api_key_security_scheme": {"name": "X"}}},
+                   "capabilities": {"extensions": [{"uri": "u", "params": {"task_id": {"icon_url": 1}}}]}}),
+            json!({"securitySchemes": {"agent_key": {"apiKeySecurityScheme": {"name": "X"}}},
+                   "capabilities": {"extensions": [{"uri": "u", "params": {"task_id": {"icon_url": 1}}}]}}),
+        ),
+        // A member of the wrong type is renamed, not entered (the schema check refuses it).
+        (
+            json!({"supported_interfaces": "x", "skills": [1, null, {"input_modes": []}],
+                   "capabilities": [{"extended_agent_card": true}]}),
+            json!({"supportedInterfaces": "x", "skills": [1, null, {"inputModes": []}],
+                   "capabilities": [{"extended_agent_card": true}]}),
+        ),
+        (json!([{"icon_url": "x"}]), json!([{"icon_url": "x"}])),
+        (json!("icon_url"), json!("icon_url")),
+    ];
+    for (card, want) in rows {
+        let mut got = card.clone();
+        to_json_names(&mut got).unwrap();
+        assert_eq!(got, want, "{card}");
+    }
+    // A null beside a value is two spellings all the same (the protobuf parser refuses it).
+    for card in [
+        json!({"documentationUrl": null, "documentation_url": "http://10.0.0.5:8000/docs"}),
+        json!({"documentation_url": null, "documentationUrl": "https://docs.example/"}),
+        json!({"skills": [{}, {"inputModes": [], "input_modes": null}]}),
+    ] {
+        let e = to_json_names(&mut card.clone()).unwrap_err();
+        assert!(e.0.contains("given twice"), "{card}: {e}");
+    }
+    let e = to_json_names(&mut json!({"skills": [{}, {"inputModes": [], "input_modes": []}]}))
+        .unwrap_err();
+    assert_eq!(
+        e.0,
+        "card.skills[1].inputModes is given twice (as inputModes and as input_modes)"
+    );
 }

@@ -200,3 +200,40 @@ fn key_file_sign_jwks_and_verify() {
     let (code, _) = cli(&["verify", "--in", &not_json], &[]);
     assert!(code.is_err());
 }
+
+/// `card verify` reports the card as the edge reads it: by JSON names (a card by proto names
+/// is an AgentCard; one naming a member both ways is not).
+#[test]
+fn the_schema_report_reads_the_card_by_json_names() {
+    let by_json = tiny_card();
+    let by_proto = json!({
+        "name": "tiny", "description": "Tiny card", "version": "1.0.0",
+        "supported_interfaces": [{"url": "http://127.0.0.1:1/", "protocol_binding": "JSONRPC",
+                                  "protocol_version": "1.0"}],
+        "capabilities": {"streaming": true}, "default_input_modes": ["text/plain"],
+        "default_output_modes": ["text/plain"], "skills": []
+    });
+    let mut both = by_json.clone();
+    both["supported_interfaces"] = by_proto["supported_interfaces"].clone();
+    let mut provider = by_proto.clone();
+    provider["provider"] = json!({"organization": "o"});
+    // (card, its report)
+    let rows: &[(&Value, &[&str])] = &[
+        (&by_json, &["an A2A 1.0 AgentCard"]),
+        (&by_proto, &["an A2A 1.0 AgentCard"]),
+        (
+            &provider,
+            &[
+                "its provider lacks url or organization; the edge would drop it",
+                "an A2A 1.0 AgentCard",
+            ],
+        ),
+        (
+            &both,
+            &["card.invalid: card.supportedInterfaces is given twice (as supportedInterfaces and as supported_interfaces) (the edge would not publish it)"],
+        ),
+    ];
+    for (card, report) in rows {
+        assert_eq!(schema_report(card), *report, "{card}");
+    }
+}

@@ -62,3 +62,32 @@ fn sdk_signed_cards_verify() {
     tiny["version"] = json!("1.0.1");
     assert_eq!(verify_card(&tiny, &sdk_keys()), Verdict::SignatureMismatch);
 }
+
+#[test]
+fn the_card_in_json_names_is_the_card_the_sdk_signed() {
+    // Mixed spellings, renamed into JSON names: the same canonical form, so the SDK's
+    // signatures still verify (the edge reads a card only after renaming it).
+    let mut card: Value = serde_json::from_str(TRICKY_CARD).unwrap();
+    card["signatures"] = serde_json::from_str(TRICKY_SDK_SIGNATURES).unwrap();
+    crate::card::to_json_names(&mut card).unwrap();
+    let text = card.to_string();
+    for proto in [
+        "supported_interfaces",
+        "protocol_binding",
+        "push_notifications",
+        "device_code",
+        "security_requirements",
+    ] {
+        assert!(!text.contains(proto), "{proto}: {text}");
+    }
+    assert_eq!(
+        String::from_utf8(canonical_card(&card).unwrap()).unwrap(),
+        TRICKY_SDK_CANONICAL
+    );
+    assert_eq!(
+        verify_card(&card, &sdk_keys()),
+        Verdict::Valid {
+            kid: "sdk-ed".into()
+        }
+    );
+}
