@@ -463,6 +463,60 @@ async fn repeated_failures_are_throttled_with_429() {
     assert!(s.up.rpc_requests().is_empty());
 }
 
+/// A reload closes the connections open before it (gracefully: what runs finishes), so that
+/// one whose client certificate was verified under the old client CAs serves no request
+/// under the new ones; a new connection with that certificate fails its handshake.
+#[tokio::test]
+async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
+    let dir = TempDir::new("reload-ca");
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let o = ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_tls: format!(
+            "client_auth = \"optional\"\nclient_ca_file = \"{}\"\n",
+            pki.ca_file.display()
+        ),
+        ..Default::default()
+    };
+    let text = policy_text(dir.path(), &o);
+    let other_ca = dir.path().join("other-ca.pem");
+    std::fs::write(&other_ca, ca("the new client CA").0.pem()).unwrap();
+    let reloaded = text.replace(
+        &pki.ca_file.display().to_string(),
+        &other_ca.display().to_string(),
+    );
+    assert_ne!(text, reloaded);
+    let proxy = Proxy::start_text(dir, &text).await;
+    let connect = |proto| Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone()));
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        let mut c = connect(proto).await.unwrap();
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}");
+        open.push((proto, c));
+    }
+    proxy.reload(&reloaded).await;
+    for (proto, mut c) in open {
+        let started = Instant::now();
+        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(c.is_closed(), "{proto:?}: the old connection stayed open");
+        let sent = c.try_request("POST", "/", &h(&[]), BODY).await;
+        assert!(
+            sent.is_err(),
+            "{proto:?}: served after the reload: {sent:?}"
+        );
+        let refused = match connect(proto).await {
+            Err(_) => true,
+            Ok(mut c) => c.try_request("POST", "/", &h(&[]), BODY).await.is_err(),
+        };
+        assert!(refused, "{proto:?}: the old CA's certificate was accepted");
+    }
+    assert_eq!(up.rpc_requests().len(), 2);
+}
+
 /// A valid API key beside a password guess in `Authorization` is served (any one valid
 /// credential is enough), but the guess is counted: guesses behind a valid key are throttled
 /// like any others, over both protocols.

@@ -238,6 +238,49 @@ async fn denied_networks_are_dropped_before_tls() {
     assert_eq!(c.request("GET", "/health", &[], "").await.0, StatusCode::OK);
 }
 
+/// A reload that denies a network closes the connections open from it (what runs
+/// finishes; the accept loop only sees new ones); a reload that leaves them permitted
+/// leaves them open, over both protocols.
+#[tokio::test]
+async fn a_reload_that_denies_a_network_closes_its_open_connections() {
+    let opts = |extra: &str| ProxyOpts {
+        extra_policy: format!("{OTHER}[limits]\n{extra}"),
+        ..Default::default()
+    };
+    let p = Proxy::start(opts("")).await;
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        assert_eq!(c.request("GET", "/health", &[], "").await.0, StatusCode::OK);
+        open.push((proto, c));
+    }
+    let permitted = policy_text(p.dir.path(), &opts("[network]\ndeny = [\"10.0.0.0/8\"]"));
+    p.reload(&permitted).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (proto, c) in &mut open {
+        assert!(!c.is_closed(), "{proto:?}");
+        assert_eq!(
+            c.request("GET", "/health", &[], "").await.0,
+            StatusCode::OK,
+            "{proto:?}"
+        );
+    }
+    let denied = policy_text(p.dir.path(), &opts("[network]\ndeny = [\"127.0.0.0/8\"]"));
+    p.reload(&denied).await;
+    for (proto, mut c) in open {
+        let started = std::time::Instant::now();
+        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(c.is_closed(), "{proto:?}: a denied connection stayed open");
+        let sent = c.try_request("GET", "/health", &[], "").await;
+        assert!(
+            sent.is_err(),
+            "{proto:?}: served after the reload: {sent:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn request_smuggling_shapes_are_rejected() {
     let p = proxy("", "").await;

@@ -539,6 +539,12 @@ fn serve(
     let open = Open {
         activity,
         stop,
+        admitted: Admitted {
+            reloads: svc.gates.reloads(),
+            gates: svc.gates.clone(),
+            peer: peer.ip(),
+            client_cert: svc.conn.client_cert,
+        },
         metrics,
         _held: held,
     };
@@ -653,12 +659,39 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for EdgeServi
 struct Open {
     activity: Activity,
     stop: watch::Receiver<bool>,
+    admitted: Admitted,
     metrics: Arc<Metrics>,
     _held: Held,
 }
 
-/// Drives `connection` until it closes; on shutdown, or when it is unused (idle, or no first
-/// request in time), it finishes what runs (HTTP/2 sends GOAWAY) and closes. An
+/// What a connection was admitted by, which a reload may change ([`Admitted::outlived`]).
+struct Admitted {
+    /// Changes at each reload.
+    reloads: watch::Receiver<()>,
+    gates: Gates,
+    peer: std::net::IpAddr,
+    client_cert: bool,
+}
+
+impl Admitted {
+    /// Waits for a reload after which this connection may not go on as it was admitted:
+    /// its peer's network is now denied (the accept loop checks only new connections), or
+    /// it carries a client certificate (verified in its handshake under the client CAs then
+    /// in force, which the reload may have changed: a new handshake verifies it under the
+    /// new ones). Other connections go on: each request reads the gate in force anyway.
+    async fn outlived(&mut self) {
+        // (an error: the gates are gone, and the server with them)
+        while self.reloads.changed().await.is_ok() {
+            if self.client_cert || !self.gates.load().permits(self.peer) {
+                return;
+            }
+        }
+    }
+}
+
+/// Drives `connection` until it closes; on shutdown, after a reload it has outlived
+/// ([`Admitted::outlived`]), or when it is unused (idle, or no first request in time), it
+/// finishes what runs (HTTP/2 sends GOAWAY) and closes. An
 /// unused connection has nothing in flight, so its goodbye is bounded by the header-read
 /// timeout: HTTP/2's graceful close waits for the peer to answer a PING, and a peer that sent
 /// the preface and then nothing would otherwise hold the connection until the keep-alive
@@ -670,6 +703,7 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
     let closing = async {
         tokio::select! {
             _ = open.stop.wait_for(|s| *s) => false,
+            () = open.admitted.outlived() => false,
             why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout) => {
                 open.metrics.connection(match why {
                     Unused::Idle => ConnectionOutcome::IdleTimeout,
@@ -687,7 +721,8 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
     if unused {
         let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
     } else {
-        // Shutdown: what runs finishes (the server's drain timeout bounds it); once nothing
+        // Shutdown or reload: what runs finishes (on shutdown the server's drain timeout
+        // bounds it; after a reload, each request's and stream's own limits do); once nothing
         // has run for the header-read timeout, a peer that never completes the goodbye is
         // dropped rather than holding the drain.
         tokio::select! {
