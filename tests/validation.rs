@@ -332,6 +332,29 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             "part.url_encoding",
         ),
         (
+            "file 65 components",
+            "SendMessage",
+            msg(
+                json!([{"url": format!("file://{}", "/a".repeat(65))}]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.url_too_deep",
+        ),
+        (
+            "file 256 parts 2,000 components deep",
+            "SendMessage",
+            msg(
+                Value::Array(vec![
+                    json!({"url": file(&format!("x{}", "/a".repeat(2000)))});
+                    256
+                ]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.url_too_deep",
+        ),
+        (
             "file without cwd",
             "SendMessage",
             msg(json!([{"url": file("a.txt")}]), json!({})),
@@ -384,6 +407,16 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             ),
             -32602,
             "workspace.missing",
+        ),
+        (
+            "cwd 65 components",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": format!("{ws}/x{}", "/a".repeat(64))}}),
+            ),
+            -32602,
+            "workspace.too_deep",
         ),
         (
             "cwd nul",

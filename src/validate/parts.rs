@@ -18,6 +18,7 @@
 //! | `part.url_syntax` | a `file:` URL the parser would silently rewrite (spaces, tabs, newlines, control characters, `\`), without `//`, with a query or fragment, or otherwise unparsable |
 //! | `part.url_encoding` | the percent-decoded path holds NUL, a control character, or is not UTF-8 |
 //! | `part.url_too_long` | the URL is over 8 KiB, or its decoded path over 4096 bytes |
+//! | `part.url_too_deep` | the decoded path, normalized, has more than 64 components ([`super::workspace::MAX_PATH_COMPONENTS`]) |
 //! | `part.file_without_workspace` | a file URL in a request without `metadata.iac_code.cwd` |
 //! | `part.outside_workspace` | the file (its real path when the filesystem is checked) is not inside both the request's workspace and an allowed root; a `..` above `/` |
 //! | `part.file_missing` | the file does not exist or cannot be resolved (symlink loop, no permission on a directory) |

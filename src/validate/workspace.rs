@@ -12,6 +12,7 @@
 //! | `workspace.control` | `cwd` holds a control character (newline, tab, escape, ...) |
 //! | `workspace.relative` | `cwd` is not an absolute path (the empty string included) |
 //! | `workspace.traversal` | a `..` climbs above `/` (rejected, not clamped) |
+//! | `workspace.too_deep` | the normalized path has more than 64 components ([`MAX_PATH_COMPONENTS`]) |
 //! | `workspace.outside_roots` | the path (its real path when the filesystem is checked) is not inside an allowed root |
 //! | `workspace.missing` | the directory does not exist or cannot be resolved (symlink loop, no permission); it is never created |
 //! | `workspace.not_directory` | the path exists but is not a directory |
@@ -45,6 +46,12 @@ mod tests;
 
 /// Longest `cwd` accepted, in bytes (Linux `PATH_MAX`).
 pub const MAX_CWD_BYTES: usize = 4096;
+
+/// Most components of a normalized `cwd` or file URL path (`/a/b` has 2): what the edge
+/// resolves on the filesystem for a request is bounded by this, not by what the caller sends
+/// (4096 bytes hold 2048 components). Deeper is refused (`workspace.too_deep`,
+/// `part.url_too_deep`), before the filesystem is consulted.
+pub const MAX_PATH_COMPONENTS: usize = 64;
 
 /// The environment variable of the real agent listing its allowed roots (`:`-separated).
 pub const ALLOWED_CWDS_ENV: &str = "IACCODE_A2A_ALLOWED_CWDS";
@@ -169,8 +176,9 @@ fn invalid(message: &str, reason: Reason) -> RpcError {
 }
 
 /// Checks `metadata.iac_code.cwd`: a JSON string, absolute, no NUL or control character, at
-/// most 4096 bytes, lexically normalized, then (with `check_filesystem`) canonicalized: it must
-/// exist (it is never created), be a directory, and its real path lie inside a real root.
+/// most 4096 bytes, lexically normalized, at most [`MAX_PATH_COMPONENTS`] deep, then (with
+/// `check_filesystem`) canonicalized: it must exist (it is never created), be a directory, and
+/// its real path lie inside a real root.
 /// Without `check_filesystem` the logical path must lie inside a root lexically.
 pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace, RpcError> {
     let raw = value.as_str().ok_or_else(|| {
@@ -210,6 +218,12 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
             reason::WORKSPACE_TRAVERSAL,
         )
     })?;
+    if too_deep(&logical) {
+        return Err(invalid(
+            "Invalid A2A workspace metadata: cwd has too many path components.",
+            reason::WORKSPACE_TOO_DEEP,
+        ));
+    }
     let outside = || {
         invalid(
             "Invalid A2A workspace metadata: cwd is outside the allowed workspace roots.",
@@ -277,6 +291,14 @@ pub(crate) fn normalize_lexically(path: &Path) -> Option<PathBuf> {
     let mut out = PathBuf::from("/");
     out.extend(parts);
     Some(out)
+}
+
+/// Whether `path` (normalized) has more than [`MAX_PATH_COMPONENTS`] components.
+pub(crate) fn too_deep(path: &Path) -> bool {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .nth(MAX_PATH_COMPONENTS)
+        .is_some()
 }
 
 /// Whether `path` lies inside one of `roots`, component-wise.

@@ -16,7 +16,7 @@ use crate::a2a::RpcError;
 use crate::reason;
 use crate::validate::media::MediaClass;
 use crate::validate::workspace::{
-    nearest_existing_ancestor_within, normalize_lexically, within_any,
+    nearest_existing_ancestor_within, normalize_lexically, too_deep, within_any,
 };
 
 /// `O_NONBLOCK`, so that opening a fifo swapped in after the check cannot hang the proxy.
@@ -74,6 +74,12 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         )
     })?;
     let logical = normalize_lexically(&decoded).ok_or_else(outside)?;
+    if too_deep(&logical) {
+        return Err(invalid(
+            "A2A file URL part path has too many components.",
+            reason::PART_URL_TOO_DEEP,
+        ));
+    }
     let inside = |p: &Path| p.starts_with(&workspace.real) && within_any(p, &rules.policy.roots);
 
     let checked: PathBuf = if !rules.policy.check_filesystem {

@@ -763,3 +763,85 @@ fn file_url_lexical_rows() {
     let twice = run(&Value::Object(once.clone()), &rules).unwrap();
     assert_eq!(once, twice);
 }
+
+#[test]
+fn file_url_component_cap_rows() {
+    use crate::validate::workspace::MAX_PATH_COMPONENTS;
+    let f = files();
+    let rules = f.rules();
+    let p = f.p();
+    let base = f.dir.path.to_str().unwrap();
+    let depth = f.proj.components().count() - 1; // without the root `/`
+                                                 // `{proj}/d/…/d/<last>` with exactly `n` components in all.
+    let file_at = |n: usize, last: &str| format!("{p}{}/{last}", "/d".repeat(n - depth - 1));
+    let at_cap = file_at(MAX_PATH_COMPONENTS, "f.txt");
+    let over = file_at(MAX_PATH_COMPONENTS + 1, "f.txt");
+    for file in [&at_cap, &over] {
+        std::fs::create_dir_all(Path::new(file).parent().unwrap()).unwrap();
+        std::fs::write(file, b"deep").unwrap();
+    }
+
+    let got = run(&json!({ "url": format!("file://{at_cap}") }), &rules).unwrap();
+    assert_eq!(got["url"], json!(real_url(Path::new(&at_cap))));
+    // Longer only as written: taken.
+    let padded = format!("file://{p}{}/a.txt", "/./".repeat(300));
+    let undone = format!("file://{p}{}/a.txt", "/x/..".repeat(300));
+    for url in [padded, undone] {
+        run(&json!({ "url": url }), &rules).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    // The reported attack: a missing path ~2,000 components deep (~4 KiB decoded).
+    let attack = format!("file://{p}/x{}", "/a".repeat(2000));
+    assert!(attack.len() <= MAX_URL_BYTES);
+    let file_url = |path: String| json!({ "url": format!("file://{path}") });
+    let rows: Vec<(Value, &str)> = vec![
+        (file_url(over.clone()), "part.url_too_deep"),
+        (
+            file_url(file_at(MAX_PATH_COMPONENTS + 1, "missing.txt")),
+            "part.url_too_deep",
+        ),
+        (file_url(format!("{at_cap}/x")), "part.url_too_deep"),
+        (
+            json!({"url": format!("file://{over}"), "mediaType": "image/png"}),
+            "part.url_too_deep",
+        ),
+        (json!({ "url": attack }), "part.url_too_deep"),
+        // `%2F` is a separator: counted as one
+        (
+            json!({ "url": format!("file://{p}{}", "%2Fd".repeat(MAX_PATH_COMPONENTS)) }),
+            "part.url_too_deep",
+        ),
+        // refused before the filesystem is consulted: nothing told about what is outside
+        (
+            file_url(format!(
+                "{base}/outside{}",
+                "/d".repeat(MAX_PATH_COMPONENTS)
+            )),
+            "part.url_too_deep",
+        ),
+        (
+            file_url("/x".repeat(MAX_PATH_COMPONENTS + 1)),
+            "part.url_too_deep",
+        ),
+        // `..` above `/` is still outside, however deep it went first
+        (
+            file_url(format!("{}{}", "/a".repeat(100), "/..".repeat(101))),
+            "part.outside_workspace",
+        ),
+    ];
+    assert_rejected(&rows, &rules, base);
+
+    // The cap holds without the filesystem too.
+    let media = media();
+    let policy = WorkspacePolicy::new(vec![PathBuf::from("/srv/ws")], false).unwrap();
+    let workspace = resolve_cwd(&json!("/srv/ws"), &policy).unwrap();
+    let lexical = PartRules {
+        media: &media,
+        workspace: Some(&workspace),
+        policy: &policy,
+    };
+    let deep = |n: usize| json!({ "url": format!("file:///srv/ws{}", "/d".repeat(n - 2)) });
+    run(&deep(MAX_PATH_COMPONENTS), &lexical).unwrap();
+    let err = run(&deep(MAX_PATH_COMPONENTS + 1), &lexical).unwrap_err();
+    assert_eq!(err.reason, "part.url_too_deep");
+}

@@ -326,3 +326,74 @@ fn normalize_lexically_rows() {
         );
     }
 }
+
+/// Normal components of a path.
+fn depth(p: &Path) -> usize {
+    p.components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .count()
+}
+
+#[test]
+fn cwd_component_cap_rows() {
+    let f = fixture();
+    let ws = f.ws.to_str().unwrap().to_string();
+    let base = f.dir.path.to_str().unwrap().to_string();
+    // `{ws}/d/d/…` with exactly `n` components in all.
+    let levels = |n: usize| format!("{ws}{}", "/d".repeat(n - depth(&f.ws)));
+    let at_cap = levels(MAX_PATH_COMPONENTS);
+    std::fs::create_dir_all(&at_cap).unwrap();
+    let over = levels(MAX_PATH_COMPONENTS + 1);
+    std::fs::create_dir_all(&over).unwrap();
+
+    // At the cap, and paths that are longer only as written, are taken.
+    let padded = format!("{ws}{}/proj", "/.//".repeat(200));
+    let undone = format!("{ws}{}/proj", "/x/..".repeat(200));
+    for (input, logical) in [
+        (at_cap.clone(), PathBuf::from(&at_cap)),
+        (format!("{at_cap}/"), PathBuf::from(&at_cap)),
+        (format!("{over}/.."), PathBuf::from(&at_cap)),
+        (padded, f.ws.join("proj")),
+        (undone, f.ws.join("proj")),
+    ] {
+        let got = resolve_cwd(&json!(input), &f.policy).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.logical, logical);
+    }
+
+    let outside_deep = format!("{base}/outside{}", "/d".repeat(MAX_PATH_COMPONENTS));
+    // The reported attack: a missing path ~2,000 components deep (~4 KiB).
+    let attack = format!("{ws}/x{}", "/a".repeat(2000));
+    assert!(attack.len() <= MAX_CWD_BYTES);
+    let rows: Vec<(String, &str)> = vec![
+        // one over, existing or not
+        (over.clone(), "workspace.too_deep"),
+        (format!("{over}/"), "workspace.too_deep"),
+        (format!("{at_cap}/missing"), "workspace.too_deep"),
+        (format!("{at_cap}/./missing//"), "workspace.too_deep"),
+        (attack, "workspace.too_deep"),
+        // refused before the filesystem is consulted: nothing told about what is outside
+        (outside_deep, "workspace.too_deep"),
+        (
+            format!("/{}", "x/".repeat(MAX_PATH_COMPONENTS + 1)),
+            "workspace.too_deep",
+        ),
+        // `..` above `/` is still traversal, however deep it went first
+        (
+            format!("{}{}", "/a".repeat(100), "/..".repeat(101)),
+            "workspace.traversal",
+        ),
+    ];
+    for (input, reason) in rows {
+        let err = resolve_cwd(&json!(input), &f.policy).unwrap_err();
+        assert_eq!(err.reason, reason, "input {input:.120}");
+        assert_eq!(err.code, -32602);
+        assert!(!err.message.contains(&base), "message leaks a path");
+    }
+
+    // The cap holds without the filesystem too.
+    let lexical = WorkspacePolicy::new(vec![PathBuf::from("/srv/ws")], false).unwrap();
+    let deep = |n: usize| format!("/srv/ws{}", "/d".repeat(n - 2));
+    resolve_cwd(&json!(deep(MAX_PATH_COMPONENTS)), &lexical).unwrap();
+    let err = resolve_cwd(&json!(deep(MAX_PATH_COMPONENTS + 1)), &lexical).unwrap_err();
+    assert_eq!(err.reason, "workspace.too_deep");
+}
