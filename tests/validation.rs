@@ -28,6 +28,12 @@ async fn setup() -> Setup {
     std::fs::write(dir.path().join("outside/secret.txt"), "secret").unwrap();
     std::os::unix::fs::symlink(dir.path().join("outside"), ws.join("escape")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap();
+    // A directory 1,000 levels deep (an agent can `mkdir -p` one) and a file in it, named
+    // through a symlink.
+    let deep = ws.join(format!("deep{}", "/d".repeat(1000)));
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("f.txt"), "deep").unwrap();
+    std::os::unix::fs::symlink(&deep, ws.join("to_deep")).unwrap();
     let (up, proxy) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
@@ -353,6 +359,16 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             ),
             -32602,
             "part.url_too_deep",
+        ),
+        (
+            "file 256 parts through a symlink 1,000 levels deep",
+            "SendMessage",
+            msg(
+                Value::Array(vec![json!({"url": file("to_deep/f.txt")}); 256]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.file_missing",
         ),
         (
             "file without cwd",

@@ -21,7 +21,7 @@
 //! | `part.url_too_deep` | the decoded path, normalized, has more than 64 components ([`super::workspace::MAX_PATH_COMPONENTS`]) |
 //! | `part.file_without_workspace` | a file URL in a request without `metadata.iac_code.cwd` |
 //! | `part.outside_workspace` | the file (its real path when the filesystem is checked) is not inside both the request's workspace and an allowed root; a `..` above `/` |
-//! | `part.file_missing` | the file does not exist or cannot be resolved (symlink loop, no permission on a directory) |
+//! | `part.file_missing` | the file does not exist or cannot be resolved (symlink loop, no permission on a directory, more than 40 symlinks or 128 components to walk, theirs included) |
 //! | `part.file_not_regular` | the path is a directory, fifo, socket or device |
 //! | `part.file_unreadable` | a text-like file the proxy cannot open or read |
 //!
@@ -43,7 +43,8 @@
 //! - As for the workspace, when a file cannot be resolved the answer is `part.file_missing`
 //!   only if its deepest existing ancestor is inside the allowed places, else
 //!   `part.outside_workspace` (no existence oracle outside them). Symlink loops are
-//!   `part.file_missing`.
+//!   `part.file_missing`, and so is a path whose symlinks need more than the workspace's
+//!   bounded walk takes (`super::workspace::resolve`: 40 symlinks, 128 components).
 //! - Text-like files are opened non-blocking and re-checked on the open handle (same inode,
 //!   regular file), then read at most limit + 1 bytes. Multimodal files are only `stat`ed.
 //! - `null` for any field is `part.shape`, except `data: null` (a JSON null value, allowed with

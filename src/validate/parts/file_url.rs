@@ -15,9 +15,7 @@ use super::{
 use crate::a2a::RpcError;
 use crate::reason;
 use crate::validate::media::MediaClass;
-use crate::validate::workspace::{
-    nearest_existing_ancestor_within, normalize_lexically, too_deep, within_any,
-};
+use crate::validate::workspace::{normalize_lexically, resolve, too_deep, within_any, Resolved};
 
 /// `O_NONBLOCK`, so that opening a fifo swapped in after the check cannot hang the proxy.
 /// The value is the kernel ABI's (no `libc` dependency); 0 (blocking) where it is not known.
@@ -88,10 +86,10 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         }
         logical
     } else {
-        let real = match std::fs::canonicalize(&logical) {
-            Ok(real) => real,
-            Err(_) => {
-                return Err(if nearest_existing_ancestor_within(&logical, inside) {
+        let real = match resolve(&logical) {
+            Resolved::Real(real) => real,
+            Resolved::Unresolved { ancestor } => {
+                return Err(if inside(&ancestor) {
                     missing()
                 } else {
                     outside()

@@ -845,3 +845,33 @@ fn file_url_component_cap_rows() {
     let err = run(&deep(MAX_PATH_COMPONENTS + 1), &lexical).unwrap_err();
     assert_eq!(err.reason, "part.url_too_deep");
 }
+
+#[test]
+fn file_url_through_a_symlink_to_a_deep_directory() {
+    let f = files();
+    let rules = f.rules();
+    let p = f.p();
+    // A directory 1,000 levels deep inside the workspace (the agent can `mkdir -p` it) and a
+    // file in it, named through a symlink: `realpath` walked all of it for each part (~80 ms,
+    // and as much again for the deepest ancestor when the file was missing); the bounded walk
+    // gives up past MAX_RESOLVE_STEPS components, as for a loop.
+    let deep = f.dir.mkdir(&format!("ws/proj/deep{}", "/d".repeat(1000)));
+    std::fs::write(deep.join("f.txt"), b"deep").unwrap();
+    f.dir.symlink(&deep, "ws/proj/to_deep");
+    f.dir.symlink("to_deep", "ws/proj/to_to_deep");
+    let at = |rest: &str| json!({ "url": format!("file://{p}/{rest}") });
+    let rows: Vec<(Value, &str)> = vec![
+        (at("to_deep/f.txt"), "part.file_missing"),
+        (at("to_deep/missing.txt"), "part.file_missing"),
+        (at("to_deep/missing/x.txt"), "part.file_missing"),
+        (at("to_to_deep/f.txt"), "part.file_missing"),
+        (
+            json!({"url": format!("file://{p}/to_deep/f.txt"), "mediaType": "image/png"}),
+            "part.file_missing",
+        ),
+    ];
+    // As many as a message holds.
+    for _ in 0..crate::validate::request::MAX_PARTS {
+        assert_rejected(&rows, &rules, f.dir.path.to_str().unwrap());
+    }
+}
