@@ -34,6 +34,11 @@ async fn setup() -> Setup {
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(deep.join("f.txt"), "deep").unwrap();
     std::os::unix::fs::symlink(&deep, ws.join("to_deep")).unwrap();
+    // 33 text files of 1 MiB (sparse: NUL bytes are UTF-8), one more than a message may read.
+    for i in 0..33 {
+        let f = std::fs::File::create(ws.join(format!("mib{i}.txt"))).unwrap();
+        f.set_len(1 << 20).unwrap();
+    }
     let (up, proxy) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
@@ -371,6 +376,18 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             "part.file_missing",
         ),
         (
+            "file parts over 32 MiB of text in all",
+            "SendMessage",
+            msg(
+                (0..33)
+                    .map(|i| json!({"url": file(&format!("mib{i}.txt"))}))
+                    .collect(),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.too_large",
+        ),
+        (
             "file without cwd",
             "SendMessage",
             msg(json!([{"url": file("a.txt")}]), json!({})),
@@ -623,6 +640,37 @@ async fn service_parameters_and_envelope_are_checked_first() {
         );
     }
     assert!(s.up.rpc_requests().is_empty());
+}
+
+#[tokio::test]
+async fn one_file_named_by_every_part_is_read_once() {
+    let s = setup().await;
+    let ws = s.ws.as_str();
+    let mut c = s.proxy.client(Proto::H1).await;
+    // 256 MiB if each part read it; 1 MiB of the message's 32 MiB as it is read once.
+    let parts: Vec<Value> = (0..256)
+        .map(|i| {
+            let url = if i % 2 == 0 {
+                format!("file://{ws}/mib0.txt")
+            } else {
+                format!("file://{ws}/sub/../mib0.txt")
+            };
+            json!({ "url": url })
+        })
+        .collect();
+    let params = msg(Value::Array(parts), json!({"iac_code": {"cwd": ws}}));
+    let body = json!({"jsonrpc": "2.0", "id": "once", "method": "SendMessage", "params": params});
+    let (status, _, rb) = c.request("POST", "/", &headers(), body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(v["result"]["echo"], true, "{v}");
+    let seen = s.up.rpc_requests();
+    assert_eq!(seen.len(), 1);
+    let fwd: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let parts = fwd["params"]["message"]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 256);
+    let want = format!("file://{ws}/mib0.txt");
+    assert!(parts.iter().all(|p| p["url"] == want.as_str()));
 }
 
 #[tokio::test]

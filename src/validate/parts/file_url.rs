@@ -112,7 +112,14 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
                 if meta.len() > MAX_TEXT_FILE_BYTES {
                     return Err(too_large());
                 }
-                check_text_file(&real, &meta)?;
+                if !rules.reads.passed(&meta) {
+                    let left = rules.reads.left();
+                    if meta.len() > left {
+                        return Err(too_large_in_all());
+                    }
+                    let read = check_text_file(&real, &meta, left)?;
+                    rules.reads.record(&meta, read);
+                }
             }
             MediaClass::Multimodal => {
                 if meta.len() > MAX_BINARY_FILE_BYTES {
@@ -220,9 +227,17 @@ fn encoding() -> RpcError {
     )
 }
 
+fn too_large_in_all() -> RpcError {
+    invalid(
+        "A2A file URL parts name too much text in all.",
+        reason::PART_TOO_LARGE,
+    )
+}
+
 /// Opens (non-blocking) the file that was checked, makes sure the handle is that same regular
-/// file, and reads at most the limit + 1 bytes: it must fit and be UTF-8.
-fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcError> {
+/// file, and reads at most the limit (or what is `left` of the message's budget, if less) + 1
+/// bytes: it must fit and be UTF-8. Returns the bytes read.
+fn check_text_file(path: &Path, checked: &std::fs::Metadata, left: u64) -> Result<u64, RpcError> {
     let unreadable = || {
         invalid(
             "A2A file URL part cannot be read.",
@@ -242,9 +257,14 @@ fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcEr
         ));
     }
     let mut content = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 20));
-    read_bounded(file, MAX_TEXT_FILE_BYTES, &mut content).map_err(|_| unreadable())?;
-    if content.len() as u64 > MAX_TEXT_FILE_BYTES {
+    let limit = MAX_TEXT_FILE_BYTES.min(left);
+    read_bounded(file, limit, &mut content).map_err(|_| unreadable())?;
+    let read = content.len() as u64;
+    if read > MAX_TEXT_FILE_BYTES {
         return Err(too_large());
+    }
+    if read > limit {
+        return Err(too_large_in_all());
     }
     if std::str::from_utf8(&content).is_err() {
         return Err(invalid(
@@ -252,7 +272,7 @@ fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcEr
             reason::PART_UTF8,
         ));
     }
-    Ok(())
+    Ok(read)
 }
 
 fn read_bounded(file: File, limit: u64, out: &mut Vec<u8>) -> std::io::Result<usize> {

@@ -64,6 +64,7 @@ fn with_inline_rules<T>(f: impl FnOnce(&PartRules) -> T) -> T {
         media: &media,
         workspace: None,
         policy: &policy,
+        reads: TextFileReads::default(),
     };
     f(&rules)
 }
@@ -412,6 +413,7 @@ impl Files {
             media: &self.media,
             workspace: Some(&self.workspace),
             policy: &self.policy,
+            reads: TextFileReads::default(),
         }
     }
     fn p(&self) -> &str {
@@ -684,6 +686,7 @@ fn file_url_without_workspace_fails_closed() {
         media: &f.media,
         workspace: None,
         policy: &f.policy,
+        reads: TextFileReads::default(),
     };
     let p = f.p();
     let rows: Vec<(Value, &str)> = vec![
@@ -711,6 +714,7 @@ fn file_url_lexical_rows() {
         media: &media,
         workspace: Some(&workspace),
         policy: &policy,
+        reads: TextFileReads::default(),
     };
     // Accepted and forwarded as they are.
     let unchanged = [
@@ -839,6 +843,7 @@ fn file_url_component_cap_rows() {
         media: &media,
         workspace: Some(&workspace),
         policy: &policy,
+        reads: TextFileReads::default(),
     };
     let deep = |n: usize| json!({ "url": format!("file:///srv/ws{}", "/d".repeat(n - 2)) });
     run(&deep(MAX_PATH_COMPONENTS), &lexical).unwrap();
@@ -874,4 +879,76 @@ fn file_url_through_a_symlink_to_a_deep_directory() {
     for _ in 0..crate::validate::request::MAX_PARTS {
         assert_rejected(&rows, &rules, f.dir.path.to_str().unwrap());
     }
+}
+
+#[test]
+fn text_files_are_read_once_each_and_within_a_budget_per_message() {
+    let f = files();
+    let p = f.p();
+    let mib = MIB as u64;
+    let url = |rest: &str| json!({ "url": format!("file://{p}/{rest}") });
+
+    // The same 1 MiB file named 256 times (a message's most), by several spellings, a
+    // symlink and a hard link too: read once.
+    std::fs::hard_link(f.proj.join("exact.txt"), f.proj.join("exact_hard.txt")).unwrap();
+    f.dir.symlink("exact.txt", "ws/proj/exact_link");
+    let spellings = [
+        "exact.txt",
+        "./exact.txt",
+        "sub/../exact.txt",
+        "%65xact.txt",
+        "exact_link",
+        "exact_hard.txt",
+    ];
+    let rules = f.rules();
+    for i in 0..crate::validate::request::MAX_PARTS {
+        let part = url(spellings[i % spellings.len()]);
+        run(&part, &rules).unwrap_or_else(|e| panic!("part {i}: {e}"));
+    }
+    assert_eq!(rules.reads.bytes(), mib);
+    // Multimodal files are not read: they do not count.
+    run(
+        &json!({"url": format!("file://{p}/img.png"), "mediaType": "image/png"}),
+        &rules,
+    )
+    .unwrap();
+    assert_eq!(rules.reads.bytes(), mib);
+
+    // Distinct files: MAX_TEXT_FILE_BYTES_PER_MESSAGE in all, then refused, however small.
+    let budget = MAX_TEXT_FILE_BYTES_PER_MESSAGE / mib;
+    for i in 0..=budget {
+        f.dir.sized(&format!("ws/proj/many{i}.txt"), mib);
+    }
+    f.dir.write("ws/proj/one_byte.txt", b"1");
+    let rules = f.rules();
+    for i in 0..budget {
+        run(&url(&format!("many{i}.txt")), &rules).unwrap_or_else(|e| panic!("file {i}: {e}"));
+    }
+    assert_eq!(rules.reads.bytes(), MAX_TEXT_FILE_BYTES_PER_MESSAGE);
+    let rows: Vec<(Value, &str)> = vec![
+        (url(&format!("many{budget}.txt")), "part.too_large"),
+        (url("one_byte.txt"), "part.too_large"),
+        (url("a.txt"), "part.too_large"),
+    ];
+    assert_rejected(&rows, &rules, f.dir.path.to_str().unwrap());
+    assert_eq!(rules.reads.bytes(), MAX_TEXT_FILE_BYTES_PER_MESSAGE);
+    // What was read already, an empty file and multimodal files still pass.
+    for part in [
+        url("many0.txt"),
+        url("empty.txt"),
+        json!({"url": format!("file://{p}/img.png"), "mediaType": "image/png"}),
+    ] {
+        run(&part, &rules).unwrap_or_else(|e| panic!("{part}: {e}"));
+    }
+
+    // Part of the way in: the budget's rest is what a file may use.
+    let rules = f.rules();
+    for i in 0..budget - 1 {
+        run(&url(&format!("many{i}.txt")), &rules).unwrap();
+    }
+    f.dir.write("ws/proj/half.txt", &vec![b'h'; MIB / 2]);
+    run(&url("half.txt"), &rules).unwrap();
+    let err = run(&url(&format!("many{budget}.txt")), &rules).unwrap_err();
+    assert_eq!(err.reason, "part.too_large");
+    run(&url("a.txt"), &rules).unwrap();
 }
