@@ -185,6 +185,7 @@ reasons! {
     PART_URL_HOST = "part.url_host",
     PART_URL_SCHEME = "part.url_scheme",
     PART_URL_SYNTAX = "part.url_syntax",
+    PART_URL_TOO_DEEP = "part.url_too_deep",
     PART_URL_TOO_LONG = "part.url_too_long",
     PART_UTF8 = "part.utf8",
 
@@ -250,6 +251,7 @@ reasons! {
     WORKSPACE_OUTSIDE_ROOTS = "workspace.outside_roots",
     WORKSPACE_RELATIVE = "workspace.relative",
     WORKSPACE_REQUIRED = "workspace.required",
+    WORKSPACE_TOO_DEEP = "workspace.too_deep",
     WORKSPACE_TOO_LONG = "workspace.too_long",
     WORKSPACE_TRAVERSAL = "workspace.traversal",
     WORKSPACE_TYPE = "workspace.type",

@@ -28,6 +28,17 @@ async fn setup() -> Setup {
     std::fs::write(dir.path().join("outside/secret.txt"), "secret").unwrap();
     std::os::unix::fs::symlink(dir.path().join("outside"), ws.join("escape")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap();
+    // A directory 1,000 levels deep (an agent can `mkdir -p` one) and a file in it, named
+    // through a symlink.
+    let deep = ws.join(format!("deep{}", "/d".repeat(1000)));
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("f.txt"), "deep").unwrap();
+    std::os::unix::fs::symlink(&deep, ws.join("to_deep")).unwrap();
+    // 33 text files of 1 MiB (sparse: NUL bytes are UTF-8), one more than a message may read.
+    for i in 0..33 {
+        let f = std::fs::File::create(ws.join(format!("mib{i}.txt"))).unwrap();
+        f.set_len(1 << 20).unwrap();
+    }
     let (up, proxy) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
@@ -332,6 +343,51 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             "part.url_encoding",
         ),
         (
+            "file 65 components",
+            "SendMessage",
+            msg(
+                json!([{"url": format!("file://{}", "/a".repeat(65))}]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.url_too_deep",
+        ),
+        (
+            "file 256 parts 2,000 components deep",
+            "SendMessage",
+            msg(
+                Value::Array(vec![
+                    json!({"url": file(&format!("x{}", "/a".repeat(2000)))});
+                    256
+                ]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.url_too_deep",
+        ),
+        (
+            "file 256 parts through a symlink 1,000 levels deep",
+            "SendMessage",
+            msg(
+                Value::Array(vec![json!({"url": file("to_deep/f.txt")}); 256]),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.file_missing",
+        ),
+        (
+            "file parts over 32 MiB of text in all",
+            "SendMessage",
+            msg(
+                (0..33)
+                    .map(|i| json!({"url": file(&format!("mib{i}.txt"))}))
+                    .collect(),
+                cwd.clone(),
+            ),
+            -32602,
+            "part.too_large",
+        ),
+        (
             "file without cwd",
             "SendMessage",
             msg(json!([{"url": file("a.txt")}]), json!({})),
@@ -384,6 +440,16 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             ),
             -32602,
             "workspace.missing",
+        ),
+        (
+            "cwd 65 components",
+            "SendMessage",
+            msg(
+                json!([{"text": "x"}]),
+                json!({"iac_code": {"cwd": format!("{ws}/x{}", "/a".repeat(64))}}),
+            ),
+            -32602,
+            "workspace.too_deep",
         ),
         (
             "cwd nul",
@@ -574,6 +640,37 @@ async fn service_parameters_and_envelope_are_checked_first() {
         );
     }
     assert!(s.up.rpc_requests().is_empty());
+}
+
+#[tokio::test]
+async fn one_file_named_by_every_part_is_read_once() {
+    let s = setup().await;
+    let ws = s.ws.as_str();
+    let mut c = s.proxy.client(Proto::H1).await;
+    // 256 MiB if each part read it; 1 MiB of the message's 32 MiB as it is read once.
+    let parts: Vec<Value> = (0..256)
+        .map(|i| {
+            let url = if i % 2 == 0 {
+                format!("file://{ws}/mib0.txt")
+            } else {
+                format!("file://{ws}/sub/../mib0.txt")
+            };
+            json!({ "url": url })
+        })
+        .collect();
+    let params = msg(Value::Array(parts), json!({"iac_code": {"cwd": ws}}));
+    let body = json!({"jsonrpc": "2.0", "id": "once", "method": "SendMessage", "params": params});
+    let (status, _, rb) = c.request("POST", "/", &headers(), body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(v["result"]["echo"], true, "{v}");
+    let seen = s.up.rpc_requests();
+    assert_eq!(seen.len(), 1);
+    let fwd: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let parts = fwd["params"]["message"]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 256);
+    let want = format!("file://{ws}/mib0.txt");
+    assert!(parts.iter().all(|p| p["url"] == want.as_str()));
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@
 //! accepts it unchanged (a fixed point).
 #![no_main]
 
-use a2a_edge::validate::parts::{check_part, PartRules};
+use a2a_edge::validate::parts::{check_part, PartRules, TextFileReads};
 use a2a_edge::validate::workspace::Workspace;
 use a2a_edge_fuzz::{expand, fixture, inside_roots};
 use libfuzzer_sys::fuzz_target;
@@ -57,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
         media: &f.requests.media,
         workspace: workspace.as_ref(),
         policy,
+        reads: TextFileReads::default(),
     };
 
     let mut checked: Map<String, Value> = part.clone();

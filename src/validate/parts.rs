@@ -11,16 +11,17 @@
 //! | `part.charset` | see `media.rs` |
 //! | `part.media_param` | see `media.rs` |
 //! | `part.base64` | `raw` or binary `data` bytes that are not strict standard base64 with padding |
-//! | `part.too_large` | decoded `raw` or compact `data` over 1 MiB (text-like) or 5 MiB (multimodal); a file over 1 MiB (text-like) or 25 MiB (multimodal) |
+//! | `part.too_large` | decoded `raw` or compact `data` over 1 MiB (text-like) or 5 MiB (multimodal); a file over 1 MiB (text-like) or 25 MiB (multimodal); the text-like files of one message over 32 MiB in all (each file counted once) |
 //! | `part.utf8` | text-like `raw` bytes or file content that is not valid UTF-8 |
 //! | `part.url_scheme` | a `url` that is not an absolute `file:` URL (`http(s)`, `data:`, `ftp:`, relative, ...) |
 //! | `part.url_host` | a `file:` URL with a host (`file://host/x`, `file://localhost/x`) |
 //! | `part.url_syntax` | a `file:` URL the parser would silently rewrite (spaces, tabs, newlines, control characters, `\`), without `//`, with a query or fragment, or otherwise unparsable |
 //! | `part.url_encoding` | the percent-decoded path holds NUL, a control character, or is not UTF-8 |
 //! | `part.url_too_long` | the URL is over 8 KiB, or its decoded path over 4096 bytes |
+//! | `part.url_too_deep` | the decoded path, normalized, has more than 64 components ([`super::workspace::MAX_PATH_COMPONENTS`]) |
 //! | `part.file_without_workspace` | a file URL in a request without `metadata.iac_code.cwd` |
 //! | `part.outside_workspace` | the file (its real path when the filesystem is checked) is not inside both the request's workspace and an allowed root; a `..` above `/` |
-//! | `part.file_missing` | the file does not exist or cannot be resolved (symlink loop, no permission on a directory) |
+//! | `part.file_missing` | the file does not exist or cannot be resolved (symlink loop, no permission on a directory, more than 40 symlinks or 128 components to walk, theirs included) |
 //! | `part.file_not_regular` | the path is a directory, fifo, socket or device |
 //! | `part.file_unreadable` | a text-like file the proxy cannot open or read |
 //!
@@ -42,11 +43,20 @@
 //! - As for the workspace, when a file cannot be resolved the answer is `part.file_missing`
 //!   only if its deepest existing ancestor is inside the allowed places, else
 //!   `part.outside_workspace` (no existence oracle outside them). Symlink loops are
-//!   `part.file_missing`.
+//!   `part.file_missing`, and so is a path whose symlinks need more than the workspace's
+//!   bounded walk takes (`super::workspace::resolve`: 40 symlinks, 128 components).
 //! - Text-like files are opened non-blocking and re-checked on the open handle (same inode,
 //!   regular file), then read at most limit + 1 bytes. Multimodal files are only `stat`ed.
+//! - What one message's file parts make the edge read is bounded: a text-like file (by device
+//!   and inode) is read once however many parts name it, and the files read add up to at most
+//!   [`MAX_TEXT_FILE_BYTES_PER_MESSAGE`] (`part.too_large` past it; see [`TextFileReads`]).
 //! - `null` for any field is `part.shape`, except `data: null` (a JSON null value, allowed with
 //!   `application/json`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt as _;
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -69,6 +79,10 @@ pub const MAX_BINARY_INLINE_BYTES: usize = 5 << 20;
 pub const MAX_TEXT_FILE_BYTES: u64 = 1 << 20;
 /// Multimodal file URL.
 pub const MAX_BINARY_FILE_BYTES: u64 = 25 << 20;
+/// Most bytes of text-like files read to check the file parts of one message (each file
+/// counted once): 32 files at [`MAX_TEXT_FILE_BYTES`], what the default `a2a.max_body_bytes`
+/// lets a request carry inline.
+pub const MAX_TEXT_FILE_BYTES_PER_MESSAGE: u64 = 32 << 20;
 /// Longest `url` string accepted, in bytes.
 pub const MAX_URL_BYTES: usize = 8 << 10;
 /// Longest percent-decoded file URL path accepted, in bytes (Linux `PATH_MAX`).
@@ -76,12 +90,47 @@ pub const MAX_URL_PATH_BYTES: usize = 4096;
 /// Longest `filename`, in bytes.
 pub const MAX_FILENAME_BYTES: usize = 255;
 
-/// What a part is checked against.
+/// What a part is checked against. One value checks the parts of one message: it counts the
+/// text-like files they read.
 pub struct PartRules<'a> {
     pub media: &'a MediaTypes,
     /// The request's checked workspace; `None` when the request names none.
     pub workspace: Option<&'a Workspace>,
     pub policy: &'a WorkspacePolicy,
+    /// The text-like files read so far for this message.
+    pub reads: TextFileReads,
+}
+
+/// The text-like files the parts of one message had read (and found UTF-8 and within the
+/// limit): each file, by device and inode, is read once however many parts name it (by
+/// whatever path), and at most [`MAX_TEXT_FILE_BYTES_PER_MESSAGE`] bytes are read in all.
+#[derive(Debug, Default)]
+pub struct TextFileReads {
+    bytes: Cell<u64>,
+    files: RefCell<HashSet<(u64, u64)>>,
+}
+
+impl TextFileReads {
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.get()
+    }
+
+    /// Bytes that may still be read.
+    fn left(&self) -> u64 {
+        MAX_TEXT_FILE_BYTES_PER_MESSAGE.saturating_sub(self.bytes.get())
+    }
+
+    /// Whether the file of `meta` was read and passed already.
+    fn passed(&self, meta: &Metadata) -> bool {
+        self.files.borrow().contains(&(meta.dev(), meta.ino()))
+    }
+
+    /// The file of `meta` was read (`bytes` of it) and passed.
+    fn record(&self, meta: &Metadata, bytes: u64) {
+        self.bytes.set(self.bytes.get().saturating_add(bytes));
+        self.files.borrow_mut().insert((meta.dev(), meta.ino()));
+    }
 }
 
 /// The fields a forwarded part may hold.

@@ -20,7 +20,7 @@ use super::media::MediaTypes;
 use super::metadata::{
     check_metadata, check_metadata_object, Exceptions, MetadataCaller, MetadataPolicy,
 };
-use super::parts::{check_part, PartRules};
+use super::parts::{check_part, PartRules, TextFileReads};
 use super::push_url::{check_push_url, PushUrlPolicy};
 use super::workspace::{resolve_cwd, Workspace, WorkspacePolicy};
 use crate::a2a::{Method, RpcError};
@@ -268,6 +268,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         media: rules.media,
         workspace: workspace.as_ref(),
         policy: rules.workspace,
+        reads: TextFileReads::default(),
     };
     let mut clean = Vec::with_capacity(parts.len());
     for part in parts {

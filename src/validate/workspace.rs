@@ -12,8 +12,9 @@
 //! | `workspace.control` | `cwd` holds a control character (newline, tab, escape, ...) |
 //! | `workspace.relative` | `cwd` is not an absolute path (the empty string included) |
 //! | `workspace.traversal` | a `..` climbs above `/` (rejected, not clamped) |
+//! | `workspace.too_deep` | the normalized path has more than 64 components ([`MAX_PATH_COMPONENTS`]) |
 //! | `workspace.outside_roots` | the path (its real path when the filesystem is checked) is not inside an allowed root |
-//! | `workspace.missing` | the directory does not exist or cannot be resolved (symlink loop, no permission); it is never created |
+//! | `workspace.missing` | the directory does not exist or cannot be resolved (symlink loop, no permission, more than 40 symlinks or 128 components to walk, theirs included); it is never created |
 //! | `workspace.not_directory` | the path exists but is not a directory |
 //!
 //! Decisions:
@@ -23,6 +24,12 @@
 //! - Normalization is lexical (`.`, `..`, `//` and a trailing `/` collapse, like Python's
 //!   `os.path.normpath`, which the agent uses); the normalized *logical* path is what the agent
 //!   receives (see [`Workspace::forward_cwd`]), and its *real* path is what is checked.
+//! - Symlinks are resolved as `realpath(3)` does, by one bounded walk (`resolve`): at most
+//!   [`MAX_SYMLINKS`] symlinks and [`MAX_RESOLVE_STEPS`] components (the path's own, at most
+//!   [`MAX_PATH_COMPONENTS`], and those of the symlinks' targets); a path that needs more
+//!   cannot be resolved, like a symlink loop. The same walk gives the deepest existing
+//!   ancestor's real path (below): what one request costs the edge's filesystem does not
+//!   grow with what the caller's directories hold.
 //! - Containment is component-wise ([`Path::starts_with`]): `/srv/ws-evil` is not inside `/srv/ws`.
 //! - No existence oracle outside the roots: when the path cannot be resolved, the answer is
 //!   `workspace.missing` only if its deepest existing ancestor is inside a root, otherwise
@@ -38,6 +45,10 @@ use serde_json::Value;
 use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
 
+pub(crate) use resolve::{resolve, Resolved};
+pub use resolve::{MAX_RESOLVE_STEPS, MAX_SYMLINKS};
+
+mod resolve;
 #[cfg(test)]
 pub(crate) mod testdir;
 #[cfg(test)]
@@ -45,6 +56,12 @@ mod tests;
 
 /// Longest `cwd` accepted, in bytes (Linux `PATH_MAX`).
 pub const MAX_CWD_BYTES: usize = 4096;
+
+/// Most components of a normalized `cwd` or file URL path (`/a/b` has 2): what the edge
+/// resolves on the filesystem for a request is bounded by this, not by what the caller sends
+/// (4096 bytes hold 2048 components). Deeper is refused (`workspace.too_deep`,
+/// `part.url_too_deep`), before the filesystem is consulted.
+pub const MAX_PATH_COMPONENTS: usize = 64;
 
 /// The environment variable of the real agent listing its allowed roots (`:`-separated).
 pub const ALLOWED_CWDS_ENV: &str = "IACCODE_A2A_ALLOWED_CWDS";
@@ -169,8 +186,9 @@ fn invalid(message: &str, reason: Reason) -> RpcError {
 }
 
 /// Checks `metadata.iac_code.cwd`: a JSON string, absolute, no NUL or control character, at
-/// most 4096 bytes, lexically normalized, then (with `check_filesystem`) canonicalized: it must
-/// exist (it is never created), be a directory, and its real path lie inside a real root.
+/// most 4096 bytes, lexically normalized, at most [`MAX_PATH_COMPONENTS`] deep, then (with
+/// `check_filesystem`) resolved (`resolve`, bounded): it must exist (it is never created), be a
+/// directory, and its real path lie inside a real root.
 /// Without `check_filesystem` the logical path must lie inside a root lexically.
 pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace, RpcError> {
     let raw = value.as_str().ok_or_else(|| {
@@ -210,6 +228,12 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
             reason::WORKSPACE_TRAVERSAL,
         )
     })?;
+    if too_deep(&logical) {
+        return Err(invalid(
+            "Invalid A2A workspace metadata: cwd has too many path components.",
+            reason::WORKSPACE_TOO_DEEP,
+        ));
+    }
     let outside = || {
         invalid(
             "Invalid A2A workspace metadata: cwd is outside the allowed workspace roots.",
@@ -225,19 +249,18 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
             logical,
         });
     }
-    let real = match std::fs::canonicalize(&logical) {
-        Ok(real) => real,
-        Err(_) => {
-            return Err(
-                if nearest_existing_ancestor_within(&logical, |p| policy.contains(p)) {
-                    invalid(
-                        "Invalid A2A workspace metadata: cwd does not exist.",
-                        reason::WORKSPACE_MISSING,
-                    )
-                } else {
-                    outside()
-                },
-            );
+    let real = match resolve(&logical) {
+        Resolved::Real(real) => real,
+        // No existence oracle outside the roots: "missing" only under an ancestor inside one.
+        Resolved::Unresolved { ancestor } => {
+            return Err(if policy.contains(&ancestor) {
+                invalid(
+                    "Invalid A2A workspace metadata: cwd does not exist.",
+                    reason::WORKSPACE_MISSING,
+                )
+            } else {
+                outside()
+            });
         }
     };
     if !policy.contains(&real) {
@@ -279,22 +302,15 @@ pub(crate) fn normalize_lexically(path: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
+/// Whether `path` (normalized) has more than [`MAX_PATH_COMPONENTS`] components.
+pub(crate) fn too_deep(path: &Path) -> bool {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .nth(MAX_PATH_COMPONENTS)
+        .is_some()
+}
+
 /// Whether `path` lies inside one of `roots`, component-wise.
 pub(crate) fn within_any(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|root| path.starts_with(root))
-}
-
-/// For a path that cannot be resolved: whether its deepest ancestor that does resolve lies
-/// inside (by `inside`, on the ancestor's real path). Used to choose between "missing" and
-/// "outside" without revealing what exists outside the allowed places.
-pub(crate) fn nearest_existing_ancestor_within(
-    path: &Path,
-    inside: impl Fn(&Path) -> bool,
-) -> bool {
-    for ancestor in path.ancestors().skip(1) {
-        if let Ok(real) = std::fs::canonicalize(ancestor) {
-            return inside(&real);
-        }
-    }
-    false
 }

@@ -15,9 +15,7 @@ use super::{
 use crate::a2a::RpcError;
 use crate::reason;
 use crate::validate::media::MediaClass;
-use crate::validate::workspace::{
-    nearest_existing_ancestor_within, normalize_lexically, within_any,
-};
+use crate::validate::workspace::{normalize_lexically, resolve, too_deep, within_any, Resolved};
 
 /// `O_NONBLOCK`, so that opening a fifo swapped in after the check cannot hang the proxy.
 /// The value is the kernel ABI's (no `libc` dependency); 0 (blocking) where it is not known.
@@ -74,6 +72,12 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         )
     })?;
     let logical = normalize_lexically(&decoded).ok_or_else(outside)?;
+    if too_deep(&logical) {
+        return Err(invalid(
+            "A2A file URL part path has too many components.",
+            reason::PART_URL_TOO_DEEP,
+        ));
+    }
     let inside = |p: &Path| p.starts_with(&workspace.real) && within_any(p, &rules.policy.roots);
 
     let checked: PathBuf = if !rules.policy.check_filesystem {
@@ -82,10 +86,10 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         }
         logical
     } else {
-        let real = match std::fs::canonicalize(&logical) {
-            Ok(real) => real,
-            Err(_) => {
-                return Err(if nearest_existing_ancestor_within(&logical, inside) {
+        let real = match resolve(&logical) {
+            Resolved::Real(real) => real,
+            Resolved::Unresolved { ancestor } => {
+                return Err(if inside(&ancestor) {
                     missing()
                 } else {
                     outside()
@@ -108,7 +112,14 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
                 if meta.len() > MAX_TEXT_FILE_BYTES {
                     return Err(too_large());
                 }
-                check_text_file(&real, &meta)?;
+                if !rules.reads.passed(&meta) {
+                    let left = rules.reads.left();
+                    if meta.len() > left {
+                        return Err(too_large_in_all());
+                    }
+                    let read = check_text_file(&real, &meta, left)?;
+                    rules.reads.record(&meta, read);
+                }
             }
             MediaClass::Multimodal => {
                 if meta.len() > MAX_BINARY_FILE_BYTES {
@@ -216,9 +227,17 @@ fn encoding() -> RpcError {
     )
 }
 
+fn too_large_in_all() -> RpcError {
+    invalid(
+        "A2A file URL parts name too much text in all.",
+        reason::PART_TOO_LARGE,
+    )
+}
+
 /// Opens (non-blocking) the file that was checked, makes sure the handle is that same regular
-/// file, and reads at most the limit + 1 bytes: it must fit and be UTF-8.
-fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcError> {
+/// file, and reads at most the limit (or what is `left` of the message's budget, if less) + 1
+/// bytes: it must fit and be UTF-8. Returns the bytes read.
+fn check_text_file(path: &Path, checked: &std::fs::Metadata, left: u64) -> Result<u64, RpcError> {
     let unreadable = || {
         invalid(
             "A2A file URL part cannot be read.",
@@ -238,9 +257,14 @@ fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcEr
         ));
     }
     let mut content = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 20));
-    read_bounded(file, MAX_TEXT_FILE_BYTES, &mut content).map_err(|_| unreadable())?;
-    if content.len() as u64 > MAX_TEXT_FILE_BYTES {
+    let limit = MAX_TEXT_FILE_BYTES.min(left);
+    read_bounded(file, limit, &mut content).map_err(|_| unreadable())?;
+    let read = content.len() as u64;
+    if read > MAX_TEXT_FILE_BYTES {
         return Err(too_large());
+    }
+    if read > limit {
+        return Err(too_large_in_all());
     }
     if std::str::from_utf8(&content).is_err() {
         return Err(invalid(
@@ -248,7 +272,7 @@ fn check_text_file(path: &Path, checked: &std::fs::Metadata) -> Result<(), RpcEr
             reason::PART_UTF8,
         ));
     }
-    Ok(())
+    Ok(read)
 }
 
 fn read_bounded(file: File, limit: u64, out: &mut Vec<u8>) -> std::io::Result<usize> {

@@ -64,6 +64,7 @@ fn with_inline_rules<T>(f: impl FnOnce(&PartRules) -> T) -> T {
         media: &media,
         workspace: None,
         policy: &policy,
+        reads: TextFileReads::default(),
     };
     f(&rules)
 }
@@ -412,6 +413,7 @@ impl Files {
             media: &self.media,
             workspace: Some(&self.workspace),
             policy: &self.policy,
+            reads: TextFileReads::default(),
         }
     }
     fn p(&self) -> &str {
@@ -684,6 +686,7 @@ fn file_url_without_workspace_fails_closed() {
         media: &f.media,
         workspace: None,
         policy: &f.policy,
+        reads: TextFileReads::default(),
     };
     let p = f.p();
     let rows: Vec<(Value, &str)> = vec![
@@ -711,6 +714,7 @@ fn file_url_lexical_rows() {
         media: &media,
         workspace: Some(&workspace),
         policy: &policy,
+        reads: TextFileReads::default(),
     };
     // Accepted and forwarded as they are.
     let unchanged = [
@@ -762,4 +766,189 @@ fn file_url_lexical_rows() {
     let once = run(&json!({ "url": fits }), &rules).unwrap();
     let twice = run(&Value::Object(once.clone()), &rules).unwrap();
     assert_eq!(once, twice);
+}
+
+#[test]
+fn file_url_component_cap_rows() {
+    use crate::validate::workspace::MAX_PATH_COMPONENTS;
+    let f = files();
+    let rules = f.rules();
+    let p = f.p();
+    let base = f.dir.path.to_str().unwrap();
+    let depth = f.proj.components().count() - 1; // without the root `/`
+                                                 // `{proj}/d/…/d/<last>` with exactly `n` components in all.
+    let file_at = |n: usize, last: &str| format!("{p}{}/{last}", "/d".repeat(n - depth - 1));
+    let at_cap = file_at(MAX_PATH_COMPONENTS, "f.txt");
+    let over = file_at(MAX_PATH_COMPONENTS + 1, "f.txt");
+    for file in [&at_cap, &over] {
+        std::fs::create_dir_all(Path::new(file).parent().unwrap()).unwrap();
+        std::fs::write(file, b"deep").unwrap();
+    }
+
+    let got = run(&json!({ "url": format!("file://{at_cap}") }), &rules).unwrap();
+    assert_eq!(got["url"], json!(real_url(Path::new(&at_cap))));
+    // Longer only as written: taken.
+    let padded = format!("file://{p}{}/a.txt", "/./".repeat(300));
+    let undone = format!("file://{p}{}/a.txt", "/x/..".repeat(300));
+    for url in [padded, undone] {
+        run(&json!({ "url": url }), &rules).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    // The reported attack: a missing path ~2,000 components deep (~4 KiB decoded).
+    let attack = format!("file://{p}/x{}", "/a".repeat(2000));
+    assert!(attack.len() <= MAX_URL_BYTES);
+    let file_url = |path: String| json!({ "url": format!("file://{path}") });
+    let rows: Vec<(Value, &str)> = vec![
+        (file_url(over.clone()), "part.url_too_deep"),
+        (
+            file_url(file_at(MAX_PATH_COMPONENTS + 1, "missing.txt")),
+            "part.url_too_deep",
+        ),
+        (file_url(format!("{at_cap}/x")), "part.url_too_deep"),
+        (
+            json!({"url": format!("file://{over}"), "mediaType": "image/png"}),
+            "part.url_too_deep",
+        ),
+        (json!({ "url": attack }), "part.url_too_deep"),
+        // `%2F` is a separator: counted as one
+        (
+            json!({ "url": format!("file://{p}{}", "%2Fd".repeat(MAX_PATH_COMPONENTS)) }),
+            "part.url_too_deep",
+        ),
+        // refused before the filesystem is consulted: nothing told about what is outside
+        (
+            file_url(format!(
+                "{base}/outside{}",
+                "/d".repeat(MAX_PATH_COMPONENTS)
+            )),
+            "part.url_too_deep",
+        ),
+        (
+            file_url("/x".repeat(MAX_PATH_COMPONENTS + 1)),
+            "part.url_too_deep",
+        ),
+        // `..` above `/` is still outside, however deep it went first
+        (
+            file_url(format!("{}{}", "/a".repeat(100), "/..".repeat(101))),
+            "part.outside_workspace",
+        ),
+    ];
+    assert_rejected(&rows, &rules, base);
+
+    // The cap holds without the filesystem too.
+    let media = media();
+    let policy = WorkspacePolicy::new(vec![PathBuf::from("/srv/ws")], false).unwrap();
+    let workspace = resolve_cwd(&json!("/srv/ws"), &policy).unwrap();
+    let lexical = PartRules {
+        media: &media,
+        workspace: Some(&workspace),
+        policy: &policy,
+        reads: TextFileReads::default(),
+    };
+    let deep = |n: usize| json!({ "url": format!("file:///srv/ws{}", "/d".repeat(n - 2)) });
+    run(&deep(MAX_PATH_COMPONENTS), &lexical).unwrap();
+    let err = run(&deep(MAX_PATH_COMPONENTS + 1), &lexical).unwrap_err();
+    assert_eq!(err.reason, "part.url_too_deep");
+}
+
+#[test]
+fn file_url_through_a_symlink_to_a_deep_directory() {
+    let f = files();
+    let rules = f.rules();
+    let p = f.p();
+    // A directory 1,000 levels deep inside the workspace (the agent can `mkdir -p` it) and a
+    // file in it, named through a symlink: `realpath` walked all of it for each part (~80 ms,
+    // and as much again for the deepest ancestor when the file was missing); the bounded walk
+    // gives up past MAX_RESOLVE_STEPS components, as for a loop.
+    let deep = f.dir.mkdir(&format!("ws/proj/deep{}", "/d".repeat(1000)));
+    std::fs::write(deep.join("f.txt"), b"deep").unwrap();
+    f.dir.symlink(&deep, "ws/proj/to_deep");
+    f.dir.symlink("to_deep", "ws/proj/to_to_deep");
+    let at = |rest: &str| json!({ "url": format!("file://{p}/{rest}") });
+    let rows: Vec<(Value, &str)> = vec![
+        (at("to_deep/f.txt"), "part.file_missing"),
+        (at("to_deep/missing.txt"), "part.file_missing"),
+        (at("to_deep/missing/x.txt"), "part.file_missing"),
+        (at("to_to_deep/f.txt"), "part.file_missing"),
+        (
+            json!({"url": format!("file://{p}/to_deep/f.txt"), "mediaType": "image/png"}),
+            "part.file_missing",
+        ),
+    ];
+    // As many as a message holds.
+    for _ in 0..crate::validate::request::MAX_PARTS {
+        assert_rejected(&rows, &rules, f.dir.path.to_str().unwrap());
+    }
+}
+
+#[test]
+fn text_files_are_read_once_each_and_within_a_budget_per_message() {
+    let f = files();
+    let p = f.p();
+    let mib = MIB as u64;
+    let url = |rest: &str| json!({ "url": format!("file://{p}/{rest}") });
+
+    // The same 1 MiB file named 256 times (a message's most), by several spellings, a
+    // symlink and a hard link too: read once.
+    std::fs::hard_link(f.proj.join("exact.txt"), f.proj.join("exact_hard.txt")).unwrap();
+    f.dir.symlink("exact.txt", "ws/proj/exact_link");
+    let spellings = [
+        "exact.txt",
+        "./exact.txt",
+        "sub/../exact.txt",
+        "%65xact.txt",
+        "exact_link",
+        "exact_hard.txt",
+    ];
+    let rules = f.rules();
+    for i in 0..crate::validate::request::MAX_PARTS {
+        let part = url(spellings[i % spellings.len()]);
+        run(&part, &rules).unwrap_or_else(|e| panic!("part {i}: {e}"));
+    }
+    assert_eq!(rules.reads.bytes(), mib);
+    // Multimodal files are not read: they do not count.
+    run(
+        &json!({"url": format!("file://{p}/img.png"), "mediaType": "image/png"}),
+        &rules,
+    )
+    .unwrap();
+    assert_eq!(rules.reads.bytes(), mib);
+
+    // Distinct files: MAX_TEXT_FILE_BYTES_PER_MESSAGE in all, then refused, however small.
+    let budget = MAX_TEXT_FILE_BYTES_PER_MESSAGE / mib;
+    for i in 0..=budget {
+        f.dir.sized(&format!("ws/proj/many{i}.txt"), mib);
+    }
+    f.dir.write("ws/proj/one_byte.txt", b"1");
+    let rules = f.rules();
+    for i in 0..budget {
+        run(&url(&format!("many{i}.txt")), &rules).unwrap_or_else(|e| panic!("file {i}: {e}"));
+    }
+    assert_eq!(rules.reads.bytes(), MAX_TEXT_FILE_BYTES_PER_MESSAGE);
+    let rows: Vec<(Value, &str)> = vec![
+        (url(&format!("many{budget}.txt")), "part.too_large"),
+        (url("one_byte.txt"), "part.too_large"),
+        (url("a.txt"), "part.too_large"),
+    ];
+    assert_rejected(&rows, &rules, f.dir.path.to_str().unwrap());
+    assert_eq!(rules.reads.bytes(), MAX_TEXT_FILE_BYTES_PER_MESSAGE);
+    // What was read already, an empty file and multimodal files still pass.
+    for part in [
+        url("many0.txt"),
+        url("empty.txt"),
+        json!({"url": format!("file://{p}/img.png"), "mediaType": "image/png"}),
+    ] {
+        run(&part, &rules).unwrap_or_else(|e| panic!("{part}: {e}"));
+    }
+
+    // Part of the way in: the budget's rest is what a file may use.
+    let rules = f.rules();
+    for i in 0..budget - 1 {
+        run(&url(&format!("many{i}.txt")), &rules).unwrap();
+    }
+    f.dir.write("ws/proj/half.txt", &vec![b'h'; MIB / 2]);
+    run(&url("half.txt"), &rules).unwrap();
+    let err = run(&url(&format!("many{budget}.txt")), &rules).unwrap_err();
+    assert_eq!(err.reason, "part.too_large");
+    run(&url("a.txt"), &rules).unwrap();
 }

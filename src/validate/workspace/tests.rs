@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use super::resolve::walk;
 use super::testdir::TestDir;
 use super::*;
 
@@ -325,4 +326,278 @@ fn normalize_lexically_rows() {
             "input {input:?}"
         );
     }
+}
+
+/// Normal components of a path.
+fn depth(p: &Path) -> usize {
+    p.components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .count()
+}
+
+#[test]
+fn cwd_component_cap_rows() {
+    let f = fixture();
+    let ws = f.ws.to_str().unwrap().to_string();
+    let base = f.dir.path.to_str().unwrap().to_string();
+    // `{ws}/d/d/…` with exactly `n` components in all.
+    let levels = |n: usize| format!("{ws}{}", "/d".repeat(n - depth(&f.ws)));
+    let at_cap = levels(MAX_PATH_COMPONENTS);
+    std::fs::create_dir_all(&at_cap).unwrap();
+    let over = levels(MAX_PATH_COMPONENTS + 1);
+    std::fs::create_dir_all(&over).unwrap();
+
+    // At the cap, and paths that are longer only as written, are taken.
+    let padded = format!("{ws}{}/proj", "/.//".repeat(200));
+    let undone = format!("{ws}{}/proj", "/x/..".repeat(200));
+    for (input, logical) in [
+        (at_cap.clone(), PathBuf::from(&at_cap)),
+        (format!("{at_cap}/"), PathBuf::from(&at_cap)),
+        (format!("{over}/.."), PathBuf::from(&at_cap)),
+        (padded, f.ws.join("proj")),
+        (undone, f.ws.join("proj")),
+    ] {
+        let got = resolve_cwd(&json!(input), &f.policy).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.logical, logical);
+    }
+
+    let outside_deep = format!("{base}/outside{}", "/d".repeat(MAX_PATH_COMPONENTS));
+    // The reported attack: a missing path ~2,000 components deep (~4 KiB).
+    let attack = format!("{ws}/x{}", "/a".repeat(2000));
+    assert!(attack.len() <= MAX_CWD_BYTES);
+    let rows: Vec<(String, &str)> = vec![
+        // one over, existing or not
+        (over.clone(), "workspace.too_deep"),
+        (format!("{over}/"), "workspace.too_deep"),
+        (format!("{at_cap}/missing"), "workspace.too_deep"),
+        (format!("{at_cap}/./missing//"), "workspace.too_deep"),
+        (attack, "workspace.too_deep"),
+        // refused before the filesystem is consulted: nothing told about what is outside
+        (outside_deep, "workspace.too_deep"),
+        (
+            format!("/{}", "x/".repeat(MAX_PATH_COMPONENTS + 1)),
+            "workspace.too_deep",
+        ),
+        // `..` above `/` is still traversal, however deep it went first
+        (
+            format!("{}{}", "/a".repeat(100), "/..".repeat(101)),
+            "workspace.traversal",
+        ),
+    ];
+    for (input, reason) in rows {
+        let err = resolve_cwd(&json!(input), &f.policy).unwrap_err();
+        assert_eq!(err.reason, reason, "input {input:.120}");
+        assert_eq!(err.code, -32602);
+        assert!(!err.message.contains(&base), "message leaks a path");
+    }
+
+    // The cap holds without the filesystem too.
+    let lexical = WorkspacePolicy::new(vec![PathBuf::from("/srv/ws")], false).unwrap();
+    let deep = |n: usize| format!("/srv/ws{}", "/d".repeat(n - 2));
+    resolve_cwd(&json!(deep(MAX_PATH_COMPONENTS)), &lexical).unwrap();
+    let err = resolve_cwd(&json!(deep(MAX_PATH_COMPONENTS + 1)), &lexical).unwrap_err();
+    assert_eq!(err.reason, "workspace.too_deep");
+}
+
+/// What the edge did before the bounded walk: `realpath`, and on failure `realpath` of each
+/// ancestor, deepest first. The oracle of [`resolve_matches_realpath`].
+fn realpath_oracle(path: &Path) -> Resolved {
+    match std::fs::canonicalize(path) {
+        Ok(real) => Resolved::Real(real),
+        Err(_) => Resolved::Unresolved {
+            ancestor: path
+                .ancestors()
+                .skip(1)
+                .find_map(|a| std::fs::canonicalize(a).ok())
+                .unwrap(),
+        },
+    }
+}
+
+#[test]
+fn resolve_matches_realpath() {
+    let f = fixture();
+    let d = &f.dir;
+    d.mkdir("ws/proj/sub/subsub");
+    d.write("ws/proj/sub/f.txt", b"f");
+    // `..` after a symlink is taken on its target: link_in/.. is the fixture's directory.
+    d.symlink("link_in/../ws/proj", "ws/up_through_link");
+    d.symlink("link_in/../outside", "ws/up_outside");
+    d.symlink(".", "ws/dot");
+    d.symlink("/", "ws/slash");
+    d.symlink("proj/", "ws/trailing_slash");
+    d.symlink(".//proj/./sub//", "ws/messy");
+    d.symlink("proj/sub/f.txt", "ws/to_file");
+    d.symlink("proj/sub/f.txt/", "ws/to_file_slash");
+    d.symlink("proj/sub/f.txt//", "ws/to_file_slashes");
+    d.symlink("proj/sub//", "ws/to_dir_slashes");
+    d.symlink("../../file.txt", "ws/proj/sub/up_file");
+    d.symlink("chain2", "ws/chain1");
+    d.symlink("chain3", "ws/chain2");
+    d.symlink("link_rel/sub", "ws/chain3");
+    d.symlink("../../..", "ws/proj/sub/to_dir_parent");
+    d.symlink("missing_target/x", "ws/dangling_rel");
+    d.symlink("file.txt/x", "ws/through_file");
+    d.symlink("self_loop", "ws/self_loop");
+    let ws = f.ws.to_str().unwrap();
+    let rows = [
+        "",
+        "proj",
+        "proj/sub",
+        "proj/sub/f.txt",
+        "file.txt",
+        "file.txt/sub",
+        "file.txt/.",
+        "missing",
+        "missing/deeper",
+        "link_out",
+        "link_out/dir",
+        "link_out/missing",
+        "link_out/dir/missing",
+        "link_in/inner",
+        "link_in/missing/x",
+        "link_rel",
+        "link_rel/sub",
+        "loop_a",
+        "loop_a/x",
+        "loop_b",
+        "dangling",
+        "dangling/x",
+        "up_through_link",
+        "up_through_link/sub/subsub",
+        "up_through_link/nope",
+        "up_outside",
+        "up_outside/dir",
+        "up_outside/nope",
+        "dot",
+        "dot/dot/dot/proj",
+        "dot/missing",
+        "slash",
+        "slash/etc",
+        "slash/nonexistent-a2a-edge",
+        "trailing_slash",
+        "trailing_slash/sub",
+        "messy",
+        "messy/f.txt",
+        "messy/f.txt/x",
+        "to_file",
+        "to_file/x",
+        "to_file_slash",
+        "to_file_slashes",
+        "to_dir_slashes",
+        "to_dir_slashes/f.txt",
+        "proj/sub/up_file",
+        "proj/sub/up_file/x",
+        "chain1",
+        "chain1/subsub",
+        "chain1/nope/x",
+        "proj/sub/to_dir_parent",
+        "proj/sub/to_dir_parent/outside/dir",
+        "dangling_rel",
+        "through_file",
+        "through_file/y",
+        "self_loop",
+        "self_loop/x",
+    ];
+    for row in rows {
+        let path = normalize_lexically(&PathBuf::from(format!("{ws}/{row}"))).unwrap();
+        assert_eq!(resolve(&path), realpath_oracle(&path), "row {row:?}");
+    }
+    for path in [
+        "/",
+        "/nonexistent-a2a-edge/x/y",
+        "/etc",
+        "/etc/nonexistent-a2a-edge",
+    ] {
+        let path = Path::new(path);
+        assert_eq!(resolve(path), realpath_oracle(path), "path {path:?}");
+    }
+}
+
+#[test]
+fn resolve_work_is_bounded() {
+    let f = fixture();
+    let d = &f.dir;
+    let ws_real = real(&f.ws);
+    let k = depth(&f.ws);
+    let ws = f.ws.to_str().unwrap();
+    let under_ws = Resolved::Unresolved {
+        ancestor: ws_real.clone(),
+    };
+
+    // A missing path at the component cap: one lookup past the workspace, not one `realpath`
+    // per ancestor.
+    let missing = PathBuf::from(format!(
+        "{ws}/x{}",
+        "/a".repeat(MAX_PATH_COMPONENTS - k - 1)
+    ));
+    assert_eq!(depth(&missing), MAX_PATH_COMPONENTS);
+    assert_eq!(walk(&missing), (under_ws.clone(), k + 1));
+
+    // A directory 1,000 levels deep inside the root (the agent can `mkdir -p` it), named
+    // through a symlink: over the budget, as a loop is, without walking it.
+    let deep = d.mkdir(&format!("ws/deep{}", "/d".repeat(1000)));
+    d.symlink(&deep, "ws/to_deep");
+    d.write(&format!("ws/deep{}/f.txt", "/d".repeat(1000)), b"f");
+    for row in [
+        "to_deep",
+        "to_deep/f.txt",
+        "to_deep/missing",
+        "to_deep/missing/x",
+    ] {
+        let (got, calls) = walk(&f.ws.join(row));
+        assert_eq!(got, under_ws, "row {row}");
+        assert!(calls <= k + 2, "row {row}: {calls} calls");
+    }
+    // As a workspace: missing, as a loop is (no deeper ancestor resolves).
+    for row in ["to_deep", "to_deep/d"] {
+        let err = resolve_cwd(&json!(format!("{ws}/{row}")), &f.policy).unwrap_err();
+        assert_eq!(err.reason, "workspace.missing", "row {row}");
+    }
+    // Ten symlinks to it, in turn: the same.
+    for i in 0..10 {
+        d.symlink(&deep, &format!("ws/to_deep{i}"));
+    }
+    let many: String = (0..10).map(|i| format!("/to_deep{i}")).collect();
+    let (got, calls) = walk(&PathBuf::from(format!("{ws}{many}")));
+    assert_eq!(got, under_ws);
+    assert!(calls <= k + 2, "{calls} calls");
+
+    // The budget's edge: a symlink to `./././…`, walked to exactly MAX_RESOLVE_STEPS
+    // components in all, resolves; one more does not, whether in the link or after it.
+    let dots = |n: usize| vec!["."; n].join("/");
+    let fits = MAX_RESOLVE_STEPS - k - 1;
+    d.symlink(dots(fits), "ws/dots_fit");
+    d.symlink(dots(fits + 1), "ws/dots_over");
+    d.symlink(dots(fits - 1), "ws/dots_one_left");
+    assert_eq!(
+        resolve(&f.ws.join("dots_fit")),
+        Resolved::Real(ws_real.clone())
+    );
+    assert_eq!(resolve(&f.ws.join("dots_over")), under_ws);
+    assert_eq!(
+        resolve(&f.ws.join("dots_one_left/proj")),
+        Resolved::Real(real(&f.ws.join("proj")))
+    );
+    // Over the budget after the link resolved: its real path is the ancestor.
+    let after = resolve(&f.ws.join("dots_fit/proj"));
+    assert_eq!(after, under_ws);
+
+    // Symlinks: MAX_SYMLINKS in a chain resolve, one more is a loop.
+    d.mkdir("ws/chain");
+    d.symlink("../proj", "ws/chain/l0");
+    for i in 1..=MAX_SYMLINKS {
+        d.symlink(format!("l{}", i - 1), &format!("ws/chain/l{i}"));
+    }
+    let chain_dir = real(&f.ws.join("chain"));
+    assert_eq!(
+        resolve(&f.ws.join(format!("chain/l{}", MAX_SYMLINKS - 1))),
+        Resolved::Real(real(&f.ws.join("proj")))
+    );
+    assert_eq!(
+        resolve(&f.ws.join(format!("chain/l{MAX_SYMLINKS}"))),
+        Resolved::Unresolved {
+            ancestor: chain_dir
+        }
+    );
 }
