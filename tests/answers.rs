@@ -604,6 +604,55 @@ async fn answers_shaped_as_another_method_s_are_refused() {
     }
 }
 
+/// With `a2a.redact_paths`, paths in an agent's answer are hidden, but the caller's own
+/// JSON-RPC id comes back as it was sent, even one that looks like a path (in a unary
+/// answer and in each event of a stream).
+#[tokio::test]
+async fn redacted_paths_leave_the_callers_id_alone() {
+    const STREAM: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t-p\",\"contextId\":\"c-p\",\"status\":{\"state\":\"TASK_STATE_WORKING\",\"message\":{\"messageId\":\"m\",\"role\":\"ROLE_AGENT\",\"parts\":[{\"text\":\"wrote /srv/ws/a/main.tf\"}]}}}}}\n\n";
+    const ANSWER: &str = r#"{"jsonrpc":"2.0","id":{id},"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"wrote /srv/ws/a/main.tf"}]}}}"#;
+    let opts = || ProxyOpts {
+        extra_policy: "[a2a]\nredact_paths = true\n".into(),
+        ..Default::default()
+    };
+    let id = "/srv/requests/42";
+    let headers = [
+        ("authorization", ALICE_TOKEN),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+        ("accept", "text/event-stream"),
+    ];
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(ANSWER), opts()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let body =
+            json!({"jsonrpc": "2.0", "id": id, "method": "SendMessage", "params": message("hi")});
+        let (_, _, raw) = c
+            .request("POST", "/", &headers[..3], body.to_string())
+            .await;
+        let v: Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(v["id"], id, "{proto:?}: {v}");
+        assert_eq!(
+            v["result"]["message"]["parts"][0]["text"], "wrote [PATH]",
+            "{proto:?}: {v}"
+        );
+    }
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(STREAM), opts()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "SendStreamingMessage", "params": message("hi")});
+        let (_, _, raw) = c.request("POST", "/", &headers, body.to_string()).await;
+        let text = String::from_utf8_lossy(&raw);
+        let data = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or_else(|| panic!("{proto:?}: {text}"));
+        let v: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(v["id"], id, "{proto:?}: {v}");
+        assert!(text.contains("wrote [PATH]"), "{proto:?}: {text}");
+    }
+}
+
 /// An agent that lists push configs of tasks other than the one asked for: a list with
 /// another caller's config is refused (-32006), its URL never relayed; the owner's own list
 /// is relayed.

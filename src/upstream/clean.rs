@@ -11,7 +11,8 @@ const REDACTED: &str = "[REDACTED]";
 const MAX_WALK: usize = 128;
 
 /// Cleans one JSON-RPC response from an agent, in place. With `redact_paths`, absolute paths
-/// in any string are replaced by `[PATH]`, as iac-code's safe mode does.
+/// in any string of its `result` or `error` are replaced by `[PATH]`, as iac-code's safe mode
+/// does (not in its `id`: the caller's own, which must come back as it was sent).
 pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy, redact_paths: bool) {
     if let Some(error) = response.get_mut("error").and_then(Value::as_object_mut) {
         clean_error(error);
@@ -20,7 +21,11 @@ pub fn clean_response(response: &mut Value, metadata: &MetadataPolicy, redact_pa
         walk(result, metadata, 0, false);
     }
     if redact_paths {
-        hide_paths(response, 0);
+        for key in ["result", "error"] {
+            if let Some(v) = response.get_mut(key) {
+                hide_paths(v, 1);
+            }
+        }
     }
 }
 
