@@ -396,10 +396,15 @@ async fn a_read_only_group_and_a_caller_without_rules_get_the_authorization_erro
 #[tokio::test]
 async fn the_request_tenant_must_be_the_callers() {
     let l = layout();
+    const DAN: &str = "dan-token-0123456789";
     let (up, p) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
-            extra_policy: tenants_policy(&l.ws, &rules(&l.ws)),
+            extra_policy: format!(
+                "{}{}",
+                tenants_policy(&l.ws, &rules(&l.ws)),
+                bearer("dan", DAN, "groups = [\"deployers\"]")
+            ),
             ..Default::default()
         },
     )
@@ -423,6 +428,13 @@ async fn the_request_tenant_must_be_the_callers() {
     )
     .await;
     assert_eq!(reason(&v), "tenant.mismatch");
+    // A caller without a tenant names none: not team-a's, not any.
+    for bad in ["team-a", "team-b", " "] {
+        let v = call(&mut c, DAN, "SendMessage", with(bad)).await;
+        assert_eq!(reason(&v), "tenant.mismatch", "{bad:?}: {v}");
+        let v = call(&mut c, DAN, "GetTask", json!({"id": "t", "tenant": bad})).await;
+        assert_eq!(reason(&v), "tenant.mismatch", "{bad:?}: {v}");
+    }
     assert!(up.rpc_requests().is_empty());
     let v = call(&mut c, ALICE, "SendMessage", with("team-a")).await;
     assert!(v.get("result").is_some(), "{v}");

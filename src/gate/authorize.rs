@@ -65,8 +65,8 @@ impl Gate {
             self.audit(&r, p, Some(rpc.method), &grant.rules, trace);
             return Err(authz_rejection(rpc.id.clone(), &r, Some(rpc.method)));
         }
-        if let Some(tenant) = &p.tenant {
-            if !tenants_agree(&rpc.params, tenant) {
+        {
+            if !tenants_agree(&rpc.params, p.tenant.as_deref()) {
                 let r = Refusal {
                     reason: reason::TENANT_MISMATCH,
                     missing: None,
@@ -166,9 +166,12 @@ pub(super) const TENANT_HEADER: HeaderName = HeaderName::from_static("x-a2a-edge
 
 /// Whether every `tenant` the request names (the params', a nested message's, an inline push
 /// config's) is the caller's. A non-string tenant is left to the params check.
-fn tenants_agree(params: &serde_json::Map<String, Value>, tenant: &str) -> bool {
-    let ok = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => s == tenant,
+fn tenants_agree(params: &serde_json::Map<String, Value>, tenant: Option<&str>) -> bool {
+    // A caller without a tenant names none (an empty one is proto3's "unset"): an agent that
+    // scopes by `tenant` would otherwise serve it in any tenant it names.
+    let ok = |v: Option<&Value>| match (v, tenant) {
+        (Some(Value::String(s)), Some(tenant)) => s == tenant,
+        (Some(Value::String(s)), None) => s.is_empty(),
         _ => true,
     };
     let message = params.get("message");
@@ -227,10 +230,25 @@ mod tests {
         ];
         for (params, want) in rows {
             assert_eq!(
-                tenants_agree(&p(params.clone()), "team-a"),
+                tenants_agree(&p(params.clone()), Some("team-a")),
                 want,
                 "{params}"
             );
+        }
+        // A caller without a tenant: no tenant named anywhere (an empty one is unset).
+        let rows = [
+            (json!({}), true),
+            (json!({"tenant": ""}), true),
+            (json!({"tenant": "team-a"}), false),
+            (json!({"message": {"tenant": "team-a"}}), false),
+            (
+                json!({"configuration": {"taskPushNotificationConfig": {"tenant": "team-b"}}}),
+                false,
+            ),
+            (json!({"tenant": 7}), true),
+        ];
+        for (params, want) in rows {
+            assert_eq!(tenants_agree(&p(params.clone()), None), want, "{params}");
         }
     }
 }
