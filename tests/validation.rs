@@ -373,7 +373,7 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
                 cwd.clone(),
             ),
             -32602,
-            "part.file_missing",
+            "part.outside_workspace",
         ),
         (
             "file parts over 32 MiB of text in all",

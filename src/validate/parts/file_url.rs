@@ -88,8 +88,13 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
     } else {
         let real = match resolve(&logical) {
             Resolved::Real(real) => real,
-            Resolved::Unresolved { ancestor } => {
-                return Err(if inside(&ancestor) {
+            // "Missing" only under an ancestor inside, and not through a symlink (which may
+            // point anywhere: no existence oracle outside).
+            Resolved::Unresolved {
+                ancestor,
+                through_link,
+            } => {
+                return Err(if !through_link && inside(&ancestor) {
                     missing()
                 } else {
                     outside()

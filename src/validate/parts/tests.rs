@@ -592,8 +592,9 @@ fn file_url_filesystem_rows() {
         (ws("missing.txt"), "part.file_missing"),
         (ws("sub/missing/deeper.txt"), "part.file_missing"),
         (ws("a.txt/x"), "part.file_missing"),
-        (ws("loop_a"), "part.file_missing"),
-        (ws("loop_a/x"), "part.file_missing"),
+        // (through a symlink that cannot be followed: outside, wherever it points)
+        (ws("loop_a"), "part.outside_workspace"),
+        (ws("loop_a/x"), "part.outside_workspace"),
         // not regular
         (ws("sub"), "part.file_not_regular"),
         (ws(""), "part.file_not_regular"),
@@ -866,13 +867,13 @@ fn file_url_through_a_symlink_to_a_deep_directory() {
     f.dir.symlink("to_deep", "ws/proj/to_to_deep");
     let at = |rest: &str| json!({ "url": format!("file://{p}/{rest}") });
     let rows: Vec<(Value, &str)> = vec![
-        (at("to_deep/f.txt"), "part.file_missing"),
-        (at("to_deep/missing.txt"), "part.file_missing"),
-        (at("to_deep/missing/x.txt"), "part.file_missing"),
-        (at("to_to_deep/f.txt"), "part.file_missing"),
+        (at("to_deep/f.txt"), "part.outside_workspace"),
+        (at("to_deep/missing.txt"), "part.outside_workspace"),
+        (at("to_deep/missing/x.txt"), "part.outside_workspace"),
+        (at("to_to_deep/f.txt"), "part.outside_workspace"),
         (
             json!({"url": format!("file://{p}/to_deep/f.txt"), "mediaType": "image/png"}),
-            "part.file_missing",
+            "part.outside_workspace",
         ),
     ];
     // As many as a message holds.

@@ -42,8 +42,15 @@ pub(crate) enum Resolved {
     Real(PathBuf),
     /// The path cannot be resolved (a component is missing, is under a non-directory or
     /// cannot be searched, a symlink loop, over the budget); `ancestor` is the real path of
-    /// its deepest ancestor that resolves (`/` at least).
-    Unresolved { ancestor: PathBuf },
+    /// its deepest ancestor that resolves (`/` at least). `through_link`: it failed while
+    /// following a symlink (in its target, or the link itself: a loop, over the budget), so
+    /// where it failed is wherever the link points, not under `ancestor`: the callers then
+    /// say "outside" whatever `ancestor` is, or a dangling link would tell whether what it
+    /// points at outside the roots exists.
+    Unresolved {
+        ancestor: PathBuf,
+        through_link: bool,
+    },
 }
 
 /// Resolves `path`, an absolute, lexically normalized path (as
@@ -67,7 +74,13 @@ pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
     let mut steps = 0;
     let mut links = 0;
     let mut calls = 0;
-    let unresolved = |ancestor: PathBuf, calls| (Resolved::Unresolved { ancestor }, calls);
+    let unresolved = |ancestor: PathBuf, through_link, calls| {
+        let how = Resolved::Unresolved {
+            ancestor,
+            through_link,
+        };
+        (how, calls)
+    };
     loop {
         let Some((name, own)) = pending.pop() else {
             return (Resolved::Real(real), calls);
@@ -80,7 +93,7 @@ pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
         }
         steps += 1;
         if steps > MAX_RESOLVE_STEPS || !real_is_dir {
-            return unresolved(ancestor, calls);
+            return unresolved(ancestor, !own, calls);
         }
         match name.as_bytes() {
             b"." => continue,
@@ -93,7 +106,7 @@ pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
         let candidate = real.join(&name);
         calls += 1;
         let Ok(meta) = std::fs::symlink_metadata(&candidate) else {
-            return unresolved(ancestor, calls);
+            return unresolved(ancestor, !own, calls);
         };
         if !meta.file_type().is_symlink() {
             real = candidate;
@@ -102,11 +115,11 @@ pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
         }
         links += 1;
         if links > MAX_SYMLINKS {
-            return unresolved(ancestor, calls);
+            return unresolved(ancestor, true, calls);
         }
         calls += 1;
         let Ok(target) = std::fs::read_link(&candidate) else {
-            return unresolved(ancestor, calls);
+            return unresolved(ancestor, true, calls);
         };
         // The target is walked in place of the link (from `/`, or from the link's directory);
         // a trailing `/` requires a directory, as a trailing `.` does. All of it is walked
@@ -116,7 +129,7 @@ pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
         let slash = (bytes.len() > 1 && bytes.ends_with(b"/")).then_some(OsStr::new("."));
         let count = components(target.as_os_str()).count() + usize::from(slash.is_some());
         if bytes.is_empty() || steps + expanded + count > MAX_RESOLVE_STEPS {
-            return unresolved(ancestor, calls);
+            return unresolved(ancestor, true, calls);
         }
         if target.is_absolute() {
             real = PathBuf::from("/");

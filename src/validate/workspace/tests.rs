@@ -169,9 +169,12 @@ fn resolve_cwd_filesystem_table() {
         (json!(format!("{ws}/missing")), "workspace.missing"),
         (json!(format!("{ws}/missing/deeper")), "workspace.missing"),
         (json!(format!("{ws}/file.txt/sub")), "workspace.missing"),
-        (json!(format!("{ws}/loop_a")), "workspace.missing"),
-        (json!(format!("{ws}/loop_a/x")), "workspace.missing"),
-        (json!(format!("{ws}/dangling")), "workspace.missing"),
+        // Through a symlink that cannot be followed (a loop, or a target that is missing):
+        // outside, wherever it points (else a dangling link into another root would tell
+        // whether its target exists).
+        (json!(format!("{ws}/loop_a")), "workspace.outside_roots"),
+        (json!(format!("{ws}/loop_a/x")), "workspace.outside_roots"),
+        (json!(format!("{ws}/dangling")), "workspace.outside_roots"),
         // not a directory
         (json!(format!("{ws}/file.txt")), "workspace.not_directory"),
         // look-alikes and encodings are literal names, not separators or `..`
@@ -405,6 +408,7 @@ fn realpath_oracle(path: &Path) -> Resolved {
     match std::fs::canonicalize(path) {
         Ok(real) => Resolved::Real(real),
         Err(_) => Resolved::Unresolved {
+            through_link: false,
             ancestor: path
                 .ancestors()
                 .skip(1)
@@ -499,9 +503,19 @@ fn resolve_matches_realpath() {
         "self_loop",
         "self_loop/x",
     ];
+    // (the oracle cannot tell whether a failure was through a link: `through_link` has its
+    // own test)
+    let ancestor_only = |r| match r {
+        Resolved::Unresolved { ancestor, .. } => Resolved::Unresolved {
+            ancestor,
+            through_link: false,
+        },
+        real => real,
+    };
     for row in rows {
         let path = normalize_lexically(&PathBuf::from(format!("{ws}/{row}"))).unwrap();
-        assert_eq!(resolve(&path), realpath_oracle(&path), "row {row:?}");
+        let got = ancestor_only(resolve(&path));
+        assert_eq!(got, realpath_oracle(&path), "row {row:?}");
     }
     for path in [
         "/",
@@ -510,7 +524,8 @@ fn resolve_matches_realpath() {
         "/etc/nonexistent-a2a-edge",
     ] {
         let path = Path::new(path);
-        assert_eq!(resolve(path), realpath_oracle(path), "path {path:?}");
+        let got = ancestor_only(resolve(path));
+        assert_eq!(got, realpath_oracle(path), "path {path:?}");
     }
 }
 
@@ -523,6 +538,7 @@ fn resolve_work_is_bounded() {
     let ws = f.ws.to_str().unwrap();
     let under_ws = Resolved::Unresolved {
         ancestor: ws_real.clone(),
+        through_link: false,
     };
 
     // A missing path at the component cap: one lookup past the workspace, not one `realpath`
@@ -539,6 +555,10 @@ fn resolve_work_is_bounded() {
     let deep = d.mkdir(&format!("ws/deep{}", "/d".repeat(1000)));
     d.symlink(&deep, "ws/to_deep");
     d.write(&format!("ws/deep{}/f.txt", "/d".repeat(1000)), b"f");
+    let through_link = Resolved::Unresolved {
+        ancestor: ws_real.clone(),
+        through_link: true,
+    };
     for row in [
         "to_deep",
         "to_deep/f.txt",
@@ -546,13 +566,13 @@ fn resolve_work_is_bounded() {
         "to_deep/missing/x",
     ] {
         let (got, calls) = walk(&f.ws.join(row));
-        assert_eq!(got, under_ws, "row {row}");
+        assert_eq!(got, through_link, "row {row}");
         assert!(calls <= k + 2, "row {row}: {calls} calls");
     }
-    // As a workspace: missing, as a loop is (no deeper ancestor resolves).
+    // As a workspace: outside, as through a loop (a link that cannot be followed).
     for row in ["to_deep", "to_deep/d"] {
         let err = resolve_cwd(&json!(format!("{ws}/{row}")), &f.policy).unwrap_err();
-        assert_eq!(err.reason, "workspace.missing", "row {row}");
+        assert_eq!(err.reason, "workspace.outside_roots", "row {row}");
     }
     // Ten symlinks to it, in turn: the same.
     for i in 0..10 {
@@ -560,7 +580,7 @@ fn resolve_work_is_bounded() {
     }
     let many: String = (0..10).map(|i| format!("/to_deep{i}")).collect();
     let (got, calls) = walk(&PathBuf::from(format!("{ws}{many}")));
-    assert_eq!(got, under_ws);
+    assert_eq!(got, through_link);
     assert!(calls <= k + 2, "{calls} calls");
 
     // The budget's edge: a symlink to `./././…`, walked to exactly MAX_RESOLVE_STEPS
@@ -574,12 +594,13 @@ fn resolve_work_is_bounded() {
         resolve(&f.ws.join("dots_fit")),
         Resolved::Real(ws_real.clone())
     );
-    assert_eq!(resolve(&f.ws.join("dots_over")), under_ws);
+    assert_eq!(resolve(&f.ws.join("dots_over")), through_link);
     assert_eq!(
         resolve(&f.ws.join("dots_one_left/proj")),
         Resolved::Real(real(&f.ws.join("proj")))
     );
-    // Over the budget after the link resolved: its real path is the ancestor.
+    // Over the budget after the link resolved, at the path's own component: its real path
+    // is the ancestor, and the failure is not through the link.
     let after = resolve(&f.ws.join("dots_fit/proj"));
     assert_eq!(after, under_ws);
 
@@ -597,7 +618,8 @@ fn resolve_work_is_bounded() {
     assert_eq!(
         resolve(&f.ws.join(format!("chain/l{MAX_SYMLINKS}"))),
         Resolved::Unresolved {
-            ancestor: chain_dir
+            ancestor: chain_dir,
+            through_link: true,
         }
     );
 }
