@@ -228,9 +228,14 @@ fn check(headers: HeaderMap) {
     let got = runtime().block_on(a.authenticate(&headers, ConnCredentials::default()));
     let want = oracle(&headers);
     match (&got, want) {
-        (Ok(p), Some(name)) => {
-            assert_eq!(p.name, name, "{headers:?}");
-            assert_ne!(p.scheme, Scheme::Anonymous);
+        (Ok(a), Some(name)) => {
+            assert_eq!(a.principal.name, name, "{headers:?}");
+            assert_ne!(a.principal.scheme, Scheme::Anonymous);
+            // A failure reported beside the principal is an auth.* refusal of a credential
+            // the request also presented (for the failure throttle).
+            if let Some(f) = a.failed {
+                assert!(f.reason.as_str().starts_with("auth."), "{f:?}");
+            }
         }
         (Err(r), None) => assert!(r.reason.as_str().starts_with("auth."), "{r:?}"),
         _ => panic!("authenticate gave {got:?}, the oracle {want:?}, for {headers:?}"),

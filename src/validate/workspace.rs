@@ -251,13 +251,9 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
     }
     let real = match resolve(&logical) {
         Resolved::Real(real) => real,
-        // No existence oracle outside the roots: "missing" only under an ancestor inside one,
-        // and not through a symlink (which may point anywhere).
-        Resolved::Unresolved {
-            ancestor,
-            through_link,
-        } => {
-            return Err(if !through_link && policy.contains(&ancestor) {
+        // No existence oracle outside the roots: "missing" only under an ancestor inside one.
+        unresolved => {
+            return Err(if unresolved.missing_within(|a| policy.contains(a)) {
                 invalid(
                     "Invalid A2A workspace metadata: cwd does not exist.",
                     reason::WORKSPACE_MISSING,

@@ -88,13 +88,9 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
     } else {
         let real = match resolve(&logical) {
             Resolved::Real(real) => real,
-            // "Missing" only under an ancestor inside, and not through a symlink (which may
-            // point anywhere: no existence oracle outside).
-            Resolved::Unresolved {
-                ancestor,
-                through_link,
-            } => {
-                return Err(if !through_link && inside(&ancestor) {
+            // No existence oracle outside: "missing" only under an ancestor inside.
+            unresolved => {
+                return Err(if unresolved.missing_within(inside) {
                     missing()
                 } else {
                     outside()

@@ -53,6 +53,21 @@ pub(crate) enum Resolved {
     },
 }
 
+impl Resolved {
+    /// For a path that cannot be resolved: whether it is "missing" rather than "outside". It
+    /// is when it failed at one of its own components, under an ancestor `inside` accepts;
+    /// through a symlink it is outside wherever the link points (no existence oracle).
+    pub(crate) fn missing_within(&self, inside: impl Fn(&Path) -> bool) -> bool {
+        match self {
+            Resolved::Unresolved {
+                ancestor,
+                through_link: false,
+            } => inside(ancestor),
+            _ => false,
+        }
+    }
+}
+
 /// Resolves `path`, an absolute, lexically normalized path (as
 /// [`super::normalize_lexically`] makes them).
 pub(crate) fn resolve(path: &Path) -> Resolved {
