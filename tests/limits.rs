@@ -834,6 +834,55 @@ async fn a_connection_whose_peer_takes_nothing_is_closed() {
     }
 }
 
+/// An HTTP/2 caller that grants no flow-control window (its streams' initial window 0)
+/// takes nothing of a response body, and nothing is pending on the socket for the write
+/// timeout to see: the connection is dropped once no response on it moved for
+/// `limits.write_timeout_ms` (counted as `write_timeout`), not held with its answers for
+/// ever. A caller that reads, however little at a time, keeps its connection.
+#[tokio::test]
+async fn an_http2_caller_that_grants_no_window_is_dropped() {
+    use http_body_util::BodyExt;
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: "[limits]\nwrite_timeout_ms = 500\nidle_timeout_ms = 1000\n".into(),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let card = || {
+        http::Request::get("https://localhost/.well-known/agent-card.json")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    // The stingy caller: the head comes, the body never can.
+    let io = hyper_util::rt::TokioIo::new(p.raw_tls_offering(&[b"h2"]).await);
+    let (mut stingy, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(0)
+            .handshake(io)
+            .await
+            .unwrap();
+    let stingy_conn = tokio::spawn(conn);
+    let resp = stingy.send_request(card()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let started = Instant::now();
+    let dropped = tokio::time::timeout(Duration::from_secs(10), stingy_conn).await;
+    assert!(dropped.is_ok(), "the stingy connection was kept");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    assert!(resp.into_body().collect().await.is_err());
+    // A reader, at the default window, is served as ever.
+    let mut reader = p.client(Proto::H2).await;
+    let (status, _, _) = reader
+        .request("GET", "/.well-known/agent-card.json", &[], "")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!reader.is_closed());
+    let (_, metrics) = admin_get(&p, "/metrics").await;
+    assert!(
+        metrics.contains("a2a_edge_connections_total{outcome=\"write_timeout\"} 1"),
+        "{metrics}"
+    );
+}
+
 /// An HTTP/1.1 answer to a request whose body was refused while it was still coming (too
 /// large) says `connection: close`, and the connection closes: nothing pipelined behind is
 /// served. A refusal that did not need the body (401, a JSON-RPC error) keeps the

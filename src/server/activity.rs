@@ -2,6 +2,12 @@
 //! connection (a response counts until its body is done, so a running stream keeps the
 //! connection busy) and since when none is. HTTP/2 has no idle timeout of its own in hyper,
 //! and keep-alive pings keep a silent connection open forever without this.
+//!
+//! And for the write timeout where the socket cannot see it: a response body handed to
+//! hyper waits on the peer until hyper takes its next frame (HTTP/2 takes none while the
+//! peer grants no flow-control window, and nothing is pending on the socket then, so
+//! `write_stall` never fires). A connection on which some body waits on the peer and none
+//! has moved for the write timeout is closed ([`Unused::Stalled`]).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +26,11 @@ use crate::body::BoxBody;
 struct State {
     in_flight: usize,
     since: Instant,
+    /// Response bodies that gave hyper a frame (or their head) and were not asked for
+    /// another since: waiting on the peer.
+    waiting: usize,
+    /// Counts each time a waiting body was asked for its next frame (the peer took the last).
+    moved: u64,
     /// A request has begun on this connection.
     used: bool,
     /// When the connection started.
@@ -33,6 +44,8 @@ pub enum Unused {
     Idle,
     /// No request begun within the first-request timeout of the start.
     NoRequest,
+    /// A response waits on the peer, and none moved for the write timeout.
+    Stalled,
 }
 
 /// The activity of one connection. Cheap to clone (shared).
@@ -51,6 +64,8 @@ impl Activity {
         Activity(Arc::new(Mutex::new(State {
             in_flight: 0,
             since: now,
+            waiting: 0,
+            moved: 0,
             used: false,
             started: now,
         })))
@@ -81,15 +96,21 @@ impl Activity {
     /// `idle` (counted from the end of the last response body, or from the start), or no
     /// request begun within `first_request` of the start (a client that completes the TLS
     /// handshake and then sends nothing, or too little to tell HTTP/1.1 from HTTP/2, which no
-    /// HTTP timeout of hyper covers; never once a request has begun). One timer, set to
-    /// whichever is due first: every open connection (each stream's) waits here.
-    pub async fn unused(&self, idle: Duration, first_request: Duration) -> Unused {
+    /// HTTP timeout of hyper covers; never once a request has begun), or a response waiting
+    /// on the peer while none moved for `stall` (seen at two looks `stall` apart). One
+    /// timer, set to whichever is due first: every open connection (each stream's) waits
+    /// here.
+    pub async fn unused(&self, idle: Duration, first_request: Duration, stall: Duration) -> Unused {
+        // Since when (and at which count of moves) a response has waited with none moving.
+        let mut stuck: Option<(u64, Instant)> = None;
         loop {
-            let (idle_due, first_due) = {
+            let (idle_due, first_due, waiting, moved) = {
                 let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
                 (
                     (st.in_flight == 0).then_some(st.since + idle),
                     (!st.used).then_some(st.started + first_request),
+                    st.waiting,
+                    st.moved,
                 )
             };
             let now = Instant::now();
@@ -99,9 +120,34 @@ impl Activity {
             if idle_due.is_some_and(|t| t <= now) {
                 return Unused::Idle;
             }
-            // Busy: look again after `idle` (a request's end moves `since`).
-            let wake = idle_due.unwrap_or(now + idle);
+            let Some(stall_due) = still_stuck(&mut stuck, waiting, moved, now, stall) else {
+                return Unused::Stalled;
+            };
+            // Busy: look again after `idle` (a request's end moves `since`) or `stall`, or
+            // when a waiting response would have stalled (so a stall is seen within at most
+            // `idle` + 2 × `stall` of its start, with no wake-up per response).
+            let mut wake = idle_due.unwrap_or(now + idle.min(stall));
+            if let Some(due) = stall_due {
+                wake = wake.min(due);
+            }
             tokio::time::sleep_until(first_due.map_or(wake, |t| t.min(wake))).await;
+        }
+    }
+
+    /// Completes when a response has waited on the peer with none moving for `stall` (as
+    /// [`Activity::unused`] sees it): while a closing connection finishes what runs.
+    pub async fn stalled(&self, stall: Duration) {
+        let mut stuck: Option<(u64, Instant)> = None;
+        loop {
+            let (waiting, moved) = {
+                let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+                (st.waiting, st.moved)
+            };
+            let now = Instant::now();
+            match still_stuck(&mut stuck, waiting, moved, now, stall) {
+                None => return,
+                Some(due) => tokio::time::sleep_until(due.unwrap_or(now + stall)).await,
+            }
         }
     }
 
@@ -126,6 +172,29 @@ impl Activity {
     }
 }
 
+/// One look at the responses waiting on the peer: `stuck` is since when (and at which count
+/// of moves) one has waited with none moving. `None`: stalled for `stall`; else when to look
+/// again for it (`None`: nothing waits).
+fn still_stuck(
+    stuck: &mut Option<(u64, Instant)>,
+    waiting: usize,
+    moved: u64,
+    now: Instant,
+    stall: Duration,
+) -> Option<Option<Instant>> {
+    *stuck = match *stuck {
+        _ if waiting == 0 => None,
+        Some((m, since)) if m == moved => {
+            if now >= since + stall {
+                return None;
+            }
+            Some((m, since))
+        }
+        _ => Some((moved, now)),
+    };
+    Some(stuck.map(|(_, since)| since + stall))
+}
+
 /// One request in flight on a connection.
 #[derive(Debug)]
 pub struct InFlight(Activity);
@@ -139,12 +208,15 @@ impl Drop for InFlight {
     }
 }
 
-/// The response with `guard` held until its body is done (or dropped).
+/// The response with `guard` held until its body is done (or dropped); the body waits on
+/// the peer from now until hyper asks for its first frame.
 pub fn hold_until_body_done(resp: Response<BoxBody>, guard: InFlight) -> Response<BoxBody> {
+    guard.0.update(|s| s.waiting += 1);
     resp.map(|inner| {
         Tracked {
             inner,
-            _guard: guard,
+            guard,
+            waiting: true,
         }
         .boxed_unsync()
     })
@@ -152,7 +224,9 @@ pub fn hold_until_body_done(resp: Response<BoxBody>, guard: InFlight) -> Respons
 
 struct Tracked {
     inner: BoxBody,
-    _guard: InFlight,
+    guard: InFlight,
+    /// Gave hyper a frame (or the head) and was not asked for the next since.
+    waiting: bool,
 }
 
 impl Body for Tracked {
@@ -163,7 +237,19 @@ impl Body for Tracked {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        if std::mem::take(&mut this.waiting) {
+            this.guard.0.update(|s| {
+                s.waiting -= 1;
+                s.moved += 1;
+            });
+        }
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            this.waiting = true;
+            this.guard.0.update(|s| s.waiting += 1);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -175,12 +261,22 @@ impl Body for Tracked {
     }
 }
 
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if self.waiting {
+            self.guard.0.update(|s| s.waiting -= 1);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const IDLE: Duration = Duration::from_secs(5);
     const FIRST: Duration = Duration::from_secs(2);
+    /// Longer than any test here waits: no stall unless a test means one.
+    const STALL: Duration = Duration::from_secs(3600);
 
     #[tokio::test(start_paused = true)]
     async fn idle_counts_from_the_end_of_the_last_body() {
@@ -188,7 +284,7 @@ mod tests {
         let guard = a.begin();
         let resp = hold_until_body_done(Response::new(crate::body::full("x")), guard);
         // Busy while the body is alive, however long (and the request began in time).
-        let unused = a.unused(IDLE, FIRST);
+        let unused = a.unused(IDLE, FIRST, STALL);
         tokio::pin!(unused);
         assert!(
             tokio::time::timeout(Duration::from_secs(60), &mut unused)
@@ -211,6 +307,76 @@ mod tests {
         );
     }
 
+    /// A response body waits on the peer from its head until it is asked for a frame, and
+    /// after each frame it gives until it is asked for the next: a connection on which one
+    /// waits and none moves for the stall timeout is stalled. A body asked often enough, or
+    /// one that waits on its own source (an idle stream), never is.
+    #[tokio::test(start_paused = true)]
+    async fn a_response_the_peer_takes_nothing_of_stalls_the_connection() {
+        let s = Duration::from_secs;
+        let (idle, first, stall) = (s(3600), s(10), s(5));
+        // Never asked for a frame (an HTTP/2 peer that grants no window).
+        let a = Activity::new();
+        let resp = hold_until_body_done(Response::new(crate::body::full("x")), a.begin());
+        let t0 = Instant::now();
+        let why = tokio::time::timeout(s(60), a.unused(idle, first, stall)).await;
+        assert_eq!(why, Ok(Unused::Stalled));
+        assert!(t0.elapsed() <= 2 * stall + stall, "{:?}", t0.elapsed());
+        // Taken whole: nothing waits, the connection is only busy until the body is dropped.
+        let mut body = resp.into_body();
+        while let Some(frame) = body.frame().await {
+            frame.unwrap();
+        }
+        let busy = tokio::time::timeout(s(60), a.unused(idle, first, stall)).await;
+        assert!(busy.is_err(), "{busy:?}");
+        drop(body);
+        // A stream whose source is idle: asked, and pending on its source, not on the peer.
+        let a = Activity::new();
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+        let resp = hold_until_body_done(Response::new(Source(rx).boxed_unsync()), a.begin());
+        let mut body = resp.into_body();
+        let pending = tokio::time::timeout(Duration::from_millis(1), body.frame()).await;
+        assert!(pending.is_err(), "pending on its source");
+        let waiting = tokio::time::timeout(s(60), a.unused(idle, first, stall)).await;
+        assert!(waiting.is_err(), "an idle stream stalled: {waiting:?}");
+        // It gives a frame the peer never takes: stalled.
+        tx.send(Bytes::from_static(b"event")).await.unwrap();
+        assert!(body.frame().await.is_some());
+        let why = tokio::time::timeout(s(60), a.unused(idle, first, stall)).await;
+        assert_eq!(why, Ok(Unused::Stalled));
+        // `stalled` sees the same (for a connection that is closing).
+        let why = tokio::time::timeout(s(60), a.stalled(stall)).await;
+        assert!(why.is_ok());
+        // Taken again within each stall: never stalled.
+        let moving = async {
+            loop {
+                tokio::time::sleep(s(4)).await;
+                tx.send(Bytes::from_static(b"event")).await.unwrap();
+                assert!(body.frame().await.is_some());
+            }
+        };
+        tokio::select! {
+            () = moving => {}
+            why = a.unused(idle, first, stall) => panic!("a moving stream stalled: {why:?}"),
+            () = tokio::time::sleep(s(60)) => {}
+        }
+    }
+
+    /// A body of what a channel receives (a stream's relay, in small).
+    struct Source(tokio::sync::mpsc::Receiver<Bytes>);
+
+    impl Body for Source {
+        type Data = Bytes;
+        type Error = crate::body::BodyError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+        }
+    }
+
     /// (idle timeout, first-request timeout, a request begun at once?) -> why and when the
     /// connection closes.
     #[tokio::test(start_paused = true)]
@@ -231,7 +397,7 @@ mod tests {
                 drop(a.begin());
             }
             let t0 = Instant::now();
-            let why = tokio::time::timeout(s(60), a.unused(idle, first)).await;
+            let why = tokio::time::timeout(s(60), a.unused(idle, first, STALL)).await;
             assert_eq!(why, Ok(want), "{idle:?} {first:?} {request}");
             assert_eq!(t0.elapsed(), after, "{idle:?} {first:?} {request}");
         }
@@ -274,7 +440,8 @@ mod tests {
     async fn a_connection_busy_past_the_first_request_timeout_stays() {
         let a = Activity::new();
         let g = a.begin();
-        let waited = tokio::time::timeout(Duration::from_secs(60), a.unused(IDLE, FIRST)).await;
+        let waited =
+            tokio::time::timeout(Duration::from_secs(60), a.unused(IDLE, FIRST, STALL)).await;
         assert!(waited.is_err(), "a busy connection is never cut");
         drop(g);
         assert!(a.idle_since().is_some());

@@ -700,22 +700,27 @@ impl Admitted {
 /// timeout, whether or not its peer answers.
 async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) {
     let settings = &builders.settings;
+    // `None`: dropped at once (a peer that takes nothing takes no goodbye either).
     let closing = async {
         tokio::select! {
-            _ = open.stop.wait_for(|s| *s) => false,
-            () = open.admitted.outlived() => false,
-            why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout) => {
+            _ = open.stop.wait_for(|s| *s) => Some(false),
+            () = open.admitted.outlived() => Some(false),
+            why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout, settings.write_timeout) => {
                 open.metrics.connection(match why {
                     Unused::Idle => ConnectionOutcome::IdleTimeout,
                     Unused::NoRequest => ConnectionOutcome::FirstRequestTimeout,
+                    Unused::Stalled => ConnectionOutcome::WriteTimeout,
                 });
-                true
+                (why != Unused::Stalled).then_some(true)
             }
         }
     };
     let unused = tokio::select! {
         () = &mut connection => return,
         unused = closing => unused,
+    };
+    let Some(unused) = unused else {
+        return;
     };
     connection.graceful_shutdown();
     if unused {
@@ -728,6 +733,9 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
         tokio::select! {
             _ = connection => {}
             () = open.activity.settled(settings.header_read_timeout) => {}
+            () = open.activity.stalled(settings.write_timeout) => {
+                open.metrics.connection(ConnectionOutcome::WriteTimeout);
+            }
         }
     }
 }

@@ -46,6 +46,10 @@ pub enum ConnectionOutcome {
     FirstRequestTimeout,
     /// Closed after `idle_timeout_ms` without a request.
     IdleTimeout,
+    /// Closed (dropped) after `write_timeout_ms` in which its peer took nothing of a
+    /// response (an HTTP/2 peer that grants no flow-control window, where the socket has
+    /// nothing pending to time out).
+    WriteTimeout,
 }
 
 impl ConnectionOutcome {
@@ -55,6 +59,7 @@ impl ConnectionOutcome {
             ConnectionOutcome::Refused(r) => r.as_str(),
             ConnectionOutcome::FirstRequestTimeout => "first_request_timeout",
             ConnectionOutcome::IdleTimeout => "idle_timeout",
+            ConnectionOutcome::WriteTimeout => "write_timeout",
         }
     }
 }
