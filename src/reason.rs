@@ -103,6 +103,8 @@ reasons! {
     CONCURRENCY_IN_FLIGHT = "concurrency.in_flight",
     CONCURRENCY_STREAMS = "concurrency.streams",
 
+    CONNECTION_OUTLIVED = "connection.outlived",
+
     CONTENT_TYPE_UNSUPPORTED = "content_type.unsupported",
 
     CONTEXT_BUSY = "context.busy",

@@ -33,6 +33,8 @@ struct State {
     moved: u64,
     /// A request has begun on this connection.
     used: bool,
+    /// No new request is to be served ([`Activity::close_to_new`]).
+    closed_to_new: bool,
     /// When the connection started.
     started: Instant,
 }
@@ -66,6 +68,7 @@ impl Activity {
             since: now,
             waiting: 0,
             moved: 0,
+            closed_to_new: false,
             used: false,
             started: now,
         })))
@@ -77,12 +80,33 @@ impl Activity {
     }
 
     /// A request started; it ends when the returned guard is dropped.
+    #[cfg(test)]
     pub fn begin(&self) -> InFlight {
         self.update(|s| {
             s.in_flight += 1;
             s.used = true;
         });
         InFlight(self.clone())
+    }
+
+    /// A request started, unless the connection is closed to new requests; it ends when the
+    /// returned guard is dropped.
+    pub fn begin_if_open(&self) -> Option<InFlight> {
+        let mut st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.closed_to_new {
+            return None;
+        }
+        st.in_flight += 1;
+        st.used = true;
+        drop(st);
+        Some(InFlight(self.clone()))
+    }
+
+    /// No request begun from now on is served (what runs finishes): for a connection that
+    /// may no longer serve under the policy in force, while its goodbye is under way (an
+    /// HTTP/2 peer may open streams until it acknowledges the GOAWAY's PING).
+    pub fn close_to_new(&self) {
+        self.update(|s| s.closed_to_new = true);
     }
 
     /// Since when nothing is in flight; `None` while something is.

@@ -127,8 +127,11 @@ impl Running {
         self.process.metrics.reload(gate.is_ok());
         let gate = Arc::new(gate?);
         gate.refresh_card().await;
-        self.gates.replace(gate);
+        // The acceptor first: a connection accepted once the new gate is in force is
+        // handshaken with the new client CAs (the accept loop takes the reloads, then the
+        // acceptor).
         self.acceptors.send_replace(acceptor);
+        self.gates.replace(gate);
         Ok(ignored)
     }
 
@@ -517,7 +520,7 @@ type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 fn serve(
     tls: TlsStream,
     peer: SocketAddr,
-    gates: Gates,
+    policy: Policed,
     builders: Arc<Builders>,
     stop: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
@@ -532,7 +535,7 @@ fn serve(
     };
     let activity = Activity::new();
     let svc = EdgeService {
-        gates,
+        gates: policy.gates.clone(),
         conn,
         busy: activity.clone(),
     };
@@ -540,8 +543,8 @@ fn serve(
         activity,
         stop,
         admitted: Admitted {
-            reloads: svc.gates.reloads(),
-            gates: svc.gates.clone(),
+            reloads: policy.reloads,
+            gates: policy.gates,
             peer: peer.ip(),
             client_cert: svc.conn.client_cert,
         },
@@ -645,9 +648,18 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for EdgeServi
     type Future = HandlerFuture;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> HandlerFuture {
+        let Some(in_flight) = self.busy.begin_if_open() else {
+            // A connection a reload did not leave standing: retry on a new one.
+            let refused = crate::gate::Rejection::Http {
+                status: http::StatusCode::MISDIRECTED_REQUEST,
+                message: "This connection is closing: retry on a new one",
+                reason: reason::CONNECTION_OUTLIVED,
+                allow: None,
+            };
+            return Box::pin(std::future::ready(Ok(refused.render())));
+        };
         let gate = self.gates.load();
         let conn = self.conn.clone();
-        let in_flight = self.busy.begin();
         Box::pin(async move {
             let resp = gate.handle(conn, req).await;
             Ok(hold_until_body_done(resp, in_flight))
@@ -662,6 +674,23 @@ struct Open {
     admitted: Admitted,
     metrics: Arc<Metrics>,
     _held: Held,
+}
+
+/// The policy a connection is accepted under, and the reloads since: taken at accept,
+/// before the handshake's acceptor, so that a reload during the handshake is one the
+/// connection has outlived ([`Admitted::outlived`]) rather than one it never saw.
+struct Policed {
+    gates: Gates,
+    reloads: watch::Receiver<()>,
+}
+
+impl Policed {
+    fn now(gates: &Gates) -> Policed {
+        Policed {
+            reloads: gates.reloads(),
+            gates: gates.clone(),
+        }
+    }
 }
 
 /// What a connection was admitted by, which a reload may change ([`Admitted::outlived`]).
@@ -704,7 +733,10 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
     let closing = async {
         tokio::select! {
             _ = open.stop.wait_for(|s| *s) => Some(false),
-            () = open.admitted.outlived() => Some(false),
+            () = open.admitted.outlived() => {
+                open.activity.close_to_new();
+                Some(false)
+            }
             why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout, settings.write_timeout) => {
                 open.metrics.connection(match why {
                     Unused::Idle => ConnectionOutcome::IdleTimeout,
@@ -774,6 +806,10 @@ async fn accept_loop(
                         continue;
                     }
                 };
+                // Reloads from here on are seen: the network check just below and the
+                // acceptor taken further down (a reload swaps it before its gate) may be the
+                // old policy's.
+                let policy = Policed::now(&gates);
                 // Denied networks are dropped before any TLS work.
                 if !gates.load().permits(peer.ip()) {
                     tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::NETWORK_DENIED.as_str());
@@ -807,7 +843,6 @@ async fn accept_loop(
                 let open = open.clone();
                 let stop = shutdown.clone();
                 let acceptor = acceptors.borrow().clone();
-                let gates = gates.clone();
                 let builders = builders.clone();
                 let metrics = metrics.clone();
                 metrics.connection(ConnectionOutcome::Accepted);
@@ -840,7 +875,7 @@ async fn accept_loop(
                     // The connection is served by a task of its own on this worker, sized for
                     // serving alone: the handshake's state goes now instead of lasting as long
                     // as the connection (3.9 KiB per open connection instead of 8.4).
-                    serve(tls, peer, gates, builders, stop, metrics, held);
+                    serve(tls, peer, policy, builders, stop, metrics, held);
                 });
             }
             _ = shutdown.changed() => break,
