@@ -429,6 +429,8 @@ struct ConnSettings {
     max_h2_streams: u32,
     max_connections: usize,
     max_connections_per_client: usize,
+    /// How IPv6 clients are grouped for `max_connections_per_client` (the rates' prefix).
+    client_ipv6_prefix: u8,
     idle_timeout: Duration,
     write_timeout: Duration,
 }
@@ -444,6 +446,7 @@ impl ConnSettings {
             max_h2_streams: policy.limits.max_h2_streams_per_connection,
             max_connections: policy.limits.max_connections,
             max_connections_per_client: policy.limits.max_connections_per_client,
+            client_ipv6_prefix: policy.limits.rates.ipv6_prefix,
             idle_timeout: policy.limits.idle_timeout,
             write_timeout: policy.limits.write_timeout,
         }
@@ -793,7 +796,10 @@ async fn accept_loop(
         }
     };
     let connections = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
-    let per_client = ConnectionsPerClient::new(settings.max_connections_per_client);
+    let per_client = ConnectionsPerClient::new(
+        settings.max_connections_per_client,
+        settings.client_ipv6_prefix,
+    );
     loop {
         tokio::select! {
             accepted = listener.accept() => {
