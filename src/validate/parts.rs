@@ -20,8 +20,8 @@
 //! | `part.url_too_long` | the URL is over 8 KiB, or its decoded path over 4096 bytes |
 //! | `part.url_too_deep` | the decoded path, normalized, has more than 64 components ([`super::workspace::MAX_PATH_COMPONENTS`]) |
 //! | `part.file_without_workspace` | a file URL in a request without `metadata.iac_code.cwd` |
-//! | `part.outside_workspace` | the file (its real path when the filesystem is checked) is not inside both the request's workspace and an allowed root; a `..` above `/` |
-//! | `part.file_missing` | the file does not exist or cannot be resolved (symlink loop, no permission on a directory, more than 40 symlinks or 128 components to walk, theirs included) |
+//! | `part.outside_workspace` | the file (its real path when the filesystem is checked) is not inside both the request's workspace and an allowed root; a `..` above `/`; or it cannot be resolved through a symlink (a loop, more than 40 symlinks or 128 components to walk, theirs included, a missing target, a target outside the workspace: nothing outside it is looked up) |
+//! | `part.file_missing` | the file does not exist or cannot be resolved at one of its own components (no permission on a directory) under a directory inside the workspace |
 //! | `part.file_not_regular` | the path is a directory, fifo, socket or device |
 //! | `part.file_unreadable` | a text-like file the proxy cannot open or read |
 //!
@@ -41,10 +41,11 @@
 //! - A file URL without a workspace is refused: the proxy cannot know the agent's default
 //!   directory, so it fails closed.
 //! - As for the workspace, when a file cannot be resolved the answer is `part.file_missing`
-//!   only if its deepest existing ancestor is inside the allowed places, else
-//!   `part.outside_workspace` (no existence oracle outside them). Symlink loops are
-//!   `part.file_missing`, and so is a path whose symlinks need more than the workspace's
-//!   bounded walk takes (`super::workspace::resolve`: 40 symlinks, 128 components).
+//!   only if it failed at one of its own components under an ancestor inside the allowed
+//!   places, else `part.outside_workspace` (no existence oracle outside them): a symlink
+//!   loop, a path whose symlinks need more than the bounded walk takes
+//!   (`super::workspace::resolve_within`: 40 symlinks, 128 components), a missing target, and
+//!   any walk that would look something up outside the workspace (out and back by `..`).
 //! - Text-like files are opened non-blocking and re-checked on the open handle (same inode,
 //!   regular file), then read at most limit + 1 bytes. Multimodal files are only `stat`ed.
 //! - What one message's file parts make the edge read is bounded: a text-like file (by device

@@ -13,8 +13,8 @@
 //! | `workspace.relative` | `cwd` is not an absolute path (the empty string included) |
 //! | `workspace.traversal` | a `..` climbs above `/` (rejected, not clamped) |
 //! | `workspace.too_deep` | the normalized path has more than 64 components ([`MAX_PATH_COMPONENTS`]) |
-//! | `workspace.outside_roots` | the path (its real path when the filesystem is checked) is not inside an allowed root |
-//! | `workspace.missing` | the directory does not exist or cannot be resolved (symlink loop, no permission, more than 40 symlinks or 128 components to walk, theirs included); it is never created |
+//! | `workspace.outside_roots` | the path (its real path when the filesystem is checked) is not inside an allowed root; or it cannot be resolved through a symlink (a loop, more than 40 symlinks or 128 components to walk, theirs included, a missing target, a target outside the roots: nothing outside them is looked up) |
+//! | `workspace.missing` | the directory does not exist or cannot be resolved at one of its own components (no permission) under a directory inside the roots; it is never created |
 //! | `workspace.not_directory` | the path exists but is not a directory |
 //!
 //! Decisions:
@@ -45,7 +45,9 @@ use serde_json::Value;
 use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
 
-pub(crate) use resolve::{resolve, Resolved};
+#[cfg(test)]
+pub(crate) use resolve::resolve;
+pub(crate) use resolve::{resolve_within, Resolved};
 pub use resolve::{MAX_RESOLVE_STEPS, MAX_SYMLINKS};
 
 mod resolve;
@@ -249,7 +251,15 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
             logical,
         });
     }
-    let real = match resolve(&logical) {
+    // Nothing outside the roots is looked up (only the roots, what is in them, and the
+    // directories above them on the way down).
+    let area = |c: &Path| {
+        policy
+            .roots
+            .iter()
+            .any(|r| c.starts_with(r) || r.starts_with(c))
+    };
+    let real = match resolve_within(&logical, &area) {
         Resolved::Real(real) => real,
         // No existence oracle outside the roots: "missing" only under an ancestor inside one.
         unresolved => {

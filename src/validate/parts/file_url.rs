@@ -15,7 +15,9 @@ use super::{
 use crate::a2a::RpcError;
 use crate::reason;
 use crate::validate::media::MediaClass;
-use crate::validate::workspace::{normalize_lexically, resolve, too_deep, within_any, Resolved};
+use crate::validate::workspace::{
+    normalize_lexically, resolve_within, too_deep, within_any, Resolved,
+};
 
 /// `O_NONBLOCK`, so that opening a fifo swapped in after the check cannot hang the proxy.
 /// The value is the kernel ABI's (no `libc` dependency); 0 (blocking) where it is not known.
@@ -86,7 +88,11 @@ pub(super) fn check(raw: &str, class: MediaClass, rules: &PartRules) -> Result<S
         }
         logical
     } else {
-        let real = match resolve(&logical) {
+        // Nothing outside the workspace is looked up (only it, what is in it, and the
+        // directories above it on the way down).
+        let ws = &workspace.real;
+        let area = |c: &Path| c.starts_with(ws) || ws.starts_with(c);
+        let real = match resolve_within(&logical, &area) {
             Resolved::Real(real) => real,
             // No existence oracle outside: "missing" only under an ancestor inside.
             unresolved => {

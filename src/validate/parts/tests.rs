@@ -450,6 +450,9 @@ fn files() -> Files {
     dir.symlink("loop_a", "ws/proj/loop_b");
     dir.symlink("fifo", "ws/proj/link_fifo");
     dir.symlink("/dev/null", "ws/proj/devnull");
+    // Out of the workspace and back by `..`, through a place that exists or not.
+    dir.symlink(dir.join("outside/../ws/proj/a.txt"), "ws/proj/via_out_yes");
+    dir.symlink(dir.join("nosuch/../ws/proj/a.txt"), "ws/proj/via_out_no");
     let media = media();
     let policy = WorkspacePolicy::new(vec![root], true).unwrap();
     let workspace = resolve_cwd(&json!(proj.to_str().unwrap()), &policy).unwrap();
@@ -595,6 +598,9 @@ fn file_url_filesystem_rows() {
         // (through a symlink that cannot be followed: outside, wherever it points)
         (ws("loop_a"), "part.outside_workspace"),
         (ws("loop_a/x"), "part.outside_workspace"),
+        // (out and back by `..`: outside, whether what it passed through exists or not)
+        (ws("via_out_yes"), "part.outside_workspace"),
+        (ws("via_out_no"), "part.outside_workspace"),
         // not regular
         (ws("sub"), "part.file_not_regular"),
         (ws(""), "part.file_not_regular"),

@@ -69,13 +69,28 @@ impl Resolved {
 }
 
 /// Resolves `path`, an absolute, lexically normalized path (as
-/// [`super::normalize_lexically`] makes them).
+/// [`super::normalize_lexically`] makes them), looking anything up.
+#[cfg(test)]
 pub(crate) fn resolve(path: &Path) -> Resolved {
     walk(path).0
 }
 
+/// [`resolve`], looking up only what `area` accepts (the allowed places and their
+/// ancestors): a walk that would look up anything else stops there, unresolved
+/// `through_link` ("outside"), so that where a symlink leads outside (and back, by `..`)
+/// tells nothing of what exists there.
+pub(crate) fn resolve_within(path: &Path, area: &dyn Fn(&Path) -> bool) -> Resolved {
+    walk_within(path, area).0
+}
+
 /// [`resolve`], and how many filesystem calls (`lstat`, `readlink`) it made.
+#[cfg(test)]
 pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
+    walk_within(path, &|_| true)
+}
+
+/// [`resolve_within`], and how many filesystem calls it made.
+pub(crate) fn walk_within(path: &Path, area: &dyn Fn(&Path) -> bool) -> (Resolved, usize) {
     // Components still to take, the next one last; `true` marks the path's own components.
     let mut pending: Vec<(OsString, bool)> = components(path.as_os_str())
         .rev()
@@ -119,6 +134,9 @@ pub(crate) fn walk(path: &Path) -> (Resolved, usize) {
             _ => {}
         }
         let candidate = real.join(&name);
+        if !area(&candidate) {
+            return unresolved(ancestor, true, calls);
+        }
         calls += 1;
         let Ok(meta) = std::fs::symlink_metadata(&candidate) else {
             return unresolved(ancestor, !own, calls);

@@ -27,6 +27,11 @@ fn fixture() -> Fixture {
     dir.symlink("loop_b", "ws/loop_a");
     dir.symlink("loop_a", "ws/loop_b");
     dir.symlink(dir.join("outside/nonexistent"), "ws/dangling");
+    dir.symlink(dir.join("outside/dir/../../ws/proj"), "ws/via_outside_yes");
+    dir.symlink(
+        dir.join("outside/nosuch/../../ws/proj"),
+        "ws/via_outside_no",
+    );
     let policy = WorkspacePolicy::new(vec![ws.clone(), dir.join("ws2")], true).unwrap();
     Fixture { dir, ws, policy }
 }
@@ -175,6 +180,16 @@ fn resolve_cwd_filesystem_table() {
         (json!(format!("{ws}/loop_a")), "workspace.outside_roots"),
         (json!(format!("{ws}/loop_a/x")), "workspace.outside_roots"),
         (json!(format!("{ws}/dangling")), "workspace.outside_roots"),
+        // Through a place outside the roots and back by `..`: outside, whether that place
+        // exists or not (nothing outside is looked up).
+        (
+            json!(format!("{ws}/via_outside_yes")),
+            "workspace.outside_roots",
+        ),
+        (
+            json!(format!("{ws}/via_outside_no")),
+            "workspace.outside_roots",
+        ),
         // not a directory
         (json!(format!("{ws}/file.txt")), "workspace.not_directory"),
         // look-alikes and encodings are literal names, not separators or `..`
