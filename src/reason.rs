@@ -108,6 +108,7 @@ reasons! {
     CONTENT_TYPE_UNSUPPORTED = "content_type.unsupported",
 
     CONTEXT_BUSY = "context.busy",
+    CONTEXT_LEASE_LOST = "context.lease_lost",
     CONTEXT_TASK_MISMATCH = "context.task_mismatch",
     CONTEXT_WORKSPACE_MISMATCH = "context.workspace_mismatch",
 

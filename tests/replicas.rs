@@ -803,6 +803,44 @@ impl Drop for Killed {
     }
 }
 
+/// A turn whose busy lease Redis lost (a failover or an eviction dropped it, or it ran out
+/// in a stall) no longer holds its context, where another turn may now begin: it ends at its
+/// next event with `context.lease_lost`, instead of streaming on beside that other turn.
+#[tokio::test]
+async fn a_turn_that_lost_its_lease_ends() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let p = Proxy::start(opts(&redis, &agent, "busy_lease_ms = 2000\n")).await;
+    let mut c = p.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                "[[slow:150]] [[chunks:40]] a long turn",
+                json!({"contextId": "ctx-lost"}),
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("a first event");
+    assert!(first.get("error").is_none(), "{first}");
+    // (the context by its alias: the caller named an id it did not own yet)
+    let key = redis.command("KEYS *b:c-*");
+    assert!(!key.is_empty(), "no lease in Redis");
+    redis.command(&format!("DEL {key}"));
+    let started = Instant::now();
+    let rest = events.rest().await;
+    let (name, last) = rest.last().expect("the stream ended with an event");
+    assert_eq!(name.as_deref(), Some("error"), "{rest:?}");
+    assert_eq!(reason(last), "context.lease_lost", "{last}");
+    // Within a renewal (a third of the lease) and an event, not at the turn's own end (6 s).
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn a_replica_killed_mid_turn_frees_the_context_after_its_lease() {
     let redis = RedisServer::start();

@@ -412,6 +412,15 @@ impl OwnedTurn {
         if self.owners.shared.is_none() {
             return self.lock().observe(upstream, result).map(|_| None);
         }
+        // The context's lease was lost: another turn may run on it, so this one ends (its
+        // answers are no longer one turn's at a time).
+        if self
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.inner.lost.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err(Unrelayable::LeaseLost);
+        }
         let (tasks, contexts) = self.owners.local.untrusted_named(result);
         if tasks.is_empty() && contexts.is_empty() {
             return self.observe_known(upstream, result);
@@ -491,6 +500,9 @@ struct LeaseInner {
     token: String,
     /// `None` until the agent names the turn's new context.
     context: Mutex<Option<String>>,
+    /// A renewal found the lease no longer this turn's (it ran out in a Redis stall, or a
+    /// failover or an eviction dropped it): another turn may run on the context now.
+    lost: std::sync::atomic::AtomicBool,
 }
 
 /// A context's busy lease in Redis: renewed every third of `busy_lease_ms` while held,
@@ -510,6 +522,7 @@ impl Lease {
         let inner = Arc::new(LeaseInner {
             token,
             context: Mutex::new(Some(context.to_string()).filter(|c| !c.is_empty())),
+            lost: std::sync::atomic::AtomicBool::new(false),
         });
         let (o, i) = (owners.clone(), inner.clone());
         let renewer = tokio::spawn(async move {
@@ -523,7 +536,13 @@ impl Lease {
                     .clone();
                 if let Some(c) = c {
                     // Redis away: the lease runs out, which is what a dead replica's does.
-                    let _ = o.renew(&c, &i.token).await;
+                    if let Ok(false) = o.renew(&c, &i.token).await {
+                        // Gone or someone else's: this turn no longer holds the context, and
+                        // ends at its next answer (`OwnedTurn::observe`).
+                        tracing::warn!(event = "lease_lost", context = c.as_str());
+                        i.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
                 }
             }
         });

@@ -24,14 +24,18 @@ pub enum Unrelayable {
     Foreign,
     /// It names a task in a shape that cannot be checked ([`super::facts::Fact::read`]).
     Malformed,
+    /// The turn's busy lease in Redis was lost (another turn may run on its context now):
+    /// the turn ends at its next answer.
+    LeaseLost,
 }
 
 impl Unrelayable {
-    /// The caller's error's reason (both -32006).
+    /// The caller's error's reason (-32006 for the agent's answers, -32603 for a lost lease).
     pub fn reason(self) -> crate::reason::Reason {
         match self {
             Unrelayable::Foreign => crate::reason::UPSTREAM_FOREIGN_TASK,
             Unrelayable::Malformed => crate::reason::UPSTREAM_BAD_RESPONSE,
+            Unrelayable::LeaseLost => crate::reason::CONTEXT_LEASE_LOST,
         }
     }
 }
