@@ -546,8 +546,7 @@ fn serve(
         activity,
         stop,
         admitted: Admitted {
-            reloads: policy.reloads,
-            gates: policy.gates,
+            policy,
             peer: peer.ip(),
             client_cert: svc.conn.client_cert,
         },
@@ -698,9 +697,7 @@ impl Policed {
 
 /// What a connection was admitted by, which a reload may change ([`Admitted::outlived`]).
 struct Admitted {
-    /// Changes at each reload.
-    reloads: watch::Receiver<()>,
-    gates: Gates,
+    policy: Policed,
     peer: std::net::IpAddr,
     client_cert: bool,
 }
@@ -713,8 +710,9 @@ impl Admitted {
     /// new ones). Other connections go on: each request reads the gate in force anyway.
     async fn outlived(&mut self) {
         // (an error: the gates are gone, and the server with them)
-        while self.reloads.changed().await.is_ok() {
-            if self.client_cert || !self.gates.load().permits(self.peer) {
+        let Policed { gates, reloads } = &mut self.policy;
+        while reloads.changed().await.is_ok() {
+            if self.client_cert || !gates.load().permits(self.peer) {
                 return;
             }
         }
