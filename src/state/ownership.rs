@@ -344,10 +344,11 @@ impl Ownership {
             .open_cursor(principal, context, status, after, page_token)
             .map_err(Refusal::Denied)?;
         let cursor_ref = cursor.as_ref().map(|(ts, id)| (*ts, id.as_str()));
-        let (total, rows) = shared
+        let listed = shared
             .list(principal, context, status, after, cursor_ref, page_size)
             .await?;
-        let rows = rows
+        let rows = listed
+            .rows
             .into_iter()
             .map(|r| {
                 let upstream = self.local.upstream_id(&r.agent);
@@ -367,9 +368,16 @@ impl Ownership {
                 (r.task, upstream, r.ts)
             })
             .collect();
-        Ok(self
-            .local
-            .page_from_rows(principal, context, status, after, rows, page_size, total))
+        Ok(self.local.page_from_rows(
+            principal,
+            context,
+            status,
+            after,
+            rows,
+            page_size,
+            listed.total,
+            listed.stopped,
+        ))
     }
 }
 

@@ -512,6 +512,7 @@ impl TaskRegistry {
                 Vec::new(),
                 page_size,
                 0,
+                None,
             ));
         };
         let total_size = lists.count(status, after);
@@ -531,7 +532,7 @@ impl TaskRegistry {
             .collect();
         drop(st);
         Ok(self.page_from_rows(
-            principal, context, status, after, rows, page_size, total_size,
+            principal, context, status, after, rows, page_size, total_size, None,
         ))
     }
 

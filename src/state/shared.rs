@@ -14,14 +14,21 @@
 //! | `ls:{n}:{owner}:{state}` | zset | the same, per state |
 //! | `lc:{context}` | zset | a context's tasks, once it has more than [`SMALL_CONTEXT`] |
 //! | `lcs:{n}:{context}:{state}` | zset | the same, per state (`n`: the context id's length) |
+//! | `le:{n}:{owner}` | zset | the owner's tasks by when their keys expire (ms, Redis's clock); a member is `{len}:{task}{len}:{context}{state}` |
 //!
 //! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
 //! finished task's owner is remembered that long, then forgotten with its ids: an id is
 //! claimed again only by whoever names it first, as with a fresh Redis). A busy lease lives
 //! `busy_lease_ms` unless the turn's replica renews it (every third of it while the turn
 //! streams), so a replica that dies mid-turn frees the context within one lease.
-//! Index entries of expired tasks are removed when a listing meets them, and two at each
-//! new task of the owner, so `totalSize` may count recently expired tasks for a while.
+//! Index entries of expired tasks go two ways. Each LEARN of a task first takes up to
+//! [`REAP_PER_LEARN`] of the owner's tasks whose keys expired (by `le`) out of every index
+//! that holds them, so an active owner's indexes hold its live tasks and the few that
+//! expired since its last answers; an idle owner's expire whole. And a listing removes the
+//! expired entries it meets (those written before `le`, 2026-12-06, or by an older replica),
+//! passing over at most [`LIST_PASS_BUDGET`] of them in one call: then the page ends early
+//! with a token that goes on from there, so no index however stale makes one call block
+//! Redis. `totalSize` may count recently expired tasks for a while.
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -49,6 +56,15 @@ use super::redis::{RedisStore, StateUnavailable};
 /// The most tasks a context keeps in its own hash (see the module's doc).
 pub const SMALL_CONTEXT: usize = 16;
 const SMALL_CONTEXT_ARG: &str = "16";
+
+/// The most index entries one LIST call passes over without listing them (expired tasks,
+/// mostly) before it ends the page early, saying where: the next page goes on from there.
+pub const LIST_PASS_BUDGET: usize = 256;
+const LIST_PASS_BUDGET_ARG: &str = "256";
+
+/// The most expired tasks one LEARN takes out of the owner's indexes (each new task adds
+/// one, so the indexes shrink back to the live tasks).
+pub const REAP_PER_LEARN: usize = 4;
 
 /// Lua shared by LEARN and LIST: `entry` reads a small context's task field (`t:{task}` =
 /// `{ts} {state}`); `promote` moves those tasks from its hash to its sorted sets, and drops
@@ -86,6 +102,62 @@ local function promote(p, ck, ctx, ret)
     end
   end
   redis.call('HDEL', ck, unpack(gone))
+end
+"#
+    };
+}
+
+/// Lua of LEARN: the owner's expiry index `le:{n}:{owner}` (see the module's doc). A member
+/// names a task, its context and its state (`due_member`), so that `reap` can take a task
+/// whose key expired out of every index that holds it: the owner's (`lt`, `ls`), its
+/// context's (`lc`, `lcs`, or the small context's field). At most [`REAP_PER_LEARN`] tasks
+/// per call.
+macro_rules! reap_lua {
+    () => {
+        r#"
+local function due_member(task, ctx, state)
+  return #task .. ':' .. task .. #ctx .. ':' .. ctx .. state
+end
+local function read_member(m)
+  local a = string.find(m, ':', 1, true)
+  local n = tonumber(string.sub(m, 1, a - 1))
+  local task = string.sub(m, a + 1, a + n)
+  local rest = a + n + 1
+  local b = string.find(m, ':', rest, true)
+  local k = tonumber(string.sub(m, rest, b - 1))
+  return task, string.sub(m, b + 1, b + k), string.sub(m, b + k + 1)
+end
+local function reap(p, who, now)
+  local owner = #who .. ':' .. who
+  local le = p .. 'le:' .. owner
+  local due = redis.call('ZRANGEBYSCORE', le, '-inf', now, 'LIMIT', 0, 4)
+  for _, m in ipairs(due) do
+    local id, mctx, mst = read_member(m)
+    local tk = p .. 't:' .. id
+    local cur = redis.call('HMGET', tk, 'o', 'c', 's')
+    if cur[1] == who and cur[2] == mctx then
+      -- Alive (kept by a replica that writes no expiry index): due again when it expires.
+      local left = redis.call('PTTL', tk)
+      if left < 0 then left = 0 end
+      redis.call('ZADD', le, now + left + 1, m)
+    else
+      redis.call('ZREM', le, m)
+      -- The id may be the owner's again, learned anew in another context: its own entries
+      -- stay.
+      if cur[1] ~= who then redis.call('ZREM', p .. 'lt:' .. owner, id) end
+      if cur[1] ~= who or cur[3] ~= mst then
+        redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. mst, id)
+      end
+      local ck = p .. 'c:' .. mctx
+      if redis.call('HGET', ck, 'o') == who then
+        redis.call('ZREM', p .. 'lc:' .. mctx, id)
+        redis.call('ZREM', p .. 'lcs:' .. #mctx .. ':' .. mctx .. ':' .. mst, id)
+        if redis.call('HDEL', ck, 't:' .. id) == 1 and redis.call('HEXISTS', ck, 'n') == 1 then
+          redis.call('HINCRBY', ck, 'n', -1)
+        end
+      end
+    end
+  end
 end
 "#
     };
@@ -129,9 +201,18 @@ return {'ok', u}
 /// written then).
 const LEARN: &str = concat!(
     promote_lua!(),
+    reap_lua!(),
     r#"
 local p, who, agent, ctx, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ret = ARGV[8]
+local now = 0
+if task ~= '' then
+  -- Before anything is read: what this owner's expired tasks left in its indexes goes
+  -- (a few of them; each new task adds one).
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  reap(p, who, now)
+end
 local ck = p .. 'c:' .. ctx
 local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n')
 if c[1] and c[1] ~= who then return 'foreign' end
@@ -173,22 +254,15 @@ if task ~= '' then
     end
   else
     redis.call('HSET', tk, 'o', who, 'c', ctx, 'u', agent, 's', state, 'ts', ts)
-    -- The owner's two oldest entries leave the index if their task expired (each new task
-    -- removes up to two: the index shrinks back to the live tasks). One EXISTS for both
-    -- while they live.
-    local old = redis.call('ZRANGE', lt, 0, 1)
-    if #old > 0 then
-      local keys = {}
-      for i, id in ipairs(old) do keys[i] = p .. 't:' .. id end
-      if redis.call('EXISTS', unpack(keys)) < #old then
-        for i, id in ipairs(old) do
-          if redis.call('EXISTS', keys[i]) == 0 then redis.call('ZREM', lt, id) end
-        end
-      end
-    end
     n = n + 1
   end
   redis.call('PEXPIRE', tk, ret)
+  -- The task is due in the owner's expiry index when its key expires (a new member when its
+  -- state changed: the member names the state's index).
+  local le = p .. 'le:' .. owner
+  if t[1] and t[3] ~= state then redis.call('ZREM', le, due_member(task, ctx, t[3])) end
+  redis.call('ZADD', le, now + tonumber(ret), due_member(task, ctx, state))
+  redis.call('PEXPIRE', le, ret)
   local idx = {lt, p .. 'ls:' .. owner .. ':' .. state}
   if small then
     set[#set + 1] = 'n'; set[#set + 1] = tostring(n)
@@ -240,10 +314,11 @@ return out
 "#;
 
 /// One ListTasks page. ARGV: prefix, principal, context or '', state or '', cursor timestamp
-/// or '', cursor task id, page size, only tasks after this timestamp or '', retention ms.
-/// Returns {total, then per task: id, agent, ts, context, state, the caller's id of the
-/// context or '', the task key's PTTL, '1' when Redis holds the context as the caller's too
-/// else '0'}, at most page size + 1 tasks (one more than the page: there is a next page).
+/// or '', cursor task id, page size, only tasks after this timestamp or '', retention ms,
+/// [`LIST_PASS_BUDGET`]. Returns {total, where it stopped early (timestamp, task id) or '',
+/// '', then per task: id, agent, ts, context, state, the caller's id of the context or '',
+/// the task key's PTTL, '1' when Redis holds the context as the caller's too else '0'}, at
+/// most page size + 1 tasks (one more than the page: there is a next page).
 const LIST: &str = concat!(
     promote_lua!(),
     r#"
@@ -286,7 +361,7 @@ if ctx ~= '' then
     small = false
   end
   -- Another caller's context (or none): nothing to list or count.
-  if owner_of ~= who then return {0} end
+  if owner_of ~= who then return {0, '', ''} end
   if small then
     -- Newest first, ties by id descending (the sorted sets' order).
     table.sort(tasks, function(a, b)
@@ -318,6 +393,8 @@ if ctx ~= '' then
       end
     end
     if gone > 0 then redis.call('HINCRBY', ck, 'n', -gone) end
+    table.insert(rows, 1, '')
+    table.insert(rows, 1, '')
     table.insert(rows, 1, math.max(total, 0))
     return rows
   end
@@ -335,21 +412,33 @@ else
   total = redis.call('ZCARD', key)
 end
 -- Where the page starts, as a rank (newest first): right after the cursor's task when it is
--- still there under the cursor's timestamp, so that tasks tied on one timestamp (all those
--- of an agent that sends none) are never read again page after page. A cursor whose task
--- left or moved starts at the cursor's timestamp and reads past the ties it already gave.
-local pos, skip_ties = 0, false
+-- still there under the cursor's timestamp. A cursor whose task left or moved starts after
+-- the ties it already gave: tasks tied on one timestamp (all those of an agent that sends
+-- none) sort by id descending, so a binary search over the tied ranks finds the first id
+-- below the cursor's (a few commands, however many tie).
+local pos = 0
 if cur_ts then
   local r = redis.call('ZREVRANK', key, ARGV[6])
   if r and tonumber(redis.call('ZSCORE', key, ARGV[6])) == cur_ts then
     pos = r + 1
   else
-    pos = redis.call('ZCOUNT', key, '(' .. ARGV[5], '+inf')
-    skip_ties = true
+    local lo = redis.call('ZCOUNT', key, '(' .. ARGV[5], '+inf')
+    local hi = redis.call('ZCOUNT', key, ARGV[5], '+inf')
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local m = redis.call('ZREVRANGE', key, mid, mid)
+      if m[1] and below(m[1], ARGV[6]) then hi = mid else lo = mid + 1 end
+    end
+    pos = lo
   end
 end
+-- The page ends early, with where it stopped, once it has passed over this many entries
+-- it does not list (expired tasks, and the like): one call's work stays bounded however
+-- stale the index is.
+local budget = tonumber(ARGV[10])
 local rows = {}
-local found = 0
+local found, passed = 0, 0
+local stop_ts, stop_id, last_ts, last_id = '', '', '', ''
 local done = false
 while not done do
   local chunk = redis.call('ZREVRANGE', key, pos, pos + 63, 'WITHSCORES')
@@ -358,32 +447,41 @@ while not done do
     local id, score = chunk[i], chunk[i + 1]
     local ts = tonumber(score)
     if after and ts <= after then done = true; break end
+    if passed >= budget then
+      done = true
+      stop_ts, stop_id = last_ts, last_id
+      break
+    end
     pos = pos + 1
-    if not (skip_ties and ts == cur_ts and not below(id, ARGV[6])) then
-      local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'u', 'c', 's')
-      if not t[1] then
-        redis.call('ZREM', key, id)
-        pos = pos - 1
-        total = total - 1
-      elseif t[1] == who and (state == '' or t[4] == state) then
-        local c = redis.call('HMGET', p .. 'c:' .. t[3], 'o', 'cl')
-        local cl = c[2] or ''
-        rows[#rows + 1] = id
-        rows[#rows + 1] = t[2] or ''
-        rows[#rows + 1] = score
-        rows[#rows + 1] = t[3]
-        rows[#rows + 1] = t[4] or ''
-        rows[#rows + 1] = cl
-        rows[#rows + 1] = tostring(redis.call('PTTL', p .. 't:' .. id))
-        rows[#rows + 1] = c[1] == who and '1' or '0'
-        found = found + 1
-        if found > size then done = true; break end
-      end
+    last_ts, last_id = score, id
+    local t = redis.call('HMGET', p .. 't:' .. id, 'o', 'u', 'c', 's')
+    if not t[1] then
+      redis.call('ZREM', key, id)
+      pos = pos - 1
+      total = total - 1
+      passed = passed + 1
+    elseif t[1] == who and (state == '' or t[4] == state) then
+      local c = redis.call('HMGET', p .. 'c:' .. t[3], 'o', 'cl')
+      local cl = c[2] or ''
+      rows[#rows + 1] = id
+      rows[#rows + 1] = t[2] or ''
+      rows[#rows + 1] = score
+      rows[#rows + 1] = t[3]
+      rows[#rows + 1] = t[4] or ''
+      rows[#rows + 1] = cl
+      rows[#rows + 1] = tostring(redis.call('PTTL', p .. 't:' .. id))
+      rows[#rows + 1] = c[1] == who and '1' or '0'
+      found = found + 1
+      if found > size then done = true; break end
+    else
+      passed = passed + 1
     end
   end
   -- A short chunk was the index's end.
   if #chunk < 128 then break end
 end
+table.insert(rows, 1, stop_id)
+table.insert(rows, 1, stop_ts)
 table.insert(rows, 1, math.max(total, 0))
 return rows
 "#
@@ -459,6 +557,18 @@ pub struct ListRow {
     pub valid: Duration,
     /// Redis holds the task's context as the caller's (else only the task is learned).
     pub context_owned: bool,
+}
+
+/// One LIST call's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPage {
+    pub total: usize,
+    /// Up to the page size + 1 (one more: there is a next page).
+    pub rows: Vec<ListRow>,
+    /// Where the call ended early, having passed over [`LIST_PASS_BUDGET`] entries it does
+    /// not list (the rows may be fewer than the page then, even none): the next page goes
+    /// on after it.
+    pub stopped: Option<(u64, String)>,
 }
 
 /// What one answer teaches, to be written.
@@ -667,7 +777,8 @@ impl SharedOwners {
     }
 
     /// One page of the caller's tasks after `cursor` (timestamp, task id), only those whose
-    /// status timestamp is after `after` (0: all): the total and up to `size + 1` rows.
+    /// status timestamp is after `after` (0: all): the total, up to `size + 1` rows, and
+    /// where Redis stopped early (fewer rows then, maybe none: the next page starts there).
     pub async fn list(
         &self,
         principal: &str,
@@ -676,7 +787,7 @@ impl SharedOwners {
         after: u64,
         cursor: Option<(u64, &str)>,
         size: usize,
-    ) -> Result<(usize, Vec<ListRow>), StateUnavailable> {
+    ) -> Result<ListedPage, StateUnavailable> {
         let (ts, id) = match cursor {
             Some((ts, id)) => (ts.to_string(), id),
             None => (String::new(), ""),
@@ -698,6 +809,7 @@ impl SharedOwners {
             &size,
             &after,
             &retention,
+            LIST_PASS_BUDGET_ARG,
         ];
         let vals: Vec<redis::Value> = self.store.run(&self.list, &args).await?;
         let text = |v: &redis::Value| -> String {
@@ -709,6 +821,13 @@ impl SharedOwners {
             .and_then(|v| redis::from_redis_value::<i64>(v).ok())
             .unwrap_or(0)
             .max(0) as usize;
+        let (stop_ts, stop_id) = (it.next().map(text), it.next().map(text));
+        let stopped = match (stop_ts, stop_id) {
+            (Some(ts), Some(id)) if !id.is_empty() => {
+                ts.parse::<f64>().ok().map(|ts| (ts as u64, id))
+            }
+            _ => None,
+        };
         let rest: Vec<&redis::Value> = it.collect();
         let retention = self.retention;
         let rows = rest
@@ -724,7 +843,11 @@ impl SharedOwners {
                 context_owned: text(r[7]) == "1",
             })
             .collect();
-        Ok((total, rows))
+        Ok(ListedPage {
+            total,
+            rows,
+            stopped,
+        })
     }
 
     /// Keeps the lease `token` on `context`; false when it is no longer ours.
@@ -747,7 +870,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_scripts_bound_is_the_published_one() {
+    fn the_scripts_bounds_are_the_published_ones() {
         assert_eq!(SMALL_CONTEXT_ARG.parse::<usize>(), Ok(SMALL_CONTEXT));
+        assert_eq!(LIST_PASS_BUDGET_ARG.parse::<usize>(), Ok(LIST_PASS_BUDGET));
+        assert!(LEARN.contains(&format!("'LIMIT', 0, {REAP_PER_LEARN})")));
     }
 }

@@ -251,7 +251,8 @@ impl TaskRegistry {
     }
 
     /// A page from rows read elsewhere (the shared store): `rows` are `(task, agent, ts)` in
-    /// order, at most `page_size + 1` (one more: there is a next page).
+    /// order, at most `page_size + 1` (one more: there is a next page). `stopped`: where the
+    /// store ended the page early (`(timestamp, task id)`), the next page's cursor.
     #[allow(clippy::too_many_arguments)]
     pub fn page_from_rows(
         &self,
@@ -262,11 +263,17 @@ impl TaskRegistry {
         mut rows: Vec<(String, UpstreamId, u64)>,
         page_size: usize,
         total_size: usize,
+        stopped: Option<(u64, String)>,
     ) -> ListPage {
         let more = rows.len() > page_size;
         rows.truncate(page_size);
-        let next_page_token = match (more, rows.last()) {
-            (true, Some((id, _, ts))) => self.shared.key.mint(
+        let next = match (more, rows.last(), stopped) {
+            (true, Some((id, _, ts)), _) => Some((*ts, id.clone())),
+            (false, _, Some(stop)) => Some(stop),
+            _ => None,
+        };
+        let next_page_token = match next {
+            Some((ts, id)) => self.shared.key.mint(
                 &Query {
                     principal,
                     context,
@@ -274,11 +281,11 @@ impl TaskRegistry {
                     after,
                 },
                 &Cursor {
-                    timestamp: *ts,
-                    task_id: id.clone(),
+                    timestamp: ts,
+                    task_id: id,
                 },
             ),
-            _ => String::new(),
+            None => String::new(),
         };
         let timestamps = rows.iter().map(|r| r.2).collect();
         ListPage {

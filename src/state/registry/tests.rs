@@ -1709,3 +1709,61 @@ fn each_methods_answer_is_held_to_its_shape() {
         assert_eq!(Shape::of(m), want, "{m}");
     }
 }
+
+/// A page the shared store ended early (having passed over expired entries) carries a
+/// token that goes on where the store stopped, good for that caller and query only; a page
+/// with one row more than its size goes on after its last row; the last page has none.
+#[test]
+fn a_page_the_store_ended_early_goes_on_where_it_stopped() {
+    let reg = TaskRegistry::new(100);
+    let row = |id: &str, ts: u64| (id.to_string(), 0, ts);
+    let stop = Some((7, "t7".to_string()));
+    type Case<'a> = (
+        Vec<(String, UpstreamId, u64)>,
+        usize,
+        Option<(u64, String)>,
+        &'a [&'a str],
+        Option<(u64, &'a str)>,
+    );
+    let cases: [Case; 5] = [
+        (
+            vec![row("t9", 9)],
+            5,
+            stop.clone(),
+            &["t9"],
+            Some((7, "t7")),
+        ),
+        (vec![], 5, stop.clone(), &[], Some((7, "t7"))),
+        (
+            vec![row("t9", 9), row("t8", 8)],
+            1,
+            stop.clone(),
+            &["t9"],
+            Some((9, "t9")),
+        ),
+        (
+            vec![row("t9", 9), row("t8", 8)],
+            1,
+            None,
+            &["t9"],
+            Some((9, "t9")),
+        ),
+        (vec![row("t9", 9)], 5, None, &["t9"], None),
+    ];
+    for (rows, size, stopped, want, cursor) in cases {
+        let page = reg.page_from_rows(A, "", "", 0, rows, size, 40, stopped);
+        assert_eq!(ids(&page), want);
+        assert_eq!(page.total_size, 40);
+        let Some((ts, id)) = cursor else {
+            assert_eq!(page.next_page_token, "");
+            continue;
+        };
+        let opened = reg.open_cursor(A, "", "", 0, Some(&page.next_page_token));
+        assert_eq!(opened, Ok(Some((ts, id.to_string()))));
+        for (who, ctx) in [(B, ""), (A, "ctx")] {
+            assert!(reg
+                .open_cursor(who, ctx, "", 0, Some(&page.next_page_token))
+                .is_err());
+        }
+    }
+}
