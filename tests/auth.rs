@@ -517,6 +517,64 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
     assert_eq!(up.rpc_requests().len(), 2);
 }
 
+/// A reload that keeps what the client CAs admit (the same certificates, even re-encoded
+/// in a rewritten file, and the same mode) leaves client-certificate connections open and
+/// serving; one that changes the mode alone closes them. Before, every reload closed every
+/// such connection.
+#[tokio::test]
+async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
+    let dir = TempDir::new("reload-same-ca");
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let o = ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_tls: format!(
+            "client_auth = \"optional\"\nclient_ca_file = \"{}\"\n",
+            pki.ca_file.display()
+        ),
+        ..Default::default()
+    };
+    let text = policy_text(dir.path(), &o);
+    // The same certificates, written again with other line breaks.
+    let same = dir.path().join("same-ca.pem");
+    let pem = std::fs::read_to_string(&pki.ca_file).unwrap();
+    std::fs::write(&same, format!("\n\n{}", pem.replace('\n', "\r\n"))).unwrap();
+    let ca_path = pki.ca_file.display().to_string();
+    let kept = text.replace(&ca_path, &same.display().to_string());
+    let required = kept.replace("client_auth = \"optional\"", "client_auth = \"required\"");
+    assert_ne!(text, kept);
+    assert_ne!(kept, required);
+    let proxy = Proxy::start_text(dir, &text).await;
+    let connect = |proto| Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone()));
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        let mut c = connect(proto).await.unwrap();
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}");
+        open.push((proto, c));
+    }
+    proxy.reload(&kept).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (proto, c) in &mut open {
+        assert!(
+            !c.is_closed(),
+            "{proto:?}: closed by a reload that kept its CAs"
+        );
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}: after the reload");
+    }
+    // The mode changes (the CAs do not): they close.
+    proxy.reload(&required).await;
+    for (proto, c) in open {
+        let started = Instant::now();
+        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(c.is_closed(), "{proto:?}: open after the mode changed");
+    }
+    assert_eq!(up.rpc_requests().len(), 4);
+}
+
 /// A valid API key beside a password guess in `Authorization` is served (any one valid
 /// credential is enough), but the guess is counted: guesses behind a valid key are throttled
 /// like any others, over both protocols.

@@ -37,7 +37,7 @@ use crate::state::shared::SharedOwners;
 use crate::telemetry;
 use crate::telemetry::metrics::{ConnectionOutcome, Metrics};
 use crate::tls;
-use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode};
+use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode, ClientTrust};
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity, Unused};
 use gates::Gates;
@@ -72,7 +72,7 @@ pub struct Running {
     task: JoinHandle<()>,
     gates: Gates,
     /// The TLS settings new connections get (certificate rotation by reload).
-    acceptors: watch::Sender<TlsAcceptor>,
+    acceptors: watch::Sender<Acceptor>,
     /// The settings a reload cannot change, as started.
     fixed: FixedAtStart,
     /// What outlives a policy: ownership, counters, the embedded engine, the shared store.
@@ -248,9 +248,16 @@ impl FixedAtStart {
     }
 }
 
+/// A TLS acceptor, and which client certificates it admits.
+#[derive(Clone)]
+struct Acceptor {
+    tls: TlsAcceptor,
+    trust: ClientTrust,
+}
+
 /// The TLS acceptor of `policy` (dev certificates generated when missing): certificate, key
 /// and client-certificate settings read from their files now.
-fn tls_acceptor(policy: &Policy) -> Result<(TlsAcceptor, Option<tls::dev::DevCerts>), StartError> {
+fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>), StartError> {
     let dev_certs = match &policy.tls.dev_dir {
         Some(dir) => Some(tls::dev::ensure(dir).map_err(|e| StartError(e.to_string()))?),
         None => None,
@@ -260,14 +267,15 @@ fn tls_acceptor(policy: &Policy) -> Result<(TlsAcceptor, Option<tls::dev::DevCer
         ClientAuth::Optional => ClientAuthMode::Optional,
         ClientAuth::Required => ClientAuthMode::Required,
     };
-    let config = server_config_with_client_auth(
+    let (config, trust) = server_config_with_client_auth(
         &policy.tls.cert_file,
         &policy.tls.key_file,
         mode,
         policy.tls.client_ca_file.as_deref(),
     )
     .map_err(|e| StartError(e.to_string()))?;
-    Ok((TlsAcceptor::from(config), dev_certs))
+    let tls = TlsAcceptor::from(config);
+    Ok((Acceptor { tls, trust }, dev_certs))
 }
 
 /// Binds the listener and starts serving `policy`.
@@ -520,8 +528,10 @@ type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 /// size (hyper-util's `auto` connection was sized for HTTP/2's state, 2.8 KiB, against 1.9
 /// for HTTP/1.1: each SSE stream's connection holds 1 KiB less); the task holds it, the
 /// timers and the limits' places.
+#[allow(clippy::too_many_arguments)]
 fn serve(
     tls: TlsStream,
+    trust: ClientTrust,
     peer: SocketAddr,
     policy: Policed,
     builders: Arc<Builders>,
@@ -546,9 +556,9 @@ fn serve(
         activity,
         stop,
         admitted: Admitted {
-            policy,
             peer: peer.ip(),
-            client_cert: svc.conn.client_cert,
+            client_cert: svc.conn.client_cert.then_some(trust),
+            policy,
         },
         metrics,
         _held: held,
@@ -684,13 +694,15 @@ struct Open {
 struct Policed {
     gates: Gates,
     reloads: watch::Receiver<()>,
+    acceptors: watch::Receiver<Acceptor>,
 }
 
 impl Policed {
-    fn now(gates: &Gates) -> Policed {
+    fn now(gates: &Gates, acceptors: &watch::Receiver<Acceptor>) -> Policed {
         Policed {
             reloads: gates.reloads(),
             gates: gates.clone(),
+            acceptors: acceptors.clone(),
         }
     }
 }
@@ -699,20 +711,27 @@ impl Policed {
 struct Admitted {
     policy: Policed,
     peer: std::net::IpAddr,
-    client_cert: bool,
+    /// The trust its client certificate was verified under (none presented: `None`).
+    client_cert: Option<ClientTrust>,
 }
 
 impl Admitted {
     /// Waits for a reload after which this connection may not go on as it was admitted:
     /// its peer's network is now denied (the accept loop checks only new connections), or
-    /// it carries a client certificate (verified in its handshake under the client CAs then
-    /// in force, which the reload may have changed: a new handshake verifies it under the
-    /// new ones). Other connections go on: each request reads the gate in force anyway.
+    /// it carries a client certificate verified in its handshake under client CAs (or a
+    /// mode) the reload changed: a new handshake verifies it under the new ones. Other
+    /// connections go on: each request reads the gate in force anyway.
     async fn outlived(&mut self) {
         // (an error: the gates are gone, and the server with them)
-        let Policed { gates, reloads } = &mut self.policy;
+        let Policed {
+            gates,
+            reloads,
+            acceptors,
+        } = &mut self.policy;
         while reloads.changed().await.is_ok() {
-            if self.client_cert || !gates.load().permits(self.peer) {
+            // A reload swaps the acceptor before the gate: this is the reload's.
+            let trusted = acceptors.borrow().trust;
+            if self.client_cert.is_some_and(|t| t != trusted) || !gates.load().permits(self.peer) {
                 return;
             }
         }
@@ -775,7 +794,7 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
 
 async fn accept_loop(
     listener: TcpListener,
-    acceptors: watch::Receiver<TlsAcceptor>,
+    acceptors: watch::Receiver<Acceptor>,
     gates: Gates,
     settings: ConnSettings,
     mut shutdown: watch::Receiver<bool>,
@@ -813,7 +832,7 @@ async fn accept_loop(
                 // Reloads from here on are seen: the network check just below and the
                 // acceptor taken further down (a reload swaps it before its gate) may be the
                 // old policy's.
-                let policy = Policed::now(&gates);
+                let policy = Policed::now(&gates, &acceptors);
                 // Denied networks are dropped before any TLS work.
                 if !gates.load().permits(peer.ip()) {
                     tracing::info!(event = "connection_refused", client = %peer.ip(), reason = reason::NETWORK_DENIED.as_str());
@@ -863,7 +882,7 @@ async fn accept_loop(
                             return;
                         }
                     };
-                    let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(tcp)).await {
+                    let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.tls.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) => {
                             tracing::info!(event = "tls_handshake_failed", client = %peer.ip());
@@ -879,7 +898,7 @@ async fn accept_loop(
                     // The connection is served by a task of its own on this worker, sized for
                     // serving alone: the handshake's state goes now instead of lasting as long
                     // as the connection (3.9 KiB per open connection instead of 8.4).
-                    serve(tls, peer, policy, builders, stop, metrics, held);
+                    serve(tls, acceptor.trust, peer, policy, builders, stop, metrics, held);
                 });
             }
             _ = shutdown.changed() => break,

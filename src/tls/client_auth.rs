@@ -22,6 +22,23 @@ pub enum ClientAuthMode {
     Required,
 }
 
+/// Which client certificates a server configuration admits: its mode and a digest of its
+/// client CA certificates. Two configurations with the same trust verify any certificate
+/// alike, so a connection verified under one may go on under the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientTrust([u8; 32]);
+
+impl ClientTrust {
+    fn of(mode: ClientAuthMode, cas: &[rustls_pki_types::CertificateDer<'_>]) -> ClientTrust {
+        let mut all = vec![mode as u8];
+        for ca in cas {
+            all.extend_from_slice(&(ca.len() as u64).to_be_bytes());
+            all.extend_from_slice(ca);
+        }
+        ClientTrust(crate::crypto::sha256(&all))
+    }
+}
+
 /// The edge's server configuration with client-certificate verification against the CA
 /// certificates in `ca_file`: TLS 1.3 and 1.2 only, ALPN h2 and http/1.1, the same provider
 /// as [`super::server_config`].
@@ -29,20 +46,26 @@ pub enum ClientAuthMode {
 /// `Optional` lets clients without a certificate through; a certificate that does not chain
 /// to the CAs fails the handshake in both `Optional` and `Required`: a wrong credential never
 /// degrades to none. `Off` is exactly [`super::server_config`] (`ca_file` is then ignored);
-/// otherwise `ca_file` is required and must hold at least one usable CA certificate.
+/// otherwise `ca_file` is required and must hold at least one usable CA certificate. With
+/// it, the trust the configuration was built with (what the CA file held when read).
 pub fn server_config_with_client_auth(
     cert_file: &Path,
     key_file: &Path,
     mode: ClientAuthMode,
     ca_file: Option<&Path>,
-) -> Result<Arc<ServerConfig>, TlsError> {
+) -> Result<(Arc<ServerConfig>, ClientTrust), TlsError> {
     if mode == ClientAuthMode::Off {
-        return server_config(cert_file, key_file);
+        return Ok((
+            server_config(cert_file, key_file)?,
+            ClientTrust::of(mode, &[]),
+        ));
     }
     let ca_file = ca_file.ok_or_else(|| {
         TlsError("client certificate authentication needs a client CA file".to_string())
     })?;
-    let roots = client_roots(ca_file)?;
+    let cas = load_certs(ca_file)?;
+    let trust = ClientTrust::of(mode, &cas);
+    let roots = client_roots(ca_file, cas)?;
     let provider = provider();
     let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
     let builder = match mode {
@@ -74,14 +97,18 @@ pub fn server_config_with_client_auth(
     // The edge's cipher-suite order wins, not the client's (a client that lists a weaker
     // suite first does not get it while a stronger one is shared).
     cfg.ignore_client_order = true;
-    Ok(Arc::new(cfg))
+    Ok((Arc::new(cfg), trust))
 }
 
-/// The trust anchors for client certificates. Every certificate in the file must be usable:
-/// a CA file with a broken entry is a configuration error, not something to skip silently.
-fn client_roots(ca_file: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+/// The trust anchors for client certificates (`cas`, read from `ca_file`). Every certificate
+/// in the file must be usable: a CA file with a broken entry is a configuration error, not
+/// something to skip silently.
+fn client_roots(
+    ca_file: &Path,
+    cas: Vec<rustls_pki_types::CertificateDer<'static>>,
+) -> Result<Arc<RootCertStore>, TlsError> {
     let mut roots = RootCertStore::empty();
-    for cert in load_certs(ca_file)? {
+    for cert in cas {
         roots.add(cert).map_err(|e| {
             TlsError(format!(
                 "bad client CA certificate in {}: {e}",
@@ -248,6 +275,7 @@ mod tests {
                 Some(&self.client_ca_file),
             )
             .unwrap()
+            .0
         }
 
         fn client(&self, leaf: Option<&Leaf>, tls12: bool) -> Arc<ClientConfig> {
@@ -429,6 +457,44 @@ mod tests {
         );
     }
 
+    /// The trust a configuration admits by: the same for the same certificates and mode
+    /// (whatever the file's name or layout), another for another CA or mode.
+    #[test]
+    fn the_trust_is_the_certificates_and_the_mode() {
+        let fx = Fixture::new();
+        let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
+        let trust = |mode, file: &std::path::Path| {
+            server_config_with_client_auth(cert, key, mode, Some(file))
+                .unwrap()
+                .1
+        };
+        let pem = std::fs::read_to_string(&fx.client_ca_file).unwrap();
+        let relaid = fx.dir.join("relaid.pem");
+        std::fs::write(&relaid, format!("\n{}\n", pem.replace('\n', "\r\n"))).unwrap();
+        let other = fx.dir.join("other.pem");
+        std::fs::write(&other, test_pki::ca("another CA").cert.pem()).unwrap();
+        let both = fx.dir.join("both.pem");
+        std::fs::write(
+            &both,
+            format!("{pem}{}", std::fs::read_to_string(&other).unwrap()),
+        )
+        .unwrap();
+        let base = trust(ClientAuthMode::Optional, &fx.client_ca_file);
+        assert_eq!(trust(ClientAuthMode::Optional, &relaid), base);
+        for differs in [
+            trust(ClientAuthMode::Required, &fx.client_ca_file),
+            trust(ClientAuthMode::Optional, &other),
+            trust(ClientAuthMode::Optional, &both),
+            trust(ClientAuthMode::Off, &fx.client_ca_file),
+        ] {
+            assert_ne!(differs, base);
+        }
+        assert_eq!(
+            trust(ClientAuthMode::Off, &fx.client_ca_file),
+            trust(ClientAuthMode::Off, &other)
+        );
+    }
+
     #[tokio::test]
     async fn off_requests_no_certificate_even_when_one_is_offered() {
         let fx = Fixture::new();
@@ -440,7 +506,8 @@ mod tests {
             ClientAuthMode::Off,
             Some(&fx.dir.join("missing.pem")),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         for tls12 in [false, true] {
             let (accepted, client) = exchange(server.clone(), fx.client(Some(&leaf), tls12)).await;
             client.unwrap();
