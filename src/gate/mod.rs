@@ -233,6 +233,32 @@ impl Gate {
         conn: ConnInfo,
         req: Request<impl RequestBody>,
     ) -> Response<BoxBody> {
+        self.serve(conn, req, None).await
+    }
+
+    /// Refuses one request with `refused` before anything of it is read (its connection is
+    /// closing): logged and counted like any other answer, and the connection not kept.
+    pub async fn refuse(
+        &self,
+        conn: ConnInfo,
+        req: Request<impl RequestBody>,
+        refused: Rejection,
+    ) -> Response<BoxBody> {
+        let h1 = req.version() < http::Version::HTTP_2;
+        let mut resp = self.serve(conn, req, Some(refused)).await;
+        if h1 {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        resp
+    }
+
+    async fn serve(
+        &self,
+        conn: ConnInfo,
+        req: Request<impl RequestBody>,
+        refused: Option<Rejection>,
+    ) -> Response<BoxBody> {
         let started = Instant::now();
         let (route, named) = self.route(&req);
         // Routes without an agent of their own (the edge's paths, 404) use the first's
@@ -281,6 +307,10 @@ impl Gate {
         // request's was 14.7 KiB, moved several times per request: memmove was the largest
         // user-space item of the profile); boxed, it is moved once and this one stays small.
         let outcome = async {
+            if let Some(rej) = refused {
+                trace.body_left_unread = h1_body;
+                return Err(rej);
+            }
             if let Err(rej) = check_framing(req.headers(), self.allow_chunked) {
                 // Framing two parsers could read differently: nothing of the body is read.
                 trace.body_left_unread = h1_body;

@@ -428,3 +428,43 @@ upstreams = ["ros-engine"]
         }
     }
 }
+
+/// A request on a connection that is closing (a reload did not leave it standing) is
+/// refused 421 before anything of it is read, and still counted and answered like any
+/// other: under its reason in the metrics, HTTP/1.1 told the connection closes, HTTP/2 not
+/// (connection headers are not HTTP/2's); the agent never sees it.
+#[tokio::test]
+async fn a_request_on_a_closing_connection_is_refused_and_counted() {
+    let (gate, agent) = gate().await;
+    let body = send_message("late");
+    for version in [http::Version::HTTP_11, http::Version::HTTP_2] {
+        let mut req = post(Full::new(Bytes::from(body.clone())), Some(body.len()), &[]);
+        *req.version_mut() = version;
+        let refused = Rejection::Http {
+            status: StatusCode::MISDIRECTED_REQUEST,
+            message: "This connection is closing: retry on a new one",
+            reason: reason::CONNECTION_OUTLIVED,
+            allow: None,
+        };
+        let resp = gate.refuse(conn(), req, refused).await;
+        let close = resp.headers().get("connection").cloned();
+        let (status, _) = answer(resp).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{version:?}");
+        assert_eq!(
+            close.as_ref().and_then(|v| v.to_str().ok()),
+            (version == http::Version::HTTP_11).then_some("close"),
+            "{version:?}"
+        );
+    }
+    let metrics = gate.metrics.render(&gate.snapshot());
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("a2a_edge_requests_total{")
+                && l.contains("reason=\"connection.outlived\"")
+                && l.contains("status=\"421\"")
+                && l.ends_with(" 2")),
+        "{metrics}"
+    );
+    assert!(agent.seen.lock().unwrap().is_empty());
+}

@@ -660,6 +660,8 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for EdgeServi
     type Future = HandlerFuture;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> HandlerFuture {
+        let gate = self.gates.load();
+        let conn = self.conn.clone();
         let Some(in_flight) = self.busy.begin_if_open() else {
             // A connection a reload did not leave standing: retry on a new one.
             let refused = crate::gate::Rejection::Http {
@@ -668,10 +670,8 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for EdgeServi
                 reason: reason::CONNECTION_OUTLIVED,
                 allow: None,
             };
-            return Box::pin(std::future::ready(Ok(refused.render())));
+            return Box::pin(async move { Ok(gate.refuse(conn, req, refused).await) });
         };
-        let gate = self.gates.load();
-        let conn = self.conn.clone();
         Box::pin(async move {
             let resp = gate.handle(conn, req).await;
             Ok(hold_until_body_done(resp, in_flight))
