@@ -118,6 +118,7 @@ reasons! {
     EXTENSIONS_MISSING_REQUIRED = "extensions.missing_required",
 
     HTTP_FRAMING = "http.framing",
+    HTTP_HOST_MISMATCH = "http.host_mismatch",
     HTTP_LENGTH_REQUIRED = "http.length_required",
 
     ID_INVALID = "id.invalid",

@@ -96,26 +96,105 @@ async fn card_is_public_and_points_at_the_public_url() {
     }
 }
 
+/// Sends `raw` on a new HTTP/1.1 TLS connection and reads the answer to the end (at most 5 s).
+async fn raw_exchange(proxy: &Proxy, raw: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = proxy.raw_tls().await;
+    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        s.read_to_end(&mut answer),
+    )
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The card names the public URL whatever host the request names: an origin-form request
+/// whose `Host` (and `X-Forwarded-Host`) name another host gets the same card, never the
+/// agent's address nor that host. (A `Host` beside an authority naming another is refused
+/// before: `http.host_mismatch`.)
 #[tokio::test]
 async fn card_from_an_http_upstream_never_leaks_its_address() {
     let (_up, proxy) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
-    let mut c = proxy.client(Proto::H1).await;
-    let (status, _, body) = c
-        .request(
-            "GET",
-            "/.well-known/agent-card.json",
-            &[
-                ("host", "evil.example"),
-                ("x-forwarded-host", "evil.example"),
-            ],
-            "",
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    let text = String::from_utf8(body.to_vec()).unwrap();
+    let text = raw_exchange(
+        &proxy,
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: evil.example\r\n\
+         x-forwarded-host: evil.example\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(!text.contains("10.1.2.3"), "{text}");
     assert!(!text.contains("evil.example"), "{text}");
     assert!(text.contains(&proxy.public_url), "{text}");
+}
+
+/// A `Host` that names another host than the request's authority (an HTTP/1.1
+/// absolute-form target, HTTP/2 `:authority`) is refused 400 `http.host_mismatch` and never
+/// reaches the agent: the edge routes by the authority, a component reading `Host` could
+/// take it for another host's. The same host in other letter case, or a `Host` alone, is
+/// served.
+#[tokio::test]
+async fn a_host_naming_another_authority_is_refused() {
+    const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}"#;
+    let (up, proxy) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
+    // (target, Host header lines, served)
+    let h1: [(&str, &str, bool); 11] = [
+        ("https://localhost/", "host: evil.example\r\n", false),
+        ("https://localhost/", "host: localhost:8443\r\n", false),
+        ("https://localhost:8443/", "host: localhost\r\n", false),
+        ("https://localhost/", "host: localhost.\r\n", false),
+        ("https://localhost/", "host: localhost:443\r\n", true),
+        (
+            "https://localhost/",
+            "host: localhost\r\nhost: evil.example\r\n",
+            false,
+        ),
+        ("https://localhost/", "host: user@localhost\r\n", false),
+        ("https://localhost:443/", "host: localhost\r\n", true),
+        ("https://localhost/", "host: LocalHost\r\n", true),
+        ("https://localhost/", "host: localhost\r\n", true),
+        ("/", "host: evil.example\r\n", true),
+    ];
+    let mut served = 0;
+    for (target, hosts, ok) in h1 {
+        let head = format!(
+            "POST {target} HTTP/1.1\r\n{hosts}authorization: Bearer test-token-0123456789\r\n\
+             content-type: application/json\r\na2a-version: 1.0\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{SEND}",
+            SEND.len()
+        );
+        let text = raw_exchange(&proxy, &head).await;
+        if ok {
+            served += 1;
+            assert!(
+                text.starts_with("HTTP/1.1 200"),
+                "{target} {hosts:?}: {text}"
+            );
+        } else {
+            assert!(
+                text.starts_with("HTTP/1.1 400"),
+                "{target} {hosts:?}: {text}"
+            );
+            assert!(text.contains("http.host_mismatch"), "{text}");
+            assert!(text.contains("connection: close"), "{text}");
+        }
+        assert_eq!(up.rpc_requests().len(), served, "{target} {hosts:?}");
+    }
+    let mut c = proxy.client(Proto::H2).await;
+    for (host, ok) in [("evil.example", false), ("localhost", true)] {
+        let mut headers = rpc_headers();
+        headers.push(("host", host));
+        let (status, _, body) = c.request("POST", "/", &headers, SEND).await;
+        if ok {
+            served += 1;
+            assert_eq!(status, StatusCode::OK, "h2 {host}");
+        } else {
+            assert_eq!(status, StatusCode::BAD_REQUEST, "h2 {host}");
+            assert!(String::from_utf8_lossy(&body).contains("http.host_mismatch"));
+        }
+        assert_eq!(up.rpc_requests().len(), served, "h2 {host}");
+    }
 }
 
 #[tokio::test]

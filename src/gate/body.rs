@@ -37,6 +37,45 @@ pub(super) fn check_framing(headers: &HeaderMap, allow_chunked: bool) -> Result<
     Ok(())
 }
 
+/// A request whose authority (HTTP/2 `:authority`, an HTTP/1.1 absolute-form target) and
+/// `Host` name different hosts: the edge routes by the first, a component that reads the
+/// second could take it for another host's (RFC 9113 §8.3.1: malformed). The same host is
+/// the same name in any letter case and the same port, the scheme's default written or
+/// not; user information in either is no host. A `Host` alone (origin-form HTTP/1.1) is
+/// the authority itself.
+pub(super) fn check_host<B>(req: &http::Request<B>) -> Result<(), Rejection> {
+    let Some(authority) = req.uri().authority() else {
+        return Ok(());
+    };
+    let default_port = if req.uri().scheme_str() == Some("http") {
+        80
+    } else {
+        443
+    };
+    let same = |host: &HeaderValue| {
+        let Ok(host) = host.to_str() else {
+            return false;
+        };
+        let Ok(named) = host.parse::<http::uri::Authority>() else {
+            return false;
+        };
+        !host.contains('@')
+            && !authority.as_str().contains('@')
+            && named.host().eq_ignore_ascii_case(authority.host())
+            && named.port_u16().unwrap_or(default_port)
+                == authority.port_u16().unwrap_or(default_port)
+    };
+    if req.headers().get_all(header::HOST).iter().all(same) {
+        return Ok(());
+    }
+    Err(Rejection::Http {
+        status: StatusCode::BAD_REQUEST,
+        message: "Host differs from the request's authority",
+        reason: reason::HTTP_HOST_MISMATCH,
+        allow: None,
+    })
+}
+
 /// What the gate takes as a request body: hyper's `Incoming` from a connection, or any other
 /// body of bytes (tests drive the gate without a socket). Its errors are not looked at: a body
 /// that fails is `body.read`.

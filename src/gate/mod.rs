@@ -42,7 +42,8 @@ use tracing::{info_span, Instrument};
 
 pub use body::RequestBody;
 use body::{
-    check_framing, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body, BodyLimits,
+    check_framing, check_host, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body,
+    BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
 pub use process::Process;
@@ -311,8 +312,11 @@ impl Gate {
                 trace.body_left_unread = h1_body;
                 return Err(rej);
             }
-            if let Err(rej) = check_framing(req.headers(), self.allow_chunked) {
-                // Framing two parsers could read differently: nothing of the body is read.
+            if let Err(rej) =
+                check_framing(req.headers(), self.allow_chunked).and_then(|()| check_host(&req))
+            {
+                // Framing (or a host) two parsers could read differently: nothing of the
+                // body is read.
                 trace.body_left_unread = h1_body;
                 return Err(rej);
             }
