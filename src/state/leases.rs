@@ -7,11 +7,13 @@
 //! at most its lifetime. Its size adapts: a lease starts at one token (a caller below its
 //! rate costs one round trip per request, exactly as without leases), doubles each time the
 //! last one was used up before it expired, and falls back to what was actually used when
-//! one expires with tokens left; those go back to the shared budget with the next ask, so a
-//! caller that keeps sending loses none (at most `max - 1` tokens per replica are out of the
-//! budget while a lease lives, or until its caller's next request after it expired). No lease takes more than a quarter of the burst or what the rate
-//! refills within the lifetime, so small budgets stay exact and several replicas share a
-//! burst.
+//! one expires with tokens left; those go back to the shared budget with the next ask within
+//! one lifetime of its expiry, so a caller that keeps sending loses none (at most `max - 1`
+//! tokens per replica are out of the budget while a lease lives, or until its caller's next
+//! request after it expired). Asked for later, they are not given back: the budget has
+//! refilled meanwhile, and they would come on top of what was spent since. No lease takes
+//! more than a quarter of the burst or what the rate refills within the lifetime, so small
+//! budgets stay exact and several replicas share a burst.
 //!
 //! One table per worker thread (no lock is contended), each bounded by [`MAX_ENTRIES`]; when
 //! a table is full, expired leases are dropped (at most once per lifetime) and a principal
@@ -117,8 +119,16 @@ impl RateLeases {
             lease.size.saturating_sub(lease.left)
         };
         // Tokens left when a lease expires go back with the next ask: a caller that keeps
-        // sending loses none of its budget to leases.
-        let refund = std::mem::take(&mut lease.left);
+        // sending loses none of its budget to leases. Only within one lifetime of its expiry:
+        // later, the budget has refilled for that long (the lease is at most what it refills
+        // in a lifetime), likely to its burst, and tokens given back on top of what was spent
+        // since would let the caller past its burst.
+        let left = std::mem::take(&mut lease.left);
+        let refund = if now.saturating_duration_since(lease.until) < self.lifetime {
+            left
+        } else {
+            0
+        };
         Take::Ask(next.clamp(1, cap), refund)
     }
 
@@ -259,6 +269,22 @@ mod tests {
         l.granted("p", FAST, 2, later);
         assert_eq!(l.take("p", FAST, later), Take::Leased);
         assert_eq!(l.take("p", FAST, later), Take::Ask(4, 0));
+    }
+
+    #[test]
+    fn a_lease_long_expired_gives_nothing_back() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        let t0 = Instant::now();
+        l.granted("p", FAST, 8, t0);
+        assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        // 6 left at its expiry (t0 + 100 ms); asked for within one lifetime of it, they go back
+        let soon = t0 + Duration::from_millis(199);
+        assert_eq!(l.take("p", FAST, soon), Take::Ask(2, 6));
+        // later, the budget has refilled meanwhile: they are not given back on top of it
+        l.granted("p", FAST, 8, t0);
+        assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        let late = t0 + Duration::from_millis(200);
+        assert_eq!(l.take("p", FAST, late), Take::Ask(2, 0));
     }
 
     #[test]
