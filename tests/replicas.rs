@@ -841,6 +841,80 @@ async fn a_turn_that_lost_its_lease_ends() {
     );
 }
 
+/// A turn whose lease was lost ends within about a renewal of the loss even when its agent
+/// says nothing: not at the agent's next event (8 s later here), with its stream open beside
+/// another turn on the context meanwhile.
+#[tokio::test]
+async fn a_silent_turn_that_lost_its_lease_ends_promptly() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let p = Proxy::start(opts(&redis, &agent, "busy_lease_ms = 2000\n")).await;
+    let mut c = p.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                "[[slow:8000]] [[chunks:2]] a quiet turn",
+                json!({"contextId": "ctx-quiet"}),
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("a first event");
+    assert!(first.get("error").is_none(), "{first}");
+    let key = redis.command("KEYS *b:c-*");
+    assert!(!key.is_empty(), "no lease in Redis");
+    redis.command(&format!("DEL {key}"));
+    let started = Instant::now();
+    let rest = events.rest().await;
+    let (name, last) = rest.last().expect("the stream ended with an event");
+    assert_eq!(name.as_deref(), Some("error"), "{rest:?}");
+    assert_eq!(reason(last), "context.lease_lost", "{last}");
+    assert_eq!(last["error"]["code"], -32603, "{last}");
+    // Within a renewal (a third of the lease) and a round trip.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A turn whose renewals fail (Redis unreachable) holds its context no longer than its lease
+/// lasts from the last renewal Redis answered: past that, another replica may have begun a
+/// turn there, so it ends with `context.lease_lost`, as when Redis says the lease is gone.
+#[tokio::test]
+async fn a_turn_that_cannot_renew_its_lease_ends_past_its_deadline() {
+    let mut redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let p = Proxy::start(opts(&redis, &agent, "busy_lease_ms = 2000\n")).await;
+    let mut c = p.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                "[[slow:8000]] [[chunks:2]] a quiet turn",
+                json!({"contextId": "ctx-stranded"}),
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("a first event");
+    assert!(first.get("error").is_none(), "{first}");
+    redis.stop();
+    let started = Instant::now();
+    let rest = events.rest().await;
+    let (name, last) = rest.last().expect("the stream ended with an event");
+    assert_eq!(name.as_deref(), Some("error"), "{rest:?}");
+    assert_eq!(reason(last), "context.lease_lost", "{last}");
+    // Not at the first failed renewal: the lease still runs in Redis until its deadline (at
+    // most 2 s after Redis went), and ended within a renewal and a round trip of it.
+    let took = started.elapsed();
+    assert!(
+        took > Duration::from_millis(1000) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_replica_killed_mid_turn_frees_the_context_after_its_lease() {
     let redis = RedisServer::start();

@@ -187,6 +187,45 @@ async fn a_fast_callers_tokens_are_leased_and_never_exceed_the_shared_budget() {
     }
 }
 
+/// Tokens a lease left unspent are given back with the next ask only as far as the budget
+/// has not refilled since: after a pause in which it refilled to its burst, a caller that
+/// spends that burst gets no token more from an old lease's leftover.
+#[tokio::test]
+async fn a_lease_left_unspent_gives_nothing_back_past_the_burst() {
+    use a2a_edge::limits::rate::Rate;
+    use a2a_edge::state::redis::{RedisConfig, RedisStore};
+    let redis = RedisServer::start();
+    let config = RedisConfig {
+        url: url::Url::parse(&redis.url()).unwrap(),
+        password: None,
+        ca_pem: None,
+        key_prefix: "t:".into(),
+        timeout: Duration::from_secs(2),
+        rate_lease_max: 64,
+        rate_lease: Duration::from_millis(500),
+    };
+    let metrics = std::sync::Arc::new(a2a_edge::telemetry::metrics::Metrics::new());
+    let store = RedisStore::new(config, metrics).unwrap();
+    // One token every 200 ms, 8 at once: leases of at most 2 (a quarter of the burst).
+    let rate = Rate {
+        per_second: 5.0,
+        burst: 8,
+    };
+    // One token, then a lease of two: one of them stays unspent.
+    for _ in 0..2 {
+        assert_eq!(store.spend_leased("p", "alice", rate).await, Ok(Ok(())));
+    }
+    // The lease expires (500 ms) and the budget refills to its burst (3 tokens: 600 ms).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The whole burst at once (one token per round trip, no lease)...
+    for i in 0..8 {
+        assert_eq!(store.spend("p", "alice", rate).await, Ok(Ok(())), "{i}");
+    }
+    // ... and not one more through the old lease's leftover.
+    let more = store.spend_leased("p", "alice", rate).await;
+    assert!(matches!(more, Ok(Err(_))), "{more:?}");
+}
+
 #[tokio::test]
 async fn the_failure_budget_is_one_across_replicas() {
     let redis = RedisServer::start();

@@ -597,6 +597,13 @@ impl Gate {
                 let requests = agent.requests.clone();
                 let view = registry.clone();
                 let shape = Shape::of(rpc.method).unwrap_or(Shape::Send);
+                // A turn whose lease is lost ends at once, not at its agent's next answer.
+                let interrupt = turn.lease_lost().map(|lost| -> upstream::Interrupt {
+                    Box::pin(async move {
+                        lost.await;
+                        reason::CONTEXT_LEASE_LOST
+                    })
+                });
                 let observe = move |v: &mut Value| {
                     let _slot = &guard;
                     one_answer(v, shape, &requests, &view, &name, |r| {
@@ -607,6 +614,7 @@ impl Gate {
                     agent: upstream,
                     budget,
                     observe,
+                    interrupt,
                     size_hint: bytes.len(),
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
@@ -631,6 +639,7 @@ impl Gate {
                     agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
                     size_hint: bytes.len(),
                     budget,
+                    interrupt: None,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
                         let _slot = &guard;
                         clean_response(v, &requests.metadata, requests.redact_paths);
@@ -664,6 +673,7 @@ impl Gate {
                     agent: upstream,
                     budget,
                     observe,
+                    interrupt: None,
                     size_hint: bytes.len(),
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
@@ -835,6 +845,7 @@ impl Gate {
             agent,
             budget,
             observe,
+            interrupt,
             size_hint,
         } = plan;
         let upstream_error = |e: UpstreamError| Rejection::rpc(rpc.id.clone(), e.rpc_error());
@@ -882,6 +893,7 @@ impl Gate {
             self.relay_limits,
             log,
             fast,
+            interrupt,
             observe,
         )
         .instrument(telemetry::traces::stage_span!("relay"))
@@ -1030,6 +1042,8 @@ struct Plan<F> {
     agent: UpstreamId,
     budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
     observe: F,
+    /// Ends the answer's stream early (a turn that lost its busy lease).
+    interrupt: Option<upstream::Interrupt>,
     /// The caller's body's size: the forwarded request is written into a buffer of that
     /// size (no regrowing and copying a large body on the way).
     size_hint: usize,

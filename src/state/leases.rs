@@ -9,9 +9,12 @@
 //! last one was used up before it expired, and falls back to what was actually used when
 //! one expires with tokens left; those go back to the shared budget with the next ask, so a
 //! caller that keeps sending loses none (at most `max - 1` tokens per replica are out of the
-//! budget while a lease lives, or until its caller's next request after it expired). No lease takes more than a quarter of the burst or what the rate
-//! refills within the lifetime, so small budgets stay exact and several replicas share a
-//! burst.
+//! budget while a lease lives, or until its caller's next request after it expired). Only
+//! as many go back as the budget has not refilled since: once it has refilled past what was
+//! taken up to the lease (its TAT then), it has been full, and tokens given back on top of
+//! what was spent since would let the caller past its burst. No lease takes more than a
+//! quarter of the burst or what the rate refills within the lifetime, so small budgets stay
+//! exact and several replicas share a burst.
 //!
 //! One table per worker thread (no lock is contended), each bounded by [`MAX_ENTRIES`]; when
 //! a table is full, expired leases are dropped (at most once per lifetime) and a principal
@@ -33,6 +36,9 @@ struct Lease {
     /// Tokens this lease was granted.
     size: u32,
     until: Instant,
+    /// When the budget has refilled past what was taken up to this lease (the TAT its grant
+    /// left, on this replica's clock): from then on, its unspent tokens were refilled anyway.
+    full_at: Instant,
     /// The rate it was taken at (a reload that changes the rate drops it).
     rate: (u64, u32),
 }
@@ -117,13 +123,21 @@ impl RateLeases {
             lease.size.saturating_sub(lease.left)
         };
         // Tokens left when a lease expires go back with the next ask: a caller that keeps
-        // sending loses none of its budget to leases.
-        let refund = std::mem::take(&mut lease.left);
+        // sending loses none of its budget to leases. As many as the budget has not refilled
+        // since (one per interval until `full_at`): the others it has refilled already (to its
+        // burst at most), and giving them back on top of what was spent since would let the
+        // caller past its burst.
+        let left = std::mem::take(&mut lease.left);
+        let unrefilled = lease.full_at.saturating_duration_since(now).as_micros()
+            / u128::from(rate.interval_us().max(1));
+        let refund = u32::try_from(unrefilled).map_or(left, |n| left.min(n));
         Take::Ask(next.clamp(1, cap), refund)
     }
 
     /// The store granted `granted` tokens (one of them for this request) of the `asked`.
-    pub fn granted(&self, key: &str, rate: Rate, granted: u32, now: Instant) {
+    /// `full_at`: no later than when the budget has refilled past them (the store's TAT,
+    /// counted from when the ask was sent).
+    pub fn granted(&self, key: &str, rate: Rate, granted: u32, now: Instant, full_at: Instant) {
         if self.cap(rate) == 1 {
             return;
         }
@@ -134,6 +148,7 @@ impl RateLeases {
             left: granted.saturating_sub(1),
             size: granted.max(1),
             until: now + self.lifetime,
+            full_at,
             rate: (rate.interval_us(), rate.burst),
         };
         if let Some(old) = table.leases.get_mut(key) {
@@ -143,6 +158,8 @@ impl RateLeases {
                 old.left = old.left.saturating_add(lease.left);
                 old.size = old.size.saturating_add(lease.size);
                 old.until = lease.until;
+                // (the earlier: what goes back is never more than either grant's)
+                old.full_at = old.full_at.min(lease.full_at);
             } else {
                 *old = lease;
             }
@@ -180,6 +197,11 @@ mod tests {
         burst: 100_000,
     };
 
+    /// A budget spent far ahead of its refill (a minute) at `t`: tokens given back count whole.
+    fn ahead(t: Instant) -> Instant {
+        t + Duration::from_secs(60)
+    }
+
     #[test]
     fn the_cap_keeps_small_budgets_exact() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
@@ -203,7 +225,7 @@ mod tests {
         let off = RateLeases::new(1, Duration::from_millis(100), 1);
         assert_eq!(off.cap(FAST), 1);
         assert_eq!(off.take("p", FAST, Instant::now()), Take::Ask(1, 0));
-        off.granted("p", FAST, 1, Instant::now());
+        off.granted("p", FAST, 1, Instant::now(), ahead(Instant::now()));
         assert_eq!(off.held(), 0);
     }
 
@@ -212,12 +234,12 @@ mod tests {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
         assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
-        l.granted("p", FAST, 1, t0);
+        l.granted("p", FAST, 1, t0, ahead(t0));
         // used up at once: double, double, ... up to the cap
         let mut want = 2;
         for _ in 0..8 {
             assert_eq!(l.take("p", FAST, t0), Take::Ask(want.min(64), 0));
-            l.granted("p", FAST, want.min(64), t0);
+            l.granted("p", FAST, want.min(64), t0, ahead(t0));
             for _ in 1..want.min(64) {
                 assert_eq!(l.take("p", FAST, t0), Take::Leased);
             }
@@ -225,14 +247,14 @@ mod tests {
         }
         // 64 granted, 10 used, then it expires: the next one asks for what was used
         assert_eq!(l.take("p", FAST, t0), Take::Ask(64, 0));
-        l.granted("p", FAST, 64, t0);
+        l.granted("p", FAST, 64, t0, ahead(t0));
         for _ in 0..9 {
             assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
         let later = t0 + Duration::from_millis(100);
         assert_eq!(l.take("p", FAST, later), Take::Ask(10, 54));
         // fewer granted than asked (the budget is nearly spent): that is the lease
-        l.granted("p", FAST, 3, later);
+        l.granted("p", FAST, 3, later, ahead(later));
         assert_eq!(l.take("p", FAST, later), Take::Leased);
         assert_eq!(l.take("p", FAST, later), Take::Leased);
         assert_eq!(l.take("p", FAST, later), Take::Ask(6, 0));
@@ -242,30 +264,54 @@ mod tests {
     fn grants_that_race_add_up() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
-        l.granted("p", FAST, 8, t0);
-        l.granted("p", FAST, 8, t0);
+        l.granted("p", FAST, 8, t0, ahead(t0));
+        l.granted("p", FAST, 8, t0, ahead(t0));
         for _ in 0..14 {
             assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
         assert_eq!(l.take("p", FAST, t0), Take::Ask(32, 0));
         // merged grants, partly used, expire: the next asks for what was used
-        l.granted("p", FAST, 4, t0);
-        l.granted("p", FAST, 4, t0);
+        l.granted("p", FAST, 4, t0, ahead(t0));
+        l.granted("p", FAST, 4, t0, ahead(t0));
         assert_eq!(l.take("p", FAST, t0), Take::Leased);
         let expired = t0 + Duration::from_millis(100);
         assert_eq!(l.take("p", FAST, expired), Take::Ask(3, 5));
         // an expired lease is replaced, not added to
         let later = t0 + Duration::from_millis(100);
-        l.granted("p", FAST, 2, later);
+        l.granted("p", FAST, 2, later, ahead(later));
         assert_eq!(l.take("p", FAST, later), Take::Leased);
         assert_eq!(l.take("p", FAST, later), Take::Ask(4, 0));
+    }
+
+    #[test]
+    fn what_goes_back_is_only_what_the_budget_has_not_refilled() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        // one token every 10 µs (FAST); the budget refills past the grant 50 µs after t0
+        let t0 = Instant::now();
+        let full_at = t0 + Duration::from_micros(50);
+        l.granted("p", FAST, 8, t0, full_at);
+        assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        // 6 left when it expires: the budget has refilled past it, nothing goes back
+        let expired = t0 + Duration::from_millis(100);
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 0));
+        // a budget spent far ahead (other leases, other replicas): what is left goes back,
+        // up to what it has not refilled by then (30 µs: 3 tokens)
+        l.granted("p", FAST, 8, t0, expired + Duration::from_micros(30));
+        assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 3));
+        l.granted("p", FAST, 8, t0, expired + Duration::from_secs(1));
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(1, 7));
+        // merged grants give back no more than the earlier's allows
+        l.granted("p", FAST, 4, t0, expired + Duration::from_secs(1));
+        l.granted("p", FAST, 4, t0, expired + Duration::from_micros(20));
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 2));
     }
 
     #[test]
     fn another_rate_or_another_key_gets_nothing_of_a_lease() {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
-        l.granted("alice", FAST, 32, t0);
+        l.granted("alice", FAST, 32, t0, ahead(t0));
         assert_eq!(l.take("bob", FAST, t0), Take::Ask(1, 0));
         assert_eq!(l.take("alice\u{1f}x", FAST, t0), Take::Ask(1, 0));
         let slower = Rate {
@@ -282,14 +328,14 @@ mod tests {
         let l = RateLeases::new(64, Duration::from_millis(100), 1);
         let t0 = Instant::now();
         for i in 0..MAX_ENTRIES + 100 {
-            l.granted(&format!("p{i}"), FAST, 8, t0);
+            l.granted(&format!("p{i}"), FAST, 8, t0, ahead(t0));
         }
         assert_eq!(l.held(), MAX_ENTRIES);
         // full of live leases: a newcomer is served a token at a time
         assert_eq!(l.take("newcomer", FAST, t0), Take::Ask(1, 0));
         // once they have expired, the next grant makes room
         let later = t0 + Duration::from_millis(150);
-        l.granted("newcomer", FAST, 8, later);
+        l.granted("newcomer", FAST, 8, later, ahead(later));
         assert_eq!(l.held(), 1);
         assert_eq!(l.take("newcomer", FAST, later), Take::Leased);
     }

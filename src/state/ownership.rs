@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::redis::StateUnavailable;
 use super::registry::{Denial, ListPage, TaskRegistry, Turn, Unrelayable, UpstreamId};
@@ -190,17 +192,20 @@ impl Ownership {
                 .local
                 .begin_turn_as(principal, task, None, workspace, true)
                 .map_err(Refusal::Denied)?;
-            let lease = streaming.then(|| Lease::start(shared.clone(), None));
+            let lease = streaming.then(|| Lease::start(shared.clone()));
             return Ok(self.owned(principal, turn, lease, None, workspace));
         };
         let token = crate::crypto::random_token();
+        // The lease runs from when it was asked for at the latest.
+        let asked = Instant::now();
         let verdict = shared
             .turn(c, principal, task, workspace, &token, client)
             .await?;
         let (lease, agent) = match verdict {
-            TurnVerdict::Leased(agent) => {
-                (Some(Lease::with_token(shared.clone(), c, token)), agent)
-            }
+            TurnVerdict::Leased(agent) => (
+                Some(Lease::with_token(shared.clone(), c, asked, token)),
+                agent,
+            ),
             TurnVerdict::FollowUp(agent) => (None, agent),
             TurnVerdict::NotFound => return Err(Refusal::Denied(Denial::NotFound)),
             TurnVerdict::WorkspaceMismatch => {
@@ -422,11 +427,7 @@ impl OwnedTurn {
         }
         // The context's lease was lost: another turn may run on it, so this one ends (its
         // answers are no longer one turn's at a time).
-        if self
-            .lease
-            .as_ref()
-            .is_some_and(|l| l.inner.lost.load(std::sync::atomic::Ordering::Relaxed))
-        {
+        if self.lease.as_ref().is_some_and(|l| *l.inner.lost.borrow()) {
             return Err(Unrelayable::LeaseLost);
         }
         let (tasks, contexts) = self.owners.local.untrusted_named(result);
@@ -445,6 +446,18 @@ impl OwnedTurn {
                 Ok(Some(write)) => write.await,
             }
         })))
+    }
+
+    /// Resolves when this turn's busy lease is lost ([`LeaseInner::lost`]), so that a stream
+    /// ends then, not at its agent's next answer; `None` when the turn holds no lease.
+    pub fn lease_lost(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let mut lost = self.lease.as_ref()?.inner.lost.subscribe();
+        Some(async move {
+            // An error: the lease was dropped (the turn ended) without being lost.
+            if lost.wait_for(|lost| *lost).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
     }
 
     /// [`OwnedTurn::observe`] once this replica's cache knows every task the answer names.
@@ -482,6 +495,8 @@ impl OwnedTurn {
             // Only a context the agent names for this turn is bound to its workspace here
             // (a named one was bound when the turn began).
             let bind = adopting.then_some(workspace.as_deref());
+            // A context adopted is leased from when it was asked for at the latest.
+            let asked = Instant::now();
             match shared
                 .learn(&principal, &agent, &news, token.as_deref(), bind)
                 .await
@@ -492,7 +507,7 @@ impl OwnedTurn {
                     if let (Some(l), Some(c), false) =
                         (&lease, &news.context, news.inferred_context)
                     {
-                        l.adopt(c);
+                        l.adopt(c, asked);
                     }
                     turn.lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -506,11 +521,15 @@ impl OwnedTurn {
 
 struct LeaseInner {
     token: String,
-    /// `None` until the agent names the turn's new context.
-    context: Mutex<Option<String>>,
-    /// A renewal found the lease no longer this turn's (it ran out in a Redis stall, or a
-    /// failover or an eviction dropped it): another turn may run on the context now.
-    lost: std::sync::atomic::AtomicBool,
+    /// The context (`None` until the agent names the turn's new one), and when the last
+    /// round trip that Redis answered holding the lease for this turn was sent (the take,
+    /// then each renewal): the lease runs out in Redis one `busy_lease_ms` after it at the
+    /// latest.
+    held: Mutex<Option<(String, Instant)>>,
+    /// Set once the lease is no longer this turn's: a renewal found it gone or someone
+    /// else's (a failover or an eviction dropped it), or renewals failed (Redis unreachable)
+    /// until it ran out. Another turn may run on the context now.
+    lost: watch::Sender<bool>,
 }
 
 /// A context's busy lease in Redis: renewed every third of `busy_lease_ms` while held,
@@ -522,35 +541,61 @@ pub struct Lease {
 }
 
 impl Lease {
-    fn start(owners: Arc<SharedOwners>, context: Option<&str>) -> Lease {
-        Self::with_token(owners, context.unwrap_or(""), crate::crypto::random_token())
+    /// A lease on a context the agent names later (taken by the answer that names it).
+    fn start(owners: Arc<SharedOwners>) -> Lease {
+        Self::with_token(owners, "", Instant::now(), crate::crypto::random_token())
     }
 
-    fn with_token(owners: Arc<SharedOwners>, context: &str, token: String) -> Lease {
+    /// The lease `token` on `context`, asked for at `asked`.
+    fn with_token(
+        owners: Arc<SharedOwners>,
+        context: &str,
+        asked: Instant,
+        token: String,
+    ) -> Lease {
         let inner = Arc::new(LeaseInner {
             token,
-            context: Mutex::new(Some(context.to_string()).filter(|c| !c.is_empty())),
-            lost: std::sync::atomic::AtomicBool::new(false),
+            held: Mutex::new(Some((context.to_string(), asked)).filter(|(c, _)| !c.is_empty())),
+            lost: watch::Sender::new(false),
         });
         let (o, i) = (owners.clone(), inner.clone());
         let renewer = tokio::spawn(async move {
-            let every = (o.lease / 3).max(std::time::Duration::from_millis(50));
+            let every = (o.lease / 3).max(Duration::from_millis(50));
             loop {
                 tokio::time::sleep(every).await;
-                let c = i
-                    .context
+                let held = i
+                    .held
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .clone();
-                if let Some(c) = c {
-                    // Redis away: the lease runs out, which is what a dead replica's does.
-                    if let Ok(false) = o.renew(&c, &i.token).await {
-                        // Gone or someone else's: this turn no longer holds the context, and
-                        // ends at its next answer (`OwnedTurn::observe`).
-                        tracing::warn!(event = "lease_lost", context = c.as_str());
-                        i.lost.store(true, std::sync::atomic::Ordering::Relaxed);
-                        return;
+                let Some((c, confirmed)) = held else {
+                    continue;
+                };
+                let asked = Instant::now();
+                let lost = match o.renew(&c, &i.token).await {
+                    Ok(true) => {
+                        if let Some((_, at)) = i
+                            .held
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .as_mut()
+                        {
+                            *at = asked;
+                        }
+                        false
                     }
+                    // Gone or someone else's.
+                    Ok(false) => true,
+                    // Redis away or slow: the lease may still be this turn's until it runs
+                    // out (as a dead replica's does); past that, another turn may have begun.
+                    Err(StateUnavailable) => Instant::now() >= confirmed + o.lease,
+                };
+                if lost {
+                    // This turn no longer holds the context: it ends at once if it streams
+                    // (`OwnedTurn::lease_lost`), else at its answer (`OwnedTurn::observe`).
+                    tracing::warn!(event = "lease_lost", context = c.as_str());
+                    i.lost.send_replace(true);
+                    return;
                 }
             }
         });
@@ -561,14 +606,15 @@ impl Lease {
         }
     }
 
-    fn adopt(&self, context: &str) {
-        let mut c = self
+    /// The agent named the turn's new context, leased by the write asked for at `asked`.
+    fn adopt(&self, context: &str, asked: Instant) {
+        let mut held = self
             .inner
-            .context
+            .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if c.is_none() {
-            *c = Some(context.to_string());
+        if held.is_none() {
+            *held = Some((context.to_string(), asked));
         }
     }
 }
@@ -578,10 +624,11 @@ impl Drop for Lease {
         self.renewer.abort();
         let context = self
             .inner
-            .context
+            .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
+            .take()
+            .map(|(c, _)| c);
         let (Some(c), Ok(rt)) = (context, tokio::runtime::Handle::try_current()) else {
             return;
         };

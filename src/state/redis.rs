@@ -56,8 +56,11 @@ pub struct StateUnavailable;
 
 /// GCRA over Redis's clock. KEYS[1]: the budget; ARGV: emission interval (µs), burst, the
 /// most tokens to take, tokens taken earlier and given back unspent. Takes as many as the
-/// budget holds, up to that; returns {taken, 0} when at least one was, {0, wait µs until one
-/// is} when none (never after a give-back: that leaves room for one at least).
+/// budget holds, up to that; returns {taken, 0, µs until the budget has refilled past them
+/// (its TAT)} when at least one was, {0, wait µs until one is, 0} when none (never after a
+/// give-back: that leaves room for one at least). A give-back never fills the budget past
+/// its burst (the TAT is never set before now); the caller gives back only what the budget
+/// has not refilled since it was taken ([`super::leases`]).
 const GCRA: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -70,12 +73,12 @@ if tat < now then tat = now end
 local limit = now + interval * burst
 local room = math.floor((limit - tat) / interval)
 if room < 1 then
-  return {0, tat + interval - limit}
+  return {0, tat + interval - limit, 0}
 end
 local taken = math.min(want, room)
 local new_tat = tat + interval * taken
 redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1)
-return {taken, 0}
+return {taken, 0, new_tat - now}
 "#;
 
 /// A worker's connection, once made, and when the last attempt to make it failed.
@@ -244,10 +247,15 @@ impl RedisStore {
             Take::Ask(n, back) => (n, back),
         };
         self.metrics.state_rate_check("store");
+        // The budget's TAT is reached no earlier than this plus what the store says.
+        let sent = Instant::now();
         let taken = self
             .take_tokens(&key, rate.interval_us(), rate.burst, ask, back)
             .await?;
-        Ok(taken.map(|n| self.leases.granted(&key, rate, n, Instant::now())))
+        Ok(taken.map(|(n, full_in)| {
+            self.leases
+                .granted(&key, rate, n, Instant::now(), sent + full_in)
+        }))
     }
 
     /// Spends one token of the shared budget `kind:name` at `rate`, with no lease (each
@@ -267,7 +275,8 @@ impl RedisStore {
     }
 
     /// Gives `back` unspent tokens and takes up to `want` of the budget at `key`: how many (at
-    /// least one), or how long until one is there.
+    /// least one) and how long until the budget has refilled past them, or how long until one
+    /// is there.
     async fn take_tokens(
         &self,
         key: &str,
@@ -275,22 +284,23 @@ impl RedisStore {
         burst: u32,
         want: u32,
         back: u32,
-    ) -> Result<Result<u32, Duration>, StateUnavailable> {
+    ) -> Result<Result<(u32, Duration), Duration>, StateUnavailable> {
         let mut call = self.gcra.key(key);
         call.arg(interval_us).arg(burst).arg(want.max(1)).arg(back);
         let mut conn = self.connection().await?;
         let started = Instant::now();
         let out = tokio::time::timeout(
             self.config.timeout,
-            call.invoke_async::<(i64, i64)>(&mut conn),
+            call.invoke_async::<(i64, i64, i64)>(&mut conn),
         )
         .await;
         match out {
-            Ok(Ok((taken, wait_us))) => {
+            Ok(Ok((taken, wait_us, full_in_us))) => {
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(if taken >= 1 {
-                    Ok(u32::try_from(taken).unwrap_or(1).min(want.max(1)))
+                    let n = u32::try_from(taken).unwrap_or(1).min(want.max(1));
+                    Ok((n, Duration::from_micros(full_in_us.max(0) as u64)))
                 } else {
                     Err(Duration::from_micros(wait_us.max(0) as u64))
                 })

@@ -73,6 +73,10 @@ pub struct StreamLog {
 /// Why an observer refused an answer: its reason code.
 pub type Refused = Reason;
 
+/// Ends a stream before its agent does, whatever the agent sends or not (the stream's turn
+/// lost its busy lease): resolves to the reason of the stream's last event, its error.
+pub type Interrupt = std::pin::Pin<Box<dyn Future<Output = Reason> + Send>>;
+
 /// Puts one JSON-RPC response of the agent in the shape of an answer to `id`: an object, with
 /// `jsonrpc` 2.0, the caller's id and exactly one of `result` and `error`. The agent's own
 /// `id` must be the request's (JSON-RPC 2.0 §5: the edge forwards the caller's id as it
@@ -171,6 +175,9 @@ where
 /// (`clean_response` with its metadata policy and `redact_paths`): with it, responses that
 /// cleaning would leave as they are take the fast pass, and the observer sees their
 /// projection ([`one_response`]); `None` builds and cleans every response whole.
+/// `interrupt`, when it resolves, ends a stream with an error frame at once, without waiting
+/// for the agent's next event (a JSON answer is its observer's alone to refuse).
+#[allow(clippy::too_many_arguments)]
 pub async fn relay_response<F, P>(
     upstream: Response<BoxBody>,
     id: &Value,
@@ -178,6 +185,7 @@ pub async fn relay_response<F, P>(
     limits: RelayLimits,
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
+    interrupt: Option<Interrupt>,
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
@@ -214,6 +222,7 @@ where
             limits,
             log,
             fast,
+            interrupt,
             observe,
         )),
         "application/json" => {
@@ -244,6 +253,7 @@ fn relay_sse<F, P>(
     limits: RelayLimits,
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
+    interrupt: Option<Interrupt>,
     mut observe: F,
 ) -> Response<BoxBody>
 where
@@ -266,6 +276,7 @@ where
                 StreamOutcome::Ended(reason)
             };
             let deadline = started + limits.max_duration;
+            let mut interrupt = interrupt.unwrap_or_else(|| Box::pin(std::future::pending()));
             let mut last_upstream = tokio::time::Instant::now();
             let mut last_sent = tokio::time::Instant::now();
             // Sends one frame, waiting for a slow caller no longer than the stream may last
@@ -305,6 +316,7 @@ where
                     }
                     // The caller left: stop, dropping the agent's stream with it.
                     _ = tx.closed() => return StreamOutcome::ClientGone,
+                    reason = &mut interrupt => return fail(reason),
                 };
                 last_upstream = tokio::time::Instant::now();
                 let (decoded, end) = match frame {

@@ -25,7 +25,7 @@ pub enum Unrelayable {
     /// It names a task in a shape that cannot be checked ([`super::facts::Fact::read`]).
     Malformed,
     /// The turn's busy lease in Redis was lost (another turn may run on its context now):
-    /// the turn ends at its next answer.
+    /// the turn ends at its next answer (a stream sooner: `OwnedTurn::lease_lost`).
     LeaseLost,
 }
 
