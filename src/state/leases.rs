@@ -16,6 +16,9 @@
 //! quarter of the burst or what the rate refills within the lifetime, so small budgets stay
 //! exact and several replicas share a burst.
 //!
+//! While one request asks for a principal's next lease, the others of its table that find
+//! the lease spent ask for one token each.
+//!
 //! One table per worker thread (no lock is contended), each bounded by [`MAX_ENTRIES`]; when
 //! a table is full, expired leases are dropped (at most once per lifetime) and a principal
 //! that finds no room is served one token at a time.
@@ -41,6 +44,10 @@ struct Lease {
     full_at: Instant,
     /// The rate it was taken at (a reload that changes the rate drops it).
     rate: (u64, u32),
+    /// When a request of this table was told to ask for the next lease, until its grant:
+    /// meanwhile the others ask for one token each, not each for the doubled size (which
+    /// took many times what they spent out of the budget at once).
+    asking: Option<Instant>,
 }
 
 struct Table {
@@ -117,6 +124,10 @@ impl RateLeases {
             lease.left -= 1;
             return Take::Leased;
         }
+        // (an ask that never came back, its store gone, is forgotten after a lifetime)
+        if lease.asking.is_some_and(|at| now < at + self.lifetime) {
+            return Take::Ask(1, 0);
+        }
         let next = if lease.left == 0 {
             lease.size.saturating_mul(2)
         } else {
@@ -131,6 +142,7 @@ impl RateLeases {
         let unrefilled = lease.full_at.saturating_duration_since(now).as_micros()
             / u128::from(rate.interval_us().max(1));
         let refund = u32::try_from(unrefilled).map_or(left, |n| left.min(n));
+        lease.asking = Some(now);
         Take::Ask(next.clamp(1, cap), refund)
     }
 
@@ -150,8 +162,12 @@ impl RateLeases {
             until: now + self.lifetime,
             full_at,
             rate: (rate.interval_us(), rate.burst),
+            asking: None,
         };
         if let Some(old) = table.leases.get_mut(key) {
+            // A single token was asked for alone (another request is asking for the lease):
+            // that ask goes on.
+            let asking = if granted <= 1 { old.asking } else { None };
             // Requests that found the lease spent at once each asked: what they were granted
             // adds up (no token taken from the budget is dropped while the lease lives).
             if old.rate == lease.rate && now < old.until && old.left > 0 {
@@ -163,6 +179,7 @@ impl RateLeases {
             } else {
                 *old = lease;
             }
+            old.asking = asking;
             return;
         }
         if table.leases.len() >= MAX_ENTRIES {
@@ -305,6 +322,36 @@ mod tests {
         l.granted("p", FAST, 4, t0, expired + Duration::from_secs(1));
         l.granted("p", FAST, 4, t0, expired + Duration::from_micros(20));
         assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 2));
+    }
+
+    /// Requests that find the lease spent while one of them is asking for the next ask for
+    /// one token each (not each for the doubled lease: twenty at once took twenty times what
+    /// they spent out of the budget); an ask that never came back is forgotten after a
+    /// lifetime.
+    #[test]
+    fn while_one_asks_for_the_next_lease_the_others_take_one_token_each() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        let t0 = Instant::now();
+        l.granted("p", FAST, 8, t0, ahead(t0));
+        for _ in 0..7 {
+            assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        }
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(16, 0));
+        for _ in 0..5 {
+            assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
+        }
+        // their single tokens come back first: the ask goes on
+        l.granted("p", FAST, 1, t0, ahead(t0));
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
+        // the lease comes: spent from, and the next ask is one again
+        l.granted("p", FAST, 16, t0, ahead(t0));
+        for _ in 0..15 {
+            assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        }
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(32, 0));
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
+        let lost = t0 + Duration::from_millis(100);
+        assert_eq!(l.take("p", FAST, lost), Take::Ask(32, 0));
     }
 
     #[test]
