@@ -915,3 +915,38 @@ async fn a_stalled_card_holds_nothing(stall: RawAnswer) {
         .await
         .expect("a reload waited for a card whose body stalls");
 }
+
+/// An agent that ends its SSE lines with CR alone (WHATWG allows CR, LF or CRLF) and then
+/// says nothing more: its event (`data: …\r\r`) reaches the caller at once, not when the
+/// agent's next bytes would show that no LF follows the last CR. The agent sends none, so the
+/// stream ends at the idle timeout, after the event.
+#[tokio::test]
+async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
+    let agent = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, RawAnswer::CrStream).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: agent.url.clone(),
+        extra_policy: "[limits]\nstream_keepalive_ms = 500\nstream_idle_timeout_ms = 1500\n".into(),
+        ..Default::default()
+    })
+    .await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let resp = c
+            .rpc_stream("SendStreamingMessage", message("cr only"))
+            .await;
+        let mut events = EventReader::new(resp);
+        let (event, v) = events.next().await.expect("an event");
+        assert_eq!(event, None, "{proto:?}: {v}");
+        assert_eq!(
+            v["result"]["message"]["messageId"], "m-cr",
+            "{proto:?}: {v}"
+        );
+        let (event, v) = events.next().await.expect("the idle error");
+        assert_eq!(event.as_deref(), Some("error"), "{proto:?}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.stream_idle",
+            "{proto:?}: {v}"
+        );
+        assert_eq!(events.next().await, None, "{proto:?}");
+    }
+}

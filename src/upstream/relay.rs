@@ -298,6 +298,9 @@ where
                             return fail(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
                         if wake == idle_at {
+                            // Nothing complete waits in the decoder (each event is out of
+                            // `push` at its blank line, a CR-only one too): what is pending
+                            // is an unfinished event, lost with the stream.
                             return fail(reason::UPSTREAM_STREAM_IDLE);
                         }
                         send!(comment("keep-alive"));
@@ -308,7 +311,7 @@ where
                 };
                 last_upstream = tokio::time::Instant::now();
                 let (decoded, end) = match frame {
-                    // The end of the agent's stream may complete a last CR-framed event.
+                    // The end of the agent's stream (`push` gave every complete event).
                     None => (decoder.finish(), true),
                     Some(Ok(f)) => match f.into_data() {
                         Ok(data) => (decoder.push(&data), false),
