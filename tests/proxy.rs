@@ -950,3 +950,88 @@ async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
         assert_eq!(events.next().await, None, "{proto:?}");
     }
 }
+
+/// A caller that sends unary requests and reads none of their (large) answers holds one
+/// in-flight slot per answer until the answer has been sent: with
+/// `max_in_flight_per_principal = 2`, a third request is refused (`concurrency.in_flight`)
+/// while two answers wait in their connections, and one is served once the caller has read
+/// them. (The slot used to be given back when the answer was built, before it was written:
+/// a caller that reads nothing could have the edge hold any number of answers.)
+#[tokio::test]
+async fn unread_answers_hold_their_in_flight_slots_until_sent() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Far more than the kernel's and hyper's buffers take for a caller that reads nothing.
+    let text = "x".repeat(8 << 20);
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{{id}},"result":{{"message":{{"messageId":"m-big","role":"ROLE_AGENT","parts":[{{"text":"{text}"}}]}}}}}}"#
+    );
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Raw(Box::leak(answer.into_boxed_str())),
+        ProxyOpts {
+            extra_policy: "[limits]\nmax_in_flight_per_principal = 2\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    // Two connections with a small receive buffer, each sending one SendMessage; of each
+    // answer only the head is read (so the edge has built it and begun to send it).
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let tcp = socket.connect(proxy.addr).await.unwrap();
+        let cfg = a2a_edge::tls::client_config(&proxy.ca, &[b"http/1.1"]).unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": message(&format!("unread {i}"))})
+        .to_string();
+        let mut request = String::from("POST / HTTP/1.1\r\nhost: localhost\r\n");
+        for (k, v) in rpc_headers() {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        let head_end = loop {
+            if let Some(p) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            let n = tls.read(&mut buf).await.unwrap();
+            assert!(n > 0, "#{i}: the connection closed");
+            got.extend_from_slice(&buf[..n]);
+        };
+        let head = String::from_utf8_lossy(&got[..head_end]).to_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "#{i}: {head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or_else(|| panic!("#{i}: {head}"));
+        unread.push((tls, got.len() - head_end, length));
+    }
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, body) = c.rpc_raw("SendMessage", message("third")).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(text.contains("concurrency.in_flight"), "{text}");
+    // The caller reads its answers: its slots come back.
+    for (i, (mut tls, mut read, length)) in unread.into_iter().enumerate() {
+        let mut buf = vec![0u8; 64 * 1024];
+        while read < length {
+            let n = tls.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "#{i}: the answer ended after {read} of {length} bytes"
+            );
+            read += n;
+        }
+    }
+    let v = c.rpc("SendMessage", message("fourth")).await;
+    let short: String = v.to_string().chars().take(300).collect();
+    assert_eq!(v["result"]["message"]["messageId"], "m-big", "{short}");
+}

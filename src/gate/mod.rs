@@ -831,7 +831,7 @@ impl Gate {
             .await
             .map_err(upstream_error)?;
         // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
-        // for a stream, until the stream ends.
+        // for a stream, until the stream ends; for a JSON answer, until its body is sent.
         let log = StreamLog {
             request_id: request_id.to_string(),
             metrics: self.metrics.clone(),
