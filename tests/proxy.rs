@@ -954,8 +954,8 @@ async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
 /// A caller that sends unary requests and reads none of their (large) answers holds one
 /// in-flight slot per answer until the answer has been sent: with
 /// `max_in_flight_per_principal = 2`, a third request is refused (`concurrency.in_flight`)
-/// while two answers wait in their connections, and one is served once the caller has read
-/// them. (The slot used to be given back when the answer was built, before it was written:
+/// while two answers wait in their connections (HTTP/1.1) or streams (HTTP/2), and one is
+/// served once the caller has read them. (The slot used to be given back when the answer was built, before it was written:
 /// a caller that reads nothing could have the edge hold any number of answers.)
 #[tokio::test]
 async fn unread_answers_hold_their_in_flight_slots_until_sent() {
@@ -1034,4 +1034,41 @@ async fn unread_answers_hold_their_in_flight_slots_until_sent() {
     let v = c.rpc("SendMessage", message("fourth")).await;
     let short: String = v.to_string().chars().take(300).collect();
     assert_eq!(v["result"]["message"]["messageId"], "m-big", "{short}");
+
+    // Over HTTP/2: two streams of one connection whose bodies are not read (the client's
+    // windows take 2 MiB of each), then the same.
+    let mut h2 = proxy.client(Proto::H2).await;
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": message(&format!("unread h2 {i}"))});
+        let mut b = http::Request::builder()
+            .method("POST")
+            .uri("https://localhost/");
+        for (k, v) in rpc_headers() {
+            b = b.header(k, v);
+        }
+        let req = b
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .unwrap();
+        let resp = h2.send(req).await;
+        assert_eq!(resp.status(), StatusCode::OK, "h2 #{i}");
+        unread.push(resp);
+    }
+    let (status, _, body) = c.rpc_raw("SendMessage", message("third h2")).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "h2: {text}");
+    assert!(text.contains("concurrency.in_flight"), "h2: {text}");
+    for resp in unread {
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["result"]["message"]["messageId"], "m-big");
+    }
+    let v = c.rpc("SendMessage", message("fourth h2")).await;
+    assert_eq!(v["result"]["message"]["messageId"], "m-big");
 }
