@@ -1072,3 +1072,54 @@ async fn unread_answers_hold_their_in_flight_slots_until_sent() {
     let v = c.rpc("SendMessage", message("fourth h2")).await;
     assert_eq!(v["result"]["message"]["messageId"], "m-big");
 }
+
+/// The same for an agent path (`server.agent_paths`): its answer holds the caller's
+/// in-flight slot until it has been sent.
+#[tokio::test]
+async fn unread_agent_path_answers_hold_their_in_flight_slots_until_sent() {
+    let text = "x".repeat(8 << 20);
+    let answer = format!(r#"{{"ready":true,"log":"{text}"}}"#);
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Raw(Box::leak(answer.into_boxed_str())),
+        ProxyOpts {
+            extra_server: "agent_paths = [\"/iac-code/readiness\"]\n".into(),
+            extra_policy: "[limits]\nmax_in_flight_per_principal = 2\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let get = || {
+        http::Request::builder()
+            .method("GET")
+            .uri("https://localhost/iac-code/readiness")
+            .header("authorization", "Bearer test-token-0123456789")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    };
+    // Two streams of one HTTP/2 connection whose bodies are not read.
+    let mut h2 = proxy.client(Proto::H2).await;
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let resp = h2.send(get()).await;
+        assert_eq!(resp.status(), StatusCode::OK, "#{i}");
+        unread.push(resp);
+    }
+    let mut c = proxy.client(Proto::H1).await;
+    let auth = [("authorization", "Bearer test-token-0123456789")];
+    let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(text.contains("concurrency.in_flight"), "{text}");
+    for resp in unread {
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["ready"], true);
+    }
+    let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["ready"], true);
+}
