@@ -1123,3 +1123,61 @@ async fn unread_agent_path_answers_hold_their_in_flight_slots_until_sent() {
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["ready"], true);
 }
+
+/// The same for ListTasks (the edge's own answer, from the tasks it reads from the agent):
+/// its answer holds the caller's in-flight slot until it has been sent.
+#[tokio::test]
+async fn unread_list_tasks_answers_hold_their_in_flight_slots_until_sent() {
+    // One task of about 3 MiB: a page under the default 4 MiB budget.
+    let text = "x".repeat(3 << 20);
+    let task = format!(
+        r#"{{"id":"t-big","contextId":"c-big","status":{{"state":"TASK_STATE_COMPLETED","message":{{"messageId":"m-big","role":"ROLE_AGENT","parts":[{{"text":"{text}"}}]}}}}}}"#
+    );
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Task(Box::leak(task.into_boxed_str())),
+        ProxyOpts {
+            extra_policy: "[limits]\nmax_in_flight_per_principal = 2\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let v = c.rpc("SendMessage", message("a big task")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-big");
+    let list = || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
+        let mut b = http::Request::builder()
+            .method("POST")
+            .uri("https://localhost/");
+        for (k, v) in rpc_headers() {
+            b = b.header(k, v);
+        }
+        b.body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap()
+    };
+    // Two streams of one HTTP/2 connection whose bodies are not read.
+    let mut h2 = proxy.client(Proto::H2).await;
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let resp = h2.send(list()).await;
+        assert_eq!(resp.status(), StatusCode::OK, "#{i}");
+        unread.push(resp);
+    }
+    let (status, _, body) = c.rpc_raw("ListTasks", json!({})).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(text.contains("concurrency.in_flight"), "{text}");
+    for resp in unread {
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["result"]["tasks"][0]["id"], "t-big");
+    }
+    let v = c.rpc("ListTasks", json!({})).await;
+    let short: String = v.to_string().chars().take(300).collect();
+    assert_eq!(v["result"]["tasks"][0]["id"], "t-big", "{short}");
+}

@@ -578,9 +578,9 @@ impl Gate {
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
             }
             Method::ListTasks => {
-                // The slot is held for the whole fan-out.
-                let _slot = guard;
-                Box::pin(self.list_tasks(agent, headers, &rpc, &principal, &name, trace)).await
+                // The slot is held for the whole fan-out, and by the answer until it is sent.
+                Box::pin(self.list_tasks(agent, headers, &rpc, &principal, &name, trace, guard))
+                    .await
             }
             Method::GetExtendedAgentCard => {
                 // A2A §5.4: an agent whose card does not offer an extended card answers
