@@ -30,7 +30,11 @@ pub fn empty() -> BoxBody {
 
 /// A response with a JSON body and the given status.
 pub fn json_response(status: StatusCode, bytes: impl Into<Bytes>) -> Response<BoxBody> {
-    let mut resp = Response::new(full(bytes));
+    json_around(status, full(bytes))
+}
+
+fn json_around(status: StatusCode, body: BoxBody) -> Response<BoxBody> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -46,9 +50,7 @@ pub fn json_response_holding(
     bytes: impl Into<Bytes>,
     held: impl Send + 'static,
 ) -> Response<BoxBody> {
-    let mut resp = json_response(status, Bytes::new());
-    *resp.body_mut() = Holding::new(bytes, held).boxed();
-    resp
+    json_around(status, Holding::new(bytes, held).boxed())
 }
 
 /// The most a [`Holding`] body hands the connection at a time.
