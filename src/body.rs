@@ -30,13 +30,84 @@ pub fn empty() -> BoxBody {
 
 /// A response with a JSON body and the given status.
 pub fn json_response(status: StatusCode, bytes: impl Into<Bytes>) -> Response<BoxBody> {
-    let mut resp = Response::new(full(bytes));
+    json_around(status, full(bytes))
+}
+
+fn json_around(status: StatusCode, body: BoxBody) -> Response<BoxBody> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// A response with a JSON body and the given status, the body owning `held` while it is
+/// sent ([`Holding`]).
+pub fn json_response_holding(
+    status: StatusCode,
+    bytes: impl Into<Bytes>,
+    held: impl Send + 'static,
+) -> Response<BoxBody> {
+    json_around(status, Holding::new(bytes, held).boxed())
+}
+
+/// The most a [`Holding`] body hands the connection at a time.
+const PIECE_BYTES: usize = 16 * 1024;
+
+/// A complete body that owns `held` until the connection has taken its last piece, or drops
+/// the body unsent. It is handed out in pieces of at most [`PIECE_BYTES`], so the connection
+/// takes it as the caller reads (hyper buffers a bounded amount ahead of the socket), not all
+/// at once: what `held` stands for (the caller's concurrency slot) lasts while the answer is
+/// sent, and a caller that reads nothing holds no more answers than it has slots.
+pub struct Holding {
+    rest: Bytes,
+    held: Option<Box<dyn Send>>,
+}
+
+impl Holding {
+    pub fn new(bytes: impl Into<Bytes>, held: impl Send + 'static) -> Holding {
+        Holding {
+            rest: bytes.into(),
+            held: Some(Box::new(held)),
+        }
+    }
+
+    pub fn boxed(self) -> BoxBody {
+        UnsyncBoxBody::new(self)
+    }
+}
+
+impl Body for Holding {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if this.rest.is_empty() {
+            this.held = None;
+            return Poll::Ready(None);
+        }
+        let piece = this.rest.split_to(this.rest.len().min(PIECE_BYTES));
+        if this.rest.is_empty() {
+            // The last piece is the connection's now (hyper drops a body that says it ended
+            // without polling it again).
+            this.held = None;
+        }
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.rest.len() as u64)
+    }
 }
 
 /// A `200` server-sent-events response around `body`, with the headers that keep proxies and
@@ -206,4 +277,35 @@ where
         }
     }
     Ok(first.unwrap_or_else(|| buf.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// What a [`Holding`] body owns goes with its last piece, or with the body unsent; the
+    /// pieces are the bytes in order, none larger than [`PIECE_BYTES`].
+    #[tokio::test]
+    async fn a_holding_body_owns_until_its_last_piece_is_taken() {
+        let bytes: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+        let held = Arc::new(());
+        let mut body = Holding::new(bytes.clone(), held.clone());
+        assert_eq!(body.size_hint().exact(), Some(40_000));
+        let mut got = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let piece = frame.unwrap().into_data().unwrap();
+            assert!(piece.len() <= PIECE_BYTES);
+            got.extend_from_slice(&piece);
+            let done = got.len() == bytes.len();
+            assert_eq!(Arc::strong_count(&held) == 1, done, "after {}", got.len());
+            assert_eq!(body.is_end_stream(), done);
+        }
+        assert_eq!(got, bytes);
+
+        let unsent = Holding::new(bytes, held.clone());
+        assert_eq!(Arc::strong_count(&held), 2);
+        drop(unsent);
+        assert_eq!(Arc::strong_count(&held), 1);
+    }
 }

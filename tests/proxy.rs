@@ -994,3 +994,269 @@ async fn a_stalled_card_holds_nothing(stall: RawAnswer) {
         .await
         .expect("a reload waited for a card whose body stalls");
 }
+
+/// An agent that ends its SSE lines with CR alone (WHATWG allows CR, LF or CRLF) and then
+/// says nothing more: its event (`data: …\r\r`) reaches the caller at once, not when the
+/// agent's next bytes would show that no LF follows the last CR. The agent sends none, so the
+/// stream ends at the idle timeout, after the event.
+#[tokio::test]
+async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
+    let agent = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, RawAnswer::CrStream).await;
+    let proxy = Proxy::start(ProxyOpts {
+        upstream_url: agent.url.clone(),
+        extra_policy: "[limits]\nstream_keepalive_ms = 500\nstream_idle_timeout_ms = 1500\n".into(),
+        ..Default::default()
+    })
+    .await;
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let resp = c
+            .rpc_stream("SendStreamingMessage", message("cr only"))
+            .await;
+        let mut events = EventReader::new(resp);
+        let (event, v) = events.next().await.expect("an event");
+        assert_eq!(event, None, "{proto:?}: {v}");
+        assert_eq!(
+            v["result"]["message"]["messageId"], "m-cr",
+            "{proto:?}: {v}"
+        );
+        let (event, v) = events.next().await.expect("the idle error");
+        assert_eq!(event.as_deref(), Some("error"), "{proto:?}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.stream_idle",
+            "{proto:?}: {v}"
+        );
+        assert_eq!(events.next().await, None, "{proto:?}");
+    }
+}
+
+/// A caller that sends unary requests and reads none of their (large) answers holds one
+/// in-flight slot per answer until the answer has been sent: with
+/// `max_in_flight_per_principal = 2`, a third request is refused (`concurrency.in_flight`)
+/// while two answers wait in their connections (HTTP/1.1) or streams (HTTP/2), and one is
+/// served once the caller has read them. (The slot used to be given back when the answer was built, before it was written:
+/// a caller that reads nothing could have the edge hold any number of answers.)
+#[tokio::test]
+async fn unread_answers_hold_their_in_flight_slots_until_sent() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Far more than the kernel's and hyper's buffers take for a caller that reads nothing.
+    let text = "x".repeat(8 << 20);
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{{id}},"result":{{"message":{{"messageId":"m-big","role":"ROLE_AGENT","parts":[{{"text":"{text}"}}]}}}}}}"#
+    );
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Raw(Box::leak(answer.into_boxed_str())),
+        ProxyOpts {
+            extra_policy: "[limits]\nmax_in_flight_per_principal = 2\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    // Two connections with a small receive buffer, each sending one SendMessage; of each
+    // answer only the head is read (so the edge has built it and begun to send it).
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let tcp = socket.connect(proxy.addr).await.unwrap();
+        let cfg = a2a_edge::tls::client_config(&proxy.ca, &[b"http/1.1"]).unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": message(&format!("unread {i}"))})
+        .to_string();
+        let mut request = String::from("POST / HTTP/1.1\r\nhost: localhost\r\n");
+        for (k, v) in rpc_headers() {
+            request.push_str(&format!("{k}: {v}\r\n"));
+        }
+        request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        let head_end = loop {
+            if let Some(p) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            let n = tls.read(&mut buf).await.unwrap();
+            assert!(n > 0, "#{i}: the connection closed");
+            got.extend_from_slice(&buf[..n]);
+        };
+        let head = String::from_utf8_lossy(&got[..head_end]).to_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "#{i}: {head}");
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or_else(|| panic!("#{i}: {head}"));
+        unread.push((tls, got.len() - head_end, length));
+    }
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, body) = c.rpc_raw("SendMessage", message("third")).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(text.contains("concurrency.in_flight"), "{text}");
+    // The caller reads its answers: its slots come back.
+    for (i, (mut tls, mut read, length)) in unread.into_iter().enumerate() {
+        let mut buf = vec![0u8; 64 * 1024];
+        while read < length {
+            let n = tls.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "#{i}: the answer ended after {read} of {length} bytes"
+            );
+            read += n;
+        }
+    }
+    let v = c.rpc("SendMessage", message("fourth")).await;
+    let short: String = v.to_string().chars().take(300).collect();
+    assert_eq!(v["result"]["message"]["messageId"], "m-big", "{short}");
+
+    // Over HTTP/2: two streams of one connection whose bodies are not read (the client's
+    // windows take 2 MiB of each), then the same.
+    let mut h2 = proxy.client(Proto::H2).await;
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": message(&format!("unread h2 {i}"))});
+        let mut b = http::Request::builder()
+            .method("POST")
+            .uri("https://localhost/");
+        for (k, v) in rpc_headers() {
+            b = b.header(k, v);
+        }
+        let req = b
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .unwrap();
+        let resp = h2.send(req).await;
+        assert_eq!(resp.status(), StatusCode::OK, "h2 #{i}");
+        unread.push(resp);
+    }
+    let (status, _, body) = c.rpc_raw("SendMessage", message("third h2")).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "h2: {text}");
+    assert!(text.contains("concurrency.in_flight"), "h2: {text}");
+    for resp in unread {
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["result"]["message"]["messageId"], "m-big");
+    }
+    let v = c.rpc("SendMessage", message("fourth h2")).await;
+    assert_eq!(v["result"]["message"]["messageId"], "m-big");
+}
+
+/// The same for an agent path (`server.agent_paths`): its answer holds the caller's
+/// in-flight slot until it has been sent.
+#[tokio::test]
+async fn unread_agent_path_answers_hold_their_in_flight_slots_until_sent() {
+    let text = "x".repeat(8 << 20);
+    let answer = format!(r#"{{"ready":true,"log":"{text}"}}"#);
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Raw(Box::leak(answer.into_boxed_str())),
+        ProxyOpts {
+            extra_server: "agent_paths = [\"/iac-code/readiness\"]\n".into(),
+            extra_policy: "[limits]\nmax_in_flight_per_principal = 2\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let get = || {
+        http::Request::builder()
+            .method("GET")
+            .uri("https://localhost/iac-code/readiness")
+            .header("authorization", "Bearer test-token-0123456789")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    };
+    // Two streams of one HTTP/2 connection whose bodies are not read.
+    let mut h2 = proxy.client(Proto::H2).await;
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let resp = h2.send(get()).await;
+        assert_eq!(resp.status(), StatusCode::OK, "#{i}");
+        unread.push(resp);
+    }
+    let mut c = proxy.client(Proto::H1).await;
+    let auth = [("authorization", "Bearer test-token-0123456789")];
+    let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(text.contains("concurrency.in_flight"), "{text}");
+    for resp in unread {
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["ready"], true);
+    }
+    let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["ready"], true);
+}
+
+/// The same for ListTasks (the edge's own answer, from the tasks it reads from the agent):
+/// its answer holds the caller's in-flight slot until it has been sent.
+#[tokio::test]
+async fn unread_list_tasks_answers_hold_their_in_flight_slots_until_sent() {
+    // One task of about 3 MiB: a page under the default 4 MiB budget.
+    let text = "x".repeat(3 << 20);
+    let task = format!(
+        r#"{{"id":"t-big","contextId":"c-big","status":{{"state":"TASK_STATE_COMPLETED","message":{{"messageId":"m-big","role":"ROLE_AGENT","parts":[{{"text":"{text}"}}]}}}}}}"#
+    );
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Task(Box::leak(task.into_boxed_str())),
+        ProxyOpts {
+            extra_policy: "[limits]\nmax_in_flight_per_principal = 2\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = proxy.client(Proto::H1).await;
+    let v = c.rpc("SendMessage", message("a big task")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-big");
+    let list = || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
+        let mut b = http::Request::builder()
+            .method("POST")
+            .uri("https://localhost/");
+        for (k, v) in rpc_headers() {
+            b = b.header(k, v);
+        }
+        b.body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap()
+    };
+    // Two streams of one HTTP/2 connection whose bodies are not read.
+    let mut h2 = proxy.client(Proto::H2).await;
+    let mut unread = Vec::new();
+    for i in 0..2 {
+        let resp = h2.send(list()).await;
+        assert_eq!(resp.status(), StatusCode::OK, "#{i}");
+        unread.push(resp);
+    }
+    let (status, _, body) = c.rpc_raw("ListTasks", json!({})).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    assert!(text.contains("concurrency.in_flight"), "{text}");
+    for resp in unread {
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["result"]["tasks"][0]["id"], "t-big");
+    }
+    let v = c.rpc("ListTasks", json!({})).await;
+    let short: String = v.to_string().chars().take(300).collect();
+    assert_eq!(v["result"]["tasks"][0]["id"], "t-big", "{short}");
+}

@@ -1,9 +1,9 @@
 //! `a2a::sse::SseDecoder` on well-formed event streams framed with CR only, LF only, CRLF or
 //! a mix, split at arbitrary points, ending right after the last event's blank line.
 //!
-//! Properties: every event comes out, with its `data` and `event` fields, in order; after
-//! `finish()` nothing is pending (a final `\r\r` completes its event, #13.10); splitting the
-//! same stream differently gives the same events.
+//! Properties: every event comes out of `push`, with its `data` and `event` fields, in order
+//! (`finish()` adds none: a final `\r\r` completes its event at once, #13.10); after
+//! `finish()` nothing is pending; splitting the same stream differently gives the same events.
 #![no_main]
 
 use a2a_edge::a2a::sse::SseDecoder;
@@ -82,7 +82,11 @@ fuzz_target!(|input: Input| {
             got.extend(d.push(&stream[at..end]).expect("well-formed"));
             at = end;
         }
-        got.extend(d.finish().expect("well-formed"));
+        assert_eq!(
+            d.finish().expect("well-formed"),
+            [],
+            "an event held back until the end of the stream"
+        );
         assert_eq!(d.pending(), 0, "something left after the end of the stream");
         got.into_iter()
             .map(|ev| (ev.event, ev.data.unwrap_or_default()))

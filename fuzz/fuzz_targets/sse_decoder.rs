@@ -2,7 +2,9 @@
 //!
 //! Properties: never panics; events are contiguous: the `raw` bytes of the decoded events,
 //! in order, are exactly the input consumed (after a leading byte order mark, which is
-//! dropped) and, with `pending()` bytes, account for every byte pushed; each `raw` ends with a line break; splitting the same bytes differently gives
+//! dropped, and but for the LF right after an event that ends with a CR, which is that CR's
+//! CRLF and dropped) and, with `pending()` bytes, account for every byte pushed; each `raw`
+//! ends with a line break; splitting the same bytes differently gives
 //! the same events (or the same refusal, the events before it being a prefix of the others);
 //! the event-size limit is enforced on what is pending; the encoders (`data_event`,
 //! `error_event`, `comment`) decode to what they encode.
@@ -49,6 +51,8 @@ fn decode(bytes: &[u8], splits: &[u8], limit: usize) -> (Vec<SseEvent>, Option<S
     let bom = if bytes.starts_with(BOM) { BOM.len() } else { 0 };
     let mut consumed = 0;
     let mut pushed = 0;
+    // The last event ended with a CR: a LF right after it (once pushed) is dropped.
+    let mut after_cr = false;
     let mut i = 0;
     while pushed < bytes.len() {
         let n = match splits.get(i % splits.len().max(1)) {
@@ -60,7 +64,16 @@ fn decode(bytes: &[u8], splits: &[u8], limit: usize) -> (Vec<SseEvent>, Option<S
         pushed += chunk.len();
         match d.push(chunk) {
             Ok(out) => {
+                let skip_lf = |consumed: &mut usize, after_cr: &mut bool| {
+                    if *after_cr && bom + *consumed < pushed {
+                        if bytes[bom + *consumed] == b'\n' {
+                            *consumed += 1;
+                        }
+                        *after_cr = false;
+                    }
+                };
                 for ev in out {
+                    skip_lf(&mut consumed, &mut after_cr);
                     assert_eq!(
                         &ev.raw[..],
                         &bytes[bom + consumed..bom + consumed + ev.raw.len()],
@@ -72,8 +85,10 @@ fn decode(bytes: &[u8], splits: &[u8], limit: usize) -> (Vec<SseEvent>, Option<S
                         ev.raw
                     );
                     consumed += ev.raw.len();
+                    after_cr = ev.raw.last() == Some(&b'\r');
                     events.push(ev);
                 }
+                skip_lf(&mut consumed, &mut after_cr);
                 let dropped = if pushed >= bom { bom } else { 0 };
                 assert_eq!(
                     dropped + consumed + d.pending(),

@@ -8,7 +8,7 @@
 //! The decoder splits a byte stream into whole events so the proxy can relay (and later
 //! inspect) one event at a time, never a whole stream.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// An SSE event carrying one JSON-RPC response (its line breaks made spaces: [`one_line`]).
 pub fn data_event(json: &[u8]) -> Bytes {
@@ -47,7 +47,8 @@ pub fn comment(text: &str) -> Bytes {
     Bytes::from(format!(": {clean}\r\n\r\n"))
 }
 
-/// One decoded event: its raw bytes (as received, ending with the blank line) and fields.
+/// One decoded event: its raw bytes (as received, ending with the blank line; a blank line
+/// that starts with a CR ends at it, the LF of a CRLF being dropped) and fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     pub raw: Bytes,
@@ -83,6 +84,9 @@ pub struct SseDecoder {
     /// Whether the stream's start was looked at for a byte order mark (WHATWG: one leading
     /// U+FEFF is dropped).
     started: bool,
+    /// The last event ended with a CR (its blank line's), so a LF that comes next, maybe in
+    /// the next chunk, is that CR's CRLF: it is dropped, not taken as a blank line of its own.
+    skip_lf: bool,
 }
 
 impl SseDecoder {
@@ -94,6 +98,7 @@ impl SseDecoder {
             line_start: 0,
             data_only: false,
             started: false,
+            skip_lf: false,
         }
     }
 
@@ -125,6 +130,13 @@ impl SseDecoder {
             self.started = true;
         }
         loop {
+            if self.skip_lf && !self.buf.is_empty() {
+                // (`scanned` is 0 here: the last event was just split off)
+                if self.buf[0] == b'\n' {
+                    self.buf.advance(1);
+                }
+                self.skip_lf = false;
+            }
             let (found, scanned, line_start) =
                 find_event_end(&self.buf, self.scanned, self.line_start);
             let Some(end) = found else {
@@ -135,6 +147,7 @@ impl SseDecoder {
             let raw = self.buf.split_to(end).freeze();
             self.scanned = 0;
             self.line_start = 0;
+            self.skip_lf = raw.last() == Some(&b'\r');
             let event = parse_event(raw)?;
             if !self.data_only || event.data.is_some() {
                 out.push(event);
@@ -155,14 +168,11 @@ impl SseDecoder {
         Ok(out)
     }
 
-    /// The end of the stream: a last event whose blank line ends in a lone CR (`\r\r`, held
-    /// back by [`SseDecoder::push`] in case a LF followed) is complete now. What is left after
-    /// it is an unfinished event ([`SseDecoder::pending`] stays non-zero).
+    /// The end of the stream. Every complete event was returned by [`SseDecoder::push`] as
+    /// soon as its blank line came in (a CR-only blank line included), so there is none left
+    /// to complete: what is pending ([`SseDecoder::pending`]) is an unfinished event, which
+    /// the end of the stream discards (WHATWG).
     pub fn finish(&mut self) -> Result<Vec<SseEvent>, SseError> {
-        if self.buf.last() == Some(&b'\r') {
-            // At the end of the stream a final CR is a line end: the same as CRLF.
-            return self.push(b"\n");
-        }
         Ok(Vec::new())
     }
 
@@ -174,14 +184,19 @@ impl SseDecoder {
 
 /// The index just past the blank line that ends the first event in `buf`, if complete,
 /// resuming a scan that stopped at `from` inside a line starting at `line_start`; also where
-/// the scan stopped and where its current line starts. Lines end in CRLF, LF or CR (a lone CR
-/// at the very end may still become CRLF, so it waits).
+/// the scan stopped and where its current line starts. Lines end in CRLF, LF or CR. A blank
+/// line that starts with a CR ends the event at that CR, whatever follows: an agent that ends
+/// its lines with CR alone is relayed without waiting for its next bytes, and the LF of a CRLF
+/// (maybe in a later chunk) is dropped by [`SseDecoder::push`]. A CR that ends a line with
+/// text, at the very end of `buf`, waits to be seen with the next byte (the event is not
+/// complete anyway).
 fn find_event_end(buf: &[u8], from: usize, line_start: usize) -> (Option<usize>, usize, usize) {
     let mut i = from;
     let mut line_start = line_start;
     while i < buf.len() {
         let eol_len = match buf[i] {
             b'\n' => 1,
+            b'\r' if i == line_start => 1,
             b'\r' => {
                 if i + 1 < buf.len() {
                     if buf[i + 1] == b'\n' {
@@ -252,7 +267,7 @@ mod tests {
         let cases: &[(&[&[u8]], usize)] = &[
             (&[b"data: {}\r\n\r\n"], 1),
             (&[b"data: {}\n\n"], 1),
-            (&[b"data: {}\r\r"], 0), // a final CR may still become CRLF
+            (&[b"data: {}\r\r"], 1), // a blank line's CR ends the event, LF or not
             (&[b"data: {}\r\rdata"], 1),
             (&[b"data: {}\r", b"\n\r", b"\n"], 1),
             (&[b"data: 1\r\n\r\ndata: 2\r\n\r\n"], 2),
@@ -264,30 +279,100 @@ mod tests {
         }
     }
 
+    /// `push` returns every complete event, so the end of the stream completes none: what is
+    /// pending then is an unfinished event.
     #[test]
-    fn the_end_of_the_stream_completes_a_cr_only_event() {
-        // (chunks, events from push, events from finish, pending after finish)
-        let cases: &[(&[&[u8]], usize, usize, bool)] = &[
-            (&[b"data: {}\r\r"], 0, 1, false),
-            (&[b"data: 1\r\rdata: 2\r\r"], 1, 1, false),
-            (&[b"data: {}\r", b"\r"], 0, 1, false),
-            (&[b"data: {}\n\n"], 1, 0, false),
-            (&[b"data: {}\r\n\r\n"], 1, 0, false),
-            (&[b"data: {}\r"], 0, 0, true),
-            (&[b"data: {}"], 0, 0, true),
-            (&[b"data: {}\r\n\r"], 0, 1, false),
-            (&[b""], 0, 0, false),
+    fn the_end_of_the_stream_completes_nothing_more() {
+        // (chunks, events from push, pending after finish)
+        let cases: &[(&[&[u8]], usize, bool)] = &[
+            (&[b"data: {}\r\r"], 1, false),
+            (&[b"data: 1\r\rdata: 2\r\r"], 2, false),
+            (&[b"data: {}\r", b"\r"], 1, false),
+            (&[b"data: {}\n\n"], 1, false),
+            (&[b"data: {}\r\n\r\n"], 1, false),
+            (&[b"data: {}\r"], 0, true),
+            (&[b"data: {}"], 0, true),
+            (&[b"data: {}\r\n\r"], 1, false),
+            (&[b""], 0, false),
         ];
-        for (chunks, pushed, finished, pending) in cases {
+        for (chunks, pushed, pending) in cases {
             let mut d = SseDecoder::new(1 << 20);
             let n: usize = chunks.iter().map(|c| d.push(c).unwrap().len()).sum();
             assert_eq!(n, *pushed, "{chunks:?}");
-            let last = d.finish().unwrap();
-            assert_eq!(last.len(), *finished, "{chunks:?}");
-            if let Some(ev) = last.first() {
-                assert!(ev.data.is_some(), "{chunks:?}");
-            }
+            assert_eq!(d.finish().unwrap(), [], "{chunks:?}");
             assert_eq!(d.pending() > 0, *pending, "{chunks:?}");
+        }
+    }
+
+    /// Line endings CR, LF, CRLF and mixed, cut into three chunks at every pair of places
+    /// (a CRLF split between its CR and its LF included): the same events (every one, also
+    /// those without fields) and the same raw bytes as in one chunk, nothing left pending, and
+    /// each event out of the `push` that brought the first byte of its blank line's end (no
+    /// waiting for the agent's next bytes).
+    #[test]
+    fn every_chunking_of_every_line_ending_gives_the_same_events_at_once() {
+        type Want = &'static [(Option<&'static str>, Option<&'static str>)];
+        // (what, stream, events, the index just past the byte that completes each event)
+        let cases: &[(&str, &[u8], Want, &[usize])] = &[
+            (
+                "CR only",
+                b"data: 1\r\rdata: 2\rdata: 3\r\r",
+                &[(None, Some("1")), (None, Some("2\n3"))],
+                &[9, 26],
+            ),
+            (
+                "LF only",
+                b"data: 1\n\nevent: e\ndata: 2\n\n",
+                &[(None, Some("1")), (Some("e"), Some("2"))],
+                &[9, 27],
+            ),
+            (
+                "CRLF",
+                b"data: 1\r\n\r\ndata: 2\r\n\r\n",
+                &[(None, Some("1")), (None, Some("2"))],
+                &[10, 21],
+            ),
+            (
+                "mixed",
+                b"data: 1\rdata: 2\n\r\ndata: 3\r\n\n: c\r\r\n",
+                &[(None, Some("1\n2")), (None, Some("3")), (None, None)],
+                &[17, 28, 33],
+            ),
+            (
+                // The LF after the CR that ended the event belongs to it; the next LF is a
+                // blank line: an event of no fields.
+                "CR, then CRLF, then LF",
+                b"data: 1\r\r\n\n",
+                &[(None, Some("1")), (None, None)],
+                &[9, 11],
+            ),
+        ];
+        for (what, stream, want, ends) in cases {
+            let fields = |evs: &[SseEvent]| -> Vec<(Option<String>, Option<String>)> {
+                evs.iter()
+                    .map(|e| (e.event.clone(), e.data.clone()))
+                    .collect()
+            };
+            let want: Vec<_> = want
+                .iter()
+                .map(|(e, d)| (e.map(String::from), d.map(String::from)))
+                .collect();
+            let whole = SseDecoder::new(1024).push(stream).unwrap();
+            assert_eq!(fields(&whole), want, "{what}");
+            for i in 0..=stream.len() {
+                for j in i..=stream.len() {
+                    let mut d = SseDecoder::new(1024);
+                    let mut got = Vec::new();
+                    for (from, to) in [(0, i), (i, j), (j, stream.len())] {
+                        got.extend(d.push(&stream[from..to]).unwrap());
+                        let due = ends.iter().filter(|&&e| e <= to).count();
+                        assert_eq!(got.len(), due, "{what}: cut at {i} and {j}, after {to}");
+                    }
+                    assert_eq!(got, whole, "{what}: cut at {i} and {j}");
+                    assert_eq!(d.finish().unwrap(), [], "{what}: cut at {i} and {j}");
+                    assert_eq!(d.pending(), 0, "{what}: cut at {i} and {j}");
+                }
+            }
         }
     }
 

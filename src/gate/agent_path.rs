@@ -36,7 +36,7 @@ impl Gate {
             let slot = self.slot(&principal.name, false)?;
             Ok((principal, slot))
         };
-        let (principal, _slot) = match before_body.await {
+        let (principal, slot) = match before_body.await {
             Ok(ok) => ok,
             Err(rej) => {
                 drop_unneeded_body(body, &parts.headers, h1_body, trace).await;
@@ -119,6 +119,8 @@ impl Gate {
             .cloned()
             .unwrap_or(Value::Null)
             .to_string();
-        Ok(json_response(status, body))
+        // The body owns the slot until it is sent (a caller that reads nothing holds no
+        // more answers than its slots).
+        Ok(crate::body::json_response_holding(status, body, slot))
     }
 }

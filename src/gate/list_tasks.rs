@@ -24,7 +24,10 @@ enum Read {
 
 impl Gate {
     /// ListTasks answered for the caller alone (see the module note).
-    /// `owner`: the name the registry knows the caller by at this agent.
+    /// `owner`: the name the registry knows the caller by at this agent. `slot`: the caller's
+    /// in-flight slot, held for the whole fan-out and then by the answer's body until it is
+    /// sent.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn list_tasks(
         &self,
         at: &AgentGate,
@@ -33,6 +36,7 @@ impl Gate {
         who: &Principal,
         owner: &str,
         trace: &Trace,
+        slot: ConcurrencyGuard,
     ) -> Result<Response<BoxBody>, Rejection> {
         let principal = owner;
         let p = &rpc.params;
@@ -152,9 +156,10 @@ impl Gate {
             "pageSize": page_size,
             "totalSize": page.total_size,
         });
-        Ok(json_response(
+        Ok(crate::body::json_response_holding(
             StatusCode::OK,
             crate::a2a::result_body(&rpc.id, result),
+            slot,
         ))
     }
 

@@ -620,9 +620,9 @@ impl Gate {
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
             }
             Method::ListTasks => {
-                // The slot is held for the whole fan-out.
-                let _slot = guard;
-                Box::pin(self.list_tasks(agent, headers, &rpc, &principal, &name, trace)).await
+                // The slot is held for the whole fan-out, and by the answer until it is sent.
+                Box::pin(self.list_tasks(agent, headers, &rpc, &principal, &name, trace, guard))
+                    .await
             }
             Method::GetExtendedAgentCard => {
                 // A2A §5.4: an agent whose card does not offer an extended card answers
@@ -876,7 +876,7 @@ impl Gate {
             .await
             .map_err(upstream_error)?;
         // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
-        // for a stream, until the stream ends.
+        // for a stream, until the stream ends; for a JSON answer, until its body is sent.
         let log = StreamLog {
             request_id: request_id.to_string(),
             metrics: self.metrics.clone(),

@@ -163,8 +163,10 @@ where
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
-/// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer is
-/// complete, so whatever it owns (a concurrency slot, a running turn) lives exactly as long.
+/// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer has
+/// been sent (a JSON answer's last piece taken by the connection, a stream's end), or
+/// dropped unsent, so whatever it owns (a concurrency slot, a running turn) lives exactly as
+/// long: a caller that reads nothing holds no more answers than its slots.
 /// `streaming`: the caller asked for a stream (SendStreamingMessage, SubscribeToTask); an
 /// agent answering any other method with a stream is refused (it would hold the caller's
 /// request slot for as long as it liked, outside the stream limits, and hand the caller a
@@ -239,7 +241,12 @@ where
             if let Some(pending) = pending {
                 pending.await.map_err(UpstreamError::Refused)?;
             }
-            Ok(crate::body::json_response(StatusCode::OK, json))
+            // The body owns `observe` (the caller's slot) until the answer has been sent.
+            Ok(crate::body::json_response_holding(
+                StatusCode::OK,
+                json,
+                observe,
+            ))
         }
         _ => Err(UpstreamError::BadResponse),
     }
@@ -309,6 +316,9 @@ where
                             return fail(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
                         if wake == idle_at {
+                            // Nothing complete waits in the decoder (each event is out of
+                            // `push` at its blank line, a CR-only one too): what is pending
+                            // is an unfinished event, lost with the stream.
                             return fail(reason::UPSTREAM_STREAM_IDLE);
                         }
                         send!(comment("keep-alive"));
@@ -320,7 +330,7 @@ where
                 };
                 last_upstream = tokio::time::Instant::now();
                 let (decoded, end) = match frame {
-                    // The end of the agent's stream may complete a last CR-framed event.
+                    // The end of the agent's stream (`push` gave every complete event).
                     None => (decoder.finish(), true),
                     Some(Ok(f)) => match f.into_data() {
                         Ok(data) => (decoder.push(&data), false),

@@ -839,6 +839,10 @@ pub enum RawAnswer {
     StalledStream,
     /// [`RawAnswer::TaskThenStalls`] whose stall is a [`RawAnswer::StalledStream`].
     TaskThenStreamStalls,
+    /// A stream of one event framed with CR alone (`data: …\r\r`, a Message answering the
+    /// request's id), then silence (the connection held open): an agent that ends its lines
+    /// with CR and has nothing more to say for now.
+    CrStream,
 }
 
 impl RawAnswer {
@@ -907,6 +911,10 @@ impl RawAgent {
                     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
                     record.lock().unwrap().push(format!("{method} {path}"));
                     let sends = String::from_utf8_lossy(&buf[head_end..]).contains("SendMessage");
+                    let id = serde_json::from_slice::<Value>(&buf[head_end..])
+                        .ok()
+                        .and_then(|v| v.get("id").cloned())
+                        .unwrap_or(Value::Null);
                     let (how, body) = match path {
                         "/.well-known/agent-card.json" => (card, recorder_card().to_string()),
                         "/health" => (health, r#"{"status":"ok"}"#.to_string()),
@@ -915,6 +923,10 @@ impl RawAgent {
                             json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-raw", "contextId": "c-raw", "status": {"state": "TASK_STATE_COMPLETED"}}}}).to_string(),
                         ),
                         _ if rpc.after_task().is_some() => (rpc.after_task().unwrap(), String::new()),
+                        _ if rpc == RawAnswer::CrStream => (
+                            rpc,
+                            json!({"jsonrpc": "2.0", "id": id, "result": {"message": {"messageId": "m-cr", "role": "ROLE_AGENT", "parts": [{"text": "cr"}]}}}).to_string(),
+                        ),
                         _ => (
                             rpc,
                             json!({"jsonrpc": "2.0", "id": 1, "result": {"message": {"messageId": "m-raw", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}}}).to_string(),
@@ -927,6 +939,7 @@ impl RawAgent {
                         ),
                         RawAnswer::StalledBody | RawAnswer::TaskThenStalls => "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{".to_string(),
                         RawAnswer::StalledStream | RawAnswer::TaskThenStreamStalls => "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{".to_string(),
+                        RawAnswer::CrStream => format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {body}\r\r"),
                         RawAnswer::Silent => String::new(),
                     };
                     let _ = tcp.write_all(answer.as_bytes()).await;
