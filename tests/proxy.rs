@@ -1030,6 +1030,54 @@ async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
     }
 }
 
+/// An answer waiting unread in its HTTP/2 stream holds the caller's slot, not its turn: the
+/// next message on the same context is served (not `context.busy`) while the first answer is
+/// still unsent. (For a while the body held the turn too, so a caller that had not yet read
+/// an answer could not go on with its context.)
+#[tokio::test]
+async fn an_unsent_answer_leaves_its_context_free_for_the_next_turn() {
+    let text = "x".repeat(8 << 20);
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{{id}},"result":{{"message":{{"messageId":"m-big","role":"ROLE_AGENT","parts":[{{"text":"{text}"}}]}}}}}}"#
+    );
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Raw(Box::leak(answer.into_boxed_str())),
+        ProxyOpts::default(),
+    )
+    .await;
+    let in_context = |text: &str| {
+        json!({"message": {"messageId": format!("m-{text}"), "role": "ROLE_USER",
+            "parts": [{"text": text}], "contextId": "ctx-unread"}})
+    };
+    let mut h2 = proxy.client(Proto::H2).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": in_context("first")});
+    let mut b = http::Request::builder()
+        .method("POST")
+        .uri("https://localhost/");
+    for (k, v) in rpc_headers() {
+        b = b.header(k, v);
+    }
+    let req = b
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    let unread = h2.send(req).await;
+    assert_eq!(unread.status(), StatusCode::OK);
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, body) = c.rpc_raw("SendMessage", in_context("second")).await;
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains("m-big"), "{text}");
+    let body = http_body_util::BodyExt::collect(unread.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["result"]["message"]["messageId"], "m-big");
+}
+
 /// A caller that sends unary requests and reads none of their (large) answers holds one
 /// in-flight slot per answer until the answer has been sent: with
 /// `max_in_flight_per_principal = 2`, a third request is refused (`concurrency.in_flight`)

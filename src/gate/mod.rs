@@ -597,15 +597,16 @@ impl Gate {
                 let requests = agent.requests.clone();
                 let view = registry.clone();
                 let shape = Shape::of(rpc.method).unwrap_or(Shape::Send);
-                // A turn whose lease is lost ends at once, not at its agent's next answer.
-                let interrupt = turn.lease_lost().map(|lost| -> upstream::Interrupt {
+                // A stream whose lease is lost ends at once, not at its agent's next answer
+                // (a unary turn ends at its answer).
+                let lost = rpc.method.is_streaming().then(|| turn.lease_lost());
+                let interrupt = lost.flatten().map(|lost| -> upstream::Interrupt {
                     Box::pin(async move {
                         lost.await;
                         reason::CONTEXT_LEASE_LOST
                     })
                 });
                 let observe = move |v: &mut Value| {
-                    let _slot = &guard;
                     one_answer(v, shape, &requests, &view, &name, |r| {
                         turn.observe(upstream, r)
                     })
@@ -613,6 +614,7 @@ impl Gate {
                 let plan = Plan {
                     agent: upstream,
                     budget,
+                    slot: guard,
                     observe,
                     interrupt,
                     size_hint: bytes.len(),
@@ -639,9 +641,9 @@ impl Gate {
                     agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
                     size_hint: bytes.len(),
                     budget,
+                    slot: guard,
                     interrupt: None,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
-                        let _slot = &guard;
                         clean_response(v, &requests.metadata, requests.redact_paths);
                         Ok(None)
                     },
@@ -660,7 +662,6 @@ impl Gate {
                 // (every method here has one; the strictest shape otherwise)
                 let shape = Shape::of(rpc.method).unwrap_or(Shape::Empty);
                 let observe = move |v: &mut Value| {
-                    let _slot = &guard;
                     one_answer(v, shape, &requests, &registry, &name, |r| {
                         // An answer about another task is not the answer to this request.
                         if !TaskRegistry::names_only_task(r, &task) {
@@ -672,6 +673,7 @@ impl Gate {
                 let plan = Plan {
                     agent: upstream,
                     budget,
+                    slot: guard,
                     observe,
                     interrupt: None,
                     size_hint: bytes.len(),
@@ -844,6 +846,7 @@ impl Gate {
         let Plan {
             agent,
             budget,
+            slot,
             observe,
             interrupt,
             size_hint,
@@ -875,8 +878,9 @@ impl Gate {
             .instrument(span)
             .await
             .map_err(upstream_error)?;
-        // `observe` (with the concurrency slot and turn it owns) lives as long as the answer:
-        // for a stream, until the stream ends; for a JSON answer, until its body is sent.
+        // The slot lives as long as the answer: for a stream, until the stream ends; for a JSON
+        // answer, until its body is sent. `observe` (and the turn it owns) until the stream
+        // ends, or the JSON answer is built.
         let log = StreamLog {
             request_id: request_id.to_string(),
             metrics: self.metrics.clone(),
@@ -894,6 +898,7 @@ impl Gate {
             log,
             fast,
             interrupt,
+            slot,
             observe,
         )
         .instrument(telemetry::traces::stage_span!("relay"))
@@ -1041,6 +1046,10 @@ fn alias_contexts(
 struct Plan<F> {
     agent: UpstreamId,
     budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
+    /// The caller's concurrency slot: the answer's until it is sent (a stream: until it ends).
+    slot: ConcurrencyGuard,
+    /// Cleans and learns from each JSON-RPC response of the answer; owns the turn, which
+    /// ends with the answer (a stream: when it ends).
     observe: F,
     /// Ends the answer's stream early (a turn that lost its busy lease).
     interrupt: Option<upstream::Interrupt>,

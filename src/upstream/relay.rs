@@ -178,9 +178,12 @@ where
 /// cleaning would leave as they are take the fast pass, and the observer sees their
 /// projection ([`one_response`]); `None` builds and cleans every response whole.
 /// `interrupt`, when it resolves, ends a stream with an error frame at once, without waiting
-/// for the agent's next event (a JSON answer is its observer's alone to refuse).
+/// for the agent's next event (a JSON answer is its observer's alone to refuse). `slot` (the
+/// caller's concurrency slot) is the answer's: a JSON answer's body holds it until it has
+/// been sent, a stream until it ends; `observe` (and the turn it owns) goes once the JSON
+/// answer is built, or when the stream ends.
 #[allow(clippy::too_many_arguments)]
-pub async fn relay_response<F, P>(
+pub async fn relay_response<F, P, S>(
     upstream: Response<BoxBody>,
     id: &Value,
     streaming: bool,
@@ -188,11 +191,13 @@ pub async fn relay_response<F, P>(
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
     interrupt: Option<Interrupt>,
+    slot: S,
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused> + Send + 'static,
     P: Future<Output = Result<(), Refused>> + Send,
+    S: Send + 'static,
 {
     if upstream.status() != StatusCode::OK {
         tracing::warn!(
@@ -225,6 +230,7 @@ where
             log,
             fast,
             interrupt,
+            slot,
             observe,
         )),
         "application/json" => {
@@ -241,11 +247,13 @@ where
             if let Some(pending) = pending {
                 pending.await.map_err(UpstreamError::Refused)?;
             }
-            // The body owns `observe` (the caller's slot) until the answer has been sent.
+            // The turn ends with its answer (its context is free for the next one); the
+            // caller's slot is the body's until the answer has been sent.
+            drop(observe);
             Ok(crate::body::json_response_holding(
                 StatusCode::OK,
                 json,
-                observe,
+                slot,
             ))
         }
         _ => Err(UpstreamError::BadResponse),
@@ -254,18 +262,21 @@ where
 
 /// `observe` (and what it owns) is dropped when the stream ends, however it ends. How it
 /// ended is logged (`stream_end`) and counted (`a2a_edge_streams_total{outcome}`).
-fn relay_sse<F, P>(
+#[allow(clippy::too_many_arguments)]
+fn relay_sse<F, P, S>(
     mut body: BoxBody,
     id: Value,
     limits: RelayLimits,
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
     interrupt: Option<Interrupt>,
+    slot: S,
     mut observe: F,
 ) -> Response<BoxBody>
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused> + Send + 'static,
     P: Future<Output = Result<(), Refused>> + Send,
+    S: Send + 'static,
 {
     let (tx, out) = budgeted(limits.stream_buffer_bytes, log.shared_budget.clone());
     tokio::spawn(async move {
@@ -392,8 +403,9 @@ where
             StreamOutcome::Completed
         }
         .await;
-        // The turn (and the caller's stream slot) end with the stream.
+        // The turn and the caller's stream slot end with the stream.
         drop(observe);
+        drop(slot);
         log.metrics.stream_ended(outcome);
         tracing::info!(
             event = "stream_end",
