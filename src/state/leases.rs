@@ -66,9 +66,12 @@ pub struct RateLeases {
 pub enum Take {
     /// Admitted from a lease: no round trip.
     Leased,
-    /// Ask the store for up to `.0` tokens (then [`RateLeases::granted`]), giving back `.1`
-    /// it had granted that expired unspent.
+    /// Ask the store for up to `.0` tokens (then [`RateLeases::granted`], or
+    /// [`RateLeases::ask_failed`]), giving back `.1` it had granted that expired unspent.
     Ask(u32, u32),
+    /// Another request is asking for the next lease: take this request's one token from the
+    /// store, leaving the lease alone.
+    One,
 }
 
 impl RateLeases {
@@ -126,7 +129,7 @@ impl RateLeases {
         }
         // (an ask that never came back, its store gone, is forgotten after a lifetime)
         if lease.asking.is_some_and(|at| now < at + self.lifetime) {
-            return Take::Ask(1, 0);
+            return Take::One;
         }
         let next = if lease.left == 0 {
             lease.size.saturating_mul(2)
@@ -165,9 +168,6 @@ impl RateLeases {
             asking: None,
         };
         if let Some(old) = table.leases.get_mut(key) {
-            // A single token was asked for alone (another request is asking for the lease):
-            // that ask goes on.
-            let asking = if granted <= 1 { old.asking } else { None };
             // Requests that found the lease spent at once each asked: what they were granted
             // adds up (no token taken from the budget is dropped while the lease lives).
             if old.rate == lease.rate && now < old.until && old.left > 0 {
@@ -179,7 +179,8 @@ impl RateLeases {
             } else {
                 *old = lease;
             }
-            old.asking = asking;
+            // (the ask came back)
+            old.asking = None;
             return;
         }
         if table.leases.len() >= MAX_ENTRIES {
@@ -196,6 +197,16 @@ impl RateLeases {
             }
         }
         table.leases.insert(key.to_string(), lease);
+    }
+
+    /// The ask [`RateLeases::take`] told this request to make was refused, or the store did
+    /// not answer: the next request that finds the lease spent asks again.
+    pub fn ask_failed(&self, key: &str) {
+        if let Ok(mut table) = self.table().lock() {
+            if let Some(lease) = table.leases.get_mut(key) {
+                lease.asking = None;
+            }
+        }
     }
 
     /// Leases held by the calling thread's table.
@@ -338,20 +349,28 @@ mod tests {
         }
         assert_eq!(l.take("p", FAST, t0), Take::Ask(16, 0));
         for _ in 0..5 {
-            assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
+            assert_eq!(l.take("p", FAST, t0), Take::One);
         }
-        // their single tokens come back first: the ask goes on
-        l.granted("p", FAST, 1, t0, ahead(t0));
-        assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
         // the lease comes: spent from, and the next ask is one again
         l.granted("p", FAST, 16, t0, ahead(t0));
         for _ in 0..15 {
             assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
         assert_eq!(l.take("p", FAST, t0), Take::Ask(32, 0));
-        assert_eq!(l.take("p", FAST, t0), Take::Ask(1, 0));
+        assert_eq!(l.take("p", FAST, t0), Take::One);
+        // the ask was refused (or the store did not answer): the next request asks
+        l.ask_failed("p");
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(32, 0));
+        // an ask that never came back is forgotten after a lifetime
         let lost = t0 + Duration::from_millis(100);
         assert_eq!(l.take("p", FAST, lost), Take::Ask(32, 0));
+        // an asker granted a single token (all it asked, or all there was) ends its ask
+        let l = RateLeases::new(64, Duration::from_millis(100), 1);
+        l.granted("p", FAST, 2, t0, ahead(t0));
+        let expired = t0 + Duration::from_millis(100);
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(1, 1));
+        l.granted("p", FAST, 1, expired, ahead(t0));
+        assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 0));
     }
 
     #[test]

@@ -244,6 +244,7 @@ impl RedisStore {
                 self.metrics.state_rate_check("lease");
                 return Ok(Ok(()));
             }
+            Take::One => return self.spend(kind, name, rate).await,
             Take::Ask(n, back) => (n, back),
         };
         self.metrics.state_rate_check("store");
@@ -251,11 +252,22 @@ impl RedisStore {
         let sent = Instant::now();
         let taken = self
             .take_tokens(&key, rate.interval_us(), rate.burst, ask, back)
-            .await?;
-        Ok(taken.map(|(n, full_in)| {
-            self.leases
-                .granted(&key, rate, n, Instant::now(), sent + full_in)
-        }))
+            .await;
+        match taken {
+            Ok(Ok((n, full_in))) => {
+                self.leases
+                    .granted(&key, rate, n, Instant::now(), sent + full_in);
+                Ok(Ok(()))
+            }
+            Ok(Err(wait)) => {
+                self.leases.ask_failed(&key);
+                Ok(Err(wait))
+            }
+            Err(e) => {
+                self.leases.ask_failed(&key);
+                Err(e)
+            }
+        }
     }
 
     /// Spends one token of the shared budget `kind:name` at `rate`, with no lease (each
