@@ -117,7 +117,7 @@ pub fn explain(
             let resolved = grant.workspace(allowed).roots;
             for path in paths {
                 let real = if allowed.check_filesystem {
-                    std::fs::canonicalize(path).ok()
+                    crate::validate::workspace::real_path(path)
                 } else {
                     Some(path.clone())
                 };

@@ -24,7 +24,7 @@ use crate::a2a::Method;
 use crate::auth::Principal;
 use crate::reason::{self, Reason};
 use crate::validate::metadata::Exceptions;
-use crate::validate::workspace::{normalize_lexically, within_any, WorkspacePolicy};
+use crate::validate::workspace::{normalize_lexically, real_path, within_any, WorkspacePolicy};
 
 /// The JSON-RPC code of an authorization error. A2A 1.0 defines none (spec §13: "JSON-RPC
 /// custom error"); JSON-RPC reserves -32000..-32099 for implementation-defined server errors
@@ -146,8 +146,8 @@ impl Grant {
         Ok(())
     }
 
-    /// The caller's workspace policy: its roots resolved (with `check_filesystem`, each
-    /// canonicalized; a root that does not exist, or whose real path leaves every allowed
+    /// The caller's workspace policy: its roots resolved (with `check_filesystem`, each to
+    /// its real path by the bounded walk; a root that does not exist, or whose real path leaves every allowed
     /// root, is dropped: fail closed).
     pub fn workspace(&self, allowed: &WorkspacePolicy) -> WorkspacePolicy {
         let Roots::Only(paths) = &self.roots else {
@@ -156,8 +156,8 @@ impl Grant {
         let mut roots = Vec::with_capacity(paths.len());
         for p in paths {
             let resolved = if allowed.check_filesystem {
-                match std::fs::canonicalize(p) {
-                    Ok(real) if real.is_dir() => real,
+                match real_path(p) {
+                    Some(real) if real.is_dir() => real,
                     _ => continue,
                 }
             } else {

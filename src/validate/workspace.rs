@@ -45,7 +45,6 @@ use serde_json::Value;
 use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
 
-#[cfg(test)]
 pub(crate) use resolve::resolve;
 pub(crate) use resolve::{resolve_within, Resolved};
 pub use resolve::{MAX_RESOLVE_STEPS, MAX_SYMLINKS};
@@ -55,6 +54,16 @@ mod resolve;
 pub(crate) mod testdir;
 #[cfg(test)]
 mod tests;
+
+/// The real path of `path` (what `realpath` gives) by the bounded walk ([`resolve`]): the
+/// operator's roots are resolved so, never by `std::fs::canonicalize`, whose work grows with
+/// the square of the depth it walks.
+pub(crate) fn real_path(path: &Path) -> Option<PathBuf> {
+    match resolve(path) {
+        Resolved::Real(real) => Some(real),
+        Resolved::Unresolved { .. } => None,
+    }
+}
 
 /// Longest `cwd` accepted, in bytes (Linux `PATH_MAX`).
 pub const MAX_CWD_BYTES: usize = 4096;

@@ -69,10 +69,10 @@ impl Resolved {
 }
 
 /// Resolves `path`, an absolute, lexically normalized path (as
-/// [`super::normalize_lexically`] makes them), looking anything up.
-#[cfg(test)]
+/// [`super::normalize_lexically`] makes them), looking anything up (the operator's roots;
+/// a request's paths are resolved by [`resolve_within`]).
 pub(crate) fn resolve(path: &Path) -> Resolved {
-    walk(path).0
+    resolve_within(path, &|_| true)
 }
 
 /// [`resolve`], looking up only what `area` accepts (the allowed places and their
