@@ -561,35 +561,49 @@ impl Lease {
         let (o, i) = (owners.clone(), inner.clone());
         let renewer = tokio::spawn(async move {
             let every = (o.lease / 3).max(Duration::from_millis(50));
+            let mut next = Instant::now() + every;
             loop {
-                tokio::time::sleep(every).await;
                 let held = i
                     .held
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .clone();
-                let Some((c, confirmed)) = held else {
+                // Past `deadline` the lease has run out in Redis (renewals failing, Redis
+                // away or slow, as a dead replica's does): another turn may have begun, so
+                // the wait for the next renewal, or for its answer, ends there.
+                let deadline = held.as_ref().map(|(_, confirmed)| *confirmed + o.lease);
+                let until = deadline.map_or(next, |d| d.min(next));
+                tokio::time::sleep_until(until).await;
+                let Some((c, _)) = held else {
+                    next += every;
                     continue;
                 };
+                let ran_out = || deadline.is_some_and(|d| Instant::now() >= d);
                 let asked = Instant::now();
-                let lost = match o.renew(&c, &i.token).await {
-                    Ok(true) => {
-                        if let Some((_, at)) = i
-                            .held
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .as_mut()
-                        {
-                            *at = asked;
+                let lost = ran_out()
+                    || match tokio::time::timeout_at(
+                        deadline.unwrap_or(asked + o.lease),
+                        o.renew(&c, &i.token),
+                    )
+                    .await
+                    {
+                        Ok(Ok(true)) => {
+                            if let Some((_, at)) = i
+                                .held
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .as_mut()
+                            {
+                                *at = asked;
+                            }
+                            false
                         }
-                        false
-                    }
-                    // Gone or someone else's.
-                    Ok(false) => true,
-                    // Redis away or slow: the lease may still be this turn's until it runs
-                    // out (as a dead replica's does); past that, another turn may have begun.
-                    Err(StateUnavailable) => Instant::now() >= confirmed + o.lease,
-                };
+                        // Gone or someone else's.
+                        Ok(Ok(false)) => true,
+                        // Unanswered: lost once the lease has run out.
+                        Ok(Err(StateUnavailable)) => ran_out(),
+                        Err(_) => true,
+                    };
                 if lost {
                     // This turn no longer holds the context: it ends at once if it streams
                     // (`OwnedTurn::lease_lost`), else at its answer (`OwnedTurn::observe`).
@@ -597,6 +611,7 @@ impl Lease {
                     i.lost.send_replace(true);
                     return;
                 }
+                next = asked + every;
             }
         });
         Lease {
