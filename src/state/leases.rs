@@ -17,7 +17,8 @@
 //! exact and several replicas share a burst.
 //!
 //! While one request asks for a principal's next lease, the others of its table that find
-//! the lease spent ask for one token each.
+//! the lease spent wait for its grant (at most one store timeout), then take from it, or ask
+//! for one token each.
 //!
 //! One table per worker thread (no lock is contended), each bounded by [`MAX_ENTRIES`]; when
 //! a table is full, expired leases are dropped (at most once per lifetime) and a principal
@@ -27,12 +28,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
+
 use crate::limits::rate::Rate;
 
 /// Leases one worker's table holds at most.
 pub const MAX_ENTRIES: usize = 16_384;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Lease {
     /// Tokens still to spend.
     left: u32,
@@ -48,6 +51,9 @@ struct Lease {
     /// meanwhile the others ask for one token each, not each for the doubled size (which
     /// took many times what they spent out of the budget at once).
     asking: Option<Instant>,
+    /// Changes (or closes, the lease replaced) when an ask ends: requests waiting for it
+    /// ([`RateLeases::grants`]) look again.
+    grants: watch::Sender<()>,
 }
 
 struct Table {
@@ -69,8 +75,9 @@ pub enum Take {
     /// Ask the store for up to `.0` tokens (then [`RateLeases::granted`], or
     /// [`RateLeases::ask_failed`]), giving back `.1` it had granted that expired unspent.
     Ask(u32, u32),
-    /// Another request is asking for the next lease: take this request's one token from the
-    /// store, leaving the lease alone.
+    /// Another request is asking for the next lease: wait for its grant ([`RateLeases::grants`])
+    /// and look again, or take this request's one token from the store, leaving the lease
+    /// alone.
     One,
 }
 
@@ -166,6 +173,7 @@ impl RateLeases {
             full_at,
             rate: (rate.interval_us(), rate.burst),
             asking: None,
+            grants: watch::Sender::new(()),
         };
         if let Some(old) = table.leases.get_mut(key) {
             // Requests that found the lease spent at once each asked: what they were granted
@@ -177,10 +185,21 @@ impl RateLeases {
                 // (the earlier: what goes back is never more than either grant's)
                 old.full_at = old.full_at.min(lease.full_at);
             } else {
-                *old = lease;
+                // (the same `grants`: those waiting on it are told below)
+                let Lease {
+                    left,
+                    size,
+                    until,
+                    full_at,
+                    rate,
+                    ..
+                } = lease;
+                (old.left, old.size, old.until, old.full_at, old.rate) =
+                    (left, size, until, full_at, rate);
             }
-            // (the ask came back)
+            // (the ask came back: those waiting for it look again)
             old.asking = None;
+            old.grants.send_replace(());
             return;
         }
         if table.leases.len() >= MAX_ENTRIES {
@@ -205,8 +224,17 @@ impl RateLeases {
         if let Ok(mut table) = self.table().lock() {
             if let Some(lease) = table.leases.get_mut(key) {
                 lease.asking = None;
+                lease.grants.send_replace(());
             }
         }
+    }
+
+    /// Changes when the ask running for `key`'s next lease ends (granted, refused, failed):
+    /// subscribed before a [`RateLeases::take`] that says [`Take::One`], so that a grant in
+    /// between is not missed. `None`: no lease.
+    pub fn grants(&self, key: &str) -> Option<watch::Receiver<()>> {
+        let table = self.table().lock().ok()?;
+        table.leases.get(key).map(|l| l.grants.subscribe())
     }
 
     /// Leases held by the calling thread's table.
@@ -348,11 +376,15 @@ mod tests {
             assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
         assert_eq!(l.take("p", FAST, t0), Take::Ask(16, 0));
+        let mut waiting = l.grants("p").expect("a lease");
         for _ in 0..5 {
             assert_eq!(l.take("p", FAST, t0), Take::One);
         }
-        // the lease comes: spent from, and the next ask is one again
+        assert!(!waiting.has_changed().unwrap());
+        // the lease comes: those waiting look again, spend from it, and the next ask is one
         l.granted("p", FAST, 16, t0, ahead(t0));
+        assert!(waiting.has_changed().unwrap());
+        waiting.mark_unchanged();
         for _ in 0..15 {
             assert_eq!(l.take("p", FAST, t0), Take::Leased);
         }
@@ -360,6 +392,7 @@ mod tests {
         assert_eq!(l.take("p", FAST, t0), Take::One);
         // the ask was refused (or the store did not answer): the next request asks
         l.ask_failed("p");
+        assert!(waiting.has_changed().unwrap());
         assert_eq!(l.take("p", FAST, t0), Take::Ask(32, 0));
         // an ask that never came back is forgotten after a lifetime
         let lost = t0 + Duration::from_millis(100);
@@ -369,7 +402,9 @@ mod tests {
         l.granted("p", FAST, 2, t0, ahead(t0));
         let expired = t0 + Duration::from_millis(100);
         assert_eq!(l.take("p", FAST, expired), Take::Ask(1, 1));
+        let waiting = l.grants("p").expect("a lease");
         l.granted("p", FAST, 1, expired, ahead(t0));
+        assert!(waiting.has_changed().unwrap());
         assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 0));
     }
 

@@ -239,13 +239,32 @@ impl RedisStore {
         rate: Rate,
     ) -> Result<Result<(), Duration>, StateUnavailable> {
         let key = self.key(kind, name);
-        let (ask, back) = match self.leases.take(&key, rate, Instant::now()) {
-            Take::Leased => {
-                self.metrics.state_rate_check("lease");
-                return Ok(Ok(()));
+        let mut grants: Option<tokio::sync::watch::Receiver<()>> = None;
+        let mut waited = false;
+        let (ask, back) = loop {
+            match self.leases.take(&key, rate, Instant::now()) {
+                Take::Leased => {
+                    self.metrics.state_rate_check("lease");
+                    return Ok(Ok(()));
+                }
+                Take::Ask(n, back) => break (n, back),
+                // Another request of this table is asking for the next lease: wait for its
+                // grant once (subscribed first, then looked again, so that a grant in between
+                // is not missed), then take a token alone.
+                Take::One if waited => return self.spend(kind, name, rate).await,
+                Take::One => match grants.take() {
+                    Some(mut g) => {
+                        let _ = tokio::time::timeout(self.config.timeout, g.changed()).await;
+                        waited = true;
+                    }
+                    None => {
+                        grants = self.leases.grants(&key);
+                        if grants.is_none() {
+                            return self.spend(kind, name, rate).await;
+                        }
+                    }
+                },
             }
-            Take::One => return self.spend(kind, name, rate).await,
-            Take::Ask(n, back) => (n, back),
         };
         self.metrics.state_rate_check("store");
         // The budget's TAT is reached no earlier than this plus what the store says.
