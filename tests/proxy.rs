@@ -1050,20 +1050,8 @@ async fn an_unsent_answer_leaves_its_context_free_for_the_next_turn() {
             "parts": [{"text": text}], "contextId": "ctx-unread"}})
     };
     let mut h2 = proxy.client(Proto::H2).await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": in_context("first")});
-    let mut b = http::Request::builder()
-        .method("POST")
-        .uri("https://localhost/");
-    for (k, v) in rpc_headers() {
-        b = b.header(k, v);
-    }
-    let req = b
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            body.to_string(),
-        )))
-        .unwrap();
-    let unread = h2.send(req).await;
+    // (its body left unread)
+    let unread = h2.rpc_stream("SendMessage", in_context("first")).await;
     assert_eq!(unread.status(), StatusCode::OK);
     let mut c = proxy.client(Proto::H1).await;
     let (status, _, body) = c.rpc_raw("SendMessage", in_context("second")).await;
@@ -1167,20 +1155,10 @@ async fn unread_answers_hold_their_in_flight_slots_until_sent() {
     let mut h2 = proxy.client(Proto::H2).await;
     let mut unread = Vec::new();
     for i in 0..2 {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": message(&format!("unread h2 {i}"))});
-        let mut b = http::Request::builder()
-            .method("POST")
-            .uri("https://localhost/");
-        for (k, v) in rpc_headers() {
-            b = b.header(k, v);
-        }
-        let req = b
-            .body(http_body_util::Full::new(bytes::Bytes::from(
-                body.to_string(),
-            )))
-            .unwrap();
-        let resp = h2.send(req).await;
+        // (its body left unread)
+        let resp = h2
+            .rpc_stream("SendMessage", message(&format!("unread h2 {i}")))
+            .await;
         assert_eq!(resp.status(), StatusCode::OK, "h2 #{i}");
         unread.push(resp);
     }
