@@ -48,7 +48,7 @@ fn json_around(status: StatusCode, body: BoxBody) -> Response<BoxBody> {
 pub fn json_response_holding(
     status: StatusCode,
     bytes: impl Into<Bytes>,
-    held: impl Send + 'static,
+    held: impl Send + Unpin + 'static,
 ) -> Response<BoxBody> {
     json_around(status, Holding::new(bytes, held).boxed())
 }
@@ -61,16 +61,16 @@ const PIECE_BYTES: usize = 16 * 1024;
 /// takes it as the caller reads (hyper buffers a bounded amount ahead of the socket), not all
 /// at once: what `held` stands for (the caller's concurrency slot) lasts while the answer is
 /// sent, and a caller that reads nothing holds no more answers than it has slots.
-pub struct Holding {
+pub struct Holding<H> {
     rest: Bytes,
-    held: Option<Box<dyn Send>>,
+    held: Option<H>,
 }
 
-impl Holding {
-    pub fn new(bytes: impl Into<Bytes>, held: impl Send + 'static) -> Holding {
+impl<H: Send + Unpin + 'static> Holding<H> {
+    pub fn new(bytes: impl Into<Bytes>, held: H) -> Holding<H> {
         Holding {
             rest: bytes.into(),
-            held: Some(Box::new(held)),
+            held: Some(held),
         }
     }
 
@@ -79,7 +79,7 @@ impl Holding {
     }
 }
 
-impl Body for Holding {
+impl<H: Unpin> Body for Holding<H> {
     type Data = Bytes;
     type Error = BodyError;
 

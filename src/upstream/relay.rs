@@ -197,7 +197,7 @@ pub async fn relay_response<F, P, S>(
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused> + Send + 'static,
     P: Future<Output = Result<(), Refused>> + Send,
-    S: Send + 'static,
+    S: Send + Unpin + 'static,
 {
     if upstream.status() != StatusCode::OK {
         tracing::warn!(
@@ -276,7 +276,7 @@ fn relay_sse<F, P, S>(
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused> + Send + 'static,
     P: Future<Output = Result<(), Refused>> + Send,
-    S: Send + 'static,
+    S: Send + Unpin + 'static,
 {
     let (tx, out) = budgeted(limits.stream_buffer_bytes, log.shared_budget.clone());
     tokio::spawn(async move {
