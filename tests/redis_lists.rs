@@ -599,3 +599,70 @@ async fn a_stale_cursor_among_ties_starts_after_them_at_once() {
         assert!(ranges <= 16, "cursor ({ts}, {id}): {ranges} range reads");
     }
 }
+
+/// What the reaper takes out is the expired task's alone: an id another caller claimed after
+/// it expired keeps its new owner's entries, and an id the same caller learned again in
+/// another context keeps the owner's entries (only the old context's go). (Expiry is made
+/// due by hand: the expiry index's member, as the module documents it, scored 0.)
+#[tokio::test]
+async fn the_reaper_takes_only_what_the_expired_task_left() {
+    let redis = RedisServer::start();
+    let o = owners(&redis);
+    let w = STATES[0];
+    let due = |owner: &str, task: &str, ctx: &str| {
+        let member = format!("{}:{task}{}:{ctx}{w}", task.len(), ctx.len());
+        let key = format!("{PREFIX}le:{}:{owner}", owner.len());
+        assert_eq!(redis.command(&format!("ZADD {key} XX CH 0 {member}")), ":1");
+    };
+    let members = |key: &str| -> Vec<String> {
+        let mut m: Vec<String> = redis
+            .command(&format!("ZRANGE {PREFIX}{key} 0 -1"))
+            .lines()
+            .map(str::to_string)
+            .collect();
+        m.sort();
+        m
+    };
+    let fields = |ctx: &str| -> Vec<String> {
+        let mut f: Vec<String> = redis
+            .command(&format!("HKEYS {PREFIX}c:{ctx}"))
+            .lines()
+            .filter(|f| f.starts_with("t:"))
+            .map(str::to_string)
+            .collect();
+        f.sort();
+        f
+    };
+    // Alice's task expires; Bob's answer then names the same id.
+    learn(&o, "alice", "a-ctx", "shared", w, 1).await;
+    assert_eq!(redis.command(&format!("DEL {PREFIX}t:shared")), ":1");
+    learn(&o, "bob", "b-ctx", "shared", w, 2).await;
+    due("alice", "shared", "a-ctx");
+    learn(&o, "alice", "a-ctx", "a-next", w, 3).await;
+    assert_eq!(members("lt:5:alice"), ["a-next"]);
+    assert_eq!(members(&format!("ls:5:alice:{w}")), ["a-next"]);
+    assert_eq!(fields("a-ctx"), ["t:a-next"]);
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:a-ctx n")), "1");
+    assert_eq!(members("lt:3:bob"), ["shared"]);
+    assert_eq!(members(&format!("ls:3:bob:{w}")), ["shared"]);
+    assert_eq!(fields("b-ctx"), ["t:shared"]);
+    assert_eq!(redis.command(&format!("HGET {PREFIX}t:shared o")), "bob");
+    // Alice's task expires and her answer names it again, in another context.
+    learn(&o, "alice", "a-ctx", "again", w, 4).await;
+    assert_eq!(redis.command(&format!("DEL {PREFIX}t:again")), ":1");
+    learn(&o, "alice", "a-ctx3", "again", w, 5).await;
+    due("alice", "again", "a-ctx");
+    learn(&o, "alice", "a-ctx", "a-more", w, 6).await;
+    assert_eq!(members("lt:5:alice"), ["a-more", "a-next", "again"]);
+    assert_eq!(
+        members(&format!("ls:5:alice:{w}")),
+        ["a-more", "a-next", "again"]
+    );
+    assert_eq!(fields("a-ctx"), ["t:a-more", "t:a-next"]);
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:a-ctx n")), "2");
+    assert_eq!(fields("a-ctx3"), ["t:again"]);
+    let (got, _) = pages(&o, "alice", "", "", 0, 10).await;
+    assert_eq!(got, ["a-more", "again", "a-next"]);
+    let (got, _) = pages(&o, "bob", "", "", 0, 10).await;
+    assert_eq!(got, ["shared"]);
+}
