@@ -505,7 +505,6 @@ impl Gate {
                 other => other,
             })?;
         let guard = self.slot(&principal.name, rpc.method.is_streaming())?;
-        let budget = guard.stream_budget();
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
@@ -613,7 +612,6 @@ impl Gate {
                 };
                 let plan = Plan {
                     agent: upstream,
-                    budget,
                     slot: guard,
                     observe,
                     interrupt,
@@ -640,7 +638,6 @@ impl Gate {
                 let plan = Plan {
                     agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
                     size_hint: bytes.len(),
-                    budget,
                     slot: guard,
                     interrupt: None,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
@@ -672,7 +669,6 @@ impl Gate {
                 };
                 let plan = Plan {
                     agent: upstream,
-                    budget,
                     slot: guard,
                     observe,
                     interrupt: None,
@@ -845,7 +841,6 @@ impl Gate {
     {
         let Plan {
             agent,
-            budget,
             slot,
             observe,
             interrupt,
@@ -884,7 +879,7 @@ impl Gate {
         let log = StreamLog {
             request_id: request_id.to_string(),
             metrics: self.metrics.clone(),
-            shared_budget: budget,
+            shared_budget: slot.stream_budget(),
         };
         // Every plan's observer cleans with this agent's request policy (`one_answer`, or
         // `clean_response` alone for the extended card), so the relay may take the fast pass.
@@ -1039,13 +1034,11 @@ fn alias_contexts(
     Some((agent_id, client_id))
 }
 
-/// Where a request goes and how its answer is relayed: the agent, the byte budget its
-/// principal's streams share, and the observer that cleans and learns from each response
-/// (it owns the caller's concurrency slot and running turn, so they live as long as the
-/// answer).
+/// Where a request goes and how its answer is relayed: the agent, the caller's concurrency
+/// slot (with the byte budget its principal's streams share), and the observer that cleans
+/// and learns from each response (it owns the running turn).
 struct Plan<F> {
     agent: UpstreamId,
-    budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
     /// The caller's concurrency slot: the answer's until it is sent (a stream: until it ends).
     slot: ConcurrencyGuard,
     /// Cleans and learns from each JSON-RPC response of the answer; owns the turn, which
