@@ -463,14 +463,8 @@ async fn repeated_failures_are_throttled_with_429() {
     assert!(s.up.rpc_requests().is_empty());
 }
 
-/// A reload closes the connections open before it (gracefully: what runs finishes), so that
-/// one whose client certificate was verified under the old client CAs serves no request
-/// under the new ones; a new connection with that certificate fails its handshake.
-#[tokio::test]
-async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
-    let dir = TempDir::new("reload-ca");
-    let pki = client_pki(dir.path());
-    let up = RecordingUpstream::start(Reply::Echo).await;
+/// A policy that asks for client certificates (`optional`) under `pki`'s CA, for `up`.
+fn optional_mtls_policy(dir: &Path, pki: &ClientPki, up: &RecordingUpstream) -> String {
     let o = ProxyOpts {
         upstream_url: up.url.clone(),
         extra_tls: format!(
@@ -479,7 +473,28 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
         ),
         ..Default::default()
     };
-    let text = policy_text(dir.path(), &o);
+    policy_text(dir, &o)
+}
+
+/// A connection presenting `pki`'s good certificate, served one request.
+async fn served_with_certificate(proxy: &Proxy, pki: &ClientPki, proto: Proto) -> Client {
+    let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone()))
+        .await
+        .unwrap();
+    let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+    assert_eq!(status, StatusCode::OK, "{proto:?}");
+    c
+}
+
+/// A reload closes the connections open before it (gracefully: what runs finishes), so that
+/// one whose client certificate was verified under the old client CAs serves no request
+/// under the new ones; a new connection with that certificate fails its handshake.
+#[tokio::test]
+async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
+    let dir = TempDir::new("reload-ca");
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let text = optional_mtls_policy(dir.path(), &pki, &up);
     let other_ca = dir.path().join("other-ca.pem");
     std::fs::write(&other_ca, ca("the new client CA").0.pem()).unwrap();
     let reloaded = text.replace(
@@ -491,10 +506,7 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
     let connect = |proto| Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone()));
     let mut open = Vec::new();
     for proto in PROTOS {
-        let mut c = connect(proto).await.unwrap();
-        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
-        assert_eq!(status, StatusCode::OK, "{proto:?}");
-        open.push((proto, c));
+        open.push((proto, served_with_certificate(&proxy, &pki, proto).await));
     }
     proxy.reload(&reloaded).await;
     for (proto, mut c) in open {
@@ -526,15 +538,7 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
     let dir = TempDir::new("reload-same-ca");
     let pki = client_pki(dir.path());
     let up = RecordingUpstream::start(Reply::Echo).await;
-    let o = ProxyOpts {
-        upstream_url: up.url.clone(),
-        extra_tls: format!(
-            "client_auth = \"optional\"\nclient_ca_file = \"{}\"\n",
-            pki.ca_file.display()
-        ),
-        ..Default::default()
-    };
-    let text = policy_text(dir.path(), &o);
+    let text = optional_mtls_policy(dir.path(), &pki, &up);
     // The same certificates, written again with other line breaks.
     let same = dir.path().join("same-ca.pem");
     let pem = std::fs::read_to_string(&pki.ca_file).unwrap();
@@ -545,13 +549,9 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
     assert_ne!(text, kept);
     assert_ne!(kept, required);
     let proxy = Proxy::start_text(dir, &text).await;
-    let connect = |proto| Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone()));
     let mut open = Vec::new();
     for proto in PROTOS {
-        let mut c = connect(proto).await.unwrap();
-        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
-        assert_eq!(status, StatusCode::OK, "{proto:?}");
-        open.push((proto, c));
+        open.push((proto, served_with_certificate(&proxy, &pki, proto).await));
     }
     proxy.reload(&kept).await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -1030,6 +1030,22 @@ async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
     }
 }
 
+/// The answer to a request over the caller's in-flight limit: 429 `concurrency.in_flight`.
+fn refused_in_flight(status: StatusCode, body: &[u8], what: &str) {
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{what}: {text}");
+    assert!(text.contains("concurrency.in_flight"), "{what}: {text}");
+}
+
+/// A response's whole body, read now, as JSON.
+async fn read_json(resp: http::Response<hyper::body::Incoming>) -> Value {
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    serde_json::from_slice(&body).unwrap()
+}
+
 /// An answer waiting unread in its HTTP/2 stream holds the caller's slot, not its turn: the
 /// next message on the same context is served (not `context.busy`) while the first answer is
 /// still unsent. (For a while the body held the turn too, so a caller that had not yet read
@@ -1058,11 +1074,7 @@ async fn an_unsent_answer_leaves_its_context_free_for_the_next_turn() {
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
     assert_eq!(status, StatusCode::OK, "{text}");
     assert!(text.contains("m-big"), "{text}");
-    let body = http_body_util::BodyExt::collect(unread.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    let v: Value = serde_json::from_slice(&body).unwrap();
+    let v = read_json(unread).await;
     assert_eq!(v["result"]["message"]["messageId"], "m-big");
 }
 
@@ -1131,9 +1143,7 @@ async fn unread_answers_hold_their_in_flight_slots_until_sent() {
     }
     let mut c = proxy.client(Proto::H1).await;
     let (status, _, body) = c.rpc_raw("SendMessage", message("third")).await;
-    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
-    assert!(text.contains("concurrency.in_flight"), "{text}");
+    refused_in_flight(status, &body, "h1");
     // The caller reads its answers: its slots come back.
     for (i, (mut tls, mut read, length)) in unread.into_iter().enumerate() {
         let mut buf = vec![0u8; 64 * 1024];
@@ -1163,15 +1173,9 @@ async fn unread_answers_hold_their_in_flight_slots_until_sent() {
         unread.push(resp);
     }
     let (status, _, body) = c.rpc_raw("SendMessage", message("third h2")).await;
-    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "h2: {text}");
-    assert!(text.contains("concurrency.in_flight"), "h2: {text}");
+    refused_in_flight(status, &body, "h2");
     for resp in unread {
-        let body = http_body_util::BodyExt::collect(resp.into_body())
-            .await
-            .unwrap()
-            .to_bytes();
-        let v: Value = serde_json::from_slice(&body).unwrap();
+        let v = read_json(resp).await;
         assert_eq!(v["result"]["message"]["messageId"], "m-big");
     }
     let v = c.rpc("SendMessage", message("fourth h2")).await;
@@ -1212,15 +1216,9 @@ async fn unread_agent_path_answers_hold_their_in_flight_slots_until_sent() {
     let mut c = proxy.client(Proto::H1).await;
     let auth = [("authorization", "Bearer test-token-0123456789")];
     let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
-    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
-    assert!(text.contains("concurrency.in_flight"), "{text}");
+    refused_in_flight(status, &body, "h1");
     for resp in unread {
-        let body = http_body_util::BodyExt::collect(resp.into_body())
-            .await
-            .unwrap()
-            .to_bytes();
-        let v: Value = serde_json::from_slice(&body).unwrap();
+        let v = read_json(resp).await;
         assert_eq!(v["ready"], true);
     }
     let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
@@ -1271,15 +1269,9 @@ async fn unread_list_tasks_answers_hold_their_in_flight_slots_until_sent() {
         unread.push(resp);
     }
     let (status, _, body) = c.rpc_raw("ListTasks", json!({})).await;
-    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
-    assert!(text.contains("concurrency.in_flight"), "{text}");
+    refused_in_flight(status, &body, "h1");
     for resp in unread {
-        let body = http_body_util::BodyExt::collect(resp.into_body())
-            .await
-            .unwrap()
-            .to_bytes();
-        let v: Value = serde_json::from_slice(&body).unwrap();
+        let v = read_json(resp).await;
         assert_eq!(v["result"]["tasks"][0]["id"], "t-big");
     }
     let v = c.rpc("ListTasks", json!({})).await;
