@@ -1407,3 +1407,47 @@ async fn a_refused_message_answer_leaves_nothing_in_redis() {
     assert_eq!(v["result"]["message"]["contextId"], "c-a9", "{v}");
     assert_eq!(fleet.redis.command("EXISTS r:c:c-a9"), ":1");
 }
+
+/// A turn that lost its lease while its caller does not read (the relay waits to hand over
+/// the agent's next event) ends as promptly as one that reads: its agent's stream is closed
+/// within about a renewal, not when the caller has stalled past the idle timeout (8 s here).
+#[tokio::test]
+async fn a_turn_that_lost_its_lease_ends_while_its_caller_does_not_read() {
+    let redis = RedisServer::start();
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = RecordingUpstream::start(Reply::Flood(closed.clone())).await;
+    let mut o = opts(&redis, &up.url, "busy_lease_ms = 2000\n");
+    o.extra_policy.push_str(
+        "[limits]\nstream_idle_timeout_ms = 8000\nstream_keepalive_ms = 200\nstream_buffer_bytes = 4096\n",
+    );
+    let p = Proxy::start(o).await;
+    let mut c = p.client(Proto::H2).await;
+    // Opened, and never read.
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message("a flood", json!({"contextId": "ctx-unread"})),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !closed.load(std::sync::atomic::Ordering::SeqCst),
+        "the stream ended before its lease was lost"
+    );
+    // (the caller's alias of the context, and the agent's own id for it)
+    let keys = redis.command("KEYS *b:c-*");
+    assert_eq!(keys.lines().count(), 2, "{keys}");
+    for key in keys.lines() {
+        redis.command(&format!("DEL {key}"));
+    }
+    let started = Instant::now();
+    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the turn that lost its lease went on while its caller did not read"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(resp);
+}

@@ -298,14 +298,17 @@ where
             let mut last_upstream = tokio::time::Instant::now();
             let mut last_sent = tokio::time::Instant::now();
             // Sends one frame, waiting for a slow caller no longer than the stream may last
-            // or stay without progress. Every wait has one timer, set to the earliest of what
-            // is due (not one per limit); when several are due, the stream's end goes first.
+            // or stay without progress, nor past an interrupt (a turn that lost its context
+            // ends while its caller does not read, too). Every wait has one timer, set to the
+            // earliest of what is due (not one per limit); when several are due, the stream's
+            // end goes first.
             macro_rules! send {
                 ($frame:expr) => {{
                     let frame = $frame;
                     let stalled = tokio::time::Instant::now() + limits.idle_timeout;
                     tokio::select! {
                         r = tx.send(frame) => if r.is_err() { return StreamOutcome::ClientGone },
+                        reason = &mut interrupt => return fail(reason),
                         _ = tokio::time::sleep_until(stalled.min(deadline)) => {
                             if stalled < deadline {
                                 return StreamOutcome::Ended(reason::CLIENT_STALLED);
@@ -368,6 +371,9 @@ where
                             Err(Failed::Refused(reason)) => return fail(reason),
                         };
                     drop(data);
+                    // The event's facts written to the shared state (bounded by its
+                    // timeout) are waited for even past an interrupt or the caller's
+                    // leaving: a task learned there is the caller's to read afterwards.
                     if let Some(pending) = pending {
                         if let Err(reason) = pending.await {
                             return fail(reason);
