@@ -266,6 +266,40 @@ async fn the_failure_budget_is_one_across_replicas() {
     assert!(body.contains("auth.throttled"), "{body}");
 }
 
+/// A replica that never reached Redis (started during an outage) refuses every caller
+/// promptly, however many wait at once: one connection attempt at a time, and those queued
+/// behind a failed one fail with it instead of each trying (and waiting) in turn.
+#[tokio::test]
+async fn without_redis_from_the_start_concurrent_requests_fail_promptly() {
+    let mut redis = RedisServer::start();
+    let opts = state(&redis, "");
+    redis.stop();
+    let p = Proxy::start(opts).await;
+    let mut clients = Vec::new();
+    for i in 0..8 {
+        clients.push(
+            p.client(if i % 2 == 0 { Proto::H1 } else { Proto::H2 })
+                .await,
+        );
+    }
+    let started = std::time::Instant::now();
+    let waiting: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| {
+            tokio::spawn(async move {
+                let answer = post(&mut c, TOKEN_HEADER).await;
+                (answer, started.elapsed())
+            })
+        })
+        .collect();
+    for w in waiting {
+        let ((status, body), took) = w.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body.contains("state.unavailable"), "{body}");
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+    }
+}
+
 #[tokio::test]
 async fn without_redis_requests_fail_closed_and_service_resumes() {
     let mut redis = RedisServer::start();

@@ -157,12 +157,15 @@ impl RedisStore {
         {
             return Err(StateUnavailable);
         }
-        slot.1 = Some(Instant::now());
+        // One attempt, no retry inside it: redis-rs's first retry waits a second or more
+        // (its back-off's floor, which `set_max_delay` does not lower), so a refused connect
+        // would take the whole timeout. Requests queued behind this attempt (the lock) see
+        // its failure stamped when it failed, and fail at once for the next 500 ms instead
+        // of each trying in turn.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(self.config.timeout)
             .set_response_timeout(self.config.timeout)
-            .set_number_of_retries(1)
-            .set_max_delay(500);
+            .set_number_of_retries(0);
         // Boxed: the connect's future (~3.5 KiB) is rare, and every command's future would
         // otherwise carry it.
         match Box::pin(tokio::time::timeout(
@@ -176,6 +179,7 @@ impl RedisStore {
                 Ok(c)
             }
             _ => {
+                slot.1 = Some(Instant::now());
                 self.healthy.store(false, Ordering::Relaxed);
                 self.metrics.state_round_trip("unavailable", Duration::ZERO);
                 tracing::warn!(event = "state_unavailable", backend = "redis");
