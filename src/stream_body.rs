@@ -107,8 +107,18 @@ pub fn budgeted(
 
 impl BudgetedSender {
     /// Queues a frame once the budgets have room for it (a frame larger than a budget waits
-    /// for all of it: one such frame at a time).
+    /// for all of it: one such frame at a time). Fails when the receiver goes meanwhile: its
+    /// leaving frees only this stream's budget, not the principal's shared one, which other
+    /// streams may hold.
     pub async fn send(&self, frame: Bytes) -> Result<(), Closed> {
+        tokio::select! {
+            biased;
+            queued = self.queue(frame) => queued,
+            () = self.closed() => Err(Closed),
+        }
+    }
+
+    async fn queue(&self, frame: Bytes) -> Result<(), Closed> {
         let cost = |limit: usize| frame.len().clamp(1, limit) as u32;
         let own = Arc::clone(&self.stream)
             .acquire_many_owned(cost(self.stream_bytes))

@@ -415,6 +415,55 @@ async fn streams_are_counted_by_how_they_end() {
     assert_eq!(sample(&text, "a2a_edge_streams_open"), 0.0, "{text}");
 }
 
+/// A caller that leaves while its stream waits for the principal's shared buffer budget
+/// (another of its streams, unread, holds all of it) ends that stream at once: its slot
+/// and its agent's stream are not kept until the idle timeout (8 s here).
+#[tokio::test]
+async fn a_caller_that_leaves_while_its_stream_waits_for_the_shared_budget_ends_it() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_up, proxy) = Proxy::with_recorder(
+        Reply::Flood(closed),
+        ProxyOpts {
+            extra_server: ADMIN.into(),
+            extra_policy: "[limits]\nstream_idle_timeout_ms = 8000\nstream_keepalive_ms = 200\nstream_buffer_bytes = 4096\nstream_buffer_bytes_per_principal = 8192\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let addr = admin_addr(&proxy);
+    // The first stream, never read: its queued events take the whole shared budget.
+    let mut first = proxy.client(Proto::H2).await;
+    let unread = first
+        .rpc_stream("SendStreamingMessage", send_message("unread"))
+        .await;
+    assert_eq!(unread.status(), 200);
+    // The second waits for that budget, and its caller leaves.
+    let mut second = proxy.client(Proto::H1).await;
+    let waiting = second
+        .rpc_stream("SendStreamingMessage", send_message("waiting"))
+        .await;
+    assert_eq!(waiting.status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, _, text) = admin(addr, "GET", "/metrics").await;
+    assert_eq!(sample(&text, "a2a_edge_streams_open"), 2.0, "{text}");
+    let left = Instant::now();
+    drop(waiting);
+    drop(second);
+    let gone = "a2a_edge_streams_total{outcome=\"client_gone\"}";
+    let text = metrics_when(addr, |t| sample(t, gone) >= 1.0).await;
+    assert!(
+        sample(&text, gone) >= 1.0,
+        "client_gone never counted:\n{text}"
+    );
+    assert!(
+        left.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        left.elapsed()
+    );
+    assert_eq!(sample(&text, "a2a_edge_streams_open"), 1.0, "{text}");
+    drop(unread);
+}
+
 #[tokio::test]
 async fn a_caller_that_hangs_up_leaves_no_request_in_flight() {
     // The agent never answers; six callers (HTTP/1.1 and HTTP/2) wait, then hang up.
