@@ -67,13 +67,44 @@ pub struct RateLeases {
     tables: Box<[Mutex<Table>]>,
 }
 
+/// An ask for the next lease under way, in the table it began in (a request's task may
+/// resume on another worker thread after the store answers: the grant goes where the ask
+/// was made, or that table's waiters would each wait out the store's timeout for a lifetime).
+/// Dropped without [`Asking::granted`] (refused, failed, or the request itself dropped
+/// while it waited), the ask ends failed: the next request that finds the lease spent asks.
+pub struct Asking<'a> {
+    leases: &'a RateLeases,
+    table: usize,
+    key: &'a str,
+    ended: bool,
+}
+
+impl Asking<'_> {
+    /// The store granted `granted` tokens (one of them for this request) of those asked.
+    /// `full_at`: no later than when the budget has refilled past them (the store's TAT,
+    /// counted from when the ask was sent).
+    pub fn granted(mut self, rate: Rate, granted: u32, now: Instant, full_at: Instant) {
+        self.ended = true;
+        self.leases
+            .granted_in(self.table, self.key, rate, granted, now, full_at);
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.leases.ask_failed_in(self.table, self.key);
+        }
+    }
+}
+
 /// What to do for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Take {
     /// Admitted from a lease: no round trip.
     Leased,
-    /// Ask the store for up to `.0` tokens (then [`RateLeases::granted`], or
-    /// [`RateLeases::ask_failed`]), giving back `.1` it had granted that expired unspent.
+    /// Ask the store for up to `.0` tokens (holding [`RateLeases::asking`] until it answers),
+    /// giving back `.1` it had granted that expired unspent.
     Ask(u32, u32),
     /// Another request is asking for the next lease: wait for its grant ([`RateLeases::grants`])
     /// and look again, or take this request's one token from the store, leaving the lease
@@ -110,8 +141,24 @@ impl RateLeases {
         self.max.min(rate.burst / 4).min(refill).max(1)
     }
 
+    /// The calling thread's table.
+    fn here(&self) -> usize {
+        crate::runtime::slot(self.tables.len())
+    }
+
     fn table(&self) -> &Mutex<Table> {
-        &self.tables[crate::runtime::slot(self.tables.len())]
+        &self.tables[self.here()]
+    }
+
+    /// The ask a [`Take::Ask`] just told this request to make (on this thread, nothing awaited
+    /// in between), to be ended with [`Asking::granted`], or failed by dropping it.
+    pub fn asking<'a>(&'a self, key: &'a str) -> Asking<'a> {
+        Asking {
+            leases: self,
+            table: self.here(),
+            key,
+            ended: false,
+        }
     }
 
     /// One token of `key`'s lease at `rate`, or how many to ask the store for.
@@ -156,14 +203,25 @@ impl RateLeases {
         Take::Ask(next.clamp(1, cap), refund)
     }
 
-    /// The store granted `granted` tokens (one of them for this request) of the `asked`.
-    /// `full_at`: no later than when the budget has refilled past them (the store's TAT,
-    /// counted from when the ask was sent).
+    /// [`Asking::granted`] in this thread's table.
+    #[cfg(test)]
     pub fn granted(&self, key: &str, rate: Rate, granted: u32, now: Instant, full_at: Instant) {
+        self.granted_in(self.here(), key, rate, granted, now, full_at);
+    }
+
+    fn granted_in(
+        &self,
+        table: usize,
+        key: &str,
+        rate: Rate,
+        granted: u32,
+        now: Instant,
+        full_at: Instant,
+    ) {
         if self.cap(rate) == 1 {
             return;
         }
-        let Ok(mut table) = self.table().lock() else {
+        let Ok(mut table) = self.tables[table].lock() else {
             return;
         };
         let lease = Lease {
@@ -218,10 +276,14 @@ impl RateLeases {
         table.leases.insert(key.to_string(), lease);
     }
 
-    /// The ask [`RateLeases::take`] told this request to make was refused, or the store did
-    /// not answer: the next request that finds the lease spent asks again.
+    /// An [`Asking`] dropped in this thread's table.
+    #[cfg(test)]
     pub fn ask_failed(&self, key: &str) {
-        if let Ok(mut table) = self.table().lock() {
+        self.ask_failed_in(self.here(), key);
+    }
+
+    fn ask_failed_in(&self, table: usize, key: &str) {
+        if let Ok(mut table) = self.tables[table].lock() {
             if let Some(lease) = table.leases.get_mut(key) {
                 lease.asking = None;
                 lease.grants.send_replace(());
@@ -406,6 +468,40 @@ mod tests {
         l.granted("p", FAST, 1, expired, ahead(t0));
         assert!(waiting.has_changed().unwrap());
         assert_eq!(l.take("p", FAST, expired), Take::Ask(2, 0));
+    }
+
+    /// An ask ends in the table it began in, whichever thread ends it; dropped unanswered
+    /// (its request dropped while it waited), it ends failed: the next request asks instead
+    /// of waiting for a grant that never comes.
+    #[test]
+    fn an_ask_ends_where_it_began_and_when_dropped() {
+        let l = RateLeases::new(64, Duration::from_millis(100), 2);
+        let t0 = Instant::now();
+        l.granted_in(0, "p", FAST, 2, t0, ahead(t0));
+        // (on table 0: this test's thread is no worker)
+        assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(4, 0));
+        let asking = l.asking("p");
+        let waiting = l.grants("p").expect("a lease");
+        assert_eq!(l.take("p", FAST, t0), Take::One);
+        drop(asking);
+        assert!(waiting.has_changed().unwrap());
+        assert_eq!(l.take("p", FAST, t0), Take::Ask(4, 0));
+        // ended on another thread: in the table it began in, none other
+        let asking = l.asking("p");
+        let elsewhere = Asking {
+            leases: &l,
+            table: 1,
+            key: "p",
+            ended: false,
+        };
+        drop(elsewhere);
+        assert_eq!(l.take("p", FAST, t0), Take::One);
+        asking.granted(FAST, 4, t0, ahead(t0));
+        assert!(l.tables[1].lock().unwrap().leases.is_empty());
+        for _ in 0..3 {
+            assert_eq!(l.take("p", FAST, t0), Take::Leased);
+        }
     }
 
     #[test]

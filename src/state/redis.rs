@@ -245,13 +245,13 @@ impl RedisStore {
         let key = self.key(kind, name);
         let mut grants: Option<tokio::sync::watch::Receiver<()>> = None;
         let mut waited = false;
-        let (ask, back) = loop {
+        let (ask, back, asking) = loop {
             match self.leases.take(&key, rate, Instant::now()) {
                 Take::Leased => {
                     self.metrics.state_rate_check("lease");
                     return Ok(Ok(()));
                 }
-                Take::Ask(n, back) => break (n, back),
+                Take::Ask(n, back) => break (n, back, self.leases.asking(&key)),
                 // Another request of this table is asking for the next lease: wait for its
                 // grant once (subscribed first, then looked again, so that a grant in between
                 // is not missed), then take a token alone.
@@ -278,18 +278,12 @@ impl RedisStore {
             .await;
         match taken {
             Ok(Ok((n, full_in))) => {
-                self.leases
-                    .granted(&key, rate, n, Instant::now(), sent + full_in);
+                asking.granted(rate, n, Instant::now(), sent + full_in);
                 Ok(Ok(()))
             }
-            Ok(Err(wait)) => {
-                self.leases.ask_failed(&key);
-                Ok(Err(wait))
-            }
-            Err(e) => {
-                self.leases.ask_failed(&key);
-                Err(e)
-            }
+            // (the ask ends failed with `asking`, as it does when this future is dropped)
+            Ok(Err(wait)) => Ok(Err(wait)),
+            Err(e) => Err(e),
         }
     }
 
