@@ -706,6 +706,125 @@ async fn one_jwt_subject_in_two_tenants_owns_two_sets_of_tasks() {
     }
 }
 
+/// One JWT subject calling as two tenants is granted as two callers: a workspace template
+/// that names the subject without its tenant gives it nothing (both tenants' `jwt:dora`
+/// would share one path), a rule naming the bare `jwt:dora` is not a grant to either, one
+/// naming `jwt:dora` U+001E `team-a` is team-a's only; a token without the tenant claim is
+/// the bare name's. Refused requests never reach the agent.
+#[tokio::test]
+async fn one_jwt_subject_in_two_tenants_is_granted_as_two_callers() {
+    let l = layout();
+    let ws = l.ws.display().to_string();
+    for d in [
+        "jwt:dora",
+        "team-a/jwt:dora",
+        "team-b/jwt:dora",
+        "named",
+        "exact",
+    ] {
+        std::fs::create_dir_all(l.ws.join(d)).unwrap();
+    }
+    let jwt = Jwt::new();
+    let jwks = l.ws.parent().unwrap().join("jwks.json");
+    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_auth: format!(
+                "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
+                jwks.display()
+            ),
+            extra_policy: format!(
+                "[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n\
+                 [[authz.rules]]\nname = \"own\"\nprincipals = [\"*\"]\nmethods = [\"*\"]\nworkspace_roots = [\"{ws}/{{principal}}\", \"{ws}/{{tenant}}/{{principal}}\"]\n\
+                 [[authz.rules]]\nname = \"named\"\nprincipals = [\"jwt:dora\"]\nmethods = [\"*\"]\nworkspace_roots = [\"{ws}/named\"]\n\
+                 [[authz.rules]]\nname = \"exact\"\nprincipals = [\"jwt:dora\\u001Eteam-a\"]\nmethods = [\"*\"]\nworkspace_roots = [\"{ws}/exact\"]\n"
+            ),
+            ..Default::default()
+        },
+    )
+    .await;
+    let a = jwt.token(json!({"tenant": "team-a"}));
+    let b = jwt.token(json!({"tenant": "team-b"}));
+    let none = jwt.token(json!({}));
+    // (caller, workspace, allowed)
+    let cases = [
+        ("team-a", &a, "jwt:dora", false),
+        ("team-b", &b, "jwt:dora", false),
+        ("none", &none, "jwt:dora", true),
+        ("team-a", &a, "team-a/jwt:dora", true),
+        ("team-b", &b, "team-a/jwt:dora", false),
+        ("team-b", &b, "team-b/jwt:dora", true),
+        ("team-a", &a, "named", false),
+        ("team-b", &b, "named", false),
+        ("none", &none, "named", true),
+        ("team-a", &a, "exact", true),
+        ("team-b", &b, "exact", false),
+        ("none", &none, "exact", false),
+    ];
+    let mut forwarded = 0;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        for (who, token, dir, allowed) in cases {
+            let path = format!("{ws}/{dir}");
+            let v = call(
+                &mut c,
+                token,
+                "SendMessage",
+                message(text(), cwd(&path), Value::Null),
+            )
+            .await;
+            if allowed {
+                assert!(v.get("result").is_some(), "{who} in {dir}: {v}");
+                forwarded += 1;
+            } else {
+                assert_eq!(reason(&v), "workspace.outside_roots", "{who} in {dir}: {v}");
+            }
+            assert_eq!(up.rpc_requests().len(), forwarded, "{who} in {dir}");
+        }
+    }
+}
+
+/// The rate budget of a JWT subject is its own in each tenant: one tenant's `jwt:dora`
+/// spending hers leaves the other's whole.
+#[tokio::test]
+async fn one_jwt_subject_in_two_tenants_has_two_rate_budgets() {
+    let l = layout();
+    let jwt = Jwt::new();
+    let jwks = l.ws.parent().unwrap().join("jwks.json");
+    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
+    let p = Proxy::start(ProxyOpts {
+        extra_auth: format!(
+            "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
+            jwks.display()
+        ),
+        extra_policy: "[limits]\nrequests_per_second = 0.01\nburst = 2\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let a = jwt.token(json!({"tenant": "team-a"}));
+    let b = jwt.token(json!({"tenant": "team-b"}));
+    let mut c = p.client(Proto::H2).await;
+    let get = || json!({"id": "no-such-task"});
+    for _ in 0..2 {
+        let v = call(&mut c, &a, "GetTask", get()).await;
+        assert_eq!(v["error"]["code"], -32001, "{v}");
+    }
+    let auth = format!("Bearer {a}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "GetTask", "params": get()});
+    let (status, _, _) = c.request("POST", "/", &headers, body.to_string()).await;
+    assert_eq!(status, 429, "team-a's dora spent her budget");
+    for _ in 0..2 {
+        let v = call(&mut c, &b, "GetTask", get()).await;
+        assert_eq!(v["error"]["code"], -32001, "team-b's dora has her own: {v}");
+    }
+}
+
 // ---- the identity assertion ------------------------------------------------------------------
 
 async fn jwks_of(c: &mut Client) -> jsonwebtoken::jwk::JwkSet {

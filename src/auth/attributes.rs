@@ -24,6 +24,16 @@ pub fn valid_tenant(t: &str) -> bool {
     !t.is_empty() && t.chars().count() <= MAX_ATTRIBUTE_CHARS && !t.chars().any(char::is_control)
 }
 
+/// A name in `authz.rules.principals`: like a tenant, or a JWT subject within its tenant
+/// (`jwt:<sub>` U+001E `<tenant>`, as [`super::Principal::owner_key`] names it; TOML
+/// `"jwt:dora\u001Eteam-a"`).
+pub fn valid_principal(p: &str) -> bool {
+    match p.split_once('\u{1e}') {
+        Some((sub, tenant)) => sub.starts_with("jwt:") && valid_tenant(sub) && valid_tenant(tenant),
+        None => valid_tenant(p),
+    }
+}
+
 /// A group name: like a tenant, and without white space (groups claims may be one
 /// space-separated string).
 pub fn valid_group(g: &str) -> bool {

@@ -62,17 +62,27 @@ impl Principal {
         self
     }
 
-    /// The name the caller's tasks and contexts are owned by. A JWT caller's tenant comes
-    /// from each token's claim, so one subject may call as several tenants: its tasks are
-    /// owned by the subject within the tenant (`jwt:<sub>` U+001E `<tenant>`), never shared
-    /// across tenants. Every other scheme's name fixes its tenant (the policy refuses one
-    /// static name with two tenants; an mTLS identity's tenant is its first matching
-    /// pattern's), so its owner is its name. Neither part ever holds a control character.
+    /// The caller as one caller: the owner of its tasks and contexts, the key of its rate
+    /// budgets and concurrency slots, and the name grants by name match
+    /// (`authz.rules.principals`, `a2a.metadata.allowed_for`, `limits.principals`). A JWT
+    /// caller's tenant comes from each token's claim, so one subject may call as several
+    /// tenants (an issuer whose subjects are unique per tenant only): it is the subject
+    /// within the tenant (`jwt:<sub>` U+001E `<tenant>`), never one caller across tenants,
+    /// and a grant to the bare `jwt:<sub>` is not its. Every other scheme's name fixes its
+    /// tenant (the policy refuses one static name with two tenants; an mTLS identity's
+    /// tenant is its first matching pattern's), so it is its name. Neither part ever holds
+    /// a control character.
     pub fn owner_key(&self) -> std::borrow::Cow<'_, str> {
         match (&self.scheme, &self.tenant) {
             (Scheme::Jwt, Some(tenant)) => format!("{}\u{1e}{tenant}", self.name).into(),
             _ => self.name.as_str().into(),
         }
+    }
+
+    /// Whether the caller's name is one caller only within its tenant (a JWT subject whose
+    /// token names a tenant): see [`Principal::owner_key`].
+    pub fn is_named_within_tenant(&self) -> bool {
+        matches!((&self.scheme, &self.tenant), (Scheme::Jwt, Some(_)))
     }
 
     /// Whether a credential proved this caller (not `allow_anonymous`).

@@ -52,7 +52,8 @@ impl Matcher {
         {
             return true;
         }
-        self.principals.contains(&p.name)
+        let named = p.owner_key();
+        self.principals.iter().any(|x| *x == *named)
             || self.groups.iter().any(|g| p.groups.contains(g))
             || p.tenant
                 .as_ref()
@@ -245,6 +246,12 @@ impl AuthzPolicy {
                 g.metadata_allowed.push(rule.metadata_allowed.clone());
             }
             for t in &rule.workspace_roots {
+                // A JWT subject with a tenant is one caller only within it: a template that
+                // names it without its tenant (the same path for every tenant's `jwt:dora`)
+                // gives it nothing.
+                if t.uses_principal() && !t.uses_tenant() && p.is_named_within_tenant() {
+                    continue;
+                }
                 match t.expand(p.tenant.as_deref(), &p.name) {
                     Ok(Some(path)) => {
                         if let Some(n) = normalize_lexically(&path) {

@@ -86,6 +86,11 @@ impl RootTemplate {
         self.pieces.contains(&Piece::Tenant)
     }
 
+    /// Whether the template names `{principal}`.
+    pub fn uses_principal(&self) -> bool {
+        self.pieces.contains(&Piece::Principal)
+    }
+
     /// The template with these values (unchecked).
     fn render(&self, tenant: &str, principal: &str) -> String {
         let mut out = String::with_capacity(self.text.len());

@@ -33,7 +33,7 @@ impl Gate {
                     allow: None,
                 });
             }
-            let slot = self.slot(&principal.name, false)?;
+            let slot = self.slot(&principal.owner_key(), false)?;
             Ok((principal, slot))
         };
         let (principal, slot) = match before_body.await {

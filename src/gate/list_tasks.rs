@@ -77,7 +77,7 @@ impl Gate {
             // Each read spends the caller's rate; the page stops where the budget does.
             let mut allowed = 0;
             for _ in batch {
-                match self.budgets.check_principal(&who.name, None).await {
+                match self.budgets.check_principal(&who.owner_key(), None).await {
                     Ok(()) => allowed += 1,
                     Err(crate::state::Refused::Limited(_)) => break,
                     Err(crate::state::Refused::Unavailable) => {

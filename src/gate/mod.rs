@@ -448,7 +448,7 @@ impl Gate {
         trace.tenant = principal.tenant.clone();
         trace.scheme = Some(principal.scheme.as_str());
         self.budgets
-            .check_principal(&principal.name, None)
+            .check_principal(&principal.owner_key(), None)
             .await
             .map_err(refused)?;
         Ok(principal)
@@ -498,13 +498,13 @@ impl Gate {
         telemetry::traces::stage_span!("authorize")
             .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
         self.budgets
-            .check_principal(&principal.name, Some(&agent.method_key(rpc.method)))
+            .check_principal(&principal.owner_key(), Some(&agent.method_key(rpc.method)))
             .await
             .map_err(|r| match refused(r) {
                 Rejection::Rpc { error, .. } => Rejection::rpc(rpc.id.clone(), error),
                 other => other,
             })?;
-        let guard = self.slot(&principal.name, rpc.method.is_streaming())?;
+        let guard = self.slot(&principal.owner_key(), rpc.method.is_streaming())?;
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
@@ -694,7 +694,8 @@ impl Gate {
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
         let policy = agent.requests.clone();
-        let name = principal.name.clone();
+        // (`allowed_for` names the caller as one caller: a JWT subject within its tenant)
+        let name = principal.owner_key().into_owned();
         let restricted = matches!(grant.roots, Roots::Only(_));
         let rules_grant = grant.clone();
         let check = move |mut params: serde_json::Map<String, Value>| {

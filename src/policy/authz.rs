@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{file, Ctx, PolicyError};
-use crate::auth::attributes::{valid_group, valid_tenant};
+use crate::auth::attributes::{valid_group, valid_principal, valid_tenant};
 use crate::auth::settings::IdentityAssertionPolicy;
 use crate::authz::{AuthzPolicy, Matcher, MethodSet, RootTemplate, Rule};
 use crate::card::keys::{SigningAlg, SigningKey};
@@ -61,7 +61,7 @@ impl Ctx<'_> {
                 (
                     "principals",
                     &r.principals,
-                    valid_tenant as fn(&str) -> bool,
+                    valid_principal as fn(&str) -> bool,
                 ),
                 ("groups", &r.groups, valid_group),
                 ("tenants", &r.tenants, valid_tenant),
@@ -70,7 +70,7 @@ impl Ctx<'_> {
                     return self.spanned_err(
                         &key(k),
                         &r.name,
-                        "names must be 1-128 characters without control characters (groups: no white space), or \"*\"",
+                        "names must be 1-128 characters without control characters (groups: no white space; principals: one U+001E between a JWT subject and its tenant), or \"*\"",
                     );
                 }
             }
