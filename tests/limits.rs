@@ -944,6 +944,77 @@ async fn an_http2_caller_that_grants_no_window_is_dropped() {
     );
 }
 
+/// One answer the HTTP/2 caller never reads stalls the connection though the caller keeps
+/// reading others on it: the unread one (its slot, its bytes) is not held for as long as
+/// the connection lives.
+#[tokio::test]
+async fn an_http2_answer_never_read_drops_the_connection_while_others_move() {
+    use http_body_util::BodyExt;
+    let p = Proxy::start(ProxyOpts {
+        // (a stall is seen within the idle timeout and the write timeout of its start)
+        extra_policy: "[limits]\nwrite_timeout_ms = 500\nidle_timeout_ms = 1000\n".into(),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let io = hyper_util::rt::TokioIo::new(p.raw_tls_offering(&[b"h2"]).await);
+    let (mut caller, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(65_535)
+            .handshake(io)
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    // An answer of about 200 KB (the engine echoes the message), never read past its head.
+    let text = "x".repeat(200_000);
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m-big", "role": "ROLE_USER", "parts": [{"text": text}]}}});
+    let big = http::Request::post("https://localhost/")
+        .header("authorization", "Bearer test-token-0123456789")
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    let unread = caller.send_request(big).await.unwrap();
+    assert_eq!(unread.status(), StatusCode::OK);
+    let started = Instant::now();
+    // Meanwhile the caller reads other answers on the connection, one every 100 ms.
+    let mut answered = 0;
+    while !conn.is_finished() && started.elapsed() < Duration::from_secs(10) {
+        let health = http::Request::get("https://localhost/health")
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        match caller.send_request(health).await {
+            Ok(r) => {
+                if r.into_body().collect().await.is_ok() {
+                    answered += 1;
+                }
+            }
+            Err(_) => break,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dropped = tokio::time::timeout(Duration::from_secs(2), conn).await;
+    assert!(
+        dropped.is_ok(),
+        "the connection was kept ({answered} answers read meanwhile)"
+    );
+    assert!(answered >= 2, "{answered}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let (_, metrics) = admin_get(&p, "/metrics").await;
+    assert!(
+        metrics.contains("a2a_edge_connections_total{outcome=\"write_timeout\"} 1"),
+        "{metrics}"
+    );
+    drop(unread);
+}
+
 /// An HTTP/1.1 answer to a request whose body was refused while it was still coming (too
 /// large) says `connection: close`, and the connection closes: nothing pipelined behind is
 /// served. A refusal that did not need the body (401, a JSON-RPC error) keeps the

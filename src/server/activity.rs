@@ -6,9 +6,12 @@
 //! And for the write timeout where the socket cannot see it: a response body handed to
 //! hyper waits on the peer until hyper takes its next frame (HTTP/2 takes none while the
 //! peer grants no flow-control window, and nothing is pending on the socket then, so
-//! `write_stall` never fires). A connection on which some body waits on the peer and none
-//! has moved for the write timeout is closed ([`Unused::Stalled`]).
+//! `write_stall` never fires). A connection on which one body has waited on the peer for
+//! the write timeout is closed ([`Unused::Stalled`]), whatever its other streams do: a
+//! peer that keeps one stream's window shut while others move would otherwise hold that
+//! answer, its slot and its bytes for ever.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -27,10 +30,11 @@ struct State {
     in_flight: usize,
     since: Instant,
     /// Response bodies that gave hyper a frame (or their head) and were not asked for
-    /// another since: waiting on the peer.
-    waiting: usize,
-    /// Counts each time a waiting body was asked for its next frame (the peer took the last).
-    moved: u64,
+    /// another since, waiting on the peer: (ticket, since when), oldest first (tickets and
+    /// times grow together, so the oldest wait is the front).
+    waiting: VecDeque<(u64, Instant)>,
+    /// The next waiting body's ticket.
+    next_ticket: u64,
     /// A request has begun on this connection.
     used: bool,
     /// No new request is to be served ([`Activity::close_to_new`]).
@@ -46,7 +50,7 @@ pub enum Unused {
     Idle,
     /// No request begun within the first-request timeout of the start.
     NoRequest,
-    /// A response waits on the peer, and none moved for the write timeout.
+    /// A response has waited on the peer for the write timeout.
     Stalled,
 }
 
@@ -66,8 +70,8 @@ impl Activity {
         Activity(Arc::new(Mutex::new(State {
             in_flight: 0,
             since: now,
-            waiting: 0,
-            moved: 0,
+            waiting: VecDeque::new(),
+            next_ticket: 0,
             closed_to_new: false,
             used: false,
             started: now,
@@ -121,20 +125,16 @@ impl Activity {
     /// request begun within `first_request` of the start (a client that completes the TLS
     /// handshake and then sends nothing, or too little to tell HTTP/1.1 from HTTP/2, which no
     /// HTTP timeout of hyper covers; never once a request has begun), or a response waiting
-    /// on the peer while none moved for `stall` (seen at two looks `stall` apart). One
-    /// timer, set to whichever is due first: every open connection (each stream's) waits
-    /// here.
+    /// on the peer for `stall`. One timer, set to whichever is due first: every open
+    /// connection (each stream's) waits here.
     pub async fn unused(&self, idle: Duration, first_request: Duration, stall: Duration) -> Unused {
-        // Since when (and at which count of moves) a response has waited with none moving.
-        let mut stuck: Option<(u64, Instant)> = None;
         loop {
-            let (idle_due, first_due, waiting, moved) = {
+            let (idle_due, first_due, stall_due) = {
                 let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
                 (
                     (st.in_flight == 0).then_some(st.since + idle),
                     (!st.used).then_some(st.started + first_request),
-                    st.waiting,
-                    st.moved,
+                    st.stall_due(stall),
                 )
             };
             let now = Instant::now();
@@ -144,12 +144,12 @@ impl Activity {
             if idle_due.is_some_and(|t| t <= now) {
                 return Unused::Idle;
             }
-            let Some(stall_due) = still_stuck(&mut stuck, waiting, moved, now, stall) else {
+            if stall_due.is_some_and(|t| t <= now) {
                 return Unused::Stalled;
-            };
+            }
             // Busy: look again after `idle` (a request's end moves `since`) or `stall`, or
-            // when a waiting response would have stalled (so a stall is seen within at most
-            // `idle` + 2 × `stall` of its start, with no wake-up per response).
+            // when the oldest waiting response would have stalled (so a stall is seen within
+            // at most `idle` + `stall` of its start, with no wake-up per response).
             let mut wake = idle_due.unwrap_or(now + idle.min(stall));
             if let Some(due) = stall_due {
                 wake = wake.min(due);
@@ -158,19 +158,19 @@ impl Activity {
         }
     }
 
-    /// Completes when a response has waited on the peer with none moving for `stall` (as
+    /// Completes when a response has waited on the peer for `stall` (as
     /// [`Activity::unused`] sees it): while a closing connection finishes what runs.
     pub async fn stalled(&self, stall: Duration) {
-        let mut stuck: Option<(u64, Instant)> = None;
         loop {
-            let (waiting, moved) = {
+            let due = {
                 let st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-                (st.waiting, st.moved)
+                st.stall_due(stall)
             };
             let now = Instant::now();
-            match still_stuck(&mut stuck, waiting, moved, now, stall) {
-                None => return,
-                Some(due) => tokio::time::sleep_until(due.unwrap_or(now + stall)).await,
+            match due {
+                Some(t) if t <= now => return,
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => tokio::time::sleep(stall).await,
             }
         }
     }
@@ -196,27 +196,27 @@ impl Activity {
     }
 }
 
-/// One look at the responses waiting on the peer: `stuck` is since when (and at which count
-/// of moves) one has waited with none moving. `None`: stalled for `stall`; else when to look
-/// again for it (`None`: nothing waits).
-fn still_stuck(
-    stuck: &mut Option<(u64, Instant)>,
-    waiting: usize,
-    moved: u64,
-    now: Instant,
-    stall: Duration,
-) -> Option<Option<Instant>> {
-    *stuck = match *stuck {
-        _ if waiting == 0 => None,
-        Some((m, since)) if m == moved => {
-            if now >= since + stall {
-                return None;
-            }
-            Some((m, since))
+impl State {
+    /// When the response waiting on the peer longest has waited `stall`; `None`: none waits.
+    fn stall_due(&self, stall: Duration) -> Option<Instant> {
+        self.waiting.front().map(|&(_, since)| since + stall)
+    }
+
+    /// A body begins to wait on the peer: its ticket.
+    fn wait(&mut self) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.waiting.push_back((ticket, Instant::now()));
+        ticket
+    }
+
+    /// The body of `ticket` waits no longer (asked for its next frame, or dropped).
+    fn done_waiting(&mut self, ticket: u64) {
+        // (tickets ascend along the queue; a connection's waiting bodies are few)
+        if let Ok(i) = self.waiting.binary_search_by_key(&ticket, |&(t, _)| t) {
+            self.waiting.remove(i);
         }
-        _ => Some((moved, now)),
-    };
-    Some(stuck.map(|(_, since)| since + stall))
+    }
 }
 
 /// One request in flight on a connection.
@@ -235,12 +235,13 @@ impl Drop for InFlight {
 /// The response with `guard` held until its body is done (or dropped); the body waits on
 /// the peer from now until hyper asks for its first frame.
 pub fn hold_until_body_done(resp: Response<BoxBody>, guard: InFlight) -> Response<BoxBody> {
-    guard.0.update(|s| s.waiting += 1);
+    let mut ticket = None;
+    guard.0.update(|s| ticket = Some(s.wait()));
     resp.map(|inner| {
         Tracked {
             inner,
             guard,
-            waiting: true,
+            waiting: ticket,
         }
         .boxed_unsync()
     })
@@ -249,8 +250,8 @@ pub fn hold_until_body_done(resp: Response<BoxBody>, guard: InFlight) -> Respons
 struct Tracked {
     inner: BoxBody,
     guard: InFlight,
-    /// Gave hyper a frame (or the head) and was not asked for the next since.
-    waiting: bool,
+    /// Gave hyper a frame (or the head) and was not asked for the next since: its ticket.
+    waiting: Option<u64>,
 }
 
 impl Body for Tracked {
@@ -262,16 +263,14 @@ impl Body for Tracked {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        if std::mem::take(&mut this.waiting) {
-            this.guard.0.update(|s| {
-                s.waiting -= 1;
-                s.moved += 1;
-            });
+        if let Some(ticket) = this.waiting.take() {
+            this.guard.0.update(|s| s.done_waiting(ticket));
         }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(_))) = &polled {
-            this.waiting = true;
-            this.guard.0.update(|s| s.waiting += 1);
+            let mut ticket = None;
+            this.guard.0.update(|s| ticket = Some(s.wait()));
+            this.waiting = ticket;
         }
         polled
     }
@@ -287,8 +286,8 @@ impl Body for Tracked {
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        if self.waiting {
-            self.guard.0.update(|s| s.waiting -= 1);
+        if let Some(ticket) = self.waiting {
+            self.guard.0.update(|s| s.done_waiting(ticket));
         }
     }
 }
@@ -371,7 +370,9 @@ mod tests {
         // `stalled` sees the same (for a connection that is closing).
         let why = tokio::time::timeout(s(60), a.stalled(stall)).await;
         assert!(why.is_ok());
-        // Taken again within each stall: never stalled.
+        // Taken again, and then within each stall: never stalled.
+        tx.send(Bytes::from_static(b"event")).await.unwrap();
+        assert!(body.frame().await.is_some());
         let moving = async {
             loop {
                 tokio::time::sleep(s(4)).await;
@@ -384,6 +385,41 @@ mod tests {
             why = a.unused(idle, first, stall) => panic!("a moving stream stalled: {why:?}"),
             () = tokio::time::sleep(s(60)) => {}
         }
+    }
+
+    /// One response the peer takes nothing of stalls the connection although another on it
+    /// keeps moving (an HTTP/2 peer that shuts one stream's window and reads the others,
+    /// or keeps opening new ones): the stuck one would otherwise be held for ever.
+    #[tokio::test(start_paused = true)]
+    async fn one_stuck_response_stalls_the_connection_whatever_the_others_do() {
+        let s = Duration::from_secs;
+        let (idle, first, stall) = (s(3600), s(10), s(5));
+        let a = Activity::new();
+        let _stuck = hold_until_body_done(Response::new(crate::body::full("x")), a.begin());
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+        let moving = hold_until_body_done(Response::new(Source(rx).boxed_unsync()), a.begin());
+        let mut body = moving.into_body();
+        let t0 = Instant::now();
+        let keep_moving = async {
+            loop {
+                tx.send(Bytes::from_static(b"event")).await.unwrap();
+                assert!(body.frame().await.is_some());
+                // (and a short response begun and taken whole meanwhile)
+                let short = hold_until_body_done(Response::new(crate::body::full("y")), a.begin());
+                short.into_body().collect().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        };
+        tokio::select! {
+            () = keep_moving => {}
+            why = a.unused(idle, first, stall) => assert_eq!(why, Unused::Stalled),
+            () = tokio::time::sleep(s(60)) => panic!("the stuck response never stalled"),
+        }
+        assert!(
+            t0.elapsed() <= stall + Duration::from_millis(1),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 
     /// A body of what a channel receives (a stream's relay, in small).
