@@ -719,8 +719,8 @@ async fn claims_are_atomic_across_replicas() {
     for i in 0..100 {
         let ctx = format!("agent-ctx-{i}");
         let (x, y) = tokio::join!(
-            one.turn(&ctx, "alice", None, None, "token-a", None),
-            two.turn(&ctx, "bob", None, None, "token-b", None)
+            one.turn(&ctx, "alice", None, None, "token-a", None, None),
+            two.turn(&ctx, "bob", None, None, "token-b", None, None)
         );
         let verdicts = [x.unwrap(), y.unwrap()];
         let owners = verdicts
@@ -1450,4 +1450,56 @@ async fn a_turn_that_lost_its_lease_ends_while_its_caller_does_not_read() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(resp);
+}
+
+/// Two agents behind two replicas: a context a caller names is bound to its agent when its
+/// first turn begins, in Redis, as the memory registry binds it from the first byte sent. A
+/// turn that ended before its agent answered anything the edge could learn (here an agent
+/// that answers with neither a task nor a message) and its retry through the other replica reach
+/// the same agent, not each replica's own pick (the conversation would fork).
+#[tokio::test]
+async fn a_named_context_is_bound_to_its_agent_from_its_first_turn_on_every_replica() {
+    let redis = RedisServer::start();
+    let first = RecordingUpstream::start(Reply::Echo).await;
+    let second = RecordingUpstream::start(Reply::Echo).await;
+    let fleet = || {
+        let mut o = opts(&redis, &first.url, "");
+        o.extra_upstream = format!(
+            "\n[[upstreams]]\nname = \"second\"\nurl = \"{}\"\n",
+            second.url
+        );
+        o
+    };
+    let r1 = Proxy::start(fleet()).await;
+    let r2 = Proxy::start(fleet()).await;
+    let mut c1 = r1.client(Proto::H2).await;
+    let mut c2 = r2.client(Proto::H1).await;
+    // Replica 2 has picked once already (a new conversation): its next pick is the other
+    // agent than replica 1's first.
+    let v = rpc_as(&mut c2, ALICE, "SendMessage", message("warm", json!({}))).await;
+    assert!(v.get("result").is_some(), "{v}");
+    let seen = |u: &RecordingUpstream| u.rpc_requests().len();
+    let before = (seen(&first), seen(&second));
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        message("one", json!({"contextId": "ctx-bound"})),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let v = rpc_as(
+        &mut c2,
+        ALICE,
+        "SendMessage",
+        message("again", json!({"contextId": "ctx-bound"})),
+    )
+    .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let after = (seen(&first), seen(&second));
+    let took = (after.0 - before.0, after.1 - before.1);
+    assert!(
+        took == (2, 0) || took == (0, 2),
+        "the turns went to {took:?}"
+    );
 }

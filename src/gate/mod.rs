@@ -573,6 +573,8 @@ impl Gate {
                 }
                 let field = |k: &str| message.and_then(|m| m.get(k)).and_then(Value::as_str);
                 let workspace = checked.workspace.as_ref().map(|w| w.forward_cwd());
+                // The least busy healthy agent, for a context no agent serves yet.
+                let pick = agent.fleet.pick();
                 let mut turn = owners
                     .begin_turn(
                         &name,
@@ -581,16 +583,17 @@ impl Gate {
                         workspace.as_deref(),
                         alias.as_ref().map(|(_, client)| client.as_str()),
                         rpc.method.is_streaming(),
+                        pick,
                     )
                     .await
                     .map_err(|r| refusal(&rpc.id, r))?;
                 if let Some((agent_id, client_id)) = &alias {
                     registry.name_context(&name, agent_id, client_id);
                 }
-                // A context stays with its agent; a new one goes to the least busy healthy agent.
+                // A context stays with its agent; a new one goes to the one picked.
                 let wanted = match turn.upstream() {
                     Some(id) => id,
-                    None => agent.fleet.pick().ok_or_else(|| unavailable(&rpc.id))?,
+                    None => pick.ok_or_else(|| unavailable(&rpc.id))?,
                 };
                 let upstream = turn.bind_upstream(wanted);
                 let requests = agent.requests.clone();

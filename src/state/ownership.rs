@@ -165,7 +165,9 @@ impl Ownership {
     /// is claimed, checked and leased in Redis first. `client` is the id the caller chose
     /// for the context, when the agent knows it by an alias. `streaming`: the answer is a
     /// stream; a unary turn on a new context takes no lease (nobody knows the context before
-    /// its one answer, and the turn ends with it), which saves two round trips.
+    /// its one answer, and the turn ends with it), which saves two round trips. `pick`: the
+    /// agent a context no agent serves yet goes to (with `redis`, bound to it in Redis now).
+    #[allow(clippy::too_many_arguments)]
     pub async fn begin_turn(
         &self,
         principal: &str,
@@ -174,6 +176,7 @@ impl Ownership {
         workspace: Option<&str>,
         client: Option<&str>,
         streaming: bool,
+        pick: Option<UpstreamId>,
     ) -> Result<OwnedTurn, Refusal> {
         let (task, context) = (
             task.filter(|s| !s.is_empty()),
@@ -198,8 +201,17 @@ impl Ownership {
         let token = crate::crypto::random_token();
         // The lease runs from when it was asked for at the latest.
         let asked = Instant::now();
+        let pick = pick.and_then(|id| self.local.upstream_name(id));
         let verdict = shared
-            .turn(c, principal, task, workspace, &token, client)
+            .turn(
+                c,
+                principal,
+                task,
+                workspace,
+                &token,
+                client,
+                pick.as_deref(),
+            )
             .await?;
         let (lease, agent) = match verdict {
             TurnVerdict::Leased(agent) => (

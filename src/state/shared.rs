@@ -164,9 +164,12 @@ end
 }
 
 /// Begins a turn on a context the request names. ARGV: prefix, context, principal, task or
-/// '', workspace, lease token, lease ms, retention ms, the caller's id for it or ''.
-/// Returns {verdict, agent name or ''}; verdict: ok | follow | not_found | workspace |
-/// mismatch | busy.
+/// '', workspace, lease token, lease ms, retention ms, the caller's id for it or '', the
+/// agent this replica would pick for it or ''. Returns {verdict, agent name or ''};
+/// verdict: ok | follow | not_found | workspace | mismatch | busy. A turn that begins on a
+/// context no agent serves yet binds it to the picked agent at once (as the memory registry
+/// does from the first byte sent): a retry through another replica, after a turn that
+/// ended before its agent's first answer, reaches the same agent.
 const TURN: &str = r#"
 local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ck = p .. 'c:' .. ctx
@@ -190,6 +193,10 @@ end
 redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
 if c[1] then redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
 else redis.call('HSET', ck, 'o', who, 'w', ARGV[5], 'n', '0') end
+if u == '' and ARGV[10] ~= '' then
+  u = ARGV[10]
+  redis.call('HSET', ck, 'u', u)
+end
 if ARGV[9] ~= '' then redis.call('HSETNX', ck, 'cl', ARGV[9]) end
 redis.call('PEXPIRE', ck, ARGV[8])
 return {'ok', u}
@@ -656,6 +663,7 @@ impl SharedOwners {
         workspace: Option<&str>,
         token: &str,
         client: Option<&str>,
+        pick: Option<&str>,
     ) -> Result<TurnVerdict, StateUnavailable> {
         let ws = encode_workspace(workspace);
         let (lease, retention) = (ms(self.lease), ms(self.retention));
@@ -669,6 +677,7 @@ impl SharedOwners {
             &lease,
             &retention,
             client.unwrap_or(""),
+            pick.unwrap_or(""),
         ];
         let (verdict, agent): (String, String) = self.store.run(&self.turn, &args).await?;
         let agent = Some(agent).filter(|a| !a.is_empty());
