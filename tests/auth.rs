@@ -463,6 +463,39 @@ async fn repeated_failures_are_throttled_with_429() {
     assert!(s.up.rpc_requests().is_empty());
 }
 
+/// A wave of password guesses sent at once, the right one last: each waits its turn for a
+/// password check, and the wave's failures spend the address's budget while the right one
+/// waits. It is refused like them (429), not let through past the spent budget, and never
+/// reaches the agent.
+#[tokio::test]
+async fn a_wave_of_guesses_sent_at_once_is_throttled_right_one_included() {
+    let s = setup("optional", "failures_per_minute = 1\nfailures_burst = 3\n").await;
+    let wrong = format!("Basic {}", STANDARD.encode("alice:guess"));
+    let right = format!("Basic {}", STANDARD.encode("alice:s3cret:pw"));
+    let mut waves = Vec::new();
+    // Two password checks' worth of wrong guesses (4 run at once), then the right one.
+    for i in 0..9 {
+        let auth = if i < 8 { wrong.clone() } else { right.clone() };
+        let mut c = s.proxy.client(Proto::H1).await;
+        waves.push(tokio::spawn(async move {
+            let (status, _, _) = c
+                .request("POST", "/", &h(&[("authorization", auth.as_str())]), BODY)
+                .await;
+            status
+        }));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut statuses = Vec::new();
+    for w in waves {
+        statuses.push(w.await.unwrap());
+    }
+    assert_eq!(statuses[8], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
+    // (the budget's three failures answered 401, every other guess 429)
+    let unauthorized = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED);
+    assert_eq!(unauthorized.count(), 3, "{statuses:?}");
+    assert!(s.up.rpc_requests().is_empty());
+}
+
 /// A policy that asks for client certificates (`optional`) under `pki`'s CA, for `up`.
 fn optional_mtls_policy(dir: &Path, pki: &ClientPki, up: &RecordingUpstream) -> String {
     let o = ProxyOpts {

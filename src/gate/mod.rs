@@ -772,18 +772,22 @@ impl Gate {
     }
 
     /// Who the caller is. An address that failed too often is refused with 429 before its
-    /// credentials are even looked at; each failure spends from its budget.
+    /// credentials are even looked at, and also when it was blocked while they were (a
+    /// wave of guesses sent at once: the one that guessed right is refused like the
+    /// others); each failure spends from its budget.
     async fn authenticate(
         &self,
         conn: &ConnInfo,
         ip: IpAddr,
         headers: &HeaderMap,
     ) -> Result<Principal, Rejection> {
+        let throttled = |wait: std::time::Duration| Rejection::TooManyRequests {
+            reason: reason::AUTH_THROTTLED,
+            retry_after_secs: wait.as_secs().max(1),
+        };
+        let blocks = self.budgets.blocks();
         if let Some(wait) = self.budgets.retry_after(ip) {
-            return Err(Rejection::TooManyRequests {
-                reason: reason::AUTH_THROTTLED,
-                retry_after_secs: wait.as_secs().max(1),
-            });
+            return Err(throttled(wait));
         }
         let creds = ConnCredentials {
             client_cert: conn.client_cert,
@@ -797,15 +801,15 @@ impl Gate {
         // (else a valid API key would buy unthrottled guesses in `Authorization`).
         if failed.is_some() {
             match self.budgets.record_failure(ip).await {
-                Ok(Some(wait)) => {
-                    return Err(Rejection::TooManyRequests {
-                        reason: reason::AUTH_THROTTLED,
-                        retry_after_secs: wait.as_secs().max(1),
-                    })
-                }
+                Ok(Some(wait)) => return Err(throttled(wait)),
                 Ok(None) => {}
                 // The failure could not be counted: refuse (fail closed), and say why.
                 Err(_) => return Err(refused(crate::state::Refused::Unavailable)),
+            }
+        } else if self.budgets.blocks() != blocks {
+            // (one atomic load when no address was blocked meanwhile, as nearly always)
+            if let Some(wait) = self.budgets.retry_after(ip) {
+                return Err(throttled(wait));
             }
         }
         found

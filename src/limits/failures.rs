@@ -28,6 +28,8 @@ pub struct FailureThrottle {
     budget: Keyed<IpAddr>,
     blocked: Mutex<HashMap<IpAddr, Instant>>,
     failures: AtomicUsize,
+    /// Counts the blocks set (here or from a shared store): see [`FailureThrottle::blocks`].
+    blocks: AtomicUsize,
     ipv6_prefix: u8,
 }
 
@@ -40,6 +42,7 @@ impl FailureThrottle {
             budget: Keyed::new(Quota::per_minute(per_minute).allow_burst(burst)),
             blocked: Mutex::new(HashMap::new()),
             failures: AtomicUsize::new(0),
+            blocks: AtomicUsize::new(0),
             ipv6_prefix,
         }
     }
@@ -84,7 +87,16 @@ impl FailureThrottle {
             }
         }
         blocked.insert(key, now + wait);
+        self.blocks.fetch_add(1, Ordering::Release);
         Some(wait)
+    }
+
+    /// How many blocks were set so far: a request whose credential was checked while this
+    /// changed looks again whether its address is blocked now (the check can wait: for a
+    /// password check's turn, or for a key set), so that one guess of a wave sent at once
+    /// is not let through after the wave's failures spent the budget.
+    pub fn blocks(&self) -> usize {
+        self.blocks.load(Ordering::Acquire)
     }
 
     /// Records that `ip` is blocked for `wait` (its budget was spent elsewhere: a shared store).
@@ -97,6 +109,7 @@ impl FailureThrottle {
         }
         if blocked.len() < MAX_BLOCKED {
             blocked.insert(key, Instant::now() + wait);
+            self.blocks.fetch_add(1, Ordering::Release);
         }
     }
 

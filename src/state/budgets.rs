@@ -148,6 +148,11 @@ impl Budgets {
         self.throttle.retry_after(ip)
     }
 
+    /// See [`crate::limits::failures::FailureThrottle::blocks`].
+    pub fn blocks(&self) -> usize {
+        self.throttle.blocks()
+    }
+
     /// Spends one authentication failure of `ip`; how long it is blocked if its budget (shared
     /// with a store) is now spent.
     pub async fn record_failure(&self, ip: IpAddr) -> Result<Option<Duration>, StateUnavailable> {
