@@ -99,8 +99,29 @@ const SELF_BLOCKS: [ipnet::IpNet; 4] = [
 ];
 
 impl PushUrlPolicy {
-    /// Whether the operator allowed this special-purpose address.
+    /// Whether the operator allowed this special-purpose address. An IPv6 spelling of an
+    /// IPv4 address (mapped, compatible) is never allowed, whatever network holds it (it is
+    /// another address than the IPv4 one an operator allows, and `::/16` would otherwise
+    /// let `[::ffff:127.0.0.1]` in), nor a 6to4 or NAT64 one that embeds an address of the
+    /// host itself.
     fn allows(&self, ip: IpAddr) -> bool {
+        if let IpAddr::V6(v6) = ip {
+            let own_self = V6_LOOPBACK.contains(&v6) || V6_UNSPECIFIED.contains(&v6);
+            if !own_self && (V6_MAPPED.contains(&v6) || V6_COMPATIBLE.contains(&v6)) {
+                return false;
+            }
+            let embedded = if V6_NAT64.contains(&v6) {
+                Some(low_v4(v6))
+            } else if V6_6TO4.contains(&v6) {
+                let o = v6.octets();
+                Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+            } else {
+                None
+            };
+            if embedded.is_some_and(|e| SELF_BLOCKS.iter().any(|b| b.contains(&IpAddr::V4(e)))) {
+                return false;
+            }
+        }
         let own = SELF_BLOCKS.iter().find(|b| b.contains(&ip));
         self.allowed_networks.iter().any(|n| {
             n.contains(&ip)
@@ -820,6 +841,13 @@ mod tests {
             allowed_networks: vec!["::/16".parse().unwrap(), "0.0.0.0/8".parse().unwrap()],
             ..Default::default()
         };
+        let tunnels = PushUrlPolicy {
+            allowed_networks: vec![
+                "2002::/16".parse().unwrap(),
+                "64:ff9b::/96".parse().unwrap(),
+            ],
+            ..Default::default()
+        };
         let none = PushUrlPolicy::default();
         // (url, policy, expected reason or None)
         let rows: Vec<(&str, &PushUrlPolicy, Option<&str>)> = vec![
@@ -854,6 +882,45 @@ mod tests {
             ),
             ("https://0.0.0.1/", &broad_loopback, None),
             ("https://0.0.0.0/", &broad_loopback, None),
+            // IPv6 spellings of the host's own (or any IPv4) address: never by a network.
+            (
+                "https://[::ffff:127.0.0.1]:6379/",
+                &broad_loopback,
+                Some("push.private_address"),
+            ),
+            (
+                "https://[::127.0.0.1]/",
+                &broad_loopback,
+                Some("push.private_address"),
+            ),
+            (
+                "https://[::ffff:169.254.169.254]/",
+                &broad_loopback,
+                Some("push.private_address"),
+            ),
+            (
+                "https://[::ffff:7f00:1]/",
+                &broad_loopback,
+                Some("push.private_address"),
+            ),
+            // 6to4 and NAT64 forms: allowed by their networks, but never embedding the host.
+            ("https://[2002:a14:102::1]/", &tunnels, None),
+            ("https://[64:ff9b::a14:102]/", &tunnels, None),
+            (
+                "https://[2002:7f00:1::1]/",
+                &tunnels,
+                Some("push.private_address"),
+            ),
+            (
+                "https://[64:ff9b::7f00:1]/",
+                &tunnels,
+                Some("push.private_address"),
+            ),
+            (
+                "https://[64:ff9b::]/",
+                &tunnels,
+                Some("push.private_address"),
+            ),
             // Names: exactly those listed, in any case, with a trailing dot.
             ("https://hooks.internal/a", &policy, None),
             ("https://HOOKS.Internal./a", &policy, None),
