@@ -135,6 +135,21 @@ impl BasicScheme {
                 secret,
             });
         }
+        // One cost for every hash: a user whose check is cheaper than the decoy's (what an
+        // unknown user costs) would tell a guesser by its time that the user exists.
+        let mut costs = entries.iter().filter_map(|e| match &e.secret {
+            Secret::Phc(h) => Some((e.username.as_str(), h.cost())),
+            Secret::Digest(_) => None,
+        });
+        if let Some((first, cost)) = costs.next() {
+            if let Some((other, _)) = costs.find(|(_, c)| *c != cost) {
+                return Err(format!(
+                    "the password hashes of basic users {first:?} and {other:?} have different \
+                     argon2id costs (m, t, p): every user's must be the same, or the time of a \
+                     check tells which usernames exist (rehash with `a2a-edge hash`)"
+                ));
+            }
+        }
         let decoy = entries
             .iter()
             .filter_map(|e| match &e.secret {
@@ -375,18 +390,30 @@ mod tests {
     }
 
     #[test]
-    fn decoy_has_the_highest_configured_cost() {
+    fn the_decoy_costs_what_every_hash_costs_and_costs_must_agree() {
         let strong = "$argon2id$v=19$m=47104,t=3,p=1$c29tZXNhbHRzb21lc2FsdA$\
                       9EuJhBLA7QomjWWQg8bvOywzANDvo/msZiZu7y+1Z3w";
         let scheme = BasicScheme::new(vec![
-            phc("carol", REFERENCE_PHC),
             phc("dave", strong),
+            phc("erin", strong),
             plain("alice", "x"),
         ])
         .unwrap();
         let decoy = scheme.decoy.as_ref().unwrap();
         assert_eq!(decoy.work(), 47_104 * 3);
         assert!(BasicScheme::new(vec![]).is_ok_and(|s| !s.is_enabled()));
+        // A cheaper hash beside a dearer one: its user's check would be told apart from an
+        // unknown user's (the decoy's) by its time.
+        let err = BasicScheme::new(vec![
+            phc("carol", REFERENCE_PHC),
+            phc("dave", strong),
+            plain("alice", "x"),
+        ])
+        .unwrap_err();
+        assert!(
+            err.contains("\"carol\"") && err.contains("\"dave\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -189,6 +189,15 @@ impl PasswordHash {
         u64::from(self.params.m_cost()) * u64::from(self.params.t_cost())
     }
 
+    /// The cost `(m, t, p)`.
+    pub fn cost(&self) -> (u32, u32, u32) {
+        (
+            self.params.m_cost(),
+            self.params.t_cost(),
+            self.params.p_cost(),
+        )
+    }
+
     /// A hash with the same cost, salt length and output length that no password matches in
     /// practice: verifying against it costs what verifying against `self` costs.
     pub fn decoy(&self) -> PasswordHash {
