@@ -146,7 +146,7 @@ impl BasicScheme {
                 return Err(format!(
                     "the password hashes of basic users {first:?} and {other:?} have different \
                      argon2id costs (m, t, p): every user's must be the same, or the time of a \
-                     check tells which usernames exist (rehash with `a2a-edge hash`)"
+                     check tells which usernames exist (rehash with `a2a-edge hash-secret --argon2id`)"
                 ));
             }
         }
