@@ -17,7 +17,7 @@
 //! | `push.url_userinfo` | a user name or password is present (`https://user:pw@host/`) |
 //! | `push.url_host` | no host, an empty label (`a..b`), a host longer than 253 bytes |
 //! | `push.localhost` | `localhost` or `*.localhost`, after lower-casing and stripping one trailing dot |
-//! | `push.local_name` | a single-label name (`http://metadata/`, `https://redis/`: resolved through the search domains of the agent's host) or a name under a local-only suffix (`.local`, `.internal`, `.arpa`, `.localdomain`, `.lan`, `.home`, `.corp`, `.intranet`) |
+//! | `push.local_name` | a single-label name (`http://metadata/`, `https://redis/`: resolved through the search domains of the agent's host), a name under a local-only suffix (`.local`, `.internal`, `.arpa`, `.localdomain`, `.lan`, `.home`, `.corp`, `.intranet`, Kubernetes' `.svc`, `.cluster` and `.default`), or one whose last label cannot be a top-level domain (digits or a hyphen, as in a Kubernetes namespace `redis.kube-system`: resolved through the search domains too) |
 //! | `push.private_address` | an IP literal (or, with `resolve_names`, a resolved address) that reaches the host itself or a private network: unspecified/"this network", loopback, RFC 1918, CGNAT, link-local, unique-local, site-local, and the IPv6 forms that embed such an IPv4 |
 //! | `push.special_address` | any other special-purpose address: documentation, benchmarking, multicast, reserved, broadcast, IETF protocol assignments, 6to4 relay, Teredo, discard-only, SRv6 SIDs, IPv4-mapped/-compatible forms, and IPv6 outside the global unicast block 2000::/3 |
 //! | `push.resolve_failed` | with `resolve_names`: the name did not resolve, resolved to nothing, or took longer than 2 s |
@@ -70,6 +70,11 @@ const LOCAL_SUFFIXES: &[&str] = &[
     "home",
     "corp",
     "intranet",
+    // Kubernetes: `<service>.<namespace>.svc[.cluster.local]`, and the namespace every
+    // cluster has, resolved through the pods' search domains.
+    "svc",
+    "cluster",
+    "default",
 ];
 
 /// What the push URL check allows beyond the safe default.
@@ -351,7 +356,11 @@ fn check_domain(domain: &str, policy: &PushUrlPolicy) -> Result<(), RpcError> {
         ));
     }
     let tld = name.rsplit('.').next().unwrap_or(name.as_str());
-    if !name.contains('.') || LOCAL_SUFFIXES.contains(&tld) {
+    // A top-level domain is letters (or an IDNA `xn--` label): a last label with digits or
+    // a hyphen is no public name, but one the agent's search domains complete (a
+    // Kubernetes namespace: `redis.kube-system`).
+    let public_tld = tld.starts_with("xn--") || tld.bytes().all(|b| b.is_ascii_lowercase());
+    if !name.contains('.') || !public_tld || LOCAL_SUFFIXES.contains(&tld) {
         return Err(host_error(
             "Push notification URL must use a public, fully qualified host name",
             reason::PUSH_LOCAL_NAME,
@@ -542,6 +551,38 @@ mod tests {
         ),
         ("https://printer.local/", false, Some("push.local_name")),
         ("https://router.home.arpa/", false, Some("push.local_name")),
+        // Names the agent's search domains complete (Kubernetes: `svc.cluster.local`).
+        (
+            "https://kubernetes.default.svc/",
+            false,
+            Some("push.local_name"),
+        ),
+        (
+            "https://kubernetes.default/",
+            false,
+            Some("push.local_name"),
+        ),
+        (
+            "https://vault.vault.svc:8200/x",
+            false,
+            Some("push.local_name"),
+        ),
+        ("https://redis.kube-system/", false, Some("push.local_name")),
+        ("https://db.prod2/", false, Some("push.local_name")),
+        (
+            "https://KUBERNETES.Default.SVC./",
+            false,
+            Some("push.local_name"),
+        ),
+        (
+            "https://a.svc.cluster.local/",
+            false,
+            Some("push.local_name"),
+        ),
+        // Public names pass (an IDNA top-level domain too).
+        ("https://hooks.example.co.uk/", false, None),
+        ("https://hooks.xn--p1ai/", false, None),
+        ("https://my-hooks.example.com/", false, None),
         (
             "https://localhost.localdomain/",
             false,
