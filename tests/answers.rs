@@ -830,3 +830,31 @@ async fn a_pretty_printed_stream_reaches_the_caller_whole() {
         }
     }
 }
+
+/// A streaming method is answered with a stream (A2A §3.1.2, §9.4.2): an agent that answers
+/// SendStreamingMessage with one JSON result has it relayed as the stream's one event, to
+/// callers over both protocols; a JSON error stays a JSON error.
+#[tokio::test]
+async fn a_streaming_methods_json_result_is_relayed_as_one_event() {
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(SHARED_TASK), ProxyOpts::default()).await;
+    for proto in PROTOS {
+        let mut c = p.client(proto).await;
+        let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
+        assert_eq!(resp.status(), 200);
+        let media = resp.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(media.starts_with("text/event-stream"), "{proto:?}: {media}");
+        let events = EventReader::new(resp).rest().await;
+        assert_eq!(events.len(), 1, "{proto:?}: {events:?}");
+        assert_eq!(events[0].0, None, "{proto:?}: {events:?}");
+        assert_eq!(
+            events[0].1["result"]["task"]["id"], "t-alice",
+            "{proto:?}: {events:?}"
+        );
+    }
+    const ERROR: &str = r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32001,"message":"gone"}}"#;
+    let (_up, p) = Proxy::with_recorder(Reply::Raw(ERROR), ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
+    let media = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(media.starts_with("application/json"), "{media}");
+}

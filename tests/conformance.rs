@@ -29,6 +29,28 @@ fn last_params(up: &RecordingUpstream) -> (String, Value) {
     )
 }
 
+/// The answer to one request as Alice: its JSON, or, for a stream (this agent answers each
+/// streaming method with one JSON result, relayed as the stream's one event), its one event.
+async fn answer_or_only_event(c: &mut Client, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let headers = [
+        ("authorization", ALICE),
+        ("content-type", "application/json"),
+        ("a2a-version", "1.0"),
+    ];
+    let (_, _, rb) = c.request("POST", "/", &headers, body.to_string()).await;
+    let text = String::from_utf8_lossy(&rb);
+    let json = match text.strip_prefix("data: ") {
+        Some(event) => {
+            let (data, rest) = event.split_once("\r\n\r\n").expect("one whole event");
+            assert_eq!(rest, "", "{method}: one event only: {text}");
+            data.to_string()
+        }
+        None => text.into_owned(),
+    };
+    serde_json::from_str(&json).unwrap_or_else(|_| panic!("{method}: {json}"))
+}
+
 fn reason(v: &Value) -> &str {
     v["error"]["data"][0]["reason"].as_str().unwrap_or("")
 }
@@ -99,7 +121,7 @@ async fn every_method_in_proto_names_and_string_scalars_reaches_the_agent_canoni
     ];
     for (method, params, want) in cases {
         let before = up.rpc_requests().len();
-        let v = rpc_as(&mut c, ALICE, method, params.clone()).await;
+        let v = answer_or_only_event(&mut c, method, params.clone()).await;
         assert!(v.get("error").is_none(), "{method}: {v}");
         assert_eq!(up.rpc_requests().len(), before + 1, "{method}");
         let (got_method, got) = last_params(&up);
@@ -364,8 +386,9 @@ async fn each_error_code_of_the_spec_appears_where_it_should() {
     let mut b = bad.client(Proto::H1).await;
     let v = rpc_as(&mut b, ALICE, "SendMessage", message("x", json!({}))).await;
     assert_eq!(v["error"]["code"], -32006, "{v}");
-    // ExtendedAgentCardNotConfiguredError: the card does not offer an extended card, so the
-    // edge answers it without asking any agent.
+    // A card that does not offer an extended card: UnsupportedOperationError (§3.3.4; the
+    // agent's own ExtendedAgentCardNotConfiguredError is for a card that offers one it does
+    // not have), answered by the edge without asking any agent.
     let p = Proxy::start(ProxyOpts {
         extra_policy: STATIC_CARD.into(),
         ..Default::default()
@@ -373,7 +396,11 @@ async fn each_error_code_of_the_spec_appears_where_it_should() {
     .await;
     let mut n = p.client(Proto::H2).await;
     let v = rpc_as(&mut n, ALICE, "GetExtendedAgentCard", json!({})).await;
-    assert_eq!(v["error"]["code"], -32007, "{v}");
+    assert_eq!(v["error"]["code"], -32004, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "UNSUPPORTED_OPERATION",
+        "{v}"
+    );
 }
 
 /// A static card policy (no provider), for tests that need a card no agent serves.
@@ -602,4 +629,40 @@ async fn list_tasks_after_a_time_lists_only_newer_tasks() {
     assert_eq!(v["result"]["tasks"][0]["id"], new, "{v}");
     let v = rpc_as(&mut c, ALICE, "ListTasks", json!({})).await;
     assert_eq!(v["result"]["totalSize"], 2, "{v}");
+}
+
+/// `"tenant": ""` is ProtoJSON's default, that is no tenant: accepted and not forwarded (a
+/// client that writes proto3 defaults is not refused); a tenant this caller does not have
+/// still is.
+#[tokio::test]
+async fn an_empty_tenant_is_no_tenant() {
+    let (up, p) = Proxy::with_recorder(Reply::Task(TASK), ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H1).await;
+    let v = rpc_as(&mut c, ALICE, "SendMessage", message("first", json!({}))).await;
+    assert_eq!(v["result"]["task"]["id"], "t-conf", "{v}");
+    // (method, params)
+    let cases = [
+        ("GetTask", json!({"id": "t-conf", "tenant": ""})),
+        ("CancelTask", json!({"id": "t-conf", "tenant": ""})),
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t-conf", "tenant": "", "url": "https://hooks.example.com/a2a"}),
+        ),
+    ];
+    for (method, params) in cases {
+        let v = rpc_as(&mut c, ALICE, method, params).await;
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        let (_, got) = last_params(&up);
+        assert!(got.get("tenant").is_none(), "{method}: {got}");
+    }
+    let before = up.rpc_requests().len();
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "GetTask",
+        json!({"id": "t-conf", "tenant": "team-x"}),
+    )
+    .await;
+    assert_eq!(reason(&v), "tenant.mismatch", "{v}");
+    assert_eq!(up.rpc_requests().len(), before);
 }

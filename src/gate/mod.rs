@@ -628,12 +628,20 @@ impl Gate {
                     .await
             }
             Method::GetExtendedAgentCard => {
-                // A2A §5.4: an agent whose card does not offer an extended card answers
-                // ExtendedAgentCardNotConfiguredError; no agent is asked.
-                if !agent.card.current().is_some_and(|c| c.extended) {
+                // A2A §3.3.4: a card whose `capabilities.extendedAgentCard` is false or absent
+                // answers UnsupportedOperationError, no agent asked (an agent that offers one
+                // and has none configured answers ExtendedAgentCardNotConfiguredError
+                // itself). With no card published, the edge cannot tell.
+                let Some(card) = agent.card.current() else {
                     return Err(Rejection::rpc(
                         rpc.id.clone(),
-                        RpcError::extended_card_not_configured(),
+                        RpcError::internal(reason::CARD_UNAVAILABLE),
+                    ));
+                };
+                if !card.extended {
+                    return Err(Rejection::rpc(
+                        rpc.id.clone(),
+                        RpcError::unsupported_operation("This agent offers no extended agent card"),
                     ));
                 }
                 let requests = agent.requests.clone();

@@ -238,7 +238,7 @@ where
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
                 .map_err(UpstreamError::of_body)?;
-            let (json, _, pending) = one_response(&bytes, id, fast.as_deref(), &mut observe)
+            let (json, error, pending) = one_response(&bytes, id, fast.as_deref(), &mut observe)
                 .map_err(|f| match f {
                     Failed::Bad => UpstreamError::BadResponse,
                     Failed::Refused(r) => UpstreamError::Refused(r),
@@ -250,6 +250,14 @@ where
             // The turn ends with its answer (its context is free for the next one); the
             // caller's slot is the body's until the answer has been sent.
             drop(observe);
+            if streaming && !error {
+                // A streaming method is answered with a stream (A2A §3.1.2, §9.4.2: an SSE
+                // client reads no JSON body): an agent's one JSON result is its one event.
+                // A JSON error stays JSON, as the edge's own refusals of streams are.
+                return Ok(crate::body::sse_response(
+                    crate::body::Holding::new(data_event(&json), slot).boxed(),
+                ));
+            }
             Ok(crate::body::json_response_holding(
                 StatusCode::OK,
                 json,

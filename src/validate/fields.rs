@@ -138,6 +138,16 @@ impl Fields {
         }
     }
 
+    /// An optional id whose empty string is ProtoJSON's default, that is absent (the proto3
+    /// `tenant`): dropped, not forwarded.
+    pub fn id_or_default(&mut self, key: &str) -> Result<Option<&str>, RpcError> {
+        if matches!(self.src.get(key), Some(Value::String(s)) if s.is_empty()) {
+            self.take(key);
+            return Ok(None);
+        }
+        self.id(key)
+    }
+
     pub fn required_id(&mut self, key: &str) -> Result<&str, RpcError> {
         if matches!(self.src.get(key), None | Some(Value::Null)) {
             return Err(self.missing(key));
