@@ -869,6 +869,14 @@ async fn a_turn_that_cannot_renew_its_lease_ends_past_its_deadline() {
     let mut events = EventReader::new(resp);
     let (_, first) = events.next().await.expect("a first event");
     assert!(first.get("error").is_none(), "{first}");
+    // The agent says it is working at once (written to Redis too), then nothing for 8 s:
+    // Redis stops after that write, not during it (that would end the turn with
+    // `state.unavailable`, another test's matter).
+    let (_, working) = events.next().await.expect("the working status");
+    assert_eq!(
+        working["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING",
+        "{working}"
+    );
     redis.stop();
     let started = Instant::now();
     let rest = events.rest().await;
