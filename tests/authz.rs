@@ -520,6 +520,16 @@ impl Jwt {
         json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": self.kid, "alg": "ES256", "use": "sig",
                "x": URL_SAFE_NO_PAD.encode(&raw[1..33]), "y": URL_SAFE_NO_PAD.encode(&raw[33..65])}]})
     }
+    /// An `[auth.jwt]` of this issuer whose tokens name their tenant (`tenant_claim =
+    /// "tenant"`), its key set written beside `l`'s workspaces.
+    fn issuer_with_tenants(&self, l: &Layout) -> String {
+        let jwks = l.ws.parent().unwrap().join("jwks.json");
+        std::fs::write(&jwks, self.jwks().to_string()).unwrap();
+        format!(
+            "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
+            jwks.display()
+        )
+    }
     fn token(&self, extra: Value) -> String {
         let now = now();
         let mut claims = json!({"iss": "https://issuer.test", "aud": "a2a-edge", "sub": "dora",
@@ -628,13 +638,8 @@ async fn jwt_callers_take_tenant_and_groups_from_claims() {
 async fn one_jwt_subject_in_two_tenants_owns_two_sets_of_tasks() {
     let l = layout();
     let jwt = Jwt::new();
-    let jwks = l.ws.parent().unwrap().join("jwks.json");
-    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
     let p = Proxy::start(ProxyOpts {
-        extra_auth: format!(
-            "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
-            jwks.display()
-        ),
+        extra_auth: jwt.issuer_with_tenants(&l),
         ..Default::default()
     })
     .await;
@@ -725,15 +730,10 @@ async fn one_jwt_subject_in_two_tenants_is_granted_as_two_callers() {
         std::fs::create_dir_all(l.ws.join(d)).unwrap();
     }
     let jwt = Jwt::new();
-    let jwks = l.ws.parent().unwrap().join("jwks.json");
-    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
     let (up, p) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
-            extra_auth: format!(
-                "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
-                jwks.display()
-            ),
+            extra_auth: jwt.issuer_with_tenants(&l),
             extra_policy: format!(
                 "[workspace]\nallowed_roots = [\"{ws}\"]\n[authz]\n\
                  [[authz.rules]]\nname = \"own\"\nprincipals = [\"*\"]\nmethods = [\"*\"]\nworkspace_roots = [\"{ws}/{{principal}}\", \"{ws}/{{tenant}}/{{principal}}\"]\n\
@@ -791,13 +791,8 @@ async fn one_jwt_subject_in_two_tenants_is_granted_as_two_callers() {
 async fn one_jwt_subject_in_two_tenants_has_two_rate_budgets() {
     let l = layout();
     let jwt = Jwt::new();
-    let jwks = l.ws.parent().unwrap().join("jwks.json");
-    std::fs::write(&jwks, jwt.jwks().to_string()).unwrap();
     let p = Proxy::start(ProxyOpts {
-        extra_auth: format!(
-            "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\ntenant_claim = \"tenant\"\n",
-            jwks.display()
-        ),
+        extra_auth: jwt.issuer_with_tenants(&l),
         extra_policy: "[limits]\nrequests_per_second = 0.01\nburst = 2\n".into(),
         ..Default::default()
     })
