@@ -43,7 +43,8 @@ pub struct Matcher {
 }
 
 impl Matcher {
-    fn matches(&self, p: &Principal) -> bool {
+    /// `named`: the caller as grants by name see it ([`Principal::owner_key`]).
+    fn matches(&self, p: &Principal, named: &str) -> bool {
         let star = |l: &[String]| l.iter().any(|x| x == "*");
         if p.is_authenticated()
             && (star(&self.principals)
@@ -52,8 +53,7 @@ impl Matcher {
         {
             return true;
         }
-        let named = p.owner_key();
-        self.principals.iter().any(|x| *x == *named)
+        self.principals.iter().any(|x| x == named)
             || self.groups.iter().any(|g| p.groups.contains(g))
             || p.tenant
                 .as_ref()
@@ -233,11 +233,12 @@ impl AuthzPolicy {
             (Some(list), Some(a)) => list.iter().any(|n| n == a),
             _ => true,
         };
+        let named = p.owner_key();
         for rule in self
             .rules
             .iter()
             .filter(here)
-            .filter(|r| r.matcher.matches(p))
+            .filter(|r| r.matcher.matches(p, &named))
         {
             g.rules.push(rule.name.clone());
             g.methods = g.methods.union(rule.methods);

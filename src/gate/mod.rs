@@ -497,14 +497,17 @@ impl Gate {
         trace.method = Some(rpc.method.as_str());
         telemetry::traces::stage_span!("authorize")
             .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
+        // The caller as one caller (a JWT subject within its tenant): its budgets, its
+        // slots, its tasks.
+        let key = principal.owner_key();
         self.budgets
-            .check_principal(&principal.owner_key(), Some(&agent.method_key(rpc.method)))
+            .check_principal(&key, Some(&agent.method_key(rpc.method)))
             .await
             .map_err(|r| match refused(r) {
                 Rejection::Rpc { error, .. } => Rejection::rpc(rpc.id.clone(), error),
                 other => other,
             })?;
-        let guard = self.slot(&principal.owner_key(), rpc.method.is_streaming())?;
+        let guard = self.slot(&key, rpc.method.is_streaming())?;
         let refuse = |e: RpcError| Rejection::rpc(rpc.id.clone(), e);
         let version = service::check_version(&parts.headers).map_err(refuse)?;
         let extensions =
@@ -515,7 +518,7 @@ impl Gate {
             return Err(self.unauthorized(reason::AUTH_EXTENDED_CARD_ANONYMOUS));
         }
         // The registry knows the caller by its name at this agent.
-        let name = agent.owner(&principal.owner_key());
+        let name = agent.owner(&key);
         let principal_value = principal_header_value(&principal.name);
         // A turn of a caller with its own roots runs in one of them (`require_workspace`): one
         // that names no workspace gets the first (a follow-up then names the same one, as the
@@ -574,7 +577,7 @@ impl Gate {
                 let field = |k: &str| message.and_then(|m| m.get(k)).and_then(Value::as_str);
                 let workspace = checked.workspace.as_ref().map(|w| w.forward_cwd());
                 // The least busy healthy agent, for a context no agent serves yet.
-                let pick = agent.fleet.pick();
+                let pick = || agent.fleet.pick();
                 let mut turn = owners
                     .begin_turn(
                         &name,
@@ -593,7 +596,7 @@ impl Gate {
                 // A context stays with its agent; a new one goes to the one picked.
                 let wanted = match turn.upstream() {
                     Some(id) => id,
-                    None => pick.ok_or_else(|| unavailable(&rpc.id))?,
+                    None => pick().ok_or_else(|| unavailable(&rpc.id))?,
                 };
                 let upstream = turn.bind_upstream(wanted);
                 let requests = agent.requests.clone();

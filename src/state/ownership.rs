@@ -166,7 +166,8 @@ impl Ownership {
     /// for the context, when the agent knows it by an alias. `streaming`: the answer is a
     /// stream; a unary turn on a new context takes no lease (nobody knows the context before
     /// its one answer, and the turn ends with it), which saves two round trips. `pick`: the
-    /// agent a context no agent serves yet goes to (with `redis`, bound to it in Redis now).
+    /// agent a context no agent serves yet goes to, asked only for a context named with
+    /// `redis` (bound to it in Redis now).
     #[allow(clippy::too_many_arguments)]
     pub async fn begin_turn(
         &self,
@@ -176,7 +177,7 @@ impl Ownership {
         workspace: Option<&str>,
         client: Option<&str>,
         streaming: bool,
-        pick: Option<UpstreamId>,
+        pick: impl FnOnce() -> Option<UpstreamId>,
     ) -> Result<OwnedTurn, Refusal> {
         let (task, context) = (
             task.filter(|s| !s.is_empty()),
@@ -201,7 +202,7 @@ impl Ownership {
         let token = crate::crypto::random_token();
         // The lease runs from when it was asked for at the latest.
         let asked = Instant::now();
-        let pick = pick.and_then(|id| self.local.upstream_name(id));
+        let pick = pick().and_then(|id| self.local.upstream_name(id));
         let verdict = shared
             .turn(
                 c,

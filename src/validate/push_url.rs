@@ -118,8 +118,7 @@ impl PushUrlPolicy {
             let embedded = if V6_NAT64.contains(&v6) {
                 Some(low_v4(v6))
             } else if V6_6TO4.contains(&v6) {
-                let o = v6.octets();
-                Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+                Some(six_to_four_v4(v6))
             } else {
                 None
             };
@@ -267,6 +266,12 @@ fn classify_v4(ip: Ipv4Addr) -> Option<(&'static str, Reach)> {
         .map(|&(_, kind, reach)| (kind, reach))
 }
 
+/// The IPv4 address a 6to4 address (2002::/16) embeds, in its bits 16-47.
+fn six_to_four_v4(ip: Ipv6Addr) -> Ipv4Addr {
+    let o = ip.octets();
+    Ipv4Addr::new(o[2], o[3], o[4], o[5])
+}
+
 /// The IPv4 address in the last 32 bits of `ip` (mapped, compatible and NAT64 forms).
 fn low_v4(ip: Ipv6Addr) -> Ipv4Addr {
     let o = ip.octets();
@@ -291,9 +296,7 @@ fn classify_v6(ip: Ipv6Addr) -> Option<(&'static str, Reach)> {
         return classify_v4(low_v4(ip));
     }
     if V6_6TO4.contains(&ip) {
-        let o = ip.octets();
-        let embedded = Ipv4Addr::new(o[2], o[3], o[4], o[5]);
-        return Some(classify_v4(embedded).unwrap_or(("6to4", Reach::Special)));
+        return Some(classify_v4(six_to_four_v4(ip)).unwrap_or(("6to4", Reach::Special)));
     }
     if let Some(&(_, kind, reach)) = V6_SPECIAL.iter().find(|(net, _, _)| net.contains(&ip)) {
         return Some((kind, reach));
