@@ -915,14 +915,7 @@ async fn an_http2_caller_that_grants_no_window_is_dropped() {
             .unwrap()
     };
     // The stingy caller: the head comes, the body never can.
-    let io = hyper_util::rt::TokioIo::new(p.raw_tls_offering(&[b"h2"]).await);
-    let (mut stingy, conn) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .initial_stream_window_size(0)
-            .handshake(io)
-            .await
-            .unwrap();
-    let stingy_conn = tokio::spawn(conn);
+    let (mut stingy, stingy_conn) = h2_granting(&p, 0).await;
     let resp = stingy.send_request(card()).await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let started = Instant::now();
@@ -944,6 +937,30 @@ async fn an_http2_caller_that_grants_no_window_is_dropped() {
     );
 }
 
+/// An HTTP/2 connection to `p` whose streams each grant the edge `window` bytes (and no
+/// more until read), and its running connection task.
+async fn h2_granting<B>(
+    p: &Proxy,
+    window: u32,
+) -> (
+    hyper::client::conn::http2::SendRequest<B>,
+    tokio::task::JoinHandle<Result<(), hyper::Error>>,
+)
+where
+    B: http_body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = hyper_util::rt::TokioIo::new(p.raw_tls_offering(&[b"h2"]).await);
+    let (send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(window)
+            .handshake(io)
+            .await
+            .unwrap();
+    (send, tokio::spawn(conn))
+}
+
 /// One answer the HTTP/2 caller never reads stalls the connection though the caller keeps
 /// reading others on it: the unread one (its slot, its bytes) is not held for as long as
 /// the connection lives.
@@ -957,14 +974,7 @@ async fn an_http2_answer_never_read_drops_the_connection_while_others_move() {
         ..Default::default()
     })
     .await;
-    let io = hyper_util::rt::TokioIo::new(p.raw_tls_offering(&[b"h2"]).await);
-    let (mut caller, conn) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-            .initial_stream_window_size(65_535)
-            .handshake(io)
-            .await
-            .unwrap();
-    let conn = tokio::spawn(conn);
+    let (mut caller, conn) = h2_granting(&p, 65_535).await;
     // An answer of about 200 KB (the engine echoes the message), never read past its head.
     let text = "x".repeat(200_000);
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",

@@ -133,6 +133,35 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A principal name, or a JWT subject within its tenant: one U+001E after a `jwt:`
+    /// subject, each side a valid name.
+    #[test]
+    fn principal_names_and_jwt_subjects_within_a_tenant() {
+        let long = "t".repeat(MAX_ATTRIBUTE_CHARS + 1);
+        let rows: Vec<(String, bool)> = vec![
+            ("alice".into(), true),
+            ("jwt:dora".into(), true),
+            ("jwt:dora\u{1e}team-a".into(), true),
+            ("jwt:dora@example.com\u{1e}org/with spaces".into(), true),
+            // Only a JWT subject has a tenant part.
+            ("alice\u{1e}team-a".into(), false),
+            ("mtls:x\u{1e}team-a".into(), false),
+            // Two separators, or an empty side.
+            ("jwt:dora\u{1e}team-a\u{1e}b".into(), false),
+            ("jwt:dora\u{1e}".into(), false),
+            ("\u{1e}team-a".into(), false),
+            // Other control characters, oversize parts.
+            ("jwt:dora\u{1f}team-a".into(), false),
+            ("jwt:dora\nteam-a".into(), false),
+            (format!("jwt:dora\u{1e}{long}"), false),
+            (format!("jwt:{long}\u{1e}team-a"), false),
+            (String::new(), false),
+        ];
+        for (name, ok) in rows {
+            assert_eq!(valid_principal(&name), ok, "{name:?}");
+        }
+    }
+
     #[test]
     fn groups_claim_shapes() {
         let x128 = "x".repeat(128);
