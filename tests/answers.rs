@@ -122,45 +122,46 @@ async fn a_stream_naming_another_callers_task_ends_with_an_error() {
 
 #[tokio::test]
 async fn answers_take_the_shape_of_the_callers_request() {
-    // (agent's JSON answer, what the caller must get: result kept or error reason)
+    // (agent's JSON answer, what the caller must get: result kept or error reason; the
+    // result a Message beside a member A2A does not know, relayed as it is)
     let cases: Vec<(&'static str, Result<(), &str>)> = vec![
         (
-            r#"{"jsonrpc":"1.0","id":{id},"result":{"echo":true},"extra":"x"}"#,
+            r#"{"jsonrpc":"1.0","id":{id},"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true},"extra":"x"}"#,
             Ok(()),
         ),
         // A result for another request (JSON-RPC 2.0 §5: the id must be the request's): an
         // agent that mixed up concurrent answers. Both passes refuse it.
         (
-            r#"{"jsonrpc":"2.0","id":999,"result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":999,"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Err("upstream.bad_response"),
         ),
         (
-            r#"{"jsonrpc":"2.0","id":"someone-else","result":{"echo":true},"extra":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":"someone-else","result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true},"extra":"x"}"#,
             Err("upstream.bad_response"),
         ),
         (
-            r#"{"jsonrpc":"2.0","id":"someone-else","result":{"echo":true,"note":"/etc/x"},"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":"someone-else","result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true,"note":"/etc/x"},"error":null}"#,
             Err("upstream.bad_response"),
         ),
         (
-            r#"{"jsonrpc":"2.0","result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Err("upstream.bad_response"),
         ),
         (
-            r#"{"jsonrpc":"2.0","id":null,"result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Err("upstream.bad_response"),
         ),
         // The id twice: the last counts, as serde_json keeps it.
         (
-            r#"{"jsonrpc":"2.0","id":{id},"id":1,"result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"id":1,"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Err("upstream.bad_response"),
         ),
         (
-            r#"{"jsonrpc":"2.0","id":1,"id":{id},"result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":{id},"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Ok(()),
         ),
         (
-            r#"[{"jsonrpc":"2.0","id":{id},"result":{"echo":true}}]"#,
+            r#"[{"jsonrpc":"2.0","id":{id},"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}]"#,
             Err("upstream.bad_response"),
         ),
         (
@@ -175,17 +176,17 @@ async fn answers_take_the_shape_of_the_callers_request() {
         // A key twice: the caller gets it once (the last, as the full pass keeps it), never
         // the agent's bytes with both (the fast pass takes no answer with a duplicate key).
         (
-            r#"{"jsonrpc":"2.0","id":{id},"result":{"echo":false,"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":false,"echo":true}}"#,
             Ok(()),
         ),
         // What the full pass would refuse in a member it drops, the fast pass refuses too
         // (found by the answer_fast fuzz target: serde_json skips such members unchecked).
         (
-            r#"{"jsonrpc":"2.0","id":{id},"x":"\ud800","result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"x":"\ud800","result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Err("upstream.bad_response"),
         ),
         (
-            r#"{"jsonrpc":"2.0","id":{id},"x":[1e999],"result":{"echo":true}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"x":[1e999],"result":{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[]},"echo":true}}"#,
             Err("upstream.bad_response"),
         ),
     ];
@@ -196,7 +197,12 @@ async fn answers_take_the_shape_of_the_callers_request() {
         assert!(v.is_object());
         match want {
             Ok(()) => {
-                assert_eq!(v["result"], json!({"echo": true}), "{raw}: {v}");
+                let message = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": []});
+                assert_eq!(
+                    v["result"],
+                    json!({"message": message, "echo": true}),
+                    "{raw}: {v}"
+                );
                 assert!(v.get("extra").is_none(), "{v}");
                 assert_eq!(text.matches("echo").count(), 1, "{raw}: {text}");
             }
@@ -857,4 +863,161 @@ async fn a_streaming_methods_json_result_is_relayed_as_one_event() {
     let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
     let media = resp.headers()["content-type"].to_str().unwrap().to_string();
     assert!(media.starts_with("application/json"), "{media}");
+}
+
+/// An answer that is not its method's A2A 1.0 result (naming nothing, or missing a member
+/// the proto requires, or holding it in another type or spelling) is refused (-32006
+/// upstream.bad_response), over both protocols, whether the edge relays the agent's bytes
+/// (fast pass) or rebuilds the answer (here: metadata to redact beside it); nothing of it
+/// reaches the caller, and a task it names is not learned (a GetTask of it is NotFound and
+/// never reaches the agent).
+#[tokio::test]
+async fn answers_that_are_not_their_methods_result_are_refused() {
+    const PLAN: &str = "private plan";
+    let said = json!([{"text": PLAN}]);
+    let history = json!([{"messageId": "h1", "role": "ROLE_USER", "parts": said}]);
+    let working = json!({"state": "TASK_STATE_WORKING"});
+    // (what is wrong, the result)
+    let rows: Vec<(&str, Value)> = vec![
+        ("an empty object", json!({})),
+        (
+            "an object naming nothing",
+            json!({"echo": true, "note": PLAN}),
+        ),
+        ("null", Value::Null),
+        ("a string", json!(PLAN)),
+        (
+            "a list",
+            json!([{"task": {"id": "t-x", "status": working, "history": history}}]),
+        ),
+        (
+            "a task without status",
+            json!({"task": {"id": "t-x", "contextId": "c-x", "history": history}}),
+        ),
+        (
+            "a task with A2A 0.3's state",
+            json!({"task": {"id": "t-x", "contextId": "c-x", "status": {"state": "completed"}, "history": history}}),
+        ),
+        (
+            "a task with a numeric state",
+            json!({"task": {"id": "t-x", "contextId": "c-x", "status": {"state": 3}, "history": history}}),
+        ),
+        (
+            "a task whose history holds junk",
+            json!({"task": {"id": "t-x", "contextId": "c-x", "status": working, "history": [{"text": PLAN}]}}),
+        ),
+        (
+            "a task whose status message has no role",
+            json!({"task": {"id": "t-x", "contextId": "c-x", "status": {"state": "TASK_STATE_WORKING", "message": {"messageId": "m", "parts": said}}}}),
+        ),
+        (
+            "a message without role",
+            json!({"message": {"messageId": "m", "parts": said}}),
+        ),
+        (
+            "a message without messageId",
+            json!({"message": {"role": "ROLE_AGENT", "parts": said}}),
+        ),
+        (
+            "a message whose parts are no list",
+            json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": {"text": PLAN}}}),
+        ),
+        (
+            "a message with a numeric role",
+            json!({"message": {"messageId": "m", "role": 2, "parts": said}}),
+        ),
+    ];
+    for (what, result) in rows {
+        let mut variants = vec![("fast", result.clone())];
+        if let Value::Object(obj) = &result {
+            let mut rebuilt = obj.clone();
+            rebuilt.insert(
+                "metadata".into(),
+                json!({"iac_code": {"iac_code_api_key": "sk-agent"}}),
+            );
+            variants.push(("full", Value::Object(rebuilt)));
+        }
+        for (pass, result) in variants {
+            let raw = json!({"jsonrpc": "2.0", "id": "{id}", "result": result})
+                .to_string()
+                .replace("\"{id}\"", "{id}");
+            let raw: &'static str = Box::leak(raw.into_boxed_str());
+            let (up, p) = Proxy::with_recorder(Reply::Raw(raw), ProxyOpts::default()).await;
+            for proto in PROTOS {
+                let mut c = p.client(proto).await;
+                let (v, text) = rpc_as(&mut c, ALICE_TOKEN, "SendMessage", message("hi")).await;
+                let at = format!("{what} ({pass} pass, {proto:?})");
+                assert_eq!(v["error"]["code"], -32006, "{at}: {v}");
+                assert_eq!(
+                    v["error"]["data"][0]["reason"], "upstream.bad_response",
+                    "{at}: {v}"
+                );
+                assert!(
+                    !text.contains(PLAN) && !text.contains("sk-agent"),
+                    "{at}: {text}"
+                );
+                let (v, _) = rpc_as(&mut c, ALICE_TOKEN, "GetTask", json!({"id": "t-x"})).await;
+                assert_eq!(v["error"]["code"], -32001, "{at}: {v}");
+            }
+            let methods: Vec<String> = up
+                .rpc_requests()
+                .iter()
+                .map(|r| {
+                    let body: Value = serde_json::from_slice(&r.body).unwrap();
+                    body["method"].as_str().unwrap_or("").to_string()
+                })
+                .collect();
+            assert_eq!(
+                methods,
+                ["SendMessage", "SendMessage"],
+                "{what} ({pass} pass)"
+            );
+        }
+    }
+}
+
+/// A stream's event that is not a `StreamResponse` A2A 1.0 allows (naming nothing, an update
+/// without its `contextId`, an artifact without its `artifactId`) ends the stream with an
+/// error event (-32006 upstream.bad_response), over both protocols; what came before it is
+/// relayed, nothing of it.
+#[tokio::test]
+async fn a_stream_event_that_is_no_stream_response_ends_the_stream() {
+    const FIRST: &str = r#"data: {"jsonrpc":"2.0","id":{id},"result":{"task":{"id":"t-s","contextId":"c-s","status":{"state":"TASK_STATE_WORKING"}}}}"#;
+    let rows = [
+        ("naming nothing", r#"{"note":"private plan"}"#),
+        ("an empty object", "{}"),
+        (
+            "an update without its contextId",
+            r#"{"statusUpdate":{"taskId":"t-s","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"private plan"}]}}}}"#,
+        ),
+        (
+            "an artifact without its id",
+            r#"{"artifactUpdate":{"taskId":"t-s","contextId":"c-s","artifact":{"parts":[{"text":"private plan"}]}}}"#,
+        ),
+        (
+            "an update without status",
+            r#"{"statusUpdate":{"taskId":"t-s","contextId":"c-s","note":"private plan"}}"#,
+        ),
+    ];
+    for (what, result) in rows {
+        let raw = format!(
+            "{FIRST}\n\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{{id}},\"result\":{result}}}\n\n"
+        );
+        let raw: &'static str = Box::leak(raw.into_boxed_str());
+        for (proto, events) in streamed_from(raw).await {
+            assert_eq!(events.len(), 2, "{what} {proto:?}: {events:?}");
+            assert_eq!(
+                events[0].1["result"]["task"]["id"], "t-s",
+                "{what} {proto:?}"
+            );
+            let (name, v) = &events[1];
+            assert_eq!(name.as_deref(), Some("error"), "{what} {proto:?}: {v}");
+            assert_eq!(v["error"]["code"], -32006, "{what} {proto:?}: {v}");
+            assert_eq!(
+                v["error"]["data"][0]["reason"], "upstream.bad_response",
+                "{what} {proto:?}: {v}"
+            );
+            assert!(!v.to_string().contains("private plan"), "{what}: {v}");
+        }
+    }
 }

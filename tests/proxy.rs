@@ -362,7 +362,7 @@ async fn forwarded_requests_are_sanitized_and_reserialized() {
     assert_eq!(status, StatusCode::OK);
     let v: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["id"], 42);
-    assert_eq!(v["result"]["echo"], true);
+    assert_eq!(v["result"]["message"]["parts"][0]["text"], "echo");
     let seen = up.rpc_requests();
     assert_eq!(seen.len(), 1);
     let r = &seen[0];

@@ -663,7 +663,7 @@ async fn one_file_named_by_every_part_is_read_once() {
     let (status, _, rb) = c.request("POST", "/", &headers(), body.to_string()).await;
     assert_eq!(status, StatusCode::OK);
     let v: Value = serde_json::from_slice(&rb).unwrap();
-    assert_eq!(v["result"]["echo"], true, "{v}");
+    assert_eq!(v["result"]["message"]["parts"][0]["text"], "echo", "{v}");
     let seen = s.up.rpc_requests();
     assert_eq!(seen.len(), 1);
     let fwd: Value = serde_json::from_slice(&seen[0].body).unwrap();
@@ -697,7 +697,7 @@ async fn accepted_requests_arrive_normalized() {
     let (status, _, rb) = c.request("POST", "/", &headers(), body.to_string()).await;
     assert_eq!(status, StatusCode::OK);
     let v: Value = serde_json::from_slice(&rb).unwrap();
-    assert_eq!(v["result"]["echo"], true, "{v}");
+    assert_eq!(v["result"]["message"]["parts"][0]["text"], "echo", "{v}");
     let seen = s.up.rpc_requests();
     assert_eq!(seen.len(), 1);
     let fwd: Value = serde_json::from_slice(&seen[0].body).unwrap();

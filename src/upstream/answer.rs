@@ -213,19 +213,28 @@ impl State<'_, '_> {
 }
 
 /// What to build of a value: nothing, the registry's projection at one of its levels, or
-/// all of it (a `metadata` object, for the redaction check).
+/// all of it (a `metadata` object, for the redaction check). The projection holds every
+/// member [`crate::state::registry::Shape::holds`] and the registry's facts read, so that
+/// both decide alike on it and on the whole answer.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Want {
     Skip,
-    /// A string as it is; anything else as `null` (the registry reads ids as strings only).
+    /// A string as it is; anything else as `null` (ids and enums are read as strings only).
     Scalar,
-    /// The result: the shapes the registry reads and the ids a bare Task or Message has.
+    /// An array as `[]` (only that it is one is read: a Message's or an Artifact's `parts`);
+    /// anything else as `null`.
+    Array,
+    /// The result: the shapes the registry reads and the members a bare Task or push config
+    /// has.
     Result,
-    /// A `task`, `statusUpdate`, `artifactUpdate` or `message`: its ids and status.
+    /// A `task`, `statusUpdate`, `artifactUpdate` or `message`, a status's message, an
+    /// artifact: its ids, enums, status and lists.
     Entity,
-    /// A `status`: its state and timestamp.
+    /// A list of entities (a Task's `history` and `artifacts`).
+    Entities,
+    /// A `status`: its state, timestamp and message.
     Status,
-    /// A list of push configs: each one's `taskId`.
+    /// A list of push configs.
     Configs,
     Config,
     All,
@@ -238,11 +247,30 @@ impl Want {
             (Want::All, _) => Want::All,
             (Want::Result, "task" | "statusUpdate" | "artifactUpdate" | "message") => Want::Entity,
             (Want::Result | Want::Entity, "status") => Want::Status,
-            (Want::Result, "id" | "contextId" | "taskId" | "messageId" | "tasks") => Want::Scalar,
+            (Want::Result | Want::Entity, "history" | "artifacts") => Want::Entities,
+            (
+                Want::Result,
+                "id" | "contextId" | "taskId" | "messageId" | "tasks" | "url" | "nextPageToken",
+            ) => Want::Scalar,
             (Want::Result, "configs") => Want::Configs,
-            (Want::Config, "taskId") => Want::Scalar,
-            (Want::Entity, "id" | "contextId" | "taskId") => Want::Scalar,
+            (Want::Config, "taskId" | "id" | "url") => Want::Scalar,
+            (Want::Entity, "id" | "contextId" | "taskId" | "messageId" | "role" | "artifactId") => {
+                Want::Scalar
+            }
+            (Want::Entity, "parts") => Want::Array,
+            (Want::Entity, "artifact") => Want::Entity,
             (Want::Status, "state" | "timestamp") => Want::Scalar,
+            (Want::Status, "message") => Want::Entity,
+            _ => Want::Skip,
+        }
+    }
+
+    /// What to build of each item of an array built as `self`.
+    fn item(self) -> Want {
+        match self {
+            Want::All => Want::All,
+            Want::Configs => Want::Config,
+            Want::Entities => Want::Entity,
             _ => Want::Skip,
         }
     }
@@ -251,6 +279,13 @@ impl Want {
         matches!(
             self,
             Want::Result | Want::Entity | Want::Status | Want::Config | Want::All
+        )
+    }
+
+    fn builds_array(self) -> bool {
+        matches!(
+            self,
+            Want::All | Want::Result | Want::Configs | Want::Entities | Want::Array
         )
     }
 }
@@ -273,7 +308,9 @@ impl Out {
     fn scalar(want: Want, kind: Kind, v: impl FnOnce() -> Value) -> Out {
         let value = match want {
             Want::Skip => None,
-            Want::All => Some(v()),
+            // (a result that is no object is no shape but for what it is: `null` is a
+            // delete's answer, anything else none)
+            Want::All | Want::Result => Some(v()),
             Want::Scalar if kind == Kind::String => Some(v()),
             _ => Some(Value::Null),
         };
@@ -351,11 +388,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         if self.depth >= MAX_DEPTH {
             return Err(fallback());
         }
-        let item = match self.want {
-            Want::All => Want::All,
-            Want::Configs => Want::Config,
-            _ => Want::Skip,
-        };
+        let item = self.want.item();
         let mut items = Vec::new();
         loop {
             let child = Node {
@@ -373,7 +406,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         }
         let value = match self.want {
             Want::Skip => None,
-            Want::All | Want::Configs => Some(Value::Array(items)),
+            w if w.builds_array() => Some(Value::Array(items)),
             _ => Some(Value::Null),
         };
         Ok(Out {

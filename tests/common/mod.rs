@@ -457,7 +457,8 @@ pub struct Recorded {
 /// How the recording upstream answers.
 #[derive(Clone)]
 pub enum Reply {
-    /// A JSON-RPC result echoing the request id.
+    /// Answers each method with its simplest A2A 1.0 result ([`echo_result`]), the request's
+    /// JSON-RPC id echoed.
     Echo,
     /// Never answers.
     Hang,
@@ -597,6 +598,32 @@ impl RecordingUpstream {
 
 type TestBody = a2a_edge::body::BoxBody;
 
+/// The simplest A2A 1.0 result of the request's method: a Message whose one part is the text
+/// `echo` (no context: it names nothing) to a message or anything unknown, the task asked
+/// for (no context, WORKING; CANCELED to a cancel; `{"task": …}` to a subscribe), a push
+/// config `p-echo` of the task asked for (its `url` the request's, if any), an empty list of
+/// them, `null` to a delete.
+pub fn echo_result(body: &[u8]) -> Value {
+    let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+    let params = &request["params"];
+    let task = |state: &str| json!({"id": params["id"], "status": {"state": state}});
+    let url = params["url"]
+        .as_str()
+        .unwrap_or("https://hooks.example.com/echo");
+    let config = json!({"id": params["id"].as_str().unwrap_or("p-echo"), "taskId": params["taskId"], "url": url});
+    match request["method"].as_str().unwrap_or("") {
+        "GetTask" => task("TASK_STATE_WORKING"),
+        "CancelTask" => task("TASK_STATE_CANCELED"),
+        "SubscribeToTask" => json!({"task": task("TASK_STATE_WORKING")}),
+        "CreateTaskPushNotificationConfig" | "GetTaskPushNotificationConfig" => config,
+        "ListTaskPushNotificationConfigs" => json!({"configs": []}),
+        "DeleteTaskPushNotificationConfig" => Value::Null,
+        _ => {
+            json!({"message": {"messageId": "m-echo", "role": "ROLE_AGENT", "parts": [{"text": "echo"}]}})
+        }
+    }
+}
+
 async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Response<TestBody> {
     let json = |v: Value| {
         Response::builder()
@@ -625,7 +652,7 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
         return json(json!({"jsonrpc": "2.0", "id": id, "result": extended}));
     }
     match reply {
-        Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
+        Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": echo_result(body)})),
         Reply::Leaky
             if method == Some(json!("SendMessage")) || method == Some(json!("GetTask")) =>
         {
@@ -690,9 +717,9 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 .body(body.boxed())
                 .unwrap()
         }
-        Reply::Endless(_) => json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}})),
+        Reply::Endless(_) => json(json!({"jsonrpc": "2.0", "id": id, "result": echo_result(body)})),
         Reply::Flood(_) if method != Some(json!("SendStreamingMessage")) => {
-            json(json!({"jsonrpc": "2.0", "id": id, "result": {"echo": true}}))
+            json(json!({"jsonrpc": "2.0", "id": id, "result": echo_result(body)}))
         }
         Reply::Flood(closed) => {
             let (tx, body) = a2a_edge::body::ChannelBody::new(1);

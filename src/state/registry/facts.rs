@@ -6,8 +6,8 @@
 //! `ListTasks` result (`tasks: [...]`) is deliberately ignored:
 //! an agent behind the proxy sees one owner for everybody, so its list holds other callers'
 //! tasks, and learning from it would hand them to whoever asked. Since any shape is read,
-//! an answer is first held to its method's [`Shape`] (a task list in answer to a forwarded
-//! method, or a Task beside a push config's `taskId`, is refused before it is read).
+//! an answer is first held to its method's [`super::Shape`] (a task list in answer to a
+//! forwarded method, or a Task beside a push config's `taskId`, is refused before it is read).
 
 use serde_json::Value;
 
@@ -18,102 +18,7 @@ pub(super) const MAX_OBSERVED_ID_LEN: usize = 256;
 const MAX_STATE_LEN: usize = 64;
 
 /// The keys of the entities a result may hold, one at most.
-const ENTITIES: [&str; 4] = ["task", "statusUpdate", "artifactUpdate", "message"];
-
-/// The keys of a result by which it names tasks and contexts (and `jsonrpc`: a response
-/// nested in a result). Also what the answer's fast pass keeps of a result
-/// ([`crate::upstream::answer`]'s projection), so that [`Shape::holds`] decides alike on both.
-const NAMING: [&str; 11] = [
-    "task",
-    "statusUpdate",
-    "artifactUpdate",
-    "message",
-    "id",
-    "contextId",
-    "taskId",
-    "messageId",
-    "tasks",
-    "configs",
-    "jsonrpc",
-];
-
-/// The shape of a forwarded method's result in A2A 1.0, as far as it names tasks and
-/// contexts. [`Fact::read`] reads any shape; an answer to a method is first held to its
-/// method's shape, so that a result whose keys make it read as something else (a task
-/// list, a bare Task without an `id`, a Task with a `taskId` or a `messageId` beside its
-/// own `id`) is refused, not relayed unchecked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// SendMessage: a `SendMessageResponse`, one of `task` and `message`.
-    Send,
-    /// A stream's event (SendStreamingMessage, SubscribeToTask): a `StreamResponse`, one of
-    /// `task`, `message`, `statusUpdate` and `artifactUpdate`.
-    Event,
-    /// GetTask, CancelTask: a bare `Task`, with its `id`.
-    Task,
-    /// A `TaskPushNotificationConfig` (its own `id`, its task's `taskId`).
-    Config,
-    /// ListTaskPushNotificationConfigs: `configs` (absent when there are none).
-    Configs,
-    /// DeleteTaskPushNotificationConfig: an empty result (naming nothing).
-    Empty,
-}
-
-impl Shape {
-    /// The shape of `method`'s answer; `None` for the methods whose answers are not a
-    /// registry's business (ListTasks is never forwarded, the extended card names no task).
-    pub fn of(method: crate::a2a::method::Method) -> Option<Shape> {
-        use crate::a2a::method::Method as M;
-        Some(match method {
-            M::SendMessage => Shape::Send,
-            M::SendStreamingMessage | M::SubscribeToTask => Shape::Event,
-            M::GetTask | M::CancelTask => Shape::Task,
-            M::CreateTaskPushNotificationConfig | M::GetTaskPushNotificationConfig => Shape::Config,
-            M::ListTaskPushNotificationConfigs => Shape::Configs,
-            M::DeleteTaskPushNotificationConfig => Shape::Empty,
-            M::ListTasks | M::GetExtendedAgentCard => return None,
-        })
-    }
-
-    /// Whether `result` has this shape: the naming keys it holds ([`NAMING`]) are the ones
-    /// the shape allows (what is inside them is [`Fact::read`]'s to check). A result that
-    /// names nothing at all (no naming key, or not an object) holds any shape: it carries
-    /// no id to check, as the caller's own task could carry anything.
-    pub fn holds(self, result: &Value) -> bool {
-        let Some(obj) = result.as_object() else {
-            return true;
-        };
-        let mut named = NAMING.iter().filter(|k| obj.contains_key(**k)).copied();
-        let (first, second) = (named.next(), named.next());
-        if first.is_none() {
-            return true;
-        }
-        match self {
-            Shape::Send => matches!(first, Some("task" | "message")) && second.is_none(),
-            Shape::Event => {
-                matches!(
-                    first,
-                    Some("task" | "statusUpdate" | "artifactUpdate" | "message")
-                ) && second.is_none()
-            }
-            // (`NAMING` lists `id` before `contextId`)
-            Shape::Task => {
-                first == Some("id")
-                    && matches!(second, None | Some("contextId"))
-                    && named.next().is_none()
-            }
-            Shape::Config => {
-                [first, second]
-                    .into_iter()
-                    .flatten()
-                    .all(|k| k == "id" || k == "taskId")
-                    && named.next().is_none()
-            }
-            Shape::Configs => first == Some("configs") && second.is_none(),
-            Shape::Empty => false,
-        }
-    }
-}
+pub(super) const ENTITIES: [&str; 4] = ["task", "statusUpdate", "artifactUpdate", "message"];
 
 /// A result that names a task in a shape the registry cannot check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

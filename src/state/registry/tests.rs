@@ -1587,13 +1587,17 @@ fn a_cache_of_redis_remembers_no_evicted_owners() {
 
 /// Each forwarded method's answer is held to its shape before the registry reads it: a
 /// result whose keys make it read as another shape (a task list, a bare Task without an id,
-/// a Task beside a `taskId` or a `messageId`, two entities) does not hold.
+/// a Task beside a `taskId` or a `messageId`, two entities) does not hold, nor does one
+/// naming nothing (no method but a delete answers with nothing).
 #[test]
 fn each_methods_answer_is_held_to_its_shape() {
     use crate::a2a::method::Method as M;
     let task = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}});
     let message = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": []});
-    let update = json!({"taskId": "t", "contextId": "c", "status": {}});
+    let update =
+        json!({"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}});
+    let artifact =
+        json!({"taskId": "t", "contextId": "c", "artifact": {"artifactId": "a", "parts": []}});
     let rows: Vec<(Shape, Value, bool)> = vec![
         (Shape::Send, json!({"task": task}), true),
         (Shape::Send, json!({"message": message}), true),
@@ -1619,18 +1623,27 @@ fn each_methods_answer_is_held_to_its_shape() {
             json!({"jsonrpc": "2.0", "result": {"task": task}}),
             false,
         ),
-        // Naming nothing: nothing to check (as the caller's own task could hold anything).
-        (Shape::Send, json!({}), true),
-        (Shape::Send, json!({"echo": true}), true),
-        (Shape::Send, Value::Null, true),
-        (Shape::Task, json!({"history": []}), true),
+        // Naming nothing: no method's answer but a delete's.
+        (Shape::Send, json!({}), false),
+        (Shape::Send, json!({"echo": true}), false),
+        (Shape::Send, Value::Null, false),
+        (Shape::Send, json!([{"task": task}]), false),
+        (Shape::Event, json!({}), false),
+        (Shape::Event, json!({"echo": true}), false),
+        (Shape::Task, json!({"history": []}), false),
+        (Shape::Task, json!({}), false),
+        (Shape::Config, json!({}), false),
+        (Shape::Configs, Value::Null, false),
+        (Shape::Configs, json!({}), true),
         (Shape::Event, json!({"task": task}), true),
         (Shape::Event, json!({"message": message}), true),
         (Shape::Event, json!({"statusUpdate": update}), true),
-        (Shape::Event, json!({"artifactUpdate": update}), true),
+        (Shape::Event, json!({"artifactUpdate": artifact}), true),
+        (Shape::Event, json!({"artifactUpdate": update}), false),
+        (Shape::Event, json!({"statusUpdate": artifact}), false),
         (
             Shape::Event,
-            json!({"statusUpdate": update, "artifactUpdate": update}),
+            json!({"statusUpdate": update, "artifactUpdate": artifact}),
             false,
         ),
         (
@@ -1641,7 +1654,12 @@ fn each_methods_answer_is_held_to_its_shape() {
         (Shape::Event, json!({"tasks": [task]}), false),
         (Shape::Event, update.clone(), false),
         (Shape::Task, task.clone(), true),
-        (Shape::Task, json!({"id": "t"}), true),
+        (
+            Shape::Task,
+            json!({"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}}),
+            true,
+        ),
+        (Shape::Task, json!({"id": "t"}), false),
         (Shape::Task, json!({"contextId": "c", "history": []}), false),
         (Shape::Task, json!({"id": "t", "taskId": "t-mine"}), false),
         (
@@ -1659,7 +1677,12 @@ fn each_methods_answer_is_held_to_its_shape() {
             json!({"id": "p", "taskId": "t", "url": "https://h/"}),
             true,
         ),
-        (Shape::Config, json!({"taskId": "t"}), true),
+        (
+            Shape::Config,
+            json!({"taskId": "t", "url": "https://h/"}),
+            true,
+        ),
+        (Shape::Config, json!({"taskId": "t"}), false),
         (
             Shape::Config,
             json!({"id": "p", "taskId": "t", "contextId": "c"}),
@@ -1673,8 +1696,13 @@ fn each_methods_answer_is_held_to_its_shape() {
         (Shape::Config, json!({"task": task}), false),
         (
             Shape::Configs,
-            json!({"configs": [{"id": "p", "taskId": "t"}]}),
+            json!({"configs": [{"id": "p", "taskId": "t", "url": "https://h/"}]}),
             true,
+        ),
+        (
+            Shape::Configs,
+            json!({"configs": [{"id": "p", "taskId": "t"}]}),
+            false,
         ),
         (Shape::Configs, json!({"nextPageToken": ""}), true),
         (Shape::Configs, json!({"configs": [], "taskId": "t"}), false),
@@ -1687,7 +1715,8 @@ fn each_methods_answer_is_held_to_its_shape() {
         (Shape::Empty, Value::Null, true),
         (Shape::Empty, json!({"task": task}), false),
         (Shape::Empty, json!({"tasks": [task]}), false),
-        (Shape::Empty, json!("x"), true),
+        (Shape::Empty, json!("x"), false),
+        (Shape::Empty, json!([]), false),
     ];
     for (shape, result, holds) in &rows {
         assert_eq!(shape.holds(result), *holds, "{shape:?}: {result}");
@@ -1707,6 +1736,388 @@ fn each_methods_answer_is_held_to_its_shape() {
         (M::GetExtendedAgentCard, None),
     ] {
         assert_eq!(Shape::of(m), want, "{m}");
+    }
+}
+
+/// What each shape requires of its A2A 1.0 message (the proto's `REQUIRED` members, with
+/// their JSON types): a result missing one, or holding it in another type or spelling (an
+/// enum's number, a lowercase state, an empty id), does not hold; members the proto does not
+/// know are relayed.
+#[test]
+fn each_shape_holds_the_members_a2a_requires() {
+    let working = json!({"state": "TASK_STATE_WORKING"});
+    let task = |f: &dyn Fn(&mut Value)| {
+        let mut t = json!({"id": "t", "contextId": "c", "status": working});
+        f(&mut t);
+        t
+    };
+    let message = |f: &dyn Fn(&mut Value)| {
+        let mut m = json!({"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]});
+        f(&mut m);
+        m
+    };
+    let update = |f: &dyn Fn(&mut Value)| {
+        let mut u = json!({"taskId": "t", "contextId": "c", "status": working});
+        f(&mut u);
+        u
+    };
+    let artifact = |f: &dyn Fn(&mut Value)| {
+        let mut a = json!({"taskId": "t", "contextId": "c",
+            "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}});
+        f(&mut a);
+        a
+    };
+    let config = |f: &dyn Fn(&mut Value)| {
+        let mut c = json!({"id": "p", "taskId": "t", "url": "https://hooks.example.com/x"});
+        f(&mut c);
+        c
+    };
+    let remove =
+        |k: &'static str| move |v: &mut Value| drop(v.as_object_mut().map(|o| o.remove(k)));
+    let set = |k: &'static str, x: Value| move |v: &mut Value| v[k] = x.clone();
+    let same = |_: &mut Value| {};
+    let rows: Vec<(&str, Shape, Value, bool)> = vec![
+        ("a whole task", Shape::Task, task(&same), true),
+        (
+            "unknown members",
+            Shape::Task,
+            task(&set("x-later", json!({"a": 1}))),
+            true,
+        ),
+        (
+            "no contextId (optional)",
+            Shape::Task,
+            task(&remove("contextId")),
+            true,
+        ),
+        ("no id", Shape::Task, task(&remove("id")), false),
+        ("empty id", Shape::Task, task(&set("id", json!(""))), false),
+        ("numeric id", Shape::Task, task(&set("id", json!(7))), false),
+        (
+            "contextId a number",
+            Shape::Task,
+            task(&set("contextId", json!(1))),
+            false,
+        ),
+        (
+            "contextId null",
+            Shape::Task,
+            task(&set("contextId", Value::Null)),
+            false,
+        ),
+        ("no status", Shape::Task, task(&remove("status")), false),
+        (
+            "status a string",
+            Shape::Task,
+            task(&set("status", json!("TASK_STATE_WORKING"))),
+            false,
+        ),
+        (
+            "status without state",
+            Shape::Task,
+            task(&set("status", json!({}))),
+            false,
+        ),
+        (
+            "state a number",
+            Shape::Task,
+            task(&set("status", json!({"state": 2}))),
+            false,
+        ),
+        (
+            "state lowercase (0.3)",
+            Shape::Task,
+            task(&set("status", json!({"state": "working"}))),
+            false,
+        ),
+        (
+            "state unspecified",
+            Shape::Task,
+            task(&set("status", json!({"state": "TASK_STATE_UNSPECIFIED"}))),
+            false,
+        ),
+        (
+            "state unknown",
+            Shape::Task,
+            task(&set("status", json!({"state": "TASK_STATE_DONE"}))),
+            false,
+        ),
+        (
+            "timestamp",
+            Shape::Task,
+            task(&set(
+                "status",
+                json!({"state": "TASK_STATE_WORKING", "timestamp": "2026-12-06T06:00:00.123456Z"}),
+            )),
+            true,
+        ),
+        (
+            "timestamp not RFC 3339",
+            Shape::Task,
+            task(&set(
+                "status",
+                json!({"state": "TASK_STATE_WORKING", "timestamp": "yesterday"}),
+            )),
+            false,
+        ),
+        (
+            "timestamp a number",
+            Shape::Task,
+            task(&set(
+                "status",
+                json!({"state": "TASK_STATE_WORKING", "timestamp": 1}),
+            )),
+            false,
+        ),
+        (
+            "status message",
+            Shape::Task,
+            task(&set(
+                "status",
+                json!({"state": "TASK_STATE_WORKING", "message": message(&same)}),
+            )),
+            true,
+        ),
+        (
+            "status message without role",
+            Shape::Task,
+            task(&set(
+                "status",
+                json!({"state": "TASK_STATE_WORKING", "message": message(&remove("role"))}),
+            )),
+            false,
+        ),
+        (
+            "history",
+            Shape::Task,
+            task(&set(
+                "history",
+                json!([message(&same), message(&set("role", json!("ROLE_USER")))]),
+            )),
+            true,
+        ),
+        (
+            "history with junk",
+            Shape::Task,
+            task(&set("history", json!([message(&same), {"x": 1}]))),
+            false,
+        ),
+        (
+            "history an object",
+            Shape::Task,
+            task(&set("history", json!({}))),
+            false,
+        ),
+        (
+            "artifacts",
+            Shape::Task,
+            task(&set("artifacts", json!([{"artifactId": "a", "parts": []}]))),
+            true,
+        ),
+        (
+            "artifact without id",
+            Shape::Task,
+            task(&set("artifacts", json!([{"parts": []}]))),
+            false,
+        ),
+        (
+            "artifact parts an object",
+            Shape::Task,
+            task(&set("artifacts", json!([{"artifactId": "a", "parts": {}}]))),
+            false,
+        ),
+        (
+            "a message",
+            Shape::Send,
+            json!({"message": message(&same)}),
+            true,
+        ),
+        ("a task", Shape::Send, json!({"task": task(&same)}), true),
+        (
+            "a task without status",
+            Shape::Send,
+            json!({"task": task(&remove("status"))}),
+            false,
+        ),
+        (
+            "no messageId",
+            Shape::Send,
+            json!({"message": message(&remove("messageId"))}),
+            false,
+        ),
+        (
+            "role a number",
+            Shape::Send,
+            json!({"message": message(&set("role", json!(2)))}),
+            false,
+        ),
+        (
+            "role lowercase",
+            Shape::Send,
+            json!({"message": message(&set("role", json!("agent")))}),
+            false,
+        ),
+        (
+            "role unspecified",
+            Shape::Send,
+            json!({"message": message(&set("role", json!("ROLE_UNSPECIFIED")))}),
+            false,
+        ),
+        (
+            "no parts",
+            Shape::Send,
+            json!({"message": message(&remove("parts"))}),
+            false,
+        ),
+        (
+            "parts a string",
+            Shape::Send,
+            json!({"message": message(&set("parts", json!("hi")))}),
+            false,
+        ),
+        (
+            "message taskId a number",
+            Shape::Send,
+            json!({"message": message(&set("taskId", json!(1)))}),
+            false,
+        ),
+        (
+            "message a string",
+            Shape::Send,
+            json!({"message": "hi"}),
+            false,
+        ),
+        ("task null", Shape::Send, json!({"task": null}), false),
+        (
+            "status update",
+            Shape::Event,
+            json!({"statusUpdate": update(&same)}),
+            true,
+        ),
+        (
+            "update without contextId",
+            Shape::Event,
+            json!({"statusUpdate": update(&remove("contextId"))}),
+            false,
+        ),
+        (
+            "update without taskId",
+            Shape::Event,
+            json!({"statusUpdate": update(&remove("taskId"))}),
+            false,
+        ),
+        (
+            "update without status",
+            Shape::Event,
+            json!({"statusUpdate": update(&remove("status"))}),
+            false,
+        ),
+        (
+            "update state lowercase",
+            Shape::Event,
+            json!({"statusUpdate": update(&set("status", json!({"state": "completed"})))}),
+            false,
+        ),
+        (
+            "artifact update",
+            Shape::Event,
+            json!({"artifactUpdate": artifact(&same)}),
+            true,
+        ),
+        (
+            "artifact update without artifact",
+            Shape::Event,
+            json!({"artifactUpdate": artifact(&remove("artifact"))}),
+            false,
+        ),
+        (
+            "artifact update without contextId",
+            Shape::Event,
+            json!({"artifactUpdate": artifact(&remove("contextId"))}),
+            false,
+        ),
+        (
+            "artifact update, artifact without parts",
+            Shape::Event,
+            json!({"artifactUpdate": artifact(&set("artifact", json!({"artifactId": "a"})))}),
+            false,
+        ),
+        (
+            "event message",
+            Shape::Event,
+            json!({"message": message(&same)}),
+            true,
+        ),
+        (
+            "event task",
+            Shape::Event,
+            json!({"task": task(&same)}),
+            true,
+        ),
+        ("a config", Shape::Config, config(&same), true),
+        (
+            "config without url",
+            Shape::Config,
+            config(&remove("url")),
+            false,
+        ),
+        (
+            "config url empty",
+            Shape::Config,
+            config(&set("url", json!(""))),
+            false,
+        ),
+        (
+            "config url a number",
+            Shape::Config,
+            config(&set("url", json!(1))),
+            false,
+        ),
+        (
+            "config id a number",
+            Shape::Config,
+            config(&set("id", json!(1))),
+            false,
+        ),
+        (
+            "config without ids",
+            Shape::Config,
+            json!({"url": "https://hooks.example.com/x"}),
+            true,
+        ),
+        (
+            "configs",
+            Shape::Configs,
+            json!({"configs": [config(&same)], "nextPageToken": "n"}),
+            true,
+        ),
+        (
+            "configs, one without url",
+            Shape::Configs,
+            json!({"configs": [config(&same), config(&remove("url"))]}),
+            false,
+        ),
+        (
+            "configs an object",
+            Shape::Configs,
+            json!({"configs": config(&same)}),
+            false,
+        ),
+        (
+            "page token a number",
+            Shape::Configs,
+            json!({"configs": [], "nextPageToken": 1}),
+            false,
+        ),
+        (
+            "configs a list",
+            Shape::Configs,
+            json!([config(&same)]),
+            false,
+        ),
+    ];
+    for (what, shape, result, holds) in &rows {
+        assert_eq!(shape.holds(result), *holds, "{what}: {shape:?} {result}");
     }
 }
 
