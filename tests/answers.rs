@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -1019,5 +1020,116 @@ async fn a_stream_event_that_is_no_stream_response_ends_the_stream() {
             );
             assert!(!v.to_string().contains("private plan"), "{what}: {v}");
         }
+    }
+}
+
+/// A stream ends with its last event (A2A §3.1.2, §3.1.6): a Task or status update in a
+/// terminal state, or the Message that opens a message-only stream. Whatever the agent
+/// sends after it is not relayed, and an agent that holds its stream open after it has its
+/// stream dropped by the edge, over both protocols. A Message inside a task's stream and an
+/// interrupted state end nothing.
+#[tokio::test]
+async fn a_stream_ends_with_its_last_event() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let ev = |result: &str| {
+        format!("data: {{\"jsonrpc\":\"2.0\",\"id\":{{id}},\"result\":{result}}}\n\n")
+    };
+    let task = |state: &str| {
+        ev(&format!(
+            r#"{{"task":{{"id":"t-s","contextId":"c-s","status":{{"state":"TASK_STATE_{state}"}}}}}}"#
+        ))
+    };
+    let update = |state: &str| {
+        ev(&format!(
+            r#"{{"statusUpdate":{{"taskId":"t-s","contextId":"c-s","status":{{"state":"TASK_STATE_{state}"}}}}}}"#
+        ))
+    };
+    let opening =
+        ev(r#"{"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"hi"}]}}"#);
+    let after = ev(
+        r#"{"statusUpdate":{"taskId":"t-s","contextId":"c-s","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m2","role":"ROLE_AGENT","parts":[{"text":"after the end"}]}}}}"#,
+    );
+    // (case, the agent's events, how many the caller gets: the stream ends there)
+    let rows: Vec<(&str, String, usize)> = vec![
+        (
+            "completed",
+            [task("WORKING"), update("COMPLETED"), after.clone()].concat(),
+            2,
+        ),
+        (
+            "failed",
+            [task("WORKING"), update("FAILED"), after.clone()].concat(),
+            2,
+        ),
+        (
+            "canceled",
+            [task("WORKING"), update("CANCELED"), after.clone()].concat(),
+            2,
+        ),
+        ("rejected", [task("REJECTED"), after.clone()].concat(), 1),
+        (
+            "a task already done",
+            [task("COMPLETED"), after.clone()].concat(),
+            1,
+        ),
+        (
+            "a message-only stream",
+            [opening.clone(), after.clone()].concat(),
+            1,
+        ),
+        (
+            "a message and an interrupted state inside a task's stream",
+            [
+                task("WORKING"),
+                opening.clone(),
+                update("INPUT_REQUIRED"),
+                update("WORKING"),
+                update("COMPLETED"),
+                after.clone(),
+            ]
+            .concat(),
+            5,
+        ),
+    ];
+    for (case, raw, relayed) in rows {
+        let raw: &'static str = Box::leak(raw.into_boxed_str());
+        let closed = Arc::new(AtomicBool::new(false));
+        let reply = Reply::RawStreamHeld(raw, closed.clone());
+        let (_up, p) = Proxy::with_recorder(reply, ProxyOpts::default()).await;
+        for proto in PROTOS {
+            let mut c = p.client(proto).await;
+            let resp = c.rpc_stream("SendStreamingMessage", message("hi")).await;
+            let events =
+                tokio::time::timeout(Duration::from_secs(10), EventReader::new(resp).rest())
+                    .await
+                    .unwrap_or_else(|_| panic!("{case} {proto:?}: the stream did not end"));
+            assert_eq!(events.len(), relayed, "{case} {proto:?}: {events:?}");
+            assert!(
+                events
+                    .iter()
+                    .all(|(name, v)| name.is_none() && v.get("result").is_some()),
+                "{case} {proto:?}: {events:?}"
+            );
+            assert!(
+                !format!("{events:?}").contains("after the end"),
+                "{case} {proto:?}"
+            );
+        }
+        // The agent's stream, held open, was dropped.
+        for _ in 0..100 {
+            if closed.load(Ordering::SeqCst) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            closed.load(Ordering::SeqCst),
+            "{case}: the agent's stream is still open"
+        );
+    }
+    // An interrupted state ends nothing: the stream goes on until the agent ends it.
+    let raw = [task("WORKING"), update("INPUT_REQUIRED"), after.clone()].concat();
+    for (proto, events) in streamed_from(Box::leak(raw.into_boxed_str())).await {
+        assert_eq!(events.len(), 3, "{proto:?}: {events:?}");
     }
 }

@@ -2178,3 +2178,41 @@ fn a_page_the_store_ended_early_goes_on_where_it_stopped() {
         }
     }
 }
+
+/// Which stream event is its stream's last: a terminal Task or status update, or a Message
+/// that opens the stream; nothing else (an interrupted state, an artifact, a Message later
+/// in a task's stream, a state in another spelling).
+#[test]
+fn a_stream_ends_at_a_terminal_state_or_an_opening_message() {
+    let task = |s: &str| json!({"task": {"id": "t", "status": {"state": s}}});
+    let update = |s: &str| json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": s}}});
+    let message = json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": []}});
+    let artifact = json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {"artifactId": "a", "parts": [], "status": {"state": "TASK_STATE_COMPLETED"}}}});
+    let rows: Vec<(Value, bool, bool)> = vec![
+        (task("TASK_STATE_COMPLETED"), false, true),
+        (task("TASK_STATE_FAILED"), true, true),
+        (update("TASK_STATE_CANCELED"), false, true),
+        (update("TASK_STATE_REJECTED"), false, true),
+        (update("TASK_STATE_WORKING"), false, false),
+        (update("TASK_STATE_INPUT_REQUIRED"), false, false),
+        (update("TASK_STATE_AUTH_REQUIRED"), false, false),
+        (task("TASK_STATE_SUBMITTED"), true, false),
+        (update("completed"), false, false),
+        (
+            json!({"statusUpdate": {"status": {"state": 3}}}),
+            false,
+            false,
+        ),
+        (message.clone(), true, true),
+        (message, false, false),
+        (artifact, false, false),
+        (Value::Null, true, false),
+    ];
+    for (event, first, last) in &rows {
+        assert_eq!(
+            crate::state::registry::ends_stream(event, *first),
+            *last,
+            "{event} (first: {first})"
+        );
+    }
+}
