@@ -456,6 +456,11 @@ impl Store {
     pub(crate) fn subscribe(&self, id: &str) -> Result<(Value, Events), RpcError> {
         let inner = self.lock();
         let entry = inner.tasks.get(id).ok_or_else(RpcError::task_not_found)?;
+        // A2A §3.1.6: a task in a terminal state is UnsupportedOperationError; one whose
+        // turn is over but may go on (interrupted) is not active, as iac-code answers.
+        if entry.task.state.is_terminal() {
+            return Err(terminal(id));
+        }
         let run = entry.run.as_ref().ok_or_else(task_not_active)?;
         Ok((
             entry.task.to_json(None, Artifacts::IfAny),

@@ -592,14 +592,14 @@ async fn follow_ups_terminal_and_interrupted() {
     )
     .await;
     assert_eq!(v["error"]["code"], -32004);
-    // terminal: not cancelable, not subscribable
+    // terminal: not cancelable, not subscribable (A2A §3.1.6: UnsupportedOperationError)
     assert_eq!(
         error_code(&e, "CancelTask", json!({"id": id})).await,
         -32002
     );
     assert_eq!(
         error_code(&e, "SubscribeToTask", json!({"id": id})).await,
-        -32001
+        -32004
     );
     // interrupted tasks are not running either
     let other = send(&e, user("five")).await;
