@@ -133,7 +133,7 @@ issuer = "https://issuer.test"
 audience = "a2a-edge"
 jwks_file = "{jwks}"
 algorithms = ["ES256"]
-jwks_min_refresh_ms = 0
+jwks_min_refresh_ms = 1000
 "#,
         jwks = jwks_file.display()
     );
@@ -380,6 +380,9 @@ async fn a_new_jwt_key_is_found_after_the_jwks_rotates() {
     let tmp = s.jwks_file.with_extension("tmp");
     std::fs::write(&tmp, json!({"keys": [s.k1.jwk(), k2.jwk()]}).to_string()).unwrap();
     std::fs::rename(&tmp, &s.jwks_file).unwrap();
+    // The set is re-read at most once a second (`jwks_min_refresh_ms`, its least value):
+    // the 401 above just re-read it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let (status, _, _) = c
         .request("POST", "/", &h(&[("authorization", token.as_str())]), BODY)
         .await;

@@ -16,6 +16,9 @@ use crate::auth::settings::{
     JwksLocation, JwtPolicy, ThrottlePolicy,
 };
 
+/// The least `auth.jwt.jwks_min_refresh_ms` a policy may set.
+const MIN_JWKS_REFRESH_MS: u64 = 1_000;
+
 /// Principal names of the iac-code compatibility variables, as iac-code names its owners.
 const ENV_BEARER_PRINCIPAL: &str = "bearer";
 
@@ -461,6 +464,20 @@ impl Ctx<'_> {
         };
         let tenant_claim = claim_path(&j.tenant_claim, "auth.jwt.tenant_claim")?;
         let groups_claim = claim_path(&j.groups_claim, "auth.jwt.groups_claim")?;
+        // Every token with an unknown `kid` may refresh the key set: without a floor, each
+        // one re-reads the file or asks the issuer again (a caller's forged tokens would
+        // make the edge hammer its identity provider).
+        let min_refresh = match &j.jwks_min_refresh_ms {
+            Some(ms) if *ms.get_ref() < MIN_JWKS_REFRESH_MS => {
+                return self.spanned_err(
+                    "auth.jwt.jwks_min_refresh_ms",
+                    ms,
+                    format!("must be at least {MIN_JWKS_REFRESH_MS}"),
+                )
+            }
+            Some(ms) => *ms.get_ref(),
+            None => 10_000,
+        };
         Ok(JwtPolicy {
             tenant_claim,
             groups_claim,
@@ -470,7 +487,7 @@ impl Ctx<'_> {
             algorithms,
             principal_claim,
             leeway: Duration::from_millis(j.leeway_ms.unwrap_or(30_000).min(300_000)),
-            min_refresh: Duration::from_millis(j.jwks_min_refresh_ms.unwrap_or(10_000)),
+            min_refresh: Duration::from_millis(min_refresh),
             max_age: Duration::from_millis(j.jwks_max_age_ms.unwrap_or(3_600_000)),
         })
     }

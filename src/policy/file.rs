@@ -391,7 +391,7 @@ pub struct JwtSection {
     pub groups_claim: Option<Spanned<String>>,
     pub leeway_ms: Option<u64>,
     /// Least time between two refreshes of the key set on an unknown `kid`.
-    pub jwks_min_refresh_ms: Option<u64>,
+    pub jwks_min_refresh_ms: Option<Spanned<u64>>,
     /// A key set fetched from `jwks_url` is refreshed when older than this.
     pub jwks_max_age_ms: Option<u64>,
 }

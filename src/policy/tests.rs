@@ -168,6 +168,9 @@ fn errors_name_file_line_and_key() {
         ("[auth]\n", "[auth]\n[[auth.basic]]\nusername = \"alice\"\npassword_hash = \"$2b$10$bcrypt\"\n", "auth.basic[0].password_hash", Some(16)),
         ("[auth]\n", "[auth]\nprincipal_header = \"Authorization\"\n", "auth.principal_header", Some(14)),
         ("[auth]\n", "[auth]\nfailures_per_minute = 0\n", "auth.failures_per_minute", Some(14)),
+        // A refresh per forged `kid`, unbounded: refused below a second.
+        ("[auth]\n", "[auth]\n[auth.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"j\"\nalgorithms = [\"ES256\"]\njwks_min_refresh_ms = 0\n", "auth.jwt.jwks_min_refresh_ms", Some(19)),
+        ("[auth]\n", "[auth]\n[auth.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"j\"\nalgorithms = [\"ES256\"]\njwks_min_refresh_ms = 999\n", "auth.jwt.jwks_min_refresh_ms", Some(19)),
         ("[server]\n", "[server]\nagent_paths = [\"/iac-code/../x\"]\n", "server.agent_paths[0]", Some(3)),
         ("[server]\n", "[server]\nagent_paths = [\"/health\"]\n", "server.agent_paths[0]", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"localhost:9901\"\n", "server.admin_listen", Some(3)),
