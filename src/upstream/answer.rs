@@ -34,7 +34,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::clean::without_paths;
-use crate::state::registry::is_context_alias;
+use crate::state::registry::{is_context_alias, ROLES};
 use crate::validate::metadata::{redact_metadata, MetadataPolicy};
 
 /// Deeper than this, the full pass decides (A2A answers nest about 8 levels).
@@ -215,7 +215,10 @@ impl State<'_, '_> {
 /// What to build of a value: nothing, the registry's projection at one of its levels, or
 /// all of it (a `metadata` object, for the redaction check). The projection holds every
 /// member [`crate::state::registry::Shape::holds`] and the registry's facts read, so that
-/// both decide alike on it and on the whole answer.
+/// both decide alike on it and on the whole answer; but the Messages and Artifacts a Task
+/// lists, and a status's Message, are checked here as they are read (what
+/// [`crate::state::registry::Shape`] requires of them) and left out of it: one that fails
+/// sends the answer to the full pass, which refuses it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Want {
     Skip,
@@ -227,13 +230,21 @@ enum Want {
     /// The result: the shapes the registry reads and the members a bare Task or push config
     /// has.
     Result,
-    /// A `task`, `statusUpdate`, `artifactUpdate` or `message`, a status's message, an
-    /// artifact: its ids, enums, status and lists.
+    /// A `task`, `statusUpdate`, `artifactUpdate` or `message`, an update's artifact: its
+    /// ids, enums, status and parts.
     Entity,
-    /// A list of entities (a Task's `history` and `artifacts`).
-    Entities,
-    /// A `status`: its state, timestamp and message.
+    /// A `status`: its state and timestamp.
     Status,
+    /// A Task's `history`: a list of [`Want::Message`]s, else the full pass.
+    Messages,
+    /// A Task's `artifacts`: a list of [`Want::Artifact`]s, else the full pass.
+    Artifacts,
+    /// A Message checked, not built: `messageId`, `role` and `parts`, its ids strings.
+    Message,
+    /// An Artifact checked, not built: `artifactId` and `parts`.
+    Artifact,
+    /// A member of a checked Message or Artifact: what kind of value it is, nothing built.
+    Check,
     /// A list of push configs.
     Configs,
     Config,
@@ -247,7 +258,8 @@ impl Want {
             (Want::All, _) => Want::All,
             (Want::Result, "task" | "statusUpdate" | "artifactUpdate" | "message") => Want::Entity,
             (Want::Result | Want::Entity, "status") => Want::Status,
-            (Want::Result | Want::Entity, "history" | "artifacts") => Want::Entities,
+            (Want::Result | Want::Entity, "history") => Want::Messages,
+            (Want::Result | Want::Entity, "artifacts") => Want::Artifacts,
             (
                 Want::Result,
                 "id" | "contextId" | "taskId" | "messageId" | "tasks" | "url" | "nextPageToken",
@@ -260,7 +272,9 @@ impl Want {
             (Want::Entity, "parts") => Want::Array,
             (Want::Entity, "artifact") => Want::Entity,
             (Want::Status, "state" | "timestamp") => Want::Scalar,
-            (Want::Status, "message") => Want::Entity,
+            (Want::Status, "message") => Want::Message,
+            (Want::Message, "messageId" | "role" | "parts" | "contextId" | "taskId") => Want::Check,
+            (Want::Artifact, "artifactId" | "parts") => Want::Check,
             _ => Want::Skip,
         }
     }
@@ -270,7 +284,8 @@ impl Want {
         match self {
             Want::All => Want::All,
             Want::Configs => Want::Config,
-            Want::Entities => Want::Entity,
+            Want::Messages => Want::Message,
+            Want::Artifacts => Want::Artifact,
             _ => Want::Skip,
         }
     }
@@ -283,19 +298,78 @@ impl Want {
     }
 
     fn builds_array(self) -> bool {
+        matches!(self, Want::All | Want::Result | Want::Configs | Want::Array)
+    }
+
+    /// Whether the value is in the projection at all.
+    fn projected(self) -> bool {
+        !matches!(
+            self,
+            Want::Skip
+                | Want::Check
+                | Want::Message
+                | Want::Artifact
+                | Want::Messages
+                | Want::Artifacts
+        )
+    }
+
+    /// A Message, an Artifact or a list of them: any other kind of value is for the full
+    /// pass to refuse.
+    fn checks_structure(self) -> bool {
         matches!(
             self,
-            Want::All | Want::Result | Want::Configs | Want::Entities | Want::Array
+            Want::Message | Want::Artifact | Want::Messages | Want::Artifacts
         )
     }
 }
 
-/// What a value was, for its parent's push-config check.
+/// What the check of one Message or Artifact saw of its members ([`Want::Message`],
+/// [`Want::Artifact`]): the rules of [`crate::state::registry::Shape`] for them.
+#[derive(Default)]
+struct Members {
+    id: bool,
+    role: bool,
+    parts: bool,
+    /// An optional id that is not a string.
+    bad: bool,
+}
+
+impl Members {
+    fn note(&mut self, want: Want, key: &str, kind: Kind) {
+        match (want, key) {
+            (Want::Message, "messageId") | (Want::Artifact, "artifactId") => {
+                self.id = matches!(kind, Kind::String | Kind::Role);
+            }
+            (Want::Message, "role") => self.role = kind == Kind::Role,
+            (Want::Message | Want::Artifact, "parts") => self.parts = kind == Kind::Array,
+            (Want::Message, "contextId" | "taskId") => self.bad |= !kind.is_string(),
+            _ => {}
+        }
+    }
+
+    fn hold(&self, want: Want) -> bool {
+        self.id && self.parts && !self.bad && (want == Want::Artifact || self.role)
+    }
+}
+
+/// What a value was, for its parent's push-config check and the checks of [`Members`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// A non-empty string (not a role name under [`Want::Check`]).
     String,
+    EmptyString,
+    /// Under [`Want::Check`], one of A2A's role names.
+    Role,
     Object,
+    Array,
     Other,
+}
+
+impl Kind {
+    fn is_string(self) -> bool {
+        matches!(self, Kind::String | Kind::EmptyString | Kind::Role)
+    }
 }
 
 struct Out {
@@ -307,11 +381,11 @@ impl Out {
     /// A scalar as `want` has it built.
     fn scalar(want: Want, kind: Kind, v: impl FnOnce() -> Value) -> Out {
         let value = match want {
-            Want::Skip => None,
+            _ if !want.projected() => None,
             // (a result that is no object is no shape but for what it is: `null` is a
             // delete's answer, anything else none)
             Want::All | Want::Result => Some(v()),
-            Want::Scalar if kind == Kind::String => Some(v()),
+            Want::Scalar if kind.is_string() => Some(v()),
             _ => Some(Value::Null),
         };
         Out { kind, value }
@@ -349,7 +423,23 @@ impl Node<'_, '_, '_> {
         if self.state.cleaning.redact_paths && s.contains('/') && without_paths(s).is_some() {
             return Err(fallback());
         }
-        Ok(Out::scalar(self.want, Kind::String, || Value::from(s)))
+        let kind = if s.is_empty() {
+            Kind::EmptyString
+        } else if self.want == Want::Check && ROLES.contains(&s) {
+            Kind::Role
+        } else {
+            Kind::String
+        };
+        self.scalar(kind, || Value::from(s))
+    }
+
+    /// A value that is no object nor array, as `want` has it built; where a Message, an
+    /// Artifact or a list of them is wanted, the full pass decides (and refuses).
+    fn scalar<E: de::Error>(&self, kind: Kind, v: impl FnOnce() -> Value) -> Result<Out, E> {
+        if self.want.checks_structure() {
+            return Err(fallback());
+        }
+        Ok(Out::scalar(self.want, kind, v))
     }
 }
 
@@ -361,23 +451,23 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Out, E> {
-        Ok(Out::scalar(self.want, Kind::Other, || Value::Bool(v)))
+        self.scalar(Kind::Other, || Value::Bool(v))
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Out, E> {
-        Ok(Out::scalar(self.want, Kind::Other, || Value::from(v)))
+        self.scalar(Kind::Other, || Value::from(v))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Out, E> {
-        Ok(Out::scalar(self.want, Kind::Other, || Value::from(v)))
+        self.scalar(Kind::Other, || Value::from(v))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Out, E> {
-        Ok(Out::scalar(self.want, Kind::Other, || Value::from(v)))
+        self.scalar(Kind::Other, || Value::from(v))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Out, E> {
-        Ok(Out::scalar(self.want, Kind::Other, || Value::Null))
+        self.scalar(Kind::Other, || Value::Null)
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Out, E> {
@@ -385,7 +475,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Out, A::Error> {
-        if self.depth >= MAX_DEPTH {
+        if self.depth >= MAX_DEPTH || matches!(self.want, Want::Message | Want::Artifact) {
             return Err(fallback());
         }
         let item = self.want.item();
@@ -405,20 +495,21 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             }
         }
         let value = match self.want {
-            Want::Skip => None,
+            w if !w.projected() => None,
             w if w.builds_array() => Some(Value::Array(items)),
             _ => Some(Value::Null),
         };
         Ok(Out {
-            kind: Kind::Other,
+            kind: Kind::Array,
             value,
         })
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Out, A::Error> {
-        if self.depth >= MAX_DEPTH {
+        if self.depth >= MAX_DEPTH || matches!(self.want, Want::Messages | Want::Artifacts) {
             return Err(fallback());
         }
+        let mut members = Members::default();
         let base = self.state.keys.len();
         let mut built = self.want.builds_object().then(Map::new);
         // The push-config shape (`redact_push_config`): a string `url` beside a `token` or
@@ -448,11 +539,12 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             };
             let out = map.next_value_seed(child)?;
             match (&*key, out.kind) {
-                ("url", Kind::String) => url = true,
-                ("token", Kind::String) => token = true,
+                ("url", k) if k.is_string() => url = true,
+                ("token", k) if k.is_string() => token = true,
                 ("authentication", Kind::Object) => authentication = true,
                 _ => {}
             }
+            members.note(self.want, &key, out.kind);
             let mut value = out.value;
             if metadata_root {
                 if let Some(v @ Value::Object(_)) = &mut value {
@@ -473,10 +565,13 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         if url && (token || authentication) {
             return Err(fallback());
         }
+        if matches!(self.want, Want::Message | Want::Artifact) && !members.hold(self.want) {
+            return Err(fallback());
+        }
         // Whatever the registry reads keeps its key in the projection, whatever its type
         // (`Shape::holds` reads which keys a result has).
         let value = match self.want {
-            Want::Skip => None,
+            w if !w.projected() => None,
             _ => Some(built.map_or(Value::Null, Value::Object)),
         };
         Ok(Out {

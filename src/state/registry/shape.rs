@@ -42,7 +42,7 @@ const NAMING: [&str; 11] = [
 ];
 
 /// A Message's roles (A2A 1.0 `Role`, without `ROLE_UNSPECIFIED`: the member is required).
-const ROLES: [&str; 2] = ["ROLE_USER", "ROLE_AGENT"];
+pub const ROLES: [&str; 2] = ["ROLE_USER", "ROLE_AGENT"];
 
 /// The shape of a forwarded method's result in A2A 1.0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
