@@ -1016,7 +1016,10 @@ async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
         let mut events = EventReader::new(resp);
         let (event, v) = events.next().await.expect("an event");
         assert_eq!(event, None, "{proto:?}: {v}");
-        assert_eq!(v["result"]["task"]["id"], "t-cr", "{proto:?}: {v}");
+        assert_eq!(
+            v["result"]["message"]["messageId"], "m-cr",
+            "{proto:?}: {v}"
+        );
         let (event, v) = events.next().await.expect("the idle error");
         assert_eq!(event.as_deref(), Some("error"), "{proto:?}: {v}");
         assert_eq!(

@@ -70,7 +70,7 @@ use crate::telemetry::metrics::RegistryStats;
 use facts::{Fact, MAX_OBSERVED_ID_LEN};
 use forgotten::Kind;
 use ids::Id;
-pub use shape::{ends_stream, Shape, ROLES};
+pub use shape::{Shape, ROLES};
 pub use state::Unrelayable;
 use state::{Running, State, Workspace};
 use token::{Cursor, Query, TokenKey};

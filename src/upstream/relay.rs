@@ -8,9 +8,7 @@
 //! shape the caller asked for before anything else looks at it: one object, `jsonrpc` 2.0,
 //! the caller's own `id`, exactly one of `result` and `error`. Then the observer cleans it and
 //! learns from it; an observer that refuses it (another caller's task) ends the answer with an
-//! error instead. An error (an `event: error`, or a response with `error`) ends a stream;
-//! so does its last event (A2A §3.1.2: a terminal state, the Message of a message-only
-//! stream), whatever the agent sends or holds open after it.
+//! error instead. An error (an `event: error`, or a response with `error`) ends a stream.
 //!
 //! What one stream may hold is bounded by bytes ([`crate::stream_body`]): its own queue, and
 //! the budget its principal's streams share. While the relay waits for a caller that does not
@@ -31,7 +29,6 @@ use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
 use crate::a2a::{error_body, write, RpcError};
 use crate::body::{collect_limited, sse_response, BoxBody};
 use crate::reason::{self, Reason};
-use crate::state::registry::ends_stream;
 use crate::stream_body::budgeted;
 use crate::telemetry::metrics::{Metrics, StreamOutcome};
 use crate::validate::request::RequestPolicy;
@@ -127,15 +124,14 @@ enum Failed {
 /// written. With `fast` (the route's cleaning), the answer's fast pass ([`super::answer`])
 /// goes first: when the cleaning would change nothing, the agent's `result` is relayed as
 /// it came and the observer sees its projection (what the registry reads); else the whole
-/// response is built, cleaned and written again. `first`: the response is its stream's
-/// first event (for [`Answered::last`]).
+/// response is built, cleaned and written again. Returns the caller's JSON, whether it is an
+/// error, and the observer's pending write.
 fn one_response<F, P>(
     text: &[u8],
     id: &Value,
     fast: Option<&RequestPolicy>,
-    first: bool,
     observe: &mut F,
-) -> Result<Answered<P>, Failed>
+) -> Result<(Vec<u8>, bool, Option<P>), Failed>
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
 {
@@ -153,12 +149,7 @@ where
         let mut v = shape(Value::Object(projection), id).map_err(|_| Failed::Bad)?;
         let pending = observe(&mut v).map_err(Failed::Refused)?;
         let id = v.get("id").unwrap_or(&Value::Null);
-        return Ok(Answered {
-            json: answer::respond(untouched.result, id),
-            error: false,
-            last: ends(&v, first),
-            pending,
-        });
+        return Ok((answer::respond(untouched.result, id), false, pending));
     }
     // The whole answer as a tree: as many values as a request may hold, no more (a tree
     // costs 32 bytes and more per value, where the text may spend two).
@@ -166,30 +157,8 @@ where
     let v = crate::a2a::json::parse_answer(text, max_values).map_err(|_| Failed::Bad)?;
     let mut v = shape(v, id).map_err(|_| Failed::Bad)?;
     let pending = observe(&mut v).map_err(Failed::Refused)?;
-    Ok(Answered {
-        json: write::to_vec_sized(&v, text.len() + 64),
-        error: v.get("error").is_some(),
-        last: ends(&v, first),
-        pending,
-    })
-}
-
-/// One JSON-RPC response of the agent as the caller gets it.
-struct Answered<P> {
-    json: Vec<u8>,
-    /// It is an error (which ends a stream).
-    error: bool,
-    /// It is its stream's last event (A2A §3.1.2: a terminal state, or the one Message of
-    /// a message-only stream): the caller's stream ends with it, whatever the agent sends
-    /// after.
-    last: bool,
-    /// The observer's pending write.
-    pending: Option<P>,
-}
-
-/// Whether the shaped response `v` ends its stream ([`ends_stream`]).
-fn ends(v: &Value, first: bool) -> bool {
-    v.get("result").is_some_and(|r| ends_stream(r, first))
+    let error = v.get("error").is_some();
+    Ok((write::to_vec_sized(&v, text.len() + 64), error, pending))
 }
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
@@ -269,17 +238,11 @@ where
             let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
                 .await
                 .map_err(UpstreamError::of_body)?;
-            let Answered {
-                json,
-                error,
-                pending,
-                ..
-            } = one_response(&bytes, id, fast.as_deref(), false, &mut observe).map_err(
-                |f| match f {
+            let (json, error, pending) = one_response(&bytes, id, fast.as_deref(), &mut observe)
+                .map_err(|f| match f {
                     Failed::Bad => UpstreamError::BadResponse,
                     Failed::Refused(r) => UpstreamError::Refused(r),
-                },
-            )?;
+                })?;
             drop(bytes);
             if let Some(pending) = pending {
                 pending.await.map_err(UpstreamError::Refused)?;
@@ -409,23 +372,12 @@ where
                     let Some(data) = data else {
                         continue;
                     };
-                    let first = events == 0;
-                    let Answered {
-                        json,
-                        error,
-                        last,
-                        pending,
-                    } = match one_response(
-                        data.as_bytes(),
-                        &id,
-                        fast.as_deref(),
-                        first,
-                        &mut observe,
-                    ) {
-                        Ok(answered) => answered,
-                        Err(Failed::Bad) => return fail(reason::UPSTREAM_BAD_STREAM),
-                        Err(Failed::Refused(reason)) => return fail(reason),
-                    };
+                    let (json, error, pending) =
+                        match one_response(data.as_bytes(), &id, fast.as_deref(), &mut observe) {
+                            Ok(answered) => answered,
+                            Err(Failed::Bad) => return fail(reason::UPSTREAM_BAD_STREAM),
+                            Err(Failed::Refused(reason)) => return fail(reason),
+                        };
                     drop(data);
                     // The event's facts written to the shared state (bounded by its
                     // timeout) are waited for even past an interrupt or the caller's
@@ -452,9 +404,6 @@ where
                     events += 1;
                     if error {
                         return StreamOutcome::Ended(reason::UPSTREAM_ERROR_EVENT);
-                    }
-                    if last {
-                        return StreamOutcome::Completed;
                     }
                 }
                 if end {

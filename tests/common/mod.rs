@@ -472,9 +472,6 @@ pub enum Reply {
     RawStream(&'static str),
     /// Answers every JSON-RPC request with this JSON body (`{id}` replaced by the request id).
     Raw(&'static str),
-    /// Answers a stream with `body` as is (`{id}` replaced by the request id), then holds
-    /// it open with a comment every 50 ms until the stream is closed; then sets the flag.
-    RawStreamHeld(&'static str, Arc<std::sync::atomic::AtomicBool>),
     /// Answers each method in its A2A 1.0 shape around this Task (JSON): SendMessage and
     /// the streaming methods `{"task": T}` (as one JSON answer), GetTask and CancelTask `T`,
     /// a push config's methods a config `p1` of T's id (a list of it; `{}` for a delete).
@@ -815,22 +812,6 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                     .boxed_unsync(),
             )
             .unwrap(),
-        Reply::RawStreamHeld(raw, closed) => {
-            let (tx, body) = a2a_edge::body::ChannelBody::new(1);
-            let first = Bytes::from(raw.replace("{id}", &id.to_string()));
-            tokio::spawn(async move {
-                let mut next = first;
-                while tx.send(Ok(next)).await.is_ok() {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    next = Bytes::from_static(b": still here\r\n\r\n");
-                }
-                closed.store(true, std::sync::atomic::Ordering::SeqCst);
-            });
-            Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(body.boxed())
-                .unwrap()
-        }
         Reply::Late(delay) => {
             let event = format!(
                 "data: {}\r\n\r\n",
@@ -971,7 +952,7 @@ impl RawAgent {
                         _ if rpc.after_task().is_some() => (rpc.after_task().unwrap(), String::new()),
                         _ if rpc == RawAnswer::CrStream => (
                             rpc,
-                            json!({"jsonrpc": "2.0", "id": id, "result": {"task": {"id": "t-cr", "contextId": "c-cr", "status": {"state": "TASK_STATE_WORKING"}}}}).to_string(),
+                            json!({"jsonrpc": "2.0", "id": id, "result": {"message": {"messageId": "m-cr", "role": "ROLE_AGENT", "parts": [{"text": "cr"}]}}}).to_string(),
                         ),
                         _ => (
                             rpc,

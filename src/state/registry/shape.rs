@@ -150,30 +150,6 @@ impl Shape {
     }
 }
 
-/// The task states after which a task changes no more.
-const TERMINAL: [&str; 4] = [
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_REJECTED",
-];
-
-/// Whether a stream's event (its `result`, a `StreamResponse` that [`Shape::Event`] holds)
-/// is the stream's last (A2A §3.1.2, §3.1.6): a Message that opens the stream (a
-/// message-only stream holds that one), or a Task or status update in a terminal state
-/// (the stream closes there). Interrupted states (`INPUT_REQUIRED`, `AUTH_REQUIRED`) end
-/// no stream here, and a Message in a task's stream ends it no more than the agent does.
-pub fn ends_stream(result: &Value, first: bool) -> bool {
-    if first && result.get("message").is_some() {
-        return true;
-    }
-    result
-        .get("task")
-        .or_else(|| result.get("statusUpdate"))
-        .and_then(|e| e.get("status")?.get("state")?.as_str())
-        .is_some_and(|s| TERMINAL.contains(&s))
-}
-
 /// A `Task`: its `id` and `status`; `contextId` a string when present (the proto does not
 /// require it); `history` Messages and `artifacts` Artifacts when present.
 fn task(v: &Value) -> bool {
