@@ -611,6 +611,56 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
     assert_eq!(up.rpc_requests().len(), 4);
 }
 
+/// A reload that makes client certificates required closes the connections that were
+/// admitted without one (gracefully: what runs finishes), over both protocols: their
+/// handshake would fail under the new policy, and a bearer token no longer stands in for
+/// the certificate. A new connection without one fails its handshake; one with a good
+/// certificate is served.
+#[tokio::test]
+async fn a_reload_requiring_client_certificates_closes_connections_without_one() {
+    let dir = TempDir::new("reload-required");
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let text = optional_mtls_policy(dir.path(), &pki, &up);
+    let required = text.replace("client_auth = \"optional\"", "client_auth = \"required\"");
+    assert_ne!(text, required);
+    let proxy = Proxy::start_text(dir, &text).await;
+    let bearer = h(&[("authorization", ALICE)]);
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        let mut c = proxy.client(proto).await;
+        let (status, _, _) = c.request("POST", "/", &bearer, BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}: before the reload");
+        open.push((proto, c));
+    }
+    proxy.reload(&required).await;
+    for (proto, mut c) in open {
+        let started = Instant::now();
+        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            c.is_closed(),
+            "{proto:?}: open without a certificate after the reload"
+        );
+        let sent = c.try_request("POST", "/", &bearer, BODY).await;
+        assert!(
+            sent.is_err(),
+            "{proto:?}: served after the reload: {sent:?}"
+        );
+        let refused = match Client::try_connect(proxy.addr, &proxy.ca, proto, None).await {
+            Err(_) => true,
+            Ok(mut c) => c.try_request("POST", "/", &bearer, BODY).await.is_err(),
+        };
+        assert!(
+            refused,
+            "{proto:?}: a new connection without a certificate was served"
+        );
+        served_with_certificate(&proxy, &pki, proto).await;
+    }
+    assert_eq!(up.rpc_requests().len(), 4);
+}
+
 /// A valid API key beside a password guess in `Authorization` is served (any one valid
 /// credential is enough), but the guess is counted: guesses behind a valid key are throttled
 /// like any others, over both protocols.

@@ -253,6 +253,8 @@ impl FixedAtStart {
 struct Acceptor {
     tls: TlsAcceptor,
     trust: ClientTrust,
+    /// Every client must present a certificate (`tls.client_auth = "required"`).
+    requires_certificate: bool,
 }
 
 /// The TLS acceptor of `policy` (dev certificates generated when missing): certificate, key
@@ -275,7 +277,12 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
     )
     .map_err(|e| StartError(e.to_string()))?;
     let tls = TlsAcceptor::from(config);
-    Ok((Acceptor { tls, trust }, dev_certs))
+    let acceptor = Acceptor {
+        tls,
+        trust,
+        requires_certificate: mode == ClientAuthMode::Required,
+    };
+    Ok((acceptor, dev_certs))
 }
 
 /// Binds the listener and starts serving `policy`.
@@ -417,11 +424,17 @@ async fn health_checker(gates: Gates, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
+/// Refreshes the cards of the gate in force every `card_refresh_interval`; a reload starts
+/// the wait again with the new gate (its cards were fetched as it was built), so a removed
+/// agent is not asked again and the new interval applies at once.
 async fn card_refresher(gates: Gates, mut shutdown: watch::Receiver<bool>) {
+    let mut reloads = gates.reloads();
     loop {
+        reloads.borrow_and_update();
         let gate = gates.load();
         tokio::select! {
             _ = tokio::time::sleep(gate.card_refresh_interval()) => gate.refresh_card().await,
+            reloaded = reloads.changed() => if reloaded.is_err() { return },
             _ = shutdown.changed() => return,
         }
     }
@@ -717,10 +730,11 @@ struct Admitted {
 
 impl Admitted {
     /// Waits for a reload after which this connection may not go on as it was admitted:
-    /// its peer's network is now denied (the accept loop checks only new connections), or
-    /// it carries a client certificate verified in its handshake under client CAs (or a
-    /// mode) the reload changed: a new handshake verifies it under the new ones. Other
-    /// connections go on: each request reads the gate in force anyway.
+    /// its peer's network is now denied (the accept loop checks only new connections), it
+    /// carries a client certificate verified in its handshake under client CAs (or a mode)
+    /// the reload changed: a new handshake verifies it under the new ones, or it carries
+    /// none and the reload requires one (its handshake would now fail). Other connections
+    /// go on: each request reads the gate in force anyway.
     async fn outlived(&mut self) {
         // (an error: the gates are gone, and the server with them)
         let Policed {
@@ -730,8 +744,15 @@ impl Admitted {
         } = &mut self.policy;
         while reloads.changed().await.is_ok() {
             // A reload swaps the acceptor before the gate: this is the reload's.
-            let trusted = acceptors.borrow().trust;
-            if self.client_cert.is_some_and(|t| t != trusted) || !gates.load().permits(self.peer) {
+            let (trusted, required) = {
+                let acceptor = acceptors.borrow();
+                (acceptor.trust, acceptor.requires_certificate)
+            };
+            let outlived = match self.client_cert {
+                Some(trust) => trust != trusted,
+                None => required,
+            };
+            if outlived || !gates.load().permits(self.peer) {
                 return;
             }
         }
