@@ -601,3 +601,37 @@ async fn an_agent_card_by_proto_names_is_served_by_json_names() {
     let v = rpc_as(&mut c, ALICE, "SendMessage", part("text/markdown")).await;
     assert_eq!(v["error"]["code"], -32005, "{v}");
 }
+
+/// A reload while the agent's card cannot be had (here: the agent now serves one that is
+/// no A2A 1.0 AgentCard; a down agent is the same) keeps the card the edge served: the new
+/// policy publishes the agent's last good card again, signed with the new active key, as a
+/// running policy keeps its last good card when a refresh fails. Before, the reload threw
+/// it away: 503 `card.unavailable` until the agent's card was good again.
+#[tokio::test]
+async fn a_reload_while_the_agents_card_is_bad_keeps_the_last_good_one() {
+    let s = setup("e1", "").await;
+    let mut c = s.proxy.client(Proto::H2).await;
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let before: Value = serde_json::from_slice(&body).unwrap();
+    *s.up.card.lock().unwrap() = json!({"name": 7, "description": ["not a card"]});
+    let text = policy_text(
+        s.dir.path(),
+        &ProxyOpts {
+            upstream_url: s.up.url.clone(),
+            extra_policy: card_policy(&s.e1, &s.e2, "e2", ""),
+            ..Default::default()
+        },
+    );
+    s.proxy.reload(&text).await;
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let after: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(after["name"], before["name"]);
+    assert_eq!(after["description"], before["description"]);
+    let keys = jwks_keys(&mut c).await;
+    match verify_card(&after, &keys) {
+        Verdict::Valid { kid } => assert_eq!(kid, "e2"),
+        other => panic!("the kept card is not signed under the new policy: {other:?}"),
+    }
+}

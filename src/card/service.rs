@@ -52,6 +52,9 @@ pub struct Served {
     canonical: Vec<u8>,
     /// `capabilities.extendedAgentCard`: the agent has an extended card to ask for.
     pub extended: bool,
+    /// The agent's card it was made from, as fetched (a reload publishes it again under
+    /// the new policy when the agent's card cannot be had then).
+    source: Value,
 }
 
 pub struct CardService {
@@ -114,6 +117,7 @@ impl CardService {
     /// its canonical content is what is already served. Returns the card published (in JSON
     /// names, rewritten and signed), or the reason code on refusal.
     pub fn publish(&self, agent_card: Value) -> Result<Value, Refused> {
+        let source = agent_card.clone();
         let card = self.prepare(agent_card)?;
         let canonical =
             canonical_card(&card).map_err(|e| Refused::new(reason::CARD_INVALID, e.0))?;
@@ -132,8 +136,14 @@ impl CardService {
             validators,
             canonical,
             extended,
+            source,
         }));
         Ok(card)
+    }
+
+    /// The agent's card the served one was made from, as fetched.
+    pub fn source(&self) -> Option<Value> {
+        self.current().map(|served| served.source.clone())
     }
 
     /// An agent's card (public or extended), verified, rewritten and signed for the edge.

@@ -23,6 +23,10 @@ pub(super) struct AgentGate {
     pub(super) card_refresh: tokio::sync::Mutex<card_routes::CardBackoff>,
     /// The last refresh refused the card as not an A2A 1.0 AgentCard (`/ready`, metrics).
     pub(super) card_invalid: std::sync::atomic::AtomicBool,
+    /// The agent's card the policy before a reload served (as fetched): published under
+    /// this policy if this gate's first fetch fails, so that a reload while the agent is
+    /// down or serves a bad card does not lose the last good one. Taken once.
+    pub(super) card_before_reload: std::sync::Mutex<Option<Value>>,
 }
 
 /// What the agents share, to build each.
@@ -91,6 +95,7 @@ impl AgentGate {
         upstreams: &[crate::policy::UpstreamPolicy],
         previous: Option<&AgentGate>,
     ) -> Result<AgentGate, String> {
+        let fetched = matches!(card.source, CardSource::Upstream);
         Ok(AgentGate {
             public_url: url.to_string(),
             rpc_path: url.path().to_string(),
@@ -117,6 +122,9 @@ impl AgentGate {
             requests: a2a.requests.clone(),
             card_refresh: tokio::sync::Mutex::new(Default::default()),
             card_invalid: Default::default(),
+            card_before_reload: std::sync::Mutex::new(
+                previous.filter(|_| fetched).and_then(|p| p.card.source()),
+            ),
             label: name.clone().unwrap_or_else(|| Arc::from("")),
             name,
         })

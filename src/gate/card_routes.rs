@@ -159,7 +159,7 @@ impl AgentGate {
             CardSource::Static(v) => Ok(v.clone()),
             CardSource::Upstream => self.fetch_agent_card(gate.owners.registry()).await,
         };
-        let outcome = card.and_then(|c| {
+        let publish = |c: Value| {
             let published = self.card.publish(c)?;
             // With `a2a.input_media_types = "card"`, the published card's input modes are
             // what parts may be (read from the card in JSON names: `default_input_modes` is
@@ -168,7 +168,26 @@ impl AgentGate {
                 self.requests.media.learn_card(&published);
             }
             Ok(())
-        });
+        };
+        let outcome = card.and_then(publish);
+        // The first fetch after a reload failed: the card the policy before served (as
+        // the agent gave it) is published under this one, as a running policy keeps its
+        // last good card when a refresh fails.
+        if outcome.is_err() && self.card.current().is_none() {
+            let before = self
+                .card_before_reload
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(before) = before {
+                let kept = publish(before);
+                tracing::info!(
+                    event = "card_kept_across_reload",
+                    published = kept.is_ok(),
+                    agent = self.name.as_deref()
+                );
+            }
+        }
         let invalid = |v: bool| {
             self.card_invalid
                 .store(v, std::sync::atomic::Ordering::Relaxed)
@@ -176,7 +195,14 @@ impl AgentGate {
         match outcome {
             Ok(()) => {
                 invalid(false);
-                *backoff = CardBackoff::default()
+                *backoff = CardBackoff::default();
+                // (the agent's own card is served: the one before the reload is not needed)
+                drop(
+                    self.card_before_reload
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .take(),
+                );
             }
             Err(refused) => {
                 // Not an A2A 1.0 AgentCard (the rewrite's own checks, or the schema's).
