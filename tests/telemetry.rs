@@ -854,3 +854,59 @@ async fn spans_that_do_not_fit_the_export_queue_are_counted_lost_and_said_once()
     assert_eq!(full[0]["level"], "warn");
     assert_eq!(full[0]["queue"], 16);
 }
+
+/// A caller's `tracestate` the edge does not forward (a tab in it, an empty value, more
+/// than 32 members) reaches neither the agent nor the exported spans by way of the edge's
+/// own span, with export on: the span's parent is built from what the edge checked, not
+/// from the caller's raw headers (OpenTelemetry's parser takes such values as they come).
+#[tokio::test]
+async fn an_invalid_tracestate_reaches_neither_the_agent_nor_the_spans() {
+    let otlp = receiver().await;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, &format!("otlp_endpoint = \"{}\"", otlp.url)).await;
+    let mut c = e.client().await;
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    let many: Vec<String> = (0..33).map(|i| format!("k{i}=v")).collect();
+    let many = many.join(",");
+    let states = [
+        "vendor=abc\t",
+        "vendor=",
+        "vendor=abc,other=",
+        many.as_str(),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+    for state in states {
+        let mut headers = rpc_headers();
+        headers.push(("traceparent", &traceparent));
+        headers.push(("tracestate", state));
+        let (status, _, b) = c.request("POST", "/", &headers, body.to_string()).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{state:?}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+    drop(c);
+    e.stop().await;
+    let seen = agent.rpc_requests();
+    assert_eq!(seen.len(), states.len());
+    for r in &seen {
+        let sent = r.headers["traceparent"].to_str().unwrap();
+        assert!(sent.starts_with(&format!("00-{TRACE}-")), "{sent}");
+        assert!(
+            r.headers.get("tracestate").is_none(),
+            "forwarded: {:?}",
+            r.headers.get("tracestate")
+        );
+    }
+    let spans = otlp.spans.lock().unwrap().clone();
+    let traced: Vec<&Span> = spans
+        .iter()
+        .filter(|s| hex_id(&s.trace_id) == TRACE)
+        .collect();
+    assert!(!traced.is_empty());
+    for s in traced {
+        assert_eq!(s.trace_state, "", "{}: {:?}", s.name, s.trace_state);
+    }
+}

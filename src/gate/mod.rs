@@ -281,11 +281,11 @@ impl Gate {
         // caller's trace as its parent when its `traceparent` is well-formed; none for the
         // others (nor for their stages).
         let caller_trace = if telemetry::traces::enabled() {
-            upstream::trace_context::forwardable(req.headers()).map(|(_, id)| id)
+            upstream::trace_context::forwardable(req.headers())
         } else {
             None
         };
-        let span = if telemetry::traces::keep(caller_trace.as_deref()) {
+        let span = if telemetry::traces::keep(caller_trace.as_ref().map(|(_, id)| id.as_str())) {
             let span = info_span!(
                 "request",
                 otel.kind = "server",
@@ -295,8 +295,8 @@ impl Gate {
                 a2a.method = tracing::field::Empty,
                 http.response.status_code = tracing::field::Empty,
             );
-            if caller_trace.is_some() {
-                telemetry::traces::adopt_parent(&span, req.headers());
+            if let Some((checked, _)) = &caller_trace {
+                telemetry::traces::adopt_parent(&span, checked);
             }
             span
         } else {

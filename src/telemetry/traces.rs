@@ -578,13 +578,18 @@ pub(super) fn tracer(provider: &SdkTracerProvider) -> opentelemetry_sdk::trace::
     provider.tracer("a2a-edge")
 }
 
-/// Makes the caller's trace context (already checked well-formed) the parent of `span`.
-pub fn adopt_parent(span: &tracing::Span, headers: &HeaderMap) {
+/// Makes the caller's trace context the parent of `span`: `checked` is what
+/// [`crate::upstream::trace_context::forwardable`] kept of it (one well-formed
+/// `traceparent`, a `tracestate` only when valid), never the caller's raw headers, whose
+/// `tracestate` OpenTelemetry's parser would take as it came (tabs, empty values, any
+/// number of members) into every span and on to the agent.
+pub fn adopt_parent(span: &tracing::Span, checked: &[(http::HeaderName, http::HeaderValue)]) {
     if !enabled() || span.is_disabled() {
         return;
     }
+    let headers: HeaderMap = checked.iter().cloned().collect();
     let parent =
-        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
+        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(&headers));
     let _ = span.set_parent(parent);
 }
 
@@ -603,7 +608,16 @@ pub fn inject(span: &tracing::Span, headers: &mut HeaderMap) {
     let cx = span.context();
     TraceContextPropagator::new()
         .inject_context(&cx, &mut opentelemetry_http::HeaderInjector(headers));
+    // The propagator writes the state even when there is none: no empty header.
+    if headers
+        .get(TRACESTATE)
+        .is_some_and(|v| v.as_bytes().is_empty())
+    {
+        headers.remove(TRACESTATE);
+    }
 }
+
+const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
 
 #[cfg(test)]
 mod tests {
