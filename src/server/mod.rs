@@ -146,6 +146,12 @@ impl Running {
     }
 }
 
+/// The state store as started: backend; URL, prefix, timeout and leases; the page token
+/// secret's digest; the digest of Redis's password and CA certificates (its connections are
+/// made with them at start).
+#[derive(Debug, Clone, PartialEq)]
+struct StoreAtStart(String, Option<String>, Option<[u8; 32]>, Option<[u8; 32]>);
+
 /// What a reload leaves as started: the listeners, the per-connection settings the accept
 /// loop was built with, and the registry (which outlives policies).
 #[derive(Debug, Clone, PartialEq)]
@@ -155,8 +161,8 @@ struct FixedAtStart {
     admin_listen: Option<SocketAddr>,
     conn: ConnSettings,
     max_registry_entries: usize,
-    /// The state store and its key (backend, URL, prefix, timeout; the secret's digest).
-    state: (String, Option<String>, Option<[u8; 32]>),
+    /// The state store and its key.
+    state: StoreAtStart,
     /// Logs and traces are set up once, for the process.
     telemetry: crate::policy::TelemetryPolicy,
 }
@@ -169,7 +175,7 @@ impl FixedAtStart {
             admin_listen: policy.server.admin_listen,
             conn: ConnSettings::of(policy),
             max_registry_entries: policy.limits.max_registry_entries,
-            state: (
+            state: StoreAtStart(
                 policy.state.backend().to_string(),
                 policy.state.redis.as_ref().map(|r| {
                     format!(
@@ -188,6 +194,14 @@ impl FixedAtStart {
                     .page_token_secret
                     .as_ref()
                     .map(|s| crate::crypto::sha256(s.as_bytes())),
+                policy.state.redis.as_ref().map(|r| {
+                    let password = r.password.as_deref().unwrap_or("");
+                    let ca = r.ca_pem.as_deref().unwrap_or(b"");
+                    let mut both = (password.len() as u64).to_be_bytes().to_vec();
+                    both.extend_from_slice(password.as_bytes());
+                    both.extend_from_slice(ca);
+                    crate::crypto::sha256(&both)
+                }),
             ),
             telemetry: policy.telemetry.clone(),
         }
@@ -235,6 +249,10 @@ impl FixedAtStart {
             (
                 "limits.max_connections_per_client",
                 a.max_connections_per_client != b.max_connections_per_client,
+            ),
+            (
+                "limits.client_ipv6_prefix (connections per client)",
+                a.client_ipv6_prefix != b.client_ipv6_prefix,
             ),
             (
                 "limits.max_registry_entries",
@@ -934,5 +952,51 @@ async fn accept_loop(
         _ = tokio::time::sleep(settings.drain_timeout) => {
             tracing::warn!(event = "drain_timeout", timeout_ms = settings.drain_timeout.as_millis() as u64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::tests::GOOD;
+    use crate::policy::LoadMode;
+
+    /// A reload that changes what Redis's connections were made with (its password, its CA
+    /// certificates) or how connections are counted per IPv6 client names those keys as
+    /// needing a restart, as it does the Redis URL: they are not applied.
+    #[test]
+    fn a_reload_names_the_redis_secrets_and_the_ipv6_prefix_it_does_not_apply() {
+        std::env::set_var("A2A_EDGE_SERVER_TEST_SECRET", "s".repeat(40));
+        std::env::set_var("A2A_EDGE_SERVER_TEST_PW1", "first-password");
+        std::env::set_var("A2A_EDGE_SERVER_TEST_PW2", "second-password");
+        let policy = |extra: &str| {
+            let text = format!(
+                "{GOOD}[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:6379/0\"\npage_token_secret_env = \"A2A_EDGE_SERVER_TEST_SECRET\"\n{extra}"
+            );
+            Policy::from_toml(std::path::Path::new("p.toml"), &text, LoadMode::Check)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let first = FixedAtStart::of(&policy(
+            "redis_password_env = \"A2A_EDGE_SERVER_TEST_PW1\"\n",
+        ));
+        let rows = [
+            (
+                "redis_password_env = \"A2A_EDGE_SERVER_TEST_PW1\"\n",
+                vec![],
+            ),
+            (
+                "redis_password_env = \"A2A_EDGE_SERVER_TEST_PW2\"\n",
+                vec!["state"],
+            ),
+            ("", vec!["state"]),
+        ];
+        for (extra, want) in rows {
+            assert_eq!(first.changed_by(&policy(extra)), want, "{extra}");
+        }
+        let prefix = policy("redis_password_env = \"A2A_EDGE_SERVER_TEST_PW1\"\n[limits]\nclient_ipv6_prefix = 48\n");
+        assert_eq!(
+            first.changed_by(&prefix),
+            ["limits.client_ipv6_prefix (connections per client)"]
+        );
     }
 }
