@@ -272,6 +272,83 @@ async fn a_stream_on_one_replica_is_followed_and_guarded_on_the_others() {
     }
 }
 
+/// A follow-up (a message on the running turn's own task, which the agent queues) holds the
+/// context on every replica after the turn it follows has ended: a new turn on the context
+/// through a third replica is `context.busy` until the follow-up has ended too, as with the
+/// memory registry. Before, the follow-up held nothing in Redis: the first turn's end freed
+/// the context while the agent still worked on the follow-up.
+#[tokio::test]
+async fn a_follow_up_through_another_replica_keeps_the_context_busy() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 3).await;
+    let mut c1 = r[0].client(Proto::H2).await;
+    let resp = c1
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                "[[slow:100]] [[chunks:6]] first",
+                json!({"contextId": "ctx-f"}),
+            ),
+        )
+        .await;
+    let mut first = EventReader::new(resp);
+    let (_, e) = first.next().await.expect("a first event");
+    let task = e["result"]["task"]["id"]
+        .as_str()
+        .or(e["result"]["statusUpdate"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("{e}"))
+        .to_string();
+    // The follow-up, through replica 2: the agent queues it behind the running turn.
+    let mut c2 = r[1].client(Proto::H2).await;
+    let follow = message(
+        "[[slow:100]] [[chunks:12]] follow",
+        json!({"contextId": "ctx-f", "taskId": task}),
+    );
+    let follow_up = tokio::spawn(async move {
+        let resp = c2.rpc_stream("SendStreamingMessage", follow).await;
+        EventReader::new(resp).rest().await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rest = first.rest().await;
+    assert!(
+        rest.iter().all(|(_, e)| e.get("error").is_none()),
+        "{rest:?}"
+    );
+    // The first turn has ended (its lease released); the follow-up runs.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut c3 = r[2].client(Proto::H1).await;
+    let v = rpc_as(
+        &mut c3,
+        ALICE,
+        "SendMessage",
+        message("cut in", json!({"contextId": "ctx-f"})),
+    )
+    .await;
+    assert_eq!(reason(&v), "context.busy", "{v}");
+    let events = follow_up.await.unwrap();
+    assert!(
+        !events.is_empty() && events.iter().all(|(_, e)| e.get("error").is_none()),
+        "{events:?}"
+    );
+    // Once the follow-up has ended too, the context is free on every replica again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = rpc_as(
+            &mut c3,
+            ALICE,
+            "SendMessage",
+            message("[[input]] next", json!({"contextId": "ctx-f"})),
+        )
+        .await;
+        if v.get("result").is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "context still busy: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
     let redis = RedisServer::start();

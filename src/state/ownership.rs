@@ -203,7 +203,7 @@ impl Ownership {
         // The lease runs from when it was asked for at the latest.
         let asked = Instant::now();
         let pick = pick().and_then(|id| self.local.upstream_name(id));
-        let verdict = shared
+        let verdict = match shared
             .turn(
                 c,
                 principal,
@@ -213,13 +213,32 @@ impl Ownership {
                 client,
                 pick.as_deref(),
             )
-            .await?;
+            .await
+        {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                // The script may have run and leased the context before the answer was
+                // lost: release it (nothing happens if it did not), or the caller's own
+                // context stays busy for the whole lease.
+                let (owners, context) = (shared.clone(), c.to_string());
+                tokio::spawn(async move {
+                    let _ = owners.release(&context, &token).await;
+                });
+                return Err(e.into());
+            }
+        };
         let (lease, agent) = match verdict {
             TurnVerdict::Leased(agent) => (
                 Some(Lease::with_token(shared.clone(), c, asked, token)),
                 agent,
             ),
-            TurnVerdict::FollowUp(agent) => (None, agent),
+            // A follow-up holds the context too, with a lease of its own (`bf:`): it
+            // stays busy while the agent works on this message, after the turn it
+            // follows has ended.
+            TurnVerdict::FollowUp(agent) => (
+                Some(Lease::with_token(shared.clone(), c, asked, token)),
+                agent,
+            ),
             TurnVerdict::NotFound => return Err(Refusal::Denied(Denial::NotFound)),
             TurnVerdict::WorkspaceMismatch => {
                 return Err(Refusal::Denied(Denial::WorkspaceMismatch))

@@ -163,6 +163,31 @@ end
     };
 }
 
+/// `followers(fk, now)`: the task of a context's live follow-ups (`bf:`), or false when
+/// none lives; expired holders are dropped on the way (bounded: one caller's follow-ups on
+/// one context, each holding a request slot).
+macro_rules! followers_lua {
+    () => {
+        r#"
+local function followers(fk, now)
+  local f = redis.call('HGETALL', fk)
+  local task, live = false, 0
+  for i = 1, #f, 2 do
+    if f[i] == 't' then
+      task = f[i + 1]
+    elseif (tonumber(f[i + 1]) or 0) > now then
+      live = live + 1
+    else
+      redis.call('HDEL', fk, f[i])
+    end
+  end
+  if live == 0 then return false end
+  return task
+end
+"#
+    };
+}
+
 /// Begins a turn on a context the request names. ARGV: prefix, context, principal, task or
 /// '', workspace, lease token, lease ms, retention ms, the caller's id for it or '', the
 /// agent this replica would pick for it or ''. Returns {verdict, agent name or ''};
@@ -170,7 +195,15 @@ end
 /// context no agent serves yet binds it to the picked agent at once (as the memory registry
 /// does from the first byte sent): a retry through another replica, after a turn that
 /// ended before its agent's first answer, reaches the same agent.
-const TURN: &str = r#"
+///
+/// A context is busy while its lease (`b:`, `token\ntask`) or a follow-up's lives. A
+/// follow-up (a message on the running turn's own task: the agent queues it) is a holder
+/// of its own in `bf:` (a hash: `t` the task, each holder's token its expiry in Redis's
+/// milliseconds), renewed and released like the lease ([`RENEW`], [`RELEASE`]), so the
+/// context stays busy until the last of them ends, whichever replica serves it.
+const TURN: &str = concat!(
+    followers_lua!(),
+    r#"
 local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ck = p .. 'c:' .. ctx
 local c = redis.call('HMGET', ck, 'o', 'w', 'u')
@@ -184,10 +217,23 @@ if task ~= '' then
   u = t[3] or u
 end
 local bk = p .. 'b:' .. ctx
+local fk = p .. 'bf:' .. ctx
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local busy = redis.call('GET', bk)
+local running = false
 if busy then
   local nl = string.find(busy, '\n', 1, true)
-  if task ~= '' and nl and string.sub(busy, nl + 1) == task then return {'follow', u} end
+  running = nl and string.sub(busy, nl + 1) or ''
+else
+  running = followers(fk, now)
+end
+if running then
+  if task ~= '' and running == task then
+    redis.call('HSET', fk, 't', task, ARGV[6], now + tonumber(ARGV[7]))
+    redis.call('PEXPIRE', fk, ARGV[7])
+    return {'follow', u}
+  end
   return {'busy', ''}
 end
 redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
@@ -200,7 +246,8 @@ end
 if ARGV[9] ~= '' then redis.call('HSETNX', ck, 'cl', ARGV[9]) end
 redis.call('PEXPIRE', ck, ARGV[8])
 return {'ok', u}
-"#;
+"#
+);
 
 /// Learns one answer. ARGV: prefix, principal, agent name, context or '', task or '', state
 /// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
@@ -502,6 +549,18 @@ if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then
   redis.call('PEXPIRE', bk, ARGV[4])
   return 1
 end
+local fk = ARGV[1] .. 'bf:' .. ARGV[2]
+local e = redis.call('HGET', fk, ARGV[3])
+if e then
+  local tm = redis.call('TIME')
+  local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  if (tonumber(e) or 0) > now then
+    redis.call('HSET', fk, ARGV[3], now + tonumber(ARGV[4]))
+    redis.call('PEXPIRE', fk, ARGV[4])
+    return 1
+  end
+  redis.call('HDEL', fk, ARGV[3])
+end
 return 0
 "#;
 
@@ -510,6 +569,12 @@ const RELEASE: &str = r#"
 local bk = ARGV[1] .. 'b:' .. ARGV[2]
 local v = redis.call('GET', bk)
 if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then redis.call('DEL', bk) end
+-- (both: a follow-up that took the lease when its turn's answer named the context, LEARN's
+-- `SET NX`, holds the two)
+local fk = ARGV[1] .. 'bf:' .. ARGV[2]
+if redis.call('HDEL', fk, ARGV[3]) == 1 and redis.call('HLEN', fk) <= 1 then
+  redis.call('DEL', fk)
+end
 return 0
 "#;
 
@@ -518,7 +583,8 @@ return 0
 pub enum TurnVerdict {
     /// Admitted and leased; the agent the context (or task) is bound to, if any.
     Leased(Option<String>),
-    /// A follow-up on the running turn's own task (no lease of its own).
+    /// A follow-up on the running turn's own task, a holder of the context of its own
+    /// (under the same token, in `bf:`).
     FollowUp(Option<String>),
     NotFound,
     WorkspaceMismatch,
