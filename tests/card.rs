@@ -57,6 +57,21 @@ struct Setup {
     e2: String,
 }
 
+impl Setup {
+    /// Reloads the proxy with the same keys, `active` the signing one (as SIGHUP would).
+    async fn reload_with_active(&self, active: &str) {
+        let text = policy_text(
+            self.dir.path(),
+            &ProxyOpts {
+                upstream_url: self.up.url.clone(),
+                extra_policy: card_policy(&self.e1, &self.e2, active, ""),
+                ..Default::default()
+            },
+        );
+        self.proxy.reload(&text).await;
+    }
+}
+
 async fn setup(active: &str, extra: &str) -> Setup {
     std::env::set_var("A2A_EDGE_TEST_CARD_SECRET", HS_SECRET);
     let dir = TempDir::new("card");
@@ -325,15 +340,7 @@ async fn keys_rotate_by_reload_without_a_failed_request() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Switch the active key and reload, as an operator would with SIGHUP.
-    let text = policy_text(
-        s.dir.path(),
-        &ProxyOpts {
-            upstream_url: s.up.url.clone(),
-            extra_policy: card_policy(&s.e1, &s.e2, "e2", ""),
-            ..Default::default()
-        },
-    );
-    s.proxy.reload(&text).await;
+    s.reload_with_active("e2").await;
     let after = checks.load(Ordering::SeqCst);
     while checks.load(Ordering::SeqCst) < after + 3 {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -615,15 +622,7 @@ async fn a_reload_while_the_agents_card_is_bad_keeps_the_last_good_one() {
     assert_eq!(status, StatusCode::OK);
     let before: Value = serde_json::from_slice(&body).unwrap();
     *s.up.card.lock().unwrap() = json!({"name": 7, "description": ["not a card"]});
-    let text = policy_text(
-        s.dir.path(),
-        &ProxyOpts {
-            upstream_url: s.up.url.clone(),
-            extra_policy: card_policy(&s.e1, &s.e2, "e2", ""),
-            ..Default::default()
-        },
-    );
-    s.proxy.reload(&text).await;
+    s.reload_with_active("e2").await;
     let (status, _, body) = fetch(&mut c, &[]).await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     let after: Value = serde_json::from_slice(&body).unwrap();

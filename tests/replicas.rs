@@ -50,6 +50,37 @@ fn reason(v: &Value) -> String {
         .to_string()
 }
 
+/// A stream's events, its first read: the task it names.
+async fn stream_and_task(resp: http::Response<hyper::body::Incoming>) -> (EventReader, String) {
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("a first event");
+    let task = first["result"]["task"]["id"]
+        .as_str()
+        .or(first["result"]["statusUpdate"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    (events, task)
+}
+
+/// Sends Alice's message on `context` until a turn on it is admitted (within 5 s).
+async fn until_free(c: &mut Client, context: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = rpc_as(
+            c,
+            ALICE,
+            "SendMessage",
+            message("[[input]] next", json!({"contextId": context})),
+        )
+        .await;
+        if v.get("result").is_some() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "context still busy: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_task_is_one_fleet_wide() {
     let redis = RedisServer::start();
@@ -195,13 +226,7 @@ async fn a_stream_on_one_replica_is_followed_and_guarded_on_the_others() {
             ),
         )
         .await;
-    let mut events = EventReader::new(resp);
-    let (_, first) = events.next().await.expect("a first event");
-    let task = first["result"]["task"]["id"]
-        .as_str()
-        .or(first["result"]["statusUpdate"]["taskId"].as_str())
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_string();
+    let (mut events, task) = stream_and_task(resp).await;
     // While it streams, the context is busy on every replica...
     let mut c2 = r[1].client(Proto::H1).await;
     let v = rpc_as(
@@ -255,21 +280,7 @@ async fn a_stream_on_one_replica_is_followed_and_guarded_on_the_others() {
     assert_eq!(reason(&v), "context.busy", "{v}");
     fresh.rest().await;
     // Once the turn has ended, the context is free on every replica again.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let v = rpc_as(
-            &mut c2,
-            ALICE,
-            "SendMessage",
-            message("[[input]] next", json!({"contextId": "ctx-s"})),
-        )
-        .await;
-        if v.get("result").is_some() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "context still busy: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_free(&mut c2, "ctx-s").await;
 }
 
 /// A follow-up (a message on the running turn's own task, which the agent queues) holds the
@@ -292,13 +303,7 @@ async fn a_follow_up_through_another_replica_keeps_the_context_busy() {
             ),
         )
         .await;
-    let mut first = EventReader::new(resp);
-    let (_, e) = first.next().await.expect("a first event");
-    let task = e["result"]["task"]["id"]
-        .as_str()
-        .or(e["result"]["statusUpdate"]["taskId"].as_str())
-        .unwrap_or_else(|| panic!("{e}"))
-        .to_string();
+    let (mut first, task) = stream_and_task(resp).await;
     // The follow-up, through replica 2: the agent queues it behind the running turn.
     let mut c2 = r[1].client(Proto::H2).await;
     let follow = message(
@@ -332,21 +337,7 @@ async fn a_follow_up_through_another_replica_keeps_the_context_busy() {
         "{events:?}"
     );
     // Once the follow-up has ended too, the context is free on every replica again.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let v = rpc_as(
-            &mut c3,
-            ALICE,
-            "SendMessage",
-            message("[[input]] next", json!({"contextId": "ctx-f"})),
-        )
-        .await;
-        if v.get("result").is_some() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "context still busy: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_free(&mut c3, "ctx-f").await;
 }
 
 #[tokio::test]
