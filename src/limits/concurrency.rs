@@ -24,9 +24,10 @@ const SHARDS: usize = 16;
 struct Counts {
     in_flight: usize,
     streams: usize,
-    /// The bytes all of the principal's streams may hold queued for it together (created with
-    /// its first stream; queued frames keep it alive after the last guard is gone).
-    stream_budget: Option<Arc<tokio::sync::Semaphore>>,
+    /// The bytes all of the principal's streams may hold queued for it together, and its size
+    /// (created with its first stream; queued frames keep it alive after the last guard is
+    /// gone; made afresh for the next stream when a reload changed the size).
+    stream_budget: Option<(Arc<tokio::sync::Semaphore>, usize)>,
 }
 
 impl Counts {
@@ -39,11 +40,8 @@ impl Counts {
     }
 }
 
+/// The counts, shared by every [`ConcurrencyLimits`] carried across reloads and by the guards.
 struct Shared {
-    max_in_flight: usize,
-    max_streams: usize,
-    /// Size of each principal's shared stream budget; 0: none.
-    stream_budget_bytes: usize,
     hasher: RandomState,
     shards: [Mutex<HashMap<Box<str>, Counts>>; SHARDS],
 }
@@ -61,6 +59,10 @@ impl Shared {
 #[derive(Clone)]
 pub struct ConcurrencyLimits {
     shared: Arc<Shared>,
+    max_in_flight: usize,
+    max_streams: usize,
+    /// Size of each principal's shared stream budget; 0: none.
+    stream_budget_bytes: usize,
 }
 
 impl ConcurrencyLimits {
@@ -70,22 +72,35 @@ impl ConcurrencyLimits {
     ) -> ConcurrencyLimits {
         ConcurrencyLimits {
             shared: Arc::new(Shared {
-                max_in_flight: max_in_flight_per_principal,
-                max_streams: max_streams_per_principal,
-                stream_budget_bytes: 0,
                 hasher: RandomState::new(),
                 shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
             }),
+            max_in_flight: max_in_flight_per_principal,
+            max_streams: max_streams_per_principal,
+            stream_budget_bytes: 0,
         }
     }
 
     /// Every principal's streams share a budget of `bytes` queued for it (0: no shared budget).
-    /// Call right after [`ConcurrencyLimits::new`], before the limits are cloned.
     pub fn with_stream_budget(mut self, bytes: usize) -> ConcurrencyLimits {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.stream_budget_bytes = bytes;
-        }
+        self.stream_budget_bytes = bytes;
         self
+    }
+
+    /// New maxima over the same counts (a reload): what is in flight stays counted, so a
+    /// principal at its maximum stays there; a lower maximum refuses the next request, and
+    /// nothing admitted is cut.
+    pub fn with_maxima(
+        &self,
+        max_in_flight_per_principal: usize,
+        max_streams_per_principal: usize,
+    ) -> ConcurrencyLimits {
+        ConcurrencyLimits {
+            shared: Arc::clone(&self.shared),
+            max_in_flight: max_in_flight_per_principal,
+            max_streams: max_streams_per_principal,
+            stream_budget_bytes: self.stream_budget_bytes,
+        }
     }
 
     /// A guard that releases on drop (also when a stream body is dropped mid-way: the lead moves
@@ -93,9 +108,9 @@ impl ConcurrencyLimits {
     /// the principal is at its maximum. `streaming` selects which count is spent.
     pub fn acquire(&self, principal: &str, streaming: bool) -> Result<ConcurrencyGuard, Reason> {
         let (max, reason) = if streaming {
-            (self.shared.max_streams, reason::CONCURRENCY_STREAMS)
+            (self.max_streams, reason::CONCURRENCY_STREAMS)
         } else {
-            (self.shared.max_in_flight, reason::CONCURRENCY_IN_FLIGHT)
+            (self.max_in_flight, reason::CONCURRENCY_IN_FLIGHT)
         };
         if max == 0 {
             return Err(reason);
@@ -116,12 +131,14 @@ impl ConcurrencyLimits {
                 shard.entry(principal.into()).or_insert(counts)
             }
         };
-        let bytes = self.shared.stream_budget_bytes;
-        let stream_budget = (streaming && bytes > 0).then(|| {
-            let s = counts
-                .stream_budget
-                .get_or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(bytes)));
-            (Arc::clone(s), bytes)
+        let bytes = self.stream_budget_bytes;
+        let stream_budget = (streaming && bytes > 0).then(|| match &counts.stream_budget {
+            Some((s, size)) if *size == bytes => (Arc::clone(s), bytes),
+            _ => {
+                let s = Arc::new(tokio::sync::Semaphore::new(bytes));
+                counts.stream_budget = Some((Arc::clone(&s), bytes));
+                (s, bytes)
+            }
         });
         drop(shard);
         Ok(ConcurrencyGuard {
@@ -162,8 +179,8 @@ impl ConcurrencyLimits {
 impl fmt::Debug for ConcurrencyLimits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConcurrencyLimits")
-            .field("max_in_flight_per_principal", &self.shared.max_in_flight)
-            .field("max_streams_per_principal", &self.shared.max_streams)
+            .field("max_in_flight_per_principal", &self.max_in_flight)
+            .field("max_streams_per_principal", &self.max_streams)
             .finish()
     }
 }
@@ -225,6 +242,49 @@ mod tests {
     fn guard_is_send_and_static() {
         assert_send_static::<ConcurrencyGuard>();
         assert_send_static::<ConcurrencyLimits>();
+    }
+
+    /// New maxima keep the counts: what is in flight stays counted against them, and the
+    /// old limits' guards release into the same counts.
+    #[test]
+    fn new_maxima_keep_the_counts() {
+        let old = ConcurrencyLimits::new(2, 1).with_stream_budget(100);
+        let a = old.acquire("alice", false).unwrap();
+        let _b = old.acquire("alice", false).unwrap();
+        let s = old.acquire("alice", true).unwrap();
+        let (first_budget, size) = s.stream_budget().unwrap();
+        assert_eq!(size, 100);
+        // (in flight, streams, streaming?, admitted)
+        let rows = [
+            (2, 1, false, false),
+            (3, 1, false, true),
+            (1, 1, false, false),
+            (2, 2, true, true),
+            (2, 1, true, false),
+        ];
+        for (in_flight, streams, streaming, admitted) in rows {
+            let new = old.with_maxima(in_flight, streams);
+            assert_eq!(
+                new.acquire("alice", streaming).is_ok(),
+                admitted,
+                "{in_flight} {streams} {streaming}"
+            );
+        }
+        let new = old.with_maxima(2, 2).with_stream_budget(200);
+        drop(a);
+        assert_eq!(
+            new.in_flight("alice"),
+            1,
+            "the old guard released into the counts"
+        );
+        let s2 = new.acquire("alice", true).unwrap();
+        let (budget, size) = s2.stream_budget().unwrap();
+        assert_eq!(size, 200, "a new size makes a new budget");
+        assert!(!Arc::ptr_eq(&budget, &first_budget));
+        let s3 = new.acquire("bob", true).unwrap();
+        assert_eq!(s3.stream_budget().unwrap().1, 200);
+        drop((s, s2, s3));
+        assert_eq!(new.active_principals(), 1, "alice's _b is still in flight");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use governor::Quota;
 
-use super::rate::{client_key, Keyed, SWEEP_EVERY};
+use super::rate::{client_key, ipv6_prefix_len, Keyed, SWEEP_EVERY};
 
 /// Most addresses remembered as blocked; past this, expired entries are dropped first and,
 /// if still full, the oldest block is forgotten (the governor budget still applies).
@@ -45,6 +45,35 @@ impl FailureThrottle {
             blocks: AtomicUsize::new(0),
             ipv6_prefix,
         }
+    }
+
+    /// A throttle with new settings that keeps `previous`'s blocks (a reload: a blocked
+    /// guesser stays blocked); the budgets start afresh under the new rate. An IPv6 block is
+    /// kept under the new prefix when that is as coarse or coarser (the block then covers the
+    /// whole new prefix: fail closed) and dropped when it is finer (one old prefix spans many
+    /// new ones).
+    pub fn carry(
+        per_minute: u32,
+        burst: u32,
+        ipv6_prefix: u8,
+        previous: &FailureThrottle,
+    ) -> FailureThrottle {
+        let throttle = FailureThrottle::new(per_minute, burst, ipv6_prefix);
+        let coarser = ipv6_prefix_len(ipv6_prefix) <= ipv6_prefix_len(previous.ipv6_prefix);
+        let now = Instant::now();
+        let kept: HashMap<IpAddr, Instant> = previous
+            .blocked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(key, until)| **until > now && (key.is_ipv4() || coarser))
+            .map(|(key, until)| (client_key(*key, ipv6_prefix), *until))
+            .collect();
+        *throttle.blocked.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+        throttle
+            .blocks
+            .store(previous.blocks.load(Ordering::Acquire), Ordering::Release);
+        throttle
     }
 
     /// How long `ip` must still wait, if it is blocked now.
@@ -176,6 +205,36 @@ mod tests {
             })
             .count();
         assert!(blocked >= 289, "{blocked} of 300 refused");
+    }
+
+    /// New throttle settings keep the blocks: IPv4 always, IPv6 under a prefix as coarse
+    /// or coarser (then covering the whole new prefix), not under a finer one.
+    #[test]
+    fn a_carried_throttle_keeps_its_blocks() {
+        // (old prefix, new prefix, blocked address, address asked, still blocked)
+        let rows = [
+            (0, 0, "192.0.2.1", "192.0.2.1", true),
+            (0, 48, "192.0.2.1", "192.0.2.1", true),
+            (0, 0, "2001:db8:1:2::1", "2001:db8:1:2::9", true),
+            (64, 48, "2001:db8:1:2::1", "2001:db8:1:7::1", true),
+            (48, 48, "2001:db8:1:2::1", "2001:db8:2::1", false),
+            (48, 64, "2001:db8:1:2::1", "2001:db8:1:2::1", false),
+            (0, 0, "192.0.2.1", "192.0.2.2", false),
+        ];
+        for (old, new, blocked, asked, still) in rows {
+            let t = FailureThrottle::new(1, 1, old);
+            let ip: IpAddr = blocked.parse().unwrap();
+            t.record_failure(ip);
+            assert!(t.record_failure(ip).is_some());
+            let carried = FailureThrottle::carry(2, 5, new, &t);
+            let asked: IpAddr = asked.parse().unwrap();
+            assert_eq!(
+                carried.retry_after(asked).is_some(),
+                still,
+                "/{old} -> /{new}: {blocked} blocked, {asked} asked"
+            );
+            assert_eq!(carried.blocks(), t.blocks(), "the count of blocks goes on");
+        }
     }
 
     #[test]

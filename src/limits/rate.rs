@@ -20,6 +20,7 @@ use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::Clock;
@@ -89,28 +90,57 @@ impl Limited {
     }
 }
 
-/// The configured rate limits, built once from a validated [`RateLimitsConfig`].
+/// The configured rate limits, built once from a validated [`RateLimitsConfig`]. Each limiter
+/// is shared (`Arc`) so that a reload can keep the ones whose own rate it did not change.
 pub struct RateLimits {
     config: RateLimitsConfig,
-    client_ip: Option<Keyed<IpAddr>>,
+    client_ip: Option<Arc<Keyed<IpAddr>>>,
     ipv6_prefix: u8,
-    principal: Option<Keyed<String>>,
+    principal: Option<Arc<Keyed<String>>>,
     /// One direct limiter per overridden principal: the key is fixed, so no map per check.
-    overrides: BTreeMap<String, DefaultDirectRateLimiter>,
+    overrides: BTreeMap<String, Arc<DefaultDirectRateLimiter>>,
     /// One limiter per configured method, keyed by principal.
-    methods: BTreeMap<String, Keyed<String>>,
+    methods: BTreeMap<String, Arc<Keyed<String>>>,
 }
 
 impl RateLimits {
     /// Validates every rate (finite `per_second` above 0, `burst` at least 1, a full burst
     /// refilled within a year, at most 10^9 per second) and names the first bad one.
     pub fn new(cfg: RateLimitsConfig) -> Result<RateLimits, String> {
+        RateLimits::carry(cfg, None)
+    }
+
+    /// As [`RateLimits::new`], keeping each limiter of `previous` whose own rate (and, for
+    /// client addresses, IPv6 prefix) `cfg` leaves as it was: a reload that adds one
+    /// override or one method's rate gives no other key a fresh burst.
+    pub fn carry(
+        cfg: RateLimitsConfig,
+        previous: Option<&RateLimits>,
+    ) -> Result<RateLimits, String> {
+        let before = previous.map(|p| &p.config);
         let client_ip = match cfg.per_client_ip {
-            Some(rate) => Some(Keyed::new(quota("per_client_ip", rate)?)),
+            Some(rate) => Some(
+                match previous.and_then(|p| p.client_ip.as_ref()).filter(|_| {
+                    before.is_some_and(|b| {
+                        b.per_client_ip == Some(rate) && b.ipv6_prefix == cfg.ipv6_prefix
+                    })
+                }) {
+                    Some(kept) => kept.clone(),
+                    None => Arc::new(Keyed::new(quota("per_client_ip", rate)?)),
+                },
+            ),
             None => None,
         };
         let principal = match cfg.per_principal {
-            Some(rate) => Some(Keyed::new(quota("per_principal", rate)?)),
+            Some(rate) => Some(
+                match previous
+                    .and_then(|p| p.principal.as_ref())
+                    .filter(|_| before.is_some_and(|b| b.per_principal == Some(rate)))
+                {
+                    Some(kept) => kept.clone(),
+                    None => Arc::new(Keyed::new(quota("per_principal", rate)?)),
+                },
+            ),
             None => None,
         };
         let mut overrides = BTreeMap::new();
@@ -119,7 +149,14 @@ impl RateLimits {
                 return Err("principal_overrides: a principal name is empty".to_owned());
             }
             let q = quota(&format!("principal_overrides.{name}"), *rate)?;
-            overrides.insert(name.clone(), RateLimiter::direct(q));
+            let kept = previous
+                .filter(|p| p.config.principal_overrides.get(name) == Some(rate))
+                .and_then(|p| p.overrides.get(name));
+            let limiter = match kept {
+                Some(kept) => kept.clone(),
+                None => Arc::new(RateLimiter::direct(q)),
+            };
+            overrides.insert(name.clone(), limiter);
         }
         let mut methods = BTreeMap::new();
         for (method, rate) in &cfg.per_method {
@@ -127,7 +164,14 @@ impl RateLimits {
                 return Err("per_method: a method name is empty".to_owned());
             }
             let q = quota(&format!("per_method.{method}"), *rate)?;
-            methods.insert(method.clone(), Keyed::new(q));
+            let kept = previous
+                .filter(|p| p.config.per_method.get(method) == Some(rate))
+                .and_then(|p| p.methods.get(method));
+            let limiter = match kept {
+                Some(kept) => kept.clone(),
+                None => Arc::new(Keyed::new(q)),
+            };
+            methods.insert(method.clone(), limiter);
         }
         Ok(RateLimits {
             ipv6_prefix: cfg.ipv6_prefix,
@@ -182,9 +226,9 @@ impl RateLimits {
 
     /// Keys held across all keyed limiters (for metrics; see the module note on memory).
     pub fn tracked_keys(&self) -> usize {
-        self.client_ip.as_ref().map_or(0, Keyed::len)
-            + self.principal.as_ref().map_or(0, Keyed::len)
-            + self.methods.values().map(Keyed::len).sum::<usize>()
+        self.client_ip.as_ref().map_or(0, |k| k.len())
+            + self.principal.as_ref().map_or(0, |k| k.len())
+            + self.methods.values().map(|k| k.len()).sum::<usize>()
     }
 
     /// The configuration these limits were built from.
@@ -205,14 +249,19 @@ impl fmt::Debug for RateLimits {
 /// The IPv6 prefix a client is keyed by when the policy says nothing: one end site.
 pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 
+/// The IPv6 prefix length a setting means (0: [`DEFAULT_IPV6_PREFIX`]; at most 128).
+pub fn ipv6_prefix_len(prefix: u8) -> u8 {
+    match prefix {
+        0 => DEFAULT_IPV6_PREFIX,
+        p => p.min(128),
+    }
+}
+
 /// The key of a client address for rates and the failure throttle: IPv4 as is (also when
 /// IPv4-mapped), IPv6 by its first `prefix` bits (0: [`DEFAULT_IPV6_PREFIX`]), so a host
 /// cannot mint fresh keys by rotating addresses inside its own prefix.
 pub fn client_key(ip: IpAddr, prefix: u8) -> IpAddr {
-    let prefix = match prefix {
-        0 => DEFAULT_IPV6_PREFIX,
-        p => p.min(128),
-    };
+    let prefix = ipv6_prefix_len(prefix);
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
@@ -582,6 +631,87 @@ mod tests {
         ];
         for (who, method, passes, why) in cases {
             assert_eq!(limits.check_principal(who, method).is_ok(), passes, "{why}");
+        }
+    }
+
+    /// A reload keeps each limiter whose own rate it leaves alone: a spent key stays spent
+    /// there, and only a limiter whose rate changed (or that is new) starts with full buckets.
+    #[test]
+    fn a_carried_limiter_keeps_its_spent_keys() {
+        let before = RateLimitsConfig {
+            per_principal: Some(rate(0.001, 1)),
+            per_client_ip: Some(rate(0.001, 1)),
+            per_method: [("SendMessage".to_owned(), rate(0.001, 1))].into(),
+            // bob's own rate is ample: only his method's rate is spent.
+            principal_overrides: [
+                ("vip".to_owned(), rate(0.001, 1)),
+                ("bob".to_owned(), rate(1000.0, 1000)),
+            ]
+            .into(),
+            ipv6_prefix: 0,
+        };
+        let spend = |limits: &RateLimits| {
+            let _ = limits.check_client_ip(ip("192.0.2.1"));
+            let _ = limits.check_principal("alice", None);
+            let _ = limits.check_principal("bob", Some("SendMessage"));
+            let _ = limits.check_principal("vip", None);
+        };
+        // (what the reload changes, client address spent, alice spent, bob's method spent,
+        // vip spent)
+        type Change = fn(&mut RateLimitsConfig);
+        let rows: [(&str, Change, [bool; 4]); 7] = [
+            ("nothing", |_| {}, [true; 4]),
+            (
+                "a new override for someone else",
+                |c| {
+                    c.principal_overrides.insert("carol".into(), rate(1.0, 1));
+                },
+                [true; 4],
+            ),
+            (
+                "a new method rate",
+                |c| {
+                    c.per_method.insert("GetTask".into(), rate(1.0, 1));
+                },
+                [true; 4],
+            ),
+            (
+                "the per-principal rate",
+                |c| c.per_principal = Some(rate(0.002, 1)),
+                [true, false, true, true],
+            ),
+            (
+                "the client address rate",
+                |c| c.per_client_ip = Some(rate(0.002, 1)),
+                [false, true, true, true],
+            ),
+            (
+                "the IPv6 prefix",
+                |c| c.ipv6_prefix = 48,
+                [false, true, true, true],
+            ),
+            (
+                "the method's and the override's rates",
+                |c| {
+                    c.per_method.insert("SendMessage".into(), rate(0.002, 1));
+                    c.principal_overrides.insert("vip".into(), rate(0.002, 1));
+                },
+                [true, true, false, false],
+            ),
+        ];
+        for (what, change, spent) in rows {
+            let old = RateLimits::new(before.clone()).unwrap();
+            spend(&old);
+            let mut cfg = before.clone();
+            change(&mut cfg);
+            let new = RateLimits::carry(cfg, Some(&old)).unwrap();
+            let now = [
+                new.check_client_ip(ip("192.0.2.1")).is_err(),
+                new.check_principal("alice", None).is_err(),
+                new.check_principal("bob", Some("SendMessage")).is_err(),
+                new.check_principal("vip", None).is_err(),
+            ];
+            assert_eq!(now, spent, "{what}");
         }
     }
 

@@ -57,7 +57,9 @@ pub struct Budgets {
 }
 
 impl Budgets {
-    /// The budgets of `settings`, keeping each of `previous` whose settings are the same.
+    /// The budgets of `settings`, carried from `previous`: each rate limiter whose own rate is
+    /// the same ([`RateLimits::carry`]), the throttle's blocks ([`FailureThrottle::carry`]) and
+    /// the concurrency counts under the new maxima ([`ConcurrencyLimits::with_maxima`]).
     pub fn carry(
         settings: BudgetSettings,
         previous: Option<&Budgets>,
@@ -66,25 +68,36 @@ impl Budgets {
         let prev = previous.map(|p| (p, &p.settings));
         let rates = match prev {
             Some((p, s)) if s.rates == settings.rates => p.rates.clone(),
-            _ => Arc::new(RateLimits::new(settings.rates.clone())?),
+            _ => Arc::new(RateLimits::carry(
+                settings.rates.clone(),
+                previous.map(|p| &*p.rates),
+            )?),
         };
         let method_rates = match prev {
             Some((p, s)) if s.method_rates == settings.method_rates => p.method_rates.clone(),
-            _ => Arc::new(RateLimits::new(settings.method_rates.clone())?),
+            _ => Arc::new(RateLimits::carry(
+                settings.method_rates.clone(),
+                previous.map(|p| &*p.method_rates),
+            )?),
         };
+        let (per_minute, burst, prefix) = settings.throttle;
         let throttle = match prev {
             Some((p, s)) if s.throttle == settings.throttle => p.throttle.clone(),
-            _ => {
-                let (per_minute, burst, prefix) = settings.throttle;
-                Arc::new(FailureThrottle::new(per_minute, burst, prefix))
-            }
+            Some((p, _)) => Arc::new(FailureThrottle::carry(
+                per_minute,
+                burst,
+                prefix,
+                &p.throttle,
+            )),
+            None => Arc::new(FailureThrottle::new(per_minute, burst, prefix)),
         };
+        let (in_flight, streams, bytes) = settings.concurrency;
         let concurrency = match prev {
-            Some((p, s)) if s.concurrency == settings.concurrency => p.concurrency.clone(),
-            _ => {
-                let (in_flight, streams, bytes) = settings.concurrency;
-                ConcurrencyLimits::new(in_flight, streams).with_stream_budget(bytes)
-            }
+            Some((p, _)) => p
+                .concurrency
+                .with_maxima(in_flight, streams)
+                .with_stream_budget(bytes),
+            None => ConcurrencyLimits::new(in_flight, streams).with_stream_budget(bytes),
         };
         Ok(Budgets {
             rates,

@@ -1,6 +1,7 @@
 //! The process's state: what outlives a policy. Built once per process; a reload hands the
-//! new policy's settings to [`Budgets::carry`], which keeps every budget whose settings did
-//! not change, so a SIGHUP resets no caller's rate, failure or concurrency budget.
+//! new policy's settings to [`Budgets::carry`], which keeps every rate limiter whose own rate
+//! did not change, the failure throttle's blocks and the concurrency counts, so a SIGHUP
+//! resets no caller's budget that it did not itself change.
 //!
 //! - [`ownership`]: who owns which task and context, the one interface the gate asks;
 //!   `memory` is the process's [`registry`], `redis` is [`shared`] with the registry as cache.
