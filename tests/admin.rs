@@ -236,6 +236,81 @@ async fn admin_routes_are_only_on_the_admin_listener() {
     );
 }
 
+/// The admin listener's 64 connections cannot be held: connections idle after their answer,
+/// connections that never send a request, and connections that ask for `/metrics` over and
+/// over without reading the answers are each closed, so the balancer's next probe is
+/// answered.
+#[tokio::test]
+async fn connections_that_hold_the_admin_listener_are_closed() {
+    let proxy = with_admin().await;
+    let addr = admin_addr(&proxy);
+    for kind in ["idle after an answer", "silent", "never reads"] {
+        let mut held = Vec::new();
+        for _ in 0..64 {
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            match kind {
+                "idle after an answer" => {
+                    tcp.write_all(b"GET /health HTTP/1.1\r\nhost: admin\r\n\r\n")
+                        .await
+                        .unwrap();
+                    let mut buf = [0u8; 512];
+                    let n = tcp.read(&mut buf).await.unwrap();
+                    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "keep-alive answer");
+                }
+                "never reads" => {
+                    let asks = b"GET /metrics HTTP/1.1\r\nhost: admin\r\n\r\n".repeat(4000);
+                    tokio::spawn(async move {
+                        let _ = tcp.write_all(&asks).await;
+                        tokio::time::sleep(Duration::from_secs(120)).await;
+                        drop(tcp);
+                    });
+                    continue;
+                }
+                _ => {}
+            }
+            held.push(tcp);
+        }
+        // Every slot is taken: a probe now is turned away (closed unanswered).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut probe = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _ = probe
+            .write_all(b"GET /ready HTTP/1.1\r\nhost: admin\r\n\r\n")
+            .await;
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(1), probe.read_to_end(&mut buf)).await;
+        assert!(
+            buf.is_empty(),
+            "{kind}: the slots were full, yet a probe was answered"
+        );
+        // They are closed within the admin timeouts, and the probe is answered again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut probe = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let _ = probe
+                .write_all(b"GET /ready HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
+                .await;
+            let mut buf = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(2), probe.read_to_end(&mut buf)).await;
+            if buf.starts_with(b"HTTP/1.1 200") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{kind}: the admin listener stayed full"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        for mut tcp in held {
+            let mut buf = [0u8; 64];
+            let n = tokio::time::timeout(Duration::from_secs(1), tcp.read(&mut buf))
+                .await
+                .expect("the held connection was closed")
+                .unwrap_or(0);
+            assert_eq!(n, 0, "{kind}: a held connection is closed");
+        }
+    }
+}
+
 #[tokio::test]
 async fn ready_is_503_when_no_agent_is_healthy() {
     let proxy = Proxy::start(ProxyOpts {

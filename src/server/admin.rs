@@ -25,7 +25,14 @@ use crate::telemetry::metrics::Metrics;
 
 /// Scrapers and probes are few; more connections than this are refused at once.
 const MAX_ADMIN_CONNECTIONS: usize = 64;
+/// A request's head must arrive within this, also the next one on a kept-alive connection
+/// (hyper's header timer runs while the connection waits for a request).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A peer that takes nothing of an answer for this long loses its connection.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// No admin connection outlives this (a scraper reconnects): then it is closed after the
+/// answer in progress, which has [`WRITE_TIMEOUT`] more to go.
+const LIFETIME: Duration = Duration::from_secs(60);
 
 /// Serves the admin routes until `stop` turns true.
 pub async fn serve(
@@ -58,16 +65,19 @@ pub async fn serve(
                 let resp = answer(&req, &gates.load(), &metrics);
                 async move { Ok::<_, Infallible>(resp) }
             });
+            let io = super::write_stall::WriteStall::new(tcp, WRITE_TIMEOUT);
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .max_buf_size(16 * 1024)
-                .serve_connection(TokioIo::new(tcp), svc);
+                .serve_connection(TokioIo::new(io), svc);
             tokio::pin!(conn);
             tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.changed() => {}
+                _ = conn.as_mut() => return,
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(LIFETIME) => conn.as_mut().graceful_shutdown(),
             }
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, conn).await;
         });
     }
 }
