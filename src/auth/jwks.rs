@@ -29,7 +29,7 @@ pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_KID_CHARS: usize = 256;
 
 /// Where the key set comes from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum JwksSource {
     File(PathBuf),
     /// https only; `ca_file` (PEM) replaces the system roots when set.
@@ -48,6 +48,8 @@ pub struct JwksCache {
 }
 
 struct Inner {
+    /// As configured: a reload with the same source may keep this cache.
+    source: JwksSource,
     fetcher: Fetcher,
     min_refresh_interval: Duration,
     max_age: Duration,
@@ -91,13 +93,14 @@ impl JwksCache {
         min_refresh_interval: Duration,
         max_age: Duration,
     ) -> Result<JwksCache, String> {
-        let fetcher = Fetcher::new(source)?;
+        let fetcher = Fetcher::new(source.clone())?;
         let keys = fetcher
             .fetch()
             .await
             .map_err(|e| format!("JWKS {}: {e}", fetcher.describe()))?;
         Ok(JwksCache {
             inner: Arc::new(Inner {
+                source,
                 fetcher,
                 min_refresh_interval,
                 max_age,
@@ -111,6 +114,39 @@ impl JwksCache {
                 background: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// A policy reload: loads the key set afresh (a new CA file or key set is taken), but
+    /// when a URL source cannot be fetched now and `previous` is the same source with the
+    /// same intervals, keeps `previous` (its last good set, refreshed as before), so an
+    /// issuer that is down does not block every reload (a TLS certificate renewal among
+    /// them). A file source is the operator's own: an unreadable one fails the reload.
+    pub async fn reload(
+        source: JwksSource,
+        min_refresh_interval: Duration,
+        max_age: Duration,
+        previous: Option<&JwksCache>,
+    ) -> Result<JwksCache, String> {
+        let kept = previous.filter(|p| {
+            matches!(source, JwksSource::Url { .. })
+                && p.inner.source == source
+                && p.inner.min_refresh_interval == min_refresh_interval
+                && p.inner.max_age == max_age
+        });
+        match JwksCache::load(source, min_refresh_interval, max_age).await {
+            Ok(cache) => Ok(cache),
+            Err(e) => match kept {
+                Some(kept) => {
+                    tracing::warn!(
+                        event = "jwks_kept_across_reload",
+                        source = %kept.inner.fetcher.describe(),
+                        error = %e
+                    );
+                    Ok(kept.clone())
+                }
+                None => Err(e),
+            },
+        }
     }
 
     /// The key with this kid. If unknown, one refresh is attempted (shared with concurrent
@@ -834,6 +870,87 @@ pub(crate) mod tests {
         // A load against a down server fails: no start without keys.
         let err = load_url(url, Some(dir.0.join("ca.pem"))).await.unwrap_err();
         assert!(err.contains("connect"), "{err}");
+    }
+
+    /// A reload while the issuer is down keeps the running cache of the same source; any
+    /// other change, or a file source, fails as a load does.
+    #[tokio::test]
+    async fn a_reload_while_the_issuer_is_down_keeps_the_same_sources_cache() {
+        let (dir, server, cache) = https_cache(&[ec_jwk("k1")]).await;
+        let ca = Some(dir.0.join("ca.pem"));
+        let same = JwksSource::Url {
+            url: server.url.clone(),
+            ca_file: ca.clone(),
+        };
+        // Up: a reload fetches afresh (a new cache, the server asked again).
+        let fresh = JwksCache::reload(same.clone(), HOUR, HOUR, Some(&cache))
+            .await
+            .unwrap();
+        assert!(!Arc::ptr_eq(&fresh.inner, &cache.inner));
+        assert_eq!(server.hits(), 2);
+        let mut other_url = server.url.clone();
+        other_url.set_path("/other.json");
+        server.stop().await;
+        let kept = JwksCache::reload(same.clone(), HOUR, HOUR, Some(&cache))
+            .await
+            .unwrap();
+        assert!(Arc::ptr_eq(&kept.inner, &cache.inner), "the running cache");
+        assert!(kept.key("k1").await.is_some());
+        // (what differs, previous given)
+        let other_ca = dir.0.join("other-ca.pem");
+        std::fs::copy(dir.0.join("ca.pem"), &other_ca).unwrap();
+        let refused = [
+            ("no previous cache", same.clone(), HOUR, HOUR, false),
+            (
+                "another URL",
+                JwksSource::Url {
+                    url: other_url,
+                    ca_file: ca.clone(),
+                },
+                HOUR,
+                HOUR,
+                true,
+            ),
+            (
+                "another CA file",
+                JwksSource::Url {
+                    url: server_url(&same),
+                    ca_file: Some(other_ca),
+                },
+                HOUR,
+                HOUR,
+                true,
+            ),
+            (
+                "another refresh interval",
+                same.clone(),
+                HOUR * 2,
+                HOUR,
+                true,
+            ),
+            ("another max age", same.clone(), HOUR, HOUR * 2, true),
+        ];
+        for (what, source, min_refresh, max_age, with_previous) in refused {
+            let previous = with_previous.then_some(&cache);
+            let err = JwksCache::reload(source, min_refresh, max_age, previous)
+                .await
+                .expect_err(what);
+            assert!(err.contains("connect"), "{what}: {err}");
+        }
+        // A file source that cannot be read fails the reload whatever ran before.
+        let (_fdir, path, file) = file_cache(&[ec_jwk("k1")]).await;
+        std::fs::remove_file(&path).unwrap();
+        let err = JwksCache::reload(JwksSource::File(path), HOUR, HOUR, Some(&file))
+            .await
+            .expect_err("an unreadable file");
+        assert!(err.contains("JWKS"), "{err}");
+    }
+
+    fn server_url(source: &JwksSource) -> Url {
+        match source {
+            JwksSource::Url { url, .. } => url.clone(),
+            JwksSource::File(_) => unreachable!(),
+        }
     }
 
     #[tokio::test]

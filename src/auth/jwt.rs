@@ -57,6 +57,11 @@ pub struct JwtScheme {
 }
 
 impl JwtScheme {
+    /// The key set these tokens are verified with.
+    pub fn keys(&self) -> &JwksCache {
+        &self.keys
+    }
+
     /// Refuses HMAC algorithms (HS256/384/512) and an empty list: JWT keys come from a published
     /// JWKS, so a shared secret never can. Also refuses an empty issuer, audience or principal
     /// claim, and a leeway over [`MAX_LEEWAY`].

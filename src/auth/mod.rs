@@ -164,8 +164,12 @@ pub struct Authenticator {
 
 impl Authenticator {
     /// Builds the configured schemes; a JWT key set is loaded now (start-up fails if it
-    /// cannot be).
-    pub async fn new(policy: &AuthPolicy) -> Result<Authenticator, String> {
+    /// cannot be; a reload, given the running `previous`, may keep its key set: see
+    /// [`jwks::JwksCache::reload`]).
+    pub async fn new(
+        policy: &AuthPolicy,
+        previous: Option<&Authenticator>,
+    ) -> Result<Authenticator, String> {
         let bearer = bearer::BearerScheme::new(&policy.bearer);
         let basic = if policy.basic.is_empty() {
             None
@@ -200,7 +204,9 @@ impl Authenticator {
                         ca_file: ca_file.clone(),
                     },
                 };
-                let keys = jwks::JwksCache::load(source, j.min_refresh, j.max_age).await?;
+                let running = previous.and_then(|p| p.jwt.as_ref()).map(|j| j.keys());
+                let keys =
+                    jwks::JwksCache::reload(source, j.min_refresh, j.max_age, running).await?;
                 let config = jwt::JwtConfig {
                     issuer: j.issuer.clone(),
                     audience: j.audience.clone(),

@@ -78,7 +78,7 @@ fn basic(user_pass: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn credential_table() {
-    let a = Authenticator::new(&policy(false)).await.unwrap();
+    let a = Authenticator::new(&policy(false), None).await.unwrap();
     let long = format!("Bearer {}", "a".repeat(MAX_AUTHORIZATION_BYTES));
     let good_basic = basic("alice:s3cret:x");
     let wrong_basic = basic("alice:nope");
@@ -174,7 +174,7 @@ async fn credential_table() {
 
 #[tokio::test]
 async fn client_certificates_and_anonymous() {
-    let a = Authenticator::new(&policy(true)).await.unwrap();
+    let a = Authenticator::new(&policy(true), None).await.unwrap();
     let none = headers(&[]);
     let anon = a
         .authenticate(&none, ConnCredentials::default())
@@ -209,7 +209,7 @@ async fn client_certificates_and_anonymous() {
 
 #[tokio::test]
 async fn attributes_follow_the_scheme_and_name() {
-    let a = Authenticator::new(&policy(false)).await.unwrap();
+    let a = Authenticator::new(&policy(false), None).await.unwrap();
     let none = ConnCredentials::default();
     let cert = |id: &'static str| ConnCredentials {
         client_cert: true,
@@ -271,7 +271,7 @@ async fn attributes_follow_the_scheme_and_name() {
 
 #[tokio::test]
 async fn challenges_and_card_schemes_name_exactly_the_enabled_schemes() {
-    let a = Authenticator::new(&policy(false)).await.unwrap();
+    let a = Authenticator::new(&policy(false), None).await.unwrap();
     let challenges: Vec<&str> = a.challenges().iter().map(|c| c.to_str().unwrap()).collect();
     assert_eq!(challenges.len(), 3, "{challenges:?}");
     assert!(challenges[0].starts_with("Bearer "));
@@ -287,7 +287,7 @@ async fn challenges_and_card_schemes_name_exactly_the_enabled_schemes() {
     only_bearer.basic.clear();
     only_bearer.api_key = None;
     only_bearer.client_auth = ClientAuth::Off;
-    let b = Authenticator::new(&only_bearer).await.unwrap();
+    let b = Authenticator::new(&only_bearer, None).await.unwrap();
     assert_eq!(b.security_schemes().len(), 1);
     assert_eq!(b.challenges().len(), 1);
 }
@@ -345,7 +345,7 @@ async fn presents_credential_matches_what_authenticate_would_check() {
         (headers(&[]), nameless, true),
     ];
     for anonymous in [false, true] {
-        let a = Authenticator::new(&policy(anonymous)).await.unwrap();
+        let a = Authenticator::new(&policy(anonymous), None).await.unwrap();
         for (h, conn, presents) in &cases {
             assert_eq!(a.presents_credential(h, conn.clone()), *presents, "{h:?}");
             let r = a.authenticate(h, conn.clone()).await;
@@ -364,6 +364,6 @@ async fn presents_credential_matches_what_authenticate_would_check() {
     // With mTLS off, a certificate is no credential.
     let mut off = policy(false);
     off.client_auth = ClientAuth::Off;
-    let a = Authenticator::new(&off).await.unwrap();
+    let a = Authenticator::new(&off, None).await.unwrap();
     assert!(!a.presents_credential(&headers(&[]), cert));
 }

@@ -158,7 +158,7 @@ impl Gate {
         let registry = owners.registry().clone();
         let metrics = process.metrics.clone();
         let local = process.local_agent.clone();
-        let auth = Authenticator::new(&policy.auth).await?;
+        let auth = Authenticator::new(&policy.auth, previous.map(|g| &g.auth)).await?;
         let schemes = auth.security_schemes().clone();
         let principal_header = HeaderName::from_bytes(policy.auth.principal_header.as_bytes())
             .map_err(|_| "auth.principal_header: not a header name".to_string())?;
