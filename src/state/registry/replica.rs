@@ -55,8 +55,8 @@ impl TaskRegistry {
             .cloned()
     }
 
-    /// Records a task as Redis holds it, trusted for `valid` (what Redis keeps it still;
-    /// zero: asked again at its next use). A task this registry knows as another caller's, in
+    /// Records a task as Redis holds it (its state and timestamp too), trusted for `valid`
+    /// (what Redis keeps it still; zero: asked again at its next use). A task this registry knows as another caller's, in
     /// another context or at another agent (Redis forgot it and someone claimed the id since)
     /// is replaced, also while a turn runs on it here (it is no longer that turn's).
     #[allow(clippy::too_many_arguments)]
@@ -75,6 +75,9 @@ impl TaskRegistry {
         match st.tasks.get_mut(id) {
             Some(t) if *t.owner == *owner && *t.context == *context && t.upstream == upstream => {
                 t.until = until;
+                // Redis's state is the last any replica learned: a stale one kept here would
+                // hide the next answer's state as no news, and Redis would keep the older one.
+                st.update_task(id, Some(state), Some(ts));
                 return;
             }
             Some(_) => {

@@ -1437,6 +1437,30 @@ fn an_answer_names_only_the_task_asked_for() {
     }
 }
 
+/// A task read again from Redis takes Redis's state and timestamp (another replica learned
+/// them): the next answer with the state this replica had is news again, so Redis never
+/// keeps a state older than the agent's last answer; ListTasks by state sees Redis's.
+#[test]
+fn a_task_read_again_from_redis_takes_its_state() {
+    let secs = std::time::Duration::from_secs;
+    let reg = TaskRegistry::new(8);
+    reg.trust_for(secs(10), secs(1));
+    reg.import_context("c", A, Some(0), None, None, secs(30));
+    reg.import_task("t", A, "c", 0, "TASK_STATE_WORKING", 2, secs(0));
+    let working = task("t", "c", "TASK_STATE_WORKING", None);
+    assert!(reg.news(&working).is_none(), "nothing new yet");
+    // Another replica relayed INPUT_REQUIRED; this one reads the task again.
+    reg.import_task("t", A, "c", 0, "TASK_STATE_INPUT_REQUIRED", 3, secs(30));
+    let news = reg.news(&working).expect("WORKING is news again");
+    assert_eq!(news.state.as_deref(), Some("TASK_STATE_WORKING"));
+    assert!(reg
+        .news(&task("t", "c", "TASK_STATE_INPUT_REQUIRED", Some(3)))
+        .is_none());
+    assert!(reg
+        .news(&task("t", "c", "TASK_STATE_INPUT_REQUIRED", Some(4)))
+        .is_some());
+}
+
 /// With `redis` the registry is a cache that trusts an entry only as long as Redis may
 /// still hold it: what it learned for the retention, what it read for the TTL Redis gave.
 /// Then it is asked again: what Redis no longer holds is forgotten (not remembered as
