@@ -146,11 +146,16 @@ impl Running {
     }
 }
 
-/// The state store as started: backend; URL, prefix, timeout and leases; the page token
-/// secret's digest; the digest of Redis's password and CA certificates (its connections are
-/// made with them at start).
+/// The state store as started (the whole `[state]` table; secrets by digest).
 #[derive(Debug, Clone, PartialEq)]
-struct StoreAtStart(String, Option<String>, Option<[u8; 32]>, Option<[u8; 32]>);
+struct StoreAtStart {
+    backend: String,
+    /// Redis's URL, key prefix, timeout, retention and leases.
+    redis: Option<String>,
+    page_token_secret: Option<[u8; 32]>,
+    /// Redis's password and CA certificates: its connections are made with them at start.
+    redis_credentials: Option<[u8; 32]>,
+}
 
 /// What a reload leaves as started: the listeners, the per-connection settings the accept
 /// loop was built with, and the registry (which outlives policies).
@@ -175,9 +180,9 @@ impl FixedAtStart {
             admin_listen: policy.server.admin_listen,
             conn: ConnSettings::of(policy),
             max_registry_entries: policy.limits.max_registry_entries,
-            state: StoreAtStart(
-                policy.state.backend().to_string(),
-                policy.state.redis.as_ref().map(|r| {
+            state: StoreAtStart {
+                backend: policy.state.backend().to_string(),
+                redis: policy.state.redis.as_ref().map(|r| {
                     format!(
                         "{} {} {:?} {:?} {:?} {} {:?}",
                         r.url,
@@ -189,12 +194,12 @@ impl FixedAtStart {
                         r.rate_lease
                     )
                 }),
-                policy
+                page_token_secret: policy
                     .state
                     .page_token_secret
                     .as_ref()
                     .map(|s| crate::crypto::sha256(s.as_bytes())),
-                policy.state.redis.as_ref().map(|r| {
+                redis_credentials: policy.state.redis.as_ref().map(|r| {
                     let password = r.password.as_deref().unwrap_or("");
                     let ca = r.ca_pem.as_deref().unwrap_or(b"");
                     let mut both = (password.len() as u64).to_be_bytes().to_vec();
@@ -202,7 +207,7 @@ impl FixedAtStart {
                     both.extend_from_slice(ca);
                     crate::crypto::sha256(&both)
                 }),
-            ),
+            },
             telemetry: policy.telemetry.clone(),
         }
     }

@@ -163,6 +163,18 @@ end
     };
 }
 
+/// `now_ms()`: Redis's own clock in milliseconds (`TIME`), which every replica shares.
+macro_rules! now_ms_lua {
+    () => {
+        r#"
+local function now_ms()
+  local tm = redis.call('TIME')
+  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+end
+"#
+    };
+}
+
 /// `followers(fk, now)`: the task of a context's live follow-ups (`bf:`), or false when
 /// none lives; expired holders are dropped on the way (bounded: one caller's follow-ups on
 /// one context, each holding a request slot).
@@ -202,6 +214,7 @@ end
 /// milliseconds), renewed and released like the lease ([`RENEW`], [`RELEASE`]), so the
 /// context stays busy until the last of them ends, whichever replica serves it.
 const TURN: &str = concat!(
+    now_ms_lua!(),
     followers_lua!(),
     r#"
 local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -218,8 +231,7 @@ if task ~= '' then
 end
 local bk = p .. 'b:' .. ctx
 local fk = p .. 'bf:' .. ctx
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local now = now_ms()
 local busy = redis.call('GET', bk)
 local running = false
 if busy then
@@ -254,6 +266,7 @@ return {'ok', u}
 /// turn adopts or '', lease ms, [`SMALL_CONTEXT`]. Returns 'ok' or 'foreign' (nothing
 /// written then).
 const LEARN: &str = concat!(
+    now_ms_lua!(),
     promote_lua!(),
     reap_lua!(),
     r#"
@@ -263,8 +276,7 @@ local now = 0
 if task ~= '' then
   -- Before anything is read: what this owner's expired tasks left in its indexes goes
   -- (a few of them; each new task adds one).
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  now = now_ms()
   reap(p, who, now)
 end
 local ck = p .. 'c:' .. ctx
@@ -542,7 +554,9 @@ return rows
 );
 
 /// Keeps a lease alive. ARGV: prefix, context, token, lease ms. 1 when it was still ours.
-const RENEW: &str = r#"
+const RENEW: &str = concat!(
+    now_ms_lua!(),
+    r#"
 local bk = ARGV[1] .. 'b:' .. ARGV[2]
 local v = redis.call('GET', bk)
 if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then
@@ -552,8 +566,7 @@ end
 local fk = ARGV[1] .. 'bf:' .. ARGV[2]
 local e = redis.call('HGET', fk, ARGV[3])
 if e then
-  local tm = redis.call('TIME')
-  local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  local now = now_ms()
   if (tonumber(e) or 0) > now then
     redis.call('HSET', fk, ARGV[3], now + tonumber(ARGV[4]))
     redis.call('PEXPIRE', fk, ARGV[4])
@@ -562,7 +575,8 @@ if e then
   redis.call('HDEL', fk, ARGV[3])
 end
 return 0
-"#;
+"#
+);
 
 /// Ends a lease if it is still ours. ARGV: prefix, context, token.
 const RELEASE: &str = r#"
