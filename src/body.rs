@@ -54,7 +54,7 @@ pub fn json_response_holding(
 }
 
 /// The most a [`Holding`] body hands the connection at a time.
-const PIECE_BYTES: usize = 16 * 1024;
+pub(crate) const PIECE_BYTES: usize = 16 * 1024;
 
 /// A complete body that owns `held` until the connection has taken its last piece, or drops
 /// the body unsent. It is handed out in pieces of at most [`PIECE_BYTES`], so the connection

@@ -2,6 +2,12 @@
 //! queued and the connection has not yet taken holds more than the stream's budget, and (when
 //! given) more than a budget shared by every stream of one principal. A slow reader thus
 //! holds at most its budgets (plus one frame) however large the events it is sent.
+//!
+//! The connection is handed a frame in pieces of at most [`PIECE_BYTES`], so it asks for the
+//! next piece as the caller reads (hyper buffers a bounded amount ahead of the socket): a
+//! caller that reads a large event slowly but steadily is seen making progress, not stalled.
+//! What the sender gives the body to hold (the caller's stream slot) lasts until the body
+//! has handed out its last piece or is dropped, not only while the sender lives.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -13,7 +19,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::body::{BodyError, BoxBody};
+use crate::body::{BodyError, BoxBody, PIECE_BYTES};
 
 /// One queued frame and the budget it holds until the connection takes it.
 struct Queued {
@@ -30,6 +36,8 @@ struct Queue {
     waker: Option<Waker>,
     sender_gone: bool,
     body_gone: bool,
+    /// Released with the body's end (see the module's note).
+    held: Option<Box<dyn Send>>,
 }
 
 struct Shared {
@@ -90,6 +98,7 @@ pub fn budgeted(
             waker: None,
             sender_gone: false,
             body_gone: false,
+            held: None,
         }),
         body_gone: Notify::new(),
     });
@@ -150,6 +159,32 @@ impl BudgetedSender {
         });
     }
 
+    /// Gives the body `held` to keep until it has handed out its last frame or is dropped
+    /// (at once, if it is gone already).
+    pub fn hold<H: Send + 'static>(&self, held: H) {
+        let mut queue = self.shared.lock();
+        if !queue.body_gone {
+            queue.held = Some(Box::new(held));
+        }
+    }
+
+    /// Ends the body with an error in place of what is queued (the caller took nothing for
+    /// too long): the connection aborts the response (HTTP/1.1: closed without its last
+    /// chunk; HTTP/2: the stream reset), so the caller cannot take the stream's end for a
+    /// complete one. What the body held is released now: nothing is queued any more, and a
+    /// caller that never reads may never take the error either.
+    pub fn abort(&self, why: &'static str) {
+        let dropped = {
+            let mut queue = self.shared.lock();
+            (std::mem::take(&mut queue.frames), queue.held.take())
+        };
+        drop(dropped);
+        let _ = self.shared.push(Queued {
+            item: Err(why.into()),
+            _permits: [None, None],
+        });
+    }
+
     /// Resolves when the receiver is gone.
     pub async fn closed(&self) {
         loop {
@@ -180,11 +215,12 @@ impl Drop for BudgetedSender {
 
 impl Drop for BudgetedBody {
     fn drop(&mut self) {
-        // What was queued goes now, and its budget with it (outside the lock).
+        // What was queued goes now, and its budget with it, then what the body held (outside
+        // the lock).
         let dropped = {
             let mut queue = self.shared.lock();
             queue.body_gone = true;
-            std::mem::take(&mut queue.frames)
+            (std::mem::take(&mut queue.frames), queue.held.take())
         };
         drop(dropped);
         self.shared.body_gone.notify_waiters();
@@ -206,12 +242,21 @@ impl Body for BudgetedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let mut queue = self.shared.lock();
+        // A large frame goes out a piece at a time; its permits stay with what is left.
+        if let Some(Queued { item: Ok(rest), .. }) = queue.frames.front_mut() {
+            if rest.len() > PIECE_BYTES {
+                return Poll::Ready(Some(Ok(Frame::data(rest.split_to(PIECE_BYTES)))));
+            }
+        }
         // The permits go back when the queued frame is dropped: now, as the connection takes it.
         if let Some(q) = queue.frames.pop_front() {
             drop(queue);
             return Poll::Ready(Some(q.item.map(Frame::data)));
         }
         if queue.sender_gone {
+            let held = queue.held.take();
+            drop(queue);
+            drop(held);
             return Poll::Ready(None);
         }
         match &mut queue.waker {
@@ -309,5 +354,86 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(n, 3);
+    }
+    /// A large frame is handed out in pieces of at most `PIECE_BYTES`, in order; its budget
+    /// is held until the last piece is taken.
+    #[tokio::test]
+    async fn a_large_frame_goes_out_in_pieces_holding_its_budget_to_the_last() {
+        let shared = Arc::new(Semaphore::new(1 << 20));
+        let (tx, mut body) = budgeted(1 << 20, Some((shared.clone(), 1 << 20)));
+        let bytes: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+        tx.send(Bytes::from(bytes.clone())).await.unwrap();
+        tx.send(Bytes::from_static(b"next")).await.unwrap();
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        while got.len() < bytes.len() {
+            assert_eq!(
+                shared.available_permits(),
+                (1 << 20) - 40_000 - 4,
+                "held while pieces of it are left ({} taken)",
+                got.len()
+            );
+            let piece = body.frame().await.unwrap().unwrap().into_data().unwrap();
+            sizes.push(piece.len());
+            got.extend_from_slice(&piece);
+        }
+        assert_eq!(got, bytes);
+        assert_eq!(sizes, [PIECE_BYTES, PIECE_BYTES, 40_000 - 2 * PIECE_BYTES]);
+        assert_eq!(shared.available_permits(), (1 << 20) - 4, "given back");
+        let next = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(next, Bytes::from_static(b"next"));
+    }
+
+    /// What the sender gives the body to hold lasts until the body has handed out its last
+    /// frame (not only while the sender lives), or until the body is dropped.
+    #[tokio::test]
+    async fn what_the_body_holds_lasts_until_its_end_is_taken() {
+        let held = Arc::new(());
+        let (tx, mut body) = budgeted(100, None);
+        tx.hold(Arc::clone(&held));
+        tx.send(Bytes::from_static(b"abc")).await.unwrap();
+        drop(tx);
+        assert_eq!(
+            Arc::strong_count(&held),
+            2,
+            "the sender is gone, a frame is not"
+        );
+        body.frame().await.unwrap().unwrap();
+        assert_eq!(Arc::strong_count(&held), 2, "the end is not taken yet");
+        assert!(body.frame().await.is_none());
+        assert_eq!(Arc::strong_count(&held), 1);
+        // Dropped unread: released with it.
+        let (tx, body) = budgeted(100, None);
+        tx.hold(Arc::clone(&held));
+        tx.send(Bytes::from_static(b"abc")).await.unwrap();
+        drop(tx);
+        drop(body);
+        assert_eq!(Arc::strong_count(&held), 1);
+        // Given to a body already gone: released at once.
+        let (tx, body) = budgeted(100, None);
+        drop(body);
+        tx.hold(Arc::clone(&held));
+        assert_eq!(Arc::strong_count(&held), 1);
+    }
+
+    /// An aborted body drops what is queued (and its budget) and ends with an error, so the
+    /// connection aborts the response instead of ending it as complete.
+    #[tokio::test]
+    async fn an_aborted_body_ends_with_an_error_in_place_of_what_is_queued() {
+        let shared = Arc::new(Semaphore::new(100));
+        let held = Arc::new(());
+        let (tx, mut body) = budgeted(100, Some((shared.clone(), 100)));
+        tx.hold(Arc::clone(&held));
+        tx.send(Bytes::from(vec![b'a'; 60])).await.unwrap();
+        tx.abort("client.stalled");
+        assert_eq!(
+            shared.available_permits(),
+            100,
+            "the queue's budget is back"
+        );
+        assert_eq!(Arc::strong_count(&held), 1, "what it held is released");
+        drop(tx);
+        let end = body.frame().await.expect("a last frame");
+        assert_eq!(end.unwrap_err().to_string(), "client.stalled");
     }
 }

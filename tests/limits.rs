@@ -889,6 +889,65 @@ async fn a_reload_that_changes_other_budgets_keeps_these() {
     assert!(body.contains("rate.principal"), "{body}");
 }
 
+/// A stream its caller stopped reading for `stream_idle_timeout_ms` is ended without its
+/// last chunk (HTTP/1.1): the caller that reads again gets what was written, then the
+/// connection's end, never a complete-looking end of a stream whose events were dropped.
+#[tokio::test]
+async fn a_stalled_stream_is_aborted_not_ended_as_complete() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Flood(closed.clone()),
+        ProxyOpts {
+            extra_policy: "[limits]\nstream_idle_timeout_ms = 1000\nstream_buffer_bytes = 4096\n"
+                .into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut s = p.raw_tls().await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
+    let req = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    // Read nothing until the relay has given up on this caller (the agent's stream closed).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the stalled stream was not ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut taken = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => {
+                    taken.extend_from_slice(&buf[..n]);
+                    if taken.ends_with(b"\r\n0\r\n\r\n") {
+                        return false;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        ended,
+        Ok(true),
+        "the stream ended as complete after {} bytes",
+        taken.len()
+    );
+    assert!(
+        taken.starts_with(b"HTTP/1.1 200"),
+        "what was written came first"
+    );
+}
+
 /// A caller that stops reading a stream loses its connection once nothing written to it is
 /// taken for `limits.write_timeout_ms`: the socket, its buffers and the kernel's send queue
 /// are not held for as long as the caller likes.
@@ -1007,6 +1066,123 @@ where
             .await
             .unwrap();
     (send, tokio::spawn(conn))
+}
+
+/// A caller that reads a stream's large events slowly but steadily keeps its connection:
+/// each 64 KiB event takes it longer than the write timeout to read (a 16 KiB window,
+/// opened as it reads every 250 ms), yet it takes something all the time. (Over HTTP/2,
+/// hyper takes the next piece of a body once the last is in its send buffer; the edge's
+/// pieces of at most 16 KiB keep HTTP/1.1's wait for a large event as short:
+/// `stream_body::tests`.)
+#[tokio::test]
+async fn a_slow_but_steady_reader_of_large_events_keeps_its_stream() {
+    use http_body_util::BodyExt;
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Flood(closed.clone()),
+        ProxyOpts {
+            extra_policy: "[limits]\nwrite_timeout_ms = 700\nstream_idle_timeout_ms = 600000\n"
+                .into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let (mut caller, conn) = h2_granting(&p, 16_384).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
+    let req = http::Request::post("https://localhost/")
+        .header("authorization", "Bearer test-token-0123456789")
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .header("accept", "text/event-stream")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let resp = caller.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut stream = resp.into_body();
+    let started = Instant::now();
+    let mut taken = 0usize;
+    while started.elapsed() < Duration::from_secs(4) {
+        match stream.frame().await {
+            Some(Ok(f)) => taken += f.into_data().map_or(0, |d| d.len()),
+            other => panic!(
+                "the stream ended after {taken} bytes, {:?}: {other:?}",
+                started.elapsed()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(taken > 2 * 65_536, "two events at least: {taken} bytes");
+    assert!(!conn.is_finished(), "the connection was dropped");
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the agent's stream was kept");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A stream's slot lasts until its caller has taken the stream's end, not only while the
+/// agent's stream lasts: an agent that sends its events and ends at once leaves them queued
+/// for a caller that reads nothing (an HTTP/2 window of 0), and they stay counted against
+/// the caller's streams until the caller takes them or leaves.
+#[tokio::test]
+async fn a_stream_holds_its_slot_until_its_caller_takes_the_end() {
+    const EVENTS: &str = "data: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"task\":{\"id\":\"t-s\",\"contextId\":\"c-s\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{\"statusUpdate\":{\"taskId\":\"t-s\",\"contextId\":\"c-s\",\"status\":{\"state\":\"TASK_STATE_INPUT_REQUIRED\"}}}}\n\n";
+    let (up, p) = Proxy::with_recorder(
+        Reply::RawStream(EVENTS),
+        ProxyOpts {
+            extra_policy: "[limits]\nmax_streams_per_principal = 1\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let stream = |text: &str| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": {"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]}}});
+        http::Request::post("https://localhost/")
+            .header("authorization", "Bearer test-token-0123456789")
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .header("accept", "text/event-stream")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .unwrap()
+    };
+    let (mut stingy, _conn) = h2_granting(&p, 0).await;
+    let unread = stingy.send_request(stream("first")).await.unwrap();
+    assert_eq!(unread.status(), StatusCode::OK);
+    // The agent has sent both events and ended its stream.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while up.rpc_requests().is_empty() {
+        assert!(Instant::now() < deadline, "the agent was never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut other = p.client(Proto::H1).await;
+    let busy = other.rpc_stream("SendStreamingMessage", serde_json::json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "second"}]}})).await;
+    assert_eq!(
+        busy.status(),
+        429,
+        "the unread stream's slot was given back"
+    );
+    assert_eq!(
+        up.rpc_requests().len(),
+        1,
+        "the refused stream never reached the agent"
+    );
+    // The caller leaves: the slot is free.
+    drop(unread);
+    drop(stingy);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let again = other.rpc_stream("SendStreamingMessage", serde_json::json!({"message": {"messageId": "m-3", "role": "ROLE_USER", "parts": [{"text": "third"}]}})).await;
+        if again.status() == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot was never given back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// One answer the HTTP/2 caller never reads stalls the connection though the caller keeps

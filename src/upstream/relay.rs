@@ -287,6 +287,10 @@ where
     S: Send + Unpin + 'static,
 {
     let (tx, out) = budgeted(limits.stream_buffer_bytes, log.shared_budget.clone());
+    // The caller's stream slot lasts until the caller has taken the stream's last byte (or
+    // left), not only while the agent's stream lasts: what is queued for a slow reader stays
+    // counted against its principal.
+    tx.hold(slot);
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();
         let _open = log.metrics.open_stream();
@@ -319,6 +323,9 @@ where
                         reason = &mut interrupt => return fail(reason),
                         _ = tokio::time::sleep_until(stalled.min(deadline)) => {
                             if stalled < deadline {
+                                // What is queued is dropped: the response is aborted, so
+                                // the caller cannot take its end for the stream's.
+                                tx.abort(reason::CLIENT_STALLED.as_str());
                                 return StreamOutcome::Ended(reason::CLIENT_STALLED);
                             }
                             return fail(reason::UPSTREAM_STREAM_TOO_LONG);
@@ -343,7 +350,10 @@ where
                             // is an unfinished event, lost with the stream.
                             return fail(reason::UPSTREAM_STREAM_IDLE);
                         }
+                        // Time spent waiting for the caller is not the agent's silence.
+                        let waited = tokio::time::Instant::now();
                         send!(comment("keep-alive"));
+                        last_upstream += waited.elapsed();
                         continue;
                     }
                     // The caller left: stop, dropping the agent's stream with it.
@@ -417,9 +427,8 @@ where
             StreamOutcome::Completed
         }
         .await;
-        // The turn and the caller's stream slot end with the stream.
+        // The turn ends with the agent's stream (the caller's slot with the body).
         drop(observe);
-        drop(slot);
         log.metrics.stream_ended(outcome);
         tracing::info!(
             event = "stream_end",
