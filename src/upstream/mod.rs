@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use headers::{forwarded_headers, strip_hop_by_hop};
 pub use relay::{relay_response, Interrupt, Refused, RelayLimits, StreamLog};
@@ -184,7 +184,10 @@ impl Upstream {
                     Via::Http1(
                         (0..=crate::runtime::workers())
                             .map(|_| {
+                                // The idle timeout needs the timer: without it, idle
+                                // connections were only checked when next taken.
                                 Client::builder(TokioExecutor::new())
+                                    .pool_timer(TokioTimer::new())
                                     .pool_idle_timeout(Duration::from_secs(60))
                                     .pool_max_idle_per_host(1024)
                                     .build(connector.clone())
