@@ -199,11 +199,20 @@ impl Ownership {
             let lease = streaming.then(|| Lease::start(shared.clone()));
             return Ok(self.owned(principal, turn, lease, None, workspace));
         };
-        let token = crate::crypto::random_token();
+        // The script may lease the context and its answer be lost (an error, or this request
+        // dropped while it waits: the caller left): then the lease is released (nothing
+        // happens if there was none), or the caller's own context stays busy for the whole
+        // lease.
+        let mut asking = Unanswered {
+            owners: shared.clone(),
+            context: c.to_string(),
+            token: Some(crate::crypto::random_token()),
+        };
+        let token = asking.token.clone().unwrap_or_default();
         // The lease runs from when it was asked for at the latest.
         let asked = Instant::now();
         let pick = pick().and_then(|id| self.local.upstream_name(id));
-        let verdict = match shared
+        let verdict = shared
             .turn(
                 c,
                 principal,
@@ -213,20 +222,9 @@ impl Ownership {
                 client,
                 pick.as_deref(),
             )
-            .await
-        {
-            Ok(verdict) => verdict,
-            Err(e) => {
-                // The script may have run and leased the context before the answer was
-                // lost: release it (nothing happens if it did not), or the caller's own
-                // context stays busy for the whole lease.
-                let (owners, context) = (shared.clone(), c.to_string());
-                tokio::spawn(async move {
-                    let _ = owners.release(&context, &token).await;
-                });
-                return Err(e.into());
-            }
-        };
+            .await?;
+        // Answered: a lease taken is the turn's from here on, else there is none.
+        asking.token = None;
         let (lease, agent) = match verdict {
             TurnVerdict::Leased(agent) => (
                 Some(Lease::with_token(shared.clone(), c, asked, token)),
@@ -562,6 +560,29 @@ struct LeaseInner {
     /// else's (a failover or an eviction dropped it), or renewals failed (Redis unreachable)
     /// until it ran out. Another turn may run on the context now.
     lost: watch::Sender<bool>,
+}
+
+/// A TURN script asked for, whose answer has not come: dropped before it is answered (an
+/// error, or the request dropped while it waits), the lease it may have taken is released
+/// (best effort).
+struct Unanswered {
+    owners: Arc<SharedOwners>,
+    context: String,
+    /// `None` once answered.
+    token: Option<String>,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let (Some(token), Ok(rt)) = (self.token.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let (owners, context) = (self.owners.clone(), std::mem::take(&mut self.context));
+        rt.spawn(async move {
+            let _ = owners.release(&context, &token).await;
+        });
+    }
 }
 
 /// A context's busy lease in Redis: renewed every third of `busy_lease_ms` while held,
