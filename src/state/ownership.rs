@@ -527,10 +527,20 @@ impl OwnedTurn {
             let bind = adopting.then_some(workspace.as_deref());
             // A context adopted is leased from when it was asked for at the latest.
             let asked = Instant::now();
-            match shared
+            // The script may lease the context and its answer be lost (an error, or this
+            // write dropped with its request): the lease is released then.
+            let mut asking = Unanswered {
+                owners: shared.clone(),
+                context: news.context.clone().unwrap_or_default(),
+                token: token.clone().filter(|_| news.context.is_some()),
+            };
+            let learned = shared
                 .learn(&principal, &agent, &news, token.as_deref(), bind)
-                .await
-            {
+                .await;
+            if learned.is_ok() {
+                asking.token = None;
+            }
+            match learned {
                 Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
                 Ok(false) => Err(reason::UPSTREAM_FOREIGN_TASK),
                 Ok(true) => {
