@@ -113,6 +113,19 @@ impl Lists {
         }
     }
 
+    /// The oldest task (by `(ts, id)`) for which `keep` holds, among the `look` oldest.
+    pub fn oldest_where(&self, look: usize, mut keep: impl FnMut(&Id) -> bool) -> Option<&Id> {
+        match self {
+            Lists::Small(v) => v.iter().take(look).map(|(_, i, _)| i).find(|i| keep(i)),
+            Lists::Large(trees) => trees
+                .all
+                .iter()
+                .take(look)
+                .map(|(_, i)| i)
+                .find(|i| keep(i)),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

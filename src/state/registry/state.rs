@@ -126,6 +126,8 @@ pub(super) struct State {
     /// outlive its owner's memory of it, see the module note: tasks of two owners may then
     /// share one). A vector of exactly its length: a map took room for eleven.
     pub by_context: IdMap<Vec<(Id, Lists)>>,
+    /// How many contexts each owner holds (for [`State::context_victim`]).
+    contexts_of: BTreeMap<Id, usize>,
     /// The A2A task states' names, one `Arc` each for every task in that state.
     known_states: Vec<Id>,
     pub running_contexts: usize,
@@ -135,6 +137,10 @@ pub(super) struct State {
     pub pending_turns: usize,
     pub counters: Counters,
 }
+
+/// How far a search for the inserting owner's own entry to evict looks (bounded work: past
+/// it, the least recently used entry goes, as before).
+const EVICTION_LOOK: usize = 256;
 
 /// Tier 1 (evicted last): the agent was still working on it when last heard of.
 fn tier(state: &str) -> u8 {
@@ -157,6 +163,7 @@ impl State {
             context_lru: BTreeMap::new(),
             by_principal: BTreeMap::new(),
             by_context: IdMap::new(),
+            contexts_of: BTreeMap::new(),
             // The A2A states' names, and "" (never seen).
             known_states: std::iter::once("")
                 .chain(crate::validate::request::TASK_STATES)
@@ -236,8 +243,60 @@ impl State {
     fn principal_id(&self, principal: &str) -> Id {
         match self.by_principal.get_key_value(principal) {
             Some((k, _)) => k.clone(),
-            None => Arc::from(principal),
+            None => match self.contexts_of.get_key_value(principal) {
+                Some((k, _)) => k.clone(),
+                None => Arc::from(principal),
+            },
         }
+    }
+
+    /// One more context of `owner` (`true`) or one fewer.
+    fn count_context(&mut self, owner: &Id, more: bool) {
+        if more {
+            *self.contexts_of.entry(owner.clone()).or_default() += 1;
+        } else if let Some(n) = self.contexts_of.get_mut(owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.contexts_of.remove(owner);
+            }
+        }
+    }
+
+    /// The task to evict for a new one of `owner`: the least recently used, unless its owner
+    /// holds fewer tasks than `owner` does; then `owner`'s own oldest one (by status time;
+    /// not one a turn pins). So no caller pushes out the tasks of one who holds fewer than
+    /// it: a caller that fills the registry evicts its own, and the others keep theirs.
+    fn task_victim(&self, owner: &str) -> Option<Id> {
+        let lru = self.task_lru.first_key_value().map(|(_, v)| v.clone())?;
+        let held = |o: &str| self.by_principal.get(o).map_or(0, Lists::len);
+        let theirs = self.tasks.get(&lru).map(|t| t.owner.clone())?;
+        if *theirs == *owner || held(&theirs) >= held(owner) {
+            return Some(lru);
+        }
+        let own = self.by_principal.get(owner).and_then(|lists| {
+            lists.oldest_where(EVICTION_LOOK, |id| {
+                self.tasks.get(id).is_some_and(|t| t.lru.is_some())
+            })
+        });
+        Some(own.cloned().unwrap_or(lru))
+    }
+
+    /// As [`State::task_victim`], for contexts: `owner`'s own least recently used context
+    /// when the least recently used one's owner holds fewer contexts than `owner` (looked
+    /// for among the [`EVICTION_LOOK`] least recently used).
+    fn context_victim(&self, owner: &str) -> Option<Id> {
+        let (_, lru) = self.context_lru.first_key_value()?;
+        let held = |o: &str| self.contexts_of.get(o).copied().unwrap_or(0);
+        let theirs = &self.contexts.get(lru)?.owner;
+        if **theirs == *owner || held(theirs) >= held(owner) {
+            return Some(lru.clone());
+        }
+        let own = self
+            .context_lru
+            .values()
+            .take(EVICTION_LOOK)
+            .find(|id| self.contexts.get(id).is_some_and(|c| *c.owner == *owner));
+        Some(own.unwrap_or(lru).clone())
     }
 
     /// `state` as an `Id`: the shared one of an A2A state's name, else a new one.
@@ -276,7 +335,7 @@ impl State {
         ts: u64,
     ) -> Option<Id> {
         if self.tasks.len() >= self.max {
-            let victim = self.task_lru.first_key_value().map(|(_, v)| v.clone())?;
+            let victim = self.task_victim(owner)?;
             if let Some(gone) = self.remove_task(&victim) {
                 self.remember_evicted(Kind::Task, &victim, &gone.owner);
             }
@@ -365,6 +424,11 @@ impl State {
         until: u32,
     ) {
         let owner = self.principal_id(owner);
+        let before = self.contexts.get(id).map(|c| c.owner.clone());
+        if let Some(before) = before {
+            self.count_context(&before, false);
+            self.count_context(&owner, true);
+        }
         if let Some(c) = self.contexts.get_mut(id) {
             c.owner = owner;
             c.upstream = upstream;
@@ -381,7 +445,9 @@ impl State {
         };
         if let Some(key) = c.lru {
             self.context_lru.remove(&key);
-            self.contexts.remove(id);
+            if let Some(gone) = self.contexts.remove(id) {
+                self.count_context(&gone.owner, false);
+            }
         }
     }
 
@@ -514,8 +580,12 @@ impl State {
         running: Option<Running>,
     ) -> Option<Id> {
         if self.contexts.len() >= self.max {
-            let (_, victim) = self.context_lru.pop_first()?;
+            let victim = self.context_victim(owner)?;
             if let Some(gone) = self.contexts.remove(&victim) {
+                if let Some(key) = gone.lru {
+                    self.context_lru.remove(&key);
+                }
+                self.count_context(&gone.owner, false);
                 self.remember_evicted(Kind::Context, &victim, &gone.owner);
             }
             self.counters.evicted_contexts += 1;
@@ -523,6 +593,7 @@ impl State {
         self.forgotten.forget(Kind::Context, id);
         let id: Id = Arc::from(id);
         let owner = self.principal_id(owner);
+        self.count_context(&owner, true);
         let lru = if running.is_some() {
             self.running_contexts += 1;
             None
@@ -742,6 +813,11 @@ impl State {
 
     #[cfg(test)]
     pub fn check_invariants(&self) {
+        let mut contexts_of = BTreeMap::<Id, usize>::new();
+        for c in self.contexts.values() {
+            *contexts_of.entry(c.owner.clone()).or_default() += 1;
+        }
+        assert_eq!(contexts_of, self.contexts_of, "contexts counted per owner");
         assert!(self.tasks.len() <= self.max, "tasks over the bound");
         assert!(self.contexts.len() <= self.max, "contexts over the bound");
         let unpinned = self.tasks.values().filter(|t| t.lru.is_some()).count();

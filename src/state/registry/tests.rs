@@ -1034,6 +1034,63 @@ fn eviction_respects_the_bound_and_spares_running_turns() {
     reg.check_invariants();
 }
 
+/// A caller that fills the registry evicts its own entries, not those of callers who hold
+/// fewer: Mallory's forty new tasks (each in a new context) leave Alice's two, and their
+/// contexts, in place; Mallory's oldest go. A caller holding fewer than the least recently
+/// used entry's owner still evicts that entry (the bound holds).
+#[test]
+fn a_caller_that_fills_the_registry_evicts_its_own() {
+    const M: &str = "bearer:mallory";
+    let reg = TaskRegistry::new(8);
+    for (i, ts) in [(1, 1), (2, 2)] {
+        reg.observe(
+            A,
+            0,
+            &task(
+                &format!("ta{i}"),
+                &format!("ca{i}"),
+                "TASK_STATE_COMPLETED",
+                Some(ts),
+            ),
+        )
+        .unwrap();
+    }
+    for i in 0..40u64 {
+        reg.observe(
+            M,
+            0,
+            &task(
+                &format!("tm{i}"),
+                &format!("cm{i}"),
+                "TASK_STATE_COMPLETED",
+                Some(10 + i),
+            ),
+        )
+        .unwrap();
+        reg.check_invariants();
+    }
+    assert_eq!(list_all(&reg, A), ["ta2", "ta1"]);
+    let mallory = list_all(&reg, M);
+    assert_eq!(mallory.len(), 6, "{mallory:?}");
+    assert_eq!(mallory[0], "tm39", "her newest stay: {mallory:?}");
+    assert_eq!(mallory[5], "tm34", "her oldest went: {mallory:?}");
+    {
+        let st = reg.shared.lock();
+        for c in ["ca1", "ca2", "cm39", "cm34"] {
+            assert!(st.contexts.contains_key(c), "{c} kept");
+        }
+        assert!(!st.contexts.contains_key("cm33"), "cm33 evicted");
+    }
+    // Bob, holding none, evicts the least recently used entry, whoever's (Alice's oldest).
+    reg.observe(B, 0, &task("tb", "cb", "TASK_STATE_COMPLETED", Some(100)))
+        .unwrap();
+    reg.check_invariants();
+    assert_eq!(list_all(&reg, A), ["ta2"]);
+    assert_eq!(list_all(&reg, M).len(), 6);
+    let s = reg.stats();
+    assert_eq!((s.tasks, s.contexts), (8, 8));
+}
+
 #[test]
 fn an_evicted_context_stays_its_owners() {
     let reg = TaskRegistry::new(2);
