@@ -452,7 +452,7 @@ fn send(text: &str, context: Option<&str>) -> Value {
 /// and its owner takes it up again. The registry holds two contexts here.
 #[tokio::test]
 async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
-    let (_up, p) = named_agent_and_two_entries().await;
+    let (up, p) = named_agent_and_two_entries().await;
     let mut c = p.client(Proto::H1).await;
     for (task, ctx) in [("t-a1", "c-a1"), ("t-a2", "c-a2"), ("t-a3", "c-a3")] {
         let (v, _) = rpc_as(
@@ -491,6 +491,10 @@ async fn an_evicted_context_named_in_another_callers_answer_is_refused() {
     )
     .await;
     assert_eq!(v["result"]["task"]["contextId"], "c-a1", "{v}");
+    // The agent was sent the conversation by its own id, not a new alias of it: Alice goes
+    // on in the same conversation.
+    let sent: Value = serde_json::from_slice(&up.rpc_requests().pop().unwrap().body).unwrap();
+    assert_eq!(sent["params"]["message"]["contextId"], "c-a1", "{sent}");
     let (v, _) = rpc_as(&mut c, MALLORY_TOKEN, "GetTask", json!({"id": "t-m1"})).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
 }

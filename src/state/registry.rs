@@ -563,12 +563,22 @@ impl TaskRegistry {
     /// context by the agent's id as it is; any other id (new, or someone else's) becomes the
     /// caller's alias of it ([`TokenKey::context_alias`]), so a caller can neither learn which
     /// ids are taken nor take a name another caller will use. Answers are mapped back with
-    /// [`TaskRegistry::client_view`].
+    /// [`TaskRegistry::client_view`]. A context of the caller's that was evicted is still
+    /// its own by its id (its tasks are still listed there, or its owner is remembered), so
+    /// the caller goes on in that conversation rather than starting a new one under an alias.
     pub fn agent_context(&self, principal: &str, client_id: &str) -> String {
         let st = self.shared.lock();
-        match st.contexts.get(client_id) {
-            Some(e) if &*e.owner == principal && e.client.is_none() => client_id.to_string(),
-            _ => self.shared.key.context_alias(principal, client_id),
+        let own = match st.contexts.get(client_id) {
+            Some(e) => &*e.owner == principal && e.client.is_none(),
+            None => {
+                st.context_lists(client_id, principal).is_some()
+                    || st.forgotten.owned_by(Kind::Context, client_id, principal)
+            }
+        };
+        if own {
+            client_id.to_string()
+        } else {
+            self.shared.key.context_alias(principal, client_id)
         }
     }
 

@@ -114,6 +114,12 @@ impl Forgotten {
         }
     }
 
+    /// Whether the `kind` `id` was evicted from `principal` (and is remembered so).
+    pub fn owned_by(&self, kind: Kind, id: &str, principal: &str) -> bool {
+        self.get(self.key(kind, id))
+            .is_some_and(|(who, _)| who == self.hasher.hash_one(principal))
+    }
+
     /// The `kind` `id` is in the registry again.
     pub fn forget(&mut self, kind: Kind, id: &str) {
         self.remove(self.key(kind, id));
