@@ -80,6 +80,17 @@ impl Ctx<'_> {
                 });
             }
         }
+        // The environment's bearer callers are one owner, `bearer`: a Basic user of that name
+        // would share their tasks.
+        if from_environment.contains(&"IACCODE_A2A_HTTP_TOKEN")
+            && basic.iter().any(|b| b.username == ENV_BEARER_PRINCIPAL)
+        {
+            return self.err(
+                "auth.basic",
+                None,
+                format!("the username \"{ENV_BEARER_PRINCIPAL}\" is the principal of IACCODE_A2A_HTTP_TOKEN's callers, who would share its tasks: name the user otherwise"),
+            );
+        }
         let api_key = match a.api_key {
             Some(section) => Some(self.api_key(section)?),
             None => match secret::from_env("IACCODE_A2A_API_KEY") {
