@@ -119,13 +119,15 @@ pub fn check_extensions(
             {
                 return Err(malformed());
             }
+            // At most MAX_EXTENSIONS distinct ones, refused at the first past it: each item
+            // is compared with what came before, so the work stays linear in the header.
             if !requested.contains(&uri) {
+                if requested.len() == MAX_EXTENSIONS {
+                    return Err(malformed());
+                }
                 requested.push(uri);
             }
         }
-    }
-    if requested.len() > MAX_EXTENSIONS {
-        return Err(malformed());
     }
     let missing: BTreeSet<&str> = required
         .iter()
@@ -264,6 +266,11 @@ mod tests {
         let many: String = (0..=MAX_EXTENSIONS)
             .map(|i| format!("urn:e:{i},"))
             .collect();
+        // A header of 200,000 distinct items (about 2 MB): refused at the 33rd, not compared
+        // each with every other (quadratic: 2 * 10^10 comparisons).
+        let flood: String = (0..200_000).map(|i| format!("u:{i},")).collect();
+        let repeated = "urn:x:a,".repeat(100_000);
+        let exactly: String = (0..MAX_EXTENSIONS).map(|i| format!("urn:e:{i},")).collect();
         type Case<'a> = (
             Vec<&'a [u8]>,
             &'a [String],
@@ -297,7 +304,13 @@ mod tests {
             (vec![b"not-a-uri"], &[], Err("extensions.malformed")),
             (vec![long.as_bytes()], &[], Err("extensions.malformed")),
             (vec![many.as_bytes()], &[], Err("extensions.malformed")),
+            (vec![flood.as_bytes()], &[], Err("extensions.malformed")),
+            (vec![repeated.as_bytes()], &[], Ok(Some("urn:x:a"))),
         ];
+        let joined = check_extensions(&headers(&[("a2a-extensions", exactly.as_bytes())]), &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(joined.to_str().unwrap().split(", ").count(), MAX_EXTENSIONS);
         for (values, required, want) in cases {
             let pairs: Vec<(&str, &[u8])> = values.iter().map(|v| ("a2a-extensions", *v)).collect();
             match (check_extensions(&headers(&pairs), required), want) {
