@@ -239,8 +239,11 @@ impl TrustedKey {
     }
 }
 
+/// The most signatures a card may carry to be checked at all.
+pub const MAX_SIGNATURES: usize = 16;
+
 /// Valid if any signature of `card` verifies with a trusted key; see the module doc for the
-/// verdicts and their precedence.
+/// verdicts and their precedence. A card with more than [`MAX_SIGNATURES`] is malformed.
 pub fn verify_card(card: &Value, keys: &VerifyKeys) -> Verdict {
     let Value::Object(obj) = card else {
         return Verdict::MalformedSignature;
@@ -248,6 +251,11 @@ pub fn verify_card(card: &Value, keys: &VerifyKeys) -> Verdict {
     let signatures = match obj.get("signatures") {
         None | Some(Value::Null) => return Verdict::Unsigned,
         Some(Value::Array(list)) if list.is_empty() => return Verdict::MissingSignature,
+        // Each signature naming a trusted key costs a pass over the whole card: a handful
+        // covers any key rotation, and more is refused rather than checked.
+        Some(Value::Array(list)) if list.len() > MAX_SIGNATURES => {
+            return Verdict::MalformedSignature
+        }
         Some(Value::Array(list)) => list,
         Some(_) => return Verdict::MalformedSignature,
     };

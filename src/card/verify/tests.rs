@@ -294,3 +294,26 @@ fn jwks_loading_skips_unusable_keys() {
     assert_eq!(verify_card(&card, &s), valid("a"));
     assert!(!format!("{s:?}").contains("two"));
 }
+
+/// A card's signatures are checked only up to `MAX_SIGNATURES`: one more is malformed, even
+/// with a valid one last (each costs a pass over the card).
+#[test]
+fn more_signatures_than_the_cap_are_refused_unchecked() {
+    let card = tiny_card();
+    let keys = secrets(&[("k1", b"k")]);
+    let good = hmac_entry(&card, &json!({"alg": "HS256", "kid": "k1"}), b"k");
+    let bad = hmac_entry(&card, &json!({"alg": "HS256", "kid": "k1"}), b"wrong");
+    for (n, want) in [
+        (MAX_SIGNATURES, valid("k1")),
+        (MAX_SIGNATURES + 1, Verdict::MalformedSignature),
+        (7_500, Verdict::MalformedSignature),
+    ] {
+        let mut entries = vec![bad.clone(); n - 1];
+        entries.push(good.clone());
+        assert_eq!(
+            verify_card(&with_signatures(&card, entries), &keys),
+            want,
+            "{n}"
+        );
+    }
+}
