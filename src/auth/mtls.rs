@@ -57,8 +57,10 @@ fn identity_of<'c>(cert: &'c X509Certificate<'_>) -> Option<&'c str> {
             GeneralName::DNSName(d) => Some(*d),
             _ => None,
         });
-        if first_dns.is_some() {
-            return first_dns;
+        if let Some(dns) = first_dns {
+            // Never URI-like either (a CA signing what a CSR asks may put anything there):
+            // a DNS name spelled as a SPIFFE id would be that id's principal.
+            return Some(dns).filter(|d| !d.contains([':', '/']));
         }
     }
     let mut cns = cert.subject().iter_common_name();
@@ -160,6 +162,21 @@ mod tests {
             (
                 "non-ASCII CN",
                 leaf(&ca, &[], &[], Some("agent-é")).der().to_vec(),
+                None,
+            ),
+            // Nor does a DNS name (no fallback to the CN then, as for any odd DNS name).
+            (
+                "a DNS name spelled as a SPIFFE id",
+                leaf(&ca, &[], &[test_pki::SPIFFE_ID], Some("fine-cn"))
+                    .der()
+                    .to_vec(),
+                None,
+            ),
+            (
+                "a DNS name with a port",
+                leaf(&ca, &[], &["host.example.org:443"], None)
+                    .der()
+                    .to_vec(),
                 None,
             ),
             // A CN never passes for a URI SAN: no `:` or `/` in it.
