@@ -397,13 +397,19 @@ async fn a_read_only_group_and_a_caller_without_rules_get_the_authorization_erro
 async fn the_request_tenant_must_be_the_callers() {
     let l = layout();
     const DAN: &str = "dan-token-0123456789";
+    const ERIN: &str = "erin-token-0123456789";
     let (up, p) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
             extra_policy: format!(
-                "{}{}",
+                "{}{}{}",
                 tenants_policy(&l.ws, &rules(&l.ws)),
-                bearer("dan", DAN, "groups = [\"deployers\"]")
+                bearer("dan", DAN, "groups = [\"deployers\"]"),
+                bearer(
+                    "erin",
+                    ERIN,
+                    "tenant = \"team+e@corp\"\ngroups = [\"deployers\"]"
+                )
             ),
             ..Default::default()
         },
@@ -415,7 +421,7 @@ async fn the_request_tenant_must_be_the_callers() {
         m["tenant"] = json!(tenant);
         m
     };
-    for bad in ["team-b", "TEAM-A", "team-a ", "", "team-a/../team-b"] {
+    for bad in ["team-b", "TEAM-A", "team-a ", "team-a/../team-b"] {
         let v = call(&mut c, ALICE, "SendMessage", with(bad)).await;
         assert_eq!(v["error"]["code"], -32602, "{bad:?}: {v}");
         assert_eq!(reason(&v), "tenant.mismatch", "{bad:?}");
@@ -439,6 +445,25 @@ async fn the_request_tenant_must_be_the_callers() {
     let v = call(&mut c, ALICE, "SendMessage", with("team-a")).await;
     assert!(v.get("result").is_some(), "{v}");
     assert_eq!(up.rpc_requests().len(), 1);
+    // An empty tenant is proto3's unset (a client that writes default values sends it): the
+    // caller's request goes on, and the agent gets no tenant member.
+    let v = call(&mut c, ALICE, "SendMessage", with("")).await;
+    assert!(v.get("result").is_some(), "{v}");
+    let sent: Value = serde_json::from_slice(&up.rpc_requests().pop().unwrap().body).unwrap();
+    assert!(sent["params"].get("tenant").is_none(), "{sent}");
+    // A tenant the policy spells with characters no id has is the caller's to name.
+    let v = call(
+        &mut c,
+        ERIN,
+        "GetTask",
+        json!({"id": "t", "tenant": "team+e@corp"}),
+    )
+    .await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    for bad in ["team+f@corp", "team+e@corp\t"] {
+        let v = call(&mut c, ERIN, "GetTask", json!({"id": "t", "tenant": bad})).await;
+        assert_eq!(v["error"]["code"], -32602, "{bad:?}: {v}");
+    }
 }
 
 #[tokio::test]

@@ -170,7 +170,7 @@ fn tenants_agree(params: &serde_json::Map<String, Value>, tenant: Option<&str>) 
     // A caller without a tenant names none (an empty one is proto3's "unset"): an agent that
     // scopes by `tenant` would otherwise serve it in any tenant it names.
     let ok = |v: Option<&Value>| match (v, tenant) {
-        (Some(Value::String(s)), Some(tenant)) => s == tenant,
+        (Some(Value::String(s)), Some(tenant)) => s.is_empty() || s == tenant,
         (Some(Value::String(s)), None) => s.is_empty(),
         _ => true,
     };
@@ -212,7 +212,8 @@ mod tests {
             (json!({"tenant": "team-b"}), false),
             (json!({"tenant": "Team-A"}), false),
             (json!({"tenant": "team-a "}), false),
-            (json!({"tenant": ""}), false),
+            // An empty one is unset (proto3), and is not forwarded.
+            (json!({"tenant": ""}), true),
             (json!({"message": {"tenant": "team-b"}}), false),
             (
                 json!({"tenant": "team-a", "message": {"tenant": "team-b"}}),

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `params.missing` | a required field is absent |
 //! | `params.type` | a field has the wrong JSON type |
-//! | `id.invalid` | a task, context, push-config or tenant id is not 1–128 of `[A-Za-z0-9_.:-]` |
+//! | `id.invalid` | a task, context or push-config id is not 1–128 of `[A-Za-z0-9_.:-]`; a tenant is not 1–128 characters without control characters |
 //! | `int.range` | an integer is out of its range (`historyLength` ≥ 0, `pageSize` 1–100, ...) |
 //! | `string.invalid` | a string is empty, too long, or holds control characters |
 
@@ -138,14 +138,25 @@ impl Fields {
         }
     }
 
-    /// An optional id whose empty string is ProtoJSON's default, that is absent (the proto3
-    /// `tenant`): dropped, not forwarded.
-    pub fn id_or_default(&mut self, key: &str) -> Result<Option<&str>, RpcError> {
-        if matches!(self.src.get(key), Some(Value::String(s)) if s.is_empty()) {
-            self.take(key);
-            return Ok(None);
+    /// An optional tenant (the proto3 `tenant`): its empty string is ProtoJSON's default, that
+    /// is absent (dropped, not forwarded); else a tenant name as the policy's may be (1-128
+    /// characters, no control character), which the gate holds to the caller's own.
+    pub fn tenant(&mut self, key: &str) -> Result<Option<&str>, RpcError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) if crate::auth::attributes::valid_tenant(&s) => {
+                self.put(key, Value::String(s));
+                Ok(self.out.get(key).and_then(Value::as_str))
+            }
+            Some(_) => Err(invalid(
+                format!(
+                    "{}.{key} must be 1-128 characters without control characters",
+                    self.path
+                ),
+                reason::ID_INVALID,
+            )),
         }
-        self.id(key)
     }
 
     pub fn required_id(&mut self, key: &str) -> Result<&str, RpcError> {

@@ -124,7 +124,7 @@ pub fn check_params(
 ) -> Result<(Map<String, Value>, Checked), RpcError> {
     let mut f = Fields::new(params, "params")?;
     let mut checked = Checked::default();
-    f.id_or_default("tenant")?;
+    f.tenant("tenant")?;
     match method {
         Method::SendMessage | Method::SendStreamingMessage => {
             send_message(&mut f, rules, &mut checked)?
@@ -310,7 +310,7 @@ fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url
         f.id("taskId")?;
     }
     f.id("id")?;
-    f.id_or_default("tenant")?;
+    f.tenant("tenant")?;
     let url = match f.take_required("url")? {
         Value::String(s) => check_push_url(&s, rules.push)?,
         _ => return Err(invalid("push url must be a string", reason::PARAMS_TYPE)),
