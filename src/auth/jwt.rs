@@ -191,7 +191,8 @@ impl JwtScheme {
 }
 
 /// The library's checks of a token signed with `alg`: expiry, not-before and audience with the
-/// leeway, `exp`, `iss` and `aud` required, the one issuer and audience.
+/// leeway, `exp`, `iss` and `aud` required, the one issuer and audience (its NumericDates may
+/// hold a fraction, RFC 7519 §2: the library rounds them).
 fn validation(config: &JwtConfig, alg: Algorithm) -> Validation {
     let mut validation = Validation::new(alg);
     validation.leeway = config.leeway.as_secs();
@@ -633,6 +634,12 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
             ("exp missing", es_without("exp"), Err("jwt.expired")),
             ("exp not a number", es_with("exp", json!("tomorrow")), Err("jwt.expired")),
             ("expired within leeway", es_with("exp", json!(now() - 30)), ok),
+            ("exp null", es_with("exp", json!(null)), Err("jwt.expired")),
+            ("exp negative", es_with("exp", json!(-1)), Err("jwt.expired")),
+            // RFC 7519 §2: a NumericDate may hold a fraction.
+            ("exp with a fraction", es_with("exp", json!(now() as f64 + 600.5)), ok),
+            ("exp with a fraction, expired", es_with("exp", json!(now() as f64 - 3600.5)), Err("jwt.expired")),
+            ("nbf with a fraction", es_with("nbf", json!(now() as f64 - 0.5)), ok),
             ("nbf in the future", es_with("nbf", json!(now() + 3600)), Err("jwt.not_yet_valid")),
             ("nbf within leeway", es_with("nbf", json!(now() + 30)), ok),
             ("nbf not a number", es_with("nbf", json!("soon")), Err("jwt.malformed")),
