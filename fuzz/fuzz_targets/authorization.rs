@@ -67,7 +67,7 @@ fn authenticator() -> &'static Authenticator {
             },
         };
         runtime()
-            .block_on(Authenticator::new(&policy))
+            .block_on(Authenticator::new(&policy, None))
             .expect("authenticator")
     })
 }
