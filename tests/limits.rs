@@ -889,17 +889,22 @@ async fn a_reload_that_changes_other_budgets_keeps_these() {
     assert!(body.contains("rate.principal"), "{body}");
 }
 
-/// A stream its caller stopped reading for `stream_idle_timeout_ms` is ended without its
-/// last chunk (HTTP/1.1): the caller that reads again gets what was written, then the
-/// connection's end, never a complete-looking end of a stream whose events were dropped.
-#[tokio::test]
-async fn a_stalled_stream_is_aborted_not_ended_as_complete() {
+/// A proxy with these `[limits]` before an agent that floods a stream ([`Reply::Flood`]:
+/// its flag set when the stream is closed), and a raw HTTP/1.1 TLS connection on which a
+/// SendStreamingMessage was sent and nothing is read yet.
+async fn flooded_stream(
+    limits: &str,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    RecordingUpstream,
+    Proxy,
+    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) {
     let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (_up, p) = Proxy::with_recorder(
+    let (up, p) = Proxy::with_recorder(
         Reply::Flood(closed.clone()),
         ProxyOpts {
-            extra_policy: "[limits]\nstream_idle_timeout_ms = 1000\nstream_buffer_bytes = 4096\n"
-                .into(),
+            extra_policy: format!("[limits]\n{limits}"),
             ..Default::default()
         },
     )
@@ -911,6 +916,16 @@ async fn a_stalled_stream_is_aborted_not_ended_as_complete() {
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
+    (closed, up, p, s)
+}
+
+/// A stream its caller stopped reading for `stream_idle_timeout_ms` is ended without its
+/// last chunk (HTTP/1.1): the caller that reads again gets what was written, then the
+/// connection's end, never a complete-looking end of a stream whose events were dropped.
+#[tokio::test]
+async fn a_stalled_stream_is_aborted_not_ended_as_complete() {
+    let (closed, _up, _p, mut s) =
+        flooded_stream("stream_idle_timeout_ms = 1000\nstream_buffer_bytes = 4096\n").await;
     // Read nothing until the relay has given up on this caller (the agent's stream closed).
     let deadline = Instant::now() + Duration::from_secs(20);
     while !closed.load(std::sync::atomic::Ordering::SeqCst) {
@@ -953,23 +968,8 @@ async fn a_stalled_stream_is_aborted_not_ended_as_complete() {
 /// are not held for as long as the caller likes.
 #[tokio::test]
 async fn a_connection_whose_peer_takes_nothing_is_closed() {
-    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (_up, p) = Proxy::with_recorder(
-        Reply::Flood(closed.clone()),
-        ProxyOpts {
-            extra_policy: "[limits]\nwrite_timeout_ms = 1000\nstream_idle_timeout_ms = 600000\n"
-                .into(),
-            ..Default::default()
-        },
-    )
-    .await;
-    let mut s = p.raw_tls().await;
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
-    let req = format!(
-        "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
+    let (closed, _up, _p, mut s) =
+        flooded_stream("write_timeout_ms = 1000\nstream_idle_timeout_ms = 600000\n").await;
     // Read nothing while the agent floods: the kernel buffers fill, the proxy's writes stall.
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The proxy has closed the connection: what was queued drains, then the end comes.
