@@ -10,10 +10,10 @@
 //! so streams that a slow caller has filled leave the others their whole window.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response, Uri};
@@ -35,6 +35,9 @@ const KEEPALIVE: Duration = Duration::from_secs(30);
 /// vanished without closing its connections fails its requests in under a minute, not at
 /// `response_timeout_ms` (a connection carries up to `http2_max_streams` of them).
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// A connection that has carried nothing for this long is closed when the pool is next used
+/// (after a spike, its extra connections go instead of being pinged for ever).
+const IDLE_CLOSE: Duration = Duration::from_secs(60);
 
 /// Where and how to connect.
 #[derive(Clone)]
@@ -48,6 +51,8 @@ pub struct Dial {
     pub max_streams: usize,
     /// PING interval and how long its answer may take.
     pub keepalive: (Duration, Duration),
+    /// How long a connection may carry nothing before the pool closes it.
+    pub idle_close: Duration,
 }
 
 impl Dial {
@@ -81,6 +86,7 @@ impl Dial {
             connect_timeout,
             max_streams: max_streams.clamp(1, MAX_STREAMS),
             keepalive: (KEEPALIVE, KEEPALIVE_TIMEOUT),
+            idle_close: IDLE_CLOSE,
         })
     }
 }
@@ -88,13 +94,45 @@ impl Dial {
 /// One connection and the requests it carries now.
 struct Conn {
     tx: SendRequest<Full<Bytes>>,
-    streams: Arc<AtomicUsize>,
+    streams: Arc<Use>,
+}
+
+/// The requests a connection carries, and since when it carries none.
+struct Use {
+    count: AtomicUsize,
+    /// Microseconds from the pool's epoch to when `count` last fell to 0.
+    idle_since: AtomicU64,
+    epoch: Instant,
+}
+
+impl Use {
+    fn new(epoch: Instant) -> Use {
+        Use {
+            count: AtomicUsize::new(1),
+            idle_since: AtomicU64::new(0),
+            epoch,
+        }
+    }
+
+    fn micros(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Carries nothing, and has for at least `d`.
+    fn idle_for(&self, d: Duration) -> bool {
+        self.count.load(Ordering::Relaxed) == 0
+            && self
+                .micros()
+                .saturating_sub(self.idle_since.load(Ordering::Relaxed))
+                >= u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+    }
 }
 
 /// The HTTP/2 connections of one worker to one agent.
 pub struct Pool {
     dial: Dial,
     conns: Mutex<Vec<Conn>>,
+    epoch: Instant,
 }
 
 /// Why a request got no response.
@@ -140,11 +178,13 @@ impl Body for Counted {
 }
 
 /// One request's place on a connection.
-struct Slot(Arc<AtomicUsize>);
+struct Slot(Arc<Use>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if self.0.count.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.0.idle_since.store(self.0.micros(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -153,6 +193,7 @@ impl Pool {
         Pool {
             dial,
             conns: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
         }
     }
 
@@ -161,13 +202,16 @@ impl Pool {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A place on an open connection with room, if any (closed connections are forgotten).
+    /// A place on an open connection with room, if any (closed connections are forgotten,
+    /// and those that carried nothing for `idle_close` are closed: their last sender goes).
     fn take_open(&self) -> Option<(SendRequest<Full<Bytes>>, Slot)> {
         let mut conns = self.lock();
-        conns.retain(|c| !c.tx.is_closed());
+        let idle = self.dial.idle_close;
+        conns.retain(|c| !c.tx.is_closed() && !c.streams.idle_for(idle));
         conns.iter().find_map(|c| {
             let taken = c
                 .streams
+                .count
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                     (n < self.dial.max_streams).then_some(n + 1)
                 })
@@ -182,7 +226,7 @@ impl Pool {
     /// connection.
     async fn take_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
         let tx = connect(&self.dial).await?;
-        let streams = Arc::new(AtomicUsize::new(1));
+        let streams = Arc::new(Use::new(self.epoch));
         self.lock().push(Conn {
             tx: tx.clone(),
             streams: streams.clone(),
@@ -418,6 +462,37 @@ mod tests {
         drop(stalled);
     }
 
+    /// Connections that carried nothing for `idle_close` are closed at the pool's next use:
+    /// after a spike of three at once (one stream a connection), one connection is left.
+    #[tokio::test]
+    async fn connections_idle_past_the_limit_are_closed() {
+        let addr = h2_server().await;
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        let mut dial = Dial::new(&uri, None, Duration::from_secs(5), 1).unwrap();
+        dial.idle_close = Duration::from_millis(200);
+        let pool = Pool::new(dial);
+        let spike = spike_of_three(&pool, addr).await;
+        assert_eq!(pool.lock().len(), 3);
+        drop(spike);
+        // Within the limit, they stay (and one is taken again).
+        let kept = pool.request(get(addr, "/10")).await.unwrap();
+        assert_eq!(pool.lock().len(), 3);
+        drop(kept);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = pool.request(get(addr, "/10")).await.unwrap();
+        assert_eq!(pool.lock().len(), 1, "the idle ones were closed, one made");
+        drop(after);
+    }
+
+    /// Three requests at once, each on its own connection (one stream a connection).
+    async fn spike_of_three(pool: &Pool, addr: std::net::SocketAddr) -> Vec<Response<Counted>> {
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            out.push(pool.request(get(addr, "/flood")).await.unwrap());
+        }
+        out
+    }
+
     /// A connection carries at most `max_streams` requests: the next opens another, and a
     /// place freed (a body dropped) is taken again before a new connection is opened.
     #[tokio::test]
@@ -436,7 +511,7 @@ mod tests {
         let counts = || -> Vec<usize> {
             pool.lock()
                 .iter()
-                .map(|c| c.streams.load(Ordering::Relaxed))
+                .map(|c| c.streams.count.load(Ordering::Relaxed))
                 .collect()
         };
         assert_eq!(counts(), vec![2, 1]);
