@@ -355,6 +355,7 @@ mod tests {
             .unwrap();
         assert_eq!(n, 3);
     }
+
     /// A large frame is handed out in pieces of at most `PIECE_BYTES`, in order; its budget
     /// is held until the last piece is taken.
     #[tokio::test]
