@@ -36,6 +36,9 @@ pub(crate) const MAX_SLOW_MS: u64 = 60_000;
 pub(crate) const MAX_CHUNKS: usize = 100;
 /// Chunks without `[[chunks:N]]`.
 pub(crate) const DEFAULT_CHUNKS: usize = 3;
+/// The longest directive (between `[[` and `]]`): a `]]` farther on closes none, so a
+/// text is read in one pass (a search to the end from every `[[` was quadratic).
+const MAX_DIRECTIVE: usize = 64;
 /// How long `[[wait]]` waits at most.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(600);
 
@@ -97,7 +100,9 @@ pub(crate) fn plan(text: &str) -> Plan {
     while let Some(start) = rest.find("[[") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        match after.find("]]") {
+        let near = &after.as_bytes()[..after.len().min(MAX_DIRECTIVE + 2)];
+        // `]` is ASCII: where its pair begins is a char boundary.
+        match near.windows(2).position(|w| w == b"]]") {
             Some(end) if apply(&after[..end], &mut p) => rest = &after[end + 2..],
             _ => {
                 out.push('[');
@@ -212,6 +217,26 @@ pub(crate) async fn run(store: Arc<Store>, mut turn: Turn, plan: Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text of brackets that close no directive is read in one pass (each `[[` looks for
+    /// its `]]` only as far as a directive may reach): 1 MiB of them, and 1 MiB of `[[a`
+    /// closed at the very end, come back whole at once.
+    #[test]
+    fn unclosed_brackets_are_read_in_one_pass() {
+        for text in [
+            "[".repeat(1 << 20),
+            format!("{}]]", "[[a".repeat(350_000)),
+            format!("[[{}]] [[slow:5]]", "é".repeat(40)),
+        ] {
+            let p = plan(&text);
+            assert!(p.echo.len() >= text.len() / 2, "{}", p.echo.len());
+        }
+        assert_eq!(
+            plan(&format!("[[{}]]", "x".repeat(MAX_DIRECTIVE + 1))).slow,
+            Duration::ZERO
+        );
+        assert_eq!(plan("[[slow:7]]").slow, Duration::from_millis(7));
+    }
 
     #[test]
     fn directives_table() {
