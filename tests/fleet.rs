@@ -117,6 +117,29 @@ async fn contexts_stay_with_their_agent_and_a_dead_agent_fails_only_its_own() {
             .await;
         assert!(v["result"]["task"].is_object(), "{v}");
     }
+    // ListTasks still lists every task: the dead agent's as the edge knows them (id,
+    // context, state), the others' as their agents answer.
+    let v = c.rpc("ListTasks", json!({"pageSize": 100})).await;
+    let listed = v["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(listed.len(), 10, "{v}");
+    for (i, t) in tasks.iter().enumerate() {
+        let entry = listed
+            .iter()
+            .find(|e| e["id"] == t.as_str())
+            .unwrap_or_else(|| panic!("{t} listed: {v}"));
+        assert_eq!(entry["contextId"], format!("ctx-{i}"), "{entry}");
+        assert_eq!(
+            entry["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{entry}"
+        );
+        assert_eq!(
+            entry.get("history").is_none(),
+            owner[i] == victim,
+            "{entry}"
+        );
+    }
 }
 
 async fn engine_has_task(url: &str, task: &str) -> bool {

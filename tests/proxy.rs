@@ -893,8 +893,9 @@ async fn an_answer_whose_body_stalls_times_out_and_frees_its_slot() {
 
 /// The edge's own reads of an agent's answers whose body stalls after the head: ListTasks
 /// reading a listed task (GetTask) and an agent path. Each ends within about the agent's
-/// `response_timeout_ms` (-32603 upstream.timeout; 502 upstream.timeout) and gives its
-/// in-flight slot back (one slot per principal: the next request is not refused with 429).
+/// `response_timeout_ms` (ListTasks lists the task as the edge knows it; the agent path is
+/// 502 upstream.timeout) and gives its in-flight slot back (one slot per principal: the next
+/// request is not refused with 429).
 /// Also when the stalled answer calls itself an event stream (only a streaming method's
 /// answer may run past the response timeout).
 #[tokio::test]
@@ -932,9 +933,15 @@ async fn a_listing_read_or_agent_path_times_out(stall: RawAnswer) {
                 .await
                 .unwrap_or_else(|_| panic!("{proto:?} #{attempt}: ListTasks held the caller"));
             bounded(format!("{proto:?} ListTasks #{attempt}"))(started);
-            assert_eq!(v["error"]["code"], -32603, "{proto:?} #{attempt}: {v}");
+            // The read that timed out leaves the task listed as the edge knows it: its id,
+            // context and state only.
+            let listed = &v["result"]["tasks"][0];
+            assert_eq!(listed["id"], "t-raw", "{proto:?} #{attempt}: {v}");
+            let mut keys: Vec<&String> = listed.as_object().unwrap().keys().collect();
+            keys.sort();
             assert_eq!(
-                v["error"]["data"][0]["reason"], "upstream.timeout",
+                keys,
+                ["contextId", "id", "status"],
                 "{proto:?} #{attempt}: {v}"
             );
             let started = Instant::now();

@@ -18,8 +18,10 @@ pub(super) const LIST_TASKS_CONCURRENCY: usize = 8;
 /// How one listed task was read.
 enum Read {
     Task(UpstreamId, Bytes),
-    /// Larger than the page's byte budget.
-    TooLarge,
+    /// What the edge knows of it stands in for the agent's answer: the answer is larger
+    /// than the page's byte budget, or the agent cannot be asked now (down, removed by a
+    /// reload, or its read failed), so that one agent does not fail the caller's page.
+    Summary,
 }
 
 impl Gate {
@@ -129,7 +131,7 @@ impl Gate {
                             Err(e) => return Err(Rejection::rpc(rpc.id.clone(), e)),
                         }
                     }
-                    Some(Read::TooLarge) => {
+                    Some(Read::Summary) => {
                         match self.owners.registry().task_summary(principal, task_id) {
                             Some(summary) => summary,
                             None => continue,
@@ -176,6 +178,7 @@ impl Gate {
         cap: usize,
     ) -> Result<Vec<Option<Read>>, Rejection> {
         let mut reads = tokio::task::JoinSet::new();
+        let mut out: Vec<Option<Read>> = (0..batch.len()).map(|_| None).collect();
         for (i, (task_id, upstream)) in batch.iter().enumerate() {
             let mut params = serde_json::Map::new();
             params.insert("id".into(), Value::String(task_id.clone()));
@@ -187,36 +190,34 @@ impl Gate {
                 method: Method::GetTask,
                 params,
             };
-            let agent = at
-                .fleet
-                .get(*upstream)
-                .filter(|a| a.is_healthy())
-                .cloned()
-                .ok_or_else(|| unavailable(&rpc.id))?;
+            let Some(agent) = at.fleet.get(*upstream).filter(|a| a.is_healthy()).cloned() else {
+                out[i] = Some(Read::Summary);
+                continue;
+            };
             let mut headers = headers.clone();
             self.caller_headers(&mut headers, &agent.upstream.name, who, &trace.request_id)
                 .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
             let upstream = *upstream;
             reads.spawn(async move {
-                let resp = agent
+                let Ok(resp) = agent
                     .send_rpc(
                         headers,
                         Bytes::from(get.to_bytes()),
                         upstream::Answer::Whole,
                     )
-                    .await?;
+                    .await
+                else {
+                    return (i, Read::Summary);
+                };
                 match collect_limited(resp.into_body(), cap).await {
-                    Ok(bytes) => Ok((i, Some(Read::Task(upstream, bytes)))),
-                    Err(crate::body::CollectError::TooLarge) => Ok((i, Some(Read::TooLarge))),
-                    Err(e) => Err(UpstreamError::of_body(e)),
+                    Ok(bytes) => (i, Read::Task(upstream, bytes)),
+                    Err(_) => (i, Read::Summary),
                 }
             });
         }
-        let mut out: Vec<Option<Read>> = (0..batch.len()).map(|_| None).collect();
         while let Some(joined) = reads.join_next().await {
             match joined {
-                Ok(Ok((i, read))) => out[i] = read,
-                Ok(Err(e)) => return Err(Rejection::rpc(rpc.id.clone(), e.rpc_error())),
+                Ok((i, read)) => out[i] = Some(read),
                 Err(_) => {
                     return Err(Rejection::rpc(
                         rpc.id.clone(),
