@@ -536,6 +536,30 @@ async fn list_pages_are_the_same_on_every_replica_and_tokens_travel() {
             .collect();
         assert_eq!(got, newer);
     }
+    // The bound is inclusive (proto: "greater than or equal to"): the bound set to the
+    // newest task's own status timestamp lists that task.
+    let mut stamped = Vec::new();
+    for id in &newer {
+        let v = rpc_as(&mut c[2], ALICE, "GetTask", json!({"id": id})).await;
+        let ts = v["result"]["status"]["timestamp"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        stamped.push((a2a_edge::time::parse_rfc3339(&ts).unwrap(), ts, id.clone()));
+    }
+    stamped.sort();
+    let (_, newest_ts, newest) = stamped.pop().unwrap();
+    for client in c.iter_mut() {
+        let v = rpc_as(
+            client,
+            ALICE,
+            "ListTasks",
+            json!({"statusTimestampAfter": newest_ts}),
+        )
+        .await;
+        assert_eq!(v["result"]["totalSize"], 1, "{v}");
+        assert_eq!(v["result"]["tasks"][0]["id"], newest.as_str(), "{v}");
+    }
 }
 
 /// An agent that sends no status timestamps: every task of the caller ties on one (0).

@@ -51,10 +51,12 @@ impl Gate {
                 principal,
                 text("contextId"),
                 text("status"),
-                // Validated and put in UTC `Z` by the params check.
+                // Validated and put in UTC `Z` by the params check. The bound is inclusive
+                // (proto: "greater than or equal to"); the registries list what is after
+                // theirs, so theirs is one microsecond before.
                 text("statusTimestampAfter")
                     .and_then(crate::time::parse_rfc3339)
-                    .unwrap_or(0),
+                    .map_or(0, |t| t.saturating_sub(1)),
                 page_size,
                 text("pageToken"),
             )
