@@ -260,3 +260,61 @@ async fn the_embedded_engine_keeps_its_tasks_across_a_reload() {
     assert_eq!(v["result"]["id"], task.as_str(), "{v}");
     assert_eq!(v["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
 }
+
+/// ListTasks chooses its page by what the edge last learned of each task, then reads each
+/// afresh from the agent: a task that moved on meanwhile (here: answered at once with
+/// `returnImmediately`, then the agent went on to INPUT_REQUIRED) is not listed under the
+/// state it left, and is listed under the one it is in (the fresh read taught the edge).
+#[tokio::test]
+async fn list_tasks_holds_each_fresh_task_to_the_filter() {
+    let (proxies, _stop) = proxies().await;
+    for proxy in &proxies {
+        let mut c = proxy.client(Proto::H2).await;
+        let mut m = message("[[slow:50]] hello");
+        m["configuration"] = json!({"returnImmediately": true});
+        let v = c.rpc("SendMessage", m).await;
+        let task = &v["result"]["task"];
+        let first = task["status"]["state"].as_str().unwrap().to_string();
+        assert_ne!(first, "TASK_STATE_INPUT_REQUIRED", "{v}");
+        let id = task["id"].as_str().unwrap().to_string();
+        // The agent finishes the turn.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let v = c.rpc("GetTask", json!({"id": id})).await;
+            if v["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{v}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // GetTask taught the edge; to see the page's own re-check, a second task is left
+        // unread until the listing.
+        let mut m = message("[[slow:50]] again");
+        m["configuration"] = json!({"returnImmediately": true});
+        let v = c.rpc("SendMessage", m).await;
+        let second = v["result"]["task"]["id"].as_str().unwrap().to_string();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let v = c.rpc("ListTasks", json!({"status": first})).await;
+        let listed: Vec<&Value> = v["result"]["tasks"].as_array().unwrap().iter().collect();
+        assert!(
+            listed
+                .iter()
+                .all(|t| t["status"]["state"] == first.as_str()),
+            "every listed task is in the state asked for: {v}"
+        );
+        assert!(!listed.iter().any(|t| t["id"] == second.as_str()), "{v}");
+        let v = c
+            .rpc("ListTasks", json!({"status": "TASK_STATE_INPUT_REQUIRED"}))
+            .await;
+        let ids: Vec<&str> = v["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["id"].as_str())
+            .collect();
+        assert!(
+            ids.contains(&second.as_str()) && ids.contains(&id.as_str()),
+            "{v}"
+        );
+    }
+}

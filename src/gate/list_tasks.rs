@@ -16,6 +16,26 @@ use crate::reason;
 pub(super) const LIST_TASKS_CONCURRENCY: usize = 8;
 
 /// How one listed task was read.
+/// Whether the agent's fresh answer for a listed task still meets the query's filters: its
+/// state is `state` (when asked), its status time at or after `from` (when asked and the
+/// answer has one).
+fn still_matches(task: &Value, state: &Option<String>, from: u64) -> bool {
+    let status = &task["status"];
+    let state_ok = match state.as_deref() {
+        Some(s) => status["state"].as_str() == Some(s),
+        None => true,
+    };
+    let time_ok = from == 0
+        || match status["timestamp"]
+            .as_str()
+            .and_then(crate::time::parse_rfc3339)
+        {
+            Some(t) => t >= from,
+            None => true,
+        };
+    state_ok && time_ok
+}
+
 enum Read {
     Task(UpstreamId, Bytes),
     /// What the edge knows of it stands in for the agent's answer: the answer is larger
@@ -44,6 +64,12 @@ impl Gate {
         let p = &rpc.params;
         let text = |k: &str| p.get(k).and_then(Value::as_str);
         let page_size = p.get("pageSize").and_then(Value::as_u64).unwrap_or(50) as usize;
+        // The page is chosen by what the edge last learned of each task; the agent's fresh
+        // answer is held to the filters again (its state or time may have moved since).
+        let want_state = text("status").map(str::to_string);
+        let from = text("statusTimestampAfter")
+            .and_then(crate::time::parse_rfc3339)
+            .unwrap_or(0);
         let include_artifacts = p.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
         let page = self
             .owners
@@ -121,6 +147,9 @@ impl Gate {
                             )
                             .await;
                         match listed {
+                            Ok(Listed::Task(task)) if !still_matches(&task, &want_state, from) => {
+                                continue
+                            }
                             Ok(Listed::Task(task)) => task,
                             Ok(Listed::Gone) => continue,
                             // Not this task: what the edge knows of it instead.
