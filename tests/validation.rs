@@ -758,3 +758,57 @@ async fn the_agent_gets_the_canonical_version() {
         assert!(!text.contains(sent), "{sent} echoed: {text}");
     }
 }
+
+/// ProtoJSON default values of fields without presence mean "absent" (a client may write
+/// them out): ListTasks' `contextId: ""`, `pageToken: ""`, `status` UNSPECIFIED (by name
+/// or 0), and ListTaskPushNotificationConfigs' `pageSize: 0` are no filter and no page,
+/// not refusals. ListTasks' `pageSize` is `optional` (presence): an explicit 0 stays out of
+/// range, and an id that merely ends in `_UNSPECIFIED` is still a filter.
+#[tokio::test]
+async fn protojson_default_values_are_absent_values() {
+    let (_up, p) = Proxy::with_recorder(Reply::Echo, ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H2).await;
+    let v = c
+        .rpc(
+            "SendMessage",
+            json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "x"}]}}),
+        )
+        .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let all = c.rpc("ListTasks", json!({})).await;
+    assert!(all["result"]["totalSize"].as_u64().is_some(), "{all}");
+    for params in [
+        json!({"contextId": ""}),
+        json!({"pageToken": ""}),
+        json!({"status": "TASK_STATE_UNSPECIFIED"}),
+        json!({"status": 0}),
+        json!({"contextId": "", "pageToken": "", "status": 0}),
+    ] {
+        let v = c.rpc("ListTasks", params.clone()).await;
+        assert_eq!(
+            v["result"]["totalSize"], all["result"]["totalSize"],
+            "{params}: {v}"
+        );
+    }
+    for (params, reason) in [
+        (json!({"pageSize": 0}), "int.range"),
+        (
+            json!({"status": "TASK_STATE_UNKNOWN"}),
+            "task_state.invalid",
+        ),
+    ] {
+        let v = c.rpc("ListTasks", params.clone()).await;
+        assert_eq!(v["error"]["data"][0]["reason"], reason, "{params}: {v}");
+    }
+    let v = c
+        .rpc("ListTasks", json!({"contextId": "ctx_UNSPECIFIED"}))
+        .await;
+    assert_eq!(v["result"]["totalSize"], 0, "a filter: {v}");
+    let v = c
+        .rpc(
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": "t-unknown", "pageSize": 0, "pageToken": ""}),
+        )
+        .await;
+    assert_eq!(v["error"]["code"], -32001, "validated, then not found: {v}");
+}

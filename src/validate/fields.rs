@@ -124,6 +124,20 @@ impl Fields {
     }
 
     /// An optional id field, moved to the output when present (and valid).
+    /// Drops `key` when it holds its type's ProtoJSON default (`""` or `0`), which means
+    /// absent for a field without presence: a client that writes default values is read as
+    /// one that leaves them out.
+    pub fn drop_default(&mut self, key: &str) {
+        let default = match self.src.get(key) {
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+            _ => false,
+        };
+        if default {
+            self.take(key);
+        }
+    }
+
     pub fn id(&mut self, key: &str) -> Result<Option<&str>, RpcError> {
         match self.take(key) {
             None => Ok(None),

@@ -134,8 +134,13 @@ pub fn check_params(
             f.int("historyLength", 0..=INT32_MAX)?;
         }
         Method::ListTasks => {
+            // Fields without presence (proto3): their default is their absence.
+            for key in ["contextId", "pageToken"] {
+                f.drop_default(key);
+            }
             f.id("contextId")?;
             task_state(&mut f, "status")?;
+            // `optional`: an explicit 0 is a page size, and out of range.
             f.int("pageSize", 1..=100)?;
             f.string("pageToken", MAX_PAGE_TOKEN)?;
             f.int("historyLength", 0..=INT32_MAX)?;
@@ -158,6 +163,10 @@ pub fn check_params(
         }
         Method::ListTaskPushNotificationConfigs => {
             f.required_id("taskId")?;
+            // Here `page_size` has no presence: 0 is the default, absent.
+            for key in ["pageSize", "pageToken"] {
+                f.drop_default(key);
+            }
             f.int("pageSize", 1..=100)?;
             f.string("pageToken", MAX_PAGE_TOKEN)?;
         }
@@ -337,7 +346,10 @@ fn metadata(f: &mut Fields, rules: &Rules) -> Result<(), RpcError> {
 
 fn task_state(f: &mut Fields, key: &str) -> Result<(), RpcError> {
     let name = match f.take(key) {
+        // The enum's default (a field without presence): no filter.
         None => return Ok(()),
+        Some(Value::String(s)) if s == "TASK_STATE_UNSPECIFIED" => return Ok(()),
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => return Ok(()),
         Some(Value::String(s)) if TASK_STATES.contains(&s.as_str()) => s,
         Some(Value::Number(n)) => match n.as_u64() {
             Some(i @ 1..=8) => TASK_STATES[(i - 1) as usize].to_string(),
