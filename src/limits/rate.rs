@@ -117,32 +117,27 @@ impl RateLimits {
         cfg: RateLimitsConfig,
         previous: Option<&RateLimits>,
     ) -> Result<RateLimits, String> {
-        let before = previous.map(|p| &p.config);
-        let client_ip = match cfg.per_client_ip {
-            Some(rate) => Some(
-                match previous.and_then(|p| p.client_ip.as_ref()).filter(|_| {
-                    before.is_some_and(|b| {
-                        b.per_client_ip == Some(rate) && b.ipv6_prefix == cfg.ipv6_prefix
+        let client_ip = cfg
+            .per_client_ip
+            .map(|rate| {
+                let kept = previous
+                    .filter(|p| {
+                        p.config.per_client_ip == Some(rate)
+                            && p.config.ipv6_prefix == cfg.ipv6_prefix
                     })
-                }) {
-                    Some(kept) => kept.clone(),
-                    None => Arc::new(Keyed::new(quota("per_client_ip", rate)?)),
-                },
-            ),
-            None => None,
-        };
-        let principal = match cfg.per_principal {
-            Some(rate) => Some(
-                match previous
-                    .and_then(|p| p.principal.as_ref())
-                    .filter(|_| before.is_some_and(|b| b.per_principal == Some(rate)))
-                {
-                    Some(kept) => kept.clone(),
-                    None => Arc::new(Keyed::new(quota("per_principal", rate)?)),
-                },
-            ),
-            None => None,
-        };
+                    .and_then(|p| p.client_ip.as_ref());
+                kept_or_new(kept, || Ok(Keyed::new(quota("per_client_ip", rate)?)))
+            })
+            .transpose()?;
+        let principal = cfg
+            .per_principal
+            .map(|rate| {
+                let kept = previous
+                    .filter(|p| p.config.per_principal == Some(rate))
+                    .and_then(|p| p.principal.as_ref());
+                kept_or_new(kept, || Ok(Keyed::new(quota("per_principal", rate)?)))
+            })
+            .transpose()?;
         let mut overrides = BTreeMap::new();
         for (name, rate) in &cfg.principal_overrides {
             if name.is_empty() {
@@ -152,11 +147,10 @@ impl RateLimits {
             let kept = previous
                 .filter(|p| p.config.principal_overrides.get(name) == Some(rate))
                 .and_then(|p| p.overrides.get(name));
-            let limiter = match kept {
-                Some(kept) => kept.clone(),
-                None => Arc::new(RateLimiter::direct(q)),
-            };
-            overrides.insert(name.clone(), limiter);
+            overrides.insert(
+                name.clone(),
+                kept_or_new(kept, || Ok(RateLimiter::direct(q)))?,
+            );
         }
         let mut methods = BTreeMap::new();
         for (method, rate) in &cfg.per_method {
@@ -167,11 +161,7 @@ impl RateLimits {
             let kept = previous
                 .filter(|p| p.config.per_method.get(method) == Some(rate))
                 .and_then(|p| p.methods.get(method));
-            let limiter = match kept {
-                Some(kept) => kept.clone(),
-                None => Arc::new(Keyed::new(q)),
-            };
-            methods.insert(method.clone(), limiter);
+            methods.insert(method.clone(), kept_or_new(kept, || Ok(Keyed::new(q)))?);
         }
         Ok(RateLimits {
             ipv6_prefix: cfg.ipv6_prefix,
@@ -248,6 +238,17 @@ impl fmt::Debug for RateLimits {
 
 /// The IPv6 prefix a client is keyed by when the policy says nothing: one end site.
 pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+/// The limiter a reload keeps (its own rate unchanged), else a new one.
+fn kept_or_new<T>(
+    kept: Option<&Arc<T>>,
+    new: impl FnOnce() -> Result<T, String>,
+) -> Result<Arc<T>, String> {
+    match kept {
+        Some(kept) => Ok(Arc::clone(kept)),
+        None => new().map(Arc::new),
+    }
+}
 
 /// The IPv6 prefix length a setting means (0: [`DEFAULT_IPV6_PREFIX`]; at most 128).
 pub fn ipv6_prefix_len(prefix: u8) -> u8 {
