@@ -80,9 +80,7 @@ impl Gate {
                 // Validated and put in UTC `Z` by the params check. The bound is inclusive
                 // (proto: "greater than or equal to"); the registries list what is after
                 // theirs, so theirs is one microsecond before.
-                text("statusTimestampAfter")
-                    .and_then(crate::time::parse_rfc3339)
-                    .map_or(0, |t| t.saturating_sub(1)),
+                from.saturating_sub(1),
                 page_size,
                 text("pageToken"),
             )
