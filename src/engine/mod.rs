@@ -82,16 +82,22 @@ fn url_path(url: &str) -> String {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Arc<Engine> {
-        Self::with_max_tasks(config, store::MAX_TASKS)
+        Self::with_limits(config, store::MAX_TASKS, store::MAX_BYTES)
     }
 
-    pub(crate) fn with_max_tasks(config: EngineConfig, max_tasks: usize) -> Arc<Engine> {
+    /// An engine holding at most `max_tasks` tasks and `max_bytes` of their messages and
+    /// artifacts (see [`store::MAX_BYTES`]).
+    pub(crate) fn with_limits(
+        config: EngineConfig,
+        max_tasks: usize,
+        max_bytes: usize,
+    ) -> Arc<Engine> {
         let card = card::build(&config);
         Arc::new(Engine {
             card_bytes: Bytes::from(card.to_string()),
             card,
             rpc_path: url_path(&config.public_url),
-            store: Arc::new(store::Store::new(max_tasks)),
+            store: Arc::new(store::Store::new(max_tasks, max_bytes)),
         })
     }
 

@@ -16,13 +16,18 @@ use tokio::sync::watch;
 
 use super::events::{self, Update, Writer};
 use super::ids;
-use super::task::{agent_message, Artifacts, TaskRecord, TaskState};
+use super::task::{agent_message, held_object_bytes, Artifacts, TaskRecord, TaskState};
 use crate::a2a::RpcError;
 use crate::reason;
 use crate::time;
 
 /// Tasks kept in memory; beyond this the oldest finished ones are evicted.
 pub(crate) const MAX_TASKS: usize = 10_000;
+/// What all tasks may hold together (by [`held_bytes`]) before a new turn begins: beyond it
+/// the oldest finished tasks are evicted, and with none left a new turn is refused. Turns in
+/// progress can go past it by what they add (each at most its own message's echo, a few
+/// times over).
+pub(crate) const MAX_BYTES: usize = 256 << 20;
 /// The agent text of a task refused because its context is busy (as iac-code).
 pub(crate) const ALREADY_WORKING: &str = "Task is already working.";
 /// The agent text of a canceled task (as iac-code).
@@ -53,6 +58,8 @@ struct Inner {
     /// The last timestamp given out; timestamps are strictly increasing.
     clock: u64,
     turns: u64,
+    /// What all tasks hold, the sum of their [`TaskRecord::held`].
+    held: usize,
 }
 
 impl Inner {
@@ -122,6 +129,7 @@ pub(crate) struct ListQuery {
 pub(crate) struct Store {
     inner: Mutex<Inner>,
     max_tasks: usize,
+    max_bytes: usize,
 }
 
 fn task_not_active() -> RpcError {
@@ -137,6 +145,20 @@ fn at_capacity() -> RpcError {
         "Too many tasks in progress",
         reason::INTERNAL_ERROR,
     )
+}
+
+/// Changes a task, keeping the store's count of what all tasks hold.
+fn change<R>(held: &mut usize, task: &mut TaskRecord, f: impl FnOnce(&mut TaskRecord) -> R) -> R {
+    let before = task.held();
+    let r = f(task);
+    *held = *held - before + task.held();
+    r
+}
+
+/// Sets a task's agent message: in its history and as its status message.
+fn reply_with(task: &mut TaskRecord, reply: Value) {
+    task.push_history(reply.clone());
+    task.set_status_message(Some(reply));
 }
 
 fn terminal(id: &str) -> RpcError {
@@ -212,10 +234,11 @@ pub(crate) fn decode_page_token(token: &str) -> Option<(u64, String)> {
 }
 
 impl Store {
-    pub(crate) fn new(max_tasks: usize) -> Self {
+    pub(crate) fn new(max_tasks: usize, max_bytes: usize) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
             max_tasks: max_tasks.max(1),
+            max_bytes,
         }
     }
 
@@ -230,6 +253,16 @@ impl Store {
         self.lock().tasks.len()
     }
 
+    /// What all tasks hold, and the same counted afresh.
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (
+            inner.held,
+            inner.tasks.values().map(|e| e.task.held()).sum(),
+        )
+    }
+
     /// Starts a turn for a user message, or says why not yet / not at all.
     /// `refuse_if_busy`: a context that is still busy yields a FAILED task instead of a wait.
     pub(crate) fn begin_turn(
@@ -237,6 +270,7 @@ impl Store {
         m: NewMessage<'_>,
         refuse_if_busy: bool,
     ) -> Result<Begin, RpcError> {
+        let incoming = held_object_bytes(m.message);
         let mut guard = self.lock();
         let inner = &mut *guard;
         let (task_id, context_id) = match m.task_id {
@@ -252,7 +286,9 @@ impl Store {
                     return Ok(Begin::TaskBusy(run.stop.subscribe()));
                 }
                 // Interrupted (INPUT_REQUIRED / AUTH_REQUIRED): a new turn on the same task.
-                (tid.to_string(), entry.task.context_id.clone())
+                let context_id = entry.task.context_id.clone();
+                self.make_room(inner, 0, incoming, Some(tid))?;
+                (tid.to_string(), context_id)
             }
             None => {
                 let context_id = m.context_id.map_or_else(ids::uuid_v4, str::to_string);
@@ -267,10 +303,10 @@ impl Store {
                         return Ok(Begin::ContextBusy(run.stop.subscribe()));
                     }
                     return self
-                        .refuse(inner, m.message, &context_id)
+                        .refuse(inner, m.message, &context_id, incoming)
                         .map(Begin::Refused);
                 }
-                self.make_room(inner)?;
+                self.make_room(inner, 1, incoming, None)?;
                 let task_id = ids::uuid_v4();
                 let ts = inner.tick();
                 inner.order.insert((ts, task_id.clone()));
@@ -289,16 +325,17 @@ impl Store {
             tasks,
             order,
             running,
+            held,
             ..
         } = inner;
         let entry = tasks
             .get_mut(&task_id)
             .ok_or_else(RpcError::task_not_found)?;
-        entry
-            .task
-            .push_history(stored_message(m.message, &task_id, &context_id));
+        change(held, &mut entry.task, |t| {
+            t.push_history(stored_message(m.message, &task_id, &context_id));
+            t.set_status_message(None);
+        });
         entry.task.state = TaskState::Submitted;
-        entry.task.status_message = None;
         retime(order, &mut entry.task, ts);
         let (events_tx, events) = events::log();
         let (stop_tx, stop) = watch::channel(());
@@ -330,35 +367,56 @@ impl Store {
         inner: &mut Inner,
         message: &Map<String, Value>,
         context_id: &str,
+        incoming: usize,
     ) -> Result<Value, RpcError> {
-        self.make_room(inner)?;
+        self.make_room(inner, 1, incoming, None)?;
         let task_id = ids::uuid_v4();
         let ts = inner.tick();
         let mut task = TaskRecord::new(task_id.clone(), context_id.to_string(), ts);
         task.push_history(stored_message(message, &task_id, context_id));
-        let reply = agent_message(context_id, Some(&task_id), ALREADY_WORKING);
-        task.push_history(reply.clone());
-        task.status_message = Some(reply);
+        reply_with(
+            &mut task,
+            agent_message(context_id, Some(&task_id), ALREADY_WORKING),
+        );
         task.state = TaskState::Failed;
         let snapshot = task.to_json(None, Artifacts::IfAny);
+        inner.held += task.held();
         inner.order.insert((ts, task_id.clone()));
         inner.tasks.insert(task_id, Entry { task, run: None });
         Ok(snapshot)
     }
 
-    /// Evicts the oldest tasks without a turn in progress until one more fits.
-    fn make_room(&self, inner: &mut Inner) -> Result<(), RpcError> {
-        while inner.tasks.len() >= self.max_tasks {
+    /// Evicts the oldest tasks without a turn in progress (but `keep`) until `tasks` more
+    /// tasks and `bytes` more bytes fit.
+    fn make_room(
+        &self,
+        inner: &mut Inner,
+        tasks: usize,
+        bytes: usize,
+        keep: Option<&str>,
+    ) -> Result<(), RpcError> {
+        if bytes > self.max_bytes {
+            // Nothing evicted could make it fit.
+            return Err(at_capacity());
+        }
+        while inner.tasks.len() + tasks > self.max_tasks
+            || inner.held.saturating_add(bytes) > self.max_bytes
+        {
             let victim = inner
                 .order
                 .iter()
-                .find(|(_, id)| inner.tasks.get(id).is_some_and(|e| e.run.is_none()))
+                .find(|(_, id)| {
+                    keep != Some(id.as_str())
+                        && inner.tasks.get(id).is_some_and(|e| e.run.is_none())
+                })
                 .cloned();
             let Some(key) = victim else {
                 return Err(at_capacity());
             };
             inner.order.remove(&key);
-            inner.tasks.remove(&key.1);
+            if let Some(gone) = inner.tasks.remove(&key.1) {
+                inner.held -= gone.task.held();
+            }
         }
         Ok(())
     }
@@ -384,10 +442,12 @@ impl Store {
     pub(crate) fn set_working(&self, turn: &Turn) -> Result<(), Stopped> {
         let mut guard = self.lock();
         let ts = guard.tick();
-        let Inner { tasks, order, .. } = &mut *guard;
+        let Inner {
+            tasks, order, held, ..
+        } = &mut *guard;
         let entry = current(tasks, turn)?;
         entry.task.state = TaskState::Working;
-        entry.task.status_message = None;
+        change(held, &mut entry.task, |t| t.set_status_message(None));
         retime(order, &mut entry.task, ts);
         broadcast(entry, entry.task.status_update(), false);
         Ok(())
@@ -402,8 +462,9 @@ impl Store {
         last_chunk: bool,
     ) -> Result<(), Stopped> {
         let mut guard = self.lock();
-        let entry = current(&mut guard.tasks, turn)?;
-        entry.task.add_artifact(artifact, append);
+        let Inner { tasks, held, .. } = &mut *guard;
+        let entry = current(tasks, turn)?;
+        change(held, &mut entry.task, |t| t.add_artifact(artifact, append));
         let ev = entry.task.artifact_update(artifact, append, last_chunk);
         broadcast(entry, ev, false);
         Ok(())
@@ -417,12 +478,12 @@ impl Store {
             tasks,
             order,
             running,
+            held,
             ..
         } = &mut *guard;
         let entry = current(tasks, turn)?;
         let reply = agent_message(&turn.context_id, Some(&turn.task_id), text);
-        entry.task.push_history(reply.clone());
-        entry.task.status_message = Some(reply);
+        change(held, &mut entry.task, |t| reply_with(t, reply));
         entry.task.state = state;
         retime(order, &mut entry.task, ts);
         end_turn(entry, running);
@@ -437,6 +498,7 @@ impl Store {
             tasks,
             order,
             running,
+            held,
             ..
         } = &mut *guard;
         let entry = tasks.get_mut(id).ok_or_else(RpcError::task_not_found)?;
@@ -444,8 +506,7 @@ impl Store {
             return Err(RpcError::task_not_cancelable());
         }
         let reply = agent_message(&entry.task.context_id, Some(id), CANCELED_TEXT);
-        entry.task.push_history(reply.clone());
-        entry.task.status_message = Some(reply);
+        change(held, &mut entry.task, |t| reply_with(t, reply));
         entry.task.state = TaskState::Canceled;
         retime(order, &mut entry.task, ts);
         end_turn(entry, running);
@@ -567,7 +628,7 @@ mod tests {
 
     #[test]
     fn evicts_oldest_finished_tasks_and_refuses_when_all_run() {
-        let store = Store::new(3);
+        let store = Store::new(3, MAX_BYTES);
         let m = msg("x");
         let first = start(&store, &m, None);
         store
@@ -591,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_stale_turn_cannot_write() {
-        let store = Store::new(10);
+        let store = Store::new(10, MAX_BYTES);
         let m = msg("x");
         let s = start(&store, &m, None);
         store.cancel(&s.turn.task_id).unwrap();
@@ -602,5 +663,99 @@ mod tests {
         );
         let t = store.get(&s.turn.task_id, None).unwrap();
         assert_eq!(t["status"]["state"], "TASK_STATE_CANCELED");
+    }
+
+    /// A message of about `n` bytes.
+    fn big(n: usize) -> Map<String, Value> {
+        msg(&"b".repeat(n))
+    }
+
+    fn ended(store: &Store, m: &Map<String, Value>) -> String {
+        let s = start(store, m, None);
+        store.finish(&s.turn, TaskState::Completed, "done").unwrap();
+        s.turn.task_id
+    }
+
+    /// Past its byte budget the store evicts its oldest finished tasks before a new turn
+    /// (whatever their number), never the task a message continues, and refuses a turn
+    /// when only turns in progress hold the bytes.
+    #[test]
+    fn evicts_by_bytes_and_refuses_when_running_turns_hold_them() {
+        let m = big(3_000);
+        // What one finished task of `m` holds; the budget fits three and a half.
+        let probe = Store::new(100, MAX_BYTES);
+        ended(&probe, &m);
+        let one = probe.held().0;
+        let budget = 3 * one + one / 2;
+        let store = Store::new(100, budget);
+        let first = ended(&store, &m);
+        let second = ended(&store, &m);
+        let third = ended(&store, &m);
+        assert_eq!(store.len(), 3);
+        // A fourth does not fit beside three: the oldest goes.
+        let fourth = ended(&store, &m);
+        assert!(store.get(&first, None).is_none());
+        for id in [&second, &third, &fourth] {
+            assert!(store.get(id, None).is_some());
+        }
+        let (held, recounted) = store.held();
+        assert_eq!(held, recounted);
+        assert!(held <= budget, "{held}");
+
+        // An interrupted task continued: room is made from the others, not from it.
+        let s = start(&store, &big(10), None);
+        store
+            .finish(&s.turn, TaskState::InputRequired, "more?")
+            .unwrap();
+        let again = NewMessage {
+            message: &m,
+            task_id: Some(&s.turn.task_id),
+            context_id: None,
+        };
+        let Begin::Started(cont) = store.begin_turn(again, false).unwrap() else {
+            panic!("not continued");
+        };
+        assert!(store.get(&second, None).is_none());
+        let t = store.get(&s.turn.task_id, None).unwrap();
+        assert_eq!(t["history"].as_array().map(Vec::len), Some(3));
+
+        // Turns in progress take the budget: every finished task goes, then a turn is refused.
+        let mut running = Vec::new();
+        let err = loop {
+            let nm = NewMessage {
+                message: &m,
+                task_id: None,
+                context_id: None,
+            };
+            match store.begin_turn(nm, false) {
+                Ok(Begin::Started(s)) if running.len() < 10 => running.push(s),
+                Ok(other) => panic!("never refused: {other:?}"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.code, -32603);
+        assert_eq!(store.len(), running.len() + 1);
+        // Turns end: their tasks can make room again.
+        for s in &running {
+            store.cancel(&s.turn.task_id).unwrap();
+        }
+        store.cancel(&cont.turn.task_id).unwrap();
+        ended(&store, &m);
+        let (held, recounted) = store.held();
+        assert_eq!(held, recounted);
+    }
+
+    /// A message bigger than the whole budget is refused rather than evicting everything.
+    #[test]
+    fn a_message_bigger_than_the_budget_is_refused() {
+        let store = Store::new(100, 10_000);
+        let kept = ended(&store, &big(100));
+        let nm = NewMessage {
+            message: &big(10_000),
+            task_id: None,
+            context_id: None,
+        };
+        assert_eq!(store.begin_turn(nm, false).unwrap_err().code, -32603);
+        assert!(store.get(&kept, None).is_some());
     }
 }

@@ -13,6 +13,47 @@ use crate::time;
 pub(crate) const MAX_HISTORY: usize = 1_000;
 /// Artifacts kept per task; the oldest go first.
 pub(crate) const MAX_ARTIFACTS: usize = 100;
+/// What one task may hold (messages, artifacts and its status message, by [`held_bytes`]):
+/// beyond it the oldest messages, then the oldest artifacts go first. The newest message and
+/// the newest artifact are always kept, so one turn's own can go past it.
+pub(crate) const MAX_TASK_BYTES: usize = 64 << 20;
+
+/// What a JSON value holds in memory, about: its strings' and keys' bytes and a `Value`'s
+/// size per node. Linear in the value (parsed values nest at most 128 deep).
+pub(crate) fn held_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => NODE + s.len(),
+        Value::Array(a) => NODE + a.iter().map(held_bytes).sum::<usize>(),
+        Value::Object(m) => held_object_bytes(m),
+        _ => NODE,
+    }
+}
+
+/// [`held_bytes`] of an object.
+pub(crate) fn held_object_bytes(m: &Map<String, Value>) -> usize {
+    NODE + m
+        .iter()
+        .map(|(k, v)| NODE + k.len() + held_bytes(v))
+        .sum::<usize>()
+}
+
+const NODE: usize = std::mem::size_of::<Value>();
+
+/// A message or artifact a task keeps, with what it holds.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    pub value: Value,
+    bytes: usize,
+}
+
+impl Kept {
+    fn new(value: Value) -> Self {
+        Self {
+            bytes: held_bytes(&value),
+            value,
+        }
+    }
+}
 
 /// `TaskState` of A2A 1.0 (proto enum `lf.a2a.v1.TaskState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -120,11 +161,13 @@ pub(crate) struct TaskRecord {
     pub id: String,
     pub context_id: String,
     pub state: TaskState,
-    pub status_message: Option<Value>,
+    status_message: Option<Kept>,
     /// Status timestamp, microseconds since the epoch; also the ListTasks sort key.
     pub timestamp: u64,
-    pub history: VecDeque<Value>,
-    pub artifacts: VecDeque<Value>,
+    history: VecDeque<Kept>,
+    artifacts: VecDeque<Kept>,
+    /// What the three above hold, by [`held_bytes`].
+    held: usize,
 }
 
 impl TaskRecord {
@@ -137,14 +180,54 @@ impl TaskRecord {
             timestamp,
             history: VecDeque::new(),
             artifacts: VecDeque::new(),
+            held: 0,
         }
+    }
+
+    /// What the task holds (messages, artifacts, status message), by [`held_bytes`].
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
+    pub(crate) fn set_status_message(&mut self, message: Option<Value>) {
+        if let Some(old) = self.status_message.take() {
+            self.held -= old.bytes;
+        }
+        self.status_message = message.map(Kept::new);
+        self.held += self.status_message.as_ref().map_or(0, |m| m.bytes);
     }
 
     pub(crate) fn push_history(&mut self, message: Value) {
         if self.history.len() >= MAX_HISTORY {
-            self.history.pop_front();
+            self.pop_history();
         }
-        self.history.push_back(message);
+        let kept = Kept::new(message);
+        self.held += kept.bytes;
+        self.history.push_back(kept);
+        self.trim();
+    }
+
+    fn pop_history(&mut self) {
+        if let Some(old) = self.history.pop_front() {
+            self.held -= old.bytes;
+        }
+    }
+
+    fn pop_artifact(&mut self) {
+        if let Some(old) = self.artifacts.pop_front() {
+            self.held -= old.bytes;
+        }
+    }
+
+    /// Holds the task to [`MAX_TASK_BYTES`]: the oldest messages go first, then the oldest
+    /// artifacts; the newest of each stays.
+    fn trim(&mut self) {
+        while self.held > MAX_TASK_BYTES && self.history.len() > 1 {
+            self.pop_history();
+        }
+        while self.held > MAX_TASK_BYTES && self.artifacts.len() > 1 {
+            self.pop_artifact();
+        }
     }
 
     /// Adds an artifact chunk: a new artifact, or (`append`) its parts added to the artifact
@@ -155,24 +238,43 @@ impl TaskRecord {
             if let Some(existing) = self
                 .artifacts
                 .iter_mut()
-                .find(|a| a.get("artifactId") == id)
+                .find(|a| a.value.get("artifactId") == id)
             {
                 let new_parts = artifact
                     .get("parts")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
-                if let Some(parts) = existing.get_mut("parts").and_then(Value::as_array_mut) {
+                if let Some(parts) = existing
+                    .value
+                    .get_mut("parts")
+                    .and_then(Value::as_array_mut)
+                {
+                    let added: usize = new_parts.iter().map(held_bytes).sum();
                     parts.extend(new_parts);
+                    existing.bytes += added;
+                    self.held += added;
                 }
+                self.trim();
                 return;
             }
         }
-        self.artifacts.retain(|a| a.get("artifactId") != id);
+        let mut dropped = 0;
+        self.artifacts.retain(|a| {
+            let keep = a.value.get("artifactId") != id;
+            if !keep {
+                dropped += a.bytes;
+            }
+            keep
+        });
+        self.held -= dropped;
         if self.artifacts.len() >= MAX_ARTIFACTS {
-            self.artifacts.pop_front();
+            self.pop_artifact();
         }
-        self.artifacts.push_back(artifact.clone());
+        let kept = Kept::new(artifact.clone());
+        self.held += kept.bytes;
+        self.artifacts.push_back(kept);
+        self.trim();
     }
 
     /// `TaskStatus`.
@@ -180,7 +282,7 @@ impl TaskRecord {
         let mut status = Map::new();
         status.insert("state".into(), json!(self.state.as_str()));
         if let Some(m) = &self.status_message {
-            status.insert("message".into(), m.clone());
+            status.insert("message".into(), m.value.clone());
         }
         status.insert(
             "timestamp".into(),
@@ -198,7 +300,12 @@ impl TaskRecord {
         let keep = history.unwrap_or(usize::MAX).min(self.history.len());
         if keep > 0 {
             let skip = self.history.len() - keep;
-            let h: Vec<Value> = self.history.iter().skip(skip).cloned().collect();
+            let h: Vec<Value> = self
+                .history
+                .iter()
+                .skip(skip)
+                .map(|m| m.value.clone())
+                .collect();
             task.insert("history".into(), Value::Array(h));
         }
         let include = match artifacts {
@@ -207,7 +314,7 @@ impl TaskRecord {
             Artifacts::Always => true,
         };
         if include {
-            let a: Vec<Value> = self.artifacts.iter().cloned().collect();
+            let a: Vec<Value> = self.artifacts.iter().map(|a| a.value.clone()).collect();
             task.insert("artifacts".into(), Value::Array(a));
         }
         Value::Object(task)
@@ -334,10 +441,102 @@ mod tests {
             t.push_history(json!(i));
         }
         assert_eq!(t.history.len(), MAX_HISTORY);
-        assert_eq!(t.history.front(), Some(&json!(5)));
+        assert_eq!(t.history.front().map(|m| &m.value), Some(&json!(5)));
         for i in 0..MAX_ARTIFACTS + 3 {
             t.add_artifact(&json!({"artifactId": i.to_string(), "parts": []}), false);
         }
         assert_eq!(t.artifacts.len(), MAX_ARTIFACTS);
+    }
+
+    /// What `held` says against a count made afresh.
+    fn recount(t: &TaskRecord) -> usize {
+        t.history
+            .iter()
+            .map(|m| held_bytes(&m.value))
+            .sum::<usize>()
+            + t.artifacts
+                .iter()
+                .map(|a| held_bytes(&a.value))
+                .sum::<usize>()
+            + t.status_message
+                .as_ref()
+                .map_or(0, |m| held_bytes(&m.value))
+    }
+
+    #[test]
+    fn what_a_task_holds_is_counted_through_every_change() {
+        let mut t = TaskRecord::new("t".into(), "c".into(), 0);
+        let text = |n: usize| json!({"parts": [{"text": "x".repeat(n)}]});
+        t.push_history(text(10));
+        t.set_status_message(Some(text(20)));
+        t.set_status_message(Some(text(5)));
+        t.add_artifact(
+            &json!({"artifactId": "a", "parts": [{"text": "abc"}]}),
+            false,
+        );
+        t.add_artifact(
+            &json!({"artifactId": "a", "parts": [{"text": "defg"}]}),
+            true,
+        );
+        t.add_artifact(&json!({"artifactId": "b", "parts": []}), false);
+        // The same id again replaces it.
+        t.add_artifact(&json!({"artifactId": "a", "parts": [{"text": "h"}]}), false);
+        // Appending to an artifact that is not there adds it.
+        t.add_artifact(&json!({"artifactId": "c", "parts": [{"text": "ij"}]}), true);
+        assert_eq!(t.held(), recount(&t));
+        t.set_status_message(None);
+        assert_eq!(t.held(), recount(&t));
+        for i in 0..MAX_HISTORY + 2 {
+            t.push_history(json!(i));
+        }
+        for i in 0..MAX_ARTIFACTS + 2 {
+            t.add_artifact(&json!({"artifactId": i.to_string()}), false);
+        }
+        assert_eq!(t.held(), recount(&t));
+        // A string's bytes count once, with a node per value and per member.
+        let node = std::mem::size_of::<Value>();
+        assert_eq!(held_bytes(&json!("abcd")), node + 4);
+        assert_eq!(
+            held_bytes(&json!({"k": [1, "xy"]})),
+            4 * node + 1 + 2 + node
+        );
+    }
+
+    /// Big messages: the task keeps the newest within [`MAX_TASK_BYTES`], never fewer than
+    /// the newest message and the newest artifact, however big those are alone.
+    #[test]
+    fn a_task_holds_at_most_its_byte_budget_beyond_its_newest() {
+        let mut t = TaskRecord::new("t".into(), "c".into(), 0);
+        let big =
+            |tag: usize| json!({"tag": tag, "parts": [{"text": "x".repeat(MAX_TASK_BYTES / 5)}]});
+        for i in 0..12 {
+            t.push_history(big(i));
+            t.add_artifact(&json!({"artifactId": i.to_string(), "parts": [{"text": "y".repeat(MAX_TASK_BYTES / 5)}]}), false);
+            assert!(t.held() <= MAX_TASK_BYTES, "{i}: {}", t.held());
+            assert_eq!(t.held(), recount(&t));
+        }
+        assert_eq!(t.history.back().map(|m| &m.value["tag"]), Some(&json!(11)));
+        assert_eq!(
+            t.artifacts.back().map(|a| &a.value["artifactId"]),
+            Some(&json!("11"))
+        );
+        assert!(t.history.len() + t.artifacts.len() <= 5);
+        // One message bigger than the budget alone is kept, with the newest artifact.
+        t.push_history(json!({"parts": [{"text": "z".repeat(MAX_TASK_BYTES + 1)}]}));
+        assert_eq!((t.history.len(), t.artifacts.len()), (1, 1));
+        assert_eq!(t.held(), recount(&t));
+        // Appending to the newest artifact past the budget drops older messages, never it.
+        let mut t = TaskRecord::new("t".into(), "c".into(), 0);
+        t.push_history(json!("old"));
+        t.push_history(json!("new"));
+        t.add_artifact(&json!({"artifactId": "a", "parts": []}), false);
+        t.add_artifact(
+            &json!({"artifactId": "a", "parts": [{"text": "w".repeat(MAX_TASK_BYTES)}]}),
+            true,
+        );
+        assert_eq!(t.history.len(), 1);
+        assert_eq!(t.history.back().map(|m| &m.value), Some(&json!("new")));
+        assert_eq!(t.artifacts.len(), 1);
+        assert_eq!(t.held(), recount(&t));
     }
 }

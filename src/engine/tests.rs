@@ -1007,7 +1007,7 @@ async fn list_tasks_pages_without_gaps_or_duplicates() {
 
 #[tokio::test]
 async fn the_store_is_bounded() {
-    let e = Engine::with_max_tasks(EngineConfig::default(), 4);
+    let e = Engine::with_limits(EngineConfig::default(), 4, store::MAX_BYTES);
     let mut ids = Vec::new();
     for i in 0..6 {
         let t = send(&e, user(&format!("n{i}"))).await;
@@ -1023,6 +1023,38 @@ async fn the_store_is_bounded() {
     assert_eq!(
         error_code(&e, "GetTask", json!({"id": ids[1]})).await,
         -32001
+    );
+    result(&e, "GetTask", json!({"id": ids[5]})).await;
+}
+
+/// Big messages: the store keeps what fits its byte budget (the oldest tasks go, whatever
+/// their number), and a message that alone is bigger than the budget is refused (-32603)
+/// without evicting anything.
+#[tokio::test]
+async fn the_store_is_bounded_by_bytes() {
+    let text = "z".repeat(100_000);
+    // One finished echo task of `text` holds the message and the echo three times (the
+    // artifact, the agent's message in the history and as the status).
+    let e = Engine::with_limits(EngineConfig::default(), 1_000, 1_000_000);
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let t = send(&e, user(&text)).await;
+        assert_eq!(state(&t), "TASK_STATE_INPUT_REQUIRED");
+        ids.push(t["id"].as_str().unwrap().to_string());
+    }
+    let all = result(&e, "ListTasks", json!({})).await;
+    // About 400 KB each: two fit, and the newest turn adds its echo past the budget.
+    let kept = all["totalSize"].as_u64().unwrap();
+    assert!((2..=3).contains(&kept), "{}", all["totalSize"]);
+    assert_eq!(
+        error_code(&e, "GetTask", json!({"id": ids[0]})).await,
+        -32001
+    );
+    result(&e, "GetTask", json!({"id": ids[5]})).await;
+    let huge = user(&"y".repeat(1_100_000));
+    assert_eq!(
+        error_code(&e, "SendMessage", json!({ "message": huge })).await,
+        -32603
     );
     result(&e, "GetTask", json!({"id": ids[5]})).await;
 }
