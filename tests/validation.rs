@@ -811,4 +811,38 @@ async fn protojson_default_values_are_absent_values() {
         )
         .await;
     assert_eq!(v["error"]["code"], -32001, "validated, then not found: {v}");
+    // A message's contextId and taskId "" are a new context and task: not forwarded.
+    let before = _up.rpc_requests().len();
+    let v = c
+        .rpc(
+            "SendMessage",
+            json!({"message": {"messageId": "m2", "role": "ROLE_USER", "contextId": "", "taskId": "", "parts": [{"text": "x"}]}}),
+        )
+        .await;
+    assert!(v.get("result").is_some(), "{v}");
+    let sent = _up.rpc_requests();
+    assert_eq!(sent.len(), before + 1);
+    let forwarded: Value = serde_json::from_slice(&sent[before].body).unwrap();
+    let message = &forwarded["params"]["message"];
+    assert_eq!(message["messageId"], "m2", "{forwarded}");
+    assert!(
+        message.get("contextId").is_none() && message.get("taskId").is_none(),
+        "{forwarded}"
+    );
+    // A push config's id "" is absent; its required taskId "" is missing.
+    let v = c
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "t-unknown", "id": "", "url": "https://push.example.com/cb"}),
+        )
+        .await;
+    assert_eq!(v["error"]["code"], -32001, "validated, then not found: {v}");
+    let v = c
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": "", "url": "https://push.example.com/cb"}),
+        )
+        .await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert_eq!(v["error"]["data"][0]["reason"], "params.missing", "{v}");
 }

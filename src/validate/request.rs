@@ -260,6 +260,10 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
         }
     }
     m.put("role", Value::from("ROLE_USER"));
+    // Without presence (proto3): "" is absent, a new context or task.
+    for key in ["contextId", "taskId"] {
+        m.drop_default(key);
+    }
     m.id("contextId")?;
     m.id("taskId")?;
     m.strings("extensions", 32, 512, |s| s.contains(':'))?;
@@ -313,6 +317,10 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
 /// A TaskPushNotificationConfig (top level of Create, or inside SendMessage's configuration,
 /// where the task id is not known yet).
 fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url::Url, RpcError> {
+    // Without presence (proto3): "" is absent (a required taskId is then missing).
+    for key in ["taskId", "id"] {
+        f.drop_default(key);
+    }
     if task_required {
         f.required_id("taskId")?;
     } else {
