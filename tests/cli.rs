@@ -764,3 +764,122 @@ generate_if_missing = true
     .await;
     assert_eq!(status.code(), Some(0));
 }
+
+/// A policy serving `upstream` with one bearer whose token is in `token_file` (the
+/// operator's own file unless `generate`).
+fn token_file_policy(dir: &Path, upstream: &str, token_file: &Path, generate: bool) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+public_url = "https://127.0.0.1:0/"
+[tls]
+dev = true
+dev_dir = "{d}/certs/dev"
+[[upstreams]]
+name = "agent"
+url = "{upstream}"
+[auth]
+[[auth.bearer]]
+principal = "ops"
+token_file = "{t}"
+generate_if_missing = {generate}
+"#,
+        d = dir.display(),
+        t = token_file.display(),
+    )
+}
+
+/// A token the operator keeps in a file (a systemd credential, a mounted secret) is never
+/// printed: only a token the edge made itself (`generate_if_missing`) is a dev token, shown
+/// with its curl line.
+#[tokio::test]
+async fn an_operators_token_file_is_never_printed() {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("cli-token-file");
+    let token_file = dir.path().join("ops-token");
+    let secret = "operator-secret-7Qx9Zr2Lw5";
+    std::fs::write(&token_file, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for (generate, printed) in [(false, false), (true, true)] {
+        let file = dir.path().join("p.toml");
+        std::fs::write(
+            &file,
+            token_file_policy(dir.path(), "embedded", &token_file, generate),
+        )
+        .unwrap();
+        let _ = std::fs::remove_file(dir.path().join("ready.json"));
+        let (mut child, _) = spawn_serve(dir.path(), &file, Stdio::piped()).await;
+        sigterm(&child.0);
+        exited_within(&mut child.0, Duration::from_secs(10), "no drain").await;
+        let mut out = String::new();
+        child
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert!(out.contains("a2a-edge listening on"), "{out}");
+        assert_eq!(out.contains(secret), printed, "generate {generate}: {out}");
+    }
+}
+
+/// A SIGHUP (`systemctl reload`) while the proxy starts (here: waiting for an agent's card,
+/// whose body stalls) is held for after the start, not the signal's default action that
+/// ends the process.
+#[tokio::test]
+async fn a_sighup_while_starting_does_not_kill_the_proxy() {
+    let dir = TempDir::new("cli-hup-start");
+    let stalled = RawAgent::start(RawAnswer::StalledBody, RawAnswer::Whole, RawAnswer::Whole).await;
+    let token_file = dir.path().join("token");
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        token_file_policy(dir.path(), &stalled.url, &token_file, true),
+    )
+    .unwrap();
+    let ready = dir.path().join("ready.json");
+    let mut child = ChildGuard(
+        Command::new(BIN)
+            .args(["serve", "--policy"])
+            .arg(&file)
+            .arg("--ready-file")
+            .arg(&ready)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The start is under way once it asks the agent for its card.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stalled.count("/.well-known/agent-card.json") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the start never fetched the card"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ok = Command::new("kill")
+        .args(["-HUP", &child.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    // The card fetch gives up after 10 s; the proxy then starts and does the reload.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            panic!("the SIGHUP ended the start: {status}");
+        }
+        assert!(Instant::now() < deadline, "no ready file");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(child.0.try_wait().unwrap().is_none(), "exited after start");
+    sigterm(&child.0);
+    let status = exited_within(&mut child.0, Duration::from_secs(15), "no drain").await;
+    assert_eq!(status.code(), Some(0));
+}

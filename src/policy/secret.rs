@@ -52,9 +52,18 @@ pub fn from_file(
             }
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let token = text.trim_end_matches(['\n', '\r']).to_string();
+            // The secret is the file's first line; a line after it would be taken for part
+            // of the secret by some readers and dropped by others: refused.
+            let mut lines = text.lines();
+            let token = lines.next().unwrap_or_default().to_string();
             if token.is_empty() {
                 return Err(format!("{} is empty", path.display()));
+            }
+            if lines.any(|l| !l.trim().is_empty()) {
+                return Err(format!(
+                    "{} holds more than one line; the secret is its only line",
+                    path.display()
+                ));
             }
             Ok(Some(GeneratedToken {
                 token,

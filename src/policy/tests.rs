@@ -287,6 +287,45 @@ fn token_file_is_generated_only_when_serving_and_read_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An operator's own token file (no `generate_if_missing`) is a secret, never a dev token
+/// to print; its secret is its one line (CRLF or LF ended), and a file with a second
+/// non-empty line is refused rather than read one way or the other.
+#[test]
+fn an_operators_token_file_is_a_secret_of_one_line() {
+    let dir = std::env::temp_dir().join(format!("a2a-edge-policy-{}", random_token()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("token");
+    let text = GOOD.replacen(
+        "token_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        &format!("token_file = {:?}", file.display().to_string()),
+        1,
+    );
+    // (file contents, the token read, or None: refused)
+    let cases: [(&str, Option<&str>); 7] = [
+        ("s3cret-one\n", Some("s3cret-one")),
+        ("s3cret-one", Some("s3cret-one")),
+        ("s3cret-one\r\n", Some("s3cret-one")),
+        ("s3cret-one\n\n  \n", Some("s3cret-one")),
+        ("s3cret-one\n# rotated 2024\n", None),
+        ("\ns3cret-one\n", None),
+        ("", None),
+    ];
+    for (contents, token) in cases {
+        std::fs::write(&file, contents).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let served = Policy::from_toml(Path::new("p.toml"), &text, LoadMode::Serve);
+        match token {
+            Some(t) => {
+                let p = served.unwrap_or_else(|e| panic!("{contents:?}: {e}"));
+                assert!(p.auth.bearer[0].generated.is_none(), "{contents:?}");
+                assert_eq!(p.auth.bearer[0].token_sha256, sha256(t.as_bytes()));
+            }
+            None => assert!(served.is_err(), "{contents:?}"),
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn request_rules_come_from_the_policy_or_the_iac_code_defaults() {
     let text = GOOD.replacen(
