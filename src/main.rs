@@ -258,6 +258,13 @@ fn check(opts: Opts) -> Result<(), String> {
 }
 
 async fn serve(opts: Opts) -> Result<(), String> {
+    // Signal handlers first: a SIGHUP (`systemctl reload`) while the agents' cards are
+    // fetched at start must not kill the process (its default action); it is held and the
+    // reload done once the proxy is up. A SIGTERM or Ctrl-C meanwhile stops the start.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let stop = stop_signals()?;
+    tokio::pin!(stop);
     let path = opts.policy_path();
     let policy = Policy::load(&path, LoadMode::Serve).map_err(|e| e.to_string())?;
     a2a_edge::runtime::configured()?;
@@ -270,7 +277,14 @@ async fn serve(opts: Opts) -> Result<(), String> {
         .filter_map(|b| b.generated.clone().map(|g| (b.principal.clone(), g)))
         .collect();
     let from_environment = policy.auth.from_environment.clone();
-    let running = server::start(policy).await.map_err(|e| e.to_string())?;
+    let running = tokio::select! {
+        r = server::start(policy) => r.map_err(|e| e.to_string())?,
+        r = &mut stop => {
+            r?;
+            eprintln!("a2a-edge: stopped while starting");
+            return Ok(());
+        }
+    };
     if !from_environment.is_empty() {
         // Credentials nobody wrote into the policy are accepted: say so where operators look.
         tracing::warn!(
@@ -278,11 +292,6 @@ async fn serve(opts: Opts) -> Result<(), String> {
             variables = ?a2a_edge::telemetry::Json(&from_environment)
         );
     }
-    // Signal handlers before anyone is told the proxy is up (a SIGHUP or SIGTERM sent right
-    // after the ready file must reload or drain, not kill the process).
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let stop = stop_signals()?;
     let url = running.public_url.clone();
     println!(
         "a2a-edge listening on {url} (local address {})",
@@ -323,7 +332,6 @@ async fn serve(opts: Opts) -> Result<(), String> {
         write_atomically(ready, info.to_string().as_bytes())?;
     }
     // SIGHUP reloads the policy; SIGTERM and Ctrl-C drain and stop.
-    tokio::pin!(stop);
     loop {
         tokio::select! {
             r = &mut stop => { r?; break; }
