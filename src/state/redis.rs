@@ -11,11 +11,13 @@
 //! own clock (`TIME`): replicas with skewed clocks still share one budget. A principal that
 //! spends its rate fast takes its tokens a few at a time ([`super::leases`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::io::tcp::socket2::TcpKeepalive;
+use redis::io::tcp::TcpSettings;
 
 use super::leases::{RateLeases, Take};
 use crate::limits::rate::Rate;
@@ -84,6 +86,37 @@ return {taken, 0, new_tat - now}
 /// A worker's connection, once made, and when the last attempt to make it failed.
 type Slot = (Option<ConnectionManager>, Option<Instant>);
 
+/// Round trips in a row that got no answer (or an answer a connection to a primary never
+/// gives) after which a worker's connection is dropped and made anew. redis-rs reconnects
+/// by itself only when the socket fails: a half-open connection (a host gone, a partition,
+/// a failover that moved the address) fails only when the kernel gives up retransmitting
+/// (about 15 minutes), and a primary demoted to a replica answers every write READONLY for
+/// as long as the connection lives.
+const RECONNECT_AFTER: u32 = 2;
+
+/// How one round trip went, for the connection's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trip {
+    Answered,
+    /// No answer within `timeout_ms`, or the connection failed.
+    Unanswered,
+    /// Answered by a server that cannot serve the scripts' writes (READONLY, MASTERDOWN,
+    /// LOADING): another connection may reach the primary.
+    WrongServer,
+}
+
+impl Trip {
+    fn of_error(e: &redis::RedisError) -> Trip {
+        match e.kind() {
+            redis::ErrorKind::ReadOnly
+            | redis::ErrorKind::MasterDown
+            | redis::ErrorKind::BusyLoadingError => Trip::WrongServer,
+            _ if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => Trip::Unanswered,
+            _ => Trip::Answered,
+        }
+    }
+}
+
 pub struct RedisStore {
     client: redis::Client,
     config: RedisConfig,
@@ -92,6 +125,8 @@ pub struct RedisStore {
     /// another thread's connection task and back. With the last failed attempt, for the
     /// backoff.
     conns: Box<[tokio::sync::Mutex<Slot>]>,
+    /// Per connection, round trips in a row that went unanswered ([`RECONNECT_AFTER`]).
+    misses: Box<[AtomicU32]>,
     gcra: redis::Script,
     leases: RateLeases,
     healthy: AtomicBool,
@@ -128,6 +163,9 @@ impl RedisStore {
             conns: (0..=crate::runtime::workers())
                 .map(|_| tokio::sync::Mutex::new((None, None)))
                 .collect(),
+            misses: (0..=crate::runtime::workers())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
             gcra: redis::Script::new(GCRA),
             leases,
             healthy: AtomicBool::new(false),
@@ -144,10 +182,33 @@ impl RedisStore {
         format!("{}{kind}:{name}", self.config.key_prefix)
     }
 
+    /// Notes how a round trip on this worker's connection went: enough unanswered ones in a
+    /// row (or one from a server that is no primary) and the next round trip makes a new
+    /// connection.
+    fn trip(&self, trip: Trip) {
+        let misses = &self.misses[crate::runtime::slot(self.misses.len())];
+        match trip {
+            Trip::Answered => {
+                if misses.load(Ordering::Relaxed) != 0 {
+                    misses.store(0, Ordering::Relaxed);
+                }
+            }
+            Trip::Unanswered => {
+                misses.fetch_add(1, Ordering::Relaxed);
+            }
+            Trip::WrongServer => misses.store(RECONNECT_AFTER, Ordering::Relaxed),
+        }
+    }
+
     async fn connection(&self) -> Result<ConnectionManager, StateUnavailable> {
-        let mut slot = self.conns[crate::runtime::slot(self.conns.len())]
-            .lock()
-            .await;
+        let i = crate::runtime::slot(self.conns.len());
+        let mut slot = self.conns[i].lock().await;
+        if self.misses[i].load(Ordering::Relaxed) >= RECONNECT_AFTER {
+            self.misses[i].store(0, Ordering::Relaxed);
+            if slot.0.take().is_some() {
+                tracing::warn!(event = "state_reconnect", backend = "redis");
+            }
+        }
         if let Some(c) = &slot.0 {
             return Ok(c.clone());
         }
@@ -162,10 +223,22 @@ impl RedisStore {
         // would take the whole timeout. Requests queued behind this attempt (the lock) see
         // its failure stamped when it failed, and fail at once for the next 500 ms instead
         // of each trying in turn.
+        // TCP keep-alive and a user timeout: a connection whose peer is gone fails within
+        // about 15 s even when idle or when nothing times out above it; no Nagle delay.
+        let tcp = TcpSettings::default()
+            .set_nodelay(true)
+            .set_keepalive(
+                TcpKeepalive::new()
+                    .with_time(Duration::from_secs(5))
+                    .with_interval(Duration::from_secs(2))
+                    .with_retries(5),
+            )
+            .set_user_timeout(Duration::from_secs(15));
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(self.config.timeout)
             .set_response_timeout(self.config.timeout)
-            .set_number_of_retries(0);
+            .set_number_of_retries(0)
+            .set_tcp_settings(tcp);
         // Boxed: the connect's future (~3.5 KiB) is rare, and every command's future would
         // otherwise carry it.
         match Box::pin(tokio::time::timeout(
@@ -215,19 +288,23 @@ impl RedisStore {
             tokio::time::timeout(self.config.timeout, call.invoke_async::<T>(&mut conn)).await;
         match out {
             Ok(Ok(v)) => {
+                self.trip(Trip::Answered);
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(v)
             }
             Ok(Err(e)) => {
-                if !e.is_io_error() && !e.is_timeout() && !e.is_connection_dropped() {
+                let trip = Trip::of_error(&e);
+                if trip == Trip::Answered {
                     // Redis answered, with an error of the script's: a bug, not an outage.
                     tracing::error!(event = "state_script_error", kind = ?e.kind());
                 }
+                self.trip(trip);
                 self.failed("error", started);
                 Err(StateUnavailable)
             }
             Err(_) => {
+                self.trip(Trip::Unanswered);
                 self.failed("timeout", started);
                 Err(StateUnavailable)
             }
@@ -325,6 +402,7 @@ impl RedisStore {
         .await;
         match out {
             Ok(Ok((taken, wait_us, full_in_us))) => {
+                self.trip(Trip::Answered);
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(if taken >= 1 {
@@ -334,11 +412,13 @@ impl RedisStore {
                     Err(Duration::from_micros(wait_us.max(0) as u64))
                 })
             }
-            Ok(Err(_)) => {
+            Ok(Err(e)) => {
+                self.trip(Trip::of_error(&e));
                 self.failed("error", started);
                 Err(StateUnavailable)
             }
             Err(_) => {
+                self.trip(Trip::Unanswered);
                 self.failed("timeout", started);
                 Err(StateUnavailable)
             }
@@ -368,17 +448,20 @@ impl RedisStore {
         {
             Ok(r) => r,
             Err(_) => {
+                self.trip(Trip::Unanswered);
                 self.failed("timeout", started);
                 return Err("no answer within state.timeout_ms".to_string());
             }
         };
         match pong {
             Ok(_) => {
+                self.trip(Trip::Answered);
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(())
             }
             Err(e) => {
+                self.trip(Trip::of_error(&e));
                 self.failed("error", started);
                 Err(e.to_string())
             }
@@ -407,5 +490,79 @@ mod tests {
         let script = redis::Script::new("return 1");
         let size = std::mem::size_of_val(&store.run::<i64>(&script, &[]));
         assert!(size < 2048, "{size} bytes");
+    }
+
+    /// How the fake Redis below answers a script.
+    #[derive(Clone, Copy, Debug)]
+    enum Fake {
+        /// Never: a half-open connection.
+        Silent,
+        /// READONLY: a primary demoted to a replica.
+        ReadOnly,
+    }
+
+    /// A fake Redis on a free port: it answers the client's handshake (`CLIENT SETINFO`)
+    /// and then each script as `fake` says; with the number of connections it accepted.
+    async fn fake_redis(fake: Fake) -> (url::Url, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = url::Url::parse(&format!("redis://{}/", listener.local_addr().unwrap())).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = sock.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let got = String::from_utf8_lossy(&buf[..n]).to_string();
+                        let mut out = "+OK\r\n".repeat(got.matches("SETINFO").count());
+                        if let Fake::ReadOnly = fake {
+                            out.push_str(
+                                &"-READONLY You can't write against a read only replica.\r\n"
+                                    .repeat(got.matches("EVALSHA").count()),
+                            );
+                        }
+                        if sock.write_all(out.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// A connection that stops answering (a half-open socket) or that reaches a server that
+    /// is no primary (READONLY) is dropped after [`RECONNECT_AFTER`] such round trips and
+    /// made anew: redis-rs itself would keep it until the socket fails.
+    #[tokio::test]
+    async fn a_connection_that_stops_answering_is_made_anew() {
+        for fake in [Fake::Silent, Fake::ReadOnly] {
+            let (url, accepted) = fake_redis(fake).await;
+            let config = RedisConfig {
+                url,
+                password: None,
+                ca_pem: None,
+                key_prefix: "t:".into(),
+                timeout: Duration::from_millis(100),
+                rate_lease_max: 1,
+                rate_lease: Duration::from_millis(10),
+            };
+            let store = RedisStore::new(config, Arc::new(Metrics::new())).unwrap();
+            let script = redis::Script::new("return 1");
+            for _ in 0..=RECONNECT_AFTER {
+                assert!(store.run::<i64>(&script, &[]).await.is_err(), "{fake:?}");
+            }
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while accepted.load(Ordering::SeqCst) < 2 {
+                assert!(Instant::now() < deadline, "{fake:?}: never reconnected");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
     }
 }
