@@ -905,6 +905,37 @@ async fn a_listing_read_or_agent_path_whose_body_stalls_times_out() {
     }
 }
 
+/// ListTasks reads each listed task from its agent (a GetTask of its own) and holds that
+/// answer to what a relayed answer must be: a 200 of `application/json` echoing the
+/// request's id. Otherwise the task is listed as the edge knows it (id, context, state),
+/// never with the history of an answer it should not have read.
+#[tokio::test]
+async fn a_listing_read_that_is_no_proper_answer_is_not_listed() {
+    for bad in [BadRead::Status500, BadRead::WrongId, BadRead::NotJson] {
+        let agent = RawAgent::start(
+            RawAnswer::Whole,
+            RawAnswer::Whole,
+            RawAnswer::TaskThenBad(bad),
+        )
+        .await;
+        let proxy = Proxy::start(ProxyOpts {
+            upstream_url: agent.url.clone(),
+            ..Default::default()
+        })
+        .await;
+        let mut c = proxy.client(Proto::H1).await;
+        let v = c.rpc("SendMessage", message("make a task")).await;
+        assert_eq!(v["result"]["task"]["id"], "t-raw", "{bad:?}: {v}");
+        let v = c.rpc("ListTasks", json!({})).await;
+        let listed = &v["result"]["tasks"][0];
+        assert_eq!(listed["id"], "t-raw", "{bad:?}: {v}");
+        let mut keys: Vec<&String> = listed.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["contextId", "id", "status"], "{bad:?}: {v}");
+        assert!(agent.count("/") >= 2, "{bad:?}: the agent was read");
+    }
+}
+
 async fn a_listing_read_or_agent_path_times_out(stall: RawAnswer) {
     use std::time::{Duration, Instant};
     let agent = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, stall).await;

@@ -94,12 +94,7 @@ impl Gate {
             .await
             .map_err(|e| bad_gateway(e.reason()))?;
         let status = resp.status();
-        let json = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.to_ascii_lowercase().starts_with("application/json"));
-        if !json {
+        if !upstream::is_json(resp.headers()) {
             return Err(bad_gateway(reason::UPSTREAM_BAD_RESPONSE));
         }
         // Bounded in time with the head (the agent's response timeout).

@@ -238,6 +238,10 @@ impl Gate {
                 else {
                     return (i, Read::Summary);
                 };
+                // As a relayed answer must be: a 200 of application/json.
+                if !upstream::is_json_ok(&resp) {
+                    return (i, Read::Summary);
+                }
                 match collect_limited(resp.into_body(), cap).await {
                     Ok(bytes) => (i, Read::Task(upstream, bytes)),
                     Err(_) => (i, Read::Summary),
@@ -274,6 +278,10 @@ impl Gate {
         let Ok(mut v) = crate::a2a::json::parse_answer(bytes, at.requests.max_json_values) else {
             return Ok(Listed::Gone);
         };
+        // The answer to the edge's own GetTask (id 1), as a relayed answer must echo its id.
+        if v.get("id") != Some(&Value::from(1)) {
+            return Ok(Listed::Other);
+        }
         clean_response(&mut v, &at.requests.metadata, at.requests.redact_paths);
         let Some(mut task) = v.get_mut("result").map(Value::take) else {
             return Ok(Listed::Gone);

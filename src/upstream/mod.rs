@@ -20,7 +20,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use headers::{forwarded_headers, strip_hop_by_hop};
-pub use relay::{relay_response, Interrupt, Refused, RelayLimits, StreamLog};
+pub use relay::{is_json, is_json_ok, relay_response, Interrupt, Refused, RelayLimits, StreamLog};
 
 use crate::a2a::code::{INTERNAL_ERROR, INVALID_AGENT_RESPONSE};
 use crate::body::BoxBody;

@@ -182,6 +182,32 @@ where
 /// caller's concurrency slot) is the answer's: a JSON answer's body holds it until it has
 /// been sent, a stream until it ends; `observe` (and the turn it owns) goes once the JSON
 /// answer is built, or when the stream ends.
+/// The media type of a response (`Content-Type` without its parameters), lowercased.
+fn media_type(headers: &http::HeaderMap) -> String {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Whether an agent's answer is a 200 of `application/json` (exactly that media type, any
+/// parameters): what a whole answer the edge reads must be.
+pub fn is_json_ok(resp: &Response<BoxBody>) -> bool {
+    resp.status() == StatusCode::OK && is_json(resp.headers())
+}
+
+/// Whether a `Content-Type` is `application/json` (exactly that media type, any parameters:
+/// not `application/jsonp` or `application/json-seq`).
+pub fn is_json(headers: &http::HeaderMap) -> bool {
+    media_type(headers) == "application/json"
+}
+
 #[allow(clippy::too_many_arguments)]
 pub async fn relay_response<F, P, S>(
     upstream: Response<BoxBody>,
@@ -206,19 +232,7 @@ where
         );
         return Err(UpstreamError::BadResponse);
     }
-    let content_type = upstream
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    match media.as_str() {
+    match media_type(upstream.headers()).as_str() {
         "text/event-stream" if !streaming => {
             tracing::warn!(event = "upstream_unasked_stream");
             Err(UpstreamError::BadResponse)
@@ -439,4 +453,34 @@ where
         );
     });
     sse_response(out.boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A whole answer is read only when its media type is `application/json` itself.
+    #[test]
+    fn only_application_json_is_json() {
+        for (content_type, json) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            (" application/json ;x=y", true),
+            ("application/jsonp", false),
+            ("application/json-seq", false),
+            ("application/json+x", false),
+            ("text/json", false),
+            ("text/event-stream", false),
+            ("", false),
+        ] {
+            let mut headers = http::HeaderMap::new();
+            if !content_type.is_empty() {
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    http::HeaderValue::from_str(content_type).unwrap(),
+                );
+            }
+            assert_eq!(is_json(&headers), json, "{content_type:?}");
+        }
+    }
 }

@@ -870,6 +870,21 @@ pub enum RawAnswer {
     /// request's id), then silence (the connection held open): an agent that ends its lines
     /// with CR and has nothing more to say for now.
     CrStream,
+    /// For the JSON-RPC endpoint: a SendMessage as [`RawAnswer::TaskThenStalls`]; anything
+    /// else the task `t-raw` whole, with a history, but answered in a way the edge must not
+    /// read: this [`BadRead`].
+    TaskThenBad(BadRead),
+}
+
+/// What is wrong with a [`RawAnswer::TaskThenBad`] answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRead {
+    /// HTTP 500.
+    Status500,
+    /// Another JSON-RPC id than the request's.
+    WrongId,
+    /// `Content-Type: application/jsonp`.
+    NotJson,
 }
 
 impl RawAnswer {
@@ -878,6 +893,7 @@ impl RawAnswer {
         match self {
             RawAnswer::TaskThenStalls => Some(RawAnswer::StalledBody),
             RawAnswer::TaskThenStreamStalls => Some(RawAnswer::StalledStream),
+            RawAnswer::TaskThenBad(_) => Some(self),
             _ => None,
         }
     }
@@ -949,6 +965,10 @@ impl RawAgent {
                             RawAnswer::Whole,
                             json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-raw", "contextId": "c-raw", "status": {"state": "TASK_STATE_COMPLETED"}}}}).to_string(),
                         ),
+                        _ if matches!(rpc, RawAnswer::TaskThenBad(_)) => (
+                            rpc,
+                            json!({"jsonrpc": "2.0", "id": if rpc == RawAnswer::TaskThenBad(BadRead::WrongId) { 7 } else { 1 }, "result": {"id": "t-raw", "contextId": "c-raw", "status": {"state": "TASK_STATE_COMPLETED"}, "history": [{"messageId": "h-raw", "role": "ROLE_AGENT", "parts": [{"text": "unread"}]}]}}).to_string(),
+                        ),
                         _ if rpc.after_task().is_some() => (rpc.after_task().unwrap(), String::new()),
                         _ if rpc == RawAnswer::CrStream => (
                             rpc,
@@ -968,10 +988,21 @@ impl RawAgent {
                         RawAnswer::StalledStream | RawAnswer::TaskThenStreamStalls => "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{".to_string(),
                         RawAnswer::CrStream => format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {body}\r\r"),
                         RawAnswer::Silent => String::new(),
+                        RawAnswer::TaskThenBad(bad) => {
+                            let (status, media) = match bad {
+                                BadRead::Status500 => ("500 Internal Server Error", "application/json"),
+                                BadRead::WrongId => ("200 OK", "application/json"),
+                                BadRead::NotJson => ("200 OK", "application/jsonp"),
+                            };
+                            format!(
+                                "HTTP/1.1 {status}\r\nContent-Type: {media}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            )
+                        }
                     };
                     let _ = tcp.write_all(answer.as_bytes()).await;
                     let _ = tcp.flush().await;
-                    if how != RawAnswer::Whole {
+                    if !matches!(how, RawAnswer::Whole | RawAnswer::TaskThenBad(_)) {
                         // Held open, silent, until the peer leaves.
                         let _ = tcp.read(&mut chunk).await;
                     }
