@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{file, secret, Ctx, PolicyError};
 use crate::state::redis::RedisConfig;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct StatePolicy {
     /// `backend = "redis"`.
     pub redis: Option<RedisConfig>,
@@ -24,6 +24,21 @@ const DEFAULT_LEASE_MS: u64 = 30_000;
 /// Rate leases (`rate_lease_max`, `rate_lease_ms`): see `crate::state::leases`.
 const DEFAULT_RATE_LEASE_MAX: u64 = 64;
 const DEFAULT_RATE_LEASE_MS: u64 = 100;
+
+/// The page token secret redacted (the Redis password is, by `RedisConfig`'s own).
+impl std::fmt::Debug for StatePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatePolicy")
+            .field("redis", &self.redis)
+            .field(
+                "page_token_secret",
+                &self.page_token_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("task_retention", &self.task_retention)
+            .field("busy_lease", &self.busy_lease)
+            .finish()
+    }
+}
 
 impl StatePolicy {
     pub fn backend(&self) -> &'static str {

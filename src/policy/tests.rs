@@ -623,6 +623,14 @@ fn state_settings_are_checked_where_they_are_written() {
     let with = |extra: &str| format!("{GOOD}{base}{extra}");
     let p = load(&with("")).unwrap();
     assert_eq!(p.state.backend(), "redis");
+    // The secret never shows in a debug print of the policy.
+    assert_eq!(p.state.page_token_secret, Some("x".repeat(40)));
+    let printed = format!("{p:?}");
+    assert!(!printed.contains(&"x".repeat(40)), "{printed}");
+    assert!(
+        printed.contains("page_token_secret: Some(\"<redacted>\")"),
+        "{printed}"
+    );
     assert_eq!(p.state.busy_lease, Duration::from_secs(30));
     assert_eq!(p.state.task_retention, Duration::from_secs(7 * 24 * 3600));
     assert!(

@@ -124,14 +124,18 @@ impl Running {
         )
         .await
         .map_err(StartError);
-        self.process.metrics.reload(gate.is_ok());
+        if gate.is_err() {
+            self.process.metrics.reload(false);
+        }
         let gate = Arc::new(gate?);
+        // (A stop meanwhile drops this future: no reload took effect, none is counted.)
         gate.refresh_card().await;
         // The acceptor first: a connection accepted once the new gate is in force is
         // handshaken with the new client CAs (the accept loop takes the reloads, then the
         // acceptor).
         self.acceptors.send_replace(acceptor);
         self.gates.replace(gate);
+        self.process.metrics.reload(true);
         Ok(ignored)
     }
 
