@@ -854,7 +854,7 @@ async fn a_reload_resets_no_budget() {
 async fn a_reload_that_changes_other_budgets_keeps_these() {
     reload_keeps_the_spent_budgets(ProxyOpts {
         extra_auth: "failures_per_minute = 2\nfailures_burst = 3\n".into(),
-        extra_policy: "[limits]\nrequests_per_second = 0.01\nburst = 2\nmax_in_flight_per_principal = 100\n[limits.principals]\nsomeone-else = { requests_per_second = 5, burst = 5 }\n[limits.methods]\nGetTask = { requests_per_second = 5, burst = 5 }\n[network]\ntrusted_proxies = [\"127.0.0.1/32\"]\n".into(),
+        extra_policy: "[limits]\nrequests_per_second = 0.01\nburst = 2\nmax_in_flight_per_principal = 100\n[limits.principals]\n\"jwt:someone-else\" = { requests_per_second = 5, burst = 5 }\n[limits.methods]\nGetTask = { requests_per_second = 5, burst = 5 }\n[network]\ntrusted_proxies = [\"127.0.0.1/32\"]\n".into(),
         ..Default::default()
     })
     .await;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use governor::clock::Clock;
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::reason::{self, Reason};
 
@@ -97,8 +97,9 @@ pub struct RateLimits {
     client_ip: Option<Arc<Keyed<IpAddr>>>,
     ipv6_prefix: u8,
     principal: Option<Arc<Keyed<String>>>,
-    /// One direct limiter per overridden principal: the key is fixed, so no map per check.
-    overrides: BTreeMap<String, Arc<DefaultDirectRateLimiter>>,
+    /// One limiter per overridden principal name, keyed by owner ([`override_name`]): a JWT
+    /// subject named within tenants has a budget per tenant at its override's rate.
+    overrides: BTreeMap<String, Arc<Keyed<String>>>,
     /// One limiter per configured method, keyed by principal.
     methods: BTreeMap<String, Arc<Keyed<String>>>,
 }
@@ -147,10 +148,7 @@ impl RateLimits {
             let kept = previous
                 .filter(|p| p.config.principal_overrides.get(name) == Some(rate))
                 .and_then(|p| p.overrides.get(name));
-            overrides.insert(
-                name.clone(),
-                kept_or_new(kept, || Ok(RateLimiter::direct(q)))?,
-            );
+            overrides.insert(name.clone(), kept_or_new(kept, || Ok(Keyed::new(q)))?);
         }
         let mut methods = BTreeMap::new();
         for (method, rate) in &cfg.per_method {
@@ -201,8 +199,9 @@ impl RateLimits {
         };
         // Allocated at most once per check, and only when a keyed limit applies.
         let mut key: Option<String> = None;
-        if let Some(own) = self.overrides.get(principal) {
-            check_direct(own).map_err(limited(reason::RATE_PRINCIPAL))?;
+        if let Some(own) = self.overrides.get(override_name(principal)) {
+            let k = key.get_or_insert_with(|| principal.to_owned());
+            own.check(k).map_err(limited(reason::RATE_PRINCIPAL))?;
         } else if let Some(limiter) = &self.principal {
             let k = key.get_or_insert_with(|| principal.to_owned());
             limiter.check(k).map_err(limited(reason::RATE_PRINCIPAL))?;
@@ -272,10 +271,11 @@ pub fn client_key(ip: IpAddr, prefix: u8) -> IpAddr {
     }
 }
 
-fn check_direct(limiter: &DefaultDirectRateLimiter) -> Result<(), Duration> {
-    limiter
-        .check()
-        .map_err(|not_until| not_until.wait_time_from(limiter.clock().now()))
+/// The name a `[limits.principals]` override is written under for an owner key: the
+/// principal's name, without the tenant a JWT subject's owner key carries (`jwt:<sub>`
+/// U+001E `<tenant>`; see `crate::auth::Principal::owner_key`).
+pub fn override_name(owner_key: &str) -> &str {
+    owner_key.split('\u{1e}').next().unwrap_or(owner_key)
 }
 
 /// A governor quota from a rate, or a message naming `what` and the problem.
@@ -604,6 +604,31 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(limits.check_principal("anyone", None), Ok(()));
         }
+    }
+
+    /// An override written for a JWT subject (`jwt:dora`) is that subject's rate in every
+    /// tenant its tokens name, each owner (`jwt:dora` U+001E tenant) with a budget of its
+    /// own; the bare subject (no tenant) has it too.
+    #[test]
+    fn an_override_applies_to_each_tenant_of_a_subject_apart() {
+        let limits = RateLimits::new(RateLimitsConfig {
+            per_principal: Some(rate(1.0, 100)),
+            principal_overrides: [("jwt:dora".to_owned(), rate(1.0, 2))].into(),
+            ..Default::default()
+        })
+        .unwrap();
+        for owner in ["jwt:dora\u{1e}team-a", "jwt:dora\u{1e}team-b", "jwt:dora"] {
+            let refused = exhaust(2, || limits.check_principal(owner, None));
+            assert_eq!(refused.reason, "rate.principal", "{owner:?}");
+        }
+        // Another subject, and a name that merely starts alike, keep the default.
+        for owner in ["jwt:dorothy\u{1e}team-a", "jwt:dor"] {
+            for _ in 0..50 {
+                assert_eq!(limits.check_principal(owner, None), Ok(()), "{owner:?}");
+            }
+        }
+        assert_eq!(override_name("jwt:dora\u{1e}team-a"), "jwt:dora");
+        assert_eq!(override_name("alice"), "alice");
     }
 
     #[test]

@@ -147,10 +147,13 @@ impl Ctx<'_> {
                 .map_err(prefixed)?;
             let method_rates = match a.limits {
                 Some(l) => {
-                    self.limits(file::LimitsSection {
-                        methods: l.methods,
-                        ..Default::default()
-                    })
+                    self.limits(
+                        file::LimitsSection {
+                            methods: l.methods,
+                            ..Default::default()
+                        },
+                        None,
+                    )
                     .map_err(prefixed)?
                     .rates
                     .per_method

@@ -7,9 +7,27 @@ use std::time::Duration;
 use super::file;
 use super::{Ctx, PolicyError};
 use crate::a2a::Method;
+use crate::auth::settings::AuthPolicy;
 use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::{Rate, RateLimitsConfig};
 use crate::state::BudgetSettings;
+
+/// Whether a `[limits.principals]` name can be a caller's: a static principal of the
+/// policy, `anonymous` when it is allowed, or a JWT subject or mTLS identity (`jwt:…`,
+/// `mtls:…`, which authentication names as it goes). A misspelt name would otherwise leave
+/// the principal it meant at the default rate.
+fn names_a_principal(auth: &AuthPolicy, name: &str) -> bool {
+    let dynamic = ["jwt:", "mtls:"]
+        .iter()
+        .any(|p| name.strip_prefix(p).is_some_and(|rest| !rest.is_empty()));
+    dynamic
+        || (name == "anonymous" && auth.allow_anonymous)
+        || auth.attributes_of(name).is_some()
+        || auth
+            .api_key
+            .as_ref()
+            .is_some_and(|a| a.keys.iter().any(|(n, _)| n == name))
+}
 
 #[derive(Debug, Clone)]
 pub struct LimitsPolicy {
@@ -54,7 +72,11 @@ fn bytes_between(
 }
 
 impl Ctx<'_> {
-    pub(super) fn limits(&self, l: file::LimitsSection) -> Result<LimitsPolicy, PolicyError> {
+    pub(super) fn limits(
+        &self,
+        l: file::LimitsSection,
+        auth: Option<&AuthPolicy>,
+    ) -> Result<LimitsPolicy, PolicyError> {
         let rate = |key: &str,
                     per_second: Option<f64>,
                     burst: Option<u32>,
@@ -121,6 +143,15 @@ impl Ctx<'_> {
         }
         let mut principal_overrides = BTreeMap::new();
         for (name, r) in &l.principals {
+            if !auth.is_some_and(|a| names_a_principal(a, name)) {
+                return self.err(
+                    &format!("limits.principals.{name}"),
+                    None,
+                    "names no principal: neither a static one of [auth] (bearer, basic, API \
+                     key), anonymous when allowed, nor jwt:<subject> or mtls:<identity>"
+                        .into(),
+                );
+            }
             let r = rate(
                 &format!("limits.principals.{name}"),
                 Some(r.requests_per_second),

@@ -490,7 +490,7 @@ impl Ctx<'_> {
         let card = self.card(raw.card, mode, &names)?;
         auth.identity_assertion =
             self.identity_assertion(identity_assertion, &card.signing_keys)?;
-        let mut limits = self.limits(raw.limits)?;
+        let mut limits = self.limits(raw.limits, Some(&auth))?;
         let globals = agents::Globals {
             a2a: &global_a2a,
             workspace: &global_workspace,

@@ -326,6 +326,45 @@ fn an_operators_token_file_is_a_secret_of_one_line() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A `[limits.principals]` name must name a caller: a misspelt one would leave the principal
+/// it meant at the default rate.
+#[test]
+fn rate_overrides_name_principals_that_exist() {
+    // (the override's name, allowed anonymous callers, loads)
+    let cases = [
+        ("ci-bot", false, true),
+        ("\"jwt:dora\"", false, true),
+        ("\"mtls:spiffe://example.org/ci\"", false, true),
+        ("anonymous", true, true),
+        ("ci-bto", false, false),
+        ("anonymous", false, false),
+        ("\"jwt:\"", false, false),
+        ("\"mtls:\"", false, false),
+        ("CI-BOT", false, false),
+    ];
+    for (name, anonymous, loads) in cases {
+        let auth = if anonymous {
+            "[auth]\nallow_anonymous = true\n"
+        } else {
+            "[auth]\n"
+        };
+        let text = format!(
+            "{}[limits.principals]\n{name} = {{ requests_per_second = 1, burst = 1 }}\n",
+            GOOD.replace("[auth]\n", auth)
+        );
+        match load(&text) {
+            Ok(p) => {
+                assert!(loads, "{name} loaded");
+                assert_eq!(p.limits.rates.principal_overrides.len(), 1);
+            }
+            Err(e) => {
+                assert!(!loads, "{name}: {e}");
+                assert!(e.to_string().contains("limits.principals."), "{e}");
+            }
+        }
+    }
+}
+
 #[test]
 fn request_rules_come_from_the_policy_or_the_iac_code_defaults() {
     let text = GOOD.replacen(

@@ -131,7 +131,7 @@ impl Budgets {
                 self.settings
                     .rates
                     .principal_overrides
-                    .get(principal)
+                    .get(crate::limits::rate::override_name(principal))
                     .copied()
                     .or(self.settings.rates.per_principal),
                 "rate:p".to_string(),
