@@ -323,6 +323,28 @@ fn iac_code_environment_variables_configure_schemes_the_policy_leaves_unset() {
         "{stderr}"
     );
     assert!(!stderr.contains("SECRET"), "{stderr}");
+    // The environment's API key header is held to the policy's rule: not a credential or
+    // protocol header, a plain name.
+    for header in [
+        "Authorization",
+        "cookie",
+        "A2A-Version",
+        "X Key",
+        "X-Key\r\nX-Evil",
+    ] {
+        let out = check_cmd(&file)
+            .env("IACCODE_A2A_API_KEY", "env-key-SECRET-3k")
+            .env("IACCODE_A2A_API_KEY_HEADER", header)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{header:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("IACCODE_A2A_API_KEY_HEADER"),
+            "{header:?}: {stderr}"
+        );
+        assert!(!stderr.contains("SECRET"), "{stderr}");
+    }
     // A policy that sets the scheme itself takes nothing from the environment.
     let with_bearer = format!(
         "{text}[auth]\n[[auth.bearer]]\nprincipal = \"p\"\ntoken_sha256 = \"{}\"\n",

@@ -29,6 +29,30 @@ fn valid_principal(p: &str) -> bool {
 /// Names other schemes give their principals: a static principal spelled like one would
 /// share its tasks (`anonymous` with every unauthenticated caller under `allow_anonymous`).
 /// Compared case-insensitively, so no spelling of them is a static name either.
+/// Whether an API key's header name is one the edge may read keys from: a plain name (at
+/// most 64 letters, digits, '-' or '_') other than a credential, routing or protocol header
+/// (a key read from `Authorization` would first be taken for a failed bearer token).
+fn api_key_header_ok(header: &str) -> bool {
+    let reserved = [
+        "authorization",
+        "cookie",
+        "host",
+        "content-type",
+        "content-length",
+        "connection",
+        "te",
+        "upgrade",
+        "a2a-version",
+        "a2a-extensions",
+    ];
+    !header.is_empty()
+        && header.len() <= 64
+        && header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && !reserved.contains(&header.to_ascii_lowercase().as_str())
+}
+
 pub(crate) fn reserved_principal(p: &str) -> bool {
     let lower = p.to_ascii_lowercase();
     lower == "anonymous"
@@ -100,6 +124,13 @@ impl Ctx<'_> {
                         .ok()
                         .filter(|h| !h.is_empty())
                         .unwrap_or_else(|| "X-API-Key".into());
+                    if !api_key_header_ok(&header) {
+                        return self.err(
+                            "auth.api_key.header",
+                            None,
+                            "IACCODE_A2A_API_KEY_HEADER must be a plain header name other than Authorization, Cookie, Host and the HTTP/A2A protocol headers".into(),
+                        );
+                    }
                     Some(ApiKeyPolicy {
                         keys: vec![(format!("api-key:{header}"), sha256(key.as_bytes()))],
                         header,
@@ -345,26 +376,7 @@ impl Ctx<'_> {
             .as_ref()
             .map(|h| h.get_ref().clone())
             .unwrap_or_else(|| "X-API-Key".into());
-        let lower = header.to_ascii_lowercase();
-        let reserved = [
-            "authorization",
-            "cookie",
-            "host",
-            "content-type",
-            "content-length",
-            "connection",
-            "te",
-            "upgrade",
-            "a2a-version",
-            "a2a-extensions",
-        ];
-        let ok = !header.is_empty()
-            && header.len() <= 64
-            && header
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            && !reserved.contains(&lower.as_str());
-        if !ok {
+        if !api_key_header_ok(&header) {
             return match &section.header {
                 Some(h) => self.spanned_err("auth.api_key.header", h, "must be a plain header name other than Authorization, Cookie, Host and the HTTP/A2A protocol headers"),
                 None => self.err("auth.api_key.header", None, "invalid".into()),
