@@ -1068,6 +1068,55 @@ async fn a_cr_only_agents_event_is_relayed_before_its_next_bytes() {
     }
 }
 
+/// Only a whole event (an agent's comment with its blank line included) is the agent's
+/// word: one that sends an event's bytes one at a time and never ends it is silent, and its
+/// stream ends at the idle timeout; one that sends its own keep-alives is not.
+#[tokio::test]
+async fn an_agent_that_trickles_one_event_is_idle() {
+    use std::time::{Duration, Instant};
+    for (answer, idle) in [
+        (RawAnswer::TrickleStream, true),
+        (RawAnswer::PingStream, false),
+    ] {
+        let agent = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, answer).await;
+        let proxy = Proxy::start(ProxyOpts {
+            upstream_url: agent.url.clone(),
+            extra_policy: "[limits]\nstream_keepalive_ms = 300\nstream_idle_timeout_ms = 1000\n"
+                .into(),
+            ..Default::default()
+        })
+        .await;
+        let mut c = proxy.client(Proto::H1).await;
+        let resp = c.rpc_stream("SendStreamingMessage", message("drip")).await;
+        let mut body = resp.into_body();
+        let started = Instant::now();
+        let mut raw = String::new();
+        // An idle stream ends within about the idle timeout; a pinging one is still open
+        // at three times that.
+        while started.elapsed() < Duration::from_secs(3) {
+            let left = Duration::from_secs(3).saturating_sub(started.elapsed());
+            match tokio::time::timeout(left, http_body_util::BodyExt::frame(&mut body)).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        raw.push_str(&String::from_utf8_lossy(&data));
+                    }
+                }
+                Ok(_) => break,
+                Err(_) => break,
+            }
+        }
+        assert_eq!(
+            raw.contains("upstream.stream_idle"),
+            idle,
+            "{answer:?} after {:?}: {raw}",
+            started.elapsed()
+        );
+        if idle {
+            assert!(started.elapsed() < Duration::from_millis(2500), "{raw}");
+        }
+    }
+}
+
 /// The answer to a request over the caller's in-flight limit: 429 `concurrency.in_flight`.
 fn refused_in_flight(status: StatusCode, body: &[u8], what: &str) {
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);

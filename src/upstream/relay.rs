@@ -374,7 +374,7 @@ where
                     _ = tx.closed() => return StreamOutcome::ClientGone,
                     reason = &mut interrupt => return fail(reason),
                 };
-                last_upstream = tokio::time::Instant::now();
+                let arrived = tokio::time::Instant::now();
                 let (decoded, end) = match frame {
                     // The end of the agent's stream (`push` gave every complete event).
                     None => (decoder.finish(), true),
@@ -387,6 +387,12 @@ where
                 let Ok(decoded) = decoded else {
                     return fail(reason::UPSTREAM_BAD_STREAM);
                 };
+                // Only a whole event is the agent's word (its own keep-alive, a comment and
+                // its blank line, included): one that sends an event's bytes one at a time,
+                // never ending it, is as silent as one that sends nothing.
+                if !decoded.is_empty() || decoder.pending() == 0 {
+                    last_upstream = arrived;
+                }
                 for ev in decoded {
                     // Only what is relayed is kept while the caller is waited for: the raw
                     // event, its text and the parsed value are dropped first.

@@ -874,6 +874,12 @@ pub enum RawAnswer {
     /// else the task `t-raw` whole, with a history, but answered in a way the edge must not
     /// read: this [`BadRead`].
     TaskThenBad(BadRead),
+    /// A stream that starts an event (`data: {`) and then sends one more byte of it every
+    /// 100 ms, never ending it: an agent that is busy without ever saying anything.
+    TrickleStream,
+    /// A stream of SSE comments only (`: ping` and a blank line every 100 ms): an agent's
+    /// own keep-alives through a long turn.
+    PingStream,
 }
 
 /// What is wrong with a [`RawAnswer::TaskThenBad`] answer.
@@ -988,6 +994,8 @@ impl RawAgent {
                         RawAnswer::StalledStream | RawAnswer::TaskThenStreamStalls => "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{".to_string(),
                         RawAnswer::CrStream => format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {body}\r\r"),
                         RawAnswer::Silent => String::new(),
+                        RawAnswer::TrickleStream => "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {".to_string(),
+                        RawAnswer::PingStream => "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n".to_string(),
                         RawAnswer::TaskThenBad(bad) => {
                             let (status, media) = match bad {
                                 BadRead::Status500 => ("500 Internal Server Error", "application/json"),
@@ -1002,6 +1010,17 @@ impl RawAgent {
                     };
                     let _ = tcp.write_all(answer.as_bytes()).await;
                     let _ = tcp.flush().await;
+                    let drip: &[u8] = match how {
+                        RawAnswer::TrickleStream => b" ",
+                        RawAnswer::PingStream => b": ping\n\n",
+                        _ => b"",
+                    };
+                    while !drip.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        if tcp.write_all(drip).await.is_err() || tcp.flush().await.is_err() {
+                            return;
+                        }
+                    }
                     if !matches!(how, RawAnswer::Whole | RawAnswer::TaskThenBad(_)) {
                         // Held open, silent, until the peer leaves.
                         let _ = tcp.read(&mut chunk).await;
