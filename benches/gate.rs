@@ -159,6 +159,7 @@ fn bench(c: &mut Criterion) {
         peer: "192.0.2.7:40000".parse().unwrap(),
         client_cert: false,
         client_identity: None,
+        gates: None,
     };
     let send = file("sendmessage.json");
 

@@ -73,6 +73,7 @@ reasons! {
     AUTH_MTLS_NO_IDENTITY = "auth.mtls_no_identity",
     AUTH_MULTIPLE_HEADERS = "auth.multiple_headers",
     AUTH_OVERLOADED = "auth.overloaded",
+    AUTH_REVOKED = "auth.revoked",
     AUTH_THROTTLED = "auth.throttled",
     AUTH_UNSUPPORTED_SCHEME = "auth.unsupported_scheme",
 

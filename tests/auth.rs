@@ -851,3 +851,88 @@ key_env = "T_APIKEY"
         "the agent gets the proxy's own credential"
     );
 }
+
+/// A reload that takes a stream's caller's access away ends the stream (`auth.revoked`),
+/// for SendStreamingMessage and SubscribeToTask, over HTTP/1.1 and HTTP/2: its token
+/// rotated away, its grants no longer giving it the method, or its network denied. A reload that leaves the
+/// caller as it was (another principal's change) leaves the stream running.
+#[tokio::test]
+async fn a_reload_that_revokes_a_caller_ends_its_streams() {
+    let dir = TempDir::new("reload-revoke");
+    let with = |extra: &str| {
+        policy_text(
+            dir.path(),
+            &ProxyOpts {
+                extra_policy: extra.into(),
+                ..Default::default()
+            },
+        )
+    };
+    let base = with("");
+    let other = hex(&a2a_edge::policy::sha256(b"another-token-0123456789"));
+    let tester = hex(&a2a_edge::policy::sha256(b"test-token-0123456789"));
+    let kept = with("[limits]\nmax_in_flight_per_principal = 50\n");
+    let rotated = base.replace(&tester, &other);
+    assert_ne!(rotated, base);
+    let no_streams = with(
+        "[authz]\n[[authz.rules]]\nname = \"no-streams\"\nprincipals = [\"tester\"]\nmethods = [\"SendMessage\", \"GetTask\", \"ListTasks\", \"CancelTask\"]\n",
+    );
+    let denied = with("[network]\ndeny = [\"127.0.0.0/8\"]\n");
+    let proxy = Proxy::start_text(dir, &base).await;
+    for (revoking, why) in [
+        (&rotated, "token rotated"),
+        (&no_streams, "method no longer granted"),
+        (&denied, "network denied"),
+    ] {
+        for proto in PROTOS {
+            proxy.reload(&base).await;
+            let mut c = proxy.client(proto).await;
+            let resp = c
+                .rpc_stream(
+                    "SendStreamingMessage",
+                    message("[[wait]] long turn", json!({})),
+                )
+                .await;
+            let mut send = EventReader::new(resp);
+            let (_, first) = send.next().await.expect("the task");
+            let task = first["result"]["task"]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{first}"))
+                .to_string();
+            let mut c2 = proxy.client(proto).await;
+            let resp = c2
+                .rpc_stream("SubscribeToTask", json!({ "id": task }))
+                .await;
+            let mut sub = EventReader::new(resp);
+            sub.next().await.expect("the subscription's first event");
+            // Another principal's change: both streams go on.
+            proxy.reload(&kept).await;
+            for (name, s) in [("send", &mut send), ("subscribe", &mut sub)] {
+                let next = tokio::time::timeout(Duration::from_millis(700), s.next()).await;
+                if let Ok(Some((event, v))) = &next {
+                    assert_ne!(event.as_deref(), Some("error"), "{name} {proto:?}: {v}");
+                }
+                assert!(!matches!(next, Ok(None)), "{name} {proto:?}: ended");
+            }
+            proxy.reload(revoking).await;
+            for (name, s) in [("send", &mut send), ("subscribe", &mut sub)] {
+                let started = Instant::now();
+                let (event, v) = loop {
+                    let next = tokio::time::timeout(Duration::from_secs(5), s.next())
+                        .await
+                        .unwrap_or_else(|_| panic!("{why}, {name} {proto:?}: still open"))
+                        .unwrap_or_else(|| panic!("{why}, {name} {proto:?}: ended without a word"));
+                    if next.0.as_deref() == Some("error") {
+                        break next;
+                    }
+                };
+                assert_eq!(event.as_deref(), Some("error"));
+                assert_eq!(
+                    v["error"]["data"][0]["reason"], "auth.revoked",
+                    "{why}, {name} {proto:?}: {v}"
+                );
+                assert!(started.elapsed() < Duration::from_secs(2), "{why}, {name}");
+            }
+        }
+    }
+}

@@ -280,6 +280,7 @@ fuzz_target!(|data: &[u8]| {
                 peer: std::net::SocketAddr::from(([10, 0, 0, piece[7]], 40000)),
                 client_cert: false,
                 client_identity: None,
+                gates: None,
             };
             let resp = gate.handle(conn, req).await;
             let status = resp.status();

@@ -21,6 +21,7 @@ mod body;
 mod card_routes;
 mod catalog;
 mod forwarding;
+mod gates;
 mod list_tasks;
 mod process;
 mod rejection;
@@ -46,6 +47,7 @@ use body::{
     BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
+pub use gates::Gates;
 pub use process::Process;
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, CATALOG_PATH, HEALTH_PATH};
@@ -107,6 +109,9 @@ pub struct ConnInfo {
     pub client_cert: bool,
     /// The identity in that certificate (URI SAN, DNS SAN or CN), if usable.
     pub client_identity: Option<Arc<str>>,
+    /// The gates the connection is served by, so that a stream sees the reloads after its
+    /// start ([`Gate::revocation`]); `None`: no reloads (benches, some tests).
+    pub gates: Option<Gates>,
 }
 
 /// The pipeline with everything its stages need. Built once per policy.
@@ -605,12 +610,16 @@ impl Gate {
                 // A stream whose lease is lost ends at once, not at its agent's next answer
                 // (a unary turn ends at its answer).
                 let lost = rpc.method.is_streaming().then(|| turn.lease_lost());
-                let interrupt = lost.flatten().map(|lost| -> upstream::Interrupt {
+                let lost = lost.flatten().map(|lost| -> upstream::Interrupt {
                     Box::pin(async move {
                         lost.await;
                         reason::CONTEXT_LEASE_LOST
                     })
                 });
+                let revoked = rpc.method.is_streaming().then(|| {
+                    self.revocation(conn, client, &parts.headers, &principal, agent, rpc.method)
+                });
+                let interrupt = either_interrupt(lost, revoked.flatten());
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &view, &name, |r| {
                         turn.observe(upstream, r)
@@ -681,15 +690,109 @@ impl Gate {
                         owners.observe(&name, upstream, r)
                     })
                 };
+                let interrupt = rpc.method.is_streaming().then(|| {
+                    self.revocation(conn, client, &parts.headers, &principal, agent, rpc.method)
+                });
                 let plan = Plan {
                     agent: upstream,
                     slot: guard,
                     observe,
-                    interrupt: None,
+                    interrupt: interrupt.flatten(),
                     size_hint: bytes.len(),
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
             }
+        }
+    }
+
+    /// For a stream: what ends it (`auth.revoked`) when a reload leaves its caller without
+    /// the access it was admitted with. At every reload the gate then in force checks the
+    /// connection's network and authenticates the request's credentials again (headers,
+    /// client certificate): they must still prove the same caller (owner and tenant), whose
+    /// grants at this agent still give it the method. `None` without reloads to watch.
+    fn revocation(
+        &self,
+        conn: &ConnInfo,
+        client: IpAddr,
+        headers: &HeaderMap,
+        principal: &Principal,
+        agent: &AgentGate,
+        method: Method,
+    ) -> Option<upstream::Interrupt> {
+        let gates = conn.gates.clone()?;
+        let mut reloads = gates.reloads();
+        // A reload since this request began (it keeps the gate it started with) is checked
+        // at once.
+        if !std::ptr::eq(Arc::as_ptr(&gates.load()), self) {
+            reloads.mark_changed();
+        }
+        let conn = ConnInfo {
+            gates: None,
+            ..conn.clone()
+        };
+        let headers = headers.clone();
+        let owner = principal.owner_key().into_owned();
+        let tenant = principal.tenant.clone();
+        let agent_name = agent.name.clone();
+        Some(Box::pin(async move {
+            loop {
+                if reloads.changed().await.is_err() {
+                    // The gates are gone, and the server with them.
+                    return std::future::pending().await;
+                }
+                let gate = gates.load();
+                let still = gate
+                    .readmits(
+                        &conn,
+                        client,
+                        &headers,
+                        &owner,
+                        tenant.as_deref(),
+                        agent_name.as_deref(),
+                        method,
+                    )
+                    .await;
+                if !still {
+                    tracing::warn!(
+                        event = "stream_revoked",
+                        principal = owner.as_str(),
+                        method = method.as_str()
+                    );
+                    return reason::AUTH_REVOKED;
+                }
+            }
+        }))
+    }
+
+    /// Whether this gate admits a stream's caller as it was admitted: see
+    /// [`Gate::revocation`].
+    #[allow(clippy::too_many_arguments)]
+    async fn readmits(
+        &self,
+        conn: &ConnInfo,
+        client: IpAddr,
+        headers: &HeaderMap,
+        owner: &str,
+        tenant: Option<&str>,
+        agent_name: Option<&str>,
+        method: Method,
+    ) -> bool {
+        // (the connection's own check closes it too: `connection.outlived`)
+        if !self.permits(conn.peer.ip()) {
+            return false;
+        }
+        let Ok(p) = self.authenticate(conn, client, headers).await else {
+            return false;
+        };
+        if p.owner_key() != owner || p.tenant.as_deref() != tenant {
+            return false;
+        }
+        let Some(at) = self.agents.iter().find(|a| a.name.as_deref() == agent_name) else {
+            return false;
+        };
+        match self.grant(at, &p, &Trace::default()) {
+            Ok(grant) => grant.methods.contains(method),
+            Err(_) => false,
         }
     }
 
@@ -1243,5 +1346,21 @@ fn route_name(route: Route) -> &'static str {
         Route::AgentPath => "agent_path",
         Route::NotFound => "not_found",
         Route::MethodNotAllowed(_) => "method_not_allowed",
+    }
+}
+
+/// One interrupt out of two that may each be there: the first of them to end.
+fn either_interrupt(
+    a: Option<upstream::Interrupt>,
+    b: Option<upstream::Interrupt>,
+) -> Option<upstream::Interrupt> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(Box::pin(async move {
+            tokio::select! {
+                r = a => r,
+                r = b => r,
+            }
+        })),
+        (a, b) => a.or(b),
     }
 }

@@ -67,6 +67,7 @@ fn conn() -> ConnInfo {
         peer: "192.0.2.7:40000".parse().expect("an address"),
         client_cert: false,
         client_identity: None,
+        gates: None,
     }
 }
 

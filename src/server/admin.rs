@@ -37,7 +37,7 @@ const LIFETIME: Duration = Duration::from_secs(60);
 /// Serves the admin routes until `stop` turns true.
 pub async fn serve(
     listener: TcpListener,
-    gates: super::gates::Gates,
+    gates: crate::gate::Gates,
     metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {

@@ -4,7 +4,6 @@
 
 mod activity;
 mod admin;
-mod gates;
 pub mod workers;
 mod write_stall;
 
@@ -24,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::auth::mtls::peer_identity;
 use crate::body::BoxBody;
 use crate::engine::{Engine, EngineConfig};
+use crate::gate::Gates;
 use crate::gate::Process;
 use crate::gate::{ConnInfo, Gate};
 use crate::limits::connections::ConnectionsPerClient;
@@ -40,7 +40,6 @@ use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode, ClientTrust};
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity, Unused};
-use gates::Gates;
 use workers::Workers;
 
 type HandlerFuture = std::pin::Pin<
@@ -585,6 +584,7 @@ fn serve(
         peer,
         client_cert: session.peer_certificates().is_some_and(|c| !c.is_empty()),
         client_identity: peer_identity(session).map(Arc::from),
+        gates: Some(policy.gates.clone()),
     };
     let activity = Activity::new();
     let svc = EdgeService {
@@ -795,14 +795,19 @@ impl Admitted {
 /// ping's timeout. On shutdown the server's drain timeout bounds what still runs, and a
 /// connection with nothing left to run closes once it has been so for the header-read
 /// timeout, whether or not its peer answers.
+/// What a connection a reload has outlived ([`Admitted::outlived`]) may still run for.
+const OUTLIVED_GRACE: Duration = Duration::from_secs(10);
+
 async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) {
     let settings = &builders.settings;
     // `None`: dropped at once (a peer that takes nothing takes no goodbye either).
+    let mut outlived = false;
     let closing = async {
         tokio::select! {
             _ = open.stop.wait_for(|s| *s) => Some(false),
             () = open.admitted.outlived() => {
                 open.activity.close_to_new();
+                outlived = true;
                 Some(false)
             }
             why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout, settings.write_timeout) => {
@@ -825,6 +830,16 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
     connection.graceful_shutdown();
     if unused {
         let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
+    } else if outlived {
+        // Its peer is no longer admitted as it was (network denied, client certificate
+        // verified under trust the reload changed): what runs has `OUTLIVED_GRACE` to finish,
+        // a stream included, then the connection is dropped.
+        tokio::select! {
+            _ = connection => {}
+            () = tokio::time::sleep(OUTLIVED_GRACE) => {
+                open.metrics.connection(ConnectionOutcome::Refused(reason::CONNECTION_OUTLIVED));
+            }
+        }
     } else {
         // Shutdown or reload: what runs finishes (on shutdown the server's drain timeout
         // bounds it; after a reload, each request's and stream's own limits do); once nothing

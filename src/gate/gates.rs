@@ -1,6 +1,6 @@
 //! The gate in force: what a policy compiles to, an immutable value that a reload swaps whole
 //! ([`Gates::replace`]) and every request reads without a lock ([`Gates::load`]). What must
-//! outlive a policy (ownership, budgets, counters) is the process's (`gate::Process`), which
+//! outlive a policy (ownership, budgets, counters) is the process's ([`super::Process`]), which
 //! each new gate is handed; nothing else carries over.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use crate::gate::Gate;
+use super::Gate;
 
 struct Slot {
     current: ArcSwap<Gate>,
@@ -19,6 +19,12 @@ struct Slot {
 /// A handle on the gate in force. Cheap to clone.
 #[derive(Clone)]
 pub struct Gates(Arc<Slot>);
+
+impl std::fmt::Debug for Gates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gates").finish_non_exhaustive()
+    }
+}
 
 impl Gates {
     pub fn new(gate: Arc<Gate>) -> Gates {
