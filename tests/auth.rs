@@ -936,3 +936,51 @@ async fn a_reload_that_revokes_a_caller_ends_its_streams() {
         }
     }
 }
+
+/// A connection a reload outlives (its network now denied) gets a bounded time for what
+/// still runs on it: a request its agent never answers does not keep it, and the denied
+/// peer with it, for the agent's whole response timeout.
+#[tokio::test]
+async fn a_connection_a_reload_outlives_is_dropped_after_its_grace() {
+    let up = RecordingUpstream::start(Reply::Hang).await;
+    let dir = TempDir::new("reload-outlived");
+    let with = |extra: &str| {
+        policy_text(
+            dir.path(),
+            &ProxyOpts {
+                upstream_url: up.url.clone(),
+                extra_policy: extra.into(),
+                ..Default::default()
+            },
+        )
+    };
+    let (base, denied) = (with(""), with("[network]\ndeny = [\"127.0.0.0/8\"]\n"));
+    let proxy = Proxy::start_text(dir, &base).await;
+    for proto in PROTOS {
+        proxy.reload(&base).await;
+        let mut c = proxy.client(proto).await;
+        let hanging = tokio::spawn(async move {
+            let started = Instant::now();
+            let auth = [("authorization", "Bearer test-token-0123456789")];
+            let r = c.try_request("POST", "/", &h(&auth), BODY).await;
+            (r, started.elapsed())
+        });
+        // The request is with the agent.
+        let started = Instant::now();
+        while up.rpc_requests().is_empty() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{proto:?}: never forwarded"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        proxy.reload(&denied).await;
+        let (r, took) = tokio::time::timeout(Duration::from_secs(20), hanging)
+            .await
+            .unwrap_or_else(|_| panic!("{proto:?}: the outlived connection held on"))
+            .unwrap();
+        assert!(r.is_err(), "{proto:?}: answered: {r:?}");
+        assert!(took < Duration::from_secs(15), "{proto:?}: {took:?}");
+        up.seen.lock().unwrap().clear();
+    }
+}
