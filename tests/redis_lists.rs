@@ -29,6 +29,11 @@ fn owners(redis: &RedisServer) -> SharedOwners {
 
 /// Owners whose tasks Redis keeps `retention` after their last write.
 fn owners_keeping(redis: &RedisServer, retention: Duration) -> SharedOwners {
+    owners_with(redis, retention, 100_000)
+}
+
+/// Owners whose tasks Redis keeps `retention` after their last write, `cap` at most each.
+fn owners_with(redis: &RedisServer, retention: Duration, cap: u64) -> SharedOwners {
     let config = RedisConfig {
         url: url::Url::parse(&redis.url()).unwrap(),
         password: None,
@@ -43,6 +48,7 @@ fn owners_keeping(redis: &RedisServer, retention: Duration) -> SharedOwners {
         Arc::new(RedisStore::new(config, metrics).unwrap()),
         Duration::from_secs(30),
         retention,
+        cap,
     )
 }
 
@@ -665,4 +671,62 @@ async fn the_reaper_takes_only_what_the_expired_task_left() {
     assert_eq!(got, ["a-more", "again", "a-next"]);
     let (got, _) = pages(&o, "bob", "", "", 0, 10).await;
     assert_eq!(got, ["shared"]);
+}
+
+/// An owner keeps at most `state.max_tasks_per_owner` tasks in Redis: past it, each new task
+/// takes out the owner's least recently written one, its key and every index entry (the
+/// owner's, a large context's, a small context's own hash). Another owner's stay.
+#[tokio::test]
+async fn an_owner_keeps_at_most_its_cap_of_tasks() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_secs(600), 16);
+    let ts = |i: u64| 1_700_000_000_000_000 + i * 1000;
+    let mut model = Vec::new();
+    for i in 0..40u64 {
+        // 30 in one context (large past SMALL_CONTEXT), then 10 in another (small).
+        let ctx = if i < 30 { "ctx-big" } else { "ctx-small" };
+        let id = format!("a-{i:02}");
+        learn(&o, "alice", ctx, &id, STATES[(i % 3) as usize], ts(i)).await;
+        model.push((
+            ctx,
+            Model {
+                id,
+                state: STATES[(i % 3) as usize],
+                ts: ts(i),
+            },
+        ));
+    }
+    for i in 0..5u64 {
+        learn(&o, "bob", "ctx-bob", &format!("b-{i}"), STATES[0], ts(i)).await;
+    }
+    let kept: Vec<Model> = model[24..].iter().map(|(_, m)| m.clone()).collect();
+    assert_eq!(
+        pages(&o, "alice", "", "", 0, 100).await.0,
+        expected(&kept, "", 0)
+    );
+    for state in STATES {
+        let (ids, totals) = pages(&o, "alice", "", state, 0, 100).await;
+        assert_eq!(ids, expected(&kept, state, 0), "{state}");
+        assert!(
+            totals.iter().all(|t| *t == ids.len()),
+            "{state}: {totals:?}"
+        );
+    }
+    for ctx in ["ctx-big", "ctx-small"] {
+        let want: Vec<Model> = model[24..]
+            .iter()
+            .filter(|(c, _)| *c == ctx)
+            .map(|(_, m)| m.clone())
+            .collect();
+        assert_eq!(
+            pages(&o, "alice", ctx, "", 0, 100).await.0,
+            expected(&want, "", 0),
+            "{ctx}"
+        );
+    }
+    assert_eq!(int(&redis, &format!("ZCARD {PREFIX}lt:5:alice")), 16);
+    assert_eq!(int(&redis, &format!("ZCARD {PREFIX}le:5:alice")), 16);
+    assert!(!exists(&redis, "t:a-00") && !exists(&redis, "t:a-23"));
+    assert!(exists(&redis, "t:a-24") && exists(&redis, "t:a-39"));
+    assert_eq!(pages(&o, "bob", "", "", 0, 100).await.0.len(), 5);
 }

@@ -805,6 +805,7 @@ async fn claims_are_atomic_across_replicas() {
             Arc::new(RedisStore::new(config, metrics).unwrap()),
             Duration::from_secs(30),
             Duration::from_secs(600),
+            100_000,
         ))
     };
     let (one, two) = (store(), store());

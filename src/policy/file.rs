@@ -92,6 +92,8 @@ pub struct StateSection {
     pub rate_lease_max: Option<Spanned<u64>>,
     /// How long leased rate tokens may wait to be spent (redis).
     pub rate_lease_ms: Option<Spanned<u64>>,
+    /// The most tasks Redis keeps per owner (redis): past it, its least recently written go.
+    pub max_tasks_per_owner: Option<Spanned<u64>>,
 }
 
 /// `[authz]`: what each authenticated caller may do.

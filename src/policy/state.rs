@@ -16,6 +16,8 @@ pub struct StatePolicy {
     pub task_retention: Duration,
     /// `busy_lease_ms` (redis): how long a busy context stays busy without renewal.
     pub busy_lease: Duration,
+    /// `max_tasks_per_owner` (redis): the most tasks Redis keeps for one owner.
+    pub max_tasks_per_owner: u64,
 }
 
 /// A week.
@@ -24,6 +26,8 @@ const DEFAULT_LEASE_MS: u64 = 30_000;
 /// Rate leases (`rate_lease_max`, `rate_lease_ms`): see `crate::state::leases`.
 const DEFAULT_RATE_LEASE_MAX: u64 = 64;
 const DEFAULT_RATE_LEASE_MS: u64 = 100;
+/// Tasks Redis keeps per owner (about 1 KB each): a caller's share of Redis's memory.
+pub const DEFAULT_MAX_TASKS_PER_OWNER: u64 = 100_000;
 
 /// The page token secret redacted (the Redis password is, by `RedisConfig`'s own).
 impl std::fmt::Debug for StatePolicy {
@@ -36,6 +40,7 @@ impl std::fmt::Debug for StatePolicy {
             )
             .field("task_retention", &self.task_retention)
             .field("busy_lease", &self.busy_lease)
+            .field("max_tasks_per_owner", &self.max_tasks_per_owner)
             .finish()
     }
 }
@@ -115,6 +120,10 @@ impl Ctx<'_> {
                 "state.rate_lease_ms",
                 s.rate_lease_ms.as_ref().map(|v| v.span()),
             ),
+            (
+                "state.max_tasks_per_owner",
+                s.max_tasks_per_owner.as_ref().map(|v| v.span()),
+            ),
         ];
         match s.backend.as_ref().map(|b| b.get_ref().as_str()) {
             None | Some("memory") => {
@@ -130,6 +139,7 @@ impl Ctx<'_> {
                     page_token_secret,
                     task_retention: Duration::from_millis(DEFAULT_RETENTION_MS),
                     busy_lease: Duration::from_millis(DEFAULT_LEASE_MS),
+                    max_tasks_per_owner: DEFAULT_MAX_TASKS_PER_OWNER,
                 })
             }
             Some("redis") => {
@@ -252,6 +262,13 @@ impl Ctx<'_> {
                     1..=1000,
                     "must be between 1 and 1000",
                 )?);
+                let max_tasks_per_owner = self.within(
+                    "state.max_tasks_per_owner",
+                    &s.max_tasks_per_owner,
+                    DEFAULT_MAX_TASKS_PER_OWNER,
+                    16..=100_000_000,
+                    "must be between 16 and 100000000",
+                )?;
                 if page_token_secret.is_none() {
                     return self.err(
                         "state.page_token_secret_env",
@@ -272,6 +289,7 @@ impl Ctx<'_> {
                     page_token_secret,
                     task_retention,
                     busy_lease,
+                    max_tasks_per_owner,
                 })
             }
             Some(_) => {

@@ -691,6 +691,9 @@ fn state_settings_are_checked_where_they_are_written() {
     let p = load(&with("task_retention_ms = 3600000\nbusy_lease_ms = 5000\n")).unwrap();
     assert_eq!(p.state.task_retention, Duration::from_secs(3600));
     assert_eq!(p.state.busy_lease, Duration::from_secs(5));
+    assert_eq!(p.state.max_tasks_per_owner, 100_000);
+    let p = load(&with("max_tasks_per_owner = 16\n")).unwrap();
+    assert_eq!(p.state.max_tasks_per_owner, 16);
     let p = load(&with("rate_lease_max = 1\nrate_lease_ms = 1000\n")).unwrap();
     let r = p.state.redis.as_ref().unwrap();
     assert_eq!(
@@ -705,6 +708,12 @@ fn state_settings_are_checked_where_they_are_written() {
         (with("busy_lease_ms = 3600001\n"), "state.busy_lease_ms"),
         // A lease is renewed every third of it: three round trips must fit.
         (with("timeout_ms = 1000\nbusy_lease_ms = 3000\n"), "state.busy_lease_ms"),
+        (with("max_tasks_per_owner = 15\n"), "state.max_tasks_per_owner"),
+        (with("max_tasks_per_owner = 100000001\n"), "state.max_tasks_per_owner"),
+        (
+            format!("{GOOD}[state]\nbackend = \"memory\"\nmax_tasks_per_owner = 100\n"),
+            "state.max_tasks_per_owner",
+        ),
         (with("rate_lease_max = 0\n"), "state.rate_lease_max"),
         (with("rate_lease_max = 1025\n"), "state.rate_lease_max"),
         (with("rate_lease_ms = 0\n"), "state.rate_lease_ms"),

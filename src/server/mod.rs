@@ -360,6 +360,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
             store.clone(),
             policy.state.busy_lease,
             policy.state.task_retention,
+            policy.state.max_tasks_per_owner,
         ))
     });
     let process = Process {

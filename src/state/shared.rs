@@ -66,6 +66,10 @@ const LIST_PASS_BUDGET_ARG: &str = "256";
 /// one, so the indexes shrink back to the live tasks).
 pub const REAP_PER_LEARN: usize = 4;
 
+/// The most tasks one LEARN takes out of an owner over `state.max_tasks_per_owner` (each new
+/// task adds one, and [`REAP_PER_LEARN`] bounds what the same LEARN reaps).
+pub const EVICT_PER_LEARN: usize = 4;
+
 /// Lua shared by LEARN and LIST: `entry` reads a small context's task field (`t:{task}` =
 /// `{ts} {state}`); `promote` moves those tasks from its hash to its sorted sets, and drops
 /// `n` and the fields.
@@ -263,7 +267,9 @@ return {'ok', u}
 
 /// Learns one answer. ARGV: prefix, principal, agent name, context or '', task or '', state
 /// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
-/// turn adopts or '', lease ms, [`SMALL_CONTEXT`]. Returns 'ok' or 'foreign' (nothing
+/// turn adopts or '', lease ms, [`SMALL_CONTEXT`], the most tasks the owner keeps
+/// (`state.max_tasks_per_owner`: a new task past it first takes out the owner's least
+/// recently written, [`EVICT_PER_LEARN`] at most). Returns 'ok' or 'foreign' (nothing
 /// written then).
 const LEARN: &str = concat!(
     now_ms_lua!(),
@@ -306,6 +312,22 @@ if task ~= '' then
   local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
   local owner = #who .. ':' .. who
   local lt = p .. 'lt:' .. owner
+  if not t[1] then
+    -- Past the owner's cap, its least recently written tasks go (their keys deleted, so
+    -- that `reap` takes their entries out at once): an owner's share of Redis is bounded.
+    local over = redis.call('ZCARD', lt) - tonumber(ARGV[13]) + 1
+    if over > 0 then
+      local le = p .. 'le:' .. owner
+      for _, m in ipairs(redis.call('ZRANGE', le, 0, math.min(over, 4) - 1)) do
+        local id = read_member(m)
+        if id ~= task then
+          redis.call('DEL', p .. 't:' .. id)
+          redis.call('ZADD', le, 0, m)
+        end
+      end
+      reap(p, who, now)
+    end
+  end
   if small and not t[1] and n >= tonumber(ARGV[12]) then
     promote(p, ck, ctx, ret)
     small = false
@@ -693,6 +715,8 @@ pub struct SharedOwners {
     pub store: Arc<RedisStore>,
     pub lease: Duration,
     pub retention: Duration,
+    /// `state.max_tasks_per_owner`, as LEARN's argument.
+    max_tasks: String,
     turn: redis::Script,
     learn: redis::Script,
     fetch: redis::Script,
@@ -716,11 +740,17 @@ fn ms(d: Duration) -> String {
 }
 
 impl SharedOwners {
-    pub fn new(store: Arc<RedisStore>, lease: Duration, retention: Duration) -> SharedOwners {
+    pub fn new(
+        store: Arc<RedisStore>,
+        lease: Duration,
+        retention: Duration,
+        max_tasks: u64,
+    ) -> SharedOwners {
         SharedOwners {
             store,
             lease,
             retention,
+            max_tasks: max_tasks.to_string(),
             turn: redis::Script::new(TURN),
             learn: redis::Script::new(LEARN),
             fetch: redis::Script::new(FETCH),
@@ -802,6 +832,7 @@ impl SharedOwners {
             &ws,
             &lease_ms,
             SMALL_CONTEXT_ARG,
+            &self.max_tasks,
         ];
         let verdict: String = self.store.run(&self.learn, &args).await?;
         Ok(verdict == "ok")
