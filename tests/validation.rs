@@ -792,6 +792,8 @@ async fn protojson_default_values_are_absent_values() {
     }
     for (params, reason) in [
         (json!({"pageSize": 0}), "int.range"),
+        // A number where an id goes is no default: refused, not read as absent.
+        (json!({"contextId": 0}), "id.invalid"),
         (
             json!({"status": "TASK_STATE_UNKNOWN"}),
             "task_state.invalid",
@@ -829,6 +831,14 @@ async fn protojson_default_values_are_absent_values() {
         message.get("contextId").is_none() && message.get("taskId").is_none(),
         "{forwarded}"
     );
+    // A number where a message's id goes is no default: refused.
+    let v = c
+        .rpc(
+            "SendMessage",
+            json!({"message": {"messageId": "m3", "role": "ROLE_USER", "contextId": 0, "parts": [{"text": "x"}]}}),
+        )
+        .await;
+    assert_eq!(v["error"]["data"][0]["reason"], "id.invalid", "{v}");
     // A push config's id "" is absent; its required taskId "" is missing.
     let v = c
         .rpc(

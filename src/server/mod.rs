@@ -187,14 +187,15 @@ impl FixedAtStart {
                 backend: policy.state.backend().to_string(),
                 redis: policy.state.redis.as_ref().map(|r| {
                     format!(
-                        "{} {} {:?} {:?} {:?} {} {:?}",
+                        "{} {} {:?} {:?} {:?} {} {:?} {}",
                         r.url,
                         r.key_prefix,
                         r.timeout,
                         policy.state.task_retention,
                         policy.state.busy_lease,
                         r.rate_lease_max,
-                        r.rate_lease
+                        r.rate_lease,
+                        policy.state.max_tasks_per_owner
                     )
                 }),
                 page_token_secret: policy
@@ -837,6 +838,9 @@ async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) 
         // a stream included, then the connection is dropped.
         tokio::select! {
             _ = connection => {}
+            // Nothing ran for a while (a peer that never completes the goodbye): closed
+            // as on shutdown.
+            () = open.activity.settled(settings.header_read_timeout) => {}
             () = tokio::time::sleep(OUTLIVED_GRACE) => {
                 open.metrics.connection(ConnectionOutcome::Refused(reason::CONNECTION_OUTLIVED));
             }

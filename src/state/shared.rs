@@ -319,9 +319,12 @@ if task ~= '' then
     if over > 0 then
       local le = p .. 'le:' .. owner
       for _, m in ipairs(redis.call('ZRANGE', le, 0, math.min(over, 4) - 1)) do
-        local id = read_member(m)
+        local id, mctx = read_member(m)
         if id ~= task then
-          redis.call('DEL', p .. 't:' .. id)
+          -- Only the owner's own task in that context (an expired id may be another
+          -- owner's since): `reap` takes the entry out either way.
+          local cur = redis.call('HMGET', p .. 't:' .. id, 'o', 'c')
+          if cur[1] == who and cur[2] == mctx then redis.call('DEL', p .. 't:' .. id) end
           redis.call('ZADD', le, 0, m)
         end
       end

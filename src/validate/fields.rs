@@ -123,7 +123,6 @@ impl Fields {
         self.object(key)?.ok_or_else(|| self.missing(key))
     }
 
-    /// An optional id field, moved to the output when present (and valid).
     /// Drops `key` when it holds its type's ProtoJSON default (`""` or `0`), which means
     /// absent for a field without presence: a client that writes default values is read as
     /// one that leaves them out.
@@ -138,6 +137,15 @@ impl Fields {
         }
     }
 
+    /// Drops `key` when it holds `""`: the ProtoJSON default of a string field without
+    /// presence, which means absent (a number there stays, to be refused as no string).
+    pub fn drop_empty(&mut self, key: &str) {
+        if self.src.get(key).and_then(Value::as_str) == Some("") {
+            self.take(key);
+        }
+    }
+
+    /// An optional id field, moved to the output when present (and valid).
     pub fn id(&mut self, key: &str) -> Result<Option<&str>, RpcError> {
         match self.take(key) {
             None => Ok(None),

@@ -136,7 +136,7 @@ pub fn check_params(
         Method::ListTasks => {
             // Fields without presence (proto3): their default is their absence.
             for key in ["contextId", "pageToken"] {
-                f.drop_default(key);
+                f.drop_empty(key);
             }
             f.id("contextId")?;
             task_state(&mut f, "status")?;
@@ -164,9 +164,8 @@ pub fn check_params(
         Method::ListTaskPushNotificationConfigs => {
             f.required_id("taskId")?;
             // Here `page_size` has no presence: 0 is the default, absent.
-            for key in ["pageSize", "pageToken"] {
-                f.drop_default(key);
-            }
+            f.drop_default("pageSize");
+            f.drop_empty("pageToken");
             f.int("pageSize", 1..=100)?;
             f.string("pageToken", MAX_PAGE_TOKEN)?;
         }
@@ -262,7 +261,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
     m.put("role", Value::from("ROLE_USER"));
     // Without presence (proto3): "" is absent, a new context or task.
     for key in ["contextId", "taskId"] {
-        m.drop_default(key);
+        m.drop_empty(key);
     }
     m.id("contextId")?;
     m.id("taskId")?;
@@ -319,7 +318,7 @@ fn send_message(f: &mut Fields, rules: &Rules, checked: &mut Checked) -> Result<
 fn push_config(f: &mut Fields, rules: &Rules, task_required: bool) -> Result<url::Url, RpcError> {
     // Without presence (proto3): "" is absent (a required taskId is then missing).
     for key in ["taskId", "id"] {
-        f.drop_default(key);
+        f.drop_empty(key);
     }
     if task_required {
         f.required_id("taskId")?;
