@@ -984,3 +984,114 @@ async fn a_connection_a_reload_outlives_is_dropped_after_its_grace() {
         up.seen.lock().unwrap().clear();
     }
 }
+
+/// A stream with `authorization` as its credential (a [[wait]] turn: it runs until ended).
+async fn waiting_stream(proxy: &Proxy, proto: Proto, authorization: &str) -> EventReader {
+    let mut c = proxy.client(proto).await;
+    let body = json!({"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage",
+        "params": message("[[wait]] long turn", json!({}))});
+    let mut b = http::Request::builder()
+        .method("POST")
+        .uri("https://localhost/");
+    if proto == Proto::H1 {
+        b = b.header("host", "localhost");
+    }
+    let req = b
+        .header("authorization", authorization)
+        .header("a2a-version", "1.0")
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    let resp = c.send(req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("the task");
+    assert!(first["result"]["task"]["id"].is_string(), "{first}");
+    events
+}
+
+/// The stream's error event within `wait` (its other events passed over): `Ok(None)` when
+/// none came and the stream is open, `Err` when it ended without one.
+async fn error_within(s: &mut EventReader, wait: Duration) -> Result<Option<Value>, ()> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, s.next()).await {
+            Err(_) => return Ok(None),
+            Ok(None) => return Err(()),
+            Ok(Some((Some(e), v))) if e == "error" => return Ok(Some(v)),
+            Ok(Some(_)) => continue,
+        }
+    }
+}
+
+/// A stream's caller is proven again at a reload without spending the client's failure
+/// budget (two revoked bearer streams from one address leave it unthrottled), and a Basic
+/// user is proven by the secret its password was checked against (no password kept, no
+/// argon2 run again): the same hash keeps the stream, a new hash ends it.
+#[tokio::test]
+async fn a_reload_proves_streams_again_without_the_throttle_or_the_password() {
+    let dir = TempDir::new("reload-prove");
+    let phc = a2a_edge::auth::hash::argon2id_phc(b"s3cret:pw").unwrap();
+    let other_phc = a2a_edge::auth::hash::argon2id_phc(b"another-pw").unwrap();
+    let with = |phc: &str, extra: &str| {
+        policy_text(
+            dir.path(),
+            &ProxyOpts {
+                extra_auth: format!(
+                    "failures_per_minute = 1\nfailures_burst = 1\n[[auth.basic]]\nusername = \"alice\"\npassword_hash = \"{phc}\"\n"
+                ),
+                extra_policy: extra.into(),
+                ..Default::default()
+            },
+        )
+    };
+    let base = with(&phc, "");
+    let other = hex(&a2a_edge::policy::sha256(b"another-token-0123456789"));
+    let tester = hex(&a2a_edge::policy::sha256(b"test-token-0123456789"));
+    let rotated =
+        with(&phc, "[limits]\nmax_in_flight_per_principal = 50\n").replace(&tester, &other);
+    let new_password = rotated.replace(&phc, &other_phc);
+    let proxy = Proxy::start_text(dir, &base).await;
+    let basic = format!("Basic {}", STANDARD.encode("alice:s3cret:pw"));
+    let bearer = "Bearer test-token-0123456789";
+    let mut a1 = waiting_stream(&proxy, Proto::H2, bearer).await;
+    let mut a2 = waiting_stream(&proxy, Proto::H1, bearer).await;
+    let mut b = waiting_stream(&proxy, Proto::H2, &basic).await;
+    proxy.reload(&rotated).await;
+    for (name, s) in [("a1", &mut a1), ("a2", &mut a2)] {
+        let v = error_within(s, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: ended without a word"))
+            .unwrap_or_else(|| panic!("{name}: still open"));
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "auth.revoked",
+            "{name}: {v}"
+        );
+    }
+    // Alice's secret is the same: her stream goes on.
+    assert_eq!(
+        error_within(&mut b, Duration::from_millis(700)).await,
+        Ok(None)
+    );
+    // The two revoked streams spent nothing: alice is admitted from the same address.
+    let mut c = proxy.client(Proto::H1).await;
+    let (status, _, body) = c
+        .request(
+            "POST",
+            "/",
+            &h(&[("authorization", &basic)]),
+            r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    // A new password hash for alice: her stream ends.
+    proxy.reload(&new_password).await;
+    let v = error_within(&mut b, Duration::from_secs(5))
+        .await
+        .expect("ended without a word")
+        .expect("alice's stream still open");
+    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+}

@@ -94,6 +94,16 @@ impl fmt::Debug for BasicScheme {
 }
 
 impl BasicScheme {
+    /// What a user's password is checked against, as a digest (the same policy entry gives
+    /// the same one): a reload that keeps it keeps what a password proved under it.
+    pub fn secret_id(&self, username: &str) -> Option<[u8; 32]> {
+        let e = self.users.iter().find(|u| u.username == username)?;
+        Some(match &e.secret {
+            Secret::Phc(h) => h.fingerprint(),
+            Secret::Digest(d) => crate::crypto::sha256(d),
+        })
+    }
+
     /// Usernames: 1 to 128 bytes, no control character, no `:` (RFC 7617), unique. Plain
     /// passwords: non-empty, at most 4096 bytes, no control character (they could never match).
     /// An empty list makes a scheme that refuses everyone (see [`BasicScheme::is_enabled`]).

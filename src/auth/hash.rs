@@ -96,6 +96,15 @@ impl fmt::Debug for PasswordHash {
 }
 
 impl PasswordHash {
+    /// A digest of the salt and hash: equal for the same PHC string, never the hash itself.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        let mut bytes = Vec::with_capacity(16 + self.salt.len() + self.hash.len());
+        bytes.extend_from_slice(&(self.salt.len() as u64).to_be_bytes());
+        bytes.extend_from_slice(&self.salt);
+        bytes.extend_from_slice(&self.hash);
+        crate::crypto::sha256(&bytes)
+    }
+
     /// Parses `$argon2id$v=19$m=<KiB>,t=<passes>,p=<lanes>$<salt>$<hash>`, refusing any other
     /// algorithm or version, `keyid`/`data` parameters, and a cost outside the floor and cap.
     /// The message says what is wrong for the operator, never the hash.

@@ -19,6 +19,7 @@ pub mod jwt;
 pub mod mtls;
 pub mod settings;
 
+use std::fmt;
 use std::sync::Arc;
 
 use http::{header, HeaderMap, HeaderValue};
@@ -160,6 +161,30 @@ pub struct Authenticator {
     allow_anonymous: bool,
     challenges: Vec<HeaderValue>,
     schemes: Map<String, Value>,
+}
+
+/// What a stream keeps to prove its caller again at a reload: see [`Authenticator::proof`].
+#[derive(Clone)]
+pub enum Proof {
+    Basic([u8; 32]),
+    Headers(HeaderMap),
+}
+
+impl fmt::Debug for Proof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Proof::Basic(_) => "Proof::Basic(<digest>)",
+            Proof::Headers(_) => "Proof::Headers(<redacted>)",
+        })
+    }
+}
+
+/// What [`Authenticator::proves_again`] found.
+#[derive(Debug)]
+pub enum ProvesAgain {
+    Yes(Principal),
+    No,
+    Unsure,
 }
 
 impl Authenticator {
@@ -420,6 +445,71 @@ impl Authenticator {
             .unwrap_or(Err(reject(reason::AUTH_INTERNAL)));
         }
         Err(reject(reason::AUTH_UNSUPPORTED_SCHEME))
+    }
+
+    /// What a stream keeps to be proven again at a reload ([`Authenticator::proves_again`]):
+    /// for a Basic user the digest of the secret its password was checked against (no
+    /// password is kept, and no argon2 check runs again while the policy keeps the user's
+    /// secret); otherwise the request's credential headers alone (`Authorization`, the API
+    /// key's header), a few hundred bytes.
+    pub fn proof(&self, p: &Principal, headers: &HeaderMap) -> Proof {
+        if p.scheme == Scheme::Basic {
+            if let Some(id) = self.basic.as_ref().and_then(|b| b.secret_id(&p.name)) {
+                return Proof::Basic(id);
+            }
+        }
+        let mut kept = HeaderMap::new();
+        for v in headers.get_all(header::AUTHORIZATION) {
+            kept.append(header::AUTHORIZATION, v.clone());
+        }
+        if let Some(a) = &self.api_key {
+            for v in headers.get_all(a.header_name()) {
+                kept.append(a.header_name().clone(), v.clone());
+            }
+        }
+        Proof::Headers(kept)
+    }
+
+    /// The caller a stream's [`Proof`] proves under this policy, `None` when it proves none,
+    /// or [`ProvesAgain::Unsure`] when the check cannot say now (a Basic check slot not free,
+    /// a JWT expired since the stream began): a stream is not ended for those. Nothing is
+    /// counted against the client's failure budget.
+    pub async fn proves_again(
+        &self,
+        proof: &Proof,
+        name: &str,
+        conn: ConnCredentials<'_>,
+    ) -> ProvesAgain {
+        match proof {
+            Proof::Basic(id) => {
+                let same = self
+                    .basic
+                    .as_ref()
+                    .and_then(|b| b.secret_id(name))
+                    .is_some_and(|now| now == *id);
+                if !same {
+                    return ProvesAgain::No;
+                }
+                let p = Principal::new(name, Scheme::Basic);
+                ProvesAgain::Yes(
+                    match self.attributes.get(&(Scheme::Basic, name.to_string())) {
+                        Some(a) => p.with(a),
+                        None => p,
+                    },
+                )
+            }
+            Proof::Headers(h) => match self.authenticate(h, conn).await {
+                Ok(a) => ProvesAgain::Yes(a.principal),
+                Err(r)
+                    if r.reason == reason::AUTH_OVERLOADED
+                        || r.reason == reason::AUTH_INTERNAL
+                        || r.reason == reason::JWT_EXPIRED =>
+                {
+                    ProvesAgain::Unsure
+                }
+                Err(_) => ProvesAgain::No,
+            },
+        }
     }
 
     /// The `WWW-Authenticate` challenges naming the configured schemes (one header line each).

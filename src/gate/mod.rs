@@ -616,9 +616,10 @@ impl Gate {
                         reason::CONTEXT_LEASE_LOST
                     })
                 });
-                let revoked = rpc.method.is_streaming().then(|| {
-                    self.revocation(conn, client, &parts.headers, &principal, agent, rpc.method)
-                });
+                let revoked = rpc
+                    .method
+                    .is_streaming()
+                    .then(|| self.revocation(conn, &parts.headers, &principal, agent, rpc.method));
                 let interrupt = either_interrupt(lost, revoked.flatten());
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &view, &name, |r| {
@@ -690,9 +691,10 @@ impl Gate {
                         owners.observe(&name, upstream, r)
                     })
                 };
-                let interrupt = rpc.method.is_streaming().then(|| {
-                    self.revocation(conn, client, &parts.headers, &principal, agent, rpc.method)
-                });
+                let interrupt = rpc
+                    .method
+                    .is_streaming()
+                    .then(|| self.revocation(conn, &parts.headers, &principal, agent, rpc.method));
                 let plan = Plan {
                     agent: upstream,
                     slot: guard,
@@ -707,13 +709,14 @@ impl Gate {
 
     /// For a stream: what ends it (`auth.revoked`) when a reload leaves its caller without
     /// the access it was admitted with. At every reload the gate then in force checks the
-    /// connection's network and authenticates the request's credentials again (headers,
-    /// client certificate): they must still prove the same caller (owner and tenant), whose
-    /// grants at this agent still give it the method. `None` without reloads to watch.
+    /// connection's network and proves the caller again from what the stream kept
+    /// ([`crate::auth::Proof`]: the credential headers, or a Basic user's secret digest):
+    /// the same caller (owner and tenant), whose grants at this agent still give it the
+    /// method. The request's other checks (its `tenant` parameter, a push callback, its
+    /// workspace) are not run again. `None` without reloads to watch.
     fn revocation(
         &self,
         conn: &ConnInfo,
-        client: IpAddr,
         headers: &HeaderMap,
         principal: &Principal,
         agent: &AgentGate,
@@ -730,7 +733,8 @@ impl Gate {
             gates: None,
             ..conn.clone()
         };
-        let headers = headers.clone();
+        let proof = self.auth.proof(principal, headers);
+        let name = principal.name.clone();
         let owner = principal.owner_key().into_owned();
         let tenant = principal.tenant.clone();
         let agent_name = agent.name.clone();
@@ -744,8 +748,8 @@ impl Gate {
                 let still = gate
                     .readmits(
                         &conn,
-                        client,
-                        &headers,
+                        &proof,
+                        &name,
                         &owner,
                         tenant.as_deref(),
                         agent_name.as_deref(),
@@ -765,13 +769,14 @@ impl Gate {
     }
 
     /// Whether this gate admits a stream's caller as it was admitted: see
-    /// [`Gate::revocation`].
+    /// [`Gate::revocation`]. Nothing is logged or counted as a refusal, and nothing spends
+    /// the client's failure budget (the stream's credential was proven once).
     #[allow(clippy::too_many_arguments)]
     async fn readmits(
         &self,
         conn: &ConnInfo,
-        client: IpAddr,
-        headers: &HeaderMap,
+        proof: &crate::auth::Proof,
+        name: &str,
         owner: &str,
         tenant: Option<&str>,
         agent_name: Option<&str>,
@@ -781,8 +786,15 @@ impl Gate {
         if !self.permits(conn.peer.ip()) {
             return false;
         }
-        let Ok(p) = self.authenticate(conn, client, headers).await else {
-            return false;
+        let creds = ConnCredentials {
+            client_cert: conn.client_cert,
+            identity: conn.client_identity.as_deref(),
+        };
+        let p = match self.auth.proves_again(proof, name, creds).await {
+            crate::auth::ProvesAgain::Yes(p) => p,
+            crate::auth::ProvesAgain::No => return false,
+            // (a Basic check slot not free, a JWT expired since the stream began)
+            crate::auth::ProvesAgain::Unsure => return true,
         };
         if p.owner_key() != owner || p.tenant.as_deref() != tenant {
             return false;
@@ -790,9 +802,11 @@ impl Gate {
         let Some(at) = self.agents.iter().find(|a| a.name.as_deref() == agent_name) else {
             return false;
         };
-        match self.grant(at, &p, &Trace::default()) {
-            Ok(grant) => grant.methods.contains(method),
-            Err(_) => false,
+        match &self.authz {
+            None => true,
+            Some(authz) => authz
+                .grant_at(&p, at.name.as_deref())
+                .is_ok_and(|g| g.methods.contains(method)),
         }
     }
 
