@@ -83,8 +83,9 @@ redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_
 return {taken, 0, new_tat - now}
 "#;
 
-/// A worker's connection, once made, and when the last attempt to make it failed.
-type Slot = (Option<ConnectionManager>, Option<Instant>);
+/// A worker's connection, once made, and when the last attempt to make it failed; when the
+/// connection was made.
+type Slot = (Option<ConnectionManager>, Option<Instant>, Option<Instant>);
 
 /// Round trips in a row that got no answer (or an answer a connection to a primary never
 /// gives) after which a worker's connection is dropped and made anew. redis-rs reconnects
@@ -125,8 +126,11 @@ pub struct RedisStore {
     /// another thread's connection task and back. With the last failed attempt, for the
     /// backoff.
     conns: Box<[tokio::sync::Mutex<Slot>]>,
-    /// Per connection, round trips in a row that went unanswered ([`RECONNECT_AFTER`]).
+    /// Per connection, round trips in a row that went unanswered ([`RECONNECT_AFTER`]),
+    /// and which connection of the slot they are counted for (its generation): a late
+    /// timeout of a connection already replaced counts for nothing.
     misses: Box<[AtomicU32]>,
+    generations: Box<[AtomicU32]>,
     gcra: redis::Script,
     leases: RateLeases,
     healthy: AtomicBool,
@@ -161,9 +165,12 @@ impl RedisStore {
             client,
             config,
             conns: (0..=crate::runtime::workers())
-                .map(|_| tokio::sync::Mutex::new((None, None)))
+                .map(|_| tokio::sync::Mutex::new((None, None, None)))
                 .collect(),
             misses: (0..=crate::runtime::workers())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            generations: (0..=crate::runtime::workers())
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             gcra: redis::Script::new(GCRA),
@@ -185,8 +192,12 @@ impl RedisStore {
     /// Notes how a round trip on this worker's connection went: enough unanswered ones in a
     /// row (or one from a server that is no primary) and the next round trip makes a new
     /// connection.
-    fn trip(&self, trip: Trip) {
-        let misses = &self.misses[crate::runtime::slot(self.misses.len())];
+    fn trip(&self, generation: u32, trip: Trip) {
+        let i = crate::runtime::slot(self.misses.len());
+        if self.generations[i].load(Ordering::Relaxed) != generation {
+            return;
+        }
+        let misses = &self.misses[i];
         match trip {
             Trip::Answered => {
                 if misses.load(Ordering::Relaxed) != 0 {
@@ -200,17 +211,30 @@ impl RedisStore {
         }
     }
 
-    async fn connection(&self) -> Result<ConnectionManager, StateUnavailable> {
+    /// This worker's connection and its generation (for [`RedisStore::trip`]), made when
+    /// there is none (or the last one stopped answering).
+    async fn connection(&self) -> Result<(ConnectionManager, u32), StateUnavailable> {
         let i = crate::runtime::slot(self.conns.len());
         let mut slot = self.conns[i].lock().await;
         if self.misses[i].load(Ordering::Relaxed) >= RECONNECT_AFTER {
             self.misses[i].store(0, Ordering::Relaxed);
+            self.generations[i].fetch_add(1, Ordering::Relaxed);
             if slot.0.take().is_some() {
                 tracing::warn!(event = "state_reconnect", backend = "redis");
+                // A connection dropped within a second of being made (a demoted primary
+                // still at the address): the next attempt waits out the back-off below, so
+                // that requests do not each make a connection.
+                if slot
+                    .2
+                    .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
+                {
+                    slot.1 = Some(Instant::now());
+                }
             }
         }
+        let generation = self.generations[i].load(Ordering::Relaxed);
         if let Some(c) = &slot.0 {
-            return Ok(c.clone());
+            return Ok((c.clone(), generation));
         }
         if slot
             .1
@@ -249,7 +273,8 @@ impl RedisStore {
         {
             Ok(Ok(c)) => {
                 slot.0 = Some(c.clone());
-                Ok(c)
+                slot.2 = Some(Instant::now());
+                Ok((c, generation))
             }
             _ => {
                 slot.1 = Some(Instant::now());
@@ -278,7 +303,7 @@ impl RedisStore {
         script: &redis::Script,
         args: &[&str],
     ) -> Result<T, StateUnavailable> {
-        let mut conn = self.connection().await?;
+        let (mut conn, generation) = self.connection().await?;
         let started = Instant::now();
         let mut call = script.prepare_invoke();
         for a in args {
@@ -288,7 +313,7 @@ impl RedisStore {
             tokio::time::timeout(self.config.timeout, call.invoke_async::<T>(&mut conn)).await;
         match out {
             Ok(Ok(v)) => {
-                self.trip(Trip::Answered);
+                self.trip(generation, Trip::Answered);
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(v)
@@ -299,12 +324,12 @@ impl RedisStore {
                     // Redis answered, with an error of the script's: a bug, not an outage.
                     tracing::error!(event = "state_script_error", kind = ?e.kind());
                 }
-                self.trip(trip);
+                self.trip(generation, trip);
                 self.failed("error", started);
                 Err(StateUnavailable)
             }
             Err(_) => {
-                self.trip(Trip::Unanswered);
+                self.trip(generation, Trip::Unanswered);
                 self.failed("timeout", started);
                 Err(StateUnavailable)
             }
@@ -393,7 +418,7 @@ impl RedisStore {
     ) -> Result<Result<(u32, Duration), Duration>, StateUnavailable> {
         let mut call = self.gcra.key(key);
         call.arg(interval_us).arg(burst).arg(want.max(1)).arg(back);
-        let mut conn = self.connection().await?;
+        let (mut conn, generation) = self.connection().await?;
         let started = Instant::now();
         let out = tokio::time::timeout(
             self.config.timeout,
@@ -402,7 +427,7 @@ impl RedisStore {
         .await;
         match out {
             Ok(Ok((taken, wait_us, full_in_us))) => {
-                self.trip(Trip::Answered);
+                self.trip(generation, Trip::Answered);
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(if taken >= 1 {
@@ -413,12 +438,12 @@ impl RedisStore {
                 })
             }
             Ok(Err(e)) => {
-                self.trip(Trip::of_error(&e));
+                self.trip(generation, Trip::of_error(&e));
                 self.failed("error", started);
                 Err(StateUnavailable)
             }
             Err(_) => {
-                self.trip(Trip::Unanswered);
+                self.trip(generation, Trip::Unanswered);
                 self.failed("timeout", started);
                 Err(StateUnavailable)
             }
@@ -436,7 +461,7 @@ impl RedisStore {
     /// answers, and an idle one that Redis is gone.
     pub async fn ping(&self) -> Result<(), String> {
         let started = Instant::now();
-        let mut conn = self
+        let (mut conn, generation) = self
             .connection()
             .await
             .map_err(|_| "cannot connect".to_string())?;
@@ -448,20 +473,20 @@ impl RedisStore {
         {
             Ok(r) => r,
             Err(_) => {
-                self.trip(Trip::Unanswered);
+                self.trip(generation, Trip::Unanswered);
                 self.failed("timeout", started);
                 return Err("no answer within state.timeout_ms".to_string());
             }
         };
         match pong {
             Ok(_) => {
-                self.trip(Trip::Answered);
+                self.trip(generation, Trip::Answered);
                 self.healthy.store(true, Ordering::Relaxed);
                 self.metrics.state_round_trip("ok", started.elapsed());
                 Ok(())
             }
             Err(e) => {
-                self.trip(Trip::of_error(&e));
+                self.trip(generation, Trip::of_error(&e));
                 self.failed("error", started);
                 Err(e.to_string())
             }
@@ -558,11 +583,19 @@ mod tests {
             for _ in 0..=RECONNECT_AFTER {
                 assert!(store.run::<i64>(&script, &[]).await.is_err(), "{fake:?}");
             }
-            let deadline = Instant::now() + Duration::from_secs(2);
+            // Requests keep coming: a reconnect, but no connection per request (a demoted
+            // primary answers at once: its next connection waits out the back-off).
+            let deadline = Instant::now() + Duration::from_secs(3);
             while accepted.load(Ordering::SeqCst) < 2 {
                 assert!(Instant::now() < deadline, "{fake:?}: never reconnected");
+                let _ = store.run::<i64>(&script, &[]).await;
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            for _ in 0..20 {
+                let _ = store.run::<i64>(&script, &[]).await;
+            }
+            let made = accepted.load(Ordering::SeqCst);
+            assert!(made <= 3, "{fake:?}: {made} connections for 20 requests");
         }
     }
 }
