@@ -83,27 +83,9 @@ fn stdout_of_success(cmd: &mut Command) -> String {
 /// A policy in `dir` (`p.toml`): the embedded engine, dev certificates and a generated dev
 /// bearer token under `dir/certs/dev`, listeners on port 0.
 fn write_dev_policy(dir: &Path) -> std::path::PathBuf {
-    let policy = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-[tls]
-dev = true
-dev_dir = "{d}/certs/dev"
-[[upstreams]]
-name = "engine"
-url = "embedded"
-[auth]
-[[auth.bearer]]
-principal = "dev"
-token_file = "{d}/certs/dev/bearer-token"
-generate_if_missing = true
-"#,
-        d = dir.display()
-    );
+    let token = dir.join("certs/dev/bearer-token");
     let file = dir.join("p.toml");
-    std::fs::write(&file, policy).unwrap();
+    std::fs::write(&file, token_file_policy(dir, "embedded", &token, true)).unwrap();
     file
 }
 
@@ -787,8 +769,9 @@ generate_if_missing = true
     assert_eq!(status.code(), Some(0));
 }
 
-/// A policy serving `upstream` with one bearer whose token is in `token_file` (the
-/// operator's own file unless `generate`).
+/// A policy serving `upstream` (`engine`) with one bearer (`dev`) whose token is in
+/// `token_file` (the operator's own file unless `generate`), dev certificates under
+/// `dir/certs/dev`, listeners on port 0.
 fn token_file_policy(dir: &Path, upstream: &str, token_file: &Path, generate: bool) -> String {
     format!(
         r#"
@@ -799,11 +782,11 @@ public_url = "https://127.0.0.1:0/"
 dev = true
 dev_dir = "{d}/certs/dev"
 [[upstreams]]
-name = "agent"
+name = "engine"
 url = "{upstream}"
 [auth]
 [[auth.bearer]]
-principal = "ops"
+principal = "dev"
 token_file = "{t}"
 generate_if_missing = {generate}
 "#,
