@@ -49,3 +49,57 @@ async fn trace_context_tracestate_with_a_tab_never_reaches_the_agent() {
     );
     assert!(seen[0].headers.get("tracestate").is_none());
 }
+
+/// `gate_request`, 2026-12-06: alice's message got task-0 from an agent that named no
+/// context; bob's next message (a new context of his) got task-0 again, in ctx-1, from the
+/// same careless agent, and the edge relayed it to bob: a new task without a context was
+/// relayed without being recorded as anyone's. Now such an answer is not relayed
+/// (`upstream.bad_response`): a task is shown to the caller it is recorded for, only.
+#[tokio::test]
+async fn a_new_task_without_a_context_is_not_relayed() {
+    for entries in ["1000", "2"] {
+        let (_up, p) = Proxy::with_recorder(
+            Reply::Named,
+            ProxyOpts {
+                extra_policy: format!(
+                    "{MALLORY_ENTRY}[limits]\nmax_registry_entries = {entries}\n"
+                ),
+                ..Default::default()
+            },
+        )
+        .await;
+        let mut c = p.client(Proto::H2).await;
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message("task-0 - INPUT_REQUIRED", json!({})),
+        )
+        .await;
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "upstream.bad_response",
+            "{entries}: {v}"
+        );
+        assert!(!v.to_string().contains("task-0"), "{entries}: {v}");
+        // Shown to mallory in his context: his, and refused to alice from then on.
+        let v = rpc_as(
+            &mut c,
+            MALLORY,
+            "SendMessage",
+            message("task-0 ctx-1 INPUT_REQUIRED", json!({})),
+        )
+        .await;
+        assert_eq!(v["result"]["task"]["id"], "task-0", "{entries}: {v}");
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message("task-0 ctx-2 INPUT_REQUIRED", json!({})),
+        )
+        .await;
+        assert!(
+            !v.to_string().contains("task-0"),
+            "{entries}: shown to alice: {v}"
+        );
+    }
+}

@@ -110,7 +110,7 @@ impl<'a> Fact<'a> {
     }
 
     /// A Task: its `id` is required (a usable one: see [`task_id`]); its `contextId` may be
-    /// missing (then the task is checked, not learned).
+    /// missing (then only a task the registry knows is relayed: `State::learn_checked`).
     fn task(task: &'a Value) -> Result<Option<Fact<'a>>, Malformed> {
         let Some(t) = task_id(task.get("id"))? else {
             return Ok(None);

@@ -788,7 +788,10 @@ impl State {
         };
         match (fact.task, &context) {
             (Some(t), _) if known_task => self.update_task(t, fact.state, fact.timestamp),
-            // A new task is recorded with its context; without one it is nobody's yet.
+            // A new task the answer names no context for cannot be recorded as the caller's
+            // (a task lives in a context): relayed, it would be shown to this caller and
+            // still be free for the next one the agent names it to. Not relayed.
+            (Some(_), None) => return Err(Unrelayable::Malformed),
             (Some(t), Some(ctx)) => {
                 let state = fact.state.unwrap_or("");
                 let ts = fact.timestamp.unwrap_or(0);

@@ -656,14 +656,6 @@ fn observe_reads_every_result_shape() {
         ("ListTasks result", list, false, false, "", 0),
         ("error", error, false, false, "", 0),
         (
-            "no context",
-            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}),
-            false,
-            false,
-            "",
-            0,
-        ),
-        (
             "overlong id",
             task(&long, "c", "TASK_STATE_WORKING", None),
             false,
@@ -682,6 +674,28 @@ fn observe_reads_every_result_shape() {
             0,
         ),
     ];
+    // A new task the answer names no context for cannot be recorded as the caller's: not
+    // relayed (shown to this caller, it would still be free for the next one).
+    for (name, result) in [
+        (
+            "update, no context",
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}),
+        ),
+        (
+            "task, no context",
+            json!({"task": {"id": "t", "status": {"state": "TASK_STATE_WORKING"}}}),
+        ),
+        (
+            "bare task, no context",
+            json!({"id": "t", "status": {"state": "TASK_STATE_WORKING"}}),
+        ),
+    ] {
+        let reg = TaskRegistry::new(10);
+        assert!(reg.observe(A, 7, &result).is_err(), "{name}");
+        assert!(reg.authorize_task(A, "t").is_err(), "{name}");
+        assert!(reg.authorize_task(B, "t").is_err(), "{name}");
+        reg.check_invariants();
+    }
     for (name, result, task_known, context_known, state, ts) in rows {
         let reg = TaskRegistry::new(10);
         reg.observe(A, 7, &result).unwrap();
