@@ -360,7 +360,9 @@ fn check(caller: Caller, status: StatusCode, body: &[u8], seen: &[Bytes], shown:
             "unknown reason {r}"
         );
         let family = r.split('.').next().unwrap_or("");
-        if r.contains('.') && BEFORE_FORWARDING.contains(&family) {
+        // (`registry.full` is also the answer an agent's new task or context gets when the
+        // registry has no room to record it: after forwarding, not relayed)
+        if r.contains('.') && BEFORE_FORWARDING.contains(&family) && r != "registry.full" {
             assert!(seen.is_empty(), "{r} but forwarded: {seen:?}");
         }
     }

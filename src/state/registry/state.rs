@@ -27,6 +27,9 @@ pub enum Unrelayable {
     /// The turn's busy lease in Redis was lost (another turn may run on its context now):
     /// the turn ends at its next answer (a stream sooner: `OwnedTurn::lease_lost`).
     LeaseLost,
+    /// A new task or context it names cannot be recorded (every entry pinned by a running
+    /// turn): relayed unrecorded, it would be free for the next caller it is named to.
+    Full,
 }
 
 impl Unrelayable {
@@ -36,6 +39,7 @@ impl Unrelayable {
             Unrelayable::Foreign => crate::reason::UPSTREAM_FOREIGN_TASK,
             Unrelayable::Malformed => crate::reason::UPSTREAM_BAD_RESPONSE,
             Unrelayable::LeaseLost => crate::reason::CONTEXT_LEASE_LOST,
+            Unrelayable::Full => crate::reason::REGISTRY_FULL,
         }
     }
 }
@@ -780,7 +784,7 @@ impl State {
                         self.insert_context(c, principal, Some(upstream), Workspace::Unbound, None);
                     if id.is_none() {
                         self.counters.refused_full += 1;
-                        return Ok(());
+                        return Err(Unrelayable::Full);
                     }
                     id
                 }
@@ -797,7 +801,10 @@ impl State {
                 let ts = fact.timestamp.unwrap_or(0);
                 match self.insert_task(t, principal, upstream, ctx.clone(), state, ts) {
                     Some(id) => self.learn_running_task(ctx, &id),
-                    None => self.counters.refused_full += 1,
+                    None => {
+                        self.counters.refused_full += 1;
+                        return Err(Unrelayable::Full);
+                    }
                 }
             }
             _ => {}

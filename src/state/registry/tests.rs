@@ -1203,9 +1203,12 @@ fn a_registry_full_of_running_turns_refuses_new_ones() {
             "{t}"
         );
     }
-    // An answer needing a third context while both are pinned is not recorded.
-    reg.observe(B, 0, &task("y", "c-b", "TASK_STATE_WORKING", None))
-        .unwrap();
+    // An answer needing a third context while both are pinned is not recorded, so not
+    // relayed (unrecorded, it would be free for the next caller it is named to).
+    assert!(matches!(
+        reg.observe(B, 0, &task("y", "c-b", "TASK_STATE_WORKING", None)),
+        Err(Unrelayable::Full)
+    ));
     assert_eq!(reg.authorize_task(B, "y"), Err(Denial::NotFound));
     drop((t1, t2, follow));
     assert!(reg.begin_turn(B, None, Some("c3"), None).is_ok());
