@@ -718,26 +718,14 @@ async fn sigterm_during_a_reload_drains_at_once() {
     let dir = TempDir::new("cli-reload-term");
     let good = RawAgent::start(RawAnswer::Whole, RawAnswer::Whole, RawAnswer::Whole).await;
     let stalled = RawAgent::start(RawAnswer::StalledBody, RawAnswer::Whole, RawAnswer::Whole).await;
+    let token = dir.path().join("certs/dev/bearer-token");
     let policy = |url: &str| {
-        format!(
-            r#"
-[server]
-listen = "127.0.0.1:0"
-public_url = "https://127.0.0.1:0/"
-[tls]
-dev = true
-dev_dir = "{d}/certs/dev"
-[[upstreams]]
-name = "agent"
-url = "{url}"
-response_timeout_ms = 60000
-[auth]
-[[auth.bearer]]
-principal = "dev"
-token_file = "{d}/certs/dev/bearer-token"
-generate_if_missing = true
-"#,
-            d = dir.path().display()
+        token_file_policy_with(
+            dir.path(),
+            url,
+            &token,
+            true,
+            "response_timeout_ms = 60000\n",
         )
     };
     let file = dir.path().join("p.toml");
@@ -773,6 +761,17 @@ generate_if_missing = true
 /// `token_file` (the operator's own file unless `generate`), dev certificates under
 /// `dir/certs/dev`, listeners on port 0.
 fn token_file_policy(dir: &Path, upstream: &str, token_file: &Path, generate: bool) -> String {
+    token_file_policy_with(dir, upstream, token_file, generate, "")
+}
+
+/// `token_file_policy` with `upstream_keys` (whole TOML lines) added to the upstream's table.
+fn token_file_policy_with(
+    dir: &Path,
+    upstream: &str,
+    token_file: &Path,
+    generate: bool,
+    upstream_keys: &str,
+) -> String {
     format!(
         r#"
 [server]
@@ -784,7 +783,7 @@ dev_dir = "{d}/certs/dev"
 [[upstreams]]
 name = "engine"
 url = "{upstream}"
-[auth]
+{upstream_keys}[auth]
 [[auth.bearer]]
 principal = "dev"
 token_file = "{t}"

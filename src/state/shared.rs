@@ -997,5 +997,6 @@ mod tests {
         assert_eq!(SMALL_CONTEXT_ARG.parse::<usize>(), Ok(SMALL_CONTEXT));
         assert_eq!(LIST_PASS_BUDGET_ARG.parse::<usize>(), Ok(LIST_PASS_BUDGET));
         assert!(LEARN.contains(&format!("'LIMIT', 0, {REAP_PER_LEARN})")));
+        assert!(LEARN.contains(&format!("math.min(over, {EVICT_PER_LEARN})")));
     }
 }
