@@ -24,6 +24,8 @@ fn es256_key(dir: &Path, name: &str) -> String {
     let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let path = dir.join(format!("{name}.pem"));
     std::fs::write(&path, pair.serialize_pem()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     path.display().to_string()
 }
 

@@ -754,6 +754,14 @@ async fn a_reload_rotates_the_tls_certificate_for_new_connections_only() {
     .unwrap();
     let e = running.reload(load()).await.unwrap_err().to_string();
     assert!(!e.contains("AAAA"), "{e}");
+    // So does a good key that others can read.
+    install(&old);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let e = running.reload(load()).await.unwrap_err().to_string();
+    assert!(e.contains("chmod 600"), "{e}");
     let mut still = Client::connect(addr, &new.ca_cert, Proto::H2).await;
     assert!(still
         .rpc("ListTasks", json!({}))

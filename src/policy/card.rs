@@ -158,15 +158,8 @@ impl Ctx<'_> {
                         }
                         SigningKey::from_private_pem(kid, alg, pem.as_bytes())
                     } else {
-                        let pem = std::fs::read(path.get_ref())
-                            .map_err(|e| e.to_string())
-                            .or_else(|m| {
-                                self.spanned_err(
-                                    &key("private_key_file"),
-                                    path,
-                                    format!("cannot read {}: {m}", path.get_ref().display()),
-                                )
-                            })?;
+                        let pem = crate::crypto::read_private_key(path.get_ref())
+                            .or_else(|m| self.spanned_err(&key("private_key_file"), path, m))?;
                         SigningKey::from_private_pem(kid, alg, &pem)
                     }
                 }

@@ -520,6 +520,11 @@ fn identity_assertion_needs_an_asymmetric_card_key() {
         let e = load(&with(ia)).unwrap_err();
         assert_eq!(e.key, key, "{e}");
     }
+    // A card key others can read is refused at load, whatever else the policy says.
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = load(&format!("{GOOD}\n{card}")).unwrap_err();
+    assert_eq!(e.key, "card.signing_keys[0].private_key_file", "{e}");
+    assert!(e.message.contains("chmod 600"), "{e}");
 }
 
 #[test]
@@ -966,6 +971,7 @@ fn agent_errors_name_the_key() {
         let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let path = dir.join(name);
         std::fs::write(&path, pair.serialize_pem()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         path.display().to_string()
     };
     let card = |file: &str| {

@@ -50,8 +50,10 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
 }
 
 /// Loads a PEM private key (PKCS#8, PKCS#1 or SEC1).
+/// The file is held to [`crate::crypto::read_private_key`]'s rule on its mode.
 pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+    let pem = crate::crypto::read_private_key(path).map_err(TlsError)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
         TlsError(format!(
             "cannot read a private key from {}: {e}",
             path.display()
