@@ -1094,4 +1094,6 @@ async fn a_reload_proves_streams_again_without_the_throttle_or_the_password() {
         .expect("ended without a word")
         .expect("alice's stream still open");
     assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+    assert_eq!(v["error"]["code"], -32050, "{v}");
+    assert_eq!(v["error"]["message"], "Access revoked by a policy reload", "{v}");
 }

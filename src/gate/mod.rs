@@ -616,10 +616,9 @@ impl Gate {
                         reason::CONTEXT_LEASE_LOST
                     })
                 });
-                let revoked = rpc
-                    .method
-                    .is_streaming()
-                    .then(|| self.revocation(conn, &parts.headers, &principal, agent, rpc.method));
+                let revoked = rpc.method.is_streaming().then(|| {
+                    self.revocation(conn, &parts.headers, &principal, agent, rpc.method, trace)
+                });
                 let interrupt = either_interrupt(lost, revoked.flatten());
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &view, &name, |r| {
@@ -691,10 +690,9 @@ impl Gate {
                         owners.observe(&name, upstream, r)
                     })
                 };
-                let interrupt = rpc
-                    .method
-                    .is_streaming()
-                    .then(|| self.revocation(conn, &parts.headers, &principal, agent, rpc.method));
+                let interrupt = rpc.method.is_streaming().then(|| {
+                    self.revocation(conn, &parts.headers, &principal, agent, rpc.method, trace)
+                });
                 let plan = Plan {
                     agent: upstream,
                     slot: guard,
@@ -721,8 +719,10 @@ impl Gate {
         principal: &Principal,
         agent: &AgentGate,
         method: Method,
+        trace: &Trace,
     ) -> Option<upstream::Interrupt> {
         let gates = conn.gates.clone()?;
+        let request_id = trace.request_id.clone();
         let mut reloads = gates.reloads();
         // A reload since this request began (it keeps the gate it started with) is checked
         // at once.
@@ -759,6 +759,7 @@ impl Gate {
                 if !still {
                     tracing::warn!(
                         event = "stream_revoked",
+                        request_id = request_id.as_str(),
                         principal = owner.as_str(),
                         method = method.as_str()
                     );

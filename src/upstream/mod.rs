@@ -95,7 +95,17 @@ pub fn answer_code(reason: Reason) -> i64 {
         | reason::UPSTREAM_BAD_STREAM
         | reason::UPSTREAM_STREAM_TRUNCATED
         | reason::UPSTREAM_FOREIGN_TASK => INVALID_AGENT_RESPONSE,
+        reason::AUTH_REVOKED => crate::authz::AUTHZ_ERROR_CODE,
         _ => INTERNAL_ERROR,
+    }
+}
+
+/// The message of the error frame that ends a stream for `reason`.
+pub fn stream_end_message(reason: Reason) -> &'static str {
+    match reason {
+        reason::AUTH_REVOKED => "Access revoked by a policy reload",
+        reason::CONTEXT_LEASE_LOST => "The turn lost its lease on the context",
+        _ => "Upstream stream failed",
     }
 }
 

@@ -314,8 +314,11 @@ where
             // Ends the stream with an error frame; the outcome is its reason. The frame is
             // small and goes past the budgets (a caller that reads gets it).
             let fail = |reason: Reason| {
-                let err =
-                    RpcError::new(super::answer_code(reason), "Upstream stream failed", reason);
+                let err = RpcError::new(
+                    super::answer_code(reason),
+                    super::stream_end_message(reason),
+                    reason,
+                );
                 tx.send_last(error_event(&error_body(&id, &err)));
                 StreamOutcome::Ended(reason)
             };
