@@ -1095,5 +1095,8 @@ async fn a_reload_proves_streams_again_without_the_throttle_or_the_password() {
         .expect("alice's stream still open");
     assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
     assert_eq!(v["error"]["code"], -32050, "{v}");
-    assert_eq!(v["error"]["message"], "Access revoked by a policy reload", "{v}");
+    assert_eq!(
+        v["error"]["message"], "Access revoked by a policy reload",
+        "{v}"
+    );
 }

@@ -123,6 +123,24 @@ impl ApiKeyScheme {
         headers.contains_key(&self.header)
     }
 
+    /// The principal whose key `key` is (no format check: a key that proved a caller
+    /// passed it).
+    pub fn proves(&self, key: &[u8]) -> Option<&str> {
+        self.principal_of(&sha256(key))
+    }
+
+    /// The principal whose key has this SHA-256 digest, compared with every key in constant
+    /// time.
+    pub fn principal_of(&self, digest: &[u8; 32]) -> Option<&str> {
+        let mut found: Option<&str> = None;
+        for (principal, expected) in &self.keys {
+            if bool::from(digest.ct_eq(expected)) {
+                found = Some(principal);
+            }
+        }
+        found
+    }
+
     pub fn authenticate(&self, headers: &HeaderMap) -> Option<Result<Principal, AuthRejection>> {
         let mut values = headers.get_all(&self.header).iter();
         let value = match (values.next(), values.next()) {
@@ -143,14 +161,7 @@ impl ApiKeyScheme {
                 reason: reason::AUTH_MALFORMED,
             }));
         }
-        let digest = sha256(key);
-        let mut found: Option<&str> = None;
-        for (principal, expected) in &self.keys {
-            if bool::from(digest.ct_eq(expected)) {
-                found = Some(principal);
-            }
-        }
-        Some(match found {
+        Some(match self.proves(key) {
             Some(p) => Ok(Principal::new(p, Scheme::ApiKey)),
             None => Err(AuthRejection {
                 reason: reason::AUTH_INVALID,

@@ -166,7 +166,12 @@ pub struct Authenticator {
 /// What a stream keeps to prove its caller again at a reload: see [`Authenticator::proof`].
 #[derive(Clone)]
 pub enum Proof {
+    /// A Basic user: the digest of the secret its password was checked against.
     Basic([u8; 32]),
+    /// A static bearer token or API key: the SHA-256 of the credential (as the policy keeps
+    /// it), never the credential.
+    Digest(Scheme, [u8; 32]),
+    /// A JWT or a client certificate's caller: the credential headers.
     Headers(HeaderMap),
 }
 
@@ -174,6 +179,7 @@ impl fmt::Debug for Proof {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Proof::Basic(_) => "Proof::Basic(<digest>)",
+            Proof::Digest(..) => "Proof::Digest(<digest>)",
             Proof::Headers(_) => "Proof::Headers(<redacted>)",
         })
     }
@@ -334,6 +340,15 @@ impl Authenticator {
         Ok(Authenticated { principal, failed })
     }
 
+    /// A static scheme's principal `name`, with the tenant and groups the policy gives it.
+    fn static_principal(&self, name: &str, scheme: Scheme) -> Principal {
+        let p = Principal::new(name, scheme);
+        match self.attributes.get(&(scheme, name.to_string())) {
+            Some(a) => p.with(a),
+            None => p,
+        }
+    }
+
     /// Whether the request carries any credential `authenticate` would look at, without
     /// verifying it: a client certificate (mTLS on), an `Authorization` header, the API key
     /// header. `false` is exactly the case where `authenticate` finds nothing to check.
@@ -450,13 +465,39 @@ impl Authenticator {
     /// What a stream keeps to be proven again at a reload ([`Authenticator::proves_again`]):
     /// for a Basic user the digest of the secret its password was checked against (no
     /// password is kept, and no argon2 check runs again while the policy keeps the user's
-    /// secret); otherwise the request's credential headers alone (`Authorization`, the API
-    /// key's header), a few hundred bytes.
+    /// secret); for a static bearer token or API key the digest of the credential that
+    /// proved `p` (the secret itself is not kept); otherwise (a JWT, a client certificate's
+    /// caller) the request's credential headers alone (`Authorization`, the API key's
+    /// header), a few hundred bytes.
     pub fn proof(&self, p: &Principal, headers: &HeaderMap) -> Proof {
-        if p.scheme == Scheme::Basic {
-            if let Some(id) = self.basic.as_ref().and_then(|b| b.secret_id(&p.name)) {
-                return Proof::Basic(id);
+        match p.scheme {
+            Scheme::Basic => {
+                if let Some(id) = self.basic.as_ref().and_then(|b| b.secret_id(&p.name)) {
+                    return Proof::Basic(id);
+                }
             }
+            Scheme::Bearer => {
+                let proving = headers.get_all(header::AUTHORIZATION).iter().find_map(|v| {
+                    let (scheme, token) = split_authorization(v).ok()?;
+                    let token = token.as_bytes();
+                    (scheme.eq_ignore_ascii_case("bearer")
+                        && self.bearer.proves(token) == Some(p.name.as_str()))
+                    .then(|| crate::crypto::sha256(token))
+                });
+                if let Some(d) = proving {
+                    return Proof::Digest(Scheme::Bearer, d);
+                }
+            }
+            Scheme::ApiKey => {
+                let proving = self.api_key.as_ref().and_then(|a| {
+                    let v = headers.get(a.header_name())?.as_bytes();
+                    (a.proves(v) == Some(p.name.as_str())).then(|| crate::crypto::sha256(v))
+                });
+                if let Some(d) = proving {
+                    return Proof::Digest(Scheme::ApiKey, d);
+                }
+            }
+            _ => {}
         }
         let mut kept = HeaderMap::new();
         for v in headers.get_all(header::AUTHORIZATION) {
@@ -490,13 +531,18 @@ impl Authenticator {
                 if !same {
                     return ProvesAgain::No;
                 }
-                let p = Principal::new(name, Scheme::Basic);
-                ProvesAgain::Yes(
-                    match self.attributes.get(&(Scheme::Basic, name.to_string())) {
-                        Some(a) => p.with(a),
-                        None => p,
-                    },
-                )
+                ProvesAgain::Yes(self.static_principal(name, Scheme::Basic))
+            }
+            Proof::Digest(scheme, d) => {
+                let now = match scheme {
+                    Scheme::Bearer => self.bearer.principal_of(d),
+                    Scheme::ApiKey => self.api_key.as_ref().and_then(|a| a.principal_of(d)),
+                    _ => None,
+                };
+                if now != Some(name) {
+                    return ProvesAgain::No;
+                }
+                ProvesAgain::Yes(self.static_principal(name, *scheme))
             }
             Proof::Headers(h) => match self.authenticate(h, conn).await {
                 Ok(a) => ProvesAgain::Yes(a.principal),

@@ -367,3 +367,71 @@ async fn presents_credential_matches_what_authenticate_would_check() {
     let a = Authenticator::new(&off, None).await.unwrap();
     assert!(!a.presents_credential(&headers(&[]), cert));
 }
+
+/// A stream of a static bearer or API key caller keeps the credential's digest, never the
+/// credential, and a reload proves it again from that digest alone: the same principal
+/// while the policy keeps that digest for it, no one once the token is rotated, removed or
+/// given to another principal.
+#[tokio::test]
+async fn a_streams_proof_of_a_static_credential_is_its_digest() {
+    let a = Authenticator::new(&policy(false), None).await.unwrap();
+    let none = ConnCredentials::default();
+    let rows = [
+        (
+            headers(&[("authorization", b"Bearer tok-1")]),
+            "ci",
+            Scheme::Bearer,
+            "tok-1",
+        ),
+        (
+            headers(&[("x-my-key", b"key-abc")]),
+            "robot",
+            Scheme::ApiKey,
+            "key-abc",
+        ),
+    ];
+    for (h, name, scheme, secret) in rows {
+        let p = a.authenticate(&h, none.clone()).await.unwrap().principal;
+        assert_eq!(p.name, name);
+        let proof = a.proof(&p, &h);
+        match &proof {
+            Proof::Digest(s, d) => assert_eq!((*s, *d), (scheme, sha256(secret.as_bytes()))),
+            other => panic!("{name}: {other:?}"),
+        }
+        assert!(!format!("{proof:?}").contains(secret));
+        // The same policy proves the same caller, with its tenant.
+        match a.proves_again(&proof, name, none.clone()).await {
+            ProvesAgain::Yes(again) => {
+                assert_eq!(
+                    (again.name.as_str(), again.tenant.clone()),
+                    (name, p.tenant)
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // Reloads: ci's token rotated; tok-1 now ops'; bearer off. robot's key removed.
+    let mut rotated = policy(false);
+    rotated.bearer[0].token_sha256 = sha256(b"tok-1-new");
+    let mut swapped = policy(false);
+    swapped.bearer[0].token_sha256 = sha256(b"tok-2");
+    swapped.bearer[1].token_sha256 = sha256(b"tok-1");
+    let mut no_bearer = policy(false);
+    no_bearer.bearer.clear();
+    let mut key_gone = policy(false);
+    if let Some(k) = key_gone.api_key.as_mut() {
+        k.keys.remove(0);
+    }
+    let ci = Proof::Digest(Scheme::Bearer, sha256(b"tok-1"));
+    let robot = Proof::Digest(Scheme::ApiKey, sha256(b"key-abc"));
+    for (why, policy, proof, name) in [
+        ("rotated", rotated, &ci, "ci"),
+        ("swapped", swapped, &ci, "ci"),
+        ("bearer off", no_bearer, &ci, "ci"),
+        ("key removed", key_gone, &robot, "robot"),
+    ] {
+        let b = Authenticator::new(&policy, None).await.unwrap();
+        let got = b.proves_again(proof, name, none.clone()).await;
+        assert!(matches!(got, ProvesAgain::No), "{why}: {got:?}");
+    }
+}
