@@ -64,8 +64,35 @@ fn claims(sub: &str) -> Value {
 
 struct ClientPki {
     ca_file: std::path::PathBuf,
+    /// The client CA (certificate and key), to sign CRLs with.
+    ca: (rcgen::Certificate, KeyPair),
     good: (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>),
     foreign: (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>),
+}
+
+/// A PEM CRL by `ca` revoking the certificates with these serials, valid until `next_update`
+/// (year).
+fn crl(ca: &(rcgen::Certificate, KeyPair), serials: &[u64], next_update: i32) -> String {
+    rcgen::CertificateRevocationListParams {
+        this_update: rcgen::date_time_ymd(2020, 1, 1),
+        next_update: rcgen::date_time_ymd(next_update, 1, 1),
+        crl_number: rcgen::SerialNumber::from(1u64),
+        issuing_distribution_point: None,
+        revoked_certs: serials
+            .iter()
+            .map(|s| rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(*s),
+                revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            })
+            .collect(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&ca.0, &ca.1)
+    .unwrap()
+    .pem()
+    .unwrap()
 }
 
 fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
@@ -76,12 +103,24 @@ fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
     (p.self_signed(&key).unwrap(), key)
 }
 
+/// A client certificate for `uri` by `ca`; its serial is [`GOOD_SERIAL`] (CRLs name it).
 fn leaf(
     ca: &(rcgen::Certificate, KeyPair),
     uri: &str,
 ) -> (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>) {
+    leaf_with_serial(ca, uri, GOOD_SERIAL)
+}
+
+const GOOD_SERIAL: u64 = 0x5eed_0001;
+
+fn leaf_with_serial(
+    ca: &(rcgen::Certificate, KeyPair),
+    uri: &str,
+    serial: u64,
+) -> (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>) {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.serial_number = Some(rcgen::SerialNumber::from(serial));
     p.subject_alt_names = vec![SanType::URI(uri.try_into().unwrap())];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let cert = p.signed_by(&key, &ca.0, &ca.1).unwrap();
@@ -97,6 +136,7 @@ fn client_pki(dir: &Path) -> ClientPki {
         ca_file,
         good: leaf(&good_ca, "spiffe://example.org/ns/prod/sa/ci"),
         foreign: leaf(&other_ca, "spiffe://evil.example/sa/ci"),
+        ca: good_ca,
     }
 }
 
@@ -566,9 +606,10 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
 }
 
 /// A reload that keeps what the client CAs admit (the same certificates, even re-encoded
-/// in a rewritten file, and the same mode) leaves client-certificate connections open and
-/// serving; one that changes the mode alone closes them. Before, every reload closed every
-/// such connection.
+/// in a rewritten file; another mode that still verifies them) leaves client-certificate
+/// connections open and serving: each connection's certificate chain is verified again by
+/// the new configuration, and only those a new handshake would refuse close. Before, every
+/// reload closed every such connection; until stop 54, a change of mode alone did.
 #[tokio::test]
 async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
     let dir = TempDir::new("reload-same-ca");
@@ -599,16 +640,144 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
         let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
         assert_eq!(status, StatusCode::OK, "{proto:?}: after the reload");
     }
-    // The mode changes (the CAs do not): they close.
+    // The mode changes to required (the CAs do not): a new handshake with the certificate
+    // would pass, so they stay.
     proxy.reload(&required).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (proto, c) in &mut open {
+        assert!(!c.is_closed(), "{proto:?}: closed by the mode change");
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}: after the mode change");
+    }
+    assert_eq!(up.rpc_requests().len(), 6);
+}
+
+/// `tls.client_crl_file`: a revoked client certificate fails its handshake (h1 and h2, in
+/// both optional and required modes), so no request of its reaches the agent, while the same
+/// CA's other certificates are served; a CRL past its nextUpdate fails every certificate; a
+/// CRL that says nothing of the client CA (its certificates' status unknown) too. A reload
+/// that brings a CRL revoking an open connection's certificate closes that connection and
+/// leaves the others. The loader refuses a CRL file without client certificates on.
+#[tokio::test]
+async fn client_certificates_are_checked_against_the_crl() {
+    let dir = TempDir::new("client-crl");
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let other = leaf_with_serial(
+        &pki.ca,
+        "spiffe://example.org/ns/prod/sa/other",
+        0x5eed_0002,
+    );
+    let crl_file = dir.path().join("clients.crl.pem");
+    let write_crl = |pem: String| std::fs::write(&crl_file, pem).unwrap();
+    write_crl(crl(&pki.ca, &[], 2099));
+    let base = optional_mtls_policy(dir.path(), &pki, &up);
+    let text = base.replace(
+        "client_auth = \"optional\"\n",
+        &format!(
+            "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
+            crl_file.display()
+        ),
+    );
+    assert_ne!(base, text);
+    let proxy = Proxy::start_text(dir, &text).await;
+    let served = |cert: &(Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>), proto| {
+        let cert = cert.clone();
+        let (addr, ca) = (proxy.addr, proxy.ca.clone());
+        async move {
+            match Client::try_connect(addr, &ca, proto, Some(cert)).await {
+                Err(_) => false,
+                Ok(mut c) => matches!(
+                    c.try_request("POST", "/", &h(&[]), BODY).await,
+                    Ok((StatusCode::OK, _, _))
+                ),
+            }
+        }
+    };
+    // Nothing revoked: both certificates are served; a new connection per row.
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        assert!(served(&pki.good, proto).await, "{proto:?}");
+        assert!(served(&other, proto).await, "{proto:?}");
+        open.push((proto, served_with_certificate(&proxy, &pki, proto).await));
+    }
+    let before = up.rpc_requests().len();
+    // The good certificate is revoked: its open connections close, other's are served.
+    write_crl(crl(&pki.ca, &[GOOD_SERIAL], 2099));
+    let mut others = Vec::new();
+    for proto in PROTOS {
+        let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(other.clone()))
+            .await
+            .unwrap();
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK);
+        others.push(c);
+    }
+    proxy.reload(&text).await;
     for (proto, c) in open {
         let started = Instant::now();
         while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(c.is_closed(), "{proto:?}: open after the mode changed");
+        assert!(
+            c.is_closed(),
+            "{proto:?}: a revoked certificate's connection stayed"
+        );
     }
-    assert_eq!(up.rpc_requests().len(), 4);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for c in &mut others {
+        assert!(
+            !c.is_closed(),
+            "an unrevoked certificate's connection closed"
+        );
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let after = up.rpc_requests().len();
+    assert_eq!(after, before + 4);
+    let required = text.replace("client_auth = \"optional\"", "client_auth = \"required\"");
+    for (why, mode, pem) in [
+        (
+            "revoked, optional",
+            &text,
+            crl(&pki.ca, &[GOOD_SERIAL], 2099),
+        ),
+        (
+            "revoked, required",
+            &required,
+            crl(&pki.ca, &[GOOD_SERIAL], 2099),
+        ),
+        ("expired CRL", &text, crl(&pki.ca, &[], 2021)),
+        (
+            "another CA's CRL",
+            &text,
+            crl(&ca("someone else"), &[], 2099),
+        ),
+    ] {
+        write_crl(pem);
+        proxy.reload(mode).await;
+        for proto in PROTOS {
+            assert!(!served(&pki.good, proto).await, "{why}, {proto:?}: served");
+        }
+    }
+    // The good certificate's requests after the revocation never reached the agent.
+    assert_eq!(up.rpc_requests().len(), after);
+    // Without client certificates a CRL file means nothing: refused, naming the key.
+    let off = base.replace(
+        &format!(
+            "client_auth = \"optional\"\nclient_ca_file = \"{}\"\n",
+            pki.ca_file.display()
+        ),
+        &format!("client_crl_file = \"{}\"\n", crl_file.display()),
+    );
+    assert_ne!(off, base);
+    let e = a2a_edge::policy::Policy::from_toml(
+        Path::new("p.toml"),
+        &off,
+        a2a_edge::policy::LoadMode::Check,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("tls.client_crl_file"), "{e}");
 }
 
 /// A reload that makes client certificates required closes the connections that were

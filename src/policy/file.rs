@@ -298,6 +298,8 @@ pub struct TlsSection {
     pub cert_file: Option<PathBuf>,
     pub key_file: Option<PathBuf>,
     pub client_ca_file: Option<PathBuf>,
+    /// PEM certificate revocation lists for client certificates.
+    pub client_crl_file: Option<PathBuf>,
     pub client_auth: Option<Spanned<String>>,
     #[serde(default)]
     pub dev: bool,

@@ -123,6 +123,8 @@ pub struct TlsPolicy {
     pub client_auth: ClientAuth,
     /// CAs that client certificates must chain to (with client_auth optional or required).
     pub client_ca_file: Option<PathBuf>,
+    /// CRLs that client certificates (and their intermediates) are checked against.
+    pub client_crl_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -908,6 +910,14 @@ impl Ctx<'_> {
                 )
             }
         };
+        if client_auth == ClientAuth::Off && t.client_crl_file.is_some() {
+            return self.err(
+                "tls.client_crl_file",
+                None,
+                "only meaningful with client_auth = \"optional\" or \"required\"".into(),
+            );
+        }
+        let client_crl_file = t.client_crl_file;
         if t.dev {
             let dir = t.dev_dir.unwrap_or_else(|| PathBuf::from("certs/dev"));
             return Ok(TlsPolicy {
@@ -916,6 +926,7 @@ impl Ctx<'_> {
                 dev_dir: Some(dir),
                 client_auth,
                 client_ca_file,
+                client_crl_file,
             });
         }
         if t.dev_dir.is_some() {
@@ -932,6 +943,7 @@ impl Ctx<'_> {
                 dev_dir: None,
                 client_auth,
                 client_ca_file,
+                client_crl_file,
             }),
             _ => self.err(
                 "tls",

@@ -40,6 +40,7 @@ use crate::tls;
 use crate::tls::client_auth::{server_config_with_client_auth, ClientAuthMode, ClientTrust};
 use crate::upstream::LocalAgent;
 use activity::{hold_until_body_done, Activity, Unused};
+use rustls::pki_types::CertificateDer;
 use workers::Workers;
 
 type HandlerFuture = std::pin::Pin<
@@ -301,6 +302,7 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         &policy.tls.key_file,
         mode,
         policy.tls.client_ca_file.as_deref(),
+        policy.tls.client_crl_file.as_deref(),
     )
     .map_err(|e| StartError(e.to_string()))?;
     let tls = TlsAcceptor::from(config);
@@ -572,7 +574,6 @@ type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 #[allow(clippy::too_many_arguments)]
 fn serve(
     tls: TlsStream,
-    trust: ClientTrust,
     peer: SocketAddr,
     policy: Policed,
     builders: Arc<Builders>,
@@ -599,7 +600,7 @@ fn serve(
         stop,
         admitted: Admitted {
             peer: peer.ip(),
-            client_cert: svc.conn.client_cert.then_some(trust),
+            client_cert: client_chain(session),
             policy,
         },
         metrics,
@@ -753,8 +754,16 @@ impl Policed {
 struct Admitted {
     policy: Policed,
     peer: std::net::IpAddr,
-    /// The trust its client certificate was verified under (none presented: `None`).
-    client_cert: Option<ClientTrust>,
+    /// The certificate chain its client presented (leaf first; none: `None`), verified in
+    /// its handshake and checked again at each reload.
+    client_cert: Option<Box<[CertificateDer<'static>]>>,
+}
+
+/// The certificate chain a connection's client presented, owned (a few KiB, held by mTLS
+/// connections only).
+fn client_chain(session: &rustls::ServerConnection) -> Option<Box<[CertificateDer<'static>]>> {
+    let chain = session.peer_certificates().filter(|c| !c.is_empty())?;
+    Some(chain.iter().map(|c| c.clone().into_owned()).collect())
 }
 
 impl Admitted {
@@ -775,10 +784,10 @@ impl Admitted {
             // A reload swaps the acceptor before the gate: this is the reload's.
             let (trusted, required) = {
                 let acceptor = acceptors.borrow();
-                (acceptor.trust, acceptor.requires_certificate)
+                (acceptor.trust.clone(), acceptor.requires_certificate)
             };
-            let outlived = match self.client_cert {
-                Some(trust) => trust != trusted,
+            let outlived = match &self.client_cert {
+                Some(chain) => !trusted.admits(chain),
                 None => required,
             };
             if outlived || !gates.load().permits(self.peer) {
@@ -966,7 +975,7 @@ async fn accept_loop(
                     // The connection is served by a task of its own on this worker, sized for
                     // serving alone: the handshake's state goes now instead of lasting as long
                     // as the connection (3.9 KiB per open connection instead of 8.4).
-                    serve(tls, acceptor.trust, peer, policy, builders, stop, metrics, held);
+                    serve(tls, peer, policy, builders, stop, metrics, held);
                 });
             }
             _ = shutdown.changed() => break,

@@ -2,9 +2,13 @@
 //! a client certificate against the operator's client CAs. The identity read from a verified
 //! certificate lives in `auth::mtls`; this file only decides who may finish the handshake.
 
+use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
@@ -22,20 +26,34 @@ pub enum ClientAuthMode {
     Required,
 }
 
-/// Which client certificates a server configuration admits: its mode and a digest of its
-/// client CA certificates. Two configurations with the same trust verify any certificate
-/// alike, so a connection verified under one may go on under the other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientTrust([u8; 32]);
+/// Which client certificates a server configuration admits: its verifier (none with
+/// client certificates off). A connection's certificate chain, verified in its handshake, is
+/// checked again by the trust of each reload's configuration ([`ClientTrust::admits`]), so
+/// a reload that changes the client CAs, the CRLs or the mode ends exactly the connections
+/// a new handshake would refuse.
+#[derive(Clone)]
+pub struct ClientTrust(Option<Arc<dyn ClientCertVerifier>>);
+
+impl fmt::Debug for ClientTrust {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.0 {
+            Some(_) => "ClientTrust(verifier)",
+            None => "ClientTrust(off)",
+        })
+    }
+}
 
 impl ClientTrust {
-    fn of(mode: ClientAuthMode, cas: &[rustls_pki_types::CertificateDer<'_>]) -> ClientTrust {
-        let mut all = vec![mode as u8];
-        for ca in cas {
-            all.extend_from_slice(&(ca.len() as u64).to_be_bytes());
-            all.extend_from_slice(ca);
+    /// Whether a client presenting `chain` (leaf first) would finish a handshake now: it
+    /// chains to the client CAs, no CRL revokes it or its intermediates, it is within its
+    /// validity. With client certificates off, no chain is admitted.
+    pub fn admits(&self, chain: &[CertificateDer<'_>]) -> bool {
+        match (&self.0, chain.split_first()) {
+            (Some(v), Some((leaf, intermediates))) => v
+                .verify_client_cert(leaf, intermediates, UnixTime::now())
+                .is_ok(),
+            _ => false,
         }
-        ClientTrust(crate::crypto::sha256(&all))
     }
 }
 
@@ -45,26 +63,29 @@ impl ClientTrust {
 ///
 /// `Optional` lets clients without a certificate through; a certificate that does not chain
 /// to the CAs fails the handshake in both `Optional` and `Required`: a wrong credential never
-/// degrades to none. `Off` is exactly [`super::server_config`] (`ca_file` is then ignored);
-/// otherwise `ca_file` is required and must hold at least one usable CA certificate. With
-/// it, the trust the configuration was built with (what the CA file held when read).
+/// degrades to none. `Off` is exactly [`super::server_config`] (`ca_file` and `crl_file` are
+/// then ignored); otherwise `ca_file` is required and must hold at least one usable CA
+/// certificate.
+///
+/// With `crl_file` (PEM, one or more CRLs), every certificate of a client's chain but the
+/// trust anchor is checked against the CRLs, as OpenSSL's `CRL_CHECK_ALL` (nginx's
+/// `ssl_crl`) does: a revoked certificate fails the handshake, so does one whose issuer has
+/// no CRL in the file (its status is unknown), and so does every certificate once a CRL is
+/// past its `nextUpdate`. Returned with the configuration: its trust.
 pub fn server_config_with_client_auth(
     cert_file: &Path,
     key_file: &Path,
     mode: ClientAuthMode,
     ca_file: Option<&Path>,
+    crl_file: Option<&Path>,
 ) -> Result<(Arc<ServerConfig>, ClientTrust), TlsError> {
     if mode == ClientAuthMode::Off {
-        return Ok((
-            server_config(cert_file, key_file)?,
-            ClientTrust::of(mode, &[]),
-        ));
+        return Ok((server_config(cert_file, key_file)?, ClientTrust(None)));
     }
     let ca_file = ca_file.ok_or_else(|| {
         TlsError("client certificate authentication needs a client CA file".to_string())
     })?;
     let cas = load_certs(ca_file)?;
-    let trust = ClientTrust::of(mode, &cas);
     let roots = client_roots(ca_file, cas)?;
     let provider = provider();
     let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
@@ -72,12 +93,20 @@ pub fn server_config_with_client_auth(
         ClientAuthMode::Optional => builder.allow_unauthenticated(),
         ClientAuthMode::Required | ClientAuthMode::Off => builder,
     };
+    let builder = match crl_file {
+        Some(f) => builder
+            .with_crls(load_crls(f)?)
+            .enforce_revocation_expiration(),
+        None => builder,
+    };
     let verifier = builder.build().map_err(|e| {
         TlsError(format!(
-            "client CA certificates in {}: {e}",
-            ca_file.display()
+            "client CA certificates in {}{}: {e}",
+            ca_file.display(),
+            crl_file.map_or(String::new(), |f| format!(" or CRLs in {}", f.display()))
         ))
     })?;
+    let trust = ClientTrust(Some(verifier.clone()));
 
     let certs = load_certs(cert_file)?;
     let key = load_key(key_file)?;
@@ -98,6 +127,19 @@ pub fn server_config_with_client_auth(
     // suite first does not get it while a stronger one is shared).
     cfg.ignore_client_order = true;
     Ok((Arc::new(cfg), trust))
+}
+
+/// The CRLs in a PEM file: at least one. One that does not parse makes the whole file a
+/// configuration error (the verifier's builder parses them; their signatures are checked
+/// per chain).
+fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
+    let crls = CertificateRevocationListDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| TlsError(format!("cannot read CRLs from {}: {e}", path.display())))?;
+    if crls.is_empty() {
+        return Err(TlsError(format!("no CRL found in {}", path.display())));
+    }
+    Ok(crls)
 }
 
 /// The trust anchors for client certificates (`cas`, read from `ca_file`). Every certificate
@@ -193,6 +235,10 @@ pub(crate) mod test_pki {
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        // A serial of its own (CRLs name certificates by it).
+        static NEXT_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let serial = NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
         let cert = params.signed_by(&key, &ca.cert, &ca.key).unwrap();
         Leaf { cert, key }
     }
@@ -273,6 +319,7 @@ mod tests {
                 &self.dev.server_key,
                 mode,
                 Some(&self.client_ca_file),
+                None,
             )
             .unwrap()
             .0
@@ -457,42 +504,158 @@ mod tests {
         );
     }
 
-    /// The trust a configuration admits by: the same for the same certificates and mode
-    /// (whatever the file's name or layout), another for another CA or mode.
+    /// A PEM CRL by `ca` revoking `revoked`, valid until the start of `next_update` (a year).
+    fn crl(ca: &Ca, revoked: &[&Leaf], next_update: i32) -> String {
+        rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(next_update, 1, 1),
+            crl_number: rcgen::SerialNumber::from(7u64),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .iter()
+                .map(|l| rcgen::RevokedCertParams {
+                    serial_number: l.cert.params().serial_number.clone().unwrap(),
+                    revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&ca.cert, &ca.key)
+        .unwrap()
+        .pem()
+        .unwrap()
+    }
+
+    /// What a reload's configuration admits of a connection's verified chain: what a new
+    /// handshake would (the same CAs, even re-encoded, a superset of them, another mode that
+    /// verifies), not a chain another CA's configuration, a CRL that revokes it, or client
+    /// certificates off would refuse.
     #[test]
-    fn the_trust_is_the_certificates_and_the_mode() {
+    fn a_chain_is_admitted_again_exactly_when_a_handshake_would_be() {
         let fx = Fixture::new();
         let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
-        let trust = |mode, file: &std::path::Path| {
-            server_config_with_client_auth(cert, key, mode, Some(file))
+        let leaf = test_pki::spiffe_leaf(&fx.client_ca);
+        let sibling = test_pki::dns_leaf(&fx.client_ca);
+        let write = |name: &str, text: String| {
+            let path = fx.dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let pem = std::fs::read_to_string(&fx.client_ca_file).unwrap();
+        let relaid = write("relaid.pem", format!("\n{}\n", pem.replace('\n', "\r\n")));
+        let other = write("other.pem", fx.other_ca.cert.pem());
+        let both = write("both.pem", format!("{pem}{}", fx.other_ca.cert.pem()));
+        let revokes = write("revokes.crl", crl(&fx.client_ca, &[&leaf], 2099));
+        let revokes_sibling = write("sibling.crl", crl(&fx.client_ca, &[&sibling], 2099));
+        let expired = write("expired.crl", crl(&fx.client_ca, &[], 2021));
+        let others_crl = write("others.crl", crl(&fx.other_ca, &[], 2099));
+        let trust = |mode, ca: &std::path::Path, crl: Option<&std::path::Path>| {
+            server_config_with_client_auth(cert, key, mode, Some(ca), crl)
                 .unwrap()
                 .1
         };
-        let pem = std::fs::read_to_string(&fx.client_ca_file).unwrap();
-        let relaid = fx.dir.join("relaid.pem");
-        std::fs::write(&relaid, format!("\n{}\n", pem.replace('\n', "\r\n"))).unwrap();
-        let other = fx.dir.join("other.pem");
-        std::fs::write(&other, test_pki::ca("another CA").cert.pem()).unwrap();
-        let both = fx.dir.join("both.pem");
-        std::fs::write(
-            &both,
-            format!("{pem}{}", std::fs::read_to_string(&other).unwrap()),
-        )
-        .unwrap();
-        let base = trust(ClientAuthMode::Optional, &fx.client_ca_file);
-        assert_eq!(trust(ClientAuthMode::Optional, &relaid), base);
-        for differs in [
-            trust(ClientAuthMode::Required, &fx.client_ca_file),
-            trust(ClientAuthMode::Optional, &other),
-            trust(ClientAuthMode::Optional, &both),
-            trust(ClientAuthMode::Off, &fx.client_ca_file),
+        let (opt, req) = (ClientAuthMode::Optional, ClientAuthMode::Required);
+        let ca = fx.client_ca_file.as_path();
+        for (why, t, admitted) in [
+            ("same", trust(opt, ca, None), true),
+            ("re-encoded", trust(opt, &relaid, None), true),
+            ("required", trust(req, ca, None), true),
+            ("a superset", trust(opt, &both, None), true),
+            (
+                "a CRL of others",
+                trust(opt, ca, Some(&revokes_sibling)),
+                true,
+            ),
+            ("another CA", trust(opt, &other, None), false),
+            ("off", trust(ClientAuthMode::Off, ca, None), false),
+            ("revoked", trust(opt, ca, Some(&revokes)), false),
+            ("revoked, required", trust(req, ca, Some(&revokes)), false),
+            ("expired CRL", trust(opt, ca, Some(&expired)), false),
+            (
+                "no CRL of its CA",
+                trust(opt, &both, Some(&others_crl)),
+                false,
+            ),
         ] {
-            assert_ne!(differs, base);
+            assert_eq!(t.admits(&[leaf.der()]), admitted, "{why}");
+            assert!(!t.admits(&[]), "{why}: an empty chain");
         }
-        assert_eq!(
-            trust(ClientAuthMode::Off, &fx.client_ca_file),
-            trust(ClientAuthMode::Off, &other)
-        );
+    }
+
+    /// The handshake itself with a CRL: a revoked certificate fails it in both modes and over
+    /// both TLS versions; a certificate of the same CA the CRL leaves alone and a client
+    /// without a certificate (optional) finish it.
+    #[tokio::test]
+    async fn a_revoked_certificate_fails_the_handshake() {
+        let fx = Fixture::new();
+        let revoked = test_pki::spiffe_leaf(&fx.client_ca);
+        let fine = test_pki::cn_leaf(&fx.client_ca);
+        let crl_file = fx.dir.join("clients.crl");
+        std::fs::write(&crl_file, crl(&fx.client_ca, &[&revoked], 2099)).unwrap();
+        let server = |mode| {
+            let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
+            server_config_with_client_auth(
+                cert,
+                key,
+                mode,
+                Some(&fx.client_ca_file),
+                Some(&crl_file),
+            )
+            .unwrap()
+            .0
+        };
+        for mode in [ClientAuthMode::Optional, ClientAuthMode::Required] {
+            for tls12 in [false, true] {
+                let (s, c) = exchange(server(mode), fx.client(Some(&revoked), tls12)).await;
+                let err = s.unwrap_err();
+                assert!(err.contains("Revoked"), "{mode:?} tls12={tls12}: {err}");
+                assert!(c.is_err(), "{mode:?} tls12={tls12}");
+                let (s, c) = exchange(server(mode), fx.client(Some(&fine), tls12)).await;
+                assert_eq!(s.unwrap().identity.as_deref(), Some(test_pki::CN_ONLY));
+                c.unwrap();
+            }
+        }
+        let (s, c) = exchange(server(ClientAuthMode::Optional), fx.client(None, false)).await;
+        assert!(!s.unwrap().presented_cert);
+        c.unwrap();
+    }
+
+    /// A CRL file that is missing, empty, broken or holds something else is a configuration
+    /// error naming the file.
+    #[test]
+    fn a_missing_or_bad_crl_file_is_a_configuration_error() {
+        let fx = Fixture::new();
+        let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
+        let write = |name: &str, text: &str| {
+            let path = fx.dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let rows = [
+            fx.dir.join("missing.crl"),
+            write("empty.crl", ""),
+            write(
+                "garbage.crl",
+                "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
+            ),
+            write("a-cert.crl", &fx.client_ca.cert.pem()),
+        ];
+        for path in rows {
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            for mode in [ClientAuthMode::Optional, ClientAuthMode::Required] {
+                let err = server_config_with_client_auth(
+                    cert,
+                    key,
+                    mode,
+                    Some(&fx.client_ca_file),
+                    Some(&path),
+                )
+                .unwrap_err();
+                assert!(err.to_string().contains(&name), "{name}: {err}");
+            }
+        }
     }
 
     #[tokio::test]
@@ -505,6 +668,7 @@ mod tests {
             &fx.dev.server_key,
             ClientAuthMode::Off,
             Some(&fx.dir.join("missing.pem")),
+            Some(&fx.dir.join("missing.crl")),
         )
         .unwrap()
         .0;
@@ -546,23 +710,24 @@ mod tests {
         let fx = Fixture::new();
         let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
         for mode in [ClientAuthMode::Optional, ClientAuthMode::Required] {
-            assert!(server_config_with_client_auth(cert, key, mode, None).is_err());
+            assert!(server_config_with_client_auth(cert, key, mode, None, None).is_err());
             let missing = fx.dir.join("missing.pem");
-            let err = server_config_with_client_auth(cert, key, mode, Some(&missing)).unwrap_err();
+            let err =
+                server_config_with_client_auth(cert, key, mode, Some(&missing), None).unwrap_err();
             assert!(err.to_string().contains("missing.pem"), "{err}");
             let empty = fx.dir.join("empty.pem");
             std::fs::write(&empty, "").unwrap();
-            assert!(server_config_with_client_auth(cert, key, mode, Some(&empty)).is_err());
+            assert!(server_config_with_client_auth(cert, key, mode, Some(&empty), None).is_err());
             let garbage = fx.dir.join("garbage.pem");
             std::fs::write(
                 &garbage,
                 "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
             )
             .unwrap();
-            assert!(server_config_with_client_auth(cert, key, mode, Some(&garbage)).is_err());
+            assert!(server_config_with_client_auth(cert, key, mode, Some(&garbage), None).is_err());
             // A private key is not a CA certificate.
             let keyfile = fx.dev.server_key.clone();
-            assert!(server_config_with_client_auth(cert, key, mode, Some(&keyfile)).is_err());
+            assert!(server_config_with_client_auth(cert, key, mode, Some(&keyfile), None).is_err());
         }
     }
 }
