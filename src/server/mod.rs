@@ -961,8 +961,10 @@ async fn accept_loop(
                     };
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.tls.accept(tcp)).await {
                         Ok(Ok(s)) => s,
-                        Ok(Err(_)) => {
-                            tracing::info!(event = "tls_handshake_failed", client = %peer.ip());
+                        Ok(Err(e)) => {
+                            // (rustls' own words: a revoked or unknown client certificate,
+                            // a protocol error; no bytes of the peer's)
+                            tracing::info!(event = "tls_handshake_failed", client = %peer.ip(), error = %e);
                             metrics.connection(ConnectionOutcome::Refused(reason::TLS_HANDSHAKE_FAILED));
                             return;
                         }
