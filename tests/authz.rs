@@ -1131,6 +1131,84 @@ async fn a_stream_in_flight_loses_its_grant_at_a_reload() {
     assert_eq!(reason(&v), "authz.method", "{v}");
 }
 
+/// A reload that takes a streaming turn's workspace out of the caller's roots ends the
+/// stream (`auth.revoked`), whether the caller's rule moved its roots or the agent's
+/// `allowed_roots` no longer hold them; a reload that keeps the workspace within them (a
+/// root added) leaves the stream to run to its end.
+#[tokio::test]
+async fn a_stream_whose_workspace_a_reload_takes_away_ends() {
+    let l = layout();
+    let ws = l.ws.display().to_string();
+    let policy = |allowed: &str, roots: Option<&str>| {
+        ProxyOpts {
+        extra_tester: "tenant = \"team-a\"\ngroups = [\"deployers\"]\n".into(),
+        extra_policy: format!(
+            "[workspace]\nallowed_roots = [{allowed}]\n{}",
+            roots.map_or(String::new(), |roots| format!("[authz]\n[[authz.rules]]\nname = \"members\"\ngroups = [\"deployers\"]\nmethods = [\"read\", \"write\"]\nworkspace_roots = [{roots}]\n"))
+        ),
+        ..Default::default()
+    }
+    };
+    let all = format!("\"{ws}\"");
+    let own = format!("\"{ws}/{{tenant}}\"");
+    let p = Proxy::start(policy(&all, Some(&own))).await;
+    let text = |o: ProxyOpts| policy_text(p.dir.path(), &o);
+    let b_root = format!("\"{ws}/team-b\"");
+    for (why, start, reloaded, revoked) in [
+        (
+            "a root added",
+            text(policy(&all, Some(&own))),
+            text(policy(&all, Some(&format!("{b_root}, {own}")))),
+            false,
+        ),
+        (
+            "the rule's roots moved",
+            text(policy(&all, Some(&own))),
+            text(policy(&all, Some(&b_root))),
+            true,
+        ),
+        (
+            "allowed_roots narrowed (no authz)",
+            text(policy(&all, None)),
+            text(policy(&b_root, None)),
+            true,
+        ),
+        (
+            "allowed_roots kept (no authz)",
+            text(policy(&all, None)),
+            text(policy(&format!("{b_root}, {all}"), None)),
+            false,
+        ),
+    ] {
+        p.reload(&start).await;
+        let mut c = p.client(Proto::H2).await;
+        let resp = c
+            .rpc_stream(
+                "SendStreamingMessage",
+                message(
+                    json!([{"text": "[[slow:300]] [[chunks:4]] long turn"}]),
+                    cwd(&format!("{ws}/team-a/sub")),
+                    Value::Null,
+                ),
+            )
+            .await;
+        let mut events = EventReader::new(resp);
+        assert!(events.next().await.is_some(), "{why}: the stream started");
+        p.reload(&reloaded).await;
+        let rest = events.rest().await;
+        let last = rest.last().map(|(_, v)| v.clone()).unwrap_or_default();
+        let ran_to_its_end = rest
+            .iter()
+            .any(|(_, v)| v.to_string().contains("TASK_STATE_INPUT_REQUIRED"));
+        if revoked {
+            assert_eq!(reason(&last), "auth.revoked", "{why}: {rest:?}");
+            assert!(!ran_to_its_end, "{why}: {rest:?}");
+        } else {
+            assert!(ran_to_its_end, "{why}: {rest:?}");
+        }
+    }
+}
+
 /// A turn that names no workspace runs in the caller's own (its first root); a caller with
 /// its own roots but none to use is refused; `require_workspace = false` leaves it to the agent.
 #[tokio::test]

@@ -616,8 +616,18 @@ impl Gate {
                         reason::CONTEXT_LEASE_LOST
                     })
                 });
+                let stream_workspace = checked.workspace.as_ref().map(|w| w.real.clone());
                 let revoked = rpc.method.is_streaming().then(|| {
-                    self.revocation(conn, &parts.headers, &principal, agent, rpc.method, trace)
+                    let ws = stream_workspace;
+                    self.revocation(
+                        conn,
+                        &parts.headers,
+                        &principal,
+                        agent,
+                        rpc.method,
+                        ws,
+                        trace,
+                    )
                 });
                 let interrupt = either_interrupt(lost, revoked.flatten());
                 let observe = move |v: &mut Value| {
@@ -691,7 +701,15 @@ impl Gate {
                     })
                 };
                 let interrupt = rpc.method.is_streaming().then(|| {
-                    self.revocation(conn, &parts.headers, &principal, agent, rpc.method, trace)
+                    self.revocation(
+                        conn,
+                        &parts.headers,
+                        &principal,
+                        agent,
+                        rpc.method,
+                        None,
+                        trace,
+                    )
                 });
                 let plan = Plan {
                     agent: upstream,
@@ -710,8 +728,11 @@ impl Gate {
     /// connection's network and proves the caller again from what the stream kept
     /// ([`crate::auth::Proof`]: the credential headers, or a Basic user's secret digest):
     /// the same caller (owner and tenant), whose grants at this agent still give it the
-    /// method. The request's other checks (its `tenant` parameter, a push callback, its
-    /// workspace) are not run again. `None` without reloads to watch.
+    /// method and, for a turn that runs in a workspace (`workspace`, its real path), still
+    /// hold that workspace within the caller's roots and the agent's allowed roots. The
+    /// request's other checks (its `tenant` parameter, which the same tenant passes alike, a
+    /// push callback, its file parts) are not run again. `None` without reloads to watch.
+    #[allow(clippy::too_many_arguments)]
     fn revocation(
         &self,
         conn: &ConnInfo,
@@ -719,6 +740,7 @@ impl Gate {
         principal: &Principal,
         agent: &AgentGate,
         method: Method,
+        workspace: Option<std::path::PathBuf>,
         trace: &Trace,
     ) -> Option<upstream::Interrupt> {
         let gates = conn.gates.clone()?;
@@ -754,6 +776,7 @@ impl Gate {
                         tenant.as_deref(),
                         agent_name.as_deref(),
                         method,
+                        workspace.as_deref(),
                     )
                     .await;
                 if !still {
@@ -782,6 +805,7 @@ impl Gate {
         tenant: Option<&str>,
         agent_name: Option<&str>,
         method: Method,
+        workspace: Option<&std::path::Path>,
     ) -> bool {
         // (the connection's own check closes it too: `connection.outlived`)
         if !self.permits(conn.peer.ip()) {
@@ -803,12 +827,30 @@ impl Gate {
         let Some(at) = self.agents.iter().find(|a| a.name.as_deref() == agent_name) else {
             return false;
         };
-        match &self.authz {
-            None => true,
-            Some(authz) => authz
-                .grant_at(&p, at.name.as_deref())
-                .is_ok_and(|g| g.methods.contains(method)),
-        }
+        let grant = match &self.authz {
+            None => None,
+            Some(authz) => match authz.grant_at(&p, at.name.as_deref()) {
+                Ok(g) if g.methods.contains(method) => Some(g),
+                _ => return false,
+            },
+        };
+        let Some(real) = workspace else {
+            return true;
+        };
+        // The caller's roots as a request would resolve them now (off the reactor: they may
+        // touch the filesystem).
+        let allowed = at.requests.workspace.clone();
+        let real = real.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let roots = match &grant {
+                Some(g) => g.workspace(&allowed),
+                None => allowed,
+            };
+            roots.contains(&real)
+        })
+        .await
+        // (the check panicked: fail closed)
+        .unwrap_or(false)
     }
 
     /// Checks the params of the request for its method and replaces them with the sanitized
