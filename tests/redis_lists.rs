@@ -730,3 +730,45 @@ async fn an_owner_keeps_at_most_its_cap_of_tasks() {
     assert!(exists(&redis, "t:a-24") && exists(&redis, "t:a-39"));
     assert_eq!(pages(&o, "bob", "", "", 0, 100).await.0.len(), 5);
 }
+
+/// The cap's eviction deletes a task's key only while it is still the owner's, in the
+/// context its index entry names: a key that another owner holds now (the id expired and
+/// was claimed again) stays, and so does the owner's own task of that id learned anew in
+/// another context (it is listed); only the stale index entries go, and the cap catches up
+/// at the next new task.
+#[tokio::test]
+async fn the_caps_eviction_spares_a_key_that_is_no_longer_the_owners() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_secs(600), 16);
+    let ts = |i: u64| 1_700_000_000_000_000 + i * 1000;
+    for i in 0..16u64 {
+        learn(&o, "alice", "ctx-a", &format!("a-{i:02}"), STATES[0], ts(i)).await;
+    }
+    // a-00 (alice's least recently written) is mallory's now; a-01 is alice's in another
+    // context.
+    redis.command(&format!("HSET {PREFIX}t:a-00 o mallory c ctx-m"));
+    redis.command(&format!("HSET {PREFIX}t:a-01 c ctx-other"));
+    for i in 16..19u64 {
+        learn(&o, "alice", "ctx-a", &format!("a-{i:02}"), STATES[0], ts(i)).await;
+    }
+    assert_eq!(
+        redis.command(&format!("HGET {PREFIX}t:a-00 o")),
+        "mallory",
+        "mallory's task was deleted"
+    );
+    assert_eq!(
+        redis.command(&format!("HGET {PREFIX}t:a-01 c")),
+        "ctx-other",
+        "alice's task in another context was deleted"
+    );
+    assert!(!exists(&redis, "t:a-02") && !exists(&redis, "t:a-03"));
+    let (ids, _) = pages(&o, "alice", "", "", 0, 100).await;
+    let want: Vec<String> = std::iter::once("a-01".to_string())
+        .chain((4..19).map(|i| format!("a-{i:02}")))
+        .rev()
+        .collect();
+    let mut got = ids.clone();
+    got.sort_by(|a, b| b.cmp(a));
+    assert_eq!(got, want);
+    assert_eq!(int(&redis, &format!("ZCARD {PREFIX}lt:5:alice")), 16);
+}
