@@ -1086,6 +1086,26 @@ async fn mtls_callers_take_tenant_and_groups_from_identity_patterns() {
     );
 }
 
+/// A streaming turn of the harness principal over HTTP/2 that lasts about a second and a
+/// quarter (four chunks, 300 ms apart), its message's metadata `meta`, once its first
+/// event has come.
+async fn long_stream(p: &Proxy, meta: Value) -> EventReader {
+    let mut c = p.client(Proto::H2).await;
+    let resp = c
+        .rpc_stream(
+            "SendStreamingMessage",
+            message(
+                json!([{"text": "[[slow:300]] [[chunks:4]] long turn"}]),
+                meta,
+                Value::Null,
+            ),
+        )
+        .await;
+    let mut events = EventReader::new(resp);
+    assert!(events.next().await.is_some(), "the stream started");
+    events
+}
+
 /// A reload that takes a caller's grant away ends its stream in flight (`auth.revoked`: a
 /// stream may last an hour), and refuses its next request.
 #[tokio::test]
@@ -1102,19 +1122,7 @@ async fn a_stream_in_flight_loses_its_grant_at_a_reload() {
         ..Default::default()
     };
     let p = Proxy::start(opts("[\"deployers\"]")).await;
-    let mut c = p.client(Proto::H2).await;
-    let resp = c
-        .rpc_stream(
-            "SendStreamingMessage",
-            message(
-                json!([{"text": "[[slow:300]] [[chunks:4]] long turn"}]),
-                Value::Null,
-                Value::Null,
-            ),
-        )
-        .await;
-    let mut events = EventReader::new(resp);
-    assert!(events.next().await.is_some(), "the stream started");
+    let mut events = long_stream(&p, Value::Null).await;
     p.reload(&policy_text(p.dir.path(), &opts("[]"))).await;
     // The admitted stream ends with the reload; the next request is refused.
     let rest = events.rest().await;
@@ -1181,19 +1189,7 @@ async fn a_stream_whose_workspace_a_reload_takes_away_ends() {
         ),
     ] {
         p.reload(&start).await;
-        let mut c = p.client(Proto::H2).await;
-        let resp = c
-            .rpc_stream(
-                "SendStreamingMessage",
-                message(
-                    json!([{"text": "[[slow:300]] [[chunks:4]] long turn"}]),
-                    cwd(&format!("{ws}/team-a/sub")),
-                    Value::Null,
-                ),
-            )
-            .await;
-        let mut events = EventReader::new(resp);
-        assert!(events.next().await.is_some(), "{why}: the stream started");
+        let mut events = long_stream(&p, cwd(&format!("{ws}/team-a/sub"))).await;
         p.reload(&reloaded).await;
         let rest = events.rest().await;
         let last = rest.last().map(|(_, v)| v.clone()).unwrap_or_default();

@@ -10,7 +10,6 @@
 use std::fmt;
 
 use http::{HeaderMap, HeaderName};
-use subtle::ConstantTimeEq;
 
 use super::{AuthRejection, Principal, Scheme, MAX_AUTHORIZATION_BYTES};
 use crate::crypto::sha256;
@@ -132,13 +131,7 @@ impl ApiKeyScheme {
     /// The principal whose key has this SHA-256 digest, compared with every key in constant
     /// time.
     pub fn principal_of(&self, digest: &[u8; 32]) -> Option<&str> {
-        let mut found: Option<&str> = None;
-        for (principal, expected) in &self.keys {
-            if bool::from(digest.ct_eq(expected)) {
-                found = Some(principal);
-            }
-        }
-        found
+        super::hash::principal_by_digest(&self.keys, digest)
     }
 
     pub fn authenticate(&self, headers: &HeaderMap) -> Option<Result<Principal, AuthRejection>> {

@@ -1,7 +1,5 @@
 //! Bearer tokens (RFC 6750), known to the proxy by their SHA-256 digests only.
 
-use subtle::ConstantTimeEq;
-
 use super::settings::BearerCredential;
 use super::{AuthRejection, Principal, Scheme};
 use crate::crypto::sha256;
@@ -50,13 +48,7 @@ impl BearerScheme {
     /// The principal whose token has this SHA-256 digest, compared with every entry in
     /// constant time.
     pub fn principal_of(&self, digest: &[u8; 32]) -> Option<&str> {
-        let mut found: Option<&str> = None;
-        for (principal, expected) in &self.entries {
-            if bool::from(digest.ct_eq(expected)) {
-                found = Some(principal);
-            }
-        }
-        found
+        super::hash::principal_by_digest(&self.entries, digest)
     }
 }
 

@@ -239,6 +239,23 @@ fn check_cost(m: u32, t: u32, p: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The principal of the entry whose digest is `digest` (SHA-256 of a token or key), each
+/// entry compared in constant time and none skipped, so timing says nothing about which
+/// entry (if any) matched.
+pub fn principal_by_digest<'a>(
+    entries: &'a [(String, [u8; 32])],
+    digest: &[u8; 32],
+) -> Option<&'a str> {
+    use subtle::ConstantTimeEq;
+    let mut found: Option<&str> = None;
+    for (principal, expected) in entries {
+        if bool::from(digest.ct_eq(expected)) {
+            found = Some(principal);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -561,6 +561,16 @@ impl Gate {
         let deny = |d: Denial| Rejection::rpc(rpc.id.clone(), d.rpc_error());
         let owners = self.owners.clone();
         let registry = owners.registry().clone();
+        // A stream ends when a reload no longer admits it (`auth.revoked`).
+        let revoked = rpc
+            .method
+            .is_streaming()
+            .then(|| {
+                let workspace = checked.workspace.as_ref().map(|w| w.real.clone());
+                let (headers, method) = (&parts.headers, rpc.method);
+                self.revocation(conn, headers, &principal, agent, method, workspace, trace)
+            })
+            .flatten();
         match rpc.method {
             Method::SendMessage | Method::SendStreamingMessage => {
                 let message = rpc.params.get("message");
@@ -616,20 +626,7 @@ impl Gate {
                         reason::CONTEXT_LEASE_LOST
                     })
                 });
-                let stream_workspace = checked.workspace.as_ref().map(|w| w.real.clone());
-                let revoked = rpc.method.is_streaming().then(|| {
-                    let ws = stream_workspace;
-                    self.revocation(
-                        conn,
-                        &parts.headers,
-                        &principal,
-                        agent,
-                        rpc.method,
-                        ws,
-                        trace,
-                    )
-                });
-                let interrupt = either_interrupt(lost, revoked.flatten());
+                let interrupt = either_interrupt(lost, revoked);
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &view, &name, |r| {
                         turn.observe(upstream, r)
@@ -700,22 +697,11 @@ impl Gate {
                         owners.observe(&name, upstream, r)
                     })
                 };
-                let interrupt = rpc.method.is_streaming().then(|| {
-                    self.revocation(
-                        conn,
-                        &parts.headers,
-                        &principal,
-                        agent,
-                        rpc.method,
-                        None,
-                        trace,
-                    )
-                });
                 let plan = Plan {
                     agent: upstream,
                     slot: guard,
                     observe,
-                    interrupt: interrupt.flatten(),
+                    interrupt: revoked,
                     size_hint: bytes.len(),
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
