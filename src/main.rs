@@ -196,6 +196,20 @@ fn run_async<F: std::future::Future<Output = Result<(), String>>>(f: F) -> Resul
         .block_on(f)
 }
 
+/// Why a policy's ignored keys ([`a2a_edge::policy::TlsPolicy::ignored`]) are.
+const IGNORED_WHY: &str = "client_auth = \"off\" asks for no client certificate";
+
+/// Logs the keys a policy sets and ignores (at start and at each reload).
+fn log_ignored(policy: &Policy) {
+    for key in &policy.tls.ignored {
+        tracing::warn!(
+            event = "policy_key_ignored",
+            key = *key,
+            reason = IGNORED_WHY
+        );
+    }
+}
+
 fn check(opts: Opts) -> Result<(), String> {
     let path = opts.policy_path();
     let policy = Policy::load(&path, LoadMode::Check).map_err(|e| e.to_string())?;
@@ -227,6 +241,9 @@ fn check(opts: Opts) -> Result<(), String> {
     };
     for (variable, reason) in otlp_env.iter().flat_map(|e| &e.ignored) {
         println!("warning: {variable} is set and ignored: {reason}");
+    }
+    for key in &policy.tls.ignored {
+        println!("warning: {key} is ignored: {IGNORED_WHY}");
     }
     println!("{}: OK\n{}", path.display(), policy.summary());
     if let Some(e) = &otlp_env {
@@ -270,6 +287,7 @@ async fn serve(opts: Opts) -> Result<(), String> {
     a2a_edge::runtime::configured()?;
     // Log lines and spans from here on ([telemetry], fixed for the life of the process).
     let telemetry = a2a_edge::telemetry::init(&policy.telemetry)?;
+    log_ignored(&policy);
     let dev_tokens: Vec<_> = policy
         .auth
         .bearer
@@ -338,7 +356,10 @@ async fn serve(opts: Opts) -> Result<(), String> {
             _ = hangup.recv() => {
                 let reload = async {
                     match Policy::load(&path, LoadMode::Serve) {
-                        Ok(p) => running.reload(p).await.map_err(|e| e.to_string()),
+                        Ok(p) => {
+                            log_ignored(&p);
+                            running.reload(p).await.map_err(|e| e.to_string())
+                        }
                         Err(e) => {
                             running.metrics().reload(false);
                             Err(e.to_string())

@@ -142,6 +142,25 @@ fn check_accepts_the_shipped_policy_without_side_effects() {
     );
 }
 
+/// POLICY.md's `[tls]` example names a client CA file with `client_auth = "off"`: accepted,
+/// the file ignored (not even read), and `check` says so.
+#[test]
+fn check_accepts_a_client_ca_file_with_client_auth_off_and_warns() {
+    let dir = TempDir::new("cli-ca-off");
+    let file = dir.path().join("p.toml");
+    let text = PolicyDoc::base(dir.path())
+        .set("tls.client_ca_file", "certs/dev/missing-ca.pem")
+        .set("tls.client_auth", "off")
+        .text();
+    std::fs::write(&file, &text).unwrap();
+    let stdout = stdout_of_success(check_cmd(&file).current_dir(dir.path()));
+    assert!(
+        stdout.contains("warning: tls.client_ca_file is ignored: client_auth = \"off\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("OK"), "{stdout}");
+}
+
 #[test]
 fn check_names_file_line_and_key_of_an_error() {
     let dir = TempDir::new("cli-bad");

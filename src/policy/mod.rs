@@ -125,6 +125,9 @@ pub struct TlsPolicy {
     pub client_ca_file: Option<PathBuf>,
     /// CRLs that client certificates (and their intermediates) are checked against.
     pub client_crl_file: Option<PathBuf>,
+    /// Keys the policy sets that mean nothing with its other settings (ignored, with a
+    /// warning: `client_ca_file` with `client_auth = "off"`, as POLICY.md's example has it).
+    pub ignored: Vec<&'static str>,
 }
 
 #[derive(Debug, Clone)]
@@ -892,32 +895,31 @@ impl Ctx<'_> {
                 )
             }
         };
-        let client_ca_file = match (client_auth, t.client_ca_file) {
-            (ClientAuth::Off, Some(_)) => {
-                return self.err(
-                    "tls.client_ca_file",
-                    None,
-                    "only meaningful with client_auth = \"optional\" or \"required\"".into(),
-                )
-            }
-            (ClientAuth::Off, None) => None,
-            (_, Some(f)) => Some(f),
-            (_, None) => {
-                return self.err(
-                    "tls.client_ca_file",
-                    None,
-                    "required with client_auth = \"optional\" or \"required\"".into(),
-                )
+        // With client certificates off, a CA or CRL file is ignored (said by `check` and in
+        // the log at start): POLICY.md's own example sets `client_ca_file` beside
+        // `client_auth = "off"`. Nothing is weaker for it: no certificate is asked for.
+        let mut ignored = Vec::new();
+        let off = client_auth == ClientAuth::Off;
+        if off && t.client_ca_file.is_some() {
+            ignored.push("tls.client_ca_file");
+        }
+        if off && t.client_crl_file.is_some() {
+            ignored.push("tls.client_crl_file");
+        }
+        let (client_ca_file, client_crl_file) = if off {
+            (None, None)
+        } else {
+            match t.client_ca_file {
+                Some(f) => (Some(f), t.client_crl_file),
+                None => {
+                    return self.err(
+                        "tls.client_ca_file",
+                        None,
+                        "required with client_auth = \"optional\" or \"required\"".into(),
+                    )
+                }
             }
         };
-        if client_auth == ClientAuth::Off && t.client_crl_file.is_some() {
-            return self.err(
-                "tls.client_crl_file",
-                None,
-                "only meaningful with client_auth = \"optional\" or \"required\"".into(),
-            );
-        }
-        let client_crl_file = t.client_crl_file;
         if t.dev {
             let dir = t.dev_dir.unwrap_or_else(|| PathBuf::from("certs/dev"));
             return Ok(TlsPolicy {
@@ -927,6 +929,7 @@ impl Ctx<'_> {
                 client_auth,
                 client_ca_file,
                 client_crl_file,
+                ignored,
             });
         }
         if t.dev_dir.is_some() {
@@ -944,6 +947,7 @@ impl Ctx<'_> {
                 client_auth,
                 client_ca_file,
                 client_crl_file,
+                ignored,
             }),
             _ => self.err(
                 "tls",
