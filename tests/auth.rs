@@ -697,16 +697,29 @@ async fn client_certificates_are_checked_against_the_crl() {
     // The good certificate is revoked: its open connections close, other's are served.
     write_crl(crl(&pki.ca, &[GOOD_SERIAL], 2099));
     let mut others = Vec::new();
+    // The other certificate once more, its chain padded past what a connection keeps
+    // (80 certificates of an unrelated CA no path uses, about 28 KiB): served, but not kept to verify
+    // again, so a change of trust ends it even though nothing revokes it.
+    let filler = ca("filler").0.der().clone();
+    let padded = (
+        std::iter::once(other.0[0].clone())
+            .chain(std::iter::repeat(filler).take(80))
+            .collect::<Vec<_>>(),
+        other.1.clone(),
+    );
+    let mut padded_open = Vec::new();
     for proto in PROTOS {
-        let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(other.clone()))
-            .await
-            .unwrap();
-        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
-        assert_eq!(status, StatusCode::OK);
-        others.push(c);
+        for (cert, into) in [(&other, &mut others), (&padded, &mut padded_open)] {
+            let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(cert.clone()))
+                .await
+                .unwrap();
+            let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+            assert_eq!(status, StatusCode::OK, "{proto:?}");
+            into.push(c);
+        }
     }
     proxy.reload(&text).await;
-    for (proto, c) in open {
+    for (proto, c) in open.into_iter().chain(PROTOS.into_iter().zip(padded_open)) {
         let started = Instant::now();
         while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -726,34 +739,53 @@ async fn client_certificates_are_checked_against_the_crl() {
         assert_eq!(status, StatusCode::OK);
     }
     let after = up.rpc_requests().len();
-    assert_eq!(after, before + 4);
+    assert_eq!(after, before + 6);
     let required = text.replace("client_auth = \"optional\"", "client_auth = \"required\"");
-    for (why, mode, pem) in [
+    // Each row's CRL is the one in force: the other certificate (revoked by none) is served
+    // under the revoking ones and refused under the foreign one. A CRL past its nextUpdate
+    // (it would refuse every certificate) refuses the reload: the CRL before it stays.
+    for (why, mode, pem, reloads, other_served) in [
         (
             "revoked, optional",
             &text,
             crl(&pki.ca, &[GOOD_SERIAL], 2099),
+            true,
+            true,
         ),
         (
             "revoked, required",
             &required,
             crl(&pki.ca, &[GOOD_SERIAL], 2099),
+            true,
+            true,
         ),
-        ("expired CRL", &text, crl(&pki.ca, &[], 2021)),
+        ("expired CRL", &text, crl(&pki.ca, &[], 2021), false, true),
         (
             "another CA's CRL",
             &text,
             crl(&ca("someone else"), &[], 2099),
+            true,
+            false,
         ),
     ] {
         write_crl(pem);
-        proxy.reload(mode).await;
+        let r = proxy.try_reload(mode).await;
+        assert_eq!(r.is_ok(), reloads, "{why}: {r:?}");
+        if let Err(e) = r {
+            assert!(e.contains("nextUpdate"), "{why}: {e}");
+        }
         for proto in PROTOS {
             assert!(!served(&pki.good, proto).await, "{why}, {proto:?}: served");
+            assert_eq!(
+                served(&other, proto).await,
+                other_served,
+                "{why}, {proto:?}"
+            );
         }
     }
-    // The good certificate's requests after the revocation never reached the agent.
-    assert_eq!(up.rpc_requests().len(), after);
+    // The good certificate's requests after the revocation never reached the agent (the
+    // other's did, in the three rows that served it).
+    assert_eq!(up.rpc_requests().len(), after + 6);
     // Without client certificates a CA or CRL file means nothing: ignored, and said so.
     let off = base.replace(
         "client_auth = \"optional\"\n",
@@ -1261,4 +1293,51 @@ async fn a_reload_proves_streams_again_without_the_throttle_or_the_password() {
         v["error"]["message"], "Access revoked by a policy reload",
         "{v}"
     );
+}
+
+/// A JWT stream whose token expired since it began is not ended for the expiry, but it is
+/// held to the grants of each reload all the same: a reload that takes its method away ends
+/// it (`auth.revoked`). Before, an expired token's stream skipped the grant check.
+#[tokio::test]
+async fn a_jwt_stream_past_its_expiry_is_held_to_the_new_grants() {
+    let dir = TempDir::new("reload-jwt");
+    let k1 = JwtKey::new("k1");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, json!({"keys": [k1.jwk()]}).to_string()).unwrap();
+    let with = |extra: &str| {
+        policy_text(
+            dir.path(),
+            &ProxyOpts {
+                extra_auth: format!(
+                    "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\nleeway_ms = 0\n",
+                    jwks.display()
+                ),
+                extra_policy: extra.into(),
+                ..Default::default()
+            },
+        )
+    };
+    let base = with("");
+    let kept = with("[limits]\nmax_in_flight_per_principal = 50\n");
+    let no_streams = with(
+        "[authz]\n[[authz.rules]]\nname = \"no-streams\"\nprincipals = [\"jwt:dora\"]\nmethods = [\"SendMessage\", \"GetTask\", \"ListTasks\"]\n",
+    );
+    let proxy = Proxy::start_text(dir, &base).await;
+    let mut c = claims("dora");
+    c["exp"] = json!(now() + 2);
+    let token = format!("Bearer {}", k1.sign(&c));
+    let mut s = waiting_stream(&proxy, Proto::H2, &token).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    // Expired now: a reload that changes nothing of dora's leaves the stream.
+    proxy.reload(&kept).await;
+    assert_eq!(
+        error_within(&mut s, Duration::from_millis(700)).await,
+        Ok(None)
+    );
+    proxy.reload(&no_streams).await;
+    let v = error_within(&mut s, Duration::from_secs(5))
+        .await
+        .expect("ended without a word")
+        .expect("the expired token's stream kept a method it lost");
+    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
 }

@@ -22,7 +22,7 @@ pub mod settings;
 use std::fmt;
 use std::sync::Arc;
 
-use http::{header, HeaderMap, HeaderValue};
+use http::{header, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use crate::reason::{self, Reason};
@@ -168,10 +168,12 @@ pub struct Authenticator {
 pub enum Proof {
     /// A Basic user: the digest of the secret its password was checked against.
     Basic([u8; 32]),
-    /// A static bearer token or API key: the SHA-256 of the credential (as the policy keeps
-    /// it), never the credential.
-    Digest(Scheme, [u8; 32]),
-    /// A JWT or a client certificate's caller: the credential headers.
+    /// A static bearer token: its SHA-256 (as the policy keeps it), never the token.
+    Bearer([u8; 32]),
+    /// A static API key: the header it came in and its SHA-256, never the key.
+    ApiKey(HeaderName, [u8; 32]),
+    /// A JWT's caller: its `Authorization` header; a client certificate's or an anonymous
+    /// caller: nothing (the connection proves the first).
     Headers(HeaderMap),
 }
 
@@ -179,7 +181,8 @@ impl fmt::Debug for Proof {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Proof::Basic(_) => "Proof::Basic(<digest>)",
-            Proof::Digest(..) => "Proof::Digest(<digest>)",
+            Proof::Bearer(_) => "Proof::Bearer(<digest>)",
+            Proof::ApiKey(..) => "Proof::ApiKey(<digest>)",
             Proof::Headers(_) => "Proof::Headers(<redacted>)",
         })
     }
@@ -485,27 +488,35 @@ impl Authenticator {
                     .then(|| crate::crypto::sha256(token))
                 });
                 if let Some(d) = proving {
-                    return Proof::Digest(Scheme::Bearer, d);
+                    return Proof::Bearer(d);
                 }
             }
             Scheme::ApiKey => {
                 let proving = self.api_key.as_ref().and_then(|a| {
                     let v = headers.get(a.header_name())?.as_bytes();
-                    (a.proves(v) == Some(p.name.as_str())).then(|| crate::crypto::sha256(v))
+                    (a.proves(v) == Some(p.name.as_str()))
+                        .then(|| Proof::ApiKey(a.header_name().clone(), crate::crypto::sha256(v)))
                 });
-                if let Some(d) = proving {
-                    return Proof::Digest(Scheme::ApiKey, d);
+                if let Some(proof) = proving {
+                    return proof;
                 }
             }
             _ => {}
         }
+        // A JWT is checked again whole (its signature under the keys then in force): its
+        // header is kept, and nothing else (a static secret beside it stays unkept). A client
+        // certificate's caller is proven by the connection, an anonymous one by nothing.
         let mut kept = HeaderMap::new();
-        for v in headers.get_all(header::AUTHORIZATION) {
-            kept.append(header::AUTHORIZATION, v.clone());
+        if !matches!(p.scheme, Scheme::Mtls | Scheme::Anonymous) {
+            for v in headers.get_all(header::AUTHORIZATION) {
+                kept.append(header::AUTHORIZATION, v.clone());
+            }
         }
-        if let Some(a) = &self.api_key {
-            for v in headers.get_all(a.header_name()) {
-                kept.append(a.header_name().clone(), v.clone());
+        if p.scheme == Scheme::ApiKey {
+            if let Some(a) = &self.api_key {
+                for v in headers.get_all(a.header_name()) {
+                    kept.append(a.header_name().clone(), v.clone());
+                }
             }
         }
         Proof::Headers(kept)
@@ -533,16 +544,23 @@ impl Authenticator {
                 }
                 ProvesAgain::Yes(self.static_principal(name, Scheme::Basic))
             }
-            Proof::Digest(scheme, d) => {
-                let now = match scheme {
-                    Scheme::Bearer => self.bearer.principal_of(d),
-                    Scheme::ApiKey => self.api_key.as_ref().and_then(|a| a.principal_of(d)),
-                    _ => None,
-                };
+            Proof::Bearer(d) => {
+                if self.bearer.principal_of(d) != Some(name) {
+                    return ProvesAgain::No;
+                }
+                ProvesAgain::Yes(self.static_principal(name, Scheme::Bearer))
+            }
+            Proof::ApiKey(came_in, d) => {
+                // (a key in a header the policy no longer reads proves no one)
+                let now = self
+                    .api_key
+                    .as_ref()
+                    .filter(|a| a.header_name() == came_in)
+                    .and_then(|a| a.principal_of(d));
                 if now != Some(name) {
                     return ProvesAgain::No;
                 }
-                ProvesAgain::Yes(self.static_principal(name, *scheme))
+                ProvesAgain::Yes(self.static_principal(name, Scheme::ApiKey))
             }
             Proof::Headers(h) => match self.authenticate(h, conn).await {
                 Ok(a) => ProvesAgain::Yes(a.principal),

@@ -368,6 +368,40 @@ async fn presents_credential_matches_what_authenticate_would_check() {
     assert!(!a.presents_credential(&headers(&[]), cert));
 }
 
+/// What a stream keeps of other callers: a JWT caller its `Authorization` header alone (not
+/// a static API key sent beside it), a client certificate's caller and an anonymous one
+/// nothing.
+#[tokio::test]
+async fn a_streams_proof_keeps_no_secret_it_does_not_need() {
+    let a = Authenticator::new(&policy(true), None).await.unwrap();
+    let h = headers(&[("authorization", b"Bearer a.b.c"), ("x-my-key", b"key-abc")]);
+    let jwt = Principal::new("jwt:dora", Scheme::Jwt);
+    let Proof::Headers(kept) = a.proof(&jwt, &h) else {
+        panic!("a JWT's proof is its header");
+    };
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept["authorization"], "Bearer a.b.c");
+    for p in [
+        Principal::new("mtls:spiffe://example.org/team-c/ci", Scheme::Mtls),
+        Principal::new("anonymous", Scheme::Anonymous),
+    ] {
+        let Proof::Headers(kept) = a.proof(&p, &h) else {
+            panic!("{}: not headers", p.name);
+        };
+        assert!(kept.is_empty(), "{}: {kept:?}", p.name);
+    }
+    // Proven again by the connection alone.
+    let cert = ConnCredentials {
+        client_cert: true,
+        identity: Some("spiffe://example.org/team-c/ci"),
+    };
+    let mtls = Principal::new("mtls:spiffe://example.org/team-c/ci", Scheme::Mtls);
+    match a.proves_again(&a.proof(&mtls, &h), &mtls.name, cert).await {
+        ProvesAgain::Yes(p) => assert_eq!(p.name, mtls.name),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A stream of a static bearer or API key caller keeps the credential's digest, never the
 /// credential, and a reload proves it again from that digest alone: the same principal
 /// while the policy keeps that digest for it, no one once the token is rotated, removed or
@@ -394,9 +428,13 @@ async fn a_streams_proof_of_a_static_credential_is_its_digest() {
         let p = a.authenticate(&h, none.clone()).await.unwrap().principal;
         assert_eq!(p.name, name);
         let proof = a.proof(&p, &h);
-        match &proof {
-            Proof::Digest(s, d) => assert_eq!((*s, *d), (scheme, sha256(secret.as_bytes()))),
-            other => panic!("{name}: {other:?}"),
+        let digest = sha256(secret.as_bytes());
+        match (&proof, scheme) {
+            (Proof::Bearer(d), Scheme::Bearer) => assert_eq!(*d, digest),
+            (Proof::ApiKey(h, d), Scheme::ApiKey) => {
+                assert_eq!((h.as_str(), *d), ("x-my-key", digest))
+            }
+            (other, _) => panic!("{name}: {other:?}"),
         }
         assert!(!format!("{proof:?}").contains(secret));
         // The same policy proves the same caller, with its tenant.
@@ -422,13 +460,18 @@ async fn a_streams_proof_of_a_static_credential_is_its_digest() {
     if let Some(k) = key_gone.api_key.as_mut() {
         k.keys.remove(0);
     }
-    let ci = Proof::Digest(Scheme::Bearer, sha256(b"tok-1"));
-    let robot = Proof::Digest(Scheme::ApiKey, sha256(b"key-abc"));
+    let mut header_moved = policy(false);
+    if let Some(k) = header_moved.api_key.as_mut() {
+        k.header = "X-Other-Key".into();
+    }
+    let ci = Proof::Bearer(sha256(b"tok-1"));
+    let robot = Proof::ApiKey(HeaderName::from_static("x-my-key"), sha256(b"key-abc"));
     for (why, policy, proof, name) in [
         ("rotated", rotated, &ci, "ci"),
         ("swapped", swapped, &ci, "ci"),
         ("bearer off", no_bearer, &ci, "ci"),
         ("key removed", key_gone, &robot, "robot"),
+        ("another key header", header_moved, &robot, "robot"),
     ] {
         let b = Authenticator::new(&policy, None).await.unwrap();
         let got = b.proves_again(proof, name, none.clone()).await;

@@ -566,7 +566,7 @@ impl Gate {
             .method
             .is_streaming()
             .then(|| {
-                let workspace = checked.workspace.as_ref().map(|w| w.real.clone());
+                let workspace = checked.workspace.clone();
                 let (headers, method) = (&parts.headers, rpc.method);
                 self.revocation(conn, headers, &principal, agent, method, workspace, trace)
             })
@@ -726,7 +726,7 @@ impl Gate {
         principal: &Principal,
         agent: &AgentGate,
         method: Method,
-        workspace: Option<std::path::PathBuf>,
+        workspace: Option<crate::validate::workspace::Workspace>,
         trace: &Trace,
     ) -> Option<upstream::Interrupt> {
         let gates = conn.gates.clone()?;
@@ -742,9 +742,8 @@ impl Gate {
             ..conn.clone()
         };
         let proof = self.auth.proof(principal, headers);
-        let name = principal.name.clone();
+        let admitted = principal.clone();
         let owner = principal.owner_key().into_owned();
-        let tenant = principal.tenant.clone();
         let agent_name = agent.name.clone();
         Some(Box::pin(async move {
             loop {
@@ -757,12 +756,10 @@ impl Gate {
                     .readmits(
                         &conn,
                         &proof,
-                        &name,
-                        &owner,
-                        tenant.as_deref(),
+                        &admitted,
                         agent_name.as_deref(),
                         method,
-                        workspace.as_deref(),
+                        workspace.as_ref(),
                     )
                     .await;
                 if !still {
@@ -786,12 +783,10 @@ impl Gate {
         &self,
         conn: &ConnInfo,
         proof: &crate::auth::Proof,
-        name: &str,
-        owner: &str,
-        tenant: Option<&str>,
+        admitted: &Principal,
         agent_name: Option<&str>,
         method: Method,
-        workspace: Option<&std::path::Path>,
+        workspace: Option<&crate::validate::workspace::Workspace>,
     ) -> bool {
         // (the connection's own check closes it too: `connection.outlived`)
         if !self.permits(conn.peer.ip()) {
@@ -801,13 +796,14 @@ impl Gate {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),
         };
-        let p = match self.auth.proves_again(proof, name, creds).await {
+        let p = match self.auth.proves_again(proof, &admitted.name, creds).await {
             crate::auth::ProvesAgain::Yes(p) => p,
             crate::auth::ProvesAgain::No => return false,
-            // (a Basic check slot not free, a JWT expired since the stream began)
-            crate::auth::ProvesAgain::Unsure => return true,
+            // A JWT expired since the stream began, or a check that cannot run now: the
+            // caller as admitted, held to the new grants and roots all the same.
+            crate::auth::ProvesAgain::Unsure => admitted.clone(),
         };
-        if p.owner_key() != owner || p.tenant.as_deref() != tenant {
+        if p.owner_key() != admitted.owner_key() || p.tenant != admitted.tenant {
             return false;
         }
         let Some(at) = self.agents.iter().find(|a| a.name.as_deref() == agent_name) else {
@@ -820,19 +816,24 @@ impl Gate {
                 _ => return false,
             },
         };
-        let Some(real) = workspace else {
+        let Some(workspace) = workspace else {
             return true;
         };
         // The caller's roots as a request would resolve them now (off the reactor: they may
-        // touch the filesystem).
+        // touch the filesystem), against the path a request would compare: the real one
+        // where the filesystem is checked, else the lexical one.
         let allowed = at.requests.workspace.clone();
-        let real = real.to_path_buf();
+        let path = if allowed.check_filesystem {
+            workspace.real.clone()
+        } else {
+            workspace.logical.clone()
+        };
         tokio::task::spawn_blocking(move || {
             let roots = match &grant {
                 Some(g) => g.workspace(&allowed),
                 None => allowed,
             };
-            roots.contains(&real)
+            roots.contains(&path)
         })
         .await
         // (the check panicked: fail closed)

@@ -895,11 +895,30 @@ impl Ctx<'_> {
                 )
             }
         };
-        // With client certificates off, a CA or CRL file is ignored (said by `check` and in
-        // the log at start): POLICY.md's own example sets `client_ca_file` beside
-        // `client_auth = "off"`. Nothing is weaker for it: no certificate is asked for.
-        let mut ignored = Vec::new();
+        // With client certificates turned off in so many words, a CA or CRL file is ignored
+        // (said by `check` and in the log at start): the policy contract's own example sets
+        // `client_ca_file` beside `client_auth = "off"`. Nothing is weaker for it: no
+        // certificate is asked for. Without `client_auth`, a CA or CRL file says the operator
+        // meant client certificates: refused, so that a forgotten `client_auth` does not
+        // start an edge without the check they meant to add.
         let off = client_auth == ClientAuth::Off;
+        if t.client_auth.is_none() {
+            for (key, set) in [
+                ("tls.client_ca_file", t.client_ca_file.is_some()),
+                ("tls.client_crl_file", t.client_crl_file.is_some()),
+            ] {
+                if set {
+                    return self.err(
+                        key,
+                        None,
+                        "needs client_auth = \"optional\" or \"required\" (or \"off\" to \
+                         ignore it)"
+                            .into(),
+                    );
+                }
+            }
+        }
+        let mut ignored = Vec::new();
         if off && t.client_ca_file.is_some() {
             ignored.push("tls.client_ca_file");
         }

@@ -160,6 +160,9 @@ fn errors_name_file_line_and_key() {
         ("dev = true", "dev = false", "tls", None),
         ("[tls]\n", "[tls]\nclient_auth = \"sometimes\"\n", "tls.client_auth", Some(7)),
         ("[tls]\n", "[tls]\nclient_auth = \"required\"\n", "tls.client_ca_file", None),
+        // A CA or CRL file without client_auth: client certificates were meant, not set.
+        ("[tls]\n", "[tls]\nclient_ca_file = \"ca.pem\"\n", "tls.client_ca_file", None),
+        ("[tls]\n", "[tls]\nclient_crl_file = \"c.pem\"\n", "tls.client_crl_file", None),
         ("[auth]\n", "[auth]\n[auth.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"j\"\nalgorithms = [\"HS256\"]\n", "auth.jwt.algorithms", Some(18)),
         ("[auth]\n", "[auth]\n[auth.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"http://x/\"\nalgorithms = [\"ES256\"]\n", "auth.jwt.jwks_url", Some(17)),
         ("[auth]\n", "[auth]\n[auth.api_key]\nheader = \"Authorization\"\n[[auth.api_key.keys]]\nprincipal = \"p\"\nkey_env = \"HOME\"\n", "auth.api_key.header", Some(15)),

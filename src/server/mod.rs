@@ -305,6 +305,13 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         policy.tls.client_crl_file.as_deref(),
     )
     .map_err(|e| StartError(e.to_string()))?;
+    if let Some(until) = trust.crls_run_out() {
+        // Past it every client certificate is refused: operators watch for this line.
+        tracing::info!(
+            event = "client_crls_loaded",
+            next_update = %crate::time::format_http_date(until)
+        );
+    }
     let tls = TlsAcceptor::from(config);
     let acceptor = Acceptor {
         tls,
@@ -574,6 +581,7 @@ type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 #[allow(clippy::too_many_arguments)]
 fn serve(
     tls: TlsStream,
+    trust: ClientTrust,
     peer: SocketAddr,
     policy: Policed,
     builders: Arc<Builders>,
@@ -600,7 +608,7 @@ fn serve(
         stop,
         admitted: Admitted {
             peer: peer.ip(),
-            client_cert: client_chain(session),
+            client_cert: client_chain(session, &trust),
             policy,
         },
         metrics,
@@ -754,16 +762,39 @@ impl Policed {
 struct Admitted {
     policy: Policed,
     peer: std::net::IpAddr,
-    /// The certificate chain its client presented (leaf first; none: `None`), verified in
-    /// its handshake and checked again at each reload.
-    client_cert: Option<Box<[CertificateDer<'static>]>>,
+    /// The certificate chain its client presented (none: `None`), verified in its
+    /// handshake, with the fingerprint of the trust it was last verified under.
+    client_cert: Option<ClientChain>,
 }
 
-/// The certificate chain a connection's client presented, owned (a few KiB, held by mTLS
-/// connections only).
-fn client_chain(session: &rustls::ServerConnection) -> Option<Box<[CertificateDer<'static>]>> {
+/// A connection's client certificate chain (leaf first), kept to verify it again when a
+/// reload changes the client trust, and the fingerprint of the trust it was last verified
+/// under ([`ClientTrust::fingerprint`]).
+struct ClientChain {
+    /// Empty when the chain was larger than [`MAX_KEPT_CHAIN`]: then it is not kept, and a
+    /// change of trust ends the connection (a new handshake verifies it).
+    certs: Box<[CertificateDer<'static>]>,
+    verified_under: [u8; 32],
+}
+
+/// The most bytes of client certificates a connection keeps (a usual chain is 1 to 4 KiB;
+/// a client may pad its chain with certificates no path uses, up to what a handshake takes).
+const MAX_KEPT_CHAIN: usize = 16 * 1024;
+
+/// The certificate chain a connection's client presented, owned (held by mTLS connections
+/// only, at most [`MAX_KEPT_CHAIN`] bytes).
+fn client_chain(session: &rustls::ServerConnection, trust: &ClientTrust) -> Option<ClientChain> {
     let chain = session.peer_certificates().filter(|c| !c.is_empty())?;
-    Some(chain.iter().map(|c| c.clone().into_owned()).collect())
+    let size: usize = chain.iter().map(|c| c.len()).sum();
+    let certs = if size <= MAX_KEPT_CHAIN {
+        chain.iter().map(|c| c.clone().into_owned()).collect()
+    } else {
+        Box::default()
+    };
+    Some(ClientChain {
+        certs,
+        verified_under: trust.fingerprint(),
+    })
 }
 
 impl Admitted {
@@ -786,8 +817,15 @@ impl Admitted {
                 let acceptor = acceptors.borrow();
                 (acceptor.trust.clone(), acceptor.requires_certificate)
             };
-            let outlived = match &self.client_cert {
-                Some(chain) => !trusted.admits(chain),
+            // A certificate is verified again only when the trust changed (other CAs,
+            // CRLs or mode): most reloads leave it, and cost nothing per connection.
+            let outlived = match &mut self.client_cert {
+                Some(chain) if chain.verified_under == trusted.fingerprint() => false,
+                Some(chain) => {
+                    let admitted = trusted.admits(&chain.certs);
+                    chain.verified_under = trusted.fingerprint();
+                    !admitted
+                }
                 None => required,
             };
             if outlived || !gates.load().permits(self.peer) {
@@ -977,7 +1015,7 @@ async fn accept_loop(
                     // The connection is served by a task of its own on this worker, sized for
                     // serving alone: the handshake's state goes now instead of lasting as long
                     // as the connection (3.9 KiB per open connection instead of 8.4).
-                    serve(tls, peer, policy, builders, stop, metrics, held);
+                    serve(tls, acceptor.trust, peer, policy, builders, stop, metrics, held);
                 });
             }
             _ = shutdown.changed() => break,

@@ -31,12 +31,21 @@ pub enum ClientAuthMode {
 /// checked again by the trust of each reload's configuration ([`ClientTrust::admits`]), so
 /// a reload that changes the client CAs, the CRLs or the mode ends exactly the connections
 /// a new handshake would refuse.
+///
+/// Its fingerprint (a digest of the mode, the CA certificates and the CRLs) tells two
+/// configurations that verify alike: a reload that keeps it (most reloads) re-verifies
+/// nothing.
 #[derive(Clone)]
-pub struct ClientTrust(Option<Arc<dyn ClientCertVerifier>>);
+pub struct ClientTrust {
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+    fingerprint: [u8; 32],
+    /// [`crls_run_out`] of its CRLs.
+    crls_run_out: Option<u64>,
+}
 
 impl fmt::Debug for ClientTrust {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self.0 {
+        f.write_str(match self.verifier {
             Some(_) => "ClientTrust(verifier)",
             None => "ClientTrust(off)",
         })
@@ -44,11 +53,44 @@ impl fmt::Debug for ClientTrust {
 }
 
 impl ClientTrust {
+    fn new(
+        mode: ClientAuthMode,
+        verifier: Option<Arc<dyn ClientCertVerifier>>,
+        cas: &[CertificateDer<'_>],
+        crls: &[CertificateRevocationListDer<'_>],
+    ) -> ClientTrust {
+        let mut all = vec![mode as u8];
+        let ders = cas.iter().map(|c| c.as_ref());
+        for der in ders
+            .chain(std::iter::once(&b"crls"[..]))
+            .chain(crls.iter().map(|c| c.as_ref()))
+        {
+            all.extend_from_slice(&(der.len() as u64).to_be_bytes());
+            all.extend_from_slice(der);
+        }
+        ClientTrust {
+            verifier,
+            fingerprint: crate::crypto::sha256(&all),
+            crls_run_out: crls_run_out(crls),
+        }
+    }
+
+    /// When its CRLs run out (the earliest `nextUpdate`; none without CRLs).
+    pub fn crls_run_out(&self) -> Option<u64> {
+        self.crls_run_out
+    }
+
+    /// The digest of what this trust verifies by: equal for configurations that admit the
+    /// same chains (whatever their files' names or layout).
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
+    }
+
     /// Whether a client presenting `chain` (leaf first) would finish a handshake now: it
     /// chains to the client CAs, no CRL revokes it or its intermediates, it is within its
     /// validity. With client certificates off, no chain is admitted.
     pub fn admits(&self, chain: &[CertificateDer<'_>]) -> bool {
-        match (&self.0, chain.split_first()) {
+        match (&self.verifier, chain.split_first()) {
             (Some(v), Some((leaf, intermediates))) => v
                 .verify_client_cert(leaf, intermediates, UnixTime::now())
                 .is_ok(),
@@ -80,12 +122,14 @@ pub fn server_config_with_client_auth(
     crl_file: Option<&Path>,
 ) -> Result<(Arc<ServerConfig>, ClientTrust), TlsError> {
     if mode == ClientAuthMode::Off {
-        return Ok((server_config(cert_file, key_file)?, ClientTrust(None)));
+        let trust = ClientTrust::new(mode, None, &[], &[]);
+        return Ok((server_config(cert_file, key_file)?, trust));
     }
     let ca_file = ca_file.ok_or_else(|| {
         TlsError("client certificate authentication needs a client CA file".to_string())
     })?;
     let cas = load_certs(ca_file)?;
+    let trust_cas = cas.clone();
     let roots = client_roots(ca_file, cas)?;
     let provider = provider();
     let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
@@ -93,9 +137,13 @@ pub fn server_config_with_client_auth(
         ClientAuthMode::Optional => builder.allow_unauthenticated(),
         ClientAuthMode::Required | ClientAuthMode::Off => builder,
     };
+    let crls = match crl_file {
+        Some(f) => load_crls(f)?,
+        None => Vec::new(),
+    };
     let builder = match crl_file {
-        Some(f) => builder
-            .with_crls(load_crls(f)?)
+        Some(_) => builder
+            .with_crls(crls.iter().cloned())
             .enforce_revocation_expiration(),
         None => builder,
     };
@@ -106,7 +154,7 @@ pub fn server_config_with_client_auth(
             crl_file.map_or(String::new(), |f| format!(" or CRLs in {}", f.display()))
         ))
     })?;
-    let trust = ClientTrust(Some(verifier.clone()));
+    let trust = ClientTrust::new(mode, Some(verifier.clone()), &trust_cas, &crls);
 
     let certs = load_certs(cert_file)?;
     let key = load_key(key_file)?;
@@ -131,7 +179,8 @@ pub fn server_config_with_client_auth(
 
 /// The CRLs in a PEM file: at least one. One that does not parse makes the whole file a
 /// configuration error (the verifier's builder parses them; their signatures are checked
-/// per chain).
+/// per chain); so does one already past its `nextUpdate`, which would refuse every client
+/// certificate (a reload that brings it is refused, and the CRLs in force stay).
 fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
     let crls = CertificateRevocationListDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
@@ -139,7 +188,24 @@ fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, 
     if crls.is_empty() {
         return Err(TlsError(format!("no CRL found in {}", path.display())));
     }
+    let now = crate::time::now_micros() / 1_000_000;
+    for (i, crl) in crls.iter().enumerate() {
+        if let Some(next) = super::crl::next_update(crl).filter(|next| *next <= now) {
+            return Err(TlsError(format!(
+                "CRL {} in {} is past its nextUpdate ({}): publish its next one",
+                i + 1,
+                path.display(),
+                crate::time::format_http_date(next)
+            )));
+        }
+    }
     Ok(crls)
+}
+
+/// When the first of a trust's CRLs runs out (its earliest `nextUpdate`, seconds since the
+/// epoch): past it every client certificate is refused until a reload brings new CRLs.
+pub fn crls_run_out(crls: &[CertificateRevocationListDer<'_>]) -> Option<u64> {
+    crls.iter().filter_map(|c| super::crl::next_update(c)).min()
 }
 
 /// The trust anchors for client certificates (`cas`, read from `ca_file`). Every certificate
@@ -506,9 +572,13 @@ mod tests {
 
     /// A PEM CRL by `ca` revoking `revoked`, valid until the start of `next_update` (a year).
     fn crl(ca: &Ca, revoked: &[&Leaf], next_update: i32) -> String {
+        crl_until(ca, revoked, rcgen::date_time_ymd(next_update, 1, 1))
+    }
+
+    fn crl_until(ca: &Ca, revoked: &[&Leaf], next_update: time::OffsetDateTime) -> String {
         rcgen::CertificateRevocationListParams {
             this_update: rcgen::date_time_ymd(2020, 1, 1),
-            next_update: rcgen::date_time_ymd(next_update, 1, 1),
+            next_update,
             crl_number: rcgen::SerialNumber::from(7u64),
             issuing_distribution_point: None,
             revoked_certs: revoked
@@ -549,7 +619,9 @@ mod tests {
         let both = write("both.pem", format!("{pem}{}", fx.other_ca.cert.pem()));
         let revokes = write("revokes.crl", crl(&fx.client_ca, &[&leaf], 2099));
         let revokes_sibling = write("sibling.crl", crl(&fx.client_ca, &[&sibling], 2099));
-        let expired = write("expired.crl", crl(&fx.client_ca, &[], 2021));
+        // Valid when loaded, past its nextUpdate two seconds later.
+        let soon = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
+        let expires = write("expires.crl", crl_until(&fx.client_ca, &[], soon));
         let others_crl = write("others.crl", crl(&fx.other_ca, &[], 2099));
         let trust = |mode, ca: &std::path::Path, crl: Option<&std::path::Path>| {
             server_config_with_client_auth(cert, key, mode, Some(ca), crl)
@@ -558,6 +630,9 @@ mod tests {
         };
         let (opt, req) = (ClientAuthMode::Optional, ClientAuthMode::Required);
         let ca = fx.client_ca_file.as_path();
+        let expired_since = trust(opt, ca, Some(&expires));
+        assert!(expired_since.admits(&[leaf.der()]), "before its nextUpdate");
+        std::thread::sleep(Duration::from_millis(2100));
         for (why, t, admitted) in [
             ("same", trust(opt, ca, None), true),
             ("re-encoded", trust(opt, &relaid, None), true),
@@ -572,7 +647,7 @@ mod tests {
             ("off", trust(ClientAuthMode::Off, ca, None), false),
             ("revoked", trust(opt, ca, Some(&revokes)), false),
             ("revoked, required", trust(req, ca, Some(&revokes)), false),
-            ("expired CRL", trust(opt, ca, Some(&expired)), false),
+            ("a CRL expired since", expired_since.clone(), false),
             (
                 "no CRL of its CA",
                 trust(opt, &both, Some(&others_crl)),
@@ -582,6 +657,57 @@ mod tests {
             assert_eq!(t.admits(&[leaf.der()]), admitted, "{why}");
             assert!(!t.admits(&[]), "{why}: an empty chain");
         }
+    }
+
+    /// The fingerprint a reload compares before verifying anything again: the same for the
+    /// same certificates, CRLs and mode (whatever the files' layout), another for another CA,
+    /// a CA more, another CRL or another mode; the same for every configuration with client
+    /// certificates off.
+    #[test]
+    fn the_fingerprint_is_the_certificates_the_crls_and_the_mode() {
+        let fx = Fixture::new();
+        let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
+        let write = |name: &str, text: String| {
+            let path = fx.dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let pem = std::fs::read_to_string(&fx.client_ca_file).unwrap();
+        let relaid = write("relaid.pem", format!("\n{}\n", pem.replace('\n', "\r\n")));
+        let other = write("other.pem", fx.other_ca.cert.pem());
+        let both = write("both.pem", format!("{pem}{}", fx.other_ca.cert.pem()));
+        let crl_pem = crl(&fx.client_ca, &[], 2099);
+        let crl1 = write("one.crl", crl_pem.clone());
+        let crl1_relaid = write("one-relaid.crl", format!("\n{crl_pem}"));
+        let crl2 = write(
+            "two.crl",
+            crl(&fx.client_ca, &[&test_pki::cn_leaf(&fx.client_ca)], 2099),
+        );
+        let fp = |mode, ca: &std::path::Path, crl: Option<&std::path::Path>| {
+            server_config_with_client_auth(cert, key, mode, Some(ca), crl)
+                .unwrap()
+                .1
+                .fingerprint()
+        };
+        let (opt, req) = (ClientAuthMode::Optional, ClientAuthMode::Required);
+        let ca = fx.client_ca_file.as_path();
+        let base = fp(opt, ca, None);
+        assert_eq!(fp(opt, &relaid, None), base);
+        for (why, differs) in [
+            ("required", fp(req, ca, None)),
+            ("another CA", fp(opt, &other, None)),
+            ("a CA more", fp(opt, &both, None)),
+            ("a CRL", fp(opt, ca, Some(&crl1))),
+            ("off", fp(ClientAuthMode::Off, ca, None)),
+        ] {
+            assert_ne!(differs, base, "{why}");
+        }
+        assert_eq!(fp(opt, ca, Some(&crl1)), fp(opt, ca, Some(&crl1_relaid)));
+        assert_ne!(fp(opt, ca, Some(&crl1)), fp(opt, ca, Some(&crl2)));
+        assert_eq!(
+            fp(ClientAuthMode::Off, ca, None),
+            fp(ClientAuthMode::Off, &other, Some(&crl1))
+        );
     }
 
     /// The handshake itself with a CRL: a revoked certificate fails it in both modes and over
@@ -622,8 +748,8 @@ mod tests {
         c.unwrap();
     }
 
-    /// A CRL file that is missing, empty, broken or holds something else is a configuration
-    /// error naming the file.
+    /// A CRL file that is missing, empty, broken, holds something else or a CRL past its
+    /// nextUpdate is a configuration error naming the file.
     #[test]
     fn a_missing_or_bad_crl_file_is_a_configuration_error() {
         let fx = Fixture::new();
@@ -641,6 +767,8 @@ mod tests {
                 "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
             ),
             write("a-cert.crl", &fx.client_ca.cert.pem()),
+            // Past its nextUpdate already: it would refuse every certificate.
+            write("expired.crl", &crl(&fx.client_ca, &[], 2021)),
         ];
         for path in rows {
             let name = path.file_name().unwrap().to_string_lossy().to_string();

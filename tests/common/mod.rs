@@ -172,10 +172,15 @@ impl Proxy {
     /// does not apply.
     /// Returns the changed keys that only a restart applies.
     pub async fn reload(&self, text: &str) -> Vec<&'static str> {
+        self.try_reload(text).await.unwrap()
+    }
+
+    /// A reload the running proxy may refuse (the policy loads, what it names does not).
+    pub async fn try_reload(&self, text: &str) -> Result<Vec<&'static str>, String> {
         let policy = Policy::from_toml(Path::new("reload.toml"), text, LoadMode::Serve)
             .unwrap_or_else(|e| panic!("{e}\n{text}"));
         let running = self.running.as_ref().expect("running");
-        running.reload(policy).await.unwrap()
+        running.reload(policy).await.map_err(|e| e.to_string())
     }
 
     /// Stops the proxy and waits for the drain.
