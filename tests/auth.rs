@@ -664,15 +664,23 @@ async fn client_certificates_are_checked_against_the_crl() {
     let write_crl = |pem: String| std::fs::write(&crl_file, pem).unwrap();
     write_crl(crl(&pki.ca, &[], 2099));
     let base = optional_mtls_policy(dir.path(), &pki, &up);
-    let text = base.replace(
-        "client_auth = \"optional\"\n",
-        &format!(
-            "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
-            crl_file.display()
-        ),
-    );
-    assert_ne!(base, text);
+    let text = base
+        .replace(
+            "client_auth = \"optional\"\n",
+            &format!(
+                "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
+                crl_file.display()
+            ),
+        )
+        .replace("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:0\"\n");
+    assert!(text.contains("client_crl_file") && text.contains("admin_listen"));
     let proxy = Proxy::start_text(dir, &text).await;
+    // When the CRLs run out (2099-01-01), for operators to alert on.
+    let (_, metrics) = admin_get(&proxy, "/metrics").await;
+    assert!(
+        metrics.contains("a2a_edge_client_crl_next_update_timestamp_seconds 4070908800"),
+        "{metrics}"
+    );
     let served = |cert: &(Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>), proto| {
         let cert = cert.clone();
         let (addr, ca) = (proxy.addr, proxy.ca.clone());

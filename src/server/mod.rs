@@ -133,6 +133,9 @@ impl Running {
         // The acceptor first: a connection accepted once the new gate is in force is
         // handshaken with the new client CAs (the accept loop takes the reloads, then the
         // acceptor).
+        self.process
+            .metrics
+            .set_client_crls_run_out(acceptor.trust.crls_run_out());
         self.acceptors.send_replace(acceptor);
         self.gates.replace(gate);
         self.process.metrics.reload(true);
@@ -357,6 +360,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         policy.state.page_token_secret.as_deref(),
     );
     let metrics = Arc::new(Metrics::new());
+    metrics.set_client_crls_run_out(acceptor.trust.crls_run_out());
     let engine: Arc<dyn LocalAgent> =
         Arc::new(EmbeddedEngine(Engine::new(EngineConfig::default())));
     let shared = match &policy.state.redis {

@@ -168,6 +168,9 @@ pub struct Metrics {
     card_refresh_failures: Counter,
     reloads: Family<Code, Counter>,
     draining: AtomicBool,
+    /// When the client CRLs in force run out (their earliest nextUpdate, seconds since the
+    /// epoch; 0: no CRLs).
+    client_crls_run_out: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Metrics {
@@ -257,6 +260,7 @@ impl Metrics {
             card_refresh_failures: Counter::default(),
             reloads,
             draining: AtomicBool::new(false),
+            client_crls_run_out: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -350,6 +354,13 @@ impl Metrics {
 
     pub fn card_refresh_failed(&self) {
         self.card_refresh_failures.inc();
+    }
+
+    /// The client CRLs now in force run out at `until` (seconds since the epoch; `None`: no
+    /// CRLs).
+    pub fn set_client_crls_run_out(&self, until: Option<u64>) {
+        self.client_crls_run_out
+            .store(until.unwrap_or(0), Ordering::Relaxed);
     }
 
     pub fn reload(&self, ok: bool) {
@@ -498,6 +509,15 @@ impl Metrics {
             "Spans an OTLP collector did not take (the export failed; requests never wait for the collector)",
             ConstCounter::new(crate::telemetry::traces::spans_lost()),
         );
+        let crls_run_out = self.client_crls_run_out.load(Ordering::Relaxed);
+        if crls_run_out > 0 {
+            gauge(
+                &mut r,
+                "a2a_edge_client_crl_next_update_timestamp_seconds",
+                "When the client-certificate CRLs in force run out (their earliest nextUpdate, Unix seconds): past it every client certificate is refused until a reload brings new ones",
+                ConstGauge::new(i64::try_from(crls_run_out).unwrap_or(i64::MAX)),
+            );
+        }
         gauge(
             &mut r,
             "a2a_edge_card_invalid",
