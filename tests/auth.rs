@@ -73,9 +73,17 @@ struct ClientPki {
 /// A PEM CRL by `ca` revoking the certificates with these serials, valid until `next_update`
 /// (year).
 fn crl(ca: &(rcgen::Certificate, KeyPair), serials: &[u64], next_update: i32) -> String {
+    crl_until(ca, serials, rcgen::date_time_ymd(next_update, 1, 1))
+}
+
+fn crl_until(
+    ca: &(rcgen::Certificate, KeyPair),
+    serials: &[u64],
+    next_update: time::OffsetDateTime,
+) -> String {
     rcgen::CertificateRevocationListParams {
         this_update: rcgen::date_time_ymd(2020, 1, 1),
-        next_update: rcgen::date_time_ymd(next_update, 1, 1),
+        next_update,
         crl_number: rcgen::SerialNumber::from(1u64),
         issuing_distribution_point: None,
         revoked_certs: serials
@@ -1304,20 +1312,22 @@ async fn a_reload_proves_streams_again_without_the_throttle_or_the_password() {
 }
 
 /// A JWT stream whose token expired since it began is not ended for the expiry, but it is
-/// held to the grants of each reload all the same: a reload that takes its method away ends
-/// it (`auth.revoked`). Before, an expired token's stream skipped the grant check.
+/// held to each reload all the same: a reload that takes its method away ends it, and so
+/// does one that changes the audience its token no longer fits (`auth.revoked`). Before, an
+/// expired token's stream skipped the grant check, and the library's expiry error hid the
+/// issuer and audience checks.
 #[tokio::test]
 async fn a_jwt_stream_past_its_expiry_is_held_to_the_new_grants() {
     let dir = TempDir::new("reload-jwt");
     let k1 = JwtKey::new("k1");
     let jwks = dir.path().join("jwks.json");
     std::fs::write(&jwks, json!({"keys": [k1.jwk()]}).to_string()).unwrap();
-    let with = |extra: &str| {
+    let with = |audience: &str, extra: &str| {
         policy_text(
             dir.path(),
             &ProxyOpts {
                 extra_auth: format!(
-                    "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"a2a-edge\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\nleeway_ms = 0\n",
+                    "[auth.jwt]\nissuer = \"https://issuer.test\"\naudience = \"{audience}\"\njwks_file = \"{}\"\nalgorithms = [\"ES256\"]\nleeway_ms = 0\n",
                     jwks.display()
                 ),
                 extra_policy: extra.into(),
@@ -1325,27 +1335,120 @@ async fn a_jwt_stream_past_its_expiry_is_held_to_the_new_grants() {
             },
         )
     };
-    let base = with("");
-    let kept = with("[limits]\nmax_in_flight_per_principal = 50\n");
-    let no_streams = with(
-        "[authz]\n[[authz.rules]]\nname = \"no-streams\"\nprincipals = [\"jwt:dora\"]\nmethods = [\"SendMessage\", \"GetTask\", \"ListTasks\"]\n",
-    );
+    let base = with("a2a-edge", "");
+    let kept = with("a2a-edge", "[limits]\nmax_in_flight_per_principal = 50\n");
+    let rules = "[authz]\n[[authz.rules]]\nname = \"no-streams\"\nprincipals = [\"jwt:dora\"]\nmethods = [\"SendMessage\", \"GetTask\", \"ListTasks\"]\n[[authz.rules]]\nname = \"erin\"\nprincipals = [\"jwt:erin\"]\nmethods = [\"*\"]\n";
+    let no_streams = with("a2a-edge", rules);
+    let other_audience = with("another-audience", rules);
     let proxy = Proxy::start_text(dir, &base).await;
-    let mut c = claims("dora");
-    c["exp"] = json!(now() + 2);
-    let token = format!("Bearer {}", k1.sign(&c));
-    let mut s = waiting_stream(&proxy, Proto::H2, &token).await;
+    let token = |sub: &str| {
+        let mut c = claims(sub);
+        c["exp"] = json!(now() + 2);
+        format!("Bearer {}", k1.sign(&c))
+    };
+    let mut dora = waiting_stream(&proxy, Proto::H2, &token("dora")).await;
+    let mut erin = waiting_stream(&proxy, Proto::H1, &token("erin")).await;
     tokio::time::sleep(Duration::from_millis(3100)).await;
-    // Expired now: a reload that changes nothing of dora's leaves the stream.
+    // Expired now: a reload that changes nothing of theirs leaves both streams.
     proxy.reload(&kept).await;
-    assert_eq!(
-        error_within(&mut s, Duration::from_millis(700)).await,
-        Ok(None)
-    );
+    for s in [&mut dora, &mut erin] {
+        assert_eq!(error_within(s, Duration::from_millis(500)).await, Ok(None));
+    }
+    // Dora's method goes: her stream ends; erin's grants stay: his goes on.
     proxy.reload(&no_streams).await;
-    let v = error_within(&mut s, Duration::from_secs(5))
+    let v = error_within(&mut dora, Duration::from_secs(5))
         .await
         .expect("ended without a word")
         .expect("the expired token's stream kept a method it lost");
     assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+    assert_eq!(
+        error_within(&mut erin, Duration::from_millis(500)).await,
+        Ok(None)
+    );
+    // The audience changes: erin's (expired) token no longer fits it.
+    proxy.reload(&other_audience).await;
+    let v = error_within(&mut erin, Duration::from_secs(5))
+        .await
+        .expect("ended without a word")
+        .expect("the expired token's stream outlived an audience change");
+    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+}
+
+/// CRLs that run out while the edge serves: the open client-certificate connections close at
+/// the next reload even though it changes nothing (the CRLs ran out since they were
+/// verified), new handshakes are refused, the other credentials go on working, and the reload
+/// is taken (the CRLs in force ran out too: refusing would only block it). An edge starts
+/// with CRLs that already ran out, the same way, and the gauge says when they did.
+#[tokio::test]
+async fn client_crls_that_run_out_refuse_certificates_not_the_edge() {
+    let dir = TempDir::new("client-crl-runs-out");
+    let pki = client_pki(dir.path());
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    let crl_file = dir.path().join("clients.crl.pem");
+    let soon = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
+    std::fs::write(&crl_file, crl_until(&pki.ca, &[], soon)).unwrap();
+    let text = optional_mtls_policy(dir.path(), &pki, &up)
+        .replace(
+            "client_auth = \"optional\"\n",
+            &format!(
+                "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
+                crl_file.display()
+            ),
+        )
+        .replace("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:0\"\n");
+    let proxy = Proxy::start_text(dir, &text).await;
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        open.push((proto, served_with_certificate(&proxy, &pki, proto).await));
+    }
+    tokio::time::sleep_until(
+        tokio::time::Instant::now()
+            + Duration::from_secs_f64(
+                (soon - time::OffsetDateTime::now_utc())
+                    .as_seconds_f64()
+                    .max(0.0)
+                    + 0.3,
+            ),
+    )
+    .await;
+    proxy.reload(&text).await;
+    for (proto, c) in open {
+        let started = Instant::now();
+        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(c.is_closed(), "{proto:?}: open after its CRLs ran out");
+    }
+    for proto in PROTOS {
+        let refused =
+            match Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone())).await {
+                Err(_) => true,
+                Ok(mut c) => c.try_request("POST", "/", &h(&[]), BODY).await.is_err(),
+            };
+        assert!(
+            refused,
+            "{proto:?}: a certificate was taken past its CRLs' nextUpdate"
+        );
+        let mut c = proxy.client(proto).await;
+        let (status, _, _) = c
+            .request("POST", "/", &h(&[("authorization", ALICE)]), BODY)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}: the bearer caller");
+    }
+    let (_, metrics) = admin_get(&proxy, "/metrics").await;
+    let at = format!(
+        "a2a_edge_client_crl_next_update_timestamp_seconds {}",
+        soon.unix_timestamp()
+    );
+    assert!(metrics.contains(&at), "{at}\n{metrics}");
+    // A new edge starts with them too.
+    let policy = a2a_edge::policy::Policy::from_toml(
+        Path::new("p.toml"),
+        &text,
+        a2a_edge::policy::LoadMode::Serve,
+    )
+    .unwrap();
+    let again = a2a_edge::server::start(policy).await.unwrap();
+    again.shutdown();
+    again.wait().await;
 }

@@ -116,6 +116,20 @@ impl JwtScheme {
 
     /// Verifies a compact JWS token and returns `jwt:<principal claim>`.
     pub async fn authenticate(&self, token: &str) -> Result<Principal, AuthRejection> {
+        self.verify(token, true).await
+    }
+
+    /// [`JwtScheme::authenticate`] without the expiry check: for a stream admitted while its
+    /// token was valid, proven again at a reload (its signature, issuer, audience and claims
+    /// under the policy then in force; an expired token is no reason to end a stream).
+    pub async fn authenticate_ignoring_expiry(
+        &self,
+        token: &str,
+    ) -> Result<Principal, AuthRejection> {
+        self.verify(token, false).await
+    }
+
+    async fn verify(&self, token: &str, check_expiry: bool) -> Result<Principal, AuthRejection> {
         // The header's scope ends before the key's lookup: what lives across an await is
         // carried by this future (the whole parsed header is ~1 KiB).
         let (kid, alg) = {
@@ -146,6 +160,15 @@ impl JwtScheme {
             .find(|(a, _)| *a == alg)
             .map(|(_, v)| v)
             .ok_or(reject(reason::JWT_ALG))?;
+        let lenient;
+        let validation = if check_expiry {
+            validation
+        } else {
+            let mut v = validation.clone();
+            v.validate_exp = false;
+            lenient = v;
+            &lenient
+        };
         // Signature first, then claims: nothing below is looked at for an unsigned token.
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, validation)
             .map_err(|e| reject(reason_for(e.kind())))?

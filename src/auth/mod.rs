@@ -523,8 +523,9 @@ impl Authenticator {
     }
 
     /// The caller a stream's [`Proof`] proves under this policy, `None` when it proves none,
-    /// or [`ProvesAgain::Unsure`] when the check cannot say now (a Basic check slot not free,
-    /// a JWT expired since the stream began): a stream is not ended for those. Nothing is
+    /// or [`ProvesAgain::Unsure`] when the check cannot say now (no check slot free, an
+    /// internal failure): a stream is not ended for those. A JWT that expired since the
+    /// stream began is checked without its expiry (every other check holds). Nothing is
     /// counted against the client's failure budget.
     pub async fn proves_again(
         &self,
@@ -564,15 +565,40 @@ impl Authenticator {
             }
             Proof::Headers(h) => match self.authenticate(h, conn).await {
                 Ok(a) => ProvesAgain::Yes(a.principal),
+                // Expired since the stream began: every other check of the token still
+                // holds it (a reload that changes the issuer, the audience, the keys or the
+                // claims ends the stream; the expiry alone does not).
+                Err(r) if r.reason == reason::JWT_EXPIRED => {
+                    match self.jwt_ignoring_expiry(h).await {
+                        Ok(p) => ProvesAgain::Yes(p),
+                        Err(r) if r.reason == reason::AUTH_INTERNAL => ProvesAgain::Unsure,
+                        Err(_) => ProvesAgain::No,
+                    }
+                }
                 Err(r)
-                    if r.reason == reason::AUTH_OVERLOADED
-                        || r.reason == reason::AUTH_INTERNAL
-                        || r.reason == reason::JWT_EXPIRED =>
+                    if r.reason == reason::AUTH_OVERLOADED || r.reason == reason::AUTH_INTERNAL =>
                 {
                     ProvesAgain::Unsure
                 }
                 Err(_) => ProvesAgain::No,
             },
+        }
+    }
+
+    /// The JWT in a stream's kept `Authorization` header, verified without its expiry.
+    async fn jwt_ignoring_expiry(&self, headers: &HeaderMap) -> Result<Principal, AuthRejection> {
+        let jwt = self
+            .jwt
+            .as_ref()
+            .ok_or(reject(reason::AUTH_UNSUPPORTED_SCHEME))?;
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .ok_or(reject(reason::AUTH_MISSING))?;
+        match split_authorization(value)? {
+            (scheme, token) if scheme.eq_ignore_ascii_case("bearer") => {
+                jwt.authenticate_ignoring_expiry(token).await
+            }
+            _ => Err(reject(reason::AUTH_UNSUPPORTED_SCHEME)),
         }
     }
 

@@ -799,8 +799,8 @@ impl Gate {
         let p = match self.auth.proves_again(proof, &admitted.name, creds).await {
             crate::auth::ProvesAgain::Yes(p) => p,
             crate::auth::ProvesAgain::No => return false,
-            // A JWT expired since the stream began, or a check that cannot run now: the
-            // caller as admitted, held to the new grants and roots all the same.
+            // A check that cannot run now: the caller as admitted, held to the new grants
+            // and roots all the same.
             crate::auth::ProvesAgain::Unsure => admitted.clone(),
         };
         if p.owner_key() != admitted.owner_key() || p.tenant != admitted.tenant {
@@ -820,15 +820,17 @@ impl Gate {
             return true;
         };
         // The caller's roots as a request would resolve them now (off the reactor: they may
-        // touch the filesystem), against the path a request would compare: the real one
-        // where the filesystem is checked, else the lexical one.
+        // touch the filesystem), against the path a request would compare: where the
+        // filesystem is checked, the workspace's real path now (symlinks changed since, or
+        // a policy that did not check the filesystem at admission), else the lexical one.
         let allowed = at.requests.workspace.clone();
-        let path = if allowed.check_filesystem {
-            workspace.real.clone()
-        } else {
-            workspace.logical.clone()
-        };
+        let (logical, real) = (workspace.logical.clone(), workspace.real.clone());
         tokio::task::spawn_blocking(move || {
+            let path = if allowed.check_filesystem {
+                std::fs::canonicalize(&logical).unwrap_or(real)
+            } else {
+                logical
+            };
             let roots = match &grant {
                 Some(g) => g.workspace(&allowed),
                 None => allowed,

@@ -113,6 +113,11 @@ impl Running {
             self.process.metrics.reload(false);
         }
         let (acceptor, _) = acceptor?;
+        let in_force = self.acceptors.borrow().trust.clone();
+        if let Err(e) = crls_in_time(&acceptor.trust, Some(&in_force)) {
+            self.process.metrics.reload(false);
+            return Err(e);
+        }
         let previous = self.gates.load();
         let port = self.local_addr.port();
         let gate = Gate::new(
@@ -136,6 +141,7 @@ impl Running {
         self.process
             .metrics
             .set_client_crls_run_out(acceptor.trust.crls_run_out());
+        log_crls(&acceptor.trust);
         self.acceptors.send_replace(acceptor);
         self.gates.replace(gate);
         self.process.metrics.reload(true);
@@ -308,13 +314,6 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         policy.tls.client_crl_file.as_deref(),
     )
     .map_err(|e| StartError(e.to_string()))?;
-    if let Some(until) = trust.crls_run_out() {
-        // Past it every client certificate is refused: operators watch for this line.
-        tracing::info!(
-            event = "client_crls_loaded",
-            next_update = %crate::time::format_http_date(until)
-        );
-    }
     let tls = TlsAcceptor::from(config);
     let acceptor = Acceptor {
         tls,
@@ -322,6 +321,44 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         requires_certificate: mode == ClientAuthMode::Required,
     };
     Ok((acceptor, dev_certs))
+}
+
+/// A trust whose client CRLs are past their `nextUpdate` refuses every client certificate.
+/// A reload that brings such CRLs while the ones in force are still good (or there were
+/// none) is refused: it would cut every mTLS client off, and the CRLs in force stay. Without
+/// good CRLs to keep (at start, or the ones in force ran out too) it is taken, and said
+/// loudly: the other credentials go on working, and refusing would only block the reload
+/// (or the start) that brings the next policy.
+fn crls_in_time(new: &ClientTrust, in_force: Option<&ClientTrust>) -> Result<(), StartError> {
+    let now = crate::time::now_micros() / 1_000_000;
+    let Some(until) = new.crls_run_out().filter(|until| *until <= now) else {
+        return Ok(());
+    };
+    let good_in_force = in_force.is_some_and(|t| t.crls_run_out().map_or(true, |u| u > now));
+    if good_in_force {
+        return Err(StartError(format!(
+            "the client CRLs in tls.client_crl_file ran out at {} (their nextUpdate): every \
+             client certificate would be refused; publish the next CRL (the CRLs in force stay)",
+            crate::time::format_http_date(until)
+        )));
+    }
+    tracing::error!(
+        event = "client_crls_expired",
+        next_update = %crate::time::format_http_date(until),
+        "every client certificate is refused until a reload brings CRLs in time"
+    );
+    Ok(())
+}
+
+/// Says when the client CRLs now in force run out: past it every client certificate is
+/// refused (operators watch for this line, and the gauge).
+fn log_crls(trust: &ClientTrust) {
+    if let Some(until) = trust.crls_run_out() {
+        tracing::info!(
+            event = "client_crls_loaded",
+            next_update = %crate::time::format_http_date(until)
+        );
+    }
 }
 
 /// Binds the listener and starts serving `policy`.
@@ -359,8 +396,10 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         policy.limits.max_registry_entries,
         policy.state.page_token_secret.as_deref(),
     );
+    crls_in_time(&acceptor.trust, None)?;
     let metrics = Arc::new(Metrics::new());
     metrics.set_client_crls_run_out(acceptor.trust.crls_run_out());
+    log_crls(&acceptor.trust);
     let engine: Arc<dyn LocalAgent> =
         Arc::new(EmbeddedEngine(Engine::new(EngineConfig::default())));
     let shared = match &policy.state.redis {
@@ -779,6 +818,8 @@ struct ClientChain {
     /// change of trust ends the connection (a new handshake verifies it).
     certs: Box<[CertificateDer<'static>]>,
     verified_under: [u8; 32],
+    /// When it was last verified (seconds since the epoch).
+    verified_at: u64,
 }
 
 /// The most bytes of client certificates a connection keeps (a usual chain is 1 to 4 KiB;
@@ -798,6 +839,7 @@ fn client_chain(session: &rustls::ServerConnection, trust: &ClientTrust) -> Opti
     Some(ClientChain {
         certs,
         verified_under: trust.fingerprint(),
+        verified_at: crate::time::now_micros() / 1_000_000,
     })
 }
 
@@ -822,12 +864,23 @@ impl Admitted {
                 (acceptor.trust.clone(), acceptor.requires_certificate)
             };
             // A certificate is verified again only when the trust changed (other CAs,
-            // CRLs or mode): most reloads leave it, and cost nothing per connection.
+            // CRLs or mode), or its CRLs ran out since it was last verified: most reloads
+            // leave it, and cost nothing per connection. (A certificate that expired since
+            // is found at the next of these; not by a reload that changes neither.)
+            let now = crate::time::now_micros() / 1_000_000;
             let outlived = match &mut self.client_cert {
-                Some(chain) if chain.verified_under == trusted.fingerprint() => false,
+                Some(chain)
+                    if chain.verified_under == trusted.fingerprint()
+                        && trusted
+                            .crls_run_out()
+                            .map_or(true, |until| until > now || chain.verified_at >= until) =>
+                {
+                    false
+                }
                 Some(chain) => {
                     let admitted = trusted.admits(&chain.certs);
                     chain.verified_under = trusted.fingerprint();
+                    chain.verified_at = now;
                     !admitted
                 }
                 None => required,

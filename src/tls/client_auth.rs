@@ -179,25 +179,14 @@ pub fn server_config_with_client_auth(
 
 /// The CRLs in a PEM file: at least one. One that does not parse makes the whole file a
 /// configuration error (the verifier's builder parses them; their signatures are checked
-/// per chain); so does one already past its `nextUpdate`, which would refuse every client
-/// certificate (a reload that brings it is refused, and the CRLs in force stay).
+/// per chain). One already past its `nextUpdate` is read: what to do with it is the
+/// server's ([`ClientTrust::crls_run_out`]).
 fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
     let crls = CertificateRevocationListDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsError(format!("cannot read CRLs from {}: {e}", path.display())))?;
     if crls.is_empty() {
         return Err(TlsError(format!("no CRL found in {}", path.display())));
-    }
-    let now = crate::time::now_micros() / 1_000_000;
-    for (i, crl) in crls.iter().enumerate() {
-        if let Some(next) = super::crl::next_update(crl).filter(|next| *next <= now) {
-            return Err(TlsError(format!(
-                "CRL {} in {} is past its nextUpdate ({}): publish its next one",
-                i + 1,
-                path.display(),
-                crate::time::format_http_date(next)
-            )));
-        }
     }
     Ok(crls)
 }
@@ -623,6 +612,7 @@ mod tests {
         let soon = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
         let expires = write("expires.crl", crl_until(&fx.client_ca, &[], soon));
         let others_crl = write("others.crl", crl(&fx.other_ca, &[], 2099));
+        let expired = write("expired.crl", crl(&fx.client_ca, &[], 2021));
         let trust = |mode, ca: &std::path::Path, crl: Option<&std::path::Path>| {
             server_config_with_client_auth(cert, key, mode, Some(ca), crl)
                 .unwrap()
@@ -648,6 +638,7 @@ mod tests {
             ("revoked", trust(opt, ca, Some(&revokes)), false),
             ("revoked, required", trust(req, ca, Some(&revokes)), false),
             ("a CRL expired since", expired_since.clone(), false),
+            ("an expired CRL", trust(opt, ca, Some(&expired)), false),
             (
                 "no CRL of its CA",
                 trust(opt, &both, Some(&others_crl)),
@@ -748,8 +739,8 @@ mod tests {
         c.unwrap();
     }
 
-    /// A CRL file that is missing, empty, broken, holds something else or a CRL past its
-    /// nextUpdate is a configuration error naming the file.
+    /// A CRL file that is missing, empty, broken or holds something else is a configuration
+    /// error naming the file.
     #[test]
     fn a_missing_or_bad_crl_file_is_a_configuration_error() {
         let fx = Fixture::new();
@@ -767,8 +758,6 @@ mod tests {
                 "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
             ),
             write("a-cert.crl", &fx.client_ca.cert.pem()),
-            // Past its nextUpdate already: it would refuse every certificate.
-            write("expired.crl", &crl(&fx.client_ca, &[], 2021)),
         ];
         for path in rows {
             let name = path.file_name().unwrap().to_string_lossy().to_string();
