@@ -206,6 +206,24 @@ jwks_min_refresh_ms = 1000
     }
 }
 
+/// Waits (5 s at most) for the edge to close `c`.
+async fn wait_for_close(c: &Client) {
+    let started = Instant::now();
+    while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether a connection attempt was refused: its handshake failed, or its first request
+/// (`headers`, [`BODY`]) did (TLS 1.3 reports a refused client certificate after the
+/// handshake).
+async fn refused<E>(connected: Result<Client, E>, headers: &[(&str, &str)]) -> bool {
+    match connected {
+        Err(_) => true,
+        Ok(mut c) => c.try_request("POST", "/", headers, BODY).await.is_err(),
+    }
+}
+
 fn h<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut v = vec![("content-type", "application/json"), ("a2a-version", "1.0")];
     v.extend_from_slice(pairs);
@@ -594,20 +612,14 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
     }
     proxy.reload(&reloaded).await;
     for (proto, mut c) in open {
-        let started = Instant::now();
-        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_close(&c).await;
         assert!(c.is_closed(), "{proto:?}: the old connection stayed open");
         let sent = c.try_request("POST", "/", &h(&[]), BODY).await;
         assert!(
             sent.is_err(),
             "{proto:?}: served after the reload: {sent:?}"
         );
-        let refused = match connect(proto).await {
-            Err(_) => true,
-            Ok(mut c) => c.try_request("POST", "/", &h(&[]), BODY).await.is_err(),
-        };
+        let refused = refused(connect(proto).await, &h(&[])).await;
         assert!(refused, "{proto:?}: the old CA's certificate was accepted");
     }
     assert_eq!(up.rpc_requests().len(), 2);
@@ -736,10 +748,7 @@ async fn client_certificates_are_checked_against_the_crl() {
     }
     proxy.reload(&text).await;
     for (proto, c) in open.into_iter().chain(PROTOS.into_iter().zip(padded_open)) {
-        let started = Instant::now();
-        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_close(&c).await;
         assert!(
             c.is_closed(),
             "{proto:?}: a revoked certificate's connection stayed"
@@ -845,10 +854,7 @@ async fn a_reload_requiring_client_certificates_closes_connections_without_one()
     }
     proxy.reload(&required).await;
     for (proto, mut c) in open {
-        let started = Instant::now();
-        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_close(&c).await;
         assert!(
             c.is_closed(),
             "{proto:?}: open without a certificate after the reload"
@@ -858,10 +864,8 @@ async fn a_reload_requiring_client_certificates_closes_connections_without_one()
             sent.is_err(),
             "{proto:?}: served after the reload: {sent:?}"
         );
-        let refused = match Client::try_connect(proxy.addr, &proxy.ca, proto, None).await {
-            Err(_) => true,
-            Ok(mut c) => c.try_request("POST", "/", &bearer, BODY).await.is_err(),
-        };
+        let connected = Client::try_connect(proxy.addr, &proxy.ca, proto, None).await;
+        let refused = refused(connected, &bearer).await;
         assert!(
             refused,
             "{proto:?}: a new connection without a certificate was served"
@@ -1413,18 +1417,13 @@ async fn client_crls_that_run_out_refuse_certificates_not_the_edge() {
     .await;
     proxy.reload(&text).await;
     for (proto, c) in open {
-        let started = Instant::now();
-        while !c.is_closed() && started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_close(&c).await;
         assert!(c.is_closed(), "{proto:?}: open after its CRLs ran out");
     }
     for proto in PROTOS {
-        let refused =
-            match Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone())).await {
-                Err(_) => true,
-                Ok(mut c) => c.try_request("POST", "/", &h(&[]), BODY).await.is_err(),
-            };
+        let connected =
+            Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone())).await;
+        let refused = refused(connected, &h(&[])).await;
         assert!(
             refused,
             "{proto:?}: a certificate was taken past its CRLs' nextUpdate"

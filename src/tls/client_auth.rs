@@ -368,6 +368,25 @@ mod tests {
             }
         }
 
+        /// Writes `text` to `name` in the fixture's directory.
+        fn write(&self, name: &str, text: String) -> PathBuf {
+            let path = self.dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+
+        /// CA files: the client CA re-encoded (CRLF, blank lines), the other CA alone, and
+        /// both CAs.
+        fn ca_files(&self) -> (PathBuf, PathBuf, PathBuf) {
+            let pem = std::fs::read_to_string(&self.client_ca_file).unwrap();
+            let other = self.other_ca.cert.pem();
+            (
+                self.write("relaid.pem", format!("\n{}\n", pem.replace('\n', "\r\n"))),
+                self.write("other.pem", other.clone()),
+                self.write("both.pem", format!("{pem}{other}")),
+            )
+        }
+
         fn server(&self, mode: ClientAuthMode) -> Arc<ServerConfig> {
             server_config_with_client_auth(
                 &self.dev.server_cert,
@@ -597,15 +616,8 @@ mod tests {
         let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
         let leaf = test_pki::spiffe_leaf(&fx.client_ca);
         let sibling = test_pki::dns_leaf(&fx.client_ca);
-        let write = |name: &str, text: String| {
-            let path = fx.dir.join(name);
-            std::fs::write(&path, text).unwrap();
-            path
-        };
-        let pem = std::fs::read_to_string(&fx.client_ca_file).unwrap();
-        let relaid = write("relaid.pem", format!("\n{}\n", pem.replace('\n', "\r\n")));
-        let other = write("other.pem", fx.other_ca.cert.pem());
-        let both = write("both.pem", format!("{pem}{}", fx.other_ca.cert.pem()));
+        let write = |name: &str, text: String| fx.write(name, text);
+        let (relaid, other, both) = fx.ca_files();
         let revokes = write("revokes.crl", crl(&fx.client_ca, &[&leaf], 2099));
         let revokes_sibling = write("sibling.crl", crl(&fx.client_ca, &[&sibling], 2099));
         // Valid when loaded, past its nextUpdate two seconds later.
@@ -658,15 +670,8 @@ mod tests {
     fn the_fingerprint_is_the_certificates_the_crls_and_the_mode() {
         let fx = Fixture::new();
         let (cert, key) = (&fx.dev.server_cert, &fx.dev.server_key);
-        let write = |name: &str, text: String| {
-            let path = fx.dir.join(name);
-            std::fs::write(&path, text).unwrap();
-            path
-        };
-        let pem = std::fs::read_to_string(&fx.client_ca_file).unwrap();
-        let relaid = write("relaid.pem", format!("\n{}\n", pem.replace('\n', "\r\n")));
-        let other = write("other.pem", fx.other_ca.cert.pem());
-        let both = write("both.pem", format!("{pem}{}", fx.other_ca.cert.pem()));
+        let write = |name: &str, text: String| fx.write(name, text);
+        let (relaid, other, both) = fx.ca_files();
         let crl_pem = crl(&fx.client_ca, &[], 2099);
         let crl1 = write("one.crl", crl_pem.clone());
         let crl1_relaid = write("one-relaid.crl", format!("\n{crl_pem}"));
