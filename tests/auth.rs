@@ -578,6 +578,29 @@ fn optional_mtls_policy(dir: &Path, pki: &ClientPki, up: &RecordingUpstream) -> 
     policy_text(dir, &o)
 }
 
+/// `optional_mtls_policy`'s `base` with `crl_file` as the client CRLs, and an admin
+/// listener (for the gauge).
+fn crl_policy(base: &str, crl_file: &Path) -> String {
+    let text = base
+        .replace(
+            "client_auth = \"optional\"\n",
+            &format!(
+                "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
+                crl_file.display()
+            ),
+        )
+        .replace("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:0\"\n");
+    assert!(text.contains("client_crl_file") && text.contains("admin_listen"));
+    text
+}
+
+/// A temp dir with a client PKI, and an echoing agent.
+async fn mtls_setup(name: &str) -> (TempDir, ClientPki, RecordingUpstream) {
+    let dir = TempDir::new(name);
+    let pki = client_pki(dir.path());
+    (dir, pki, RecordingUpstream::start(Reply::Echo).await)
+}
+
 /// A connection presenting `pki`'s good certificate, served one request.
 async fn served_with_certificate(proxy: &Proxy, pki: &ClientPki, proto: Proto) -> Client {
     let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(pki.good.clone()))
@@ -593,9 +616,7 @@ async fn served_with_certificate(proxy: &Proxy, pki: &ClientPki, proto: Proto) -
 /// under the new ones; a new connection with that certificate fails its handshake.
 #[tokio::test]
 async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
-    let dir = TempDir::new("reload-ca");
-    let pki = client_pki(dir.path());
-    let up = RecordingUpstream::start(Reply::Echo).await;
+    let (dir, pki, up) = mtls_setup("reload-ca").await;
     let text = optional_mtls_policy(dir.path(), &pki, &up);
     let other_ca = dir.path().join("other-ca.pem");
     std::fs::write(&other_ca, ca("the new client CA").0.pem()).unwrap();
@@ -632,9 +653,7 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
 /// reload closed every such connection; until stop 54, a change of mode alone did.
 #[tokio::test]
 async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
-    let dir = TempDir::new("reload-same-ca");
-    let pki = client_pki(dir.path());
-    let up = RecordingUpstream::start(Reply::Echo).await;
+    let (dir, pki, up) = mtls_setup("reload-same-ca").await;
     let text = optional_mtls_policy(dir.path(), &pki, &up);
     // The same certificates, written again with other line breaks.
     let same = dir.path().join("same-ca.pem");
@@ -666,15 +685,15 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
 
 /// `tls.client_crl_file`: a revoked client certificate fails its handshake (h1 and h2, in
 /// both optional and required modes), so no request of its reaches the agent, while the same
-/// CA's other certificates are served; a CRL past its nextUpdate fails every certificate; a
-/// CRL that says nothing of the client CA (its certificates' status unknown) too. A reload
-/// that brings a CRL revoking an open connection's certificate closes that connection and
-/// leaves the others. The loader refuses a CRL file without client certificates on.
+/// CA's other certificates are served; a CRL that says nothing of the client CA (its
+/// certificates' status unknown) fails every certificate of it; a CRL past its nextUpdate
+/// refuses the reload while the CRLs in force are good. A reload that brings a CRL revoking
+/// an open connection's certificate closes that connection and leaves the others (a padded
+/// chain, not kept, closes too). With `client_auth = "off"` the CA and CRL files are
+/// ignored, and said to be. The gauge gives the CRLs' nextUpdate.
 #[tokio::test]
 async fn client_certificates_are_checked_against_the_crl() {
-    let dir = TempDir::new("client-crl");
-    let pki = client_pki(dir.path());
-    let up = RecordingUpstream::start(Reply::Echo).await;
+    let (dir, pki, up) = mtls_setup("client-crl").await;
     let other = leaf_with_serial(
         &pki.ca,
         "spiffe://example.org/ns/prod/sa/other",
@@ -684,16 +703,7 @@ async fn client_certificates_are_checked_against_the_crl() {
     let write_crl = |pem: String| std::fs::write(&crl_file, pem).unwrap();
     write_crl(crl(&pki.ca, &[], 2099));
     let base = optional_mtls_policy(dir.path(), &pki, &up);
-    let text = base
-        .replace(
-            "client_auth = \"optional\"\n",
-            &format!(
-                "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
-                crl_file.display()
-            ),
-        )
-        .replace("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:0\"\n");
-    assert!(text.contains("client_crl_file") && text.contains("admin_listen"));
+    let text = crl_policy(&base, &crl_file);
     let proxy = Proxy::start_text(dir, &text).await;
     // When the CRLs run out (2099-01-01), for operators to alert on.
     let (_, metrics) = admin_get(&proxy, "/metrics").await;
@@ -837,9 +847,7 @@ async fn client_certificates_are_checked_against_the_crl() {
 /// certificate is served.
 #[tokio::test]
 async fn a_reload_requiring_client_certificates_closes_connections_without_one() {
-    let dir = TempDir::new("reload-required");
-    let pki = client_pki(dir.path());
-    let up = RecordingUpstream::start(Reply::Echo).await;
+    let (dir, pki, up) = mtls_setup("reload-required").await;
     let text = optional_mtls_policy(dir.path(), &pki, &up);
     let required = text.replace("client_auth = \"optional\"", "client_auth = \"required\"");
     assert_ne!(text, required);
@@ -1385,21 +1393,11 @@ async fn a_jwt_stream_past_its_expiry_is_held_to_the_new_grants() {
 /// with CRLs that already ran out, the same way, and the gauge says when they did.
 #[tokio::test]
 async fn client_crls_that_run_out_refuse_certificates_not_the_edge() {
-    let dir = TempDir::new("client-crl-runs-out");
-    let pki = client_pki(dir.path());
-    let up = RecordingUpstream::start(Reply::Echo).await;
+    let (dir, pki, up) = mtls_setup("client-crl-runs-out").await;
     let crl_file = dir.path().join("clients.crl.pem");
     let soon = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
     std::fs::write(&crl_file, crl_until(&pki.ca, &[], soon)).unwrap();
-    let text = optional_mtls_policy(dir.path(), &pki, &up)
-        .replace(
-            "client_auth = \"optional\"\n",
-            &format!(
-                "client_auth = \"optional\"\nclient_crl_file = \"{}\"\n",
-                crl_file.display()
-            ),
-        )
-        .replace("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:0\"\n");
+    let text = crl_policy(&optional_mtls_policy(dir.path(), &pki, &up), &crl_file);
     let proxy = Proxy::start_text(dir, &text).await;
     let mut open = Vec::new();
     for proto in PROTOS {
