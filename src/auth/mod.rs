@@ -332,12 +332,7 @@ impl Authenticator {
     ) -> Result<Authenticated, AuthRejection> {
         let (p, failed) = self.identify(headers, conn).await?;
         let principal = match p.scheme {
-            Scheme::Bearer | Scheme::Basic | Scheme::ApiKey => {
-                match self.attributes.get(&(p.scheme, p.name.clone())) {
-                    Some(a) => p.with(a),
-                    None => p,
-                }
-            }
+            Scheme::Bearer | Scheme::Basic | Scheme::ApiKey => self.with_static_attributes(p),
             _ => p,
         };
         Ok(Authenticated { principal, failed })
@@ -345,8 +340,12 @@ impl Authenticator {
 
     /// A static scheme's principal `name`, with the tenant and groups the policy gives it.
     fn static_principal(&self, name: &str, scheme: Scheme) -> Principal {
-        let p = Principal::new(name, scheme);
-        match self.attributes.get(&(scheme, name.to_string())) {
+        self.with_static_attributes(Principal::new(name, scheme))
+    }
+
+    /// `p` (of a static scheme) with the tenant and groups the policy gives its name there.
+    fn with_static_attributes(&self, p: Principal) -> Principal {
+        match self.attributes.get(&(p.scheme, p.name.clone())) {
             Some(a) => p.with(a),
             None => p,
         }

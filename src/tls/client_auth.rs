@@ -39,7 +39,8 @@ pub enum ClientAuthMode {
 pub struct ClientTrust {
     verifier: Option<Arc<dyn ClientCertVerifier>>,
     fingerprint: [u8; 32],
-    /// [`crls_run_out`] of its CRLs.
+    /// When the first of its CRLs runs out (their earliest `nextUpdate`, seconds since the
+    /// epoch): past it every client certificate is refused until a reload brings new CRLs.
     crls_run_out: Option<u64>,
 }
 
@@ -71,7 +72,7 @@ impl ClientTrust {
         ClientTrust {
             verifier,
             fingerprint: crate::crypto::sha256(&all),
-            crls_run_out: crls_run_out(crls),
+            crls_run_out: crls.iter().filter_map(|c| super::crl::next_update(c)).min(),
         }
     }
 
@@ -189,12 +190,6 @@ fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, 
         return Err(TlsError(format!("no CRL found in {}", path.display())));
     }
     Ok(crls)
-}
-
-/// When the first of a trust's CRLs runs out (its earliest `nextUpdate`, seconds since the
-/// epoch): past it every client certificate is refused until a reload brings new CRLs.
-pub fn crls_run_out(crls: &[CertificateRevocationListDer<'_>]) -> Option<u64> {
-    crls.iter().filter_map(|c| super::crl::next_update(c)).min()
 }
 
 /// The trust anchors for client certificates (`cas`, read from `ca_file`). Every certificate
