@@ -247,7 +247,13 @@ async fn connections_that_hold_the_admin_listener_are_closed() {
     for kind in ["idle after an answer", "silent", "never reads"] {
         let mut held = Vec::new();
         for _ in 0..64 {
-            let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            // A small receive window: with the admin listener's fixed send buffer, a few
+            // dozen answers fill what the kernels hold for a peer that never reads. (The
+            // proxy runs on this test's one thread; tens of thousands of /metrics answers
+            // into autotuned megabytes starved its timers, and the slots freed "early".)
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.set_recv_buffer_size(4096).unwrap();
+            let mut tcp = socket.connect(addr).await.unwrap();
             match kind {
                 "idle after an answer" => {
                     tcp.write_all(b"GET /health HTTP/1.1\r\nhost: admin\r\n\r\n")

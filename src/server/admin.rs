@@ -30,6 +30,8 @@ const MAX_ADMIN_CONNECTIONS: usize = 64;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// A peer that takes nothing of an answer for this long loses its connection.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The kernel's send buffer for an admin connection (it doubles it for its bookkeeping).
+const SEND_BUFFER: usize = 64 * 1024;
 /// No admin connection outlives this (a scraper reconnects): then it is closed after the
 /// answer in progress, which has [`WRITE_TIMEOUT`] more to go.
 const LIFETIME: Duration = Duration::from_secs(60);
@@ -56,6 +58,9 @@ pub async fn serve(
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             continue;
         };
+        // A fixed send buffer: the kernel's autotuning would let each peer that never reads
+        // pin megabytes until the write timeout; an answer here is a few KiB.
+        let _ = socket2::SockRef::from(&tcp).set_send_buffer_size(SEND_BUFFER);
         let gates = gates.clone();
         let metrics = metrics.clone();
         let mut stop = stop.clone();
