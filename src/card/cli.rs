@@ -225,7 +225,13 @@ impl Opts {
                 SigningKey::hs256(kid, &secret).map_err(|e| run_err(e.0))
             }
             (None, Some(file), Some(alg)) if alg != SigningAlg::HS256 => {
-                let pem = read_limited(file)?;
+                // A key file is held to the rule `serve` holds a card's key to (mode & 027
+                // refused); standard input is the caller's to guard.
+                let pem = if file == Path::new("-") {
+                    read_limited(file)?
+                } else {
+                    crate::crypto::read_private_key(file).map_err(run_err)?
+                };
                 SigningKey::from_private_pem(kid, alg, &pem).map_err(|e| run_err(e.0))
             }
             _ => Err(usage(

@@ -28,6 +28,11 @@ pub(super) fn cli(args: &[&str], env: &[(&str, &str)]) -> (Result<u8, String>, S
     (code, String::from_utf8(out).unwrap())
 }
 
+fn set_mode(path: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 fn write(dir: &Path, name: &str, body: &[u8]) -> String {
     let path = dir.join(name);
     std::fs::write(&path, body).unwrap();
@@ -145,6 +150,39 @@ fn key_file_sign_jwks_and_verify() {
     for alg in ["ES256", "EdDSA", "RS256"] {
         let pem = generated_pem(SigningAlg::parse(alg).unwrap());
         let key = write(dir, &format!("{alg}.pem"), &pem);
+        // A key others can read is refused, by `sign` and by `jwks`, naming the mode.
+        let args = |cmd: &'static str| -> Vec<String> {
+            let mut v = vec![
+                cmd,
+                "--in",
+                card.as_str(),
+                "--key-file",
+                key.as_str(),
+                "--alg",
+                alg,
+                "--kid",
+                alg,
+            ];
+            if cmd == "jwks" {
+                v.drain(1..3);
+            }
+            v.into_iter().map(String::from).collect()
+        };
+        for mode in [0o644, 0o604, 0o660] {
+            set_mode(&key, mode);
+            for cmd in ["sign", "jwks"] {
+                let argv = args(cmd);
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                let (code, out) = cli(&argv, &[]);
+                let err = code.unwrap_err();
+                assert!(
+                    err.contains(&format!("mode {mode:o}")),
+                    "{alg} {cmd}: {err}"
+                );
+                assert!(out.is_empty(), "{alg} {cmd}: {out}");
+            }
+        }
+        set_mode(&key, 0o600);
         let out_file = dir.join(format!("{alg}-signed.json"));
         let out_str = out_file.to_string_lossy().into_owned();
         let (code, out) = cli(
