@@ -126,8 +126,19 @@ fn leaf_with_serial(
     uri: &str,
     serial: u64,
 ) -> (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>) {
+    leaf_until(ca, uri, serial, rcgen::date_time_ymd(4096, 1, 1))
+}
+
+/// A client certificate for `uri` by `ca` with `serial`, valid until `not_after`.
+fn leaf_until(
+    ca: &(rcgen::Certificate, KeyPair),
+    uri: &str,
+    serial: u64,
+    not_after: time::OffsetDateTime,
+) -> (Vec<rustls::pki_types::CertificateDer<'static>>, Vec<u8>) {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.not_after = not_after;
     p.serial_number = Some(rcgen::SerialNumber::from(serial));
     p.subject_alt_names = vec![SanType::URI(uri.try_into().unwrap())];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -644,6 +655,70 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
         assert!(refused, "{proto:?}: the old CA's certificate was accepted");
     }
     assert_eq!(up.rpc_requests().len(), 2);
+}
+
+/// A connection is as good as the client certificate it was admitted by: when that expires
+/// the connection closes (h1 and h2), so no request is served under it past its notAfter,
+/// while a connection whose certificate is still valid stays open and serving. A new
+/// handshake with the expired certificate fails.
+#[tokio::test]
+async fn a_connection_closes_when_its_client_certificate_expires() {
+    let (dir, pki, up) = mtls_setup("cert-expiry").await;
+    let text = optional_mtls_policy(dir.path(), &pki, &up);
+    let proxy = Proxy::start_text(dir, &text).await;
+    let expires = time::OffsetDateTime::now_utc() + time::Duration::seconds(4);
+    let short = leaf_until(
+        &pki.ca,
+        "spiffe://example.org/ns/prod/sa/short",
+        0x5eed_0003,
+        expires,
+    );
+    let mut open = Vec::new();
+    for proto in PROTOS {
+        let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(short.clone()))
+            .await
+            .unwrap();
+        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}");
+        open.push((proto, c, served_with_certificate(&proxy, &pki, proto).await));
+    }
+    let until_expiry = |margin: f64| {
+        let left = (expires - time::OffsetDateTime::now_utc()).as_seconds_f64() + margin;
+        Duration::from_secs_f64(left.max(0.0))
+    };
+    // Still valid a second before: open and serving.
+    tokio::time::sleep(until_expiry(-1.5)).await;
+    for (proto, conn, _) in &mut open {
+        assert!(
+            !conn.is_closed(),
+            "{proto:?}: closed before its certificate expired"
+        );
+        let (status, _, _) = conn.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}: before expiry");
+    }
+    tokio::time::sleep(until_expiry(0.0)).await;
+    for (proto, mut conn, mut long) in open {
+        wait_for_close(&conn).await;
+        assert!(
+            conn.is_closed(),
+            "{proto:?}: open past its certificate's expiry"
+        );
+        let sent = conn.try_request("POST", "/", &h(&[]), BODY).await;
+        assert!(sent.is_err(), "{proto:?}: served past expiry: {sent:?}");
+        assert!(
+            !long.is_closed(),
+            "{proto:?}: the valid certificate's connection closed"
+        );
+        let (status, _, _) = long.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}");
+        let again = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(short.clone())).await;
+        assert!(
+            refused(again, &h(&[])).await,
+            "{proto:?}: an expired certificate was accepted"
+        );
+    }
+    // Per protocol: two under the short certificate, two under the long one.
+    assert_eq!(up.rpc_requests().len(), 8);
 }
 
 /// A reload that keeps what the client CAs admit (the same certificates, even re-encoded

@@ -820,6 +820,9 @@ struct ClientChain {
     verified_under: [u8; 32],
     /// When it was last verified (seconds since the epoch).
     verified_at: u64,
+    /// When its leaf certificate expires (its `notAfter`, seconds since the epoch; `None`
+    /// when the edge cannot read it, and then only a reload that changes the trust ends it).
+    expires: Option<u64>,
 }
 
 /// The most bytes of client certificates a connection keeps (a usual chain is 1 to 4 KiB;
@@ -837,6 +840,7 @@ fn client_chain(session: &rustls::ServerConnection, trust: &ClientTrust) -> Opti
         Box::default()
     };
     Some(ClientChain {
+        expires: crate::tls::der::not_after(&chain[0]),
         certs,
         verified_under: trust.fingerprint(),
         verified_at: crate::time::now_micros() / 1_000_000,
@@ -848,9 +852,33 @@ impl Admitted {
     /// its peer's network is now denied (the accept loop checks only new connections), it
     /// carries a client certificate verified in its handshake under client CAs (or a mode)
     /// the reload changed: a new handshake verifies it under the new ones, or it carries
-    /// none and the reload requires one (its handshake would now fail). Other connections
-    /// go on: each request reads the gate in force anyway.
+    /// none and the reload requires one (its handshake would now fail). Or its client
+    /// certificate expires: the connection is its credential, so it serves no request past
+    /// its leaf's `notAfter` (its streams have [`OUTLIVED_GRACE`], as after a reload). Other
+    /// connections go on: each request reads the gate in force anyway.
     async fn outlived(&mut self) {
+        let expires = self.client_cert.as_ref().and_then(|c| c.expires);
+        let expired = async move {
+            match expires {
+                Some(at) => {
+                    // (valid through its notAfter's second, RFC 5280 §4.1.2.5)
+                    let until = at.saturating_add(1).saturating_mul(1_000_000);
+                    let left = until.saturating_sub(crate::time::now_micros());
+                    tokio::time::sleep(Duration::from_micros(left)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = expired => {
+                tracing::info!(event = "client_certificate_expired", client = %self.peer);
+            }
+            () = self.reloaded_out() => {}
+        }
+    }
+
+    /// Waits for a reload after which this connection may not go on ([`Admitted::outlived`]).
+    async fn reloaded_out(&mut self) {
         // (an error: the gates are gone, and the server with them)
         let Policed {
             gates,

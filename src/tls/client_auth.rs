@@ -72,7 +72,7 @@ impl ClientTrust {
         ClientTrust {
             verifier,
             fingerprint: crate::crypto::sha256(&all),
-            crls_run_out: crls.iter().filter_map(|c| super::crl::next_update(c)).min(),
+            crls_run_out: crls.iter().filter_map(|c| super::der::next_update(c)).min(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! dev certificates. Knows nothing of A2A.
 
 pub mod client_auth;
-pub mod crl;
+pub mod der;
 pub mod dev;
 
 use std::path::Path;

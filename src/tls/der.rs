@@ -1,10 +1,11 @@
-//! What the edge reads of a CRL itself: its `nextUpdate` (RFC 5280 §5.1.2.5), to refuse a
+//! What the edge reads of DER itself: a CRL's `nextUpdate` (RFC 5280 §5.1.2.5), to refuse a
 //! CRL that is already past it when the policy is loaded (rustls would then refuse every
-//! client certificate) and to say when the CRLs in force run out. Everything else of a CRL
-//! (its signature, its entries) is rustls-webpki's.
+//! client certificate) and to say when the CRLs in force run out; and a certificate's
+//! `notAfter` (§4.1.2.5), to end a connection when the client certificate it was admitted by
+//! expires. Everything else (signatures, entries, paths) is rustls-webpki's.
 
 /// One DER element: its tag, its content and what follows it. Definite lengths of up to four
-/// bytes only (a CRL's outer lengths).
+/// bytes only (a CRL's or certificate's outer lengths).
 fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, der) = der.split_first()?;
     let (&first, der) = der.split_first()?;
@@ -30,6 +31,8 @@ fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 
 const SEQUENCE: u8 = 0x30;
 const INTEGER: u8 = 0x02;
+/// `[0] EXPLICIT`, constructed: a certificate's version.
+const VERSION: u8 = 0xa0;
 const UTC_TIME: u8 = 0x17;
 const GENERALIZED_TIME: u8 = 0x18;
 
@@ -62,8 +65,51 @@ pub fn next_update(der: &[u8]) -> Option<u64> {
         return None;
     }
     let (tag, time, _) = element(rest)?;
+    seconds(tag, time)
+}
+
+/// A certificate's `notAfter` in seconds since the epoch; `None` when the DER is not a
+/// certificate this reads.
+///
+/// `Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signature }`;
+/// `TBSCertificate ::= SEQUENCE { version [0] EXPLICIT OPTIONAL, serialNumber INTEGER,
+/// signature, issuer, validity SEQUENCE { notBefore Time, notAfter Time }, ... }`.
+pub fn not_after(der: &[u8]) -> Option<u64> {
+    let (SEQUENCE, cert, _) = element(der)? else {
+        return None;
+    };
+    let (SEQUENCE, tbs, _) = element(cert)? else {
+        return None;
+    };
+    let (mut tag, _, mut rest) = element(tbs)?;
+    if tag == VERSION {
+        (tag, _, rest) = element(rest)?;
+    }
+    // (tag: the serial number)
+    if tag != INTEGER {
+        return None;
+    }
+    let (SEQUENCE, _signature, rest) = element(rest)? else {
+        return None;
+    };
+    let (SEQUENCE, _issuer, rest) = element(rest)? else {
+        return None;
+    };
+    let (SEQUENCE, validity, _) = element(rest)? else {
+        return None;
+    };
+    let (before_tag, _not_before, rest) = element(validity)?;
+    if !matches!(before_tag, UTC_TIME | GENERALIZED_TIME) {
+        return None;
+    }
+    let (tag, time, _) = element(rest)?;
+    seconds(tag, time)
+}
+
+/// A UTCTime or GeneralizedTime in seconds since the epoch. RFC 5280 §4.1.2.5:
+/// YYMMDDHHMMSSZ (years 1950–2049) or YYYYMMDDHHMMSSZ, in UTC.
+fn seconds(tag: u8, time: &[u8]) -> Option<u64> {
     let time = std::str::from_utf8(time).ok()?;
-    // RFC 5280 §4.1.2.5: YYMMDDHHMMSSZ (years 1950–2049) or YYYYMMDDHHMMSSZ, in UTC.
     let full = match tag {
         UTC_TIME if time.len() == 13 => {
             let yy: u32 = time.get(..2)?.parse().ok()?;
@@ -136,6 +182,61 @@ mod tests {
             b"\x30\x03\x02\x01\x00",
         ] {
             assert_eq!(next_update(bad), None, "{bad:?}");
+        }
+    }
+
+    /// A certificate's notAfter reads in both time forms, with and without a version (v1);
+    /// what is not a certificate, or a CRL, reads as nothing, never a panic.
+    #[test]
+    fn reads_the_not_after_of_a_certificate() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        for (y, m, d, secs) in [
+            (2021, 1, 1, 1_609_459_200u64),
+            (2049, 12, 31, 2_524_521_600),
+            (2050, 1, 1, 2_524_608_000),
+        ] {
+            let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+            p.not_before = rcgen::date_time_ymd(2020, 6, 1);
+            p.not_after = rcgen::date_time_ymd(y, m, d);
+            let der = p.self_signed(&key).unwrap().der().to_vec();
+            assert_eq!(not_after(&der), Some(secs), "{y}-{m}-{d}");
+            assert_eq!(next_update(&der), None, "a certificate is no CRL");
+            for cut in 0..der.len() {
+                let _ = not_after(&der[..cut]);
+            }
+        }
+        // Version 1 (no [0] version): the serial number comes first.
+        let tlv = |tag: u8, parts: &[&[u8]]| {
+            let content = parts.concat();
+            let mut out = vec![tag, u8::try_from(content.len()).unwrap()];
+            out.extend(content);
+            out
+        };
+        let cert = |validity: &[&[u8]]| {
+            let tbs = tlv(
+                SEQUENCE,
+                &[
+                    b"\x02\x01\x01",
+                    b"\x30\x00",
+                    b"\x30\x00",
+                    &tlv(SEQUENCE, validity),
+                ],
+            );
+            tlv(SEQUENCE, &[&tbs])
+        };
+        let t2020 = tlv(UTC_TIME, &[b"200101000000Z"]);
+        let t2030 = tlv(UTC_TIME, &[b"300101000000Z"]);
+        assert_eq!(not_after(&cert(&[&t2020, &t2030])), Some(1_893_456_000));
+        let crl = crl(rcgen::date_time_ymd(2030, 1, 1));
+        assert_eq!(not_after(&crl), None, "a CRL is no certificate");
+        // notBefore alone, notAfter not a time, a month that is none, a local time.
+        for bad in [
+            cert(&[&t2020]),
+            cert(&[&t2020, &tlv(0x04, &[b"hello"])]),
+            cert(&[&t2020, &tlv(UTC_TIME, &[b"301301000000Z"])]),
+            cert(&[&t2020, &tlv(GENERALIZED_TIME, &[b"20300101000000+"])]),
+        ] {
+            assert_eq!(not_after(&bad), None, "{bad:?}");
         }
     }
 }
