@@ -2,6 +2,9 @@
 //!
 //! The request's way through is in [`gate`]; each module owns one concern (see DESIGN.md).
 #![forbid(unsafe_code)]
+// The crate's docs are its maintainers' (`cargo doc --document-private-items`): they link the
+// private items that explain a public one.
+#![allow(rustdoc::private_intra_doc_links)]
 // No unwrap()/expect() outside tests: every failure is a clear error, never a panic.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 

@@ -161,7 +161,7 @@ impl Budgets {
         self.throttle.retry_after(ip)
     }
 
-    /// See [`crate::limits::failures::FailureThrottle::blocks`].
+    /// See [`crate::limits::FailureThrottle::blocks`].
     pub fn blocks(&self) -> usize {
         self.throttle.blocks()
     }

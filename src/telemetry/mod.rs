@@ -1,5 +1,5 @@
 //! Logs and traces. Log lines are `tracing` events, one per line on standard error (JSON by
-//! default, see [`format`]; or text), written by the edge's own batching writer
+//! default, see [`mod@format`]; or text), written by the edge's own batching writer
 //! ([`sink`]: no request waits on stderr). Callers log only low-cardinality codes and
 //! identities, never secrets or request bodies. Traces: see [`traces`].
 
