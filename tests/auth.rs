@@ -657,10 +657,10 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
     assert_eq!(up.rpc_requests().len(), 2);
 }
 
-/// A connection is as good as the client certificate it was admitted by: when that expires
-/// the connection closes (h1 and h2), so no request is served under it past its notAfter,
-/// while a connection whose certificate is still valid stays open and serving. A new
-/// handshake with the expired certificate fails.
+/// A connection is as good as the client certificate chain it was admitted by: when its
+/// leaf, or an intermediate it presented, expires, the connection closes (h1 and h2), so no
+/// request is served under it past that notAfter, while a connection whose certificate is
+/// still valid stays open and serving. A new handshake with the expired chain fails.
 #[tokio::test]
 async fn a_connection_closes_when_its_client_certificate_expires() {
     let (dir, pki, up) = mtls_setup("cert-expiry").await;
@@ -673,14 +673,39 @@ async fn a_connection_closes_when_its_client_certificate_expires() {
         0x5eed_0003,
         expires,
     );
+    // A long-lived leaf under an intermediate that expires as soon, the chain presented.
+    let intermediate_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name
+        .push(DnType::CommonName, "short intermediate");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.not_after = expires;
+    let intermediate = (
+        p.signed_by(&intermediate_key, &pki.ca.0, &pki.ca.1)
+            .unwrap(),
+        intermediate_key,
+    );
+    let (mut under, under_key) = leaf_with_serial(
+        &intermediate,
+        "spiffe://example.org/ns/prod/sa/under",
+        0x5eed_0004,
+    );
+    under.push(intermediate.0.der().clone());
+    let under = (under, under_key);
     let mut open = Vec::new();
     for proto in PROTOS {
-        let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(short.clone()))
-            .await
-            .unwrap();
-        let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
-        assert_eq!(status, StatusCode::OK, "{proto:?}");
-        open.push((proto, c, served_with_certificate(&proxy, &pki, proto).await));
+        for (what, cert) in [("leaf", &short), ("intermediate", &under)] {
+            let mut c = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(cert.clone()))
+                .await
+                .unwrap();
+            let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+            assert_eq!(status, StatusCode::OK, "{proto:?} {what}");
+            open.push((proto, what, cert, c));
+        }
+    }
+    let mut long = Vec::new();
+    for proto in PROTOS {
+        long.push((proto, served_with_certificate(&proxy, &pki, proto).await));
     }
     let until_expiry = |margin: f64| {
         let left = (expires - time::OffsetDateTime::now_utc()).as_seconds_f64() + margin;
@@ -688,37 +713,39 @@ async fn a_connection_closes_when_its_client_certificate_expires() {
     };
     // Still valid a second before: open and serving.
     tokio::time::sleep(until_expiry(-1.5)).await;
-    for (proto, conn, _) in &mut open {
+    for (proto, what, _, conn) in &mut open {
         assert!(
             !conn.is_closed(),
-            "{proto:?}: closed before its certificate expired"
+            "{proto:?} {what}: closed before it expired"
         );
         let (status, _, _) = conn.request("POST", "/", &h(&[]), BODY).await;
-        assert_eq!(status, StatusCode::OK, "{proto:?}: before expiry");
+        assert_eq!(status, StatusCode::OK, "{proto:?} {what}: before expiry");
     }
     tokio::time::sleep(until_expiry(0.0)).await;
-    for (proto, mut conn, mut long) in open {
+    for (proto, what, cert, mut conn) in open {
         wait_for_close(&conn).await;
-        assert!(
-            conn.is_closed(),
-            "{proto:?}: open past its certificate's expiry"
-        );
+        assert!(conn.is_closed(), "{proto:?} {what}: open past its expiry");
         let sent = conn.try_request("POST", "/", &h(&[]), BODY).await;
-        assert!(sent.is_err(), "{proto:?}: served past expiry: {sent:?}");
         assert!(
-            !long.is_closed(),
-            "{proto:?}: the valid certificate's connection closed"
+            sent.is_err(),
+            "{proto:?} {what}: served past expiry: {sent:?}"
         );
-        let (status, _, _) = long.request("POST", "/", &h(&[]), BODY).await;
-        assert_eq!(status, StatusCode::OK, "{proto:?}");
-        let again = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(short.clone())).await;
+        let again = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(cert.clone())).await;
         assert!(
             refused(again, &h(&[])).await,
-            "{proto:?}: an expired certificate was accepted"
+            "{proto:?} {what}: an expired chain was accepted"
         );
     }
-    // Per protocol: two under the short certificate, two under the long one.
-    assert_eq!(up.rpc_requests().len(), 8);
+    for (proto, mut conn) in long {
+        assert!(
+            !conn.is_closed(),
+            "{proto:?}: the valid certificate's connection closed"
+        );
+        let (status, _, _) = conn.request("POST", "/", &h(&[]), BODY).await;
+        assert_eq!(status, StatusCode::OK, "{proto:?}");
+    }
+    // Per protocol: two under each expiring chain, two under the long one.
+    assert_eq!(up.rpc_requests().len(), 12);
 }
 
 /// A reload that keeps what the client CAs admit (the same certificates, even re-encoded

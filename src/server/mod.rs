@@ -820,8 +820,9 @@ struct ClientChain {
     verified_under: [u8; 32],
     /// When it was last verified (seconds since the epoch).
     verified_at: u64,
-    /// When its leaf certificate expires (its `notAfter`, seconds since the epoch; `None`
-    /// when the edge cannot read it, and then only a reload that changes the trust ends it).
+    /// When its chain expires (the earliest `notAfter` of its certificates, seconds since
+    /// the epoch; `None` when the edge cannot read one, and then only a reload that changes
+    /// the trust ends it).
     expires: Option<u64>,
 }
 
@@ -839,11 +840,21 @@ fn client_chain(session: &rustls::ServerConnection, trust: &ClientTrust) -> Opti
     } else {
         Box::default()
     };
+    let now = crate::time::now_micros() / 1_000_000;
+    // The earliest notAfter of the certificates presented that were valid at the handshake:
+    // the leaf's, or an intermediate's that expires first. (A presented certificate no path
+    // used can only end its own client's connection early; an expired one cannot have been
+    // on the path verified.)
+    let expires = chain
+        .iter()
+        .filter_map(|c| crate::tls::der::not_after(c))
+        .filter(|&at| at >= now)
+        .min();
     Some(ClientChain {
-        expires: crate::tls::der::not_after(&chain[0]),
+        expires,
         certs,
         verified_under: trust.fingerprint(),
-        verified_at: crate::time::now_micros() / 1_000_000,
+        verified_at: now,
     })
 }
 
@@ -853,8 +864,9 @@ impl Admitted {
     /// carries a client certificate verified in its handshake under client CAs (or a mode)
     /// the reload changed: a new handshake verifies it under the new ones, or it carries
     /// none and the reload requires one (its handshake would now fail). Or its client
-    /// certificate expires: the connection is its credential, so it serves no request past
-    /// its leaf's `notAfter` (its streams have [`OUTLIVED_GRACE`], as after a reload). Other
+    /// certificate (or an intermediate it presented) expires: the connection is its
+    /// credential, so it serves no request past that `notAfter` (its streams have
+    /// [`OUTLIVED_GRACE`], as after a reload). Other
     /// connections go on: each request reads the gate in force anyway.
     async fn outlived(&mut self) {
         let expires = self.client_cert.as_ref().and_then(|c| c.expires);
