@@ -789,7 +789,8 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
 /// both optional and required modes), so no request of its reaches the agent, while the same
 /// CA's other certificates are served; a CRL that says nothing of the client CA (its
 /// certificates' status unknown) fails every certificate of it; a CRL past its nextUpdate
-/// refuses the reload while the CRLs in force are good. A reload that brings a CRL revoking
+/// refuses the reload while the CRLs in force are good, and so does a CRL forged in the
+/// client CA's name. A reload that brings a CRL revoking
 /// an open connection's certificate closes that connection and leaves the others (a padded
 /// chain, not kept, closes too). With `client_auth = "off"` the CA and CRL files are
 /// ignored, and said to be. The gauge gives the CRLs' nextUpdate.
@@ -897,6 +898,15 @@ async fn client_certificates_are_checked_against_the_crl() {
             true,
         ),
         ("expired CRL", &text, crl(&pki.ca, &[], 2021), false, true),
+        // In the client CA's name, signed by another key: it would refuse every certificate
+        // of that CA, so the reload is refused.
+        (
+            "a forged CRL",
+            &text,
+            crl(&ca("client CA"), &[], 2099),
+            false,
+            true,
+        ),
         (
             "another CA's CRL",
             &text,
@@ -909,7 +919,11 @@ async fn client_certificates_are_checked_against_the_crl() {
         let r = proxy.try_reload(mode).await;
         assert_eq!(r.is_ok(), reloads, "{why}: {r:?}");
         if let Err(e) = r {
-            assert!(e.contains("nextUpdate"), "{why}: {e}");
+            let said = match why {
+                "a forged CRL" => "its signature does not verify",
+                _ => "nextUpdate",
+            };
+            assert!(e.contains(said), "{why}: {e}");
         }
         for proto in PROTOS {
             assert!(!served(&pki.good, proto).await, "{why}, {proto:?}: served");
@@ -921,8 +935,8 @@ async fn client_certificates_are_checked_against_the_crl() {
         }
     }
     // The good certificate's requests after the revocation never reached the agent (the
-    // other's did, in the three rows that served it).
-    assert_eq!(up.rpc_requests().len(), after + 6);
+    // other's did, in the four rows that served it).
+    assert_eq!(up.rpc_requests().len(), after + 8);
     // Without client certificates a CA or CRL file means nothing: ignored, and said so.
     let off = base.replace(
         "client_auth = \"optional\"\n",

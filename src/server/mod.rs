@@ -625,6 +625,7 @@ type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 fn serve(
     tls: TlsStream,
     trust: ClientTrust,
+    handshake_began: u64,
     peer: SocketAddr,
     policy: Policed,
     builders: Arc<Builders>,
@@ -651,7 +652,7 @@ fn serve(
         stop,
         admitted: Admitted {
             peer: peer.ip(),
-            client_cert: client_chain(session, &trust),
+            client_cert: client_chain(session, &trust, handshake_began),
             policy,
         },
         metrics,
@@ -832,7 +833,11 @@ const MAX_KEPT_CHAIN: usize = 16 * 1024;
 
 /// The certificate chain a connection's client presented, owned (held by mTLS connections
 /// only, at most [`MAX_KEPT_CHAIN`] bytes).
-fn client_chain(session: &rustls::ServerConnection, trust: &ClientTrust) -> Option<ClientChain> {
+fn client_chain(
+    session: &rustls::ServerConnection,
+    trust: &ClientTrust,
+    handshake_began: u64,
+) -> Option<ClientChain> {
     let chain = session.peer_certificates().filter(|c| !c.is_empty())?;
     let size: usize = chain.iter().map(|c| c.len()).sum();
     let certs = if size <= MAX_KEPT_CHAIN {
@@ -840,21 +845,21 @@ fn client_chain(session: &rustls::ServerConnection, trust: &ClientTrust) -> Opti
     } else {
         Box::default()
     };
-    let now = crate::time::now_micros() / 1_000_000;
-    // The earliest notAfter of the certificates presented that were valid at the handshake:
-    // the leaf's, or an intermediate's that expires first. (A presented certificate no path
-    // used can only end its own client's connection early; an expired one cannot have been
-    // on the path verified.)
+    // The earliest notAfter of the certificates presented that were valid when the
+    // handshake began: the leaf's, or an intermediate's that expires first (one that expired
+    // while its client took its time finishing closes the connection at once). A presented
+    // certificate no path used can only end its own client's connection early; one expired
+    // before the handshake cannot have been on the path verified.
     let expires = chain
         .iter()
         .filter_map(|c| crate::tls::der::not_after(c))
-        .filter(|&at| at >= now)
+        .filter(|&at| at >= handshake_began)
         .min();
     Some(ClientChain {
         expires,
         certs,
         verified_under: trust.fingerprint(),
-        verified_at: now,
+        verified_at: crate::time::now_micros() / 1_000_000,
     })
 }
 
@@ -873,10 +878,17 @@ impl Admitted {
         let expired = async move {
             match expires {
                 Some(at) => {
-                    // (valid through its notAfter's second, RFC 5280 §4.1.2.5)
+                    // Valid through its notAfter's second (RFC 5280 §4.1.2.5). By the wall
+                    // clock, looked at again at least each minute: tokio's timers run on the
+                    // monotonic one, which a suspended VM or a stepped clock leaves behind.
                     let until = at.saturating_add(1).saturating_mul(1_000_000);
-                    let left = until.saturating_sub(crate::time::now_micros());
-                    tokio::time::sleep(Duration::from_micros(left)).await;
+                    loop {
+                        let left = until.saturating_sub(crate::time::now_micros());
+                        if left == 0 {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_micros(left.min(60_000_000))).await;
+                    }
                 }
                 None => std::future::pending().await,
             }
@@ -1094,6 +1106,9 @@ async fn accept_loop(
                             return;
                         }
                     };
+                    // (a certificate valid when its handshake began: rustls verified it
+                    // then, and the client chose when to finish)
+                    let handshake_began = crate::time::now_micros() / 1_000_000;
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.tls.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {
@@ -1112,7 +1127,7 @@ async fn accept_loop(
                     // The connection is served by a task of its own on this worker, sized for
                     // serving alone: the handshake's state goes now instead of lasting as long
                     // as the connection (3.9 KiB per open connection instead of 8.4).
-                    serve(tls, acceptor.trust, peer, policy, builders, stop, metrics, held);
+                    serve(tls, acceptor.trust, handshake_began, peer, policy, builders, stop, metrics, held);
                 });
             }
             _ = shutdown.changed() => break,

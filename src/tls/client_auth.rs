@@ -139,7 +139,7 @@ pub fn server_config_with_client_auth(
         ClientAuthMode::Required | ClientAuthMode::Off => builder,
     };
     let crls = match crl_file {
-        Some(f) => load_crls(f)?,
+        Some(f) => load_crls(f, ca_file, &trust_cas)?,
         None => Vec::new(),
     };
     let builder = match crl_file {
@@ -179,15 +179,34 @@ pub fn server_config_with_client_auth(
 }
 
 /// The CRLs in a PEM file: at least one. One that does not parse makes the whole file a
-/// configuration error (the verifier's builder parses them; their signatures are checked
-/// per chain). One already past its `nextUpdate` is read: what to do with it is the
-/// server's ([`ClientTrust::crls_run_out`]).
-fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
+/// configuration error (the verifier's builder parses them), and so does one issued in the
+/// name of a CA of `ca_file` (`cas`) that CA did not sign: it would fail every handshake of
+/// that CA's clients, so it is refused at load (and a reload keeps the CRLs in force). The
+/// CRLs of intermediates (their issuer is not in `ca_file`) are checked per chain. One
+/// already past its `nextUpdate` is read: what to do with it is the server's
+/// ([`ClientTrust::crls_run_out`]).
+fn load_crls(
+    path: &Path,
+    ca_file: &Path,
+    cas: &[CertificateDer<'_>],
+) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
     let crls = CertificateRevocationListDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsError(format!("cannot read CRLs from {}: {e}", path.display())))?;
     if crls.is_empty() {
         return Err(TlsError(format!("no CRL found in {}", path.display())));
+    }
+    let cas: Vec<&[u8]> = cas.iter().map(|c| c.as_ref()).collect();
+    for (n, crl) in crls.iter().enumerate() {
+        if super::der::crl_signer(crl, &cas) == super::der::CrlSigner::Forged {
+            return Err(TlsError(format!(
+                "CRL {} of {} names a CA of {} as its issuer, but no such CA signed it \
+                 (its signature does not verify)",
+                n + 1,
+                path.display(),
+                ca_file.display()
+            )));
+        }
     }
     Ok(crls)
 }
@@ -758,6 +777,23 @@ mod tests {
                 "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n",
             ),
             write("a-cert.crl", &fx.client_ca.cert.pem()),
+            // In the client CA's name, by another key: a forgery.
+            write(
+                "forged.crl",
+                &crl(&test_pki::ca("a2a-edge test client CA"), &[], 2099),
+            ),
+            // The client CA's own CRL, a byte of its signature changed.
+            write("tampered.crl", &{
+                let pem = crl(&fx.client_ca, &[], 2099);
+                let mut der = CertificateRevocationListDer::from_pem_slice(pem.as_bytes())
+                    .unwrap()
+                    .to_vec();
+                let last = der.len() - 1;
+                der[last] ^= 0x01;
+                use base64::Engine as _;
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&der);
+                format!("-----BEGIN X509 CRL-----\n{b64}\n-----END X509 CRL-----\n")
+            }),
         ];
         for path in rows {
             let name = path.file_name().unwrap().to_string_lossy().to_string();
