@@ -225,6 +225,15 @@ async fn wait_for_close(c: &Client) {
     }
 }
 
+/// Asserts that `c` closes (within [`wait_for_close`]'s 5 s) and serves nothing more (a
+/// request with `headers` fails); `why` names the case.
+async fn assert_ended(c: &mut Client, headers: &[(&str, &str)], why: &str) {
+    wait_for_close(c).await;
+    assert!(c.is_closed(), "{why}: the connection stayed open");
+    let sent = c.try_request("POST", "/", headers, BODY).await;
+    assert!(sent.is_err(), "{why}: served: {sent:?}");
+}
+
 /// Whether a connection attempt was refused: its handshake failed, or its first request
 /// (`headers`, [`BODY`]) did (TLS 1.3 reports a refused client certificate after the
 /// handshake).
@@ -644,13 +653,7 @@ async fn a_reload_closes_connections_verified_under_the_old_client_cas() {
     }
     proxy.reload(&reloaded).await;
     for (proto, mut c) in open {
-        wait_for_close(&c).await;
-        assert!(c.is_closed(), "{proto:?}: the old connection stayed open");
-        let sent = c.try_request("POST", "/", &h(&[]), BODY).await;
-        assert!(
-            sent.is_err(),
-            "{proto:?}: served after the reload: {sent:?}"
-        );
+        assert_ended(&mut c, &h(&[]), &format!("{proto:?}, after the reload")).await;
         let refused = refused(connect(proto).await, &h(&[])).await;
         assert!(refused, "{proto:?}: the old CA's certificate was accepted");
     }
@@ -723,13 +726,12 @@ async fn a_connection_closes_when_its_client_certificate_expires() {
     }
     tokio::time::sleep(until_expiry(0.0)).await;
     for (proto, what, cert, mut conn) in open {
-        wait_for_close(&conn).await;
-        assert!(conn.is_closed(), "{proto:?} {what}: open past its expiry");
-        let sent = conn.try_request("POST", "/", &h(&[]), BODY).await;
-        assert!(
-            sent.is_err(),
-            "{proto:?} {what}: served past expiry: {sent:?}"
-        );
+        assert_ended(
+            &mut conn,
+            &h(&[]),
+            &format!("{proto:?} {what}, past expiry"),
+        )
+        .await;
         let again = Client::try_connect(proxy.addr, &proxy.ca, proto, Some(cert.clone())).await;
         assert!(
             refused(again, &h(&[])).await,
@@ -978,16 +980,8 @@ async fn a_reload_requiring_client_certificates_closes_connections_without_one()
     }
     proxy.reload(&required).await;
     for (proto, mut c) in open {
-        wait_for_close(&c).await;
-        assert!(
-            c.is_closed(),
-            "{proto:?}: open without a certificate after the reload"
-        );
-        let sent = c.try_request("POST", "/", &bearer, BODY).await;
-        assert!(
-            sent.is_err(),
-            "{proto:?}: served after the reload: {sent:?}"
-        );
+        let why = format!("{proto:?}, without a certificate after the reload");
+        assert_ended(&mut c, &bearer, &why).await;
         let connected = Client::try_connect(proxy.addr, &proxy.ca, proto, None).await;
         let refused = refused(connected, &bearer).await;
         assert!(
