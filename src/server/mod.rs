@@ -845,16 +845,7 @@ fn client_chain(
     } else {
         Box::default()
     };
-    // The earliest notAfter of the certificates presented that were valid when the
-    // handshake began: the leaf's, or an intermediate's that expires first (one that expired
-    // while its client took its time finishing closes the connection at once). A presented
-    // certificate no path used can only end its own client's connection early; one expired
-    // before the handshake cannot have been on the path verified.
-    let expires = chain
-        .iter()
-        .filter_map(|c| crate::tls::der::not_after(c))
-        .filter(|&at| at >= handshake_began)
-        .min();
+    let expires = crate::tls::der::chain_expiry(chain, handshake_began);
     Some(ClientChain {
         expires,
         certs,

@@ -29,6 +29,21 @@ pub fn not_after(der: &[u8]) -> Option<u64> {
     seconds(cert.validity().not_after)
 }
 
+/// When a client's certificate chain (as presented, leaf first) stops being valid: the
+/// earliest `notAfter` of its certificates that were valid when its handshake began
+/// (`began`, seconds since the epoch), in seconds since the epoch. That is the leaf's, or an
+/// intermediate's that expires first; one that expired while its client took its time
+/// finishing the handshake makes it already past. A presented certificate no path used can
+/// only end its own client's connection early; one expired before the handshake cannot have
+/// been on the path verified. `None` when no certificate of it reads.
+pub fn chain_expiry<C: AsRef<[u8]>>(chain: &[C], began: u64) -> Option<u64> {
+    chain
+        .iter()
+        .filter_map(|c| not_after(c.as_ref()))
+        .filter(|&at| at >= began)
+        .min()
+}
+
 /// Whether a CRL's signature is the one a CA among `cas` whose subject is its issuer made.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CrlSigner {
@@ -202,5 +217,40 @@ mod tests {
         ] {
             assert_eq!(crl_signer(crl, &cas), signer, "{why}");
         }
+    }
+
+    /// A chain expires with its first certificate to expire among those valid when the
+    /// handshake began, even when that was during the handshake; one expired before is
+    /// none of its path's; unreadable DER counts for nothing.
+    #[test]
+    fn a_chain_expires_with_its_first_certificate_valid_at_the_handshake() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = |y: i32| {
+            let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(y, 1, 1);
+            p.self_signed(&key).unwrap().der().to_vec()
+        };
+        let (y2030, y2040, y2050) = (1_893_456_000u64, 2_208_988_800u64, 2_524_608_000u64);
+        let (c2030, c2040, c2050) = (cert(2030), cert(2040), cert(2050));
+        let junk = b"not a certificate".to_vec();
+        let began = y2030 - 1;
+        for (why, chain, at) in [
+            ("the leaf first", vec![&c2030, &c2040], Some(y2030)),
+            ("an intermediate first", vec![&c2050, &c2040], Some(y2040)),
+            ("the leaf later", vec![&c2040, &c2030], Some(y2030)),
+            ("junk beside", vec![&junk, &c2050], Some(y2050)),
+            ("nothing readable", vec![&junk], None),
+            ("empty", vec![], None),
+        ] {
+            assert_eq!(chain_expiry(&chain, began), at, "{why}");
+        }
+        // A certificate expired before the handshake began is not on the verified path.
+        assert_eq!(chain_expiry(&[&c2050, &c2030], y2030 + 1), Some(y2050));
+        assert_eq!(
+            chain_expiry(&[&c2030], y2030),
+            Some(y2030),
+            "its last second"
+        );
     }
 }
