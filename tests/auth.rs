@@ -1359,6 +1359,16 @@ async fn error_within(s: &mut EventReader, wait: Duration) -> Result<Option<Valu
     }
 }
 
+/// The error event `s` ends with within 5 s, `auth.revoked` (`why`: what should have ended it).
+async fn revoked_within(s: &mut EventReader, why: &str) -> Value {
+    let v = error_within(s, Duration::from_secs(5))
+        .await
+        .expect("ended without a word")
+        .unwrap_or_else(|| panic!("{why}"));
+    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+    v
+}
+
 /// A stream's caller is proven again at a reload without spending the client's failure
 /// budget (two revoked bearer streams from one address leave it unthrottled), and a Basic
 /// user is proven by the secret its password was checked against (no password kept, no
@@ -1421,11 +1431,7 @@ async fn a_reload_proves_streams_again_without_the_throttle_or_the_password() {
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     // A new password hash for alice: her stream ends.
     proxy.reload(&new_password).await;
-    let v = error_within(&mut b, Duration::from_secs(5))
-        .await
-        .expect("ended without a word")
-        .expect("alice's stream still open");
-    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+    let v = revoked_within(&mut b, "alice's stream still open").await;
     assert_eq!(v["error"]["code"], -32050, "{v}");
     assert_eq!(
         v["error"]["message"], "Access revoked by a policy reload",
@@ -1478,22 +1484,22 @@ async fn a_jwt_stream_past_its_expiry_is_held_to_the_new_grants() {
     }
     // Dora's method goes: her stream ends; erin's grants stay: his goes on.
     proxy.reload(&no_streams).await;
-    let v = error_within(&mut dora, Duration::from_secs(5))
-        .await
-        .expect("ended without a word")
-        .expect("the expired token's stream kept a method it lost");
-    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+    revoked_within(
+        &mut dora,
+        "the expired token's stream kept a method it lost",
+    )
+    .await;
     assert_eq!(
         error_within(&mut erin, Duration::from_millis(500)).await,
         Ok(None)
     );
     // The audience changes: erin's (expired) token no longer fits it.
     proxy.reload(&other_audience).await;
-    let v = error_within(&mut erin, Duration::from_secs(5))
-        .await
-        .expect("ended without a word")
-        .expect("the expired token's stream outlived an audience change");
-    assert_eq!(v["error"]["data"][0]["reason"], "auth.revoked", "{v}");
+    revoked_within(
+        &mut erin,
+        "the expired token's stream outlived an audience change",
+    )
+    .await;
 }
 
 /// CRLs that run out while the edge serves: the open client-certificate connections close at
