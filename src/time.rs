@@ -16,6 +16,25 @@ pub fn now_micros() -> u64 {
         .unwrap_or(0)
 }
 
+/// Seconds since the Unix epoch, now (0 if the clock is before 1970).
+pub fn now_secs() -> u64 {
+    now_micros() / 1_000_000
+}
+
+/// Waits until the wall clock reaches `secs` (seconds since the epoch), looking at it again
+/// at least each minute: tokio's timers run on the monotonic clock, which a suspended VM or a
+/// stepped clock leaves behind.
+pub async fn sleep_until_secs(secs: u64) {
+    let until = secs.saturating_mul(1_000_000);
+    loop {
+        let left = until.saturating_sub(now_micros());
+        if left == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_micros(left.min(60_000_000))).await;
+    }
+}
+
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` (always six digits, as ProtoJSON readers expect of the
 /// edge) for a time in microseconds since the epoch.
 pub fn format_rfc3339(micros: u64) -> String {
@@ -136,7 +155,7 @@ mod tests {
             assert_eq!(parse_http_date(s), Some(t), "{s}");
         }
         assert_eq!(format_http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
-        let now = now_micros() / 1_000_000;
+        let now = now_secs();
         assert_eq!(parse_http_date(&format_http_date(now)), Some(now));
         for bad in [
             "",

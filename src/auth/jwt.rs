@@ -179,7 +179,7 @@ impl JwtScheme {
             return Err(reject(reason::JWT_ISSUER));
         }
         // The library ignores an `nbf` it cannot read and never looks at `iat`.
-        let now = now_secs();
+        let now = crate::time::now_secs();
         for name in ["nbf", "iat"] {
             if let Some(v) = claims.get(name) {
                 let at = numeric_date(v).ok_or(reject(reason::JWT_MALFORMED))?;
@@ -373,10 +373,6 @@ fn is_invisible(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
-fn now_secs() -> u64 {
-    crate::time::now_micros() / 1_000_000
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,7 +517,7 @@ pEs4p+wk+IRqKMcqU7I4T6b44w2EjLCyjOd+3E6YN4UY71EU3Ko=
     }
 
     fn now() -> i64 {
-        now_secs() as i64
+        crate::time::now_secs() as i64
     }
 
     fn claims() -> Value {

@@ -128,7 +128,7 @@ impl CardService {
         let bytes = Bytes::from(card.to_string());
         let validators = Validators {
             etag: strong_etag(&bytes),
-            last_modified: crate::time::now_micros() / 1_000_000,
+            last_modified: crate::time::now_secs(),
         };
         let extended = card["capabilities"]["extendedAgentCard"] == serde_json::json!(true);
         *current = Some(Arc::new(Served {

@@ -902,29 +902,25 @@ impl Ctx<'_> {
         // meant client certificates: refused, so that a forgotten `client_auth` does not
         // start an edge without the check they meant to add.
         let off = client_auth == ClientAuth::Off;
+        let files_set = [
+            ("tls.client_ca_file", t.client_ca_file.is_some()),
+            ("tls.client_crl_file", t.client_crl_file.is_some()),
+        ];
+        let set = files_set
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(key, _)| *key);
         if t.client_auth.is_none() {
-            for (key, set) in [
-                ("tls.client_ca_file", t.client_ca_file.is_some()),
-                ("tls.client_crl_file", t.client_crl_file.is_some()),
-            ] {
-                if set {
-                    return self.err(
-                        key,
-                        None,
-                        "needs client_auth = \"optional\" or \"required\" (or \"off\" to \
-                         ignore it)"
-                            .into(),
-                    );
-                }
+            if let Some(key) = set.clone().next() {
+                return self.err(
+                    key,
+                    None,
+                    "needs client_auth = \"optional\" or \"required\" (or \"off\" to ignore it)"
+                        .into(),
+                );
             }
         }
-        let mut ignored = Vec::new();
-        if off && t.client_ca_file.is_some() {
-            ignored.push("tls.client_ca_file");
-        }
-        if off && t.client_crl_file.is_some() {
-            ignored.push("tls.client_crl_file");
-        }
+        let ignored = if off { set.collect() } else { Vec::new() };
         let (client_ca_file, client_crl_file) = if off {
             (None, None)
         } else {

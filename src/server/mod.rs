@@ -138,10 +138,7 @@ impl Running {
         // The acceptor first: a connection accepted once the new gate is in force is
         // handshaken with the new client CAs (the accept loop takes the reloads, then the
         // acceptor).
-        self.process
-            .metrics
-            .set_client_crls_run_out(acceptor.trust.crls_run_out());
-        log_crls(&acceptor.trust);
+        publish_crls(&acceptor.trust, &self.process.metrics);
         self.acceptors.send_replace(acceptor);
         self.gates.replace(gate);
         self.process.metrics.reload(true);
@@ -330,7 +327,7 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
 /// loudly: the other credentials go on working, and refusing would only block the reload
 /// (or the start) that brings the next policy.
 fn crls_in_time(new: &ClientTrust, in_force: Option<&ClientTrust>) -> Result<(), StartError> {
-    let now = crate::time::now_micros() / 1_000_000;
+    let now = crate::time::now_secs();
     let Some(until) = new.crls_run_out().filter(|until| *until <= now) else {
         return Ok(());
     };
@@ -350,9 +347,10 @@ fn crls_in_time(new: &ClientTrust, in_force: Option<&ClientTrust>) -> Result<(),
     Ok(())
 }
 
-/// Says when the client CRLs now in force run out: past it every client certificate is
-/// refused (operators watch for this line, and the gauge).
-fn log_crls(trust: &ClientTrust) {
+/// Says when the client CRLs now in force run out, in the log and the gauge: past it every
+/// client certificate is refused (operators watch for both).
+fn publish_crls(trust: &ClientTrust, metrics: &Metrics) {
+    metrics.set_client_crls_run_out(trust.crls_run_out());
     if let Some(until) = trust.crls_run_out() {
         tracing::info!(
             event = "client_crls_loaded",
@@ -398,8 +396,7 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     );
     crls_in_time(&acceptor.trust, None)?;
     let metrics = Arc::new(Metrics::new());
-    metrics.set_client_crls_run_out(acceptor.trust.crls_run_out());
-    log_crls(&acceptor.trust);
+    publish_crls(&acceptor.trust, &metrics);
     let engine: Arc<dyn LocalAgent> =
         Arc::new(EmbeddedEngine(Engine::new(EngineConfig::default())));
     let shared = match &policy.state.redis {
@@ -850,7 +847,7 @@ fn client_chain(
         expires,
         certs,
         verified_under: trust.fingerprint(),
-        verified_at: crate::time::now_micros() / 1_000_000,
+        verified_at: crate::time::now_secs(),
     })
 }
 
@@ -868,19 +865,8 @@ impl Admitted {
         let expires = self.client_cert.as_ref().and_then(|c| c.expires);
         let expired = async move {
             match expires {
-                Some(at) => {
-                    // Valid through its notAfter's second (RFC 5280 §4.1.2.5). By the wall
-                    // clock, looked at again at least each minute: tokio's timers run on the
-                    // monotonic one, which a suspended VM or a stepped clock leaves behind.
-                    let until = at.saturating_add(1).saturating_mul(1_000_000);
-                    loop {
-                        let left = until.saturating_sub(crate::time::now_micros());
-                        if left == 0 {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_micros(left.min(60_000_000))).await;
-                    }
-                }
+                // Valid through its notAfter's second (RFC 5280 §4.1.2.5).
+                Some(at) => crate::time::sleep_until_secs(at.saturating_add(1)).await,
                 None => std::future::pending().await,
             }
         };
@@ -908,9 +894,9 @@ impl Admitted {
             };
             // A certificate is verified again only when the trust changed (other CAs,
             // CRLs or mode), or its CRLs ran out since it was last verified: most reloads
-            // leave it, and cost nothing per connection. (A certificate that expired since
-            // is found at the next of these; not by a reload that changes neither.)
-            let now = crate::time::now_micros() / 1_000_000;
+            // leave it, and cost nothing per connection. (Its expiry has a timer of its
+            // own: [`Admitted::outlived`].)
+            let now = crate::time::now_secs();
             let outlived = match &mut self.client_cert {
                 Some(chain)
                     if chain.verified_under == trusted.fingerprint()
@@ -1099,7 +1085,7 @@ async fn accept_loop(
                     };
                     // (a certificate valid when its handshake began: rustls verified it
                     // then, and the client chose when to finish)
-                    let handshake_began = crate::time::now_micros() / 1_000_000;
+                    let handshake_began = crate::time::now_secs();
                     let tls = match tokio::time::timeout(settings.handshake_timeout, acceptor.tls.accept(tcp)).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {
