@@ -5,7 +5,8 @@
 //! ListTasks pages are the same from every replica and a page token of one continues on
 //! another; racing turns on one context have exactly one winner; a restarted replica keeps
 //! every caller's tasks; a replica killed in the middle of a turn frees its context after the
-//! busy lease.
+//! busy lease; a lease whose taking Redis has not answered (the caller left, or the write timed
+//! out) is released behind it.
 
 mod common;
 
@@ -1603,4 +1604,290 @@ async fn a_named_context_is_bound_to_its_agent_from_its_first_turn_on_every_repl
         took == (2, 0) || took == (0, 2),
         "the turns went to {took:?}"
     );
+}
+
+/// A TCP relay in front of Redis that, once armed, holds what the edge sends from its first
+/// write naming `marker` on, until let go: a command sent and not yet answered, as the edge
+/// sees a slow Redis (nothing in Redis can hold one command while others pass).
+struct HoldingRelay {
+    url: String,
+    held: std::sync::Arc<std::sync::Mutex<Held>>,
+    go: tokio::sync::watch::Sender<u32>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Held {
+    /// Empty: nothing is held.
+    marker: Vec<u8>,
+    /// A connection is holding (one at a time).
+    holding: bool,
+    bytes: Vec<u8>,
+}
+
+impl HoldingRelay {
+    async fn start(redis: &RedisServer) -> HoldingRelay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}/0", listener.local_addr().unwrap());
+        let held = std::sync::Arc::new(std::sync::Mutex::new(Held::default()));
+        let (go, _) = tokio::sync::watch::channel(0);
+        let (port, state, gone) = (redis.port, held.clone(), go.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((edge, _)) = listener.accept().await {
+                let (state, go) = (state.clone(), gone.subscribe());
+                tokio::spawn(Self::relay(edge, port, state, go));
+            }
+        });
+        HoldingRelay {
+            url,
+            held,
+            go,
+            accept,
+        }
+    }
+
+    async fn relay(
+        edge: tokio::net::TcpStream,
+        port: u16,
+        held: std::sync::Arc<std::sync::Mutex<Held>>,
+        mut go: tokio::sync::watch::Receiver<u32>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Ok(redis) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+            return;
+        };
+        let (mut from_edge, mut to_edge) = edge.into_split();
+        let (mut from_redis, mut to_redis) = redis.into_split();
+        let back = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut from_redis, &mut to_edge).await;
+        });
+        let mut buf = vec![0; 64 * 1024];
+        let mut holding = false;
+        loop {
+            tokio::select! {
+                n = from_edge.read(&mut buf) => {
+                    let chunk = match n {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => &buf[..n],
+                    };
+                    {
+                        let mut h = held.lock().unwrap();
+                        let names = !h.marker.is_empty()
+                            && chunk.windows(h.marker.len()).any(|w| w == h.marker);
+                        if !h.holding && names {
+                            (h.holding, holding) = (true, true);
+                        }
+                        if holding {
+                            h.bytes.extend_from_slice(chunk);
+                            continue;
+                        }
+                    }
+                    if to_redis.write_all(chunk).await.is_err() {
+                        break;
+                    }
+                }
+                _ = go.changed(), if holding => {
+                    holding = false;
+                    let bytes = {
+                        let mut h = held.lock().unwrap();
+                        h.holding = false;
+                        std::mem::take(&mut h.bytes)
+                    };
+                    if to_redis.write_all(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        back.abort();
+    }
+
+    /// From now on, the first write naming `marker` and all after it on its connection are
+    /// held.
+    fn arm(&self, marker: &str) {
+        self.held.lock().unwrap().marker = marker.as_bytes().to_vec();
+    }
+
+    /// Waits (at most 5 s) until the held bytes name the marker `n` times.
+    async fn until_held(&self, n: usize) {
+        let started = Instant::now();
+        loop {
+            let named = {
+                let h = self.held.lock().unwrap();
+                h.bytes
+                    .windows(h.marker.len())
+                    .filter(|w| *w == h.marker)
+                    .count()
+            };
+            if named >= n {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the marker held {named} times, not {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Sends what was held, in order, and holds nothing more until armed again.
+    fn let_go(&self) {
+        self.held.lock().unwrap().marker.clear();
+        self.go.send_modify(|n| *n += 1);
+    }
+}
+
+impl Drop for HoldingRelay {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// A caller that leaves while Redis has not yet answered the turn on its named context (the
+/// edge cannot know whether Redis leased the context to it) does not leave that context busy
+/// for the whole lease: the lease the unanswered TURN may take is released behind it, on the
+/// same connection, so Redis runs the release after the TURN. Leaving by closing an HTTP/1.1
+/// connection or by resetting an HTTP/2 stream; the message never reaches the agent.
+#[tokio::test]
+async fn a_caller_that_leaves_before_redis_answers_its_turn_leaves_the_context_free() {
+    let redis = RedisServer::start();
+    let relay = HoldingRelay::start(&redis).await;
+    let agent = RecordingUpstream::start(Reply::Named).await;
+    // A lease far longer than the test: a context left leased would be busy throughout.
+    let mut o = opts(
+        &redis,
+        &agent.url,
+        "busy_lease_ms = 60000\ntimeout_ms = 5000\n",
+    );
+    o.extra_policy = o.extra_policy.replace(&redis.url(), &relay.url);
+    // (`timeout_ms` above is the later of two: TOML refuses a key twice, so drop the first)
+    o.extra_policy = o.extra_policy.replace("timeout_ms = 500\n", "");
+    let p = Proxy::start(o).await;
+    // (how the caller leaves, its context)
+    let cases = [(Proto::H1, "c-u1"), (Proto::H2, "c-u2")];
+    for (i, (proto, ctx)) in cases.into_iter().enumerate() {
+        let mut c = p.client(Proto::H2).await;
+        // The context is the caller's, known to this replica (no lookup before the turn),
+        // and Redis has run the scripts once (a first EVALSHA answered NOSCRIPT is sent
+        // again with its script only while its future lives).
+        let first = format!("t-u{i}a {ctx}");
+        let v = rpc_as(&mut c, ALICE, "SendMessage", message(&first, json!({}))).await;
+        assert_eq!(v["result"]["task"]["contextId"], ctx, "{v}");
+        let again = format!("t-u{i}b {ctx}");
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(&again, json!({"contextId": ctx})),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{v}");
+        until_no_lease(&redis).await;
+        let reached = agent.rpc_requests().len();
+        relay.arm(ctx);
+        let params = message(&format!("t-u{i}c {ctx}"), json!({"contextId": ctx}));
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
+        leave_once_held(&p, proto, &relay, &body).await;
+        // The release follows the TURN on its connection; then both go to Redis.
+        relay.until_held(2).await;
+        relay.let_go();
+        let next = format!("t-u{i}d {ctx}");
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(&next, json!({"contextId": ctx})),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{proto:?}: {v}");
+        // Only that last message reached the agent.
+        assert_eq!(agent.rpc_requests().len(), reached + 1, "{proto:?}");
+    }
+}
+
+/// Waits (at most 5 s) until Redis holds no busy lease (a turn's is released after its end).
+async fn until_no_lease(redis: &RedisServer) {
+    let started = Instant::now();
+    while !redis.command("KEYS r:b*").is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(5), "lease kept");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sends the JSON-RPC request `body` as Alice and leaves once the relay holds a write (the
+/// request is waiting for Redis): over HTTP/1.1 by closing the connection, over HTTP/2 by
+/// resetting the stream (its connection stays).
+async fn leave_once_held(p: &Proxy, proto: Proto, relay: &HoldingRelay, body: &Value) {
+    match proto {
+        Proto::H1 => {
+            use tokio::io::AsyncWriteExt;
+            let mut s = p.raw_tls().await;
+            let body = body.to_string();
+            let head = format!(
+                "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: {ALICE}\r\n\
+                 a2a-version: 1.0\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\n\r\n",
+                body.len()
+            );
+            s.write_all(format!("{head}{body}").as_bytes())
+                .await
+                .unwrap();
+            relay.until_held(1).await;
+            drop(s);
+        }
+        Proto::H2 => {
+            let mut leaving = p.client(Proto::H2).await;
+            let method = body["method"].as_str().unwrap().to_string();
+            let params = body["params"].clone();
+            let call = tokio::spawn(async move {
+                rpc_as(&mut leaving, ALICE, &method, params).await;
+            });
+            relay.until_held(1).await;
+            call.abort();
+        }
+    }
+}
+
+/// A stream whose agent names a new context, when Redis does not answer the write that
+/// adopts it (and leases it to the turn) within `timeout_ms`: the stream ends with
+/// `state.unavailable`, and the lease that write may take is released behind it, so the
+/// context is not left busy for the whole lease once Redis runs both. (A caller that leaves
+/// such a stream does not cut that wait short: the write is answered or times out first.)
+#[tokio::test]
+async fn a_new_context_whose_write_redis_leaves_unanswered_is_not_left_busy() {
+    let redis = RedisServer::start();
+    let relay = HoldingRelay::start(&redis).await;
+    let agent = RecordingUpstream::start(Reply::Named).await;
+    let mut o = opts(&redis, &agent.url, "busy_lease_ms = 60000\n");
+    o.extra_policy = o.extra_policy.replace(&redis.url(), &relay.url);
+    let p = Proxy::start(o).await;
+    let mut c = p.client(Proto::H2).await;
+    // A first stream in a new context (Redis runs the scripts once: see the test above),
+    // then no lease held.
+    let params = message("t-l1 c-l1 WORKING", json!({}));
+    let resp = c.rpc_stream("SendStreamingMessage", params).await;
+    let events = EventReader::new(resp).rest().await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].1["result"]["task"]["contextId"], "c-l1");
+    until_no_lease(&redis).await;
+    // The agent names a new context, c-l2: the write is held past `timeout_ms` (500 ms).
+    relay.arm("c-l2");
+    let params = message("t-l2 c-l2 WORKING", json!({}));
+    let resp = c.rpc_stream("SendStreamingMessage", params).await;
+    let events = EventReader::new(resp).rest().await;
+    let (name, last) = events.last().expect("an event");
+    assert_eq!(name.as_deref(), Some("error"), "{events:?}");
+    assert_eq!(reason(last), "state.unavailable", "{last}");
+    // The release follows the write on its connection; then both go to Redis.
+    relay.until_held(2).await;
+    relay.let_go();
+    // The context is the caller's (Redis ran the write), and free.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("t-l3 c-l2", json!({"contextId": "c-l2"})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "c-l2", "{v}");
 }

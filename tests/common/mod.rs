@@ -493,7 +493,8 @@ pub enum Reply {
     /// Answers a SendMessage with a completed task named by the message's text, `task
     /// context [STATE]` (`-`: no `contextId`; `STATE`, e.g. `WORKING`, instead of
     /// `COMPLETED`): an agent that mixes callers up (or is told to) names whatever ids it is
-    /// given; `msg context task` gets a Message in that context referring to that task. A
+    /// given; a SendStreamingMessage gets that task as its stream's one event; `msg context
+    /// task` gets a Message in that context referring to that task. A
     /// ListTaskPushNotificationConfigs gets a config of the
     /// named task and one of `t-a1` (an agent that ignores the request's `taskId`).
     Named,
@@ -786,7 +787,18 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             if context == "-" {
                 task.as_object_mut().map(|t| t.remove("contextId"));
             }
-            json(json!({"jsonrpc": "2.0", "id": id, "result": {"task": task}}))
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"task": task}});
+            if request["method"] == "SendStreamingMessage" {
+                return Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(
+                        Full::new(Bytes::from(format!("data: {answer}\r\n\r\n")))
+                            .map_err(|never| match never {})
+                            .boxed_unsync(),
+                    )
+                    .unwrap();
+            }
+            json(answer)
         }
         Reply::Task(task) => {
             let task: Value = serde_json::from_str(task).unwrap();
