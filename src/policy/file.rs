@@ -281,6 +281,9 @@ pub struct ServerSection {
     pub tls_handshake_timeout_ms: Option<u64>,
     /// Maximum size of the request head (request line and headers), HTTP/1.1 and HTTP/2.
     pub max_header_bytes: Option<Spanned<u64>>,
+    /// A fixed send buffer for each caller's connection (`SO_SNDBUF`); none: the kernel's
+    /// autotuning.
+    pub send_buffer_bytes: Option<Spanned<u64>>,
     /// Agent paths (e.g. iac-code's private `/iac-code/readiness`) the edge forwards, to
     /// authenticated callers only. None by default.
     #[serde(default)]

@@ -98,6 +98,11 @@ pub struct Policy {
     pub telemetry: TelemetryPolicy,
 }
 
+/// `server.send_buffer_bytes`'s bounds: below 4 KiB a TLS record needs several writes;
+/// above 16 MiB is more than the kernel's autotuning would give one connection.
+const MIN_SEND_BUFFER: u64 = 4 * 1024;
+const MAX_SEND_BUFFER: u64 = 16 * 1024 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct ServerPolicy {
     pub listen: SocketAddr,
@@ -107,6 +112,9 @@ pub struct ServerPolicy {
     pub drain_timeout: Duration,
     pub tls_handshake_timeout: Duration,
     pub max_header_bytes: usize,
+    /// `send_buffer_bytes`: each caller connection's fixed `SO_SNDBUF`; `None`: the
+    /// kernel's autotuning.
+    pub send_buffer_bytes: Option<usize>,
     /// Agent paths exposed to authenticated callers (exact paths).
     pub agent_paths: Vec<String>,
     /// The admin listener (`/metrics`, `/ready`, `/health`), plain HTTP; off when `None`.
@@ -818,6 +826,17 @@ impl Ctx<'_> {
             }
             Some(v) => v.into_inner() as usize,
         };
+        let send_buffer_bytes = match s.send_buffer_bytes {
+            None => None,
+            Some(v) if !(MIN_SEND_BUFFER..=MAX_SEND_BUFFER).contains(v.get_ref()) => {
+                return self.spanned_err(
+                    "server.send_buffer_bytes",
+                    &v,
+                    format!("must be between {MIN_SEND_BUFFER} and {MAX_SEND_BUFFER}"),
+                )
+            }
+            Some(v) => Some(v.into_inner() as usize),
+        };
         let mut agent_paths = Vec::new();
         for (i, p) in s.agent_paths.iter().enumerate() {
             let path = p.get_ref();
@@ -877,6 +896,7 @@ impl Ctx<'_> {
                 s.tls_handshake_timeout_ms.unwrap_or(10_000).max(1),
             ),
             max_header_bytes,
+            send_buffer_bytes,
         })
     }
 

@@ -196,6 +196,10 @@ fn errors_name_file_line_and_key() {
             "server.max_header_bytes",
             Some(3),
         ),
+        ("[server]\n", "[server]\nsend_buffer_bytes = 4095\n", "server.send_buffer_bytes", Some(3)),
+        ("[server]\n", "[server]\nsend_buffer_bytes = 16777217\n", "server.send_buffer_bytes", Some(3)),
+        ("[server]\n", "[server]\nsend_buffer_bytes = -1\n", "expected u64", Some(3)),
+        ("[server]\n", "[server]\nsend_buffer_bytes = \"64k\"\n", "expected u64", Some(3)),
         (
             "[auth]\n",
             "[a2a]\nmax_body_bytes = 0\n[auth]\n",

@@ -244,6 +244,7 @@ impl FixedAtStart {
                 "server.max_header_bytes",
                 a.max_header_bytes != b.max_header_bytes,
             ),
+            ("server.send_buffer_bytes", a.send_buffer != b.send_buffer),
             (
                 "limits.header_read_timeout_ms",
                 a.header_read_timeout != b.header_read_timeout,
@@ -531,6 +532,8 @@ struct ConnSettings {
     client_ipv6_prefix: u8,
     idle_timeout: Duration,
     write_timeout: Duration,
+    /// Each connection's fixed `SO_SNDBUF` (`server.send_buffer_bytes`); `None`: autotuned.
+    send_buffer: Option<usize>,
 }
 
 impl ConnSettings {
@@ -547,6 +550,16 @@ impl ConnSettings {
             client_ipv6_prefix: policy.limits.rates.ipv6_prefix,
             idle_timeout: policy.limits.idle_timeout,
             write_timeout: policy.limits.write_timeout,
+            send_buffer: policy.server.send_buffer_bytes,
+        }
+    }
+
+    /// What every accepted connection's socket is set to: no Nagle delay (an answer's last
+    /// segment is not held for the peer's ACK), and the fixed send buffer when one is set.
+    fn tune(&self, tcp: &tokio::net::TcpStream) {
+        let _ = tcp.set_nodelay(true);
+        if let Some(bytes) = self.send_buffer {
+            let _ = socket2::SockRef::from(tcp).set_send_buffer_size(bytes);
         }
     }
 }
@@ -1054,7 +1067,7 @@ async fn accept_loop(
                     drop(tcp);
                     continue;
                 };
-                let _ = tcp.set_nodelay(true);
+                settings.tune(&tcp);
                 // The socket leaves this runtime's reactor for the worker's: its readiness is
                 // then polled by the thread that serves it (no wake-up across threads per read).
                 let tcp = match tcp.into_std() {
@@ -1165,5 +1178,47 @@ mod tests {
             first.changed_by(&prefix),
             ["limits.client_ipv6_prefix (connections per client)"]
         );
+    }
+
+    /// `server.send_buffer_bytes` fixes an accepted connection's send buffer (Linux reports
+    /// twice what was set: its bookkeeping), and a reload names it as needing a restart;
+    /// without it the kernel's autotuning is left alone. Both ways, Nagle is off.
+    #[tokio::test]
+    async fn an_accepted_connection_gets_the_policys_send_buffer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let policy = |extra: &str| {
+            let text = GOOD.replacen("[tls]\n", &format!("{extra}[tls]\n"), 1);
+            Policy::from_toml(std::path::Path::new("p.toml"), &text, LoadMode::Check)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let autotuned = {
+            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            socket2::SockRef::from(&tcp).send_buffer_size().unwrap()
+        };
+        // (the policy's extra `[server]` key, the send buffer wanted: none, autotuned)
+        let rows = [
+            ("", None),
+            ("send_buffer_bytes = 4096\n", Some(4096)),
+            ("send_buffer_bytes = 65536\n", Some(65536)),
+            ("send_buffer_bytes = 1048576\n", Some(1048576)),
+        ];
+        for (extra, want) in rows {
+            let settings = ConnSettings::of(&policy(extra));
+            let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            settings.tune(&tcp);
+            let got = socket2::SockRef::from(&tcp).send_buffer_size().unwrap();
+            assert_eq!(got, want.map_or(autotuned, |w| 2 * w), "{extra}");
+            assert!(tcp.nodelay().unwrap(), "{extra}");
+            let changed = FixedAtStart::of(&policy("")).changed_by(&policy(extra));
+            let named: &[&str] = if want.is_some() {
+                &["server.send_buffer_bytes"]
+            } else {
+                &[]
+            };
+            assert_eq!(changed, named, "{extra}");
+        }
     }
 }
