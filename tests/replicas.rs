@@ -1667,6 +1667,18 @@ impl HoldingRelay {
             tokio::select! {
                 n = from_edge.read(&mut buf) => {
                     let chunk = match n {
+                        // What the edge sent before it closed reaches Redis all the same (as
+                        // it would have, read by Redis before the close), once let go.
+                        Ok(0) | Err(_) if holding => {
+                            let _ = go.changed().await;
+                            let bytes = {
+                                let mut h = held.lock().unwrap();
+                                h.holding = false;
+                                std::mem::take(&mut h.bytes)
+                            };
+                            let _ = to_redis.write_all(&bytes).await;
+                            break;
+                        }
                         Ok(0) | Err(_) => break,
                         Ok(n) => &buf[..n],
                     };
@@ -1890,4 +1902,97 @@ async fn a_new_context_whose_write_redis_leaves_unanswered_is_not_left_busy() {
     )
     .await;
     assert_eq!(v["result"]["task"]["contextId"], "c-l2", "{v}");
+}
+
+/// Turns whose TURNs Redis leaves unanswered past `timeout_ms` on one connection (Redis
+/// stalled): the second miss in a row makes the worker a new connection, and the releases
+/// sent on it can run before the TURNs they follow, still waiting on the old connection. The
+/// leases those TURNs take when Redis runs them at last are released all the same (a release
+/// is tried again), so no context is left busy for the whole lease.
+#[tokio::test]
+async fn a_release_that_overtakes_its_unanswered_turn_is_tried_again() {
+    let redis = RedisServer::start();
+    let relay = HoldingRelay::start(&redis).await;
+    let agent = RecordingUpstream::start(Reply::Named).await;
+    let state = "busy_lease_ms = 60000\ntimeout_ms = 300\nrate_lease_ms = 1000\n";
+    let mut o = opts(&redis, &agent.url, state);
+    o.extra_policy = o.extra_policy.replace(&redis.url(), &relay.url);
+    o.extra_policy = o.extra_policy.replace("timeout_ms = 500\n", "");
+    let p = Proxy::start(o).await;
+    // One connection: its requests are served by one worker, on one Redis connection.
+    let mut c = p.client(Proto::H2).await;
+    let contexts = ["c-s1", "c-s2", "c-s3"];
+    // A message on a task of the caller's, which names its context (the task's id only:
+    // this replica trusts what it knows of it and asks Redis nothing before the TURN).
+    let send = |c: &mut Client, i: usize, ctx: &'static str, named: Value| {
+        let mut c = c.h2_handle();
+        async move {
+            let text = format!("t-s{i} {ctx} INPUT_REQUIRED");
+            let params = message(&text, named);
+            rpc_as(&mut c, ALICE, "SendMessage", params).await
+        }
+    };
+    for (i, ctx) in contexts.into_iter().enumerate() {
+        // The caller's context, known to this replica; Redis has run the scripts once.
+        let text = format!("t-s{i}a {ctx}");
+        let v = rpc_as(&mut c, ALICE, "SendMessage", message(&text, json!({}))).await;
+        assert_eq!(v["result"]["task"]["contextId"], ctx, "{v}");
+        let v = send(&mut c, i, ctx, json!({"contextId": ctx})).await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+    until_no_lease(&redis).await;
+    // The caller's rate tokens come from a lease of this worker for the next second (no
+    // round trip before each TURN): it grows while the caller spends it fast.
+    // (a method the edge does not know: refused once the rate is spent, before Redis)
+    for _ in 0..40 {
+        let v = rpc_as(&mut c, ALICE, "NoSuchMethod", json!({})).await;
+        assert_eq!(v["error"]["code"], -32601, "{v}");
+    }
+    // The three TURNs are held on the worker's connection, in the order of `order`.
+    relay.arm("c-s2");
+    let order = [(1, "c-s2"), (2, "c-s3"), (0, "c-s1")];
+    let mut calls = Vec::new();
+    for (n, (i, ctx)) in order.into_iter().enumerate() {
+        let task = json!({"taskId": format!("t-s{i}")});
+        calls.push(tokio::spawn(send(&mut c, i, ctx, task)));
+        if n == 0 {
+            relay.until_held(1).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for call in calls {
+        let v = call.await.unwrap();
+        assert_eq!(reason(&v), "state.unavailable", "{v}");
+    }
+    // The releases sent on the new connection have run (nothing to release yet); then Redis
+    // runs what waited on the old one.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let held = String::from_utf8_lossy(&relay.held.lock().unwrap().bytes).into_owned();
+    for ctx in contexts {
+        assert!(held.contains(ctx), "{ctx} not held: {held}");
+    }
+    relay.let_go();
+    // Redis takes the three leases at last; each is released (a context left leased would
+    // refuse a new task for the whole lease: 60 s).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    loop {
+        let leases = redis.command("KEYS r:b*");
+        if leases.is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{leases}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (i, ctx) in contexts.into_iter().enumerate() {
+        let text = format!("t-s{i}d {ctx}");
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message(&text, json!({"contextId": ctx})),
+        )
+        .await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
 }

@@ -574,7 +574,7 @@ struct LeaseInner {
 
 /// A TURN script asked for, whose answer has not come: dropped before it is answered (an
 /// error, or the request dropped while it waits), the lease it may have taken is released
-/// (best effort).
+/// (best effort; tried again for a while: [`SharedOwners::release_unanswered`]).
 struct Unanswered {
     owners: Arc<SharedOwners>,
     context: String,
@@ -589,9 +589,7 @@ impl Drop for Unanswered {
             return;
         };
         let (owners, context) = (self.owners.clone(), std::mem::take(&mut self.context));
-        rt.spawn(async move {
-            let _ = owners.release(&context, &token).await;
-        });
+        rt.spawn(async move { owners.release_unanswered(&context, &token).await });
     }
 }
 

@@ -605,16 +605,21 @@ return 0
 
 /// Ends a lease if it is still ours. ARGV: prefix, context, token.
 const RELEASE: &str = r#"
+local released = 0
 local bk = ARGV[1] .. 'b:' .. ARGV[2]
 local v = redis.call('GET', bk)
-if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then redis.call('DEL', bk) end
+if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then
+  redis.call('DEL', bk)
+  released = 1
+end
 -- (both: a follow-up that took the lease when its turn's answer named the context, LEARN's
 -- `SET NX`, holds the two)
 local fk = ARGV[1] .. 'bf:' .. ARGV[2]
-if redis.call('HDEL', fk, ARGV[3]) == 1 and redis.call('HLEN', fk) <= 1 then
-  redis.call('DEL', fk)
+if redis.call('HDEL', fk, ARGV[3]) == 1 then
+  released = 1
+  if redis.call('HLEN', fk) <= 1 then redis.call('DEL', fk) end
 end
-return 0
+return released
 "#;
 
 /// What a TURN script decided.
@@ -737,6 +742,10 @@ fn ttl(pttl: &str, retention: Duration) -> Duration {
         Err(_) => Duration::ZERO,
     }
 }
+
+/// When an unanswered script's lease is released, in ms after the last try (15 s in all):
+/// past that, a lease taken by a script Redis ran later still ends with `busy_lease_ms`.
+const UNANSWERED_RELEASES: [u64; 5] = [0, 1000, 2000, 4000, 8000];
 
 fn ms(d: Duration) -> String {
     d.as_millis().max(1).to_string()
@@ -981,10 +990,24 @@ impl SharedOwners {
         Ok(kept == 1)
     }
 
-    pub async fn release(&self, context: &str, token: &str) -> Result<(), StateUnavailable> {
+    /// Releases the lease `token` holds on `context`, if it holds one: whether it did.
+    pub async fn release(&self, context: &str, token: &str) -> Result<bool, StateUnavailable> {
         let args = [self.prefix(), context, token];
-        let _: i64 = self.store.run(&self.release, &args).await?;
-        Ok(())
+        let released: i64 = self.store.run(&self.release, &args).await?;
+        Ok(released == 1)
+    }
+
+    /// Releases the lease a script that went unanswered may have taken with `token`: at once,
+    /// then again while none was found, up to [`UNANSWERED_RELEASES`]. Redis may still run
+    /// that script after the first release: when its connection was replaced after misses in
+    /// a row, the release went on the new one while the script waited on the old.
+    pub async fn release_unanswered(&self, context: &str, token: &str) {
+        for after in UNANSWERED_RELEASES {
+            tokio::time::sleep(Duration::from_millis(after)).await;
+            if let Ok(true) = self.release(context, token).await {
+                return;
+            }
+        }
     }
 }
 

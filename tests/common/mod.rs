@@ -288,6 +288,18 @@ impl Client {
         })
     }
 
+    /// Another handle on this HTTP/2 connection: its requests are streams of the same
+    /// connection.
+    pub fn h2_handle(&self) -> Client {
+        match &self.sender {
+            Sender::H2(s) => Client {
+                sender: Sender::H2(s.clone()),
+                alpn: self.alpn.clone(),
+            },
+            Sender::H1(_) => panic!("an HTTP/1.1 connection has one request at a time"),
+        }
+    }
+
     /// The server closed the connection (or it broke).
     pub fn is_closed(&self) -> bool {
         match &self.sender {
