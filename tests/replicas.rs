@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 const SECRET_VAR: &str = "A2A_EDGE_TEST_REPLICA_SECRET";
@@ -1994,5 +1995,140 @@ async fn a_release_that_overtakes_its_unanswered_turn_is_tried_again() {
         )
         .await;
         assert!(v.get("result").is_some(), "{v}");
+    }
+}
+
+/// What Redis runs while `f` runs, as `MONITOR` shows it (a line per command, scripts' calls
+/// included).
+async fn monitored<F: std::future::Future>(redis: &RedisServer, f: F) -> (F::Output, String) {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    s.write_all(b"MONITOR\r\n").unwrap();
+    let mut lines = std::io::BufReader::new(s.try_clone().unwrap());
+    let mut ok = String::new();
+    lines.read_line(&mut ok).unwrap();
+    assert_eq!(ok, "+OK\r\n");
+    let out = f.await;
+    // A command of its own marks the end of what `f` made Redis run.
+    redis.command("ECHO monitored-end");
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        lines.read_line(&mut line).unwrap();
+        if line.contains("monitored-end") {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    (out, seen)
+}
+
+/// A follow-up turn naming by its id a context the replica knows as the caller's own asks
+/// Redis only what the turn needs (no lookup of an alias the caller's id might stand for:
+/// that id is the context's own); a caller's own name for a context (an alias) still
+/// works, and reaches the same context on another replica.
+#[tokio::test]
+async fn a_follow_up_on_the_callers_own_context_asks_redis_no_alias() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 2).await;
+    let mut c = r[0].client(Proto::H2).await;
+    // A context the agent made (its id is the caller's as it is) and one the caller named.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] a", json!({})),
+    )
+    .await;
+    let own = v["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let named = json!({"contextId": "ctx-mine"});
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("[[input]] b", named.clone()),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["contextId"], "ctx-mine", "{v}");
+    let follow = message("[[input]] c", json!({"contextId": own}));
+    let (v, seen) = monitored(&redis, rpc_as(&mut c, ALICE, "SendMessage", follow)).await;
+    assert_eq!(v["result"]["task"]["contextId"], own.as_str(), "{v}");
+    // The TURN named the context; no lookup ran before it: not of the context (this
+    // replica trusts what it knows of it) nor of an alias (a lookup names a context as `c`
+    // and its id; the engine's ids and aliases are both `c-` and 32 hex digits).
+    assert!(seen.contains(&format!("\"{own}\"")), "{seen}");
+    assert!(!seen.contains("\"cc-"), "{seen}");
+    // The caller's own name still reaches its context, on either replica.
+    for p in &r {
+        let mut c = p.client(Proto::H1).await;
+        let v = rpc_as(
+            &mut c,
+            ALICE,
+            "SendMessage",
+            message("[[input]] d", named.clone()),
+        )
+        .await;
+        assert_eq!(v["result"]["task"]["contextId"], "ctx-mine", "{v}");
+    }
+}
+
+/// A follow-up sent the moment its turn's answer arrives, through whichever replica, is
+/// never refused `context.busy` by the turn it follows: a unary answer leaves the edge once
+/// Redis has freed its context (as the memory backend frees it before answering).
+#[tokio::test]
+async fn a_follow_up_sent_as_soon_as_the_answer_comes_finds_its_context_free() {
+    let redis = RedisServer::start();
+    let (agent, _stop) = start_engine().await;
+    let r = replicas(&redis, &agent, 2).await;
+    let mut clients = [r[0].client(Proto::H2).await, r[1].client(Proto::H1).await];
+    let v = rpc_as(
+        &mut clients[0],
+        ALICE,
+        "SendMessage",
+        message("[[input]] a", json!({})),
+    )
+    .await;
+    let context = v["result"]["task"]["contextId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Unary turns, then streams (read up to the event that ends the turn).
+    for n in 0..40 {
+        let c = &mut clients[(n + 1) % 2];
+        let follow = message("[[input]] next", json!({"contextId": context}));
+        let v = rpc_as(c, ALICE, "SendMessage", follow).await;
+        assert!(v.get("result").is_some(), "turn {n}: {v}");
+    }
+    for n in 0..40 {
+        let c = &mut clients[n % 2];
+        let follow = message("[[input]] next", json!({"contextId": context}));
+        let resp = c.rpc_stream("SendStreamingMessage", follow).await;
+        if !resp.headers()["content-type"]
+            .as_bytes()
+            .starts_with(b"text/event-stream")
+        {
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            panic!("stream {n}: {}", String::from_utf8_lossy(&body));
+        }
+        // Over HTTP/1.1 to the stream's end (the connection's next request waits for it);
+        // over HTTP/2 only up to the event that ends the turn.
+        let mut events = EventReader::new(resp);
+        if n % 2 == 1 {
+            let rest = events.rest().await;
+            let (_, last) = rest.last().expect("an event");
+            assert!(last.get("result").is_some(), "stream {n}: {rest:?}");
+            continue;
+        }
+        loop {
+            let (_, event) = events.next().await.expect("an event");
+            assert!(event.get("result").is_some(), "stream {n}: {event}");
+            if a2a_edge::a2a::ends_turn(&event["result"]) {
+                break;
+            }
+        }
     }
 }

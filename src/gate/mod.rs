@@ -627,9 +627,15 @@ impl Gate {
                     })
                 });
                 let interrupt = either_interrupt(lost, revoked);
+                // A unary answer is its turn's last, and so is a stream's event that ends the
+                // turn: it leaves once the context is free.
+                let unary = !rpc.method.is_streaming();
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &view, &name, |r| {
-                        turn.observe(upstream, r)
+                        match unary || crate::a2a::ends_turn(r) {
+                            true => turn.observe_last(upstream, r),
+                            false => turn.observe(upstream, r),
+                        }
                     })
                 };
                 let plan = Plan {

@@ -85,7 +85,8 @@ impl Ownership {
 
     /// Makes the cache know what Redis knows of these ids (no-op with `memory`, and for ids
     /// the cache knows and still trusts). Each context id is fetched with the caller's alias
-    /// of it.
+    /// of it, unless the cache trusts that the id is the caller's own context (a follow-up
+    /// turn by context id then asks Redis nothing before its TURN).
     pub async fn prefetch(
         &self,
         principal: &str,
@@ -101,7 +102,10 @@ impl Ownership {
             .filter(|c| !c.is_empty())
             .take(MAX_PREFETCH / 2)
         {
-            for id in [c.to_string(), self.local.context_alias(principal, c)] {
+            // (the alias the caller's id may stand for, unless it is the caller's own id)
+            let alias = (!self.local.owns_as_named(principal, c))
+                .then(|| self.local.context_alias(principal, c));
+            for id in std::iter::once(c.to_string()).chain(alias) {
                 if !wanted.contains(&id) {
                     wanted.push(id);
                 }
@@ -478,6 +482,30 @@ impl OwnedTurn {
         })))
     }
 
+    /// [`OwnedTurn::observe`] of a turn's last answer (a unary answer, or the event that ends a
+    /// stream's turn: [`crate::a2a::ends_turn`]): with `redis`, the
+    /// context's busy lease is then released, and the answer waits for Redis to have freed it
+    /// (or to have failed to), so that a follow-up sent the moment the answer arrives, through
+    /// any replica, does not find the context busy with the turn it follows (the memory
+    /// backend frees it before answering too).
+    pub fn observe_last(
+        &mut self,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<Option<Pending>, Unrelayable> {
+        let pending = self.observe(upstream, result)?;
+        let Some(lease) = self.lease.clone() else {
+            return Ok(pending);
+        };
+        Ok(Some(Box::pin(async move {
+            if let Some(p) = pending {
+                p.await?;
+            }
+            lease.release_now().await;
+            Ok(())
+        })))
+    }
+
     /// Resolves when this turn's busy lease is lost ([`LeaseInner::lost`]), so that a stream
     /// ends then, not at its agent's next answer; `None` when the turn holds no lease.
     pub fn lease_lost(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
@@ -691,6 +719,26 @@ impl Lease {
             .unwrap_or_else(PoisonError::into_inner);
         if held.is_none() {
             *held = Some((context.to_string(), asked));
+        }
+    }
+}
+
+impl Lease {
+    /// Releases the lease now (not when dropped), resolving once Redis has answered; its
+    /// renewals stop.
+    fn release_now(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.renewer.abort();
+        let held = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let (owners, token) = (self.owners.clone(), self.inner.token.clone());
+        async move {
+            if let Some((c, _)) = held {
+                let _ = owners.release(&c, &token).await;
+            }
         }
     }
 }

@@ -159,6 +159,16 @@ impl TaskRegistry {
         self.untrusted(ids, cap, |st, id| st.contexts.get(id).map(|e| e.until))
     }
 
+    /// Whether this registry trusts that `context` is `principal`'s under that very id (not
+    /// a context it knows by another name): then the id is no alias of the caller's
+    /// ([`TaskRegistry::agent_context`] keeps it), and Redis need not be asked of one.
+    pub fn owns_as_named(&self, principal: &str, context: &str) -> bool {
+        let st = self.shared.lock();
+        st.contexts
+            .get(context)
+            .is_some_and(|e| st.trusted(e.until) && *e.owner == *principal && e.client.is_none())
+    }
+
     /// The ids whose entry (`until`: its deadline, if known) is missing or past it: under
     /// one lock and one reading of the clock, copying only those.
     fn untrusted(
