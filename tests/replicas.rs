@@ -1961,19 +1961,24 @@ async fn a_release_that_overtakes_its_unanswered_turn_is_tried_again() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    for call in calls {
+    // The first two time out, the second making the worker's next round trip a new
+    // connection (its TURN's release goes there, ahead of the TURN). The third (sent 40 ms
+    // in) times out too unless a loaded machine delayed it past that reconnection.
+    for (n, call) in calls.into_iter().enumerate() {
         let v = call.await.unwrap();
-        assert_eq!(reason(&v), "state.unavailable", "{v}");
+        if n < 2 || v.get("result").is_none() {
+            assert_eq!(reason(&v), "state.unavailable", "{v}");
+        }
     }
     // The releases sent on the new connection have run (nothing to release yet); then Redis
     // runs what waited on the old one.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let held = String::from_utf8_lossy(&relay.held.lock().unwrap().bytes).into_owned();
-    for ctx in contexts {
+    for ctx in ["c-s2", "c-s3"] {
         assert!(held.contains(ctx), "{ctx} not held: {held}");
     }
     relay.let_go();
-    // Redis takes the three leases at last; each is released (a context left leased would
+    // Redis takes the leases at last; each is released (a context left leased would
     // refuse a new task for the whole lease: 60 s).
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
@@ -2077,8 +2082,9 @@ async fn a_follow_up_on_the_callers_own_context_asks_redis_no_alias() {
 }
 
 /// A follow-up sent the moment its turn's answer arrives, through whichever replica, is
-/// never refused `context.busy` by the turn it follows: a unary answer leaves the edge once
-/// Redis has freed its context (as the memory backend frees it before answering).
+/// not refused `context.busy` by the turn it follows: a unary answer, and the stream event
+/// that ends a turn, leave the edge once Redis has freed the context (the memory backend
+/// lets such a follow-up through too).
 #[tokio::test]
 async fn a_follow_up_sent_as_soon_as_the_answer_comes_finds_its_context_free() {
     let redis = RedisServer::start();

@@ -432,6 +432,14 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
     tokio::spawn(card_refresher(gates.clone(), shutdown_rx.clone()));
     tokio::spawn(health_checker(gates.clone(), shutdown_rx.clone()));
     let settings = ConnSettings::of(&policy);
+    if let (Some(asked), Some(kernel)) = (settings.send_buffer, settings.send_buffer_capped()) {
+        tracing::warn!(
+            event = "send_buffer_capped",
+            asked,
+            kernel,
+            "server.send_buffer_bytes is above the kernel's net.core.wmem_max: each connection gets the kernel's maximum"
+        );
+    }
     let fixed = FixedAtStart::of(&policy);
     // The admin listener outlives the drain (so /ready says 503 meanwhile) and stops after it.
     let (admin_stop, admin_stop_rx) = watch::channel(false);
@@ -552,6 +560,17 @@ impl ConnSettings {
             write_timeout: policy.limits.write_timeout,
             send_buffer: policy.server.send_buffer_bytes,
         }
+    }
+
+    /// What the kernel gives a socket that asks for `server.send_buffer_bytes`, when that is
+    /// less (`net.core.wmem_max` caps it; Linux reports twice what it grants).
+    fn send_buffer_capped(&self) -> Option<usize> {
+        let asked = self.send_buffer?;
+        let probe =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+        probe.set_send_buffer_size(asked).ok()?;
+        let granted = probe.send_buffer_size().ok()? / 2;
+        (granted < asked).then_some(granted)
     }
 
     /// What every accepted connection's socket is set to: no Nagle delay (an answer's last
@@ -1198,11 +1217,12 @@ mod tests {
             socket2::SockRef::from(&tcp).send_buffer_size().unwrap()
         };
         // (the policy's extra `[server]` key, the send buffer wanted: none, autotuned)
+        // (all below the 212992-byte `net.core.wmem_max` of a stock kernel)
         let rows = [
             ("", None),
             ("send_buffer_bytes = 4096\n", Some(4096)),
             ("send_buffer_bytes = 65536\n", Some(65536)),
-            ("send_buffer_bytes = 1048576\n", Some(1048576)),
+            ("send_buffer_bytes = 100000\n", Some(100000)),
         ];
         for (extra, want) in rows {
             let settings = ConnSettings::of(&policy(extra));
@@ -1220,5 +1240,33 @@ mod tests {
             };
             assert_eq!(changed, named, "{extra}");
         }
+    }
+
+    /// A `server.send_buffer_bytes` above the kernel's `net.core.wmem_max` is granted only
+    /// that (a warning at start says so); one within it is not reported.
+    #[test]
+    fn a_send_buffer_above_the_kernels_maximum_is_reported() {
+        let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let settings = |bytes: usize| {
+            let text = GOOD.replacen(
+                "[tls]\n",
+                &format!("send_buffer_bytes = {bytes}\n[tls]\n"),
+                1,
+            );
+            let p = Policy::from_toml(std::path::Path::new("p.toml"), &text, LoadMode::Check);
+            ConnSettings::of(&p.unwrap_or_else(|e| panic!("{e}")))
+        };
+        assert_eq!(settings(4096).send_buffer_capped(), None);
+        let most = 16 * 1024 * 1024;
+        let want = (wmem_max < most).then_some(wmem_max);
+        assert_eq!(
+            settings(most).send_buffer_capped(),
+            want,
+            "wmem_max {wmem_max}"
+        );
     }
 }

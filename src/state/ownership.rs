@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -483,11 +484,11 @@ impl OwnedTurn {
     }
 
     /// [`OwnedTurn::observe`] of a turn's last answer (a unary answer, or the event that ends a
-    /// stream's turn: [`crate::a2a::ends_turn`]): with `redis`, the
-    /// context's busy lease is then released, and the answer waits for Redis to have freed it
-    /// (or to have failed to), so that a follow-up sent the moment the answer arrives, through
-    /// any replica, does not find the context busy with the turn it follows (the memory
-    /// backend frees it before answering too).
+    /// stream's turn: [`crate::a2a::ends_turn`]): with `redis`, the context's busy lease is
+    /// then released, and the answer waits for Redis to answer that release (a try it leaves
+    /// unanswered is repeated in the background), so that a follow-up sent the moment the
+    /// answer arrives, through any replica, does not find the context busy with the turn it
+    /// follows (the memory backend lets such a follow-up through too).
     pub fn observe_last(
         &mut self,
         upstream: UpstreamId,
@@ -546,9 +547,10 @@ impl OwnedTurn {
             .upstream_name(upstream)
             .unwrap_or_default();
         Ok(Some(Box::pin(async move {
+            // (none once the turn's last answer released it)
             let token = lease
                 .as_ref()
-                .filter(|_| !news.inferred_context)
+                .filter(|l| !news.inferred_context && !l.is_released())
                 .map(|l| l.inner.token.clone());
             // Only a context the agent names for this turn is bound to its workspace here
             // (a named one was bound when the turn began).
@@ -598,6 +600,9 @@ struct LeaseInner {
     /// else's (a failover or an eviction dropped it), or renewals failed (Redis unreachable)
     /// until it ran out. Another turn may run on the context now.
     lost: watch::Sender<bool>,
+    /// Set once the turn's last answer released the lease ([`Lease::release_now`]): what the
+    /// agent sends after it does not take the context again.
+    released: AtomicBool,
 }
 
 /// A TURN script asked for, whose answer has not come: dropped before it is answered (an
@@ -646,6 +651,7 @@ impl Lease {
             token,
             held: Mutex::new(Some((context.to_string(), asked)).filter(|(c, _)| !c.is_empty())),
             lost: watch::Sender::new(false),
+            released: AtomicBool::new(false),
         });
         let (o, i) = (owners.clone(), inner.clone());
         let renewer = tokio::spawn(async move {
@@ -717,30 +723,59 @@ impl Lease {
             .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if held.is_none() {
+        if held.is_none() && !self.is_released() {
             *held = Some((context.to_string(), asked));
         }
+    }
+
+    fn is_released(&self) -> bool {
+        self.inner.released.load(Ordering::Relaxed)
     }
 }
 
 impl Lease {
-    /// Releases the lease now (not when dropped), resolving once Redis has answered; its
-    /// renewals stop.
+    /// Releases the lease now (not when dropped), resolving once Redis has answered the
+    /// first try; its renewals stop, and the turn takes the context no more. The release
+    /// runs in a task of its own: a caller that leaves meanwhile does not cancel it.
     fn release_now(&self) -> impl Future<Output = ()> + Send + 'static {
         self.renewer.abort();
+        self.inner.released.store(true, Ordering::Relaxed);
         let held = self
             .inner
             .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let (owners, token) = (self.owners.clone(), self.inner.token.clone());
+        let first = held.map(|(c, _)| {
+            let rt = tokio::runtime::Handle::current();
+            spawn_release(&rt, self.owners.clone(), c, self.inner.token.clone())
+        });
         async move {
-            if let Some((c, _)) = held {
-                let _ = owners.release(&c, &token).await;
+            if let Some(first) = first {
+                let _ = first.await;
             }
         }
     }
+}
+
+/// Releases the lease `token` holds on `context`, in a task of its own on `rt`: the receiver
+/// resolves once Redis has answered the first try; one it left unanswered is tried again
+/// ([`SharedOwners::release_unanswered`]: Redis may still take it late).
+fn spawn_release(
+    rt: &tokio::runtime::Handle,
+    owners: Arc<SharedOwners>,
+    context: String,
+    token: String,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (answered, first) = tokio::sync::oneshot::channel();
+    rt.spawn(async move {
+        let outcome = owners.release(&context, &token).await;
+        let _ = answered.send(());
+        if outcome.is_err() {
+            owners.release_unanswered(&context, &token).await;
+        }
+    });
+    first
 }
 
 impl Drop for Lease {
@@ -756,9 +791,12 @@ impl Drop for Lease {
         let (Some(c), Ok(rt)) = (context, tokio::runtime::Handle::try_current()) else {
             return;
         };
-        let (owners, token) = (self.owners.clone(), self.inner.token.clone());
-        rt.spawn(async move {
-            let _ = owners.release(&c, &token).await;
-        });
+        // (nobody waits for its answer)
+        drop(spawn_release(
+            &rt,
+            self.owners.clone(),
+            c,
+            self.inner.token.clone(),
+        ));
     }
 }

@@ -731,6 +731,8 @@ pub struct SharedOwners {
     list: redis::Script,
     renew: redis::Script,
     release: redis::Script,
+    /// Releases waiting to try again ([`SharedOwners::release_unanswered`]).
+    retrying: tokio::sync::Semaphore,
 }
 
 /// How long Redis keeps a key, from its `PTTL` as the scripts return it: `-1` (no expiry,
@@ -743,9 +745,13 @@ fn ttl(pttl: &str, retention: Duration) -> Duration {
     }
 }
 
-/// When an unanswered script's lease is released, in ms after the last try (15 s in all):
-/// past that, a lease taken by a script Redis ran later still ends with `busy_lease_ms`.
-const UNANSWERED_RELEASES: [u64; 5] = [0, 1000, 2000, 4000, 8000];
+/// When an unanswered script's lease is released again, in ms after the last try (15 s in
+/// all): past that, a lease taken by a script Redis ran later still ends with
+/// `busy_lease_ms`.
+const RELEASE_RETRIES: [u64; 4] = [1000, 2000, 4000, 8000];
+
+/// The most releases waiting to try again at once, per replica.
+const MAX_RELEASES_RETRYING: usize = 1024;
 
 fn ms(d: Duration) -> String {
     d.as_millis().max(1).to_string()
@@ -769,6 +775,7 @@ impl SharedOwners {
             list: redis::Script::new(LIST),
             renew: redis::Script::new(RENEW),
             release: redis::Script::new(RELEASE),
+            retrying: tokio::sync::Semaphore::new(MAX_RELEASES_RETRYING),
         }
     }
 
@@ -998,11 +1005,19 @@ impl SharedOwners {
     }
 
     /// Releases the lease a script that went unanswered may have taken with `token`: at once,
-    /// then again while none was found, up to [`UNANSWERED_RELEASES`]. Redis may still run
-    /// that script after the first release: when its connection was replaced after misses in
-    /// a row, the release went on the new one while the script waited on the old.
+    /// then again while none was found, after each of [`RELEASE_RETRIES`]. Redis may still
+    /// run that script after the first release: when its connection was replaced after
+    /// misses in a row, the release went on the new one while the script waited on the old.
+    /// At most [`MAX_RELEASES_RETRYING`] wait to try again at once (a Redis in trouble is not
+    /// sent thousands of them); past that, such a lease ends with `busy_lease_ms`.
     pub async fn release_unanswered(&self, context: &str, token: &str) {
-        for after in UNANSWERED_RELEASES {
+        if let Ok(true) = self.release(context, token).await {
+            return;
+        }
+        let Ok(_retrying) = self.retrying.try_acquire() else {
+            return;
+        };
+        for after in RELEASE_RETRIES {
             tokio::time::sleep(Duration::from_millis(after)).await;
             if let Ok(true) = self.release(context, token).await {
                 return;
