@@ -1715,6 +1715,21 @@ impl HoldingRelay {
         back.abort();
     }
 
+    /// A replica in front of `agent` whose Redis is reached through this relay, with
+    /// `timeout_ms` per round trip and a busy lease far longer than a test (a context left
+    /// leased stays busy throughout), and more of the `[state]` table.
+    async fn proxy(&self, redis: &RedisServer, agent: &str, timeout_ms: u64, extra: &str) -> Proxy {
+        let state = format!("busy_lease_ms = 60000\n{extra}");
+        let mut o = opts(redis, agent, &state);
+        let (url, timeout) = (redis.url(), "timeout_ms = 500\n");
+        assert!(o.extra_policy.contains(&url) && o.extra_policy.contains(timeout));
+        o.extra_policy = o
+            .extra_policy
+            .replace(&url, &self.url)
+            .replace(timeout, &format!("timeout_ms = {timeout_ms}\n"));
+        Proxy::start(o).await
+    }
+
     /// From now on, the first write naming `marker` and all after it on its connection are
     /// held.
     fn arm(&self, marker: &str) {
@@ -1766,16 +1781,7 @@ async fn a_caller_that_leaves_before_redis_answers_its_turn_leaves_the_context_f
     let redis = RedisServer::start();
     let relay = HoldingRelay::start(&redis).await;
     let agent = RecordingUpstream::start(Reply::Named).await;
-    // A lease far longer than the test: a context left leased would be busy throughout.
-    let mut o = opts(
-        &redis,
-        &agent.url,
-        "busy_lease_ms = 60000\ntimeout_ms = 5000\n",
-    );
-    o.extra_policy = o.extra_policy.replace(&redis.url(), &relay.url);
-    // (`timeout_ms` above is the later of two: TOML refuses a key twice, so drop the first)
-    o.extra_policy = o.extra_policy.replace("timeout_ms = 500\n", "");
-    let p = Proxy::start(o).await;
+    let p = relay.proxy(&redis, &agent.url, 5000, "").await;
     // (how the caller leaves, its context)
     let cases = [(Proto::H1, "c-u1"), (Proto::H2, "c-u2")];
     for (i, (proto, ctx)) in cases.into_iter().enumerate() {
@@ -1871,9 +1877,7 @@ async fn a_new_context_whose_write_redis_leaves_unanswered_is_not_left_busy() {
     let redis = RedisServer::start();
     let relay = HoldingRelay::start(&redis).await;
     let agent = RecordingUpstream::start(Reply::Named).await;
-    let mut o = opts(&redis, &agent.url, "busy_lease_ms = 60000\n");
-    o.extra_policy = o.extra_policy.replace(&redis.url(), &relay.url);
-    let p = Proxy::start(o).await;
+    let p = relay.proxy(&redis, &agent.url, 500, "").await;
     let mut c = p.client(Proto::H2).await;
     // A first stream in a new context (Redis runs the scripts once: see the test above),
     // then no lease held.
@@ -1915,11 +1919,9 @@ async fn a_release_that_overtakes_its_unanswered_turn_is_tried_again() {
     let redis = RedisServer::start();
     let relay = HoldingRelay::start(&redis).await;
     let agent = RecordingUpstream::start(Reply::Named).await;
-    let state = "busy_lease_ms = 60000\ntimeout_ms = 300\nrate_lease_ms = 1000\n";
-    let mut o = opts(&redis, &agent.url, state);
-    o.extra_policy = o.extra_policy.replace(&redis.url(), &relay.url);
-    o.extra_policy = o.extra_policy.replace("timeout_ms = 500\n", "");
-    let p = Proxy::start(o).await;
+    let p = relay
+        .proxy(&redis, &agent.url, 300, "rate_lease_ms = 1000\n")
+        .await;
     // One connection: its requests are served by one worker, on one Redis connection.
     let mut c = p.client(Proto::H2).await;
     let contexts = ["c-s1", "c-s2", "c-s3"];
