@@ -1793,13 +1793,7 @@ async fn a_caller_that_leaves_before_redis_answers_its_turn_leaves_the_context_f
         let v = rpc_as(&mut c, ALICE, "SendMessage", message(&first, json!({}))).await;
         assert_eq!(v["result"]["task"]["contextId"], ctx, "{v}");
         let again = format!("t-u{i}b {ctx}");
-        let v = rpc_as(
-            &mut c,
-            ALICE,
-            "SendMessage",
-            message(&again, json!({"contextId": ctx})),
-        )
-        .await;
+        let v = say_in(&mut c, &again, ctx).await;
         assert!(v.get("result").is_some(), "{v}");
         until_no_lease(&redis).await;
         let reached = agent.rpc_requests().len();
@@ -1811,13 +1805,7 @@ async fn a_caller_that_leaves_before_redis_answers_its_turn_leaves_the_context_f
         relay.until_held(2).await;
         relay.let_go();
         let next = format!("t-u{i}d {ctx}");
-        let v = rpc_as(
-            &mut c,
-            ALICE,
-            "SendMessage",
-            message(&next, json!({"contextId": ctx})),
-        )
-        .await;
+        let v = say_in(&mut c, &next, ctx).await;
         assert!(v.get("result").is_some(), "{proto:?}: {v}");
         // Only that last message reached the agent.
         assert_eq!(agent.rpc_requests().len(), reached + 1, "{proto:?}");
@@ -1831,6 +1819,12 @@ async fn until_no_lease(redis: &RedisServer) {
         assert!(started.elapsed() < Duration::from_secs(5), "lease kept");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Alice's SendMessage of `text` in her context `context`: the answer.
+async fn say_in(c: &mut Client, text: &str, context: &str) -> Value {
+    let params = message(text, json!({"contextId": context}));
+    rpc_as(c, ALICE, "SendMessage", params).await
 }
 
 /// Sends the JSON-RPC request `body` as Alice and leaves once the relay holds a write (the
@@ -1899,13 +1893,7 @@ async fn a_new_context_whose_write_redis_leaves_unanswered_is_not_left_busy() {
     relay.until_held(2).await;
     relay.let_go();
     // The context is the caller's (Redis ran the write), and free.
-    let v = rpc_as(
-        &mut c,
-        ALICE,
-        "SendMessage",
-        message("t-l3 c-l2", json!({"contextId": "c-l2"})),
-    )
-    .await;
+    let v = say_in(&mut c, "t-l3 c-l2", "c-l2").await;
     assert_eq!(v["result"]["task"]["contextId"], "c-l2", "{v}");
 }
 
@@ -1994,13 +1982,7 @@ async fn a_release_that_overtakes_its_unanswered_turn_is_tried_again() {
     }
     for (i, ctx) in contexts.into_iter().enumerate() {
         let text = format!("t-s{i}d {ctx}");
-        let v = rpc_as(
-            &mut c,
-            ALICE,
-            "SendMessage",
-            message(&text, json!({"contextId": ctx})),
-        )
-        .await;
+        let v = say_in(&mut c, &text, ctx).await;
         assert!(v.get("result").is_some(), "{v}");
     }
 }
@@ -2106,9 +2088,7 @@ async fn a_follow_up_sent_as_soon_as_the_answer_comes_finds_its_context_free() {
         .to_string();
     // Unary turns, then streams (read up to the event that ends the turn).
     for n in 0..40 {
-        let c = &mut clients[(n + 1) % 2];
-        let follow = message("[[input]] next", json!({"contextId": context}));
-        let v = rpc_as(c, ALICE, "SendMessage", follow).await;
+        let v = say_in(&mut clients[(n + 1) % 2], "[[input]] next", &context).await;
         assert!(v.get("result").is_some(), "turn {n}: {v}");
     }
     for n in 0..40 {
