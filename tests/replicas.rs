@@ -1821,6 +1821,13 @@ async fn until_no_lease(redis: &RedisServer) {
     }
 }
 
+/// A new context of Alice's, made by the engine's agent (its id is hers as it is): its id.
+async fn new_context(c: &mut Client) -> String {
+    let v = rpc_as(c, ALICE, "SendMessage", message("[[input]] a", json!({}))).await;
+    let id = v["result"]["task"]["contextId"].as_str();
+    id.unwrap_or_else(|| panic!("{v}")).to_string()
+}
+
 /// Alice's SendMessage of `text` in her context `context`: the answer.
 async fn say_in(c: &mut Client, text: &str, context: &str) -> Value {
     let params = message(text, json!({"contextId": context}));
@@ -2023,28 +2030,10 @@ async fn a_follow_up_on_the_callers_own_context_asks_redis_no_alias() {
     let r = replicas(&redis, &agent, 2).await;
     let mut c = r[0].client(Proto::H2).await;
     // A context the agent made (its id is the caller's as it is) and one the caller named.
-    let v = rpc_as(
-        &mut c,
-        ALICE,
-        "SendMessage",
-        message("[[input]] a", json!({})),
-    )
-    .await;
-    let own = v["result"]["task"]["contextId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let named = json!({"contextId": "ctx-mine"});
-    let v = rpc_as(
-        &mut c,
-        ALICE,
-        "SendMessage",
-        message("[[input]] b", named.clone()),
-    )
-    .await;
+    let own = new_context(&mut c).await;
+    let v = say_in(&mut c, "[[input]] b", "ctx-mine").await;
     assert_eq!(v["result"]["task"]["contextId"], "ctx-mine", "{v}");
-    let follow = message("[[input]] c", json!({"contextId": own}));
-    let (v, seen) = monitored(&redis, rpc_as(&mut c, ALICE, "SendMessage", follow)).await;
+    let (v, seen) = monitored(&redis, say_in(&mut c, "[[input]] c", &own)).await;
     assert_eq!(v["result"]["task"]["contextId"], own.as_str(), "{v}");
     // The TURN named the context; no lookup ran before it: not of the context (this
     // replica trusts what it knows of it) nor of an alias (a lookup names a context as `c`
@@ -2054,13 +2043,7 @@ async fn a_follow_up_on_the_callers_own_context_asks_redis_no_alias() {
     // The caller's own name still reaches its context, on either replica.
     for p in &r {
         let mut c = p.client(Proto::H1).await;
-        let v = rpc_as(
-            &mut c,
-            ALICE,
-            "SendMessage",
-            message("[[input]] d", named.clone()),
-        )
-        .await;
+        let v = say_in(&mut c, "[[input]] d", "ctx-mine").await;
         assert_eq!(v["result"]["task"]["contextId"], "ctx-mine", "{v}");
     }
 }
@@ -2075,17 +2058,7 @@ async fn a_follow_up_sent_as_soon_as_the_answer_comes_finds_its_context_free() {
     let (agent, _stop) = start_engine().await;
     let r = replicas(&redis, &agent, 2).await;
     let mut clients = [r[0].client(Proto::H2).await, r[1].client(Proto::H1).await];
-    let v = rpc_as(
-        &mut clients[0],
-        ALICE,
-        "SendMessage",
-        message("[[input]] a", json!({})),
-    )
-    .await;
-    let context = v["result"]["task"]["contextId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let context = new_context(&mut clients[0]).await;
     // Unary turns, then streams (read up to the event that ends the turn).
     for n in 0..40 {
         let v = say_in(&mut clients[(n + 1) % 2], "[[input]] next", &context).await;

@@ -632,9 +632,10 @@ impl Gate {
                 let unary = !rpc.method.is_streaming();
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &view, &name, |r| {
-                        match unary || crate::a2a::ends_turn(r) {
-                            true => turn.observe_last(upstream, r),
-                            false => turn.observe(upstream, r),
+                        if unary || crate::a2a::ends_turn(r) {
+                            turn.observe_last(upstream, r)
+                        } else {
+                            turn.observe(upstream, r)
                         }
                     })
                 };
