@@ -2093,3 +2093,109 @@ async fn a_follow_up_sent_as_soon_as_the_answer_comes_finds_its_context_free() {
         }
     }
 }
+
+/// The state an event of a stream gives its task (`result.task` or `result.statusUpdate`).
+fn state_of(event: &Value) -> &str {
+    let r = &event["result"];
+    r["statusUpdate"]["status"]["state"]
+        .as_str()
+        .or(r["task"]["status"]["state"].as_str())
+        .unwrap_or("")
+}
+
+/// An agent that goes on after the event that ended its turn (iac-code after a provider
+/// error: FAILED, then WORKING and INPUT_REQUIRED) takes its context again: a follow-up sent
+/// through another replica while it goes on is busy, as the memory backend has it. A
+/// follow-up that began in the pause before the agent went on (the turn had ended, as A2A
+/// says it does) is the context's turn: the stream that went on ends with
+/// `context.lease_lost`, never two turns relayed on one context at once.
+#[tokio::test]
+async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
+    let redis = RedisServer::start();
+    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(400))).await;
+    let r = replicas(&redis, &agent.url, 2).await;
+    let (mut a, mut b) = (r[0].client(Proto::H2).await, r[1].client(Proto::H1).await);
+
+    // Nobody else: the context is the stream's again until its real end.
+    let resp = a
+        .rpc_stream("SendStreamingMessage", message("go", json!({})))
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("the task");
+    let context = first["result"]["task"]["contextId"].as_str().unwrap();
+    let context = context.to_string();
+    let (_, failed) = events.next().await.expect("FAILED");
+    assert_eq!(state_of(&failed), "TASK_STATE_FAILED", "{failed}");
+    let (_, working) = events.next().await.expect("WORKING");
+    assert_eq!(state_of(&working), "TASK_STATE_WORKING", "{working}");
+    let v = say_in(&mut b, "next", &context).await;
+    assert_eq!(reason(&v), "context.busy", "{v}");
+    let rest = events.rest().await;
+    let states: Vec<&str> = rest.iter().map(|(_, e)| state_of(e)).collect();
+    assert_eq!(states, ["TASK_STATE_INPUT_REQUIRED"], "{rest:?}");
+    let v = say_in(&mut b, "next", &context).await;
+    assert!(v.get("result").is_some(), "{v}");
+
+    // A follow-up in the pause after FAILED: its turn wins.
+    let resp = a
+        .rpc_stream("SendStreamingMessage", message("go", json!({})))
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("the task");
+    let context = first["result"]["task"]["contextId"].as_str().unwrap();
+    let context = context.to_string();
+    let (_, failed) = events.next().await.expect("FAILED");
+    assert_eq!(state_of(&failed), "TASK_STATE_FAILED", "{failed}");
+    let follow = tokio::spawn(async move { say_in(&mut b, "slow", &context).await });
+    let rest = events.rest().await;
+    let (event, last) = rest.last().expect("an event");
+    assert_eq!(event.as_deref(), Some("error"), "{rest:?}");
+    assert_eq!(reason(last), "context.lease_lost", "{rest:?}");
+    assert_eq!(
+        rest.len(),
+        1,
+        "nothing relayed beside the follow-up: {rest:?}"
+    );
+    let v = follow.await.unwrap();
+    assert!(v.get("result").is_some(), "{v}");
+}
+
+/// A follow-up sent as soon as an error comes finds its context free, through either
+/// replica: the agent's error (a JSON-RPC answer, or an `event: error` ending a stream) or
+/// the edge's instead of the agent's answer (here to an HTTP 500) releases the context's
+/// lease before it leaves the edge.
+#[tokio::test]
+async fn a_follow_up_sent_as_soon_as_an_error_comes_finds_its_context_free() {
+    let redis = RedisServer::start();
+    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(10))).await;
+    let r = replicas(&redis, &agent.url, 2).await;
+    let mut clients = [r[0].client(Proto::H2).await, r[1].client(Proto::H1).await];
+    let v = rpc_as(
+        &mut clients[0],
+        ALICE,
+        "SendMessage",
+        message("a", json!({})),
+    )
+    .await;
+    let context = v["result"]["task"]["contextId"].as_str();
+    let context = context.unwrap_or_else(|| panic!("{v}")).to_string();
+    for n in 0..36 {
+        let c = &mut clients[n % 2];
+        let error = match n % 3 {
+            0 => say_in(c, "error", &context).await,
+            1 => say_in(c, "broken", &context).await,
+            _ => {
+                let params = message("error", json!({"contextId": context}));
+                let resp = c.rpc_stream("SendStreamingMessage", params).await;
+                let rest = EventReader::new(resp).rest().await;
+                let (event, last) = rest.last().expect("an event").clone();
+                assert_eq!(event.as_deref(), Some("error"), "{n}: {rest:?}");
+                last
+            }
+        };
+        assert!(error.get("error").is_some(), "{n}: {error}");
+        assert_ne!(reason(&error), "context.busy", "{n}: {error}");
+        let v = say_in(&mut clients[(n + 1) % 2], "next", &context).await;
+        assert!(v.get("result").is_some(), "{n}: {v}");
+    }
+}

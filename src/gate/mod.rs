@@ -628,15 +628,16 @@ impl Gate {
                 });
                 let interrupt = either_interrupt(lost, revoked);
                 // A unary answer is its turn's last, and so is a stream's event that ends the
-                // turn: it leaves once the context is free.
+                // turn, or an error: it leaves once the context is free.
                 let unary = !rpc.method.is_streaming();
+                let ending = turn.ender();
                 let observe = move |v: &mut Value| {
-                    one_answer(v, shape, &requests, &view, &name, |r| {
-                        if unary || crate::a2a::ends_turn(r) {
+                    one_answer(v, shape, &requests, &view, &name, |r| match r {
+                        None => Ok(turn.end()),
+                        Some(r) if unary || crate::a2a::ends_turn(r) => {
                             turn.observe_last(upstream, r)
-                        } else {
-                            turn.observe(upstream, r)
                         }
+                        Some(r) => turn.observe(upstream, r),
                     })
                 };
                 let plan = Plan {
@@ -646,7 +647,14 @@ impl Gate {
                     interrupt,
                     size_hint: bytes.len(),
                 };
-                Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
+                let answer =
+                    Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await;
+                // The edge's error instead of the agent's answer ends the turn too.
+                let end = answer.is_err().then(|| ending.end()).flatten();
+                if let Some(end) = end {
+                    let _ = end.await;
+                }
+                answer
             }
             Method::ListTasks => {
                 // The slot is held for the whole fan-out, and by the answer until it is sent.
@@ -697,6 +705,7 @@ impl Gate {
                 let shape = Shape::of(rpc.method).unwrap_or(Shape::Empty);
                 let observe = move |v: &mut Value| {
                     one_answer(v, shape, &requests, &registry, &name, |r| {
+                        let Some(r) = r else { return Ok(None) };
                         // An answer about another task is not the answer to this request.
                         if !TaskRegistry::names_only_task(r, &task) {
                             return Err(crate::state::registry::Unrelayable::Malformed);
@@ -1227,23 +1236,25 @@ struct Plan<F> {
 }
 
 /// The single pass over one JSON-RPC response of an agent's answer to `name`: cleaned,
-/// learned from (`learn`: who owns what; refused when it names another caller's task), then
-/// put in the caller's view (its own context ids).
+/// learned from (`learn`: who owns what, given the `result`, `None` for an error; refused
+/// when it names another caller's task), then put in the caller's view (its own context
+/// ids).
 fn one_answer(
     v: &mut Value,
     shape: Shape,
     requests: &RequestPolicy,
     view: &TaskRegistry,
     name: &str,
-    learn: impl FnOnce(&Value) -> Result<Option<Pending>, crate::state::registry::Unrelayable>,
+    learn: impl FnOnce(Option<&Value>) -> Result<Option<Pending>, crate::state::registry::Unrelayable>,
 ) -> Result<Option<Pending>, upstream::Refused> {
     clean_response(v, &requests.metadata, requests.redact_paths);
     let pending = match v.get("result") {
         // Held to its method's shape first: a result that reads as another shape (a task
         // list, a Task beside a `taskId`) would be judged, or not at all, as that one.
         Some(result) if !shape.holds(result) => return Err(reason::UPSTREAM_BAD_RESPONSE),
-        Some(result) => learn(result).map_err(|u| u.reason())?,
-        None => None,
+        Some(result) => learn(Some(result)).map_err(|u| u.reason())?,
+        // An error.
+        None => learn(None).map_err(|u| u.reason())?,
     };
     view.client_view(name, v);
     Ok(pending)

@@ -421,6 +421,21 @@ impl Ownership {
     }
 }
 
+/// Ends a turn where its answer's relay does not: the edge answers an error instead of the
+/// agent ([`OwnedTurn::ender`]).
+pub struct TurnEnd(Option<Arc<Lease>>);
+
+impl TurnEnd {
+    /// [`OwnedTurn::end`].
+    pub fn end(&self) -> Option<Pending> {
+        let end = self.0.as_ref()?.release_now();
+        Some(Box::pin(async move {
+            end.await;
+            Ok(())
+        }))
+    }
+}
+
 /// A turn in flight (see [`Turn`]); with `redis`, it also holds the context's busy lease.
 /// A clone is the same turn (and lease).
 #[derive(Clone)]
@@ -452,7 +467,32 @@ impl OwnedTurn {
     /// Learns from one answer of this turn (see [`Turn::observe`]); with `redis`, the owners
     /// of the tasks it names without a context are fetched first, what is new is written
     /// before it is relayed, and a context the agent names for this turn is leased.
+    /// An answer after the one that ended the turn (an agent that goes on: iac-code does
+    /// after a provider error's FAILED) takes the context's lease again first, or ends the
+    /// turn with `context.lease_lost` when another turn has begun on it meanwhile.
     pub fn observe(
+        &mut self,
+        upstream: UpstreamId,
+        result: &Value,
+    ) -> Result<Option<Pending>, Unrelayable> {
+        let released = self.lease.as_ref().filter(|l| l.is_released());
+        let retake = released.and_then(|l| l.retake(task_of(result)));
+        let Some(retake) = retake else {
+            return self.observe_held(upstream, result);
+        };
+        let (mut turn, result) = (self.clone(), result.clone());
+        Ok(Some(Box::pin(async move {
+            retake.await?;
+            match turn.observe_held(upstream, &result) {
+                Err(u) => Err(u.reason()),
+                Ok(None) => Ok(()),
+                Ok(Some(write)) => write.await,
+            }
+        })))
+    }
+
+    /// [`OwnedTurn::observe`] while the turn holds its lease (or has released it for good).
+    fn observe_held(
         &mut self,
         upstream: UpstreamId,
         result: &Value,
@@ -488,13 +528,14 @@ impl OwnedTurn {
     /// then released, and the answer waits for Redis to answer that release (a try it leaves
     /// unanswered is repeated in the background), so that a follow-up sent the moment the
     /// answer arrives, through any replica, does not find the context busy with the turn it
-    /// follows (the memory backend lets such a follow-up through too).
+    /// follows (the memory backend lets such a follow-up through too). One that comes after
+    /// the turn's lease was released already is learned without taking it again.
     pub fn observe_last(
         &mut self,
         upstream: UpstreamId,
         result: &Value,
     ) -> Result<Option<Pending>, Unrelayable> {
-        let pending = self.observe(upstream, result)?;
+        let pending = self.observe_held(upstream, result)?;
         let Some(lease) = self.lease.clone() else {
             return Ok(pending);
         };
@@ -505,6 +546,18 @@ impl OwnedTurn {
             lease.release_now().await;
             Ok(())
         })))
+    }
+
+    /// The turn's last answer is an error (the agent's, or the edge's instead of one): with
+    /// `redis`, the context's busy lease is released before it is relayed, as after
+    /// [`OwnedTurn::observe_last`]. `None` without a lease.
+    pub fn end(&self) -> Option<Pending> {
+        self.ender().end()
+    }
+
+    /// What ends this turn from outside its answer's relay ([`OwnedTurn::end`]).
+    pub fn ender(&self) -> TurnEnd {
+        TurnEnd(self.lease.clone())
     }
 
     /// Resolves when this turn's busy lease is lost ([`LeaseInner::lost`]), so that a stream
@@ -551,7 +604,7 @@ impl OwnedTurn {
             let token = lease
                 .as_ref()
                 .filter(|l| !news.inferred_context && !l.is_released())
-                .map(|l| l.inner.token.clone());
+                .map(|l| l.inner.token());
             // Only a context the agent names for this turn is bound to its workspace here
             // (a named one was bound when the turn began).
             let bind = adopting.then_some(workspace.as_deref());
@@ -590,7 +643,9 @@ impl OwnedTurn {
 }
 
 struct LeaseInner {
-    token: String,
+    /// The lease's token in Redis (a new one when the lease is taken again:
+    /// [`Lease::retake`]).
+    token: Mutex<String>,
     /// The context (`None` until the agent names the turn's new one), and when the last
     /// round trip that Redis answered holding the lease for this turn was sent (the take,
     /// then each renewal): the lease runs out in Redis one `busy_lease_ms` after it at the
@@ -600,9 +655,31 @@ struct LeaseInner {
     /// else's (a failover or an eviction dropped it), or renewals failed (Redis unreachable)
     /// until it ran out. Another turn may run on the context now.
     lost: watch::Sender<bool>,
-    /// Set once the turn's last answer released the lease ([`Lease::release_now`]): what the
-    /// agent sends after it does not take the context again.
+    /// Set once the turn's last answer released the lease ([`Lease::release_now`]); cleared
+    /// when the agent goes on and the lease is taken again ([`Lease::retake`]).
     released: AtomicBool,
+    /// The context the lease was released on, while it is released.
+    released_on: Mutex<Option<String>>,
+}
+
+impl LeaseInner {
+    fn token(&self) -> String {
+        self.token
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The task an answer names (a Task's id, an update's `taskId`), or "".
+fn task_of(result: &Value) -> &str {
+    let task = match result.get("task") {
+        Some(t) => t.get("id"),
+        None => ["statusUpdate", "artifactUpdate"]
+            .iter()
+            .find_map(|k| result.get(*k)?.get("taskId")),
+    };
+    task.and_then(Value::as_str).unwrap_or("")
 }
 
 /// A TURN script asked for, whose answer has not come: dropped before it is answered (an
@@ -631,7 +708,8 @@ impl Drop for Unanswered {
 pub struct Lease {
     owners: Arc<SharedOwners>,
     inner: Arc<LeaseInner>,
-    renewer: tokio::task::JoinHandle<()>,
+    /// Renews the lease while it is held ([`renew_while_held`]).
+    renewer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Lease {
@@ -648,71 +726,17 @@ impl Lease {
         token: String,
     ) -> Lease {
         let inner = Arc::new(LeaseInner {
-            token,
+            token: Mutex::new(token),
             held: Mutex::new(Some((context.to_string(), asked)).filter(|(c, _)| !c.is_empty())),
             lost: watch::Sender::new(false),
             released: AtomicBool::new(false),
+            released_on: Mutex::new(None),
         });
-        let (o, i) = (owners.clone(), inner.clone());
-        let renewer = tokio::spawn(async move {
-            let every = (o.lease / 3).max(Duration::from_millis(50));
-            let mut next = Instant::now() + every;
-            loop {
-                let held = i
-                    .held
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                // Past `deadline` the lease has run out in Redis (renewals failing, Redis
-                // away or slow, as a dead replica's does): another turn may have begun, so
-                // the wait for the next renewal, or for its answer, ends there.
-                let deadline = held.as_ref().map(|(_, confirmed)| *confirmed + o.lease);
-                let until = deadline.map_or(next, |d| d.min(next));
-                tokio::time::sleep_until(until).await;
-                let Some((c, _)) = held else {
-                    next += every;
-                    continue;
-                };
-                let ran_out = || deadline.is_some_and(|d| Instant::now() >= d);
-                let asked = Instant::now();
-                let lost = ran_out()
-                    || match tokio::time::timeout_at(
-                        deadline.unwrap_or(asked + o.lease),
-                        o.renew(&c, &i.token),
-                    )
-                    .await
-                    {
-                        Ok(Ok(true)) => {
-                            if let Some((_, at)) = i
-                                .held
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .as_mut()
-                            {
-                                *at = asked;
-                            }
-                            false
-                        }
-                        // Gone or someone else's.
-                        Ok(Ok(false)) => true,
-                        // Unanswered: lost once the lease has run out.
-                        Ok(Err(StateUnavailable)) => ran_out(),
-                        Err(_) => true,
-                    };
-                if lost {
-                    // This turn no longer holds the context: it ends at once if it streams
-                    // (`OwnedTurn::lease_lost`), else at its answer (`OwnedTurn::observe`).
-                    tracing::warn!(event = "lease_lost", context = c.as_str());
-                    i.lost.send_replace(true);
-                    return;
-                }
-                next = asked + every;
-            }
-        });
+        let renewer = renew_while_held(owners.clone(), inner.clone());
         Lease {
             owners,
             inner,
-            renewer,
+            renewer: Mutex::new(Some(renewer)),
         }
     }
 
@@ -731,6 +755,72 @@ impl Lease {
     fn is_released(&self) -> bool {
         self.inner.released.load(Ordering::Relaxed)
     }
+
+    fn stop_renewing(&self) {
+        let renewer = self
+            .renewer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(r) = renewer {
+            r.abort();
+        }
+    }
+
+    /// The agent goes on after the turn's last answer released the lease (with `task`):
+    /// takes it again, under a new token (a release of the old one still being tried cannot
+    /// end it), and renews it again. Resolves to `context.lease_lost` (the lease set lost)
+    /// when another turn holds the context now, `state.unavailable` when Redis does not
+    /// answer (a lease it may have taken is released behind it). `None` while the lease is
+    /// held, or when it was released before it held a context.
+    fn retake(self: &Arc<Self>, task: &str) -> Option<Pending> {
+        if !self.is_released() {
+            return None;
+        }
+        let context = self
+            .inner
+            .released_on
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        let (lease, task) = (self.clone(), task.to_string());
+        Some(Box::pin(async move {
+            let owners = lease.owners.clone();
+            let mut asking = Unanswered {
+                owners: owners.clone(),
+                context: context.clone(),
+                token: Some(crate::crypto::random_token()),
+            };
+            let token = asking.token.clone().unwrap_or_default();
+            let asked = Instant::now();
+            let taken = owners.retake(&context, &token, &task).await;
+            if taken.is_ok() {
+                asking.token = None;
+            }
+            match taken {
+                Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
+                Ok(false) => {
+                    tracing::warn!(event = "lease_lost", context = context.as_str());
+                    lease.inner.lost.send_replace(true);
+                    Err(reason::CONTEXT_LEASE_LOST)
+                }
+                Ok(true) => {
+                    let inner = &lease.inner;
+                    *inner.token.lock().unwrap_or_else(PoisonError::into_inner) = token;
+                    *inner.held.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some((context, asked));
+                    *inner
+                        .released_on
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = None;
+                    inner.released.store(false, Ordering::Relaxed);
+                    let renewer = renew_while_held(owners, inner.clone());
+                    *lease.renewer.lock().unwrap_or_else(PoisonError::into_inner) = Some(renewer);
+                    Ok(())
+                }
+            }
+        }))
+    }
 }
 
 impl Lease {
@@ -738,7 +828,7 @@ impl Lease {
     /// first try; its renewals stop, and the turn takes the context no more. The release
     /// runs in a task of its own: a caller that leaves meanwhile does not cancel it.
     fn release_now(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.renewer.abort();
+        self.stop_renewing();
         self.inner.released.store(true, Ordering::Relaxed);
         let held = self
             .inner
@@ -747,8 +837,13 @@ impl Lease {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let first = held.map(|(c, _)| {
+            *self
+                .inner
+                .released_on
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(c.clone());
             let rt = tokio::runtime::Handle::current();
-            spawn_release(&rt, self.owners.clone(), c, self.inner.token.clone())
+            spawn_release(&rt, self.owners.clone(), c, self.inner.token())
         });
         async move {
             if let Some(first) = first {
@@ -778,9 +873,73 @@ fn spawn_release(
     first
 }
 
+/// Renews a lease every third of `busy_lease_ms` while it is held; sets it lost when a
+/// renewal finds it gone or someone else's, or renewals fail until it runs out.
+fn renew_while_held(
+    owners: Arc<SharedOwners>,
+    inner: Arc<LeaseInner>,
+) -> tokio::task::JoinHandle<()> {
+    let (o, i) = (owners, inner);
+    tokio::spawn(async move {
+        let every = (o.lease / 3).max(Duration::from_millis(50));
+        let mut next = Instant::now() + every;
+        loop {
+            let held = i
+                .held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            // Past `deadline` the lease has run out in Redis (renewals failing, Redis
+            // away or slow, as a dead replica's does): another turn may have begun, so
+            // the wait for the next renewal, or for its answer, ends there.
+            let deadline = held.as_ref().map(|(_, confirmed)| *confirmed + o.lease);
+            let until = deadline.map_or(next, |d| d.min(next));
+            tokio::time::sleep_until(until).await;
+            let Some((c, _)) = held else {
+                next += every;
+                continue;
+            };
+            let ran_out = || deadline.is_some_and(|d| Instant::now() >= d);
+            let asked = Instant::now();
+            let lost = ran_out()
+                || match tokio::time::timeout_at(
+                    deadline.unwrap_or(asked + o.lease),
+                    o.renew(&c, &i.token()),
+                )
+                .await
+                {
+                    Ok(Ok(true)) => {
+                        if let Some((_, at)) = i
+                            .held
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .as_mut()
+                        {
+                            *at = asked;
+                        }
+                        false
+                    }
+                    // Gone or someone else's.
+                    Ok(Ok(false)) => true,
+                    // Unanswered: lost once the lease has run out.
+                    Ok(Err(StateUnavailable)) => ran_out(),
+                    Err(_) => true,
+                };
+            if lost {
+                // This turn no longer holds the context: it ends at once if it streams
+                // (`OwnedTurn::lease_lost`), else at its answer (`OwnedTurn::observe`).
+                tracing::warn!(event = "lease_lost", context = c.as_str());
+                i.lost.send_replace(true);
+                return;
+            }
+            next = asked + every;
+        }
+    })
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.renewer.abort();
+        self.stop_renewing();
         let context = self
             .inner
             .held
@@ -796,7 +955,7 @@ impl Drop for Lease {
             &rt,
             self.owners.clone(),
             c,
-            self.inner.token.clone(),
+            self.inner.token(),
         ));
     }
 }

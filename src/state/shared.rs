@@ -622,6 +622,23 @@ end
 return released
 "#;
 
+/// Takes a context's lease again for a turn whose agent goes on after the event that ended
+/// it (its lease was released then: [`RELEASE`]), unless another turn holds the context now.
+/// ARGV: prefix, context, a new token, the task the agent goes on with, lease ms. 1 when
+/// taken; 0 when the context's lease, or a follow-up on another task, is someone else's.
+const RETAKE: &str = concat!(
+    now_ms_lua!(),
+    followers_lua!(),
+    r#"
+local bk = ARGV[1] .. 'b:' .. ARGV[2]
+if redis.call('EXISTS', bk) == 1 then return 0 end
+local running = followers(ARGV[1] .. 'bf:' .. ARGV[2], now_ms())
+if running and running ~= ARGV[4] then return 0 end
+redis.call('SET', bk, ARGV[3] .. '\n' .. ARGV[4], 'PX', ARGV[5])
+return 1
+"#
+);
+
 /// What a TURN script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnVerdict {
@@ -731,6 +748,7 @@ pub struct SharedOwners {
     list: redis::Script,
     renew: redis::Script,
     release: redis::Script,
+    retake: redis::Script,
     /// Releases waiting to try again ([`SharedOwners::release_unanswered`]).
     retrying: tokio::sync::Semaphore,
 }
@@ -775,6 +793,7 @@ impl SharedOwners {
             list: redis::Script::new(LIST),
             renew: redis::Script::new(RENEW),
             release: redis::Script::new(RELEASE),
+            retake: redis::Script::new(RETAKE),
             retrying: tokio::sync::Semaphore::new(MAX_RELEASES_RETRYING),
         }
     }
@@ -1002,6 +1021,21 @@ impl SharedOwners {
         let args = [self.prefix(), context, token];
         let released: i64 = self.store.run(&self.release, &args).await?;
         Ok(released == 1)
+    }
+
+    /// Takes the lease on `context` again with a new `token`, for the turn whose agent goes
+    /// on with `task` after the event that ended the turn released it ([`RETAKE`]): false
+    /// when another turn holds the context now.
+    pub async fn retake(
+        &self,
+        context: &str,
+        token: &str,
+        task: &str,
+    ) -> Result<bool, StateUnavailable> {
+        let lease = ms(self.lease);
+        let args = [self.prefix(), context, token, task, &lease];
+        let taken: i64 = self.store.run(&self.retake, &args).await?;
+        Ok(taken == 1)
     }
 
     /// Releases the lease a script that went unanswered may have taken with `token`: at once,

@@ -510,6 +510,15 @@ pub enum Reply {
     /// ListTaskPushNotificationConfigs gets a config of the
     /// named task and one of `t-a1` (an agent that ignores the request's `taskId`).
     Named,
+    /// An agent that goes on after ending its turn, as iac-code does after a provider error
+    /// (`iac-code-upstream.md`: FAILED in the middle of the stream, then WORKING and a final
+    /// INPUT_REQUIRED). Its task is `t-` and the message's id, in the message's context or
+    /// `c-` and the message's id. A SendStreamingMessage gets the task WORKING, at once a
+    /// FAILED update, and after each pause a WORKING and an INPUT_REQUIRED update; then the
+    /// stream ends. A message that says `error` gets a JSON-RPC error (an `event: error` in
+    /// a stream), `broken` an HTTP 500, `slow` its task INPUT_REQUIRED after three pauses,
+    /// anything else at once.
+    Relapse(Duration),
 }
 
 /// A plain-HTTP upstream that records every request it receives.
@@ -811,6 +820,73 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                     .unwrap();
             }
             json(answer)
+        }
+        Reply::Relapse(pause) => {
+            let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+            let m = &request["params"]["message"];
+            let said = m["parts"][0]["text"].as_str().unwrap_or("").to_string();
+            let mid = m["messageId"].as_str().unwrap_or("m");
+            let context = m["contextId"]
+                .as_str()
+                .map_or(format!("c-{mid}"), str::to_string);
+            let task = format!("t-{mid}");
+            let update = |state: &str| {
+                json!({"jsonrpc": "2.0", "id": id, "result": {"statusUpdate": {"taskId": task,
+                    "contextId": context, "status": {"state": format!("TASK_STATE_{state}")}}}})
+            };
+            let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "failed as asked"}});
+            let streaming = request["method"] == "SendStreamingMessage";
+            match said.as_str() {
+                "broken" => {
+                    return Response::builder()
+                        .status(500)
+                        .body(
+                            Full::new(Bytes::new())
+                                .map_err(|never| match never {})
+                                .boxed_unsync(),
+                        )
+                        .unwrap()
+                }
+                "error" if !streaming => return json(error),
+                "slow" => tokio::time::sleep(pause * 3).await,
+                _ => {}
+            }
+            let task = json!({"jsonrpc": "2.0", "id": id, "result": {"task": {"id": task,
+                "contextId": context, "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}});
+            if !streaming {
+                return json(task);
+            }
+            let frames = if said == "error" {
+                vec![(
+                    Duration::ZERO,
+                    format!("event: error\r\ndata: {error}\r\n\r\n"),
+                )]
+            } else {
+                let mut first = task.clone();
+                first["result"]["task"]["status"]["state"] = json!("TASK_STATE_WORKING");
+                [
+                    (Duration::ZERO, first),
+                    (Duration::ZERO, update("FAILED")),
+                    (pause, update("WORKING")),
+                    (pause, update("INPUT_REQUIRED")),
+                ]
+                .into_iter()
+                .map(|(after, v)| (after, format!("data: {v}\r\n\r\n")))
+                .collect()
+            };
+            let (tx, body) = a2a_edge::body::ChannelBody::new(1);
+            tokio::spawn(async move {
+                for (after, frame) in frames {
+                    tokio::time::sleep(after).await;
+                    if tx.send(Ok(Bytes::from(frame))).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(body.boxed())
+                .unwrap()
         }
         Reply::Task(task) => {
             let task: Value = serde_json::from_str(task).unwrap();
