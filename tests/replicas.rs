@@ -2103,6 +2103,21 @@ fn state_of(event: &Value) -> &str {
         .unwrap_or("")
 }
 
+/// A stream of a [`Reply::Relapse`] agent in a new context, read up to its FAILED event:
+/// the rest of its events, and its context.
+async fn failed_stream(c: &mut Client) -> (EventReader, String) {
+    let resp = c
+        .rpc_stream("SendStreamingMessage", message("go", json!({})))
+        .await;
+    let mut events = EventReader::new(resp);
+    let (_, first) = events.next().await.expect("the task");
+    let context = first["result"]["task"]["contextId"].as_str().unwrap();
+    let context = context.to_string();
+    let (_, failed) = events.next().await.expect("FAILED");
+    assert_eq!(state_of(&failed), "TASK_STATE_FAILED", "{failed}");
+    (events, context)
+}
+
 /// An agent that goes on after the event that ended its turn (iac-code after a provider
 /// error: FAILED, then WORKING and INPUT_REQUIRED) takes its context again: a follow-up sent
 /// through another replica while it goes on is busy, as the memory backend has it. A
@@ -2117,15 +2132,7 @@ async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
     let (mut a, mut b) = (r[0].client(Proto::H2).await, r[1].client(Proto::H1).await);
 
     // Nobody else: the context is the stream's again until its real end.
-    let resp = a
-        .rpc_stream("SendStreamingMessage", message("go", json!({})))
-        .await;
-    let mut events = EventReader::new(resp);
-    let (_, first) = events.next().await.expect("the task");
-    let context = first["result"]["task"]["contextId"].as_str().unwrap();
-    let context = context.to_string();
-    let (_, failed) = events.next().await.expect("FAILED");
-    assert_eq!(state_of(&failed), "TASK_STATE_FAILED", "{failed}");
+    let (mut events, context) = failed_stream(&mut a).await;
     let (_, working) = events.next().await.expect("WORKING");
     assert_eq!(state_of(&working), "TASK_STATE_WORKING", "{working}");
     let v = say_in(&mut b, "next", &context).await;
@@ -2137,15 +2144,7 @@ async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
     assert!(v.get("result").is_some(), "{v}");
 
     // A follow-up in the pause after FAILED: its turn wins.
-    let resp = a
-        .rpc_stream("SendStreamingMessage", message("go", json!({})))
-        .await;
-    let mut events = EventReader::new(resp);
-    let (_, first) = events.next().await.expect("the task");
-    let context = first["result"]["task"]["contextId"].as_str().unwrap();
-    let context = context.to_string();
-    let (_, failed) = events.next().await.expect("FAILED");
-    assert_eq!(state_of(&failed), "TASK_STATE_FAILED", "{failed}");
+    let (mut events, context) = failed_stream(&mut a).await;
     let follow = tokio::spawn(async move { say_in(&mut b, "slow", &context).await });
     let rest = events.rest().await;
     let (event, last) = rest.last().expect("an event");

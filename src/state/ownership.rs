@@ -208,12 +208,7 @@ impl Ownership {
         // dropped while it waits: the caller left): then the lease is released (nothing
         // happens if there was none), or the caller's own context stays busy for the whole
         // lease.
-        let mut asking = Unanswered {
-            owners: shared.clone(),
-            context: c.to_string(),
-            token: Some(crate::crypto::random_token()),
-        };
-        let token = asking.token.clone().unwrap_or_default();
+        let (mut asking, token) = Unanswered::new_token(shared, c);
         // The lease runs from when it was asked for at the latest.
         let asked = Instant::now();
         let pick = pick().and_then(|id| self.local.upstream_name(id));
@@ -692,6 +687,19 @@ struct Unanswered {
     token: Option<String>,
 }
 
+impl Unanswered {
+    /// A new lease token, to be asked for on `context`: released unless answered.
+    fn new_token(owners: &Arc<SharedOwners>, context: &str) -> (Unanswered, String) {
+        let token = crate::crypto::random_token();
+        let asking = Unanswered {
+            owners: owners.clone(),
+            context: context.to_string(),
+            token: Some(token.clone()),
+        };
+        (asking, token)
+    }
+}
+
 impl Drop for Unanswered {
     fn drop(&mut self) {
         let (Some(token), Ok(rt)) = (self.token.take(), tokio::runtime::Handle::try_current())
@@ -786,12 +794,7 @@ impl Lease {
         let (lease, task) = (self.clone(), task.to_string());
         Some(Box::pin(async move {
             let owners = lease.owners.clone();
-            let mut asking = Unanswered {
-                owners: owners.clone(),
-                context: context.clone(),
-                token: Some(crate::crypto::random_token()),
-            };
-            let token = asking.token.clone().unwrap_or_default();
+            let (mut asking, token) = Unanswered::new_token(&owners, &context);
             let asked = Instant::now();
             let taken = owners.retake(&context, &token, &task).await;
             if taken.is_ok() {
