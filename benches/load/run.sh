@@ -8,13 +8,18 @@
 #   a2a-edge-redis  a2a-edge with `[state] backend = "redis"` (a local redis-server)
 # The shapes: `engine` (the embedded echo agent, `a2a-edge engine`) and `static` (an nginx of its own,
 # `return 200` with a fixed 1.3 KB Task, static-task.json: what a proxy costs when the agent
-# costs nothing). The targets run interleaved for ROUNDS rounds; the tables give the medians and
+# costs nothing), and `conversation` (the engine again, every request a follow-up: a message in a
+# context of the caller's that exists, so that the edge checks the context and, with Redis, takes
+# and releases its busy lease on every request; HTTP/1.1 only). The targets run interleaved for ROUNDS rounds; the tables give the medians and
 # the ratios edge / nginx (also written to benches/load/results.md).
 #
 # Usage: run.sh [--rounds N]
 # Env:
 #   ROUNDS       rounds of every target, interleaved (default 2; --rounds wins)
-#   SHAPES       the upstream shapes, space-separated (default "engine static")
+#   SHAPES       the upstream shapes, space-separated: engine, static, conversation (default
+#                "engine static")
+#   CONTEXTS     the conversation shape's contexts per target, made before the rounds and named
+#                in turn (default 4 x CONNECTIONS)
 #   DURATION     seconds per measured run (default 8)
 #   CONNECTIONS  wrk connections (default 32)
 #   THREADS      wrk threads (default 1)
@@ -88,6 +93,7 @@ done
 SHAPES=${SHAPES:-engine static}
 DURATION=${DURATION:-8}
 CONNECTIONS=${CONNECTIONS:-32}
+CONTEXTS=${CONTEXTS:-$((CONNECTIONS * 4))}
 THREADS=${THREADS:-1}
 WARMUP=${WARMUP:-2}
 NGINX_WORKERS=${NGINX_WORKERS:-$(nproc)}
@@ -111,7 +117,7 @@ FLOOR_BIN=${FLOOR_BIN:-}
 [[ -z "$OTLP_RATIO" || "$OTLP_RATIO" =~ ^(0|1|0?\.[0-9]+|1\.0*)$ ]] || die "OTLP_RATIO must be a number from 0 to 1"
 [[ -z "$BASELINE_BIN" || -x "$BASELINE_BIN" ]] || die "BASELINE_BIN is not an executable: $BASELINE_BIN"
 
-require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX OTLP_BASE FLOOR
+require_uints ROUNDS DURATION CONNECTIONS CONTEXTS THREADS WARMUP NGINX_WORKERS STATIC_WORKERS NGINX_ACCESS_LOG READY_TIMEOUT H2LOAD H2_STREAMS STATE_REDIS HA REDIS_UNIX OTLP_BASE FLOOR
 ((REDIS_UNIX == 0 || STATE_REDIS)) || die "REDIS_UNIX=1 needs STATE_REDIS=1"
 ((OTLP_BASE == 0)) || [[ -n "$OTLP_RATIO" ]] || die "OTLP_BASE=1 needs OTLP_RATIO"
 ((ROUNDS > 0)) || die "ROUNDS must be > 0"
@@ -119,7 +125,8 @@ require_uints ROUNDS DURATION CONNECTIONS THREADS WARMUP NGINX_WORKERS STATIC_WO
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
 for shape in $SHAPES; do
-    [[ $shape == engine || $shape == static ]] || die "unknown shape in SHAPES: $shape (engine, static)"
+    [[ $shape =~ ^(engine|static|conversation)$ ]] ||
+        die "unknown shape in SHAPES: $shape (engine, static, conversation)"
 done
 
 # ---- tools
@@ -246,7 +253,7 @@ ENGINE_PORT=${ENGINE_PORT%/}
 log "engine at $ENGINE_URL"
 STATIC_PORT=$(free_port)
 STATIC_URL="http://127.0.0.1:$STATIC_PORT/"
-declare -A UPSTREAM=([engine]=$ENGINE_URL [static]=$STATIC_URL)
+declare -A UPSTREAM=([engine]=$ENGINE_URL [static]=$STATIC_URL [conversation]=$ENGINE_URL)
 SNG="$TMP/static"
 mkdir -p "$SNG/tmp"
 render "$HERE/static-upstream.conf.tmpl" "$SNG/nginx.conf" "PREFIX=$SNG" "WORKERS=$STATIC_WORKERS" \
@@ -384,6 +391,10 @@ CACERT[nginx-engine]="$CERTS/ca.pem"
 CACERT[nginx-static]="$CERTS/ca.pem"
 URL[direct-engine]=$ENGINE_URL
 URL[direct-static]=$STATIC_URL
+# The conversation shape's nginx and direct targets are the engine shape's.
+URL[nginx-conversation]=${URL[nginx-engine]}
+CACERT[nginx-conversation]=$CERTS/ca.pem
+URL[direct-conversation]=$ENGINE_URL
 start_nginx nginx "$NGX" "nginx on 127.0.0.1:$NGINX_PORT (engine), :$NGINX_STATIC_PORT (static)" \
     "${URL[nginx-engine]}health" "${URL[nginx-static]}health"
 
@@ -463,6 +474,21 @@ for t in "${TARGETS[@]}"; do
     fi
 done
 
+# ---- the conversation shape's contexts: CONTEXTS new ones per target, made through it (each
+# edge's caller owns its own), one id per line in $TMP/contexts.TARGET
+for t in "${TARGETS[@]}"; do
+    [[ $t == *-conversation ]] || continue
+    ca=()
+    [[ -z "${CACERT[$t]:-}" ]] || ca=(--cacert "${CACERT[$t]}")
+    for _ in $(seq 1 "$CONTEXTS"); do
+        curl -sS --max-time 10 "${ca[@]}" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+            -H "Authorization: Bearer $BENCH_TOKEN" --data-binary @"$BODY" "${URL[$t]}" |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["contextId"])' ||
+            die "could not make a context through $t"
+    done >"$TMP/contexts.$t"
+    log "$t: $(wc -l <"$TMP/contexts.$t") contexts made"
+done
+
 # ---- measure
 check_servers() {
     local i
@@ -533,6 +559,10 @@ redis_stats() { # out name [before]: the snapshot, or (with before) the differen
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 run_wrk() { # name url round
     local name=$1 url=$2 round=$3 out="$TMP/wrk.$1.$3.txt"
+    # (the conversation shape's requests name its contexts in turn)
+    BENCH_CONTEXTS=
+    [[ $name != *-conversation ]] || BENCH_CONTEXTS="$TMP/contexts.$name"
+    export BENCH_CONTEXTS
     if ((WARMUP > 0)); then
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" --timeout 10s \
             -s "$HERE/sendmessage.lua" "$url" >"$TMP/warmup.txt" 2>&1 || true
@@ -556,6 +586,8 @@ run_wrk() { # name url round
 # against a2a-edge and nginx over TLS + h2, and the upstream over HTTP/1.1 for reference
 H2TARGETS=()
 for shape in $SHAPES; do
+    # (h2load sends one body: every stream would name one context)
+    [[ $shape != conversation ]] || continue
     H2TARGETS+=("direct-$shape" "a2a-edge-$shape")
     [[ -z "$BASELINE_BIN" ]] || H2TARGETS+=("a2a-edge-base-$shape")
     H2TARGETS+=("nginx-$shape")
@@ -662,7 +694,7 @@ def cpu_table(shape, rows, h2):
     during the runs over the requests served. The upstream (the engine, or the static
     upstream's own nginx) is a process of its own, apart from every proxy."""
     cpu = {t: cpu_per_request(t, h2) for t in rows}
-    upstream = "engine" if shape == "engine" else "static"
+    upstream = "static" if shape == "static" else "engine"
     cpu_rows = []
     for t in rows:
         c = cpu.get(t)
@@ -735,8 +767,13 @@ summary_cpu = []
 for shape in shapes:
     rows = [t for t in targets if t.endswith("-" + shape)]
     med = {}
-    out += [f"## Upstream: {shape}" + (" (`a2a-edge engine`, the embedded echo agent)" if shape == "engine"
-            else " (nginx `return 200` with a fixed 1.3 KB Task)"), "",
+    described = {
+        "engine": " (`a2a-edge engine`, the embedded echo agent)",
+        "static": " (nginx `return 200` with a fixed 1.3 KB Task)",
+        "conversation": " (the engine; every request a follow-up in one of the caller's contexts, "
+        "named in turn: a context checked and, with Redis, its busy lease taken and released per request)",
+    }
+    out += [f"## Upstream: {shape}" + described.get(shape, ""), "",
             "| target | req/s | p50 | p99 | errors | rounds' req/s | vs direct | p99 vs direct |",
             "|---|---:|---:|---:|---:|---|---:|---:|"]
     for t in rows:
@@ -775,7 +812,7 @@ for shape in shapes:
         summary.append(f"| {shape} | HTTP/1.1 (wrk) | the stack's floor: floor / nginx = {ratio(f['rps'], n['rps'])}"
                        f"{f', a2a-edge / floor = ' + ratio(e['rps'], f['rps']) if e else ''} | "
                        f"{ms(f['p99'])} vs {ms(n['p99'])} | – |")
-    if h2 == "1":
+    if h2 == "1" and shape != "conversation":
         h2rows = [t for t in h2targets if t.endswith("-" + shape)]
         hm = {}
         out += ["", f"HTTP/2, upstream {shape}: h2load -c{conns} -m{streams} -D{duration}; a2a-edge and nginx "

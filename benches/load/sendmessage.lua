@@ -5,6 +5,9 @@
 --
 -- Env: BENCH_TOKEN  bearer token (sent to every target; only a2a-edge checks it)
 --      BENCH_BODY   request body file (default: sendmessage.json beside this script)
+--      BENCH_CONTEXTS a file of context ids, one per line (the `conversation` shape):
+--                   each request names the next of them (`message.contextId`), in turn,
+--                   so that every request is a follow-up in a context that exists
 
 -- The body is read from sendmessage.json next to this script (override with
 -- BENCH_BODY=/path/to/body.json), so run.sh's smoke requests send the same bytes.
@@ -28,6 +31,32 @@ if token and token ~= "" then
   wrk.headers["Authorization"] = "Bearer " .. token
 end
 wrk.body = body
+
+-- The conversation shape: one body per context, taken in turn (round-robin over more contexts
+-- than connections, so that no two requests in flight name one context). `request` is defined
+-- here (wrk sends a fixed request when the script defines none when loaded); the bodies are
+-- built at its first call, once wrk.init has set the Host header that wrk.format writes.
+local contexts_path = os.getenv("BENCH_CONTEXTS")
+if contexts_path and contexts_path ~= "" then
+  local bodies, next_body = nil, 0
+  local function build()
+    local out = {}
+    for ctx in io.lines(contexts_path) do
+      if ctx ~= "" then
+        local b, n = body:gsub('"message":{', '"message":{"contextId":"' .. ctx .. '",', 1)
+        assert(n == 1, "the body has no message object")
+        out[#out + 1] = wrk.format(nil, nil, nil, b)
+      end
+    end
+    assert(#out > 0, "no context ids in " .. contexts_path)
+    return out
+  end
+  request = function()
+    bodies = bodies or build()
+    next_body = next_body % #bodies + 1
+    return bodies[next_body]
+  end
+end
 
 -- per-thread counters (each wrk thread has its own Lua state)
 non2xx = 0
