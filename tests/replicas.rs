@@ -2161,8 +2161,8 @@ async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
 
 /// A follow-up sent as soon as an error comes finds its context free, through either
 /// replica: the agent's error (a JSON-RPC answer, or an `event: error` ending a stream) or
-/// the edge's instead of the agent's answer (here to an HTTP 500) releases the context's
-/// lease before it leaves the edge.
+/// the edge's instead of the agent's answer (here to an HTTP 500, or ending a stream that
+/// broke) releases the context's lease before it leaves the edge.
 #[tokio::test]
 async fn a_follow_up_sent_as_soon_as_an_error_comes_finds_its_context_free() {
     let redis = RedisServer::start();
@@ -2178,13 +2178,13 @@ async fn a_follow_up_sent_as_soon_as_an_error_comes_finds_its_context_free() {
     .await;
     let context = v["result"]["task"]["contextId"].as_str();
     let context = context.unwrap_or_else(|| panic!("{v}")).to_string();
-    for n in 0..36 {
+    for n in 0..40 {
         let c = &mut clients[n % 2];
-        let error = match n % 3 {
-            0 => say_in(c, "error", &context).await,
-            1 => say_in(c, "broken", &context).await,
+        let said = ["error", "broken"][n / 4 % 2];
+        let error = match n % 4 {
+            0 | 1 => say_in(c, said, &context).await,
             _ => {
-                let params = message("error", json!({"contextId": context}));
+                let params = message(said, json!({"contextId": context}));
                 let resp = c.rpc_stream("SendStreamingMessage", params).await;
                 let rest = EventReader::new(resp).rest().await;
                 let (event, last) = rest.last().expect("an event").clone();

@@ -163,7 +163,9 @@ where
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
-/// agent sends (the one JSON answer, or each SSE event's); it is dropped when the answer has
+/// agent sends (the one JSON answer, or each SSE event's), and the edge's own error frame
+/// that ends a stream early (an `error` without `result`: a turn it owns ends before the
+/// caller reads it); it is dropped when the answer has
 /// been sent (a JSON answer's last piece taken by the connection, a stream's end), or
 /// dropped unsent, so whatever it owns (a concurrency slot, a running turn) lives exactly as
 /// long: a caller that reads nothing holds no more answers than its slots.
@@ -309,19 +311,9 @@ where
         let started = tokio::time::Instant::now();
         let _open = log.metrics.open_stream();
         let mut events = 0u64;
-        let outcome: StreamOutcome = async {
+        let ended: Result<StreamOutcome, Reason> = async {
             let mut decoder = SseDecoder::data_only(limits.max_event_bytes);
-            // Ends the stream with an error frame; the outcome is its reason. The frame is
-            // small and goes past the budgets (a caller that reads gets it).
-            let fail = |reason: Reason| {
-                let err = RpcError::new(
-                    super::answer_code(reason),
-                    super::stream_end_message(reason),
-                    reason,
-                );
-                tx.send_last(error_event(&error_body(&id, &err)));
-                StreamOutcome::Ended(reason)
-            };
+            // `Err(reason)` ends the stream with an error frame (below).
             let deadline = started + limits.max_duration;
             let mut interrupt = interrupt.unwrap_or_else(|| Box::pin(std::future::pending()));
             let mut last_upstream = tokio::time::Instant::now();
@@ -336,16 +328,16 @@ where
                     let frame = $frame;
                     let stalled = tokio::time::Instant::now() + limits.idle_timeout;
                     tokio::select! {
-                        r = tx.send(frame) => if r.is_err() { return StreamOutcome::ClientGone },
-                        reason = &mut interrupt => return fail(reason),
+                        r = tx.send(frame) => if r.is_err() { return Ok(StreamOutcome::ClientGone) },
+                        reason = &mut interrupt => return Err(reason),
                         _ = tokio::time::sleep_until(stalled.min(deadline)) => {
                             if stalled < deadline {
                                 // What is queued is dropped: the response is aborted, so
                                 // the caller cannot take its end for the stream's.
                                 tx.abort(reason::CLIENT_STALLED.as_str());
-                                return StreamOutcome::Ended(reason::CLIENT_STALLED);
+                                return Ok(StreamOutcome::Ended(reason::CLIENT_STALLED));
                             }
-                            return fail(reason::UPSTREAM_STREAM_TOO_LONG);
+                            return Err(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
                     }
                     last_sent = tokio::time::Instant::now();
@@ -359,13 +351,13 @@ where
                     f = body.frame() => f,
                     _ = tokio::time::sleep_until(wake) => {
                         if wake == deadline {
-                            return fail(reason::UPSTREAM_STREAM_TOO_LONG);
+                            return Err(reason::UPSTREAM_STREAM_TOO_LONG);
                         }
                         if wake == idle_at {
                             // Nothing complete waits in the decoder (each event is out of
                             // `push` at its blank line, a CR-only one too): what is pending
                             // is an unfinished event, lost with the stream.
-                            return fail(reason::UPSTREAM_STREAM_IDLE);
+                            return Err(reason::UPSTREAM_STREAM_IDLE);
                         }
                         // Time spent waiting for the caller is not the agent's silence.
                         let waited = tokio::time::Instant::now();
@@ -374,8 +366,8 @@ where
                         continue;
                     }
                     // The caller left: stop, dropping the agent's stream with it.
-                    _ = tx.closed() => return StreamOutcome::ClientGone,
-                    reason = &mut interrupt => return fail(reason),
+                    _ = tx.closed() => return Ok(StreamOutcome::ClientGone),
+                    reason = &mut interrupt => return Err(reason),
                 };
                 let arrived = tokio::time::Instant::now();
                 let (decoded, end) = match frame {
@@ -385,10 +377,10 @@ where
                         Ok(data) => (decoder.push(&data), false),
                         Err(_) => continue, // trailers carry nothing for SSE
                     },
-                    Some(Err(_)) => return fail(reason::UPSTREAM_STREAM_BROKEN),
+                    Some(Err(_)) => return Err(reason::UPSTREAM_STREAM_BROKEN),
                 };
                 let Ok(decoded) = decoded else {
-                    return fail(reason::UPSTREAM_BAD_STREAM);
+                    return Err(reason::UPSTREAM_BAD_STREAM);
                 };
                 // Only a whole event is the agent's word (its own keep-alive, a comment and
                 // its blank line, included): one that sends an event's bytes one at a time,
@@ -408,22 +400,20 @@ where
                     let (json, error, pending) =
                         match one_response(data.as_bytes(), &id, fast.as_deref(), &mut observe) {
                             Ok(answered) => answered,
-                            Err(Failed::Bad) => return fail(reason::UPSTREAM_BAD_STREAM),
-                            Err(Failed::Refused(reason)) => return fail(reason),
+                            Err(Failed::Bad) => return Err(reason::UPSTREAM_BAD_STREAM),
+                            Err(Failed::Refused(reason)) => return Err(reason),
                         };
                     drop(data);
                     // The event's facts written to the shared state (bounded by its
                     // timeout) are waited for even past an interrupt or the caller's
                     // leaving: a task learned there is the caller's to read afterwards.
                     if let Some(pending) = pending {
-                        if let Err(reason) = pending.await {
-                            return fail(reason);
-                        }
+                        pending.await?;
                     }
                     // An error ends the stream, whatever the agent sends after it; an error
                     // frame around a result is no answer the caller can read.
                     if event.as_deref() == Some("error") && !error {
-                        return fail(reason::UPSTREAM_BAD_STREAM);
+                        return Err(reason::UPSTREAM_BAD_STREAM);
                     }
                     let frame = if error {
                         error_event(&json)
@@ -436,7 +426,7 @@ where
                     last_upstream = tokio::time::Instant::now();
                     events += 1;
                     if error {
-                        return StreamOutcome::Ended(reason::UPSTREAM_ERROR_EVENT);
+                        return Ok(StreamOutcome::Ended(reason::UPSTREAM_ERROR_EVENT));
                     }
                 }
                 if end {
@@ -445,11 +435,30 @@ where
             }
             if decoder.pending() > 0 {
                 // The agent ended in the middle of an event: what it sent cannot be trusted whole.
-                return fail(reason::UPSTREAM_STREAM_TRUNCATED);
+                return Err(reason::UPSTREAM_STREAM_TRUNCATED);
             }
-            StreamOutcome::Completed
+            Ok(StreamOutcome::Completed)
         }
         .await;
+        let outcome = match ended {
+            Ok(outcome) => outcome,
+            Err(reason) => {
+                // The observer sees the edge's error that ends the stream too, before the
+                // caller does: a turn it owns ends first (its context's lease released).
+                let mut error = serde_json::json!({"error": {"code": super::answer_code(reason)}});
+                if let Ok(Some(ending)) = observe(&mut error) {
+                    let _ = ending.await;
+                }
+                let err = RpcError::new(
+                    super::answer_code(reason),
+                    super::stream_end_message(reason),
+                    reason,
+                );
+                // Small, it goes past the budgets (a caller that reads gets it).
+                tx.send_last(error_event(&error_body(&id, &err)));
+                StreamOutcome::Ended(reason)
+            }
+        };
         // The turn ends with the agent's stream (the caller's slot with the body).
         drop(observe);
         log.metrics.stream_ended(outcome);

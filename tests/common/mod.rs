@@ -516,8 +516,8 @@ pub enum Reply {
     /// `c-` and the message's id. A SendStreamingMessage gets the task WORKING, at once a
     /// FAILED update, and after each pause a WORKING and an INPUT_REQUIRED update; then the
     /// stream ends. A message that says `error` gets a JSON-RPC error (an `event: error` in
-    /// a stream), `broken` an HTTP 500, `slow` its task INPUT_REQUIRED after three pauses,
-    /// anything else at once.
+    /// a stream), `broken` an HTTP 500 (a stream: its task WORKING, then the connection
+    /// breaks), `slow` its task INPUT_REQUIRED after three pauses, anything else at once.
     Relapse(Duration),
 }
 
@@ -837,7 +837,7 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "failed as asked"}});
             let streaming = request["method"] == "SendStreamingMessage";
             match said.as_str() {
-                "broken" => {
+                "broken" if !streaming => {
                     return Response::builder()
                         .status(500)
                         .body(
@@ -856,6 +856,7 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             if !streaming {
                 return json(task);
             }
+            let broken = said == "broken";
             let frames = if said == "error" {
                 vec![(
                     Duration::ZERO,
@@ -871,6 +872,7 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                     (pause, update("INPUT_REQUIRED")),
                 ]
                 .into_iter()
+                .take(if broken { 1 } else { 4 })
                 .map(|(after, v)| (after, format!("data: {v}\r\n\r\n")))
                 .collect()
             };
@@ -881,6 +883,10 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                     if tx.send(Ok(Bytes::from(frame))).await.is_err() {
                         return;
                     }
+                }
+                if broken {
+                    tokio::time::sleep(pause).await;
+                    let _ = tx.send(Err("agent died".into())).await;
                 }
             });
             Response::builder()
