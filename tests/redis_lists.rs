@@ -5,7 +5,8 @@
 //! size; contexts written before the small form, and tasks an older replica adds to a small
 //! context, are listed too; what one new task costs Redis; expired tasks leave every index
 //! as the owner's answers come; and no listing call does unbounded work (expired entries,
-//! stale cursors among ties).
+//! stale cursors among ties). The write of a turn's last answer releases the turn's busy
+//! lease in the same script, refused or not, and only its own.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_edge::state::redis::{RedisConfig, RedisStore};
-use a2a_edge::state::shared::{News, SharedOwners, SMALL_CONTEXT};
+use a2a_edge::state::shared::{News, SharedOwners, TurnVerdict, SMALL_CONTEXT};
 use common::RedisServer;
 
 const PREFIX: &str = "l:";
@@ -54,7 +55,7 @@ fn owners_with(redis: &RedisServer, retention: Duration, cap: u64) -> SharedOwne
 
 async fn learn(o: &SharedOwners, who: &str, ctx: &str, task: &str, state: &str, ts: u64) {
     let n = news(ctx, task, state, ts);
-    assert!(o.learn(who, "agent", &n, None, None).await.unwrap());
+    assert!(o.learn(who, "agent", &n, None, None, None).await.unwrap());
 }
 
 fn news(ctx: &str, task: &str, state: &str, ts: u64) -> News {
@@ -218,7 +219,10 @@ async fn a_context_learned_without_a_task_is_small() {
         context: Some("ctx-msg".into()),
         ..Default::default()
     };
-    assert!(o.learn("alice", "agent", &news, None, None).await.unwrap());
+    assert!(o
+        .learn("alice", "agent", &news, None, None, None)
+        .await
+        .unwrap());
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-msg n")), "0");
     learn(&o, "alice", "ctx-msg", "later", STATES[0], 5).await;
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:ctx-msg n")), "1");
@@ -393,7 +397,7 @@ async fn answers_learned_while_redis_is_gone_fail_closed_and_the_next_ones_go() 
         let o = o.clone();
         calls.push(tokio::spawn(async move {
             let n = news(&format!("ctx-{i}"), &format!("t-{i}"), STATES[0], ts0 + i);
-            o.learn("alice", "agent", &n, None, None).await
+            o.learn("alice", "agent", &n, None, None, None).await
         }));
     }
     for (i, c) in calls.into_iter().enumerate() {
@@ -404,7 +408,7 @@ async fn answers_learned_while_redis_is_gone_fail_closed_and_the_next_ones_go() 
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let n = news("ctx-after", "after", STATES[0], ts0 + 100);
-        match o.learn("alice", "agent", &n, None, None).await {
+        match o.learn("alice", "agent", &n, None, None, None).await {
             Ok(true) => break,
             other => assert!(
                 std::time::Instant::now() < deadline,
@@ -771,4 +775,41 @@ async fn the_caps_eviction_spares_a_key_that_is_no_longer_the_owners() {
     got.sort_by(|a, b| b.cmp(a));
     assert_eq!(got, want);
     assert_eq!(int(&redis, &format!("ZCARD {PREFIX}lt:5:alice")), 16);
+}
+
+/// The write of a turn's last answer releases the turn's busy lease first, in the same
+/// script: when it is written, when it is refused (another caller's context: nothing
+/// written), and never a lease another token holds.
+#[tokio::test]
+async fn a_last_answers_write_releases_its_own_lease_written_or_refused() {
+    let redis = RedisServer::start();
+    let o = owners(&redis);
+    let ctx = "c-lease";
+    let rows = [
+        // (who answers, the token released, written, the lease left)
+        ("alice", "tok-a", true, false),
+        ("mallory", "tok-b", false, false),
+        ("alice", "tok-other", true, true),
+    ];
+    for (n, (who, release, written, left)) in rows.into_iter().enumerate() {
+        let token = ["tok-a", "tok-b", "tok-c"][n];
+        let verdict = o.turn(ctx, "alice", None, None, token, None, Some("agent"));
+        assert_eq!(
+            verdict.await.unwrap(),
+            TurnVerdict::Leased(Some("agent".into()))
+        );
+        assert!(exists(&redis, &format!("b:{ctx}")), "row {n}");
+        let task = format!("t-lease-{n}");
+        let n_ = news(ctx, &task, "TASK_STATE_INPUT_REQUIRED", 1 + n as u64);
+        let learned = o
+            .learn(who, "agent", &n_, None, None, Some((ctx, release)))
+            .await
+            .unwrap();
+        assert_eq!(learned, written, "row {n}");
+        assert_eq!(exists(&redis, &format!("t:{task}")), written, "row {n}");
+        assert_eq!(exists(&redis, &format!("b:{ctx}")), left, "row {n}");
+        if left {
+            redis.command(&format!("DEL {PREFIX}b:{ctx}"));
+        }
+    }
 }

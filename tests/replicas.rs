@@ -2020,9 +2020,10 @@ async fn monitored<F: std::future::Future>(redis: &RedisServer, f: F) -> (F::Out
 }
 
 /// A follow-up turn naming by its id a context the replica knows as the caller's own asks
-/// Redis only what the turn needs (no lookup of an alias the caller's id might stand for:
-/// that id is the context's own); a caller's own name for a context (an alias) still
-/// works, and reaches the same context on another replica.
+/// Redis only what the turn needs: its TURN, and the LEARN of its answer, which releases
+/// the context's lease in the same script (no lookup of an alias the caller's id might
+/// stand for: that id is the context's own; no RELEASE of its own). A caller's own name
+/// for a context (an alias) still works, and reaches the same context on another replica.
 #[tokio::test]
 async fn a_follow_up_on_the_callers_own_context_asks_redis_no_alias() {
     let redis = RedisServer::start();
@@ -2040,6 +2041,8 @@ async fn a_follow_up_on_the_callers_own_context_asks_redis_no_alias() {
     // and its id; the engine's ids and aliases are both `c-` and 32 hex digits).
     assert!(seen.contains(&format!("\"{own}\"")), "{seen}");
     assert!(!seen.contains("\"cc-"), "{seen}");
+    let scripts = seen.to_ascii_lowercase().matches("\"evalsha\"").count();
+    assert_eq!(scripts, 2, "TURN and LEARN only: {seen}");
     // The caller's own name still reaches its context, on either replica.
     for p in &r {
         let mut c = p.client(Proto::H1).await;

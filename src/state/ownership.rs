@@ -331,7 +331,10 @@ impl Ownership {
         let principal = principal.to_string();
         let agent = self.local.upstream_name(upstream).unwrap_or_default();
         Ok(Some(Box::pin(async move {
-            match shared.learn(&principal, &agent, &news, None, None).await {
+            match shared
+                .learn(&principal, &agent, &news, None, None, None)
+                .await
+            {
                 Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
                 Ok(false) => Err(reason::UPSTREAM_FOREIGN_TASK),
                 Ok(true) => local
@@ -473,12 +476,12 @@ impl OwnedTurn {
         let released = self.lease.as_ref().filter(|l| l.is_released());
         let retake = released.and_then(|l| l.retake(task_of(result)));
         let Some(retake) = retake else {
-            return self.observe_held(upstream, result);
+            return self.observe_held(upstream, result, false);
         };
         let (mut turn, result) = (self.clone(), result.clone());
         Ok(Some(Box::pin(async move {
             retake.await?;
-            match turn.observe_held(upstream, &result) {
+            match turn.observe_held(upstream, &result, false) {
                 Err(u) => Err(u.reason()),
                 Ok(None) => Ok(()),
                 Ok(Some(write)) => write.await,
@@ -486,11 +489,13 @@ impl OwnedTurn {
         })))
     }
 
-    /// [`OwnedTurn::observe`] while the turn holds its lease (or has released it for good).
+    /// [`OwnedTurn::observe`] while the turn holds its lease (or has released it for good);
+    /// `last`: the turn's last answer, whose write releases the lease too.
     fn observe_held(
         &mut self,
         upstream: UpstreamId,
         result: &Value,
+        last: bool,
     ) -> Result<Option<Pending>, Unrelayable> {
         if self.owners.shared.is_none() {
             return self.lock().observe(upstream, result).map(|_| None);
@@ -502,7 +507,7 @@ impl OwnedTurn {
         }
         let (tasks, contexts) = self.owners.local.untrusted_named(result);
         if tasks.is_empty() && contexts.is_empty() {
-            return self.observe_known(upstream, result);
+            return self.observe_known(upstream, result, last);
         }
         let (mut turn, result) = (self.clone(), result.clone());
         Ok(Some(Box::pin(async move {
@@ -510,7 +515,7 @@ impl OwnedTurn {
                 .confirm(tasks, contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
-            match turn.observe_known(upstream, &result) {
+            match turn.observe_known(upstream, &result, last) {
                 Err(u) => Err(u.reason()),
                 Ok(None) => Ok(()),
                 Ok(Some(write)) => write.await,
@@ -530,7 +535,7 @@ impl OwnedTurn {
         upstream: UpstreamId,
         result: &Value,
     ) -> Result<Option<Pending>, Unrelayable> {
-        let pending = self.observe_held(upstream, result)?;
+        let pending = self.observe_held(upstream, result, true)?;
         let Some(lease) = self.lease.clone() else {
             return Ok(pending);
         };
@@ -568,10 +573,13 @@ impl OwnedTurn {
     }
 
     /// [`OwnedTurn::observe`] once this replica's cache knows every task the answer names.
+    /// `last`: the turn's last answer: its write releases the turn's lease first, in the same
+    /// script (one round trip where the release would be one more), and leases nothing.
     fn observe_known(
         &mut self,
         upstream: UpstreamId,
         result: &Value,
+        last: bool,
     ) -> Result<Option<Pending>, Unrelayable> {
         let Some(shared) = self.owners.shared.clone() else {
             return self.lock().observe(upstream, result).map(|_| None);
@@ -595,6 +603,12 @@ impl OwnedTurn {
             .upstream_name(upstream)
             .unwrap_or_default();
         Ok(Some(Box::pin(async move {
+            // Taken when the write runs: a write dropped before it leaves the lease to the
+            // turn's end.
+            let release = lease
+                .as_ref()
+                .filter(|_| last)
+                .and_then(|l| l.take_release());
             // (none once the turn's last answer released it)
             let token = lease
                 .as_ref()
@@ -605,15 +619,23 @@ impl OwnedTurn {
             let bind = adopting.then_some(workspace.as_deref());
             // A context adopted is leased from when it was asked for at the latest.
             let asked = Instant::now();
-            // The script may lease the context and its answer be lost (an error, or this
-            // write dropped with its request): the lease is released then.
-            let mut asking = Unanswered {
-                owners: shared.clone(),
-                context: news.context.clone().unwrap_or_default(),
-                token: token.clone().filter(|_| news.context.is_some()),
+            // The script may lease the context (or release it) and its answer be lost (an
+            // error, or this write dropped with its request): the lease is released then.
+            let mut asking = match &release {
+                Some((context, token)) => Unanswered {
+                    owners: shared.clone(),
+                    context: context.clone(),
+                    token: Some(token.clone()),
+                },
+                None => Unanswered {
+                    owners: shared.clone(),
+                    context: news.context.clone().unwrap_or_default(),
+                    token: token.clone().filter(|_| news.context.is_some()),
+                },
             };
+            let releasing = release.as_ref().map(|(c, t)| (c.as_str(), t.as_str()));
             let learned = shared
-                .learn(&principal, &agent, &news, token.as_deref(), bind)
+                .learn(&principal, &agent, &news, token.as_deref(), bind, releasing)
                 .await;
             if learned.is_ok() {
                 asking.token = None;
@@ -764,6 +786,27 @@ impl Lease {
         self.inner.released.load(Ordering::Relaxed)
     }
 
+    /// The lease is this turn's no more: its renewals stop, and the turn takes the context
+    /// no more (until [`Lease::retake`]). The context and token to release in Redis, when it
+    /// held one.
+    fn take_release(&self) -> Option<(String, String)> {
+        self.stop_renewing();
+        self.inner.released.store(true, Ordering::Relaxed);
+        let held = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let (context, _) = held?;
+        *self
+            .inner
+            .released_on
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(context.clone());
+        Some((context, self.inner.token()))
+    }
+
     fn stop_renewing(&self) {
         let renewer = self
             .renewer
@@ -831,22 +874,9 @@ impl Lease {
     /// first try; its renewals stop, and the turn takes the context no more. The release
     /// runs in a task of its own: a caller that leaves meanwhile does not cancel it.
     fn release_now(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.stop_renewing();
-        self.inner.released.store(true, Ordering::Relaxed);
-        let held = self
-            .inner
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let first = held.map(|(c, _)| {
-            *self
-                .inner
-                .released_on
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(c.clone());
+        let first = self.take_release().map(|(c, token)| {
             let rt = tokio::runtime::Handle::current();
-            spawn_release(&rt, self.owners.clone(), c, self.inner.token())
+            spawn_release(&rt, self.owners.clone(), c, token)
         });
         async move {
             if let Some(first) = first {

@@ -167,6 +167,32 @@ end
     };
 }
 
+/// `release(p, ctx, token)`: ends the lease `token` holds on a context, if it still holds
+/// it: the running turn's (`b:`), or a follow-up's (`bf:`); 1 when it held one.
+macro_rules! release_lua {
+    () => {
+        r#"
+local function release(p, ctx, token)
+  local released = 0
+  local bk = p .. 'b:' .. ctx
+  local v = redis.call('GET', bk)
+  if v and string.sub(v, 1, #token + 1) == token .. '\n' then
+    redis.call('DEL', bk)
+    released = 1
+  end
+  -- (both: a follow-up that took the lease when its turn's answer named the context, LEARN's
+  -- `SET NX`, holds the two)
+  local fk = p .. 'bf:' .. ctx
+  if redis.call('HDEL', fk, token) == 1 then
+    released = 1
+    if redis.call('HLEN', fk) <= 1 then redis.call('DEL', fk) end
+  end
+  return released
+end
+"#
+    };
+}
+
 /// `now_ms()`: Redis's own clock in milliseconds (`TIME`), which every replica shares.
 macro_rules! now_ms_lua {
     () => {
@@ -269,14 +295,17 @@ return {'ok', u}
 /// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
 /// turn adopts or '', lease ms, [`SMALL_CONTEXT`], the most tasks the owner keeps
 /// (`state.max_tasks_per_owner`: a new task past it first takes out the owner's least
-/// recently written, [`EVICT_PER_LEARN`] at most). Returns 'ok' or 'foreign' (nothing
-/// written then).
+/// recently written, [`EVICT_PER_LEARN`] at most), then for the turn's last answer the
+/// lease to release first ([`RELEASE`]) or '' twice: its context, its token. Returns 'ok'
+/// or 'foreign' (nothing written then, the lease released all the same).
 const LEARN: &str = concat!(
     now_ms_lua!(),
     promote_lua!(),
     reap_lua!(),
+    release_lua!(),
     r#"
 local p, who, agent, ctx, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if ARGV[15] ~= '' then release(p, ARGV[14], ARGV[15]) end
 local ret = ARGV[8]
 local now = 0
 if task ~= '' then
@@ -603,24 +632,11 @@ return 0
 "#
 );
 
-/// Ends a lease if it is still ours. ARGV: prefix, context, token.
-const RELEASE: &str = r#"
-local released = 0
-local bk = ARGV[1] .. 'b:' .. ARGV[2]
-local v = redis.call('GET', bk)
-if v and string.sub(v, 1, #ARGV[3] + 1) == ARGV[3] .. '\n' then
-  redis.call('DEL', bk)
-  released = 1
-end
--- (both: a follow-up that took the lease when its turn's answer named the context, LEARN's
--- `SET NX`, holds the two)
-local fk = ARGV[1] .. 'bf:' .. ARGV[2]
-if redis.call('HDEL', fk, ARGV[3]) == 1 then
-  released = 1
-  if redis.call('HLEN', fk) <= 1 then redis.call('DEL', fk) end
-end
-return released
-"#;
+/// Ends a lease if it is still ours. ARGV: prefix, context, token. 1 when it was.
+const RELEASE: &str = concat!(
+    release_lua!(),
+    "return release(ARGV[1], ARGV[2], ARGV[3])\n"
+);
 
 /// Takes a context's lease again for a turn whose agent goes on after the event that ended
 /// it (its lease was released then: [`RELEASE`]), unless another turn holds the context now.
@@ -841,7 +857,8 @@ impl SharedOwners {
 
     /// Writes what an answer teaches; `Ok(false)` when it names another caller's task or
     /// context (nothing written). `token`: the answering turn's lease (a context it adopts
-    /// is leased to it); `bind`: the workspace such a context is bound to.
+    /// is leased to it); `bind`: the workspace such a context is bound to; `release`: the
+    /// lease (context, token) the turn's last answer releases first, in the same script.
     pub async fn learn(
         &self,
         principal: &str,
@@ -849,8 +866,12 @@ impl SharedOwners {
         news: &News,
         token: Option<&str>,
         bind: Option<Option<&str>>,
+        release: Option<(&str, &str)>,
     ) -> Result<bool, StateUnavailable> {
         let Some(context) = news.context.as_deref() else {
+            if let Some((c, t)) = release {
+                self.release(c, t).await?;
+            }
             return Ok(true);
         };
         let ts = news.ts.map(|t| t.to_string()).unwrap_or_default();
@@ -871,6 +892,8 @@ impl SharedOwners {
             &lease_ms,
             SMALL_CONTEXT_ARG,
             &self.max_tasks,
+            release.map_or("", |(c, _)| c),
+            release.map_or("", |(_, t)| t),
         ];
         let verdict: String = self.store.run(&self.learn, &args).await?;
         Ok(verdict == "ok")
