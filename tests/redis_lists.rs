@@ -813,3 +813,81 @@ async fn a_last_answers_write_releases_its_own_lease_written_or_refused() {
         }
     }
 }
+
+/// RETAKE takes a released lease again for a turn whose agent goes on (`new` token, task
+/// `T`): when the context is free, when the lease is still the turn's `old` token (its
+/// release not run yet), beside another turn on the same task (as a follow-up's holder); not
+/// when another task's turn, or a follow-up on another task, holds the context.
+#[tokio::test]
+async fn a_released_lease_is_taken_again_only_where_no_other_task_runs() {
+    let redis = RedisServer::start();
+    let o = owners(&redis);
+    let rows = [
+        // (what holds the context, the command that makes it, taken, `b:` then, a `bf:` holder)
+        ("nothing", "", true, "new\nT", false),
+        (
+            "its old token",
+            r#"SET l:b:C "old\nT""#,
+            true,
+            "new\nT",
+            false,
+        ),
+        (
+            "another turn on T",
+            r#"SET l:b:C "other\nT""#,
+            true,
+            "other\nT",
+            true,
+        ),
+        (
+            "another task's turn",
+            r#"SET l:b:C "other\nU""#,
+            false,
+            "other\nU",
+            false,
+        ),
+        (
+            "a turn on no task yet",
+            r#"SET l:b:C "other\n""#,
+            false,
+            "other\n",
+            false,
+        ),
+        (
+            "a follow-up on U",
+            "HSET l:bf:C t U f 99999999999999",
+            false,
+            "",
+            false,
+        ),
+        (
+            "a follow-up on T",
+            "HSET l:bf:C t T f 99999999999999",
+            true,
+            "new\nT",
+            false,
+        ),
+        (
+            "a follow-up on U, expired",
+            "HSET l:bf:C t U f 1",
+            true,
+            "new\nT",
+            false,
+        ),
+    ];
+    for (n, (what, setup, taken, lease, follower)) in rows.into_iter().enumerate() {
+        redis.command("DEL l:b:C l:bf:C");
+        if !setup.is_empty() {
+            redis.command(setup);
+        }
+        let got = o.retake("C", "new", "old", "T").await.unwrap();
+        assert_eq!(got, taken, "{what}");
+        let now = match redis.command("EXISTS l:b:C").as_str() {
+            ":1" => redis.command("GET l:b:C"),
+            _ => String::new(),
+        };
+        assert_eq!(now, lease, "row {n}: {what}");
+        let held = redis.command("HEXISTS l:bf:C new") == ":1";
+        assert_eq!(held, follower, "row {n}: {what}");
+    }
+}

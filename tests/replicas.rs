@@ -2106,11 +2106,11 @@ fn state_of(event: &Value) -> &str {
         .unwrap_or("")
 }
 
-/// A stream of a [`Reply::Relapse`] agent in a new context, read up to its FAILED event:
-/// the rest of its events, and its context.
-async fn failed_stream(c: &mut Client) -> (EventReader, String) {
+/// A stream of a [`Reply::Relapse`] agent in a new context, asked with `text`, read up to
+/// its FAILED event: the rest of its events, and its context.
+async fn failed_stream(c: &mut Client, text: &str) -> (EventReader, String) {
     let resp = c
-        .rpc_stream("SendStreamingMessage", message("go", json!({})))
+        .rpc_stream("SendStreamingMessage", message(text, json!({})))
         .await;
     let mut events = EventReader::new(resp);
     let (_, first) = events.next().await.expect("the task");
@@ -2126,16 +2126,18 @@ async fn failed_stream(c: &mut Client) -> (EventReader, String) {
 /// through another replica while it goes on is busy, as the memory backend has it. A
 /// follow-up that began in the pause before the agent went on (the turn had ended, as A2A
 /// says it does) is the context's turn: the stream that went on ends with
-/// `context.lease_lost`, never two turns relayed on one context at once.
+/// `context.lease_lost`, whether the event it goes on with ends the turn again or not: never
+/// two turns relayed on one context at once.
 #[tokio::test]
 async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
     let redis = RedisServer::start();
-    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(400))).await;
+    // (a pause long enough for a follow-up to begin in it on a loaded machine)
+    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(1000))).await;
     let r = replicas(&redis, &agent.url, 2).await;
     let (mut a, mut b) = (r[0].client(Proto::H2).await, r[1].client(Proto::H1).await);
 
     // Nobody else: the context is the stream's again until its real end.
-    let (mut events, context) = failed_stream(&mut a).await;
+    let (mut events, context) = failed_stream(&mut a, "go").await;
     let (_, working) = events.next().await.expect("WORKING");
     assert_eq!(state_of(&working), "TASK_STATE_WORKING", "{working}");
     let v = say_in(&mut b, "next", &context).await;
@@ -2146,20 +2148,20 @@ async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
     let v = say_in(&mut b, "next", &context).await;
     assert!(v.get("result").is_some(), "{v}");
 
-    // A follow-up in the pause after FAILED: its turn wins.
-    let (mut events, context) = failed_stream(&mut a).await;
-    let follow = tokio::spawn(async move { say_in(&mut b, "slow", &context).await });
-    let rest = events.rest().await;
-    let (event, last) = rest.last().expect("an event");
-    assert_eq!(event.as_deref(), Some("error"), "{rest:?}");
-    assert_eq!(reason(last), "context.lease_lost", "{rest:?}");
-    assert_eq!(
-        rest.len(),
-        1,
-        "nothing relayed beside the follow-up: {rest:?}"
-    );
-    let v = follow.await.unwrap();
-    assert!(v.get("result").is_some(), "{v}");
+    // A follow-up in the pause after FAILED: its turn wins, whether the agent goes on with
+    // WORKING (`go`) or ends the turn again at once (`again`).
+    for text in ["go", "again"] {
+        let (mut events, context) = failed_stream(&mut a, text).await;
+        let mut b = r[1].client(Proto::H1).await;
+        let follow = tokio::spawn(async move { say_in(&mut b, "slow", &context).await });
+        let rest = events.rest().await;
+        let (event, last) = rest.last().expect("an event");
+        assert_eq!(event.as_deref(), Some("error"), "{text}: {rest:?}");
+        assert_eq!(reason(last), "context.lease_lost", "{text}: {rest:?}");
+        assert_eq!(rest.len(), 1, "{text}: nothing relayed beside it: {rest:?}");
+        let v = follow.await.unwrap();
+        assert!(v.get("result").is_some(), "{text}: {v}");
+    }
 }
 
 /// A follow-up sent as soon as an error comes finds its context free, through either

@@ -35,7 +35,7 @@
 #                `a2a-edge-base-redis` beside `a2a-edge-redis`, its own Redis database):
 #                the A/B of one change in one run
 #   UPSTREAM_HTTP2 1: the edge under test speaks HTTP/2 (h2c) to the engine (`http2 = true`;
-#                engine shape only; the baseline and Redis edges keep HTTP/1.1), so that
+#                engine and conversation shapes; the baseline and Redis edges keep HTTP/1.1), so that
 #                A2A_EDGE_BIN=X BASELINE_BIN=X is the A/B of the two; 0 (default)
 #   REDIS_UNIX   1: the edge under test reaches Redis through its Unix socket (`unix://`
 #                redis_url) instead of loopback TCP; the baseline's Redis edges keep TCP, so
@@ -124,6 +124,11 @@ require_uints ROUNDS DURATION CONNECTIONS CONTEXTS THREADS WARMUP NGINX_WORKERS 
 ((HA == 0 || STATE_REDIS)) || die "HA=1 needs STATE_REDIS=1 (the replicas share Redis)"
 ((DURATION > 0 && CONNECTIONS > 0 && THREADS > 0)) || die "DURATION, CONNECTIONS, THREADS must be > 0"
 ((CONNECTIONS >= THREADS)) || die "CONNECTIONS must be >= THREADS"
+if [[ " $SHAPES " == *" conversation "* ]]; then
+    # (each wrk thread names the contexts in turn from the first one)
+    ((THREADS == 1)) || die "the conversation shape needs THREADS=1"
+    ((CONTEXTS > CONNECTIONS)) || die "CONTEXTS must be more than CONNECTIONS (no two requests in flight on one context)"
+fi
 for shape in $SHAPES; do
     [[ $shape =~ ^(engine|static|conversation)$ ]] ||
         die "unknown shape in SHAPES: $shape (engine, static, conversation)"
@@ -305,7 +310,7 @@ db=0
 for shape in $SHAPES; do
     dir="$TMP/edge-$shape"
     h2=0
-    [[ $shape != engine ]] || h2=$UPSTREAM_HTTP2
+    [[ $shape == static ]] || h2=$UPSTREAM_HTTP2
     otlp=()
     [[ -z "$OTLP_RATIO" ]] || otlp=("[telemetry]" "otlp_endpoint = \"${STATIC_URL}otlp/\"" "otlp_sample_ratio = $OTLP_RATIO")
     EDGE_HTTP2=$h2 edge_policy "$dir" "${UPSTREAM[$shape]}" "${otlp[@]}"

@@ -28,6 +28,15 @@ use crate::reason::{self, Reason};
 /// What must be written before an answer is relayed; `Err` is the reason it must not be.
 pub type Pending = Pin<Box<dyn Future<Output = Result<(), Reason>> + Send>>;
 
+/// An observation's outcome, its write awaited (inside another write).
+async fn written(observed: Result<Option<Pending>, Unrelayable>) -> Result<(), Reason> {
+    match observed {
+        Err(u) => Err(u.reason()),
+        Ok(None) => Ok(()),
+        Ok(Some(write)) => write.await,
+    }
+}
+
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -297,11 +306,7 @@ impl Ownership {
                 .confirm(tasks, contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
-            match owners.observe_known(&principal, upstream, &result) {
-                Err(u) => Err(u.reason()),
-                Ok(None) => Ok(()),
-                Ok(Some(write)) => write.await,
-            }
+            written(owners.observe_known(&principal, upstream, &result)).await
         })))
     }
 
@@ -351,11 +356,7 @@ impl Ownership {
         upstream: UpstreamId,
         result: &Value,
     ) -> Result<(), Reason> {
-        match self.observe(principal, upstream, result) {
-            Err(u) => Err(u.reason()),
-            Ok(None) => Ok(()),
-            Ok(Some(p)) => p.await,
-        }
+        written(self.observe(principal, upstream, result)).await
     }
 
     /// A ListTasks page (see [`TaskRegistry::list`]); with `redis`, read from Redis.
@@ -473,19 +474,25 @@ impl OwnedTurn {
         upstream: UpstreamId,
         result: &Value,
     ) -> Result<Option<Pending>, Unrelayable> {
+        self.observe_as(upstream, result, false)
+    }
+
+    /// [`OwnedTurn::observe`]; `last`: the turn's last answer ([`OwnedTurn::observe_held`]).
+    fn observe_as(
+        &mut self,
+        upstream: UpstreamId,
+        result: &Value,
+        last: bool,
+    ) -> Result<Option<Pending>, Unrelayable> {
         let released = self.lease.as_ref().filter(|l| l.is_released());
         let retake = released.and_then(|l| l.retake(task_of(result)));
         let Some(retake) = retake else {
-            return self.observe_held(upstream, result, false);
+            return self.observe_held(upstream, result, last);
         };
         let (mut turn, result) = (self.clone(), result.clone());
         Ok(Some(Box::pin(async move {
             retake.await?;
-            match turn.observe_held(upstream, &result, false) {
-                Err(u) => Err(u.reason()),
-                Ok(None) => Ok(()),
-                Ok(Some(write)) => write.await,
-            }
+            written(turn.observe_held(upstream, &result, last)).await
         })))
     }
 
@@ -515,27 +522,25 @@ impl OwnedTurn {
                 .confirm(tasks, contexts)
                 .await
                 .map_err(|_| reason::STATE_UNAVAILABLE)?;
-            match turn.observe_known(upstream, &result, last) {
-                Err(u) => Err(u.reason()),
-                Ok(None) => Ok(()),
-                Ok(Some(write)) => write.await,
-            }
+            written(turn.observe_known(upstream, &result, last)).await
         })))
     }
 
     /// [`OwnedTurn::observe`] of a turn's last answer (a unary answer, or the event that ends a
     /// stream's turn: [`crate::a2a::ends_turn`]): with `redis`, the context's busy lease is
-    /// then released, and the answer waits for Redis to answer that release (a try it leaves
-    /// unanswered is repeated in the background), so that a follow-up sent the moment the
-    /// answer arrives, through any replica, does not find the context busy with the turn it
-    /// follows (the memory backend lets such a follow-up through too). One that comes after
-    /// the turn's lease was released already is learned without taking it again.
+    /// released before the answer is relayed: in the script that writes what the answer
+    /// teaches (whose failure refuses the answer), else by a RELEASE of its own (a try Redis
+    /// leaves unanswered is repeated in the background, and the answer goes out). So a
+    /// follow-up sent the moment the answer arrives, through any replica, does not find the
+    /// context busy with the turn it follows (the memory backend lets such a follow-up
+    /// through too). One that comes after the lease was released (the agent went on, and
+    /// ends again) takes it again first, as [`OwnedTurn::observe`] does.
     pub fn observe_last(
         &mut self,
         upstream: UpstreamId,
         result: &Value,
     ) -> Result<Option<Pending>, Unrelayable> {
-        let pending = self.observe_held(upstream, result, true)?;
+        let pending = self.observe_as(upstream, result, true)?;
         let Some(lease) = self.lease.clone() else {
             return Ok(pending);
         };
@@ -605,10 +610,18 @@ impl OwnedTurn {
         Ok(Some(Box::pin(async move {
             // Taken when the write runs: a write dropped before it leaves the lease to the
             // turn's end.
-            let release = lease
-                .as_ref()
-                .filter(|_| last)
-                .and_then(|l| l.take_release());
+            let release = match lease.as_ref().filter(|_| last) {
+                Some(l) => {
+                    let release = l.take_release();
+                    // The answer that ends the turn names its new context: the context the
+                    // agent may go on in ([`Lease::retake`]).
+                    if let (None, true, Some(c)) = (&release, adopting, &news.context) {
+                        l.released_on(c);
+                    }
+                    release
+                }
+                None => None,
+            };
             // (none once the turn's last answer released it)
             let token = lease
                 .as_ref()
@@ -621,17 +634,17 @@ impl OwnedTurn {
             let asked = Instant::now();
             // The script may lease the context (or release it) and its answer be lost (an
             // error, or this write dropped with its request): the lease is released then.
-            let mut asking = match &release {
-                Some((context, token)) => Unanswered {
-                    owners: shared.clone(),
-                    context: context.clone(),
-                    token: Some(token.clone()),
-                },
-                None => Unanswered {
-                    owners: shared.clone(),
-                    context: news.context.clone().unwrap_or_default(),
-                    token: token.clone().filter(|_| news.context.is_some()),
-                },
+            let (context, taking) = match &release {
+                Some((context, token)) => (context.clone(), Some(token.clone())),
+                None => (
+                    news.context.clone().unwrap_or_default(),
+                    token.clone().filter(|_| news.context.is_some()),
+                ),
+            };
+            let mut asking = Unanswered {
+                owners: shared.clone(),
+                context,
+                token: taking,
             };
             let releasing = release.as_ref().map(|(c, t)| (c.as_str(), t.as_str()));
             let learned = shared
@@ -686,6 +699,13 @@ impl LeaseInner {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// The lease is no longer this turn's: it ends at once if it streams
+    /// (`OwnedTurn::lease_lost`), else at its answer (`OwnedTurn::observe`).
+    fn set_lost(&self, context: &str) {
+        tracing::warn!(event = "lease_lost", context);
+        self.lost.send_replace(true);
+    }
 }
 
 /// The task an answer names (a Task's id, an update's `taskId`), or "".
@@ -699,9 +719,10 @@ fn task_of(result: &Value) -> &str {
     task.and_then(Value::as_str).unwrap_or("")
 }
 
-/// A TURN script asked for, whose answer has not come: dropped before it is answered (an
-/// error, or the request dropped while it waits), the lease it may have taken is released
-/// (best effort; tried again for a while: [`SharedOwners::release_unanswered`]).
+/// A script that may take or release a lease (TURN, RETAKE, a LEARN that leases a context
+/// or releases the turn's lease), whose answer has not come: dropped before it is answered
+/// (an error, or the request dropped while it waits), the lease is released (best effort;
+/// tried again for a while: [`SharedOwners::release_unanswered`]).
 struct Unanswered {
     owners: Arc<SharedOwners>,
     context: String,
@@ -799,12 +820,21 @@ impl Lease {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let (context, _) = held?;
+        // A lost lease is someone else's now, or gone: nothing to release (nor take again).
+        if *self.inner.lost.borrow() {
+            return None;
+        }
+        self.released_on(&context);
+        Some((context, self.inner.token()))
+    }
+
+    /// The context a released lease may be taken again on ([`Lease::retake`]).
+    fn released_on(&self, context: &str) {
         *self
             .inner
             .released_on
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(context.clone());
-        Some((context, self.inner.token()))
+            .unwrap_or_else(PoisonError::into_inner) = Some(context.to_string());
     }
 
     fn stop_renewing(&self) {
@@ -823,9 +853,9 @@ impl Lease {
     /// end it), and renews it again. Resolves to `context.lease_lost` (the lease set lost)
     /// when another turn holds the context now, `state.unavailable` when Redis does not
     /// answer (a lease it may have taken is released behind it). `None` while the lease is
-    /// held, or when it was released before it held a context.
+    /// held, once it is lost, or when it was released before the turn named a context.
     fn retake(self: &Arc<Self>, task: &str) -> Option<Pending> {
-        if !self.is_released() {
+        if !self.is_released() || *self.inner.lost.borrow() {
             return None;
         }
         let context = self
@@ -839,15 +869,15 @@ impl Lease {
             let owners = lease.owners.clone();
             let (mut asking, token) = Unanswered::new_token(&owners, &context);
             let asked = Instant::now();
-            let taken = owners.retake(&context, &token, &task).await;
+            let old = lease.inner.token();
+            let taken = owners.retake(&context, &token, &old, &task).await;
             if taken.is_ok() {
                 asking.token = None;
             }
             match taken {
                 Err(StateUnavailable) => Err(reason::STATE_UNAVAILABLE),
                 Ok(false) => {
-                    tracing::warn!(event = "lease_lost", context = context.as_str());
-                    lease.inner.lost.send_replace(true);
+                    lease.inner.set_lost(&context);
                     Err(reason::CONTEXT_LEASE_LOST)
                 }
                 Ok(true) => {
@@ -959,10 +989,7 @@ fn renew_while_held(
                     Err(_) => true,
                 };
             if lost {
-                // This turn no longer holds the context: it ends at once if it streams
-                // (`OwnedTurn::lease_lost`), else at its answer (`OwnedTurn::observe`).
-                tracing::warn!(event = "lease_lost", context = c.as_str());
-                i.lost.send_replace(true);
+                i.set_lost(&c);
                 return;
             }
             next = asked + every;

@@ -640,17 +640,31 @@ const RELEASE: &str = concat!(
 
 /// Takes a context's lease again for a turn whose agent goes on after the event that ended
 /// it (its lease was released then: [`RELEASE`]), unless another turn holds the context now.
-/// ARGV: prefix, context, a new token, the task the agent goes on with, lease ms. 1 when
-/// taken; 0 when the context's lease, or a follow-up on another task, is someone else's.
+/// ARGV: prefix, context, a new token, the task the agent goes on with, lease ms, the
+/// turn's old token. 1 when taken: the lease free, or still the old token's (its release
+/// not run yet), or a follow-up's holder (`bf:`, as TURN makes one) when the running turn
+/// is on the same task; 0 when the context is another task's.
 const RETAKE: &str = concat!(
     now_ms_lua!(),
     followers_lua!(),
     r#"
 local bk = ARGV[1] .. 'b:' .. ARGV[2]
-if redis.call('EXISTS', bk) == 1 then return 0 end
-local running = followers(ARGV[1] .. 'bf:' .. ARGV[2], now_ms())
-if running and running ~= ARGV[4] then return 0 end
-redis.call('SET', bk, ARGV[3] .. '\n' .. ARGV[4], 'PX', ARGV[5])
+local fk = ARGV[1] .. 'bf:' .. ARGV[2]
+local task, old = ARGV[4], ARGV[6]
+local now = now_ms()
+local v = redis.call('GET', bk)
+if v and not (old ~= '' and string.sub(v, 1, #old + 1) == old .. '\n') then
+  local nl = string.find(v, '\n', 1, true)
+  if task == '' or not nl or string.sub(v, nl + 1) ~= task then return 0 end
+  redis.call('HSET', fk, 't', task, ARGV[3], now + tonumber(ARGV[5]))
+  redis.call('PEXPIRE', fk, ARGV[5])
+  return 1
+end
+if not v then
+  local running = followers(fk, now)
+  if running and running ~= task then return 0 end
+end
+redis.call('SET', bk, ARGV[3] .. '\n' .. task, 'PX', ARGV[5])
 return 1
 "#
 );
@@ -1047,16 +1061,17 @@ impl SharedOwners {
     }
 
     /// Takes the lease on `context` again with a new `token`, for the turn whose agent goes
-    /// on with `task` after the event that ended the turn released it ([`RETAKE`]): false
-    /// when another turn holds the context now.
+    /// on with `task` after the event that ended the turn released its `old` one
+    /// ([`RETAKE`]): false when another turn holds the context now.
     pub async fn retake(
         &self,
         context: &str,
         token: &str,
+        old: &str,
         task: &str,
     ) -> Result<bool, StateUnavailable> {
         let lease = ms(self.lease);
-        let args = [self.prefix(), context, token, task, &lease];
+        let args = [self.prefix(), context, token, task, &lease, old];
         let taken: i64 = self.store.run(&self.retake, &args).await?;
         Ok(taken == 1)
     }

@@ -446,7 +446,9 @@ where
                 // The observer sees the edge's error that ends the stream too, before the
                 // caller does: a turn it owns ends first (its context's lease released).
                 let mut error = serde_json::json!({"error": {"code": super::answer_code(reason)}});
-                if let Ok(Some(ending)) = observe(&mut error) {
+                let ending = observe(&mut error);
+                // (not waited for when the shared state is what failed)
+                if let (Ok(Some(ending)), false) = (ending, reason == reason::STATE_UNAVAILABLE) {
                     let _ = ending.await;
                 }
                 let err = RpcError::new(

@@ -515,9 +515,10 @@ pub enum Reply {
     /// INPUT_REQUIRED). Its task is `t-` and the message's id, in the message's context or
     /// `c-` and the message's id. A SendStreamingMessage gets the task WORKING, at once a
     /// FAILED update, and after each pause a WORKING and an INPUT_REQUIRED update; then the
-    /// stream ends. A message that says `error` gets a JSON-RPC error (an `event: error` in
-    /// a stream), `broken` an HTTP 500 (a stream: its task WORKING, then the connection
-    /// breaks), `slow` its task INPUT_REQUIRED after three pauses, anything else at once.
+    /// stream ends (`again`: no WORKING, the INPUT_REQUIRED one pause after FAILED). A message
+    /// that says `error` gets a JSON-RPC error (an `event: error` in a stream), `broken` an
+    /// HTTP 500 (a stream: its task WORKING, then the connection breaks), `slow` its task
+    /// INPUT_REQUIRED after three pauses, anything else at once.
     Relapse(Duration),
 }
 
@@ -865,16 +866,21 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             } else {
                 let mut first = task.clone();
                 first["result"]["task"]["status"]["state"] = json!("TASK_STATE_WORKING");
-                [
+                let mut steps = vec![
                     (Duration::ZERO, first),
                     (Duration::ZERO, update("FAILED")),
                     (pause, update("WORKING")),
                     (pause, update("INPUT_REQUIRED")),
-                ]
-                .into_iter()
-                .take(if broken { 1 } else { 4 })
-                .map(|(after, v)| (after, format!("data: {v}\r\n\r\n")))
-                .collect()
+                ];
+                match said.as_str() {
+                    "broken" => steps.truncate(1),
+                    "again" => drop(steps.remove(2)),
+                    _ => {}
+                }
+                steps
+                    .into_iter()
+                    .map(|(after, v)| (after, format!("data: {v}\r\n\r\n")))
+                    .collect()
             };
             let (tx, body) = a2a_edge::body::ChannelBody::new(1);
             tokio::spawn(async move {
