@@ -2203,3 +2203,35 @@ async fn a_follow_up_sent_as_soon_as_an_error_comes_finds_its_context_free() {
         assert!(v.get("result").is_some(), "{n}: {v}");
     }
 }
+
+/// A follow-up sent as soon as a stream ends finds its context free, through either replica,
+/// when no event of the agent ended the turn: a stream that ends after the agent went on past
+/// the turn's end (its lease taken again), and one JSON answer to a stream.
+#[tokio::test]
+async fn a_follow_up_sent_as_soon_as_a_stream_ends_finds_its_context_free() {
+    let redis = RedisServer::start();
+    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(10))).await;
+    let r = replicas(&redis, &agent.url, 2).await;
+    let mut clients = [r[0].client(Proto::H2).await, r[1].client(Proto::H1).await];
+    let v = rpc_as(
+        &mut clients[0],
+        ALICE,
+        "SendMessage",
+        message("a", json!({})),
+    )
+    .await;
+    let context = v["result"]["task"]["contextId"].as_str();
+    let context = context.unwrap_or_else(|| panic!("{v}")).to_string();
+    for n in 0..40 {
+        let said = ["cut", "json"][n / 2 % 2];
+        let params = message(said, json!({"contextId": context}));
+        let resp = clients[n % 2]
+            .rpc_stream("SendStreamingMessage", params)
+            .await;
+        let rest = EventReader::new(resp).rest().await;
+        let (_, last) = rest.last().expect("an event");
+        assert_eq!(state_of(last), "TASK_STATE_WORKING", "{n}: {rest:?}");
+        let v = say_in(&mut clients[(n + 1) % 2], "next", &context).await;
+        assert!(v.get("result").is_some(), "{n}: {v}");
+    }
+}

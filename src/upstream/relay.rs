@@ -112,6 +112,22 @@ fn shape(v: Value, id: &Value) -> Result<Value, Refused> {
     Ok(Value::Object(map))
 }
 
+/// Shows the observer that the answer ends here without a response that ends it (the edge's
+/// error frame, a stream that ends without its agent ending the turn, one JSON answer to a
+/// streaming method): a response without `result`, `{"error": {"code": code}}`. A turn the
+/// observer owns ends then (its context freed) before the caller sees the end; that is waited
+/// for unless `wait` is false (a release is still sent).
+async fn end_of_answer<F, P>(observe: &mut F, code: i64, wait: bool)
+where
+    F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
+    P: Future<Output = Result<(), Refused>>,
+{
+    let mut end = serde_json::json!({"error": {"code": code}});
+    if let (Ok(Some(ending)), true) = (observe(&mut end), wait) {
+        let _ = ending.await;
+    }
+}
+
 /// Why one response of the agent was not relayed.
 enum Failed {
     /// Not a JSON-RPC response the edge accepts.
@@ -163,9 +179,9 @@ where
 
 /// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
 /// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
-/// agent sends (the one JSON answer, or each SSE event's), and the edge's own error frame
-/// that ends a stream early (an `error` without `result`: a turn it owns ends before the
-/// caller reads it); it is dropped when the answer has
+/// agent sends (the one JSON answer, or each SSE event's), and an answer's end that no
+/// response of the agent ends ([`end_of_answer`]: the edge's error frame, a stream's end, one
+/// JSON answer to a stream); it is dropped when the answer has
 /// been sent (a JSON answer's last piece taken by the connection, a stream's end), or
 /// dropped unsent, so whatever it owns (a concurrency slot, a running turn) lives exactly as
 /// long: a caller that reads nothing holds no more answers than its slots.
@@ -262,6 +278,10 @@ where
             drop(bytes);
             if let Some(pending) = pending {
                 pending.await.map_err(UpstreamError::Refused)?;
+            }
+            // An agent's one JSON result to a stream is the stream's last event.
+            if streaming && !error {
+                end_of_answer(&mut observe, 0, true).await;
             }
             // The turn ends with its answer (its context is free for the next one); the
             // caller's slot is the body's until the answer has been sent.
@@ -441,16 +461,17 @@ where
         }
         .await;
         let outcome = match ended {
+            Ok(StreamOutcome::Completed) => {
+                // (a turn the agent ended is over already)
+                end_of_answer(&mut observe, 0, true).await;
+                StreamOutcome::Completed
+            }
             Ok(outcome) => outcome,
             Err(reason) => {
                 // The observer sees the edge's error that ends the stream too, before the
-                // caller does: a turn it owns ends first (its context's lease released).
-                let mut error = serde_json::json!({"error": {"code": super::answer_code(reason)}});
-                let ending = observe(&mut error);
-                // (not waited for when the shared state is what failed)
-                if let (Ok(Some(ending)), false) = (ending, reason == reason::STATE_UNAVAILABLE) {
-                    let _ = ending.await;
-                }
+                // caller does (not waited for when the shared state is what failed).
+                let wait = reason != reason::STATE_UNAVAILABLE;
+                end_of_answer(&mut observe, super::answer_code(reason), wait).await;
                 let err = RpcError::new(
                     super::answer_code(reason),
                     super::stream_end_message(reason),

@@ -515,7 +515,9 @@ pub enum Reply {
     /// INPUT_REQUIRED). Its task is `t-` and the message's id, in the message's context or
     /// `c-` and the message's id. A SendStreamingMessage gets the task WORKING, at once a
     /// FAILED update, and after each pause a WORKING and an INPUT_REQUIRED update; then the
-    /// stream ends (`again`: no WORKING, the INPUT_REQUIRED one pause after FAILED). A message
+    /// stream ends (`again`: no WORKING, the INPUT_REQUIRED one pause after FAILED; `cut`: no
+    /// INPUT_REQUIRED, the stream ends after WORKING; `json`: the task WORKING as one JSON
+    /// answer instead of a stream). A message
     /// that says `error` gets a JSON-RPC error (an `event: error` in a stream), `broken` an
     /// HTTP 500 (a stream: its task WORKING, then the connection breaks), `slow` its task
     /// INPUT_REQUIRED after three pauses, anything else at once.
@@ -857,6 +859,11 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
             if !streaming {
                 return json(task);
             }
+            if said == "json" {
+                let mut working = task;
+                working["result"]["task"]["status"]["state"] = json!("TASK_STATE_WORKING");
+                return json(working);
+            }
             let broken = said == "broken";
             let frames = if said == "error" {
                 vec![(
@@ -875,6 +882,7 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                 match said.as_str() {
                     "broken" => steps.truncate(1),
                     "again" => drop(steps.remove(2)),
+                    "cut" => steps.truncate(3),
                     _ => {}
                 }
                 steps
