@@ -2164,12 +2164,14 @@ async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
     }
 }
 
-/// A follow-up sent as soon as an error comes finds its context free, through either
-/// replica: the agent's error (a JSON-RPC answer, or an `event: error` ending a stream) or
-/// the edge's instead of the agent's answer (here to an HTTP 500, or ending a stream that
-/// broke) releases the context's lease before it leaves the edge.
+/// A follow-up sent as soon as a turn's answer ends finds its context free, through either
+/// replica, when no event of the agent ended the turn: the agent's error (a JSON-RPC answer,
+/// or an `event: error` ending a stream), the edge's error instead of the agent's answer
+/// (here to an HTTP 500, or ending a stream that broke), a stream that ends after the agent
+/// went on past the turn's end (its lease taken again), one JSON answer to a stream. Each
+/// releases the context's lease before the end leaves the edge.
 #[tokio::test]
-async fn a_follow_up_sent_as_soon_as_an_error_comes_finds_its_context_free() {
+async fn a_follow_up_sent_as_soon_as_an_answer_ends_finds_its_context_free() {
     let redis = RedisServer::start();
     let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(10))).await;
     let r = replicas(&redis, &agent.url, 2).await;
@@ -2183,55 +2185,34 @@ async fn a_follow_up_sent_as_soon_as_an_error_comes_finds_its_context_free() {
     .await;
     let context = v["result"]["task"]["contextId"].as_str();
     let context = context.unwrap_or_else(|| panic!("{v}")).to_string();
-    for n in 0..40 {
+    // (what the agent is told, streamed, what the answer's last word is)
+    let rows = [
+        ("error", false, "error"),
+        ("broken", false, "error"),
+        ("error", true, "error"),
+        ("broken", true, "error"),
+        ("cut", true, "TASK_STATE_WORKING"),
+        ("json", true, "TASK_STATE_WORKING"),
+    ];
+    for n in 0..120 {
+        let (said, streamed, ends) = rows[n / 2 % rows.len()];
         let c = &mut clients[n % 2];
-        let said = ["error", "broken"][n / 4 % 2];
-        let error = match n % 4 {
-            0 | 1 => say_in(c, said, &context).await,
-            _ => {
-                let params = message(said, json!({"contextId": context}));
-                let resp = c.rpc_stream("SendStreamingMessage", params).await;
-                let rest = EventReader::new(resp).rest().await;
-                let (event, last) = rest.last().expect("an event").clone();
-                assert_eq!(event.as_deref(), Some("error"), "{n}: {rest:?}");
-                last
-            }
+        let last = if streamed {
+            let params = message(said, json!({"contextId": context}));
+            let resp = c.rpc_stream("SendStreamingMessage", params).await;
+            let rest = EventReader::new(resp).rest().await;
+            rest.last().expect("an event").1.clone()
+        } else {
+            say_in(c, said, &context).await
         };
-        assert!(error.get("error").is_some(), "{n}: {error}");
-        assert_ne!(reason(&error), "context.busy", "{n}: {error}");
+        let got = if last.get("error").is_some() {
+            "error"
+        } else {
+            state_of(&last)
+        };
+        assert_eq!(got, ends, "{n}: {said}: {last}");
+        assert_ne!(reason(&last), "context.busy", "{n}: {last}");
         let v = say_in(&mut clients[(n + 1) % 2], "next", &context).await;
-        assert!(v.get("result").is_some(), "{n}: {v}");
-    }
-}
-
-/// A follow-up sent as soon as a stream ends finds its context free, through either replica,
-/// when no event of the agent ended the turn: a stream that ends after the agent went on past
-/// the turn's end (its lease taken again), and one JSON answer to a stream.
-#[tokio::test]
-async fn a_follow_up_sent_as_soon_as_a_stream_ends_finds_its_context_free() {
-    let redis = RedisServer::start();
-    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(10))).await;
-    let r = replicas(&redis, &agent.url, 2).await;
-    let mut clients = [r[0].client(Proto::H2).await, r[1].client(Proto::H1).await];
-    let v = rpc_as(
-        &mut clients[0],
-        ALICE,
-        "SendMessage",
-        message("a", json!({})),
-    )
-    .await;
-    let context = v["result"]["task"]["contextId"].as_str();
-    let context = context.unwrap_or_else(|| panic!("{v}")).to_string();
-    for n in 0..40 {
-        let said = ["cut", "json"][n / 2 % 2];
-        let params = message(said, json!({"contextId": context}));
-        let resp = clients[n % 2]
-            .rpc_stream("SendStreamingMessage", params)
-            .await;
-        let rest = EventReader::new(resp).rest().await;
-        let (_, last) = rest.last().expect("an event");
-        assert_eq!(state_of(last), "TASK_STATE_WORKING", "{n}: {rest:?}");
-        let v = say_in(&mut clients[(n + 1) % 2], "next", &context).await;
-        assert!(v.get("result").is_some(), "{n}: {v}");
+        assert!(v.get("result").is_some(), "{n}: {said}: {v}");
     }
 }
