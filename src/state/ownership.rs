@@ -485,7 +485,8 @@ impl OwnedTurn {
         last: bool,
     ) -> Result<Option<Pending>, Unrelayable> {
         let released = self.lease.as_ref().filter(|l| l.is_released());
-        let retake = released.and_then(|l| l.retake(task_of(result)));
+        let retake =
+            released.and_then(|l| l.retake(TaskRegistry::task_named(result).unwrap_or("")));
         let Some(retake) = retake else {
             return self.observe_held(upstream, result, last);
         };
@@ -706,17 +707,6 @@ impl LeaseInner {
         tracing::warn!(event = "lease_lost", context);
         self.lost.send_replace(true);
     }
-}
-
-/// The task an answer names (a Task's id, an update's `taskId`), or "".
-fn task_of(result: &Value) -> &str {
-    let task = match result.get("task") {
-        Some(t) => t.get("id"),
-        None => ["statusUpdate", "artifactUpdate"]
-            .iter()
-            .find_map(|k| result.get(*k)?.get("taskId")),
-    };
-    task.and_then(Value::as_str).unwrap_or("")
 }
 
 /// A script that may take or release a lease (TURN, RETAKE, a LEARN that leases a context

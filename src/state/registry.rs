@@ -384,6 +384,12 @@ impl TaskRegistry {
         }
     }
 
+    /// The task `result` proves exists (a Task's id, an update's `taskId`; not a Message's
+    /// `taskId`), when it names one in a shape the registry reads.
+    pub fn task_named(result: &Value) -> Option<&str> {
+        Fact::read(result).ok()??.task
+    }
+
     /// Whether `result` names no task but `task`: the answer to a request addressed to one
     /// task (GetTask, CancelTask, SubscribeToTask's events, a push config's methods) is about
     /// that task or about none. A shape [`TaskRegistry::observe`] refuses passes here (it is
