@@ -392,14 +392,12 @@ async fn a_caller_that_does_not_read_is_bounded_and_dropped() {
     assert_eq!(busy.status(), 429);
     // ... and given back once the reader stalled past the idle timeout: the agent's stream is
     // closed too.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the stalled stream was not ended"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_set(
+        &closed,
+        Duration::from_secs(10),
+        "the stalled stream was not ended",
+    )
+    .await;
     let again = other
         .rpc_stream("SendStreamingMessage", message("third"))
         .await;

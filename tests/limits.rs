@@ -898,14 +898,12 @@ async fn a_stalled_stream_is_aborted_not_ended_as_complete() {
     let (closed, _up, _p, mut s) =
         flooded_stream("stream_idle_timeout_ms = 1000\nstream_buffer_bytes = 4096\n").await;
     // Read nothing until the relay has given up on this caller (the agent's stream closed).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
-        assert!(
-            Instant::now() < deadline,
-            "the stalled stream was not ended"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_set(
+        &closed,
+        Duration::from_secs(20),
+        "the stalled stream was not ended",
+    )
+    .await;
     let mut taken = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
     let ended = tokio::time::timeout(Duration::from_secs(20), async {
@@ -944,14 +942,12 @@ async fn a_connection_whose_peer_takes_nothing_is_closed() {
     // Read nothing while the agent floods: the kernel buffers fill, the proxy's writes stall,
     // and the connection goes, the agent's stream with it (however long the buffers took to
     // fill: under load, more than a fixed wait allowed once).
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent's stream was kept while its caller took nothing"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_set(
+        &closed,
+        Duration::from_secs(30),
+        "the agent's stream was kept while its caller took nothing",
+    )
+    .await;
     // The proxy has closed the connection: what was queued drains, then the end comes.
     let mut taken = 0usize;
     let mut buf = vec![0u8; 1 << 16];
@@ -1085,11 +1081,12 @@ async fn a_slow_but_steady_reader_of_large_events_keeps_its_stream() {
     assert!(taken > 2 * 65_536, "two events at least: {taken} bytes");
     assert!(!conn.is_finished(), "the connection was dropped");
     drop(stream);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !closed.load(std::sync::atomic::Ordering::SeqCst) {
-        assert!(Instant::now() < deadline, "the agent's stream was kept");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_set(
+        &closed,
+        Duration::from_secs(5),
+        "the agent's stream was kept",
+    )
+    .await;
 }
 
 /// A stream's slot lasts until its caller has taken the stream's end, not only while the

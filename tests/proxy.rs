@@ -635,14 +635,12 @@ async fn a_caller_that_leaves_closes_the_agents_stream() {
         assert!(!closed.load(std::sync::atomic::Ordering::SeqCst));
         drop(events);
         drop(c);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !closed.load(std::sync::atomic::Ordering::SeqCst) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{proto:?}: the agent's stream stayed open"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        until_set(
+            &closed,
+            std::time::Duration::from_secs(10),
+            &format!("{proto:?}: the agent's stream stayed open"),
+        )
+        .await;
     }
 }
 

@@ -89,14 +89,12 @@ async fn streams_past_http2_max_streams_open_another_connection_and_none_waits()
     // the agent sees its body dropped.
     drop(streams);
     drop(clients);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !closed.load(Ordering::SeqCst) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent's stream stayed open"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_set(
+        &closed,
+        std::time::Duration::from_secs(10),
+        "the agent's stream stayed open",
+    )
+    .await;
     let mut c = proxy.client(Proto::H2).await;
     let v = c.rpc("GetTask", json!({"id": "t-endless"})).await;
     assert_eq!(v["result"]["id"], "t-endless", "{v}");

@@ -1168,6 +1168,16 @@ impl RawAgent {
     }
 }
 
+/// Waits until `flag` is set (an agent's stream closed, say), failing with `what` past
+/// `within`.
+pub async fn until_set(flag: &std::sync::atomic::AtomicBool, within: Duration, what: &str) {
+    let deadline = std::time::Instant::now() + within;
+    while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// An address nothing listens on.
 pub async fn closed_port_url() -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
