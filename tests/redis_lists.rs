@@ -748,10 +748,11 @@ async fn the_caps_eviction_spares_a_key_that_is_no_longer_the_owners() {
     for i in 0..16u64 {
         learn(&o, "alice", "ctx-a", &format!("a-{i:02}"), STATES[0], ts(i)).await;
     }
-    // a-00 (alice's least recently written) is mallory's now; a-01 is alice's in another
-    // context.
+    // a-00 (alice's least recently written) is mallory's now; a-01 is alice's anew, in
+    // another context (its entry in ctx-a stale beside the new one).
     redis.command(&format!("HSET {PREFIX}t:a-00 o mallory c ctx-m"));
-    redis.command(&format!("HSET {PREFIX}t:a-01 c ctx-other"));
+    redis.command(&format!("DEL {PREFIX}t:a-01"));
+    learn(&o, "alice", "ctx-other", "a-01", STATES[0], ts(1)).await;
     for i in 16..19u64 {
         learn(&o, "alice", "ctx-a", &format!("a-{i:02}"), STATES[0], ts(i)).await;
     }
@@ -775,6 +776,145 @@ async fn the_caps_eviction_spares_a_key_that_is_no_longer_the_owners() {
     got.sort_by(|a, b| b.cmp(a));
     assert_eq!(got, want);
     assert_eq!(int(&redis, &format!("ZCARD {PREFIX}lt:5:alice")), 16);
+}
+
+/// The cap bounds an owner's contexts too: a context goes with the last of its tasks the cap
+/// takes out, and a context without tasks (made by a turn on a new id, or by an answer that
+/// names no task) is an entry of the cap itself. Not a context a turn or a follow-up holds,
+/// one that still has a task, nor one another owner holds now; a large context goes once its
+/// sorted sets are empty. Before, each evicted task left its context for the retention, and
+/// contexts without tasks were not counted: an owner's contexts grew with its rate.
+#[tokio::test]
+async fn the_caps_eviction_takes_out_the_contexts_it_empties() {
+    let redis = RedisServer::start();
+    let cap = 64;
+    let o = owners_with(&redis, Duration::from_secs(600), cap);
+    let ts = |i: u64| 1_700_000_000_000_000 + i;
+    let turn = |ctx: &'static str, token: &'static str| {
+        let o = &o;
+        async move {
+            let v = o.turn(ctx, "alice", None, None, token, None, Some("agent"));
+            assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+        }
+    };
+    // (the context, what makes it, kept once the cap took out everything of this phase)
+    let rows: [(&str, &str, bool); 10] = [
+        ("c-alone", "one task", false),
+        ("c-busy", "one task, then a turn that holds it", true),
+        ("c-follow", "one task, and a follow-up's holder", true),
+        ("c-two", "one task now, one after this phase", true),
+        ("c-bare", "a turn on a new id, ended", false),
+        ("c-bare-busy", "a turn on a new id, running", true),
+        ("c-message", "an answer with no task", false),
+        ("c-mallory", "one task; then mallory claimed the id", true),
+        ("c-large", "17 tasks (its sorted sets)", false),
+        ("c-large-busy", "17 tasks, then a turn that holds it", true),
+    ];
+    let mut removable = 0;
+    for (n, (ctx, what, _)) in rows.iter().enumerate() {
+        let tasks = if what.starts_with("17") { 17 } else { 1 };
+        match *what {
+            w if w.starts_with("a turn") => {
+                turn(ctx, "tok-bare").await;
+                if w.ends_with("ended") {
+                    assert!(o.release(ctx, "tok-bare").await.unwrap());
+                    removable += 1;
+                }
+            }
+            "an answer with no task" => {
+                let news = News {
+                    context: Some((*ctx).into()),
+                    ..Default::default()
+                };
+                assert!(o
+                    .learn("alice", "agent", &news, None, None, None)
+                    .await
+                    .unwrap());
+                removable += 1;
+            }
+            _ => {
+                for i in 0..tasks {
+                    let id = format!("p-{n}-{i:02}");
+                    learn(&o, "alice", ctx, &id, STATES[0], ts(i)).await;
+                }
+                removable += tasks;
+            }
+        }
+        match *ctx {
+            "c-busy" | "c-large-busy" => turn(ctx, "tok-busy").await,
+            "c-follow" => {
+                redis.command(&format!(
+                    "HSET {PREFIX}bf:{ctx} t p-2-00 tok-f 99999999999999"
+                ));
+            }
+            "c-mallory" => {
+                redis.command(&format!("HSET {PREFIX}c:{ctx} o mallory"));
+            }
+            _ => {}
+        }
+    }
+    let entries = int(&redis, &format!("ZCARD {PREFIX}le:5:alice"));
+    assert_eq!(
+        entries,
+        removable + 1,
+        "one entry per task and bare context"
+    );
+    // What follows is written later than all of the above (the index's scores are ms).
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    learn(&o, "alice", "c-two", "p-3-later", STATES[0], ts(100)).await;
+    // Exactly enough new tasks for the cap to take out every removable entry above.
+    let fresh = cap - (entries + 1) + removable;
+    for i in 0..fresh {
+        learn(
+            &o,
+            "alice",
+            &format!("f-{i:02}"),
+            &format!("f-{i:02}"),
+            STATES[0],
+            ts(200 + i),
+        )
+        .await;
+    }
+    assert_eq!(int(&redis, &format!("ZCARD {PREFIX}le:5:alice")), cap);
+    for (n, (ctx, what, kept)) in rows.iter().enumerate() {
+        assert_eq!(exists(&redis, &format!("c:{ctx}")), *kept, "{ctx}: {what}");
+        assert!(!exists(&redis, &format!("t:p-{n}-00")), "{ctx}: {what}");
+    }
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-two n")), "1");
+    assert_eq!(
+        pages(&o, "alice", "c-two", "", 0, 10).await.0,
+        ["p-3-later"]
+    );
+    assert_eq!(
+        redis.command(&format!("HGET {PREFIX}c:c-mallory o")),
+        "mallory"
+    );
+    assert!(exists(&redis, "t:f-00") && exists(&redis, "c:f-00"));
+}
+
+/// A new task whose own context loses its oldest task to the cap counts that context's
+/// tasks right: the hash keeps exactly its tasks and their count, so the context is not
+/// moved to its sorted sets early (before, the count read before the eviction was written
+/// back one too high).
+#[tokio::test]
+async fn a_task_the_cap_takes_from_the_writers_own_context_is_counted() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_secs(600), 16);
+    for i in 0..17u64 {
+        let id = format!("own-{i:02}");
+        learn(&o, "alice", "c-own", &id, STATES[0], 1_000 + i).await;
+    }
+    assert!(!exists(&redis, "t:own-00") && exists(&redis, "t:own-16"));
+    assert!(
+        !exists(&redis, "lc:c-own"),
+        "moved to the sorted sets early"
+    );
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-own n")), "16");
+    let fields = int(&redis, &format!("HLEN {PREFIX}c:c-own"));
+    assert_eq!(fields, 16 + 3, "16 tasks beside o, u and n: {fields}");
+    let (ids, totals) = pages(&o, "alice", "c-own", "", 0, 100).await;
+    assert_eq!(ids.len(), 16);
+    assert_eq!(totals, [16]);
 }
 
 /// The write of a turn's last answer releases the turn's busy lease first, in the same

@@ -7,7 +7,12 @@ per phase, pipelined over one connection:
 
   new context   a new task in a new context each time (the engine shape of benches/load);
   one context   N new tasks in one context (small at first, then promoted to sorted sets);
-  floor         a script that only returns 'ok', given the same 12 arguments.
+  new context, at the cap
+                the first again with the owner's `state.max_tasks_per_owner` at CAP
+                (default N / 10): past it each new task takes out the owner's oldest;
+  floor         a script that only returns 'ok', given the same 15 arguments.
+
+Each phase has an owner of its own; "contexts kept" counts the phase's context keys after it.
 
 Redis's own count (`INFO commandstats`, reset before each phase) gives the µs per script run,
 the commands it called and what is left outside them: the Lua interpreter and the cost of each
@@ -37,20 +42,30 @@ N = int(os.environ.get("N", "50000"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 BASELINE = os.environ.get("BASELINE", "")
 RESULTS = os.environ.get("RESULTS", os.path.join(ROOT, "benches/state/scripts.md"))
+CAP = int(os.environ.get("CAP", str(max(16, N // 10))))
 
 
 def learn_script(rev=""):
-    """LEARN as in the work tree, or as in git revision `rev`."""
+    """LEARN as in the work tree, or as in git revision `rev`: its `concat!` of `*_lua!()`
+    macros and raw strings, expanded."""
     if rev:
         src = subprocess.run(["git", "-C", ROOT, "show", rev + ":src/state/shared.rs"],
                              check=True, capture_output=True, text=True).stdout
     else:
         src = open(os.path.join(ROOT, "src/state/shared.rs"), encoding="utf-8").read()
-    promote = re.search(r'macro_rules! promote_lua \{\s*\(\) => \{\s*r#"(.*?)"#', src, re.S)
-    learn = re.search(r'const LEARN: &str = concat!\(\s*promote_lua!\(\),\s*r#"(.*?)"#', src, re.S)
-    if not promote or not learn:
+    learn = re.search(r"const LEARN: &str = concat!\((.*?)\n\);", src, re.S)
+    if not learn:
         sys.exit("scripts.py: LEARN not found in src/state/shared.rs (its layout changed?)")
-    return promote.group(1) + learn.group(1)
+    text = ""
+    for part in re.finditer(r'(\w+)!\(\)|r#"(.*?)"#', learn.group(1), re.S):
+        if part.group(2) is not None:
+            text += part.group(2)
+            continue
+        macro = re.search(r"macro_rules! %s \{\s*\(\) => \{\s*r#\"(.*?)\"#" % part.group(1), src, re.S)
+        if not macro:
+            sys.exit("scripts.py: macro %s! not found in src/state/shared.rs" % part.group(1))
+        text += macro.group(1)
+    return text
 
 
 def resp(*args):
@@ -110,13 +125,14 @@ def stats(r):
     return rows
 
 
-def phase(r, sha, tag, context_of):
-    """N runs of the script `sha`, task i (new) in context_of(i); Redis's counts per run."""
+def phase(r, sha, tag, context_of, cap):
+    """N runs of the script `sha`, task i (new) in context_of(i), the owner's cap `cap`;
+    Redis's counts per run."""
     stamp = int(time.time() * 1e6)
     cmds = [
-        resp("EVALSHA", sha, 0, "bench:", "alice", "agent", context_of(i),
+        resp("EVALSHA", sha, 0, "bench:", "alice-%s" % tag, "agent", context_of(i),
              "task-%s-%08d-0123456789abcdef" % (tag, i), "TASK_STATE_COMPLETED", stamp + i,
-             "86400000", "", "", "60000", "16")
+             "86400000", "", "", "60000", "16", cap, "", "")
         for i in range(N)
     ]
     r.call("CONFIG", "RESETSTAT")
@@ -126,7 +142,8 @@ def phase(r, sha, tag, context_of):
     rows = stats(r)
     run = rows.get("evalsha", (0, 0))[1] / N
     inner = {k: v for k, v in rows.items() if k not in ("evalsha", "config|resetstat", "info")}
-    return run, inner
+    contexts = len(r.call("KEYS", "bench:c:ctx-%s-*" % tag))
+    return run, inner, contexts
 
 
 def main():
@@ -150,26 +167,30 @@ def main():
         if BASELINE:
             scripts.append((BASELINE, r.call("SCRIPT", "LOAD", learn_script(BASELINE))))
         floor = r.call("SCRIPT", "LOAD", "return 'ok'")
+        # (phase, the context of run i, the owner's cap: each phase has an owner of its own)
         phases = [
-            ("new context", lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i))),
-            ("one context", lambda t: (lambda i: "ctx-one-%s-0123456789abcdef" % t)),
+            ("new context", lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i)), N),
+            ("one context", lambda t: (lambda i: "ctx-%s-one-0123456789abcdef" % t), N),
+            ("new context, at the cap", lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i)),
+             CAP),
         ]
         runs = {}  # (phase, script label) -> [(µs per run, inner counts)] over the rounds
         for rnd in range(ROUNDS):
             r.call("FLUSHALL")
-            for name, ctx in phases:
+            for n, (name, ctx, cap) in enumerate(phases):
                 # The order alternates by round (the second runs on a larger keyspace).
                 for label, sha in scripts if rnd % 2 == 0 else scripts[::-1]:
-                    tag = "%s%d%s" % (name[0], rnd, "b" if label else "")
-                    runs.setdefault((name, label), []).append(phase(r, sha, tag, ctx(tag)))
+                    tag = "p%d%d%s" % (n, rnd, "b" if label else "")
+                    runs.setdefault((name, label), []).append(phase(r, sha, tag, ctx(tag), cap))
             tag = "f%d" % rnd
-            runs.setdefault(("floor", ""), []).append(phase(r, floor, tag, lambda i: "ctx-%08d" % i))
+            runs.setdefault(("floor", ""), []).append(
+                phase(r, floor, tag, lambda i: "ctx-%08d" % i, N))
         results = []
         for (name, label), got in runs.items():
             got.sort(key=lambda x: x[0])
-            run, inner = got[len(got) // 2]
+            run, inner, contexts = got[len(got) // 2]
             title = name if not label else "%s (%s)" % (name, label)
-            results.append((title, run, got[0][0], got[-1][0], inner))
+            results.append((title, run, got[0][0], got[-1][0], inner, contexts))
     finally:
         server.terminate()
         server.wait()
@@ -185,17 +206,17 @@ def main():
         " too), and what is left: the Lua interpreter and each `redis.call`'s way from Lua to"
         " Redis and back.",
         "",
-        "| phase | µs per run | range | commands per run | µs in the commands | µs outside them | the commands |",
-        "|---|---:|---|---:|---:|---:|---|",
+        "| phase | µs per run | range | commands per run | µs in the commands | µs outside them | contexts kept | the commands |",
+        "|---|---:|---|---:|---:|---:|---:|---|",
     ]
-    for name, run, lo, hi, inner in results:
+    for name, run, lo, hi, inner, contexts in results:
         calls = sum(c for c, _ in inner.values()) / N
         us = sum(u for _, u in inner.values()) / N
         which = ", ".join(
             "%s %.2f" % (k, c / N) for k, (c, _) in sorted(inner.items(), key=lambda kv: -kv[1][0])
         ) or "–"
-        out.append("| %s | %.1f | %.1f–%.1f | %.2f | %.1f | %.1f | %s |"
-                   % (name, run, lo, hi, calls, us, run - us, which))
+        out.append("| %s | %.1f | %.1f–%.1f | %.2f | %.1f | %.1f | %d | %s |"
+                   % (name, run, lo, hi, calls, us, run - us, contexts, which))
     text = "\n".join(out) + "\n"
     print(text)
     with open(RESULTS, "w", encoding="utf-8") as f:

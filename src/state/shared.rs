@@ -14,7 +14,7 @@
 //! | `ls:{n}:{owner}:{state}` | zset | the same, per state |
 //! | `lc:{context}` | zset | a context's tasks, once it has more than [`SMALL_CONTEXT`] |
 //! | `lcs:{n}:{context}:{state}` | zset | the same, per state (`n`: the context id's length) |
-//! | `le:{n}:{owner}` | zset | the owner's tasks by when their keys expire (ms, Redis's clock); a member is `{len}:{task}{len}:{context}{state}` |
+//! | `le:{n}:{owner}` | zset | the owner's tasks by when their keys expire (ms, Redis's clock); a member is `{len}:{task}{len}:{context}{state}`; and its contexts without tasks, `0:{len}:{context}` |
 //!
 //! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
 //! finished task's owner is remembered that long, then forgotten with its ids: an id is
@@ -29,6 +29,13 @@
 //! passing over at most [`LIST_PASS_BUDGET`] of them in one call: then the page ends early
 //! with a token that goes on from there, so no index however stale makes one call block
 //! Redis. `totalSize` may count recently expired tasks for a while.
+//! An owner's share of Redis is bounded by `state.max_tasks_per_owner` entries of `le`: its
+//! tasks, and its contexts without tasks (made by a turn on a new context id, or by an
+//! answer that names a new context with no task); a new one past the cap first takes out
+//! the owner's least recently written ([`EVICT_PER_LEARN`] at most), and a context goes
+//! with the last of its tasks so taken out (not while a turn holds it), so contexts are
+//! bounded too, not only tasks (before 2026-12-07 every evicted task's context, and every
+//! context without tasks, stayed for the retention).
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -66,8 +73,9 @@ const LIST_PASS_BUDGET_ARG: &str = "256";
 /// one, so the indexes shrink back to the live tasks).
 pub const REAP_PER_LEARN: usize = 4;
 
-/// The most tasks one LEARN takes out of an owner over `state.max_tasks_per_owner` (each new
-/// task adds one, and [`REAP_PER_LEARN`] bounds what the same LEARN reaps).
+/// The most entries (tasks, contexts without tasks) one script takes out of an owner over
+/// `state.max_tasks_per_owner` (each new one adds one, and [`REAP_PER_LEARN`] bounds what
+/// the same script reaps).
 pub const EVICT_PER_LEARN: usize = 4;
 
 /// Lua shared by LEARN and LIST: `entry` reads a small context's task field (`t:{task}` =
@@ -111,16 +119,20 @@ end
     };
 }
 
-/// Lua of LEARN: the owner's expiry index `le:{n}:{owner}` (see the module's doc). A member
-/// names a task, its context and its state (`due_member`), so that `reap` can take a task
-/// whose key expired out of every index that holds it: the owner's (`lt`, `ls`), its
-/// context's (`lc`, `lcs`, or the small context's field). At most [`REAP_PER_LEARN`] tasks
-/// per call.
+/// Lua of LEARN and TURN: the owner's expiry index `le:{n}:{owner}` (see the module's doc).
+/// A member names a task, its context and its state (`due_member`), so that `reap` can take
+/// a task whose key expired out of every index that holds it: the owner's (`lt`, `ls`), its
+/// context's (`lc`, `lcs`, or the small context's field). A context without tasks has a
+/// member of its own (`bare_member`, an empty task), so that the owner's cap counts it too.
+/// At most [`REAP_PER_LEARN`] entries per call.
 macro_rules! reap_lua {
     () => {
         r#"
 local function due_member(task, ctx, state)
   return #task .. ':' .. task .. #ctx .. ':' .. ctx .. state
+end
+local function bare_member(ctx)
+  return due_member('', ctx, '')
 end
 local function read_member(m)
   local a = string.find(m, ':', 1, true)
@@ -131,37 +143,102 @@ local function read_member(m)
   local k = tonumber(string.sub(m, rest, b - 1))
   return task, string.sub(m, b + 1, b + k), string.sub(m, b + k + 1)
 end
+-- An entry whose key lives on (kept by a replica that writes no expiry index, or a context
+-- without tasks that its turns keep): due again when the key expires.
+local function due_again(le, key, now, m)
+  local left = redis.call('PTTL', key)
+  if left < 0 then left = 0 end
+  redis.call('ZADD', le, now + left + 1, m)
+end
 local function reap(p, who, now)
   local owner = #who .. ':' .. who
   local le = p .. 'le:' .. owner
   local due = redis.call('ZRANGEBYSCORE', le, '-inf', now, 'LIMIT', 0, 4)
   for _, m in ipairs(due) do
     local id, mctx, mst = read_member(m)
-    local tk = p .. 't:' .. id
-    local cur = redis.call('HMGET', tk, 'o', 'c', 's')
-    if cur[1] == who and cur[2] == mctx then
-      -- Alive (kept by a replica that writes no expiry index): due again when it expires.
-      local left = redis.call('PTTL', tk)
-      if left < 0 then left = 0 end
-      redis.call('ZADD', le, now + left + 1, m)
+    local ck = p .. 'c:' .. mctx
+    if id == '' then
+      -- A context without tasks (`bare_member`): gone, or it has tasks now (each has its
+      -- own entry).
+      local c = redis.call('HMGET', ck, 'o', 'n')
+      if c[1] == who and c[2] == '0' then due_again(le, ck, now, m)
+      else redis.call('ZREM', le, m) end
     else
-      redis.call('ZREM', le, m)
-      -- The id may be the owner's again, learned anew in another context: its own entries
-      -- stay.
-      if cur[1] ~= who then redis.call('ZREM', p .. 'lt:' .. owner, id) end
-      if cur[1] ~= who or cur[3] ~= mst then
-        redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. mst, id)
-      end
-      local ck = p .. 'c:' .. mctx
-      if redis.call('HGET', ck, 'o') == who then
-        redis.call('ZREM', p .. 'lc:' .. mctx, id)
-        redis.call('ZREM', p .. 'lcs:' .. #mctx .. ':' .. mctx .. ':' .. mst, id)
-        if redis.call('HDEL', ck, 't:' .. id) == 1 and redis.call('HEXISTS', ck, 'n') == 1 then
-          redis.call('HINCRBY', ck, 'n', -1)
+      local tk = p .. 't:' .. id
+      local cur = redis.call('HMGET', tk, 'o', 'c', 's')
+      if cur[1] == who and cur[2] == mctx then
+        due_again(le, tk, now, m)
+      else
+        redis.call('ZREM', le, m)
+        -- The id may be the owner's again, learned anew in another context: its own
+        -- entries stay.
+        if cur[1] ~= who then redis.call('ZREM', p .. 'lt:' .. owner, id) end
+        if cur[1] ~= who or cur[3] ~= mst then
+          redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. mst, id)
+        end
+        if redis.call('HGET', ck, 'o') == who then
+          redis.call('ZREM', p .. 'lc:' .. mctx, id)
+          redis.call('ZREM', p .. 'lcs:' .. #mctx .. ':' .. mctx .. ':' .. mst, id)
+          if redis.call('HDEL', ck, 't:' .. id) == 1 and redis.call('HEXISTS', ck, 'n') == 1 then
+            redis.call('HINCRBY', ck, 'n', -1)
+          end
         end
       end
     end
   end
+end
+"#
+    };
+}
+
+/// Lua of LEARN and TURN (after [`reap_lua`]): `evict(p, who, now, ret, cap, task, ctx)`
+/// makes room in the owner's expiry index for one more entry (a task, or a context without
+/// tasks) past `state.max_tasks_per_owner`: up to [`EVICT_PER_LEARN`] of its least recently
+/// written entries go, tasks with their keys and index entries (`reap`), and with them
+/// their contexts when left without tasks, as contexts without tasks go (not while a turn
+/// holds one, nor `ctx`, the one being written). True when a task of `ctx` went (its `n`
+/// changed).
+macro_rules! evict_lua {
+    () => {
+        r#"
+-- Deletes the owner's context `ctx` when it has no tasks left; true when a turn holds it
+-- (then it stays).
+local function context_gone(p, who, ctx)
+  local ck = p .. 'c:' .. ctx
+  local c = redis.call('HMGET', ck, 'o', 'n')
+  if c[1] ~= who or (c[2] and c[2] ~= '0') then return false end
+  if redis.call('EXISTS', p .. 'b:' .. ctx, p .. 'bf:' .. ctx) > 0 then return true end
+  if redis.call('EXISTS', p .. 'lc:' .. ctx) == 0 then redis.call('DEL', ck) end
+  return false
+end
+local function evict(p, who, now, ret, cap, task, ctx)
+  local le = p .. 'le:' .. #who .. ':' .. who
+  local over = redis.call('ZCARD', le) - cap + 1
+  if over <= 0 then return false end
+  local own, emptied = false, {}
+  for _, m in ipairs(redis.call('ZRANGE', le, 0, math.min(over, 4) - 1)) do
+    local id, mctx = read_member(m)
+    if id == '' then
+      -- A context without tasks goes (its entry with `reap`), unless a turn holds it: then
+      -- it counts as written now, behind the others.
+      if mctx ~= ctx then
+        local held = context_gone(p, who, mctx)
+        redis.call('ZADD', le, held and now + ret or 0, m)
+      end
+    elseif id ~= task then
+      -- Only the owner's own task in that context (an expired id may be another owner's
+      -- since): `reap` takes the entry out either way.
+      local cur = redis.call('HMGET', p .. 't:' .. id, 'o', 'c')
+      if cur[1] == who and cur[2] == mctx then
+        redis.call('DEL', p .. 't:' .. id)
+        if mctx == ctx then own = true else emptied[#emptied + 1] = mctx end
+      end
+      redis.call('ZADD', le, 0, m)
+    end
+  end
+  reap(p, who, now)
+  for _, c in ipairs(emptied) do context_gone(p, who, c) end
+  return own
 end
 "#
     };
@@ -232,7 +309,8 @@ end
 
 /// Begins a turn on a context the request names. ARGV: prefix, context, principal, task or
 /// '', workspace, lease token, lease ms, retention ms, the caller's id for it or '', the
-/// agent this replica would pick for it or ''. Returns {verdict, agent name or ''};
+/// agent this replica would pick for it or '', the most entries the owner keeps (a context
+/// the turn makes counts, as LEARN's). Returns {verdict, agent name or ''};
 /// verdict: ok | follow | not_found | workspace | mismatch | busy. A turn that begins on a
 /// context no agent serves yet binds it to the picked agent at once (as the memory registry
 /// does from the first byte sent): a retry through another replica, after a turn that
@@ -246,6 +324,8 @@ end
 const TURN: &str = concat!(
     now_ms_lua!(),
     followers_lua!(),
+    reap_lua!(),
+    evict_lua!(),
     r#"
 local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ck = p .. 'c:' .. ctx
@@ -281,6 +361,15 @@ end
 redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
 if c[1] then redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
 else redis.call('HSET', ck, 'o', who, 'w', ARGV[5], 'n', '0') end
+if not c[1] and task == '' then
+  -- A new context, without tasks yet: an entry of its own in the owner's expiry index,
+  -- within the cap (as LEARN's).
+  reap(p, who, now)
+  evict(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), '', ctx)
+  local le = p .. 'le:' .. #who .. ':' .. who
+  redis.call('ZADD', le, now + tonumber(ARGV[8]), bare_member(ctx))
+  redis.call('PEXPIRE', le, ARGV[8])
+end
 if u == '' and ARGV[10] ~= '' then
   u = ARGV[10]
   redis.call('HSET', ck, 'u', u)
@@ -293,15 +382,17 @@ return {'ok', u}
 
 /// Learns one answer. ARGV: prefix, principal, agent name, context or '', task or '', state
 /// or '', timestamp or '', retention ms, lease token or '', workspace to bind a context the
-/// turn adopts or '', lease ms, [`SMALL_CONTEXT`], the most tasks the owner keeps
-/// (`state.max_tasks_per_owner`: a new task past it first takes out the owner's least
-/// recently written, [`EVICT_PER_LEARN`] at most), then for the turn's last answer the
+/// turn adopts or '', lease ms, [`SMALL_CONTEXT`], the most entries the owner keeps
+/// (`state.max_tasks_per_owner`: a new task, or a new context without one, past it first
+/// takes out the owner's least recently written, [`EVICT_PER_LEARN`] at most: `evict`),
+/// then for the turn's last answer the
 /// lease to release first ([`RELEASE`]) or '' twice: its context, its token. Returns 'ok'
 /// or 'foreign' (nothing written then, the lease released all the same).
 const LEARN: &str = concat!(
     now_ms_lua!(),
     promote_lua!(),
     reap_lua!(),
+    evict_lua!(),
     release_lua!(),
     r#"
 local p, who, agent, ctx, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -335,29 +426,29 @@ local bk = p .. 'b:' .. ctx
 if ARGV[9] ~= '' then
   redis.call('SET', bk, ARGV[9] .. '\n', 'NX', 'PX', ARGV[11])
 end
-if task == '' and not c[1] then set[#set + 1] = 'n'; set[#set + 1] = '0' end
+if task == '' and not c[1] then
+  -- A new context without tasks: an entry of its own in the owner's expiry index, within
+  -- the cap.
+  set[#set + 1] = 'n'; set[#set + 1] = '0'
+  now = now_ms()
+  reap(p, who, now)
+  evict(p, who, now, tonumber(ret), tonumber(ARGV[13]), '', ctx)
+  local le = p .. 'le:' .. #who .. ':' .. who
+  redis.call('ZADD', le, now + tonumber(ret), bare_member(ctx))
+  redis.call('PEXPIRE', le, ret)
+end
 if task ~= '' then
   local state = ARGV[6] ~= '' and ARGV[6] or (t[3] or '')
   local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
   local owner = #who .. ':' .. who
   local lt = p .. 'lt:' .. owner
   if not t[1] then
-    -- Past the owner's cap, its least recently written tasks go (their keys deleted, so
-    -- that `reap` takes their entries out at once): an owner's share of Redis is bounded.
-    local over = redis.call('ZCARD', lt) - tonumber(ARGV[13]) + 1
-    if over > 0 then
-      local le = p .. 'le:' .. owner
-      for _, m in ipairs(redis.call('ZRANGE', le, 0, math.min(over, 4) - 1)) do
-        local id, mctx = read_member(m)
-        if id ~= task then
-          -- Only the owner's own task in that context (an expired id may be another
-          -- owner's since): `reap` takes the entry out either way.
-          local cur = redis.call('HMGET', p .. 't:' .. id, 'o', 'c')
-          if cur[1] == who and cur[2] == mctx then redis.call('DEL', p .. 't:' .. id) end
-          redis.call('ZADD', le, 0, m)
-        end
-      end
-      reap(p, who, now)
+    -- The context's entry as one without tasks gives way to its first task's.
+    if c[4] == '0' then redis.call('ZREM', p .. 'le:' .. owner, bare_member(ctx)) end
+    -- Past the owner's cap, its least recently written go: an owner's share of Redis is
+    -- bounded. (When a task of this context went, its count did.)
+    if evict(p, who, now, tonumber(ret), tonumber(ARGV[13]), task, ctx) then
+      n = tonumber(redis.call('HGET', ck, 'n') or '0') or 0
     end
   end
   if small and not t[1] and n >= tonumber(ARGV[12]) then
@@ -770,7 +861,7 @@ pub struct SharedOwners {
     pub store: Arc<RedisStore>,
     pub lease: Duration,
     pub retention: Duration,
-    /// `state.max_tasks_per_owner`, as LEARN's argument.
+    /// `state.max_tasks_per_owner`, as LEARN's and TURN's argument.
     max_tasks: String,
     turn: redis::Script,
     learn: redis::Script,
@@ -856,6 +947,7 @@ impl SharedOwners {
             &retention,
             client.unwrap_or(""),
             pick.unwrap_or(""),
+            &self.max_tasks,
         ];
         let (verdict, agent): (String, String) = self.store.run(&self.turn, &args).await?;
         let agent = Some(agent).filter(|a| !a.is_empty());
