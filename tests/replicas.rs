@@ -2158,6 +2158,92 @@ async fn an_agent_that_goes_on_after_ending_its_turn_takes_its_context_again() {
     }
 }
 
+/// A turn's last answer leaves the edge only once Redis has released the context's lease:
+/// while the release is held on its way to Redis (a relay in front of Redis holds the one
+/// write that names the context and, after it, the lease's token), the caller gets nothing
+/// that ends the turn: not a unary answer (the agent's task, its JSON-RPC error, the edge's
+/// error for its HTTP 500), not a stream's event that ends the turn (FAILED, the agent's
+/// `event: error`, the edge's error when it broke, one JSON answer to a stream); what came
+/// before it, it gets. Once the release reaches Redis the answer follows, and a follow-up
+/// through another replica finds the context free. (The test above races a follow-up
+/// against the answer; this one holds the release.)
+#[tokio::test]
+async fn a_turns_last_answer_waits_for_its_contexts_release() {
+    let redis = RedisServer::start();
+    let relay = HoldingRelay::start(&redis).await;
+    // (each answer comes three pauses after the request: time to arm the relay)
+    let agent = RecordingUpstream::start(Reply::Relapse(Duration::from_millis(200))).await;
+    let p = relay.proxy(&redis, &agent.url, 5000, "").await;
+    let q = Proxy::start(opts(&redis, &agent.url, "busy_lease_ms = 60000\n")).await;
+    let mut c = p.client(Proto::H2).await;
+    let v = rpc_as(&mut c, ALICE, "SendMessage", message("a", json!({}))).await;
+    let context = v["result"]["task"]["contextId"].as_str();
+    let context = context.unwrap_or_else(|| panic!("{v}")).to_string();
+    let mut other = q.client(Proto::H1).await;
+    // (what the agent is told, streamed, the events before the one that ends the turn)
+    let rows = [
+        ("slow", false, 0),
+        ("slow error", false, 0),
+        ("slow broken", false, 0),
+        ("slow", true, 1),
+        ("slow error", true, 0),
+        ("slow broken", true, 1),
+        ("slow json", true, 0),
+    ];
+    for (said, streamed, before) in rows {
+        let asked = agent.rpc_requests().len();
+        let (tx, mut got) = tokio::sync::mpsc::unbounded_channel::<Value>();
+        let (mut h, params) = (c.h2_handle(), message(said, json!({"contextId": context})));
+        let call = tokio::spawn(async move {
+            if streamed {
+                let resp = h.rpc_stream("SendStreamingMessage", params).await;
+                let mut events = EventReader::new(resp);
+                while let Some((_, e)) = events.next().await {
+                    let _ = tx.send(e);
+                }
+            } else {
+                let _ = tx.send(rpc_as(&mut h, ALICE, "SendMessage", params).await);
+            }
+        });
+        // The TURN went through (the agent has the message); its lease's token, then.
+        let started = Instant::now();
+        while agent.rpc_requests().len() == asked {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{said}: not asked"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let lease = redis.command(&format!("GET r:b:{context}"));
+        let token = lease.split('\n').next().unwrap_or_default();
+        assert!(!token.is_empty(), "{said}: no lease: {lease}");
+        relay.arm(&format!("{context}\r\n${}\r\n{token}\r\n", token.len()));
+        relay.until_held(1).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut early = Vec::new();
+        while let Ok(e) = got.try_recv() {
+            early.push(e);
+        }
+        assert_eq!(
+            early.len(),
+            before,
+            "{said} (streamed: {streamed}): before the release: {early:?}"
+        );
+        relay.let_go();
+        call.await.unwrap();
+        let mut rest = Vec::new();
+        while let Ok(e) = got.try_recv() {
+            rest.push(e);
+        }
+        assert!(!rest.is_empty(), "{said} (streamed: {streamed}): no end");
+        let v = say_in(&mut other, "next", &context).await;
+        assert!(
+            v.get("result").is_some(),
+            "{said} (streamed: {streamed}): {v}"
+        );
+    }
+}
+
 /// A follow-up sent as soon as a turn's answer ends finds its context free, through either
 /// replica, when no event of the agent ended the turn: the agent's error (a JSON-RPC answer,
 /// or an `event: error` ending a stream), the edge's error instead of the agent's answer

@@ -519,8 +519,8 @@ pub enum Reply {
     /// INPUT_REQUIRED, the stream ends after WORKING; `json`: the task WORKING as one JSON
     /// answer instead of a stream). A message
     /// that says `error` gets a JSON-RPC error (an `event: error` in a stream), `broken` an
-    /// HTTP 500 (a stream: its task WORKING, then the connection breaks), `slow` its task
-    /// INPUT_REQUIRED after three pauses, anything else at once.
+    /// HTTP 500 (a stream: its task WORKING, then the connection breaks), anything else its
+    /// task INPUT_REQUIRED at once. `slow` before any of these: the same after three pauses.
     Relapse(Duration),
 }
 
@@ -827,7 +827,11 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
         Reply::Relapse(pause) => {
             let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
             let m = &request["params"]["message"];
-            let said = m["parts"][0]["text"].as_str().unwrap_or("").to_string();
+            let mut said = m["parts"][0]["text"].as_str().unwrap_or("").to_string();
+            if let Some(rest) = said.strip_prefix("slow") {
+                said = rest.trim_start().to_string();
+                tokio::time::sleep(pause * 3).await;
+            }
             let mid = m["messageId"].as_str().unwrap_or("m");
             let context = m["contextId"]
                 .as_str()
@@ -851,7 +855,6 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
                         .unwrap()
                 }
                 "error" if !streaming => return json(error),
-                "slow" => tokio::time::sleep(pause * 3).await,
                 _ => {}
             }
             let task = json!({"jsonrpc": "2.0", "id": id, "result": {"task": {"id": task,
