@@ -780,9 +780,11 @@ async fn the_caps_eviction_spares_a_key_that_is_no_longer_the_owners() {
 
 /// The cap bounds an owner's contexts too: a context goes with the last of its tasks the cap
 /// takes out, and a context without tasks (made by a turn on a new id, or by an answer that
-/// names no task) is an entry of the cap itself. Not a context a turn or a follow-up holds,
-/// one that still has a task, nor one another owner holds now; a large context goes once its
-/// sorted sets are empty. Before, each evicted task left its context for the retention, and
+/// names no task) is an entry of the cap itself, one per context (its first task's takes its
+/// place). Not a context a turn or a follow-up holds (it stays counted, as written now, and
+/// the cap goes on past it), one that still has a task, nor one another owner holds now; a
+/// large context goes once its sorted sets are empty. A turn on a new context past the cap
+/// makes room too. Before, each evicted task left its context for the retention, and
 /// contexts without tasks were not counted: an owner's contexts grew with its rate.
 #[tokio::test]
 async fn the_caps_eviction_takes_out_the_contexts_it_empties() {
@@ -797,54 +799,68 @@ async fn the_caps_eviction_takes_out_the_contexts_it_empties() {
             assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
         }
     };
-    // (the context, what makes it, kept once the cap took out everything of this phase)
-    let rows: [(&str, &str, bool); 10] = [
-        ("c-alone", "one task", false),
-        ("c-busy", "one task, then a turn that holds it", true),
-        ("c-follow", "one task, and a follow-up's holder", true),
-        ("c-two", "one task now, one after this phase", true),
-        ("c-bare", "a turn on a new id, ended", false),
-        ("c-bare-busy", "a turn on a new id, running", true),
-        ("c-message", "an answer with no task", false),
-        ("c-mallory", "one task; then mallory claimed the id", true),
-        ("c-large", "17 tasks (its sorted sets)", false),
-        ("c-large-busy", "17 tasks, then a turn that holds it", true),
+    let le = format!("{PREFIX}le:5:alice");
+    let counted =
+        |ctx: &str| redis.command(&format!("ZSCORE {le} 0:{}:{ctx}", ctx.len())) != "(nil)";
+    // (the context, what makes it, its tasks, kept once the cap took out everything of
+    // this phase)
+    let rows: [(&str, &str, u64, bool); 11] = [
+        ("c-busy", "one task, then a turn that holds it", 1, true),
+        ("c-follow", "one task, and a follow-up's holder", 1, true),
+        ("c-two", "one task now, one after this phase", 1, true),
+        ("c-bare", "a turn on a new id, ended", 0, false),
+        ("c-bare-busy", "a turn on a new id, running", 0, true),
+        (
+            "c-bare-task",
+            "a turn on a new id, ended, then a task",
+            1,
+            false,
+        ),
+        ("c-message", "an answer with no task", 0, false),
+        (
+            "c-mallory",
+            "one task; then mallory claimed the id",
+            1,
+            true,
+        ),
+        ("c-large", "17 tasks (its sorted sets)", 17, false),
+        (
+            "c-large-busy",
+            "17 tasks, then a turn that holds it",
+            17,
+            true,
+        ),
+        // (last: the cap's last step takes an entry out for good)
+        ("c-alone", "one task", 1, false),
     ];
-    let mut removable = 0;
-    for (n, (ctx, what, _)) in rows.iter().enumerate() {
-        let tasks = if what.starts_with("17") { 17 } else { 1 };
-        match *what {
-            w if w.starts_with("a turn") => {
-                turn(ctx, "tok-bare").await;
-                if w.ends_with("ended") {
-                    assert!(o.release(ctx, "tok-bare").await.unwrap());
-                    removable += 1;
-                }
-            }
-            "an answer with no task" => {
-                let news = News {
-                    context: Some((*ctx).into()),
-                    ..Default::default()
-                };
-                assert!(o
-                    .learn("alice", "agent", &news, None, None, None)
-                    .await
-                    .unwrap());
-                removable += 1;
-            }
-            _ => {
-                for i in 0..tasks {
-                    let id = format!("p-{n}-{i:02}");
-                    learn(&o, "alice", ctx, &id, STATES[0], ts(i)).await;
-                }
-                removable += tasks;
+    let mut entries = 0;
+    for (n, (ctx, what, tasks, _)) in rows.iter().enumerate() {
+        if what.starts_with("a turn") {
+            turn(ctx, "tok-bare").await;
+            if what.contains("ended") {
+                assert!(o.release(ctx, "tok-bare").await.unwrap());
             }
         }
+        if what.starts_with("an answer") {
+            let news = News {
+                context: Some((*ctx).into()),
+                ..Default::default()
+            };
+            assert!(o
+                .learn("alice", "agent", &news, None, None, None)
+                .await
+                .unwrap());
+        }
+        for i in 0..*tasks {
+            let id = format!("p-{n}-{i:02}");
+            learn(&o, "alice", ctx, &id, STATES[0], ts(i)).await;
+        }
+        entries += tasks.max(&1);
         match *ctx {
             "c-busy" | "c-large-busy" => turn(ctx, "tok-busy").await,
             "c-follow" => {
                 redis.command(&format!(
-                    "HSET {PREFIX}bf:{ctx} t p-2-00 tok-f 99999999999999"
+                    "HSET {PREFIX}bf:{ctx} t p-1-00 tok-f 99999999999999"
                 ));
             }
             "c-mallory" => {
@@ -852,33 +868,37 @@ async fn the_caps_eviction_takes_out_the_contexts_it_empties() {
             }
             _ => {}
         }
+        // (each row's entries older than the next row's: the index's scores are ms)
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let entries = int(&redis, &format!("ZCARD {PREFIX}le:5:alice"));
     assert_eq!(
+        int(&redis, &format!("ZCARD {le}")),
         entries,
-        removable + 1,
-        "one entry per task and bare context"
+        "one entry each"
     );
-    // What follows is written later than all of the above (the index's scores are ms).
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    learn(&o, "alice", "c-two", "p-3-later", STATES[0], ts(100)).await;
-    // Exactly enough new tasks for the cap to take out every removable entry above.
-    let fresh = cap - (entries + 1) + removable;
-    for i in 0..fresh {
-        learn(
-            &o,
-            "alice",
-            &format!("f-{i:02}"),
-            &format!("f-{i:02}"),
-            STATES[0],
-            ts(200 + i),
-        )
-        .await;
+    // New tasks until the cap took out the last entry of the above (c-two gets its second
+    // task among them, before the cap is reached), then one more: every step past a
+    // context a turn holds takes one more out the next time.
+    assert!(entries + 6 < cap);
+    let fresh = |i: u64| format!("f-{i:02}");
+    let mut i = 0;
+    while exists(&redis, "c:c-alone") {
+        assert!(i < 2 * cap, "the cap never reached c-alone");
+        learn(&o, "alice", &fresh(i), &fresh(i), STATES[0], ts(200 + i)).await;
+        if i == 5 {
+            learn(&o, "alice", "c-two", "p-3-later", STATES[0], ts(100)).await;
+        }
+        i += 1;
     }
-    assert_eq!(int(&redis, &format!("ZCARD {PREFIX}le:5:alice")), cap);
-    for (n, (ctx, what, kept)) in rows.iter().enumerate() {
+    learn(&o, "alice", &fresh(i), &fresh(i), STATES[0], ts(200 + i)).await;
+    assert_eq!(int(&redis, &format!("ZCARD {le}")), cap);
+    for (n, (ctx, what, tasks, kept)) in rows.iter().enumerate() {
         assert_eq!(exists(&redis, &format!("c:{ctx}")), *kept, "{ctx}: {what}");
-        assert!(!exists(&redis, &format!("t:p-{n}-00")), "{ctx}: {what}");
+        if *tasks > 0 {
+            assert!(!exists(&redis, &format!("t:p-{n}-00")), "{ctx}: {what}");
+        }
+        let bare = *kept && *ctx != "c-two" && *ctx != "c-mallory";
+        assert_eq!(counted(ctx), bare, "{ctx}: {what}: an entry of its own");
     }
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-two n")), "1");
     assert_eq!(
@@ -889,7 +909,86 @@ async fn the_caps_eviction_takes_out_the_contexts_it_empties() {
         redis.command(&format!("HGET {PREFIX}c:c-mallory o")),
         "mallory"
     );
-    assert!(exists(&redis, "t:f-00") && exists(&redis, "c:f-00"));
+    let last = fresh(i);
+    assert!(exists(&redis, &format!("t:{last}")) && exists(&redis, &format!("c:{last}")));
+    // A turn on a new context past the cap makes room for it.
+    turn("c-turned", "tok-t").await;
+    assert_eq!(int(&redis, &format!("ZCARD {le}")), cap);
+    assert!(counted("c-turned"));
+}
+
+/// A known task written into its context's hash made again (the hash expired first: a
+/// shorter `task_retention_ms` since, or an evicting Redis) is counted there, so the cap
+/// never takes that context for one without tasks while the task lives.
+#[tokio::test]
+async fn a_known_task_in_a_context_made_again_is_counted() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_secs(600), 16);
+    learn(&o, "alice", "c-again", "k-1", STATES[0], 1).await;
+    // (by a turn that names the task, or by the task's next answer)
+    redis.command(&format!("DEL {PREFIX}c:c-again"));
+    let v = o.turn(
+        "c-again",
+        "alice",
+        Some("k-1"),
+        None,
+        "tok",
+        None,
+        Some("agent"),
+    );
+    assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+    assert!(o.release("c-again", "tok").await.unwrap());
+    learn(&o, "alice", "c-again", "k-1", STATES[1], 2).await;
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-again n")), "1");
+    redis.command(&format!("DEL {PREFIX}c:c-again"));
+    learn(&o, "alice", "c-again", "k-1", STATES[2], 3).await;
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-again n")), "1");
+    for i in 0..20u64 {
+        learn(
+            &o,
+            "alice",
+            &format!("c-{i}"),
+            &format!("k-x{i}"),
+            STATES[0],
+            10 + i,
+        )
+        .await;
+    }
+    // k-1 went to the cap, and its context with it.
+    assert!(!exists(&redis, "t:k-1") && !exists(&redis, "c:c-again"));
+}
+
+/// A context whose tasks expire while its turns keep it (messages answered without a task)
+/// stays counted by the cap: the owner's next answer takes the expired task out and gives
+/// the context an entry of its own, due when the context's key expires.
+#[tokio::test]
+async fn a_context_its_turns_keep_after_its_tasks_expire_stays_counted() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_millis(2000), 16);
+    learn(&o, "alice", "c-kept", "x-1", STATES[0], 1).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // (the owner's indexes live on with its other answers)
+    learn(&o, "alice", "c-other", "x-0", STATES[0], 1).await;
+    let v = o.turn("c-kept", "alice", None, None, "tok", None, Some("agent"));
+    assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+    assert!(o.release("c-kept", "tok").await.unwrap());
+    // (past the task's retention, not the context's: 800 ms to spare)
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!exists(&redis, "t:x-1") && exists(&redis, "c:c-kept"));
+    learn(&o, "alice", "c-other", "x-2", STATES[0], 2).await;
+    let le = format!("{PREFIX}le:5:alice");
+    let members = redis.command(&format!("ZRANGE {le} 0 -1"));
+    let mut members: Vec<&str> = members.lines().collect();
+    members.sort_unstable();
+    assert_eq!(
+        members,
+        [
+            "0:6:c-kept",
+            "3:x-07:c-otherTASK_STATE_WORKING",
+            "3:x-27:c-otherTASK_STATE_WORKING"
+        ]
+    );
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-kept n")), "0");
 }
 
 /// A new task whose own context loses its oldest task to the cap counts that context's

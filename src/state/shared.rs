@@ -21,7 +21,8 @@
 //! claimed again only by whoever names it first, as with a fresh Redis). A busy lease lives
 //! `busy_lease_ms` unless the turn's replica renews it (every third of it while the turn
 //! streams), so a replica that dies mid-turn frees the context within one lease.
-//! Index entries of expired tasks go two ways. Each LEARN of a task first takes up to
+//! Index entries of expired tasks go two ways. Each LEARN of a task (and each script that
+//! adds an entry to `le`: a new context without tasks, by LEARN or TURN) first takes up to
 //! [`REAP_PER_LEARN`] of the owner's tasks whose keys expired (by `le`) out of every index
 //! that holds them, so an active owner's indexes hold its live tasks and the few that
 //! expired since its last answers; an idle owner's expire whole. And a listing removes the
@@ -31,11 +32,15 @@
 //! Redis. `totalSize` may count recently expired tasks for a while.
 //! An owner's share of Redis is bounded by `state.max_tasks_per_owner` entries of `le`: its
 //! tasks, and its contexts without tasks (made by a turn on a new context id, or by an
-//! answer that names a new context with no task); a new one past the cap first takes out
-//! the owner's least recently written ([`EVICT_PER_LEARN`] at most), and a context goes
-//! with the last of its tasks so taken out (not while a turn holds it), so contexts are
-//! bounded too, not only tasks (before 2026-12-07 every evicted task's context, and every
-//! context without tasks, stayed for the retention).
+//! answer that names a new context with no task; and a context whose last task expired
+//! while its turns keep it, due when its key expires). A new entry past the cap first takes
+//! out the owner's least recently written ([`EVICT_PER_LEARN`] at most), and a context goes
+//! with the last of its tasks so taken out, or stays as an entry of its own while a turn
+//! holds it (written now), so contexts are bounded with the tasks (before 2026-12-07 every
+//! evicted task's context, and every context without tasks, stayed for the retention).
+//! Known limit: an owner idle for a whole retention but for turns on contexts it has (no
+//! new task, no new context) lets `le` expire whole while those contexts live on,
+//! uncounted: at most one cap's worth more per retention, each kept by its own turns.
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -69,8 +74,8 @@ const SMALL_CONTEXT_ARG: &str = "16";
 pub const LIST_PASS_BUDGET: usize = 256;
 const LIST_PASS_BUDGET_ARG: &str = "256";
 
-/// The most expired tasks one LEARN takes out of the owner's indexes (each new task adds
-/// one, so the indexes shrink back to the live tasks).
+/// The most expired entries one script takes out of the owner's indexes (each new task or
+/// context adds one, so the indexes shrink back to the live tasks and contexts).
 pub const REAP_PER_LEARN: usize = 4;
 
 /// The most entries (tasks, contexts without tasks) one script takes out of an owner over
@@ -150,7 +155,17 @@ local function due_again(le, key, now, m)
   if left < 0 then left = 0 end
   redis.call('ZADD', le, now + left + 1, m)
 end
-local function reap(p, who, now)
+-- Whether the owner's context `ck` (`ctx`) lives without tasks.
+local function bare(p, who, ck, ctx)
+  local c = redis.call('HMGET', ck, 'o', 'n')
+  if c[1] ~= who then return false end
+  if c[2] then return c[2] == '0' end
+  return redis.call('EXISTS', p .. 'lc:' .. ctx) == 0
+end
+-- `emptied` (the cap's eviction): gets the contexts this call leaves without tasks, for the
+-- caller to decide; without it, such a context that lives on (its turns keep it) gets an
+-- entry of its own, due when its key expires, so that the cap still counts it.
+local function reap(p, who, now, emptied)
   local owner = #who .. ':' .. who
   local le = p .. 'le:' .. owner
   local due = redis.call('ZRANGEBYSCORE', le, '-inf', now, 'LIMIT', 0, 4)
@@ -160,8 +175,7 @@ local function reap(p, who, now)
     if id == '' then
       -- A context without tasks (`bare_member`): gone, or it has tasks now (each has its
       -- own entry).
-      local c = redis.call('HMGET', ck, 'o', 'n')
-      if c[1] == who and c[2] == '0' then due_again(le, ck, now, m)
+      if bare(p, who, ck, mctx) then due_again(le, ck, now, m)
       else redis.call('ZREM', le, m) end
     else
       local tk = p .. 't:' .. id
@@ -177,11 +191,14 @@ local function reap(p, who, now)
           redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. mst, id)
         end
         if redis.call('HGET', ck, 'o') == who then
-          redis.call('ZREM', p .. 'lc:' .. mctx, id)
+          local lc = p .. 'lc:' .. mctx
+          local empty = redis.call('ZREM', lc, id) == 1 and redis.call('EXISTS', lc) == 0
           redis.call('ZREM', p .. 'lcs:' .. #mctx .. ':' .. mctx .. ':' .. mst, id)
           if redis.call('HDEL', ck, 't:' .. id) == 1 and redis.call('HEXISTS', ck, 'n') == 1 then
-            redis.call('HINCRBY', ck, 'n', -1)
+            empty = redis.call('HINCRBY', ck, 'n', -1) == 0
           end
+          if empty and emptied then emptied[#emptied + 1] = mctx
+          elseif empty then due_again(le, ck, now, bare_member(mctx)) end
         end
       end
     end
@@ -196,8 +213,8 @@ end
 /// tasks) past `state.max_tasks_per_owner`: up to [`EVICT_PER_LEARN`] of its least recently
 /// written entries go, tasks with their keys and index entries (`reap`), and with them
 /// their contexts when left without tasks, as contexts without tasks go (not while a turn
-/// holds one, nor `ctx`, the one being written). True when a task of `ctx` went (its `n`
-/// changed).
+/// holds one: it stays an entry, as written now; nor `ctx`, the one being written). True
+/// when it took anything out (`ctx`'s task count may have changed: read it again).
 macro_rules! evict_lua {
     () => {
         r#"
@@ -205,17 +222,16 @@ macro_rules! evict_lua {
 -- (then it stays).
 local function context_gone(p, who, ctx)
   local ck = p .. 'c:' .. ctx
-  local c = redis.call('HMGET', ck, 'o', 'n')
-  if c[1] ~= who or (c[2] and c[2] ~= '0') then return false end
+  if not bare(p, who, ck, ctx) then return false end
   if redis.call('EXISTS', p .. 'b:' .. ctx, p .. 'bf:' .. ctx) > 0 then return true end
-  if redis.call('EXISTS', p .. 'lc:' .. ctx) == 0 then redis.call('DEL', ck) end
+  redis.call('DEL', ck)
   return false
 end
 local function evict(p, who, now, ret, cap, task, ctx)
   local le = p .. 'le:' .. #who .. ':' .. who
   local over = redis.call('ZCARD', le) - cap + 1
   if over <= 0 then return false end
-  local own, emptied = false, {}
+  local evicted = {}
   for _, m in ipairs(redis.call('ZRANGE', le, 0, math.min(over, 4) - 1)) do
     local id, mctx = read_member(m)
     if id == '' then
@@ -231,14 +247,23 @@ local function evict(p, who, now, ret, cap, task, ctx)
       local cur = redis.call('HMGET', p .. 't:' .. id, 'o', 'c')
       if cur[1] == who and cur[2] == mctx then
         redis.call('DEL', p .. 't:' .. id)
-        if mctx == ctx then own = true else emptied[#emptied + 1] = mctx end
+        evicted[mctx] = true
       end
       redis.call('ZADD', le, 0, m)
     end
   end
-  reap(p, who, now)
-  for _, c in ipairs(emptied) do context_gone(p, who, c) end
-  return own
+  local emptied = {}
+  reap(p, who, now, emptied)
+  -- A context left without tasks goes with the last one taken out here, or stays counted
+  -- (a turn holds it: as written now; its tasks expired while its turns kept it: until its
+  -- key expires).
+  for _, c in ipairs(emptied) do
+    if c ~= ctx then
+      if not evicted[c] then due_again(le, p .. 'c:' .. c, now, bare_member(c))
+      elseif context_gone(p, who, c) then redis.call('ZADD', le, now + ret, bare_member(c)) end
+    end
+  end
+  return true
 end
 "#
     };
@@ -442,14 +467,18 @@ if task ~= '' then
   local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
   local owner = #who .. ':' .. who
   local lt = p .. 'lt:' .. owner
+  -- The context's entry as one without tasks gives way to its task's.
+  if c[4] == '0' then redis.call('ZREM', p .. 'le:' .. owner, bare_member(ctx)) end
   if not t[1] then
-    -- The context's entry as one without tasks gives way to its first task's.
-    if c[4] == '0' then redis.call('ZREM', p .. 'le:' .. owner, bare_member(ctx)) end
     -- Past the owner's cap, its least recently written go: an owner's share of Redis is
-    -- bounded. (When a task of this context went, its count did.)
+    -- bounded. (What went may include tasks of this context: its count is read again.)
     if evict(p, who, now, tonumber(ret), tonumber(ARGV[13]), task, ctx) then
       n = tonumber(redis.call('HGET', ck, 'n') or '0') or 0
     end
+  elseif small and (not c[1] or c[4] == '0') then
+    -- A known task in a small context that counts none (its hash expired before the task
+    -- and was made again): counted, so that the context never looks empty while it lives.
+    n = n + 1
   end
   if small and not t[1] and n >= tonumber(ARGV[12]) then
     promote(p, ck, ctx, ret)

@@ -1285,12 +1285,16 @@ impl RedisServer {
     }
 
     /// Sends one inline command (`INFO commandstats`) and returns the reply's text: a bulk
-    /// string's body, an array's elements a line each, else the reply line.
+    /// string's body (`(nil)` for none), an array's elements a line each, else the reply
+    /// line.
     pub fn command(&self, line: &str) -> String {
         use std::io::{BufRead, Read, Write};
         fn reply<R: BufRead + Read>(r: &mut R) -> String {
             let mut head = String::new();
             r.read_line(&mut head).unwrap();
+            if head.trim_end() == "$-1" {
+                return "(nil)".into();
+            }
             if let Some(n) = head.strip_prefix('$') {
                 let mut body = vec![0; n.trim().parse::<usize>().unwrap() + 2];
                 r.read_exact(&mut body).unwrap();
