@@ -787,6 +787,100 @@ async fn a_reload_keeping_the_client_cas_keeps_their_connections() {
     assert_eq!(up.rpc_requests().len(), 6);
 }
 
+/// The gauge's value for `certificate` (`server`, `client_ca`) in `metrics`, if any.
+fn expiry_gauge(metrics: &str, certificate: &str) -> Option<u64> {
+    let name = "a2a_edge_tls_certificate_expiry_timestamp_seconds";
+    let prefix = format!("{name}{{certificate=\"{certificate}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+/// When the served certificate and the client CAs expire is gauged (and logged) at start and
+/// at every reload, for operators to alert on. A reload that brings a certificate past its
+/// `notAfter` (every client would refuse the handshake) is refused while the one in force is
+/// good: it stays, served. A client CA past its `notAfter` is taken, with a warning: it still
+/// admits its clients (rustls-webpki does not check a trust anchor's validity), and the
+/// gauge says so.
+#[tokio::test]
+async fn certificate_deadlines_are_gauged_and_an_expired_certificate_is_not_reloaded() {
+    let (dir, pki, up) = mtls_setup("cert-deadlines").await;
+    let base = optional_mtls_policy(dir.path(), &pki, &up)
+        .replace("[server]\n", "[server]\nadmin_listen = \"127.0.0.1:0\"\n");
+    assert!(base.contains("admin_listen"));
+    let served = dir.path().join("certs/server.pem");
+    let expired_ca_file = dir.path().join("expired-ca.pem");
+    let proxy = Proxy::start_text(dir, &base).await;
+    let not_after = |path: &Path| {
+        let certs = a2a_edge::tls::load_certs(path).unwrap();
+        a2a_edge::tls::der::earliest_not_after(&certs).unwrap()
+    };
+    let (_, metrics) = admin_get(&proxy, "/metrics").await;
+    assert_eq!(
+        expiry_gauge(&metrics, "server"),
+        Some(not_after(&served)),
+        "{metrics}"
+    );
+    assert_eq!(
+        expiry_gauge(&metrics, "client_ca"),
+        Some(not_after(&pki.ca_file))
+    );
+
+    // A certificate (and its key) that expired in 2021.
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let old = proxy.dir.path().join("expired.pem");
+    let old_key = proxy.dir.path().join("expired.key");
+    std::fs::write(&old, p.self_signed(&key).unwrap().pem()).unwrap();
+    std::fs::write(&old_key, key.serialize_pem()).unwrap();
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    std::fs::set_permissions(&old_key, private).unwrap();
+    let expired = base.replace(
+        "[tls]\n",
+        &format!(
+            "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            old.display(),
+            old_key.display()
+        ),
+    );
+    assert_ne!(expired, base);
+    let e = proxy.try_reload(&expired).await.unwrap_err();
+    assert!(e.contains("expired at") && e.contains("notAfter"), "{e}");
+    let mut c = served_with_certificate(&proxy, &pki, Proto::H2).await;
+    let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+    assert_eq!(status, StatusCode::OK, "the certificate in force is served");
+    let (_, metrics) = admin_get(&proxy, "/metrics").await;
+    assert_eq!(expiry_gauge(&metrics, "server"), Some(not_after(&served)));
+
+    // A client CA that expired in 2022, and a client certificate of it valid until 4096.
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name
+        .push(DnType::CommonName, "an expired client CA");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2022, 1, 1);
+    let expired_ca = (p.self_signed(&ca_key).unwrap(), ca_key);
+    std::fs::write(&expired_ca_file, expired_ca.0.pem()).unwrap();
+    let client = leaf(&expired_ca, "spiffe://example.org/ns/prod/sa/old");
+    let reloaded = base.replace(
+        &pki.ca_file.display().to_string(),
+        &expired_ca_file.display().to_string(),
+    );
+    assert_ne!(reloaded, base);
+    proxy.reload(&reloaded).await;
+    let (_, metrics) = admin_get(&proxy, "/metrics").await;
+    assert_eq!(expiry_gauge(&metrics, "client_ca"), Some(1_640_995_200));
+    let mut c = Client::try_connect(proxy.addr, &proxy.ca, Proto::H1, Some(client))
+        .await
+        .unwrap();
+    let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+    assert_eq!(status, StatusCode::OK, "the expired CA's client");
+}
+
 /// `tls.client_crl_file`: a revoked client certificate fails its handshake (h1 and h2, in
 /// both optional and required modes), so no request of its reaches the agent, while the same
 /// CA's other certificates are served; a CRL that says nothing of the client CA (its

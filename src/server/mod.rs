@@ -113,8 +113,8 @@ impl Running {
             self.process.metrics.reload(false);
         }
         let (acceptor, _) = acceptor?;
-        let in_force = self.acceptors.borrow().trust.clone();
-        if let Err(e) = crls_in_time(&acceptor.trust, Some(&in_force)) {
+        let in_force = self.acceptors.borrow().clone();
+        if let Err(e) = in_time(&acceptor, Some(&in_force)) {
             self.process.metrics.reload(false);
             return Err(e);
         }
@@ -138,7 +138,7 @@ impl Running {
         // The acceptor first: a connection accepted once the new gate is in force is
         // handshaken with the new client CAs (the accept loop takes the reloads, then the
         // acceptor).
-        publish_crls(&acceptor.trust, &self.process.metrics);
+        publish_deadlines(&acceptor, &self.process.metrics);
         self.acceptors.send_replace(acceptor);
         self.gates.replace(gate);
         self.process.metrics.reload(true);
@@ -290,6 +290,9 @@ struct Acceptor {
     trust: ClientTrust,
     /// Every client must present a certificate (`tls.client_auth = "required"`).
     requires_certificate: bool,
+    /// When the certificate it serves stops being valid: the earliest `notAfter` of the
+    /// chain in `tls.cert_file` (seconds since the epoch).
+    certificate_expires: Option<u64>,
 }
 
 /// The TLS acceptor of `policy` (dev certificates generated when missing): certificate, key
@@ -313,49 +316,88 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
     )
     .map_err(|e| StartError(e.to_string()))?;
     let tls = TlsAcceptor::from(config);
+    // (the file read again: what was just loaded from it, but for a rotation in between)
+    let chain = tls::load_certs(&policy.tls.cert_file).map_err(|e| StartError(e.to_string()))?;
     let acceptor = Acceptor {
         tls,
         trust,
         requires_certificate: mode == ClientAuthMode::Required,
+        certificate_expires: tls::der::earliest_not_after(&chain),
     };
     Ok((acceptor, dev_certs))
 }
 
-/// A trust whose client CRLs are past their `nextUpdate` refuses every client certificate.
-/// A reload that brings such CRLs while the ones in force are still good (or there were
-/// none) is refused: it would cut every mTLS client off, and the CRLs in force stay. Without
-/// good CRLs to keep (at start, or the ones in force ran out too) it is taken, and said
-/// loudly: the other credentials go on working, and refusing would only block the reload
-/// (or the start) that brings the next policy.
-fn crls_in_time(new: &ClientTrust, in_force: Option<&ClientTrust>) -> Result<(), StartError> {
+/// TLS settings past a deadline: a server certificate past its `notAfter` fails every
+/// handshake a client checks, and client CRLs past their `nextUpdate` refuse every client
+/// certificate. A reload that brings such settings while those in force are still good (or
+/// there were none) is refused: it would cut every client off, and the settings in force
+/// stay. Without good ones to keep (at start, or the ones in force ran out too) they are
+/// taken, and said loudly: refusing would only block the reload (or the start) that brings
+/// the next policy.
+fn in_time(new: &Acceptor, in_force: Option<&Acceptor>) -> Result<(), StartError> {
+    past_deadline(
+        new.certificate_expires,
+        in_force.map(|a| a.certificate_expires),
+        "server_certificate_expired",
+        "the certificate in tls.cert_file expired at",
+        "clients refuse the edge's handshake until a reload brings a certificate in time",
+        "its notAfter: every client would refuse the handshake; renew it (the certificate in \
+         force stays)",
+    )?;
+    past_deadline(
+        new.trust.crls_run_out(),
+        in_force.map(|a| a.trust.crls_run_out()),
+        "client_crls_expired",
+        "the client CRLs in tls.client_crl_file ran out at",
+        "every client certificate is refused until a reload brings CRLs in time",
+        "their nextUpdate: every client certificate would be refused; publish the next CRL \
+         (the CRLs in force stay)",
+    )
+}
+
+/// One deadline of [`in_time`]: `new`'s and, on a reload, the one in force (seconds since
+/// the epoch; `None`: no deadline).
+fn past_deadline(
+    new: Option<u64>,
+    in_force: Option<Option<u64>>,
+    event: &'static str,
+    what: &str,
+    consequence: &'static str,
+    refusal: &str,
+) -> Result<(), StartError> {
     let now = crate::time::now_secs();
-    let Some(until) = new.crls_run_out().filter(|until| *until <= now) else {
+    let Some(until) = new.filter(|until| *until <= now) else {
         return Ok(());
     };
-    let good_in_force = in_force.is_some_and(|t| t.crls_run_out().map_or(true, |u| u > now));
-    if good_in_force {
-        return Err(StartError(format!(
-            "the client CRLs in tls.client_crl_file ran out at {} (their nextUpdate): every \
-             client certificate would be refused; publish the next CRL (the CRLs in force stay)",
-            crate::time::format_http_date(until)
-        )));
+    let at = crate::time::format_http_date(until);
+    if in_force.is_some_and(|u| u.map_or(true, |u| u > now)) {
+        return Err(StartError(format!("{what} {at} ({refusal})")));
     }
-    tracing::error!(
-        event = "client_crls_expired",
-        next_update = %crate::time::format_http_date(until),
-        "every client certificate is refused until a reload brings CRLs in time"
-    );
+    tracing::error!(event, deadline = %at, "{consequence}");
     Ok(())
 }
 
-/// Says when the client CRLs now in force run out, in the log and the gauge: past it every
-/// client certificate is refused (operators watch for both).
-fn publish_crls(trust: &ClientTrust, metrics: &Metrics) {
+/// Says when the TLS settings now in force run out, in the log and the gauges (operators
+/// alert on them): the served certificate, the client CAs, the client CRLs. A client CA
+/// past its `notAfter` still admits its clients (rustls-webpki does not check a trust
+/// anchor's validity): said as a warning, to replace it.
+fn publish_deadlines(acceptor: &Acceptor, metrics: &Metrics) {
+    let trust = &acceptor.trust;
     metrics.set_client_crls_run_out(trust.crls_run_out());
-    if let Some(until) = trust.crls_run_out() {
-        tracing::info!(
-            event = "client_crls_loaded",
-            next_update = %crate::time::format_http_date(until)
+    metrics.set_certificates_expire(acceptor.certificate_expires, trust.cas_expire());
+    let date = |t: Option<u64>| t.map(crate::time::format_http_date);
+    tracing::info!(
+        event = "tls_loaded",
+        certificate_not_after = date(acceptor.certificate_expires).as_deref(),
+        client_ca_not_after = date(trust.cas_expire()).as_deref(),
+        client_crl_next_update = date(trust.crls_run_out()).as_deref()
+    );
+    if let Some(at) = trust.cas_expire().filter(|t| *t <= crate::time::now_secs()) {
+        tracing::warn!(
+            event = "client_ca_expired",
+            not_after = %crate::time::format_http_date(at),
+            "a client CA in tls.client_ca_file has expired: it still admits its clients \
+             (a trust anchor's validity is not checked); replace it"
         );
     }
 }
@@ -395,9 +437,9 @@ pub async fn start(policy: Policy) -> Result<Running, StartError> {
         policy.limits.max_registry_entries,
         policy.state.page_token_secret.as_deref(),
     );
-    crls_in_time(&acceptor.trust, None)?;
+    in_time(&acceptor, None)?;
     let metrics = Arc::new(Metrics::new());
-    publish_crls(&acceptor.trust, &metrics);
+    publish_deadlines(&acceptor, &metrics);
     let engine: Arc<dyn LocalAgent> =
         Arc::new(EmbeddedEngine(Engine::new(EngineConfig::default())));
     let shared = match &policy.state.redis {

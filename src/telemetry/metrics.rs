@@ -171,6 +171,9 @@ pub struct Metrics {
     /// When the client CRLs in force run out (their earliest nextUpdate, seconds since the
     /// epoch; 0: no CRLs).
     client_crls_run_out: std::sync::atomic::AtomicU64,
+    /// When the served certificate and the first client CA expire (0: none).
+    certificate_expires: std::sync::atomic::AtomicU64,
+    client_ca_expires: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Metrics {
@@ -261,6 +264,8 @@ impl Metrics {
             reloads,
             draining: AtomicBool::new(false),
             client_crls_run_out: std::sync::atomic::AtomicU64::new(0),
+            certificate_expires: std::sync::atomic::AtomicU64::new(0),
+            client_ca_expires: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -361,6 +366,15 @@ impl Metrics {
     pub fn set_client_crls_run_out(&self, until: Option<u64>) {
         self.client_crls_run_out
             .store(until.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The served certificate and the first client CA now in force expire at these times
+    /// (seconds since the epoch; `None`: none).
+    pub fn set_certificates_expire(&self, served: Option<u64>, client_ca: Option<u64>) {
+        self.certificate_expires
+            .store(served.unwrap_or(0), Ordering::Relaxed);
+        self.client_ca_expires
+            .store(client_ca.unwrap_or(0), Ordering::Relaxed);
     }
 
     pub fn reload(&self, ok: bool) {
@@ -518,6 +532,23 @@ impl Metrics {
                 ConstGauge::new(i64::try_from(crls_run_out).unwrap_or(i64::MAX)),
             );
         }
+        let expiries = Family::<[(&'static str, &'static str); 1], Gauge>::default();
+        for (which, at) in [
+            ("server", &self.certificate_expires),
+            ("client_ca", &self.client_ca_expires),
+        ] {
+            let at = at.load(Ordering::Relaxed);
+            if at > 0 {
+                let at = i64::try_from(at).unwrap_or(i64::MAX);
+                expiries.get_or_create(&[("certificate", which)]).set(at);
+            }
+        }
+        gauge(
+            &mut r,
+            "a2a_edge_tls_certificate_expiry_timestamp_seconds",
+            "When the TLS certificates in force expire (notAfter, Unix seconds): the served chain's earliest (certificate=server: past it clients refuse the handshake), the client CAs' earliest (certificate=client_ca: past it the CA still admits its clients; replace it)",
+            expiries,
+        );
         gauge(
             &mut r,
             "a2a_edge_card_invalid",

@@ -42,6 +42,10 @@ pub struct ClientTrust {
     /// When the first of its CRLs runs out (their earliest `nextUpdate`, seconds since the
     /// epoch): past it every client certificate is refused until a reload brings new CRLs.
     crls_run_out: Option<u64>,
+    /// When the first of its client CAs expires (their earliest `notAfter`): rustls-webpki
+    /// does not check a trust anchor's validity, so one past it still admits its clients;
+    /// this says when to replace it.
+    cas_expire: Option<u64>,
 }
 
 impl fmt::Debug for ClientTrust {
@@ -73,12 +77,19 @@ impl ClientTrust {
             verifier,
             fingerprint: crate::crypto::sha256(&all),
             crls_run_out: crls.iter().filter_map(|c| super::der::next_update(c)).min(),
+            cas_expire: super::der::earliest_not_after(cas),
         }
     }
 
     /// When its CRLs run out (the earliest `nextUpdate`; none without CRLs).
     pub fn crls_run_out(&self) -> Option<u64> {
         self.crls_run_out
+    }
+
+    /// When its first client CA expires (the earliest `notAfter`; none without client
+    /// certificates). Past it the CA still admits its clients (see the field).
+    pub fn cas_expire(&self) -> Option<u64> {
+        self.cas_expire
     }
 
     /// The digest of what this trust verifies by: equal for configurations that admit the

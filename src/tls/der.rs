@@ -29,6 +29,12 @@ pub fn not_after(der: &[u8]) -> Option<u64> {
     seconds(cert.validity().not_after)
 }
 
+/// The earliest `notAfter` of `certs` (a chain, or a set of CAs), in seconds since the
+/// epoch; `None` when none of them reads.
+pub fn earliest_not_after<C: AsRef<[u8]>>(certs: &[C]) -> Option<u64> {
+    certs.iter().filter_map(|c| not_after(c.as_ref())).min()
+}
+
 /// When a client's certificate chain (as presented, leaf first) stops being valid: the
 /// earliest `notAfter` of its certificates that were valid when its handshake began
 /// (`began`, seconds since the epoch), in seconds since the epoch. That is the leaf's, or an
@@ -170,6 +176,32 @@ mod tests {
             for cut in 0..der.len() {
                 assert_eq!(not_after(&der[..cut]), None, "cut at {cut}");
             }
+        }
+    }
+
+    /// The earliest `notAfter` of a set of certificates (a chain, a CA file), whatever their
+    /// order; what does not read as a certificate is passed over.
+    #[test]
+    fn the_earliest_not_after_of_a_set() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = |y: i32| {
+            let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+            p.not_after = rcgen::date_time_ymd(y, 1, 1);
+            p.self_signed(&key).unwrap().der().to_vec()
+        };
+        let (c2049, c2050, c2021) = (cert(2049), cert(2050), cert(2021));
+        let junk = b"not a certificate".to_vec();
+        for (set, want) in [
+            (vec![c2049.clone(), c2050.clone()], Some(2_493_072_000u64)),
+            (
+                vec![c2050.clone(), c2021.clone(), c2049],
+                Some(1_609_459_200),
+            ),
+            (vec![junk.clone(), c2050], Some(2_524_608_000)),
+            (vec![junk], None),
+            (Vec::new(), None),
+        ] {
+            assert_eq!(earliest_not_after(&set), want, "{} certificates", set.len());
         }
     }
 
