@@ -290,8 +290,8 @@ struct Acceptor {
     trust: ClientTrust,
     /// Every client must present a certificate (`tls.client_auth = "required"`).
     requires_certificate: bool,
-    /// When the certificate it serves stops being valid: the earliest `notAfter` of the
-    /// chain in `tls.cert_file` (seconds since the epoch).
+    /// When the chain it serves stops being valid for clients (seconds since the epoch:
+    /// [`tls::der::served_until`]).
     certificate_expires: Option<u64>,
 }
 
@@ -307,7 +307,7 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         ClientAuth::Optional => ClientAuthMode::Optional,
         ClientAuth::Required => ClientAuthMode::Required,
     };
-    let (config, trust) = server_config_with_client_auth(
+    let (config, trust, certificate_expires) = server_config_with_client_auth(
         &policy.tls.cert_file,
         &policy.tls.key_file,
         mode,
@@ -316,40 +316,34 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
     )
     .map_err(|e| StartError(e.to_string()))?;
     let tls = TlsAcceptor::from(config);
-    // (the file read again: what was just loaded from it, but for a rotation in between)
-    let chain = tls::load_certs(&policy.tls.cert_file).map_err(|e| StartError(e.to_string()))?;
     let acceptor = Acceptor {
         tls,
         trust,
         requires_certificate: mode == ClientAuthMode::Required,
-        certificate_expires: tls::der::earliest_not_after(&chain),
+        certificate_expires,
     };
     Ok((acceptor, dev_certs))
 }
 
-/// TLS settings past a deadline: a server certificate past its `notAfter` fails every
+/// TLS settings past a deadline: a served certificate past its `notAfter` fails every
 /// handshake a client checks, and client CRLs past their `nextUpdate` refuse every client
 /// certificate. A reload that brings such settings while those in force are still good (or
 /// there were none) is refused: it would cut every client off, and the settings in force
 /// stay. Without good ones to keep (at start, or the ones in force ran out too) they are
-/// taken, and said loudly: refusing would only block the reload (or the start) that brings
-/// the next policy.
+/// taken, and said loudly once in force ([`publish_deadlines`]): refusing would only block
+/// the reload (or the start) that brings the next policy.
 fn in_time(new: &Acceptor, in_force: Option<&Acceptor>) -> Result<(), StartError> {
     past_deadline(
         new.certificate_expires,
         in_force.map(|a| a.certificate_expires),
-        "server_certificate_expired",
         "the certificate in tls.cert_file expired at",
-        "clients refuse the edge's handshake until a reload brings a certificate in time",
         "its notAfter: every client would refuse the handshake; renew it (the certificate in \
          force stays)",
     )?;
     past_deadline(
         new.trust.crls_run_out(),
         in_force.map(|a| a.trust.crls_run_out()),
-        "client_crls_expired",
         "the client CRLs in tls.client_crl_file ran out at",
-        "every client certificate is refused until a reload brings CRLs in time",
         "their nextUpdate: every client certificate would be refused; publish the next CRL \
          (the CRLs in force stay)",
     )
@@ -360,42 +354,57 @@ fn in_time(new: &Acceptor, in_force: Option<&Acceptor>) -> Result<(), StartError
 fn past_deadline(
     new: Option<u64>,
     in_force: Option<Option<u64>>,
-    event: &'static str,
     what: &str,
-    consequence: &'static str,
     refusal: &str,
 ) -> Result<(), StartError> {
     let now = crate::time::now_secs();
     let Some(until) = new.filter(|until| *until <= now) else {
         return Ok(());
     };
-    let at = crate::time::format_http_date(until);
     if in_force.is_some_and(|u| u.map_or(true, |u| u > now)) {
+        let at = crate::time::format_http_date(until);
         return Err(StartError(format!("{what} {at} ({refusal})")));
     }
-    tracing::error!(event, deadline = %at, "{consequence}");
     Ok(())
 }
 
 /// Says when the TLS settings now in force run out, in the log and the gauges (operators
-/// alert on them): the served certificate, the client CAs, the client CRLs. A client CA
-/// past its `notAfter` still admits its clients (rustls-webpki does not check a trust
-/// anchor's validity): said as a warning, to replace it.
+/// alert on them): the served chain, the client CAs, the client CRLs; and loudly what is
+/// past it already ([`in_time`] took it). A client CA past its `notAfter` still admits its
+/// clients (rustls-webpki does not check a trust anchor's validity): a warning, to replace
+/// it.
 fn publish_deadlines(acceptor: &Acceptor, metrics: &Metrics) {
     let trust = &acceptor.trust;
     metrics.set_client_crls_run_out(trust.crls_run_out());
     metrics.set_certificates_expire(acceptor.certificate_expires, trust.cas_expire());
-    let date = |t: Option<u64>| t.map(crate::time::format_http_date);
+    let date = |t: u64| crate::time::format_http_date(t);
+    let now = crate::time::now_secs();
     tracing::info!(
-        event = "tls_loaded",
-        certificate_not_after = date(acceptor.certificate_expires).as_deref(),
-        client_ca_not_after = date(trust.cas_expire()).as_deref(),
-        client_crl_next_update = date(trust.crls_run_out()).as_deref()
+        event = "tls_certificates_loaded",
+        not_after = acceptor.certificate_expires.map(date).as_deref(),
+        client_ca_not_after = trust.cas_expire().map(date).as_deref()
     );
-    if let Some(at) = trust.cas_expire().filter(|t| *t <= crate::time::now_secs()) {
+    if let Some(at) = acceptor.certificate_expires.filter(|t| *t <= now) {
+        tracing::error!(
+            event = "server_certificate_expired",
+            not_after = %date(at),
+            "clients refuse the edge's handshake until a reload brings a certificate in time"
+        );
+    }
+    if let Some(until) = trust.crls_run_out() {
+        tracing::info!(event = "client_crls_loaded", next_update = %date(until));
+        if until <= now {
+            tracing::error!(
+                event = "client_crls_expired",
+                next_update = %date(until),
+                "every client certificate is refused until a reload brings CRLs in time"
+            );
+        }
+    }
+    if let Some(at) = trust.cas_expire().filter(|t| *t <= now) {
         tracing::warn!(
             event = "client_ca_expired",
-            not_after = %crate::time::format_http_date(at),
+            not_after = %date(at),
             "a client CA in tls.client_ca_file has expired: it still admits its clients \
              (a trust anchor's validity is not checked); replace it"
         );

@@ -12,7 +12,7 @@ use rustls::server::danger::ClientCertVerifier;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-use super::{load_certs, load_key, provider, server_config, TlsError, ALPN};
+use super::{load_certs, load_key, provider, TlsError, ALPN};
 
 /// Whether the edge asks clients for a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,17 +125,21 @@ impl ClientTrust {
 /// trust anchor is checked against the CRLs, as OpenSSL's `CRL_CHECK_ALL` (nginx's
 /// `ssl_crl`) does: a revoked certificate fails the handshake, so does one whose issuer has
 /// no CRL in the file (its status is unknown), and so does every certificate once a CRL is
-/// past its `nextUpdate`. Returned with the configuration: its trust.
+/// past its `nextUpdate`. Returned with the configuration: its trust, and when the chain it
+/// serves stops being valid for clients ([`super::der::served_until`]).
 pub fn server_config_with_client_auth(
     cert_file: &Path,
     key_file: &Path,
     mode: ClientAuthMode,
     ca_file: Option<&Path>,
     crl_file: Option<&Path>,
-) -> Result<(Arc<ServerConfig>, ClientTrust), TlsError> {
+) -> Result<(Arc<ServerConfig>, ClientTrust, Option<u64>), TlsError> {
+    let certs = load_certs(cert_file)?;
+    let served_until = super::der::served_until(&certs, crate::time::now_secs());
     if mode == ClientAuthMode::Off {
         let trust = ClientTrust::new(mode, None, &[], &[]);
-        return Ok((server_config(cert_file, key_file)?, trust));
+        let config = super::server_config_of(certs, cert_file, key_file)?;
+        return Ok((config, trust, served_until));
     }
     let ca_file = ca_file.ok_or_else(|| {
         TlsError("client certificate authentication needs a client CA file".to_string())
@@ -168,7 +172,6 @@ pub fn server_config_with_client_auth(
     })?;
     let trust = ClientTrust::new(mode, Some(verifier.clone()), &trust_cas, &crls);
 
-    let certs = load_certs(cert_file)?;
     let key = load_key(key_file)?;
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -186,7 +189,7 @@ pub fn server_config_with_client_auth(
     // The edge's cipher-suite order wins, not the client's (a client that lists a weaker
     // suite first does not get it while a stronger one is shared).
     cfg.ignore_client_order = true;
-    Ok((Arc::new(cfg), trust))
+    Ok((Arc::new(cfg), trust, served_until))
 }
 
 /// The CRLs in a PEM file: at least one. One that does not parse makes the whole file a

@@ -29,6 +29,17 @@ pub fn not_after(der: &[u8]) -> Option<u64> {
     seconds(cert.validity().not_after)
 }
 
+/// When a chain the edge serves (leaf first) stops being valid for clients, at `now`
+/// (seconds since the epoch): its leaf's `notAfter`, or an intermediate's that expires first
+/// among those still valid (one already expired, such as an old cross-signed certificate
+/// left in the bundle, is on no path a client builds). `None` when the leaf does not read.
+/// Past `now` exactly when the leaf has expired.
+pub fn served_until<C: AsRef<[u8]>>(chain: &[C], now: u64) -> Option<u64> {
+    let (leaf, rest) = chain.split_first()?;
+    let leaf = not_after(leaf.as_ref())?;
+    Some(chain_expiry(rest, now).map_or(leaf, |i| i.min(leaf)))
+}
+
 /// The earliest `notAfter` of `certs` (a chain, or a set of CAs), in seconds since the
 /// epoch; `None` when none of them reads.
 pub fn earliest_not_after<C: AsRef<[u8]>>(certs: &[C]) -> Option<u64> {
@@ -202,6 +213,51 @@ mod tests {
             (Vec::new(), None),
         ] {
             assert_eq!(earliest_not_after(&set), want, "{} certificates", set.len());
+        }
+    }
+
+    /// A served chain is good until its leaf's `notAfter`, or an intermediate's still valid
+    /// that comes first; an intermediate already expired (a cross-sign left in the bundle)
+    /// does not count, and the result is past `now` exactly when the leaf expired.
+    #[test]
+    fn a_served_chain_is_good_until_its_leaf_or_a_valid_intermediate_expires() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = |y: i32| {
+            let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+            p.not_after = rcgen::date_time_ymd(y, 1, 1);
+            p.self_signed(&key).unwrap().der().to_vec()
+        };
+        let (y2021, y2049, y2050) = (1_609_459_200u64, 2_493_072_000u64, 2_524_608_000u64);
+        let now = 1_800_000_000; // 2027
+        let junk = b"not a certificate".to_vec();
+        for (why, chain, want) in [
+            ("a leaf alone", vec![cert(2050)], Some(y2050)),
+            (
+                "an intermediate first",
+                vec![cert(2050), cert(2049)],
+                Some(y2049),
+            ),
+            ("the leaf first", vec![cert(2049), cert(2050)], Some(y2049)),
+            (
+                "an old cross-sign",
+                vec![cert(2050), cert(2021)],
+                Some(y2050),
+            ),
+            ("an expired leaf", vec![cert(2021), cert(2050)], Some(y2021)),
+            (
+                "a leaf that does not read",
+                vec![junk.clone(), cert(2050)],
+                None,
+            ),
+            ("no chain", Vec::new(), None),
+        ] {
+            let got = served_until(&chain, now);
+            assert_eq!(got, want, "{why}");
+            assert_eq!(
+                got.is_some_and(|t| t <= now),
+                why == "an expired leaf",
+                "{why}"
+            );
         }
     }
 

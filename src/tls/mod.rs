@@ -64,7 +64,15 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 
 /// The edge's server configuration: TLS 1.3 and 1.2 only, ALPN h2 and http/1.1.
 pub fn server_config(cert_file: &Path, key_file: &Path) -> Result<Arc<ServerConfig>, TlsError> {
-    let certs = load_certs(cert_file)?;
+    server_config_of(load_certs(cert_file)?, cert_file, key_file)
+}
+
+/// [`server_config`] of the chain `certs`, read from `cert_file`.
+fn server_config_of(
+    certs: Vec<CertificateDer<'static>>,
+    cert_file: &Path,
+    key_file: &Path,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let key = load_key(key_file)?;
     let mut cfg = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
