@@ -215,6 +215,7 @@ end
 /// their contexts when left without tasks, as contexts without tasks go (not while a turn
 /// holds one: it stays an entry, as written now; nor `ctx`, the one being written). True
 /// when it took anything out (`ctx`'s task count may have changed: read it again).
+/// `count_bare(p, who, now, ret, cap, ctx)`: the entry of a new context without tasks.
 macro_rules! evict_lua {
     () => {
         r#"
@@ -264,6 +265,15 @@ local function evict(p, who, now, ret, cap, task, ctx)
     end
   end
   return true
+end
+-- A new context without tasks, `ctx`: an entry of its own in the owner's expiry index,
+-- within the cap (what expired and what the cap takes out go first).
+local function count_bare(p, who, now, ret, cap, ctx)
+  reap(p, who, now)
+  evict(p, who, now, ret, cap, '', ctx)
+  local le = p .. 'le:' .. #who .. ':' .. who
+  redis.call('ZADD', le, now + ret, bare_member(ctx))
+  redis.call('PEXPIRE', le, ret)
 end
 "#
     };
@@ -387,13 +397,7 @@ redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
 if c[1] then redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
 else redis.call('HSET', ck, 'o', who, 'w', ARGV[5], 'n', '0') end
 if not c[1] and task == '' then
-  -- A new context, without tasks yet: an entry of its own in the owner's expiry index,
-  -- within the cap (as LEARN's).
-  reap(p, who, now)
-  evict(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), '', ctx)
-  local le = p .. 'le:' .. #who .. ':' .. who
-  redis.call('ZADD', le, now + tonumber(ARGV[8]), bare_member(ctx))
-  redis.call('PEXPIRE', le, ARGV[8])
+  count_bare(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), ctx)
 end
 if u == '' and ARGV[10] ~= '' then
   u = ARGV[10]
@@ -410,9 +414,9 @@ return {'ok', u}
 /// turn adopts or '', lease ms, [`SMALL_CONTEXT`], the most entries the owner keeps
 /// (`state.max_tasks_per_owner`: a new task, or a new context without one, past it first
 /// takes out the owner's least recently written, [`EVICT_PER_LEARN`] at most: `evict`),
-/// then for the turn's last answer the
-/// lease to release first ([`RELEASE`]) or '' twice: its context, its token. Returns 'ok'
-/// or 'foreign' (nothing written then, the lease released all the same).
+/// then for the turn's last answer the lease to release first ([`RELEASE`]) or '' twice:
+/// its context, its token. Returns 'ok' or 'foreign' (nothing written then, the lease
+/// released all the same).
 const LEARN: &str = concat!(
     now_ms_lua!(),
     promote_lua!(),
@@ -452,15 +456,9 @@ if ARGV[9] ~= '' then
   redis.call('SET', bk, ARGV[9] .. '\n', 'NX', 'PX', ARGV[11])
 end
 if task == '' and not c[1] then
-  -- A new context without tasks: an entry of its own in the owner's expiry index, within
-  -- the cap.
   set[#set + 1] = 'n'; set[#set + 1] = '0'
   now = now_ms()
-  reap(p, who, now)
-  evict(p, who, now, tonumber(ret), tonumber(ARGV[13]), '', ctx)
-  local le = p .. 'le:' .. #who .. ':' .. who
-  redis.call('ZADD', le, now + tonumber(ret), bare_member(ctx))
-  redis.call('PEXPIRE', le, ret)
+  count_bare(p, who, now, tonumber(ret), tonumber(ARGV[13]), ctx)
 end
 if task ~= '' then
   local state = ARGV[6] ~= '' and ARGV[6] or (t[3] or '')

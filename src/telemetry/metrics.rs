@@ -171,7 +171,8 @@ pub struct Metrics {
     /// When the client CRLs in force run out (their earliest nextUpdate, seconds since the
     /// epoch; 0: no CRLs).
     client_crls_run_out: std::sync::atomic::AtomicU64,
-    /// When the served certificate and the first client CA expire (0: none).
+    /// When the served chain stops being valid for clients and when the first client CA
+    /// expires (seconds since the epoch; 0: none).
     certificate_expires: std::sync::atomic::AtomicU64,
     client_ca_expires: std::sync::atomic::AtomicU64,
 }
@@ -546,7 +547,7 @@ impl Metrics {
         gauge(
             &mut r,
             "a2a_edge_tls_certificate_expiry_timestamp_seconds",
-            "When the TLS certificates in force expire (notAfter, Unix seconds): the served chain's earliest (certificate=server: past it clients refuse the handshake), the client CAs' earliest (certificate=client_ca: past it the CA still admits its clients; replace it)",
+            "When the TLS certificates in force expire (notAfter, Unix seconds): the served chain's (certificate=server: its leaf's, or a valid intermediate's that comes first; past it clients refuse the handshake), the client CAs' earliest (certificate=client_ca: past it the CA still admits its clients; replace it)",
             expiries,
         );
         gauge(
