@@ -768,16 +768,16 @@ impl Gate {
                     return std::future::pending().await;
                 }
                 let gate = gates.load();
-                let still = gate
-                    .readmits(
-                        &conn,
-                        &proof,
-                        &admitted,
-                        agent_name.as_deref(),
-                        method,
-                        workspace.as_ref(),
-                    )
-                    .await;
+                // (boxed: an idle stream's future holds this check's state only while it runs)
+                let still = Box::pin(gate.readmits(
+                    &conn,
+                    &proof,
+                    &admitted,
+                    agent_name.as_deref(),
+                    method,
+                    workspace.as_ref(),
+                ))
+                .await;
                 if !still {
                     tracing::warn!(
                         event = "stream_revoked",
