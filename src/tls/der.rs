@@ -190,16 +190,19 @@ mod tests {
         }
     }
 
+    /// A certificate (DER) of `key` valid until January 1st of `year`.
+    fn valid_until(key: &rcgen::KeyPair, year: i32) -> Vec<u8> {
+        let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+        p.not_after = rcgen::date_time_ymd(year, 1, 1);
+        p.self_signed(key).unwrap().der().to_vec()
+    }
+
     /// The earliest `notAfter` of a set of certificates (a chain, a CA file), whatever their
     /// order; what does not read as a certificate is passed over.
     #[test]
     fn the_earliest_not_after_of_a_set() {
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = |y: i32| {
-            let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
-            p.not_after = rcgen::date_time_ymd(y, 1, 1);
-            p.self_signed(&key).unwrap().der().to_vec()
-        };
+        let cert = |y: i32| valid_until(&key, y);
         let (c2049, c2050, c2021) = (cert(2049), cert(2050), cert(2021));
         let junk = b"not a certificate".to_vec();
         for (set, want) in [
@@ -222,11 +225,7 @@ mod tests {
     #[test]
     fn a_served_chain_is_good_until_its_leaf_or_a_valid_intermediate_expires() {
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = |y: i32| {
-            let mut p = rcgen::CertificateParams::new(vec!["a.example".to_string()]).unwrap();
-            p.not_after = rcgen::date_time_ymd(y, 1, 1);
-            p.self_signed(&key).unwrap().der().to_vec()
-        };
+        let cert = |y: i32| valid_until(&key, y);
         let (y2021, y2049, y2050) = (1_609_459_200u64, 2_493_072_000u64, 2_524_608_000u64);
         let now = 1_800_000_000; // 2027
         let junk = b"not a certificate".to_vec();
