@@ -38,9 +38,9 @@
 //! with the last of its tasks so taken out, or stays as an entry of its own while a turn
 //! holds it (written now), so contexts are bounded with the tasks (before 2026-12-07 every
 //! evicted task's context, and every context without tasks, stayed for the retention).
-//! Known limit: an owner idle for a whole retention but for turns on contexts it has (no
-//! new task, no new context) lets `le` expire whole while those contexts live on,
-//! uncounted: at most one cap's worth more per retention, each kept by its own turns.
+//! Every turn renews `le` with the context it keeps, so an owner idle for a whole retention
+//! but for turns on contexts it has (no new task, no new context) keeps them counted
+//! (before 2026-12-07 `le` then expired whole while those contexts lived on, uncounted).
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -398,6 +398,10 @@ if c[1] then redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
 else redis.call('HSET', ck, 'o', who, 'w', ARGV[5], 'n', '0') end
 if not c[1] and task == '' then
   count_bare(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), ctx)
+else
+  -- The owner's expiry index lives as long as any context its turns keep, so that what it
+  -- counts is not forgotten while those contexts live on.
+  redis.call('PEXPIRE', p .. 'le:' .. #who .. ':' .. who, ARGV[8])
 end
 if u == '' and ARGV[10] ~= '' then
   u = ARGV[10]
