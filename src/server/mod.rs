@@ -1004,6 +1004,9 @@ impl Admitted {
     }
 }
 
+/// What a connection a reload has outlived ([`Admitted::outlived`]) may still run for.
+const OUTLIVED_GRACE: Duration = Duration::from_secs(10);
+
 /// Drives `connection` until it closes; on shutdown, after a reload it has outlived
 /// ([`Admitted::outlived`]), or when it is unused (idle, or no first request in time), it
 /// finishes what runs (HTTP/2 sends GOAWAY) and closes. An
@@ -1013,64 +1016,75 @@ impl Admitted {
 /// ping's timeout. On shutdown the server's drain timeout bounds what still runs, and a
 /// connection with nothing left to run closes once it has been so for the header-read
 /// timeout, whether or not its peer answers.
-/// What a connection a reload has outlived ([`Admitted::outlived`]) may still run for.
-const OUTLIVED_GRACE: Duration = Duration::from_secs(10);
-
-async fn drive(mut connection: Served, builders: Arc<Builders>, mut open: Open) {
-    let settings = &builders.settings;
-    // `None`: dropped at once (a peer that takes nothing takes no goodbye either).
-    let mut outlived = false;
-    let closing = async {
-        tokio::select! {
-            _ = open.stop.wait_for(|s| *s) => Some(false),
-            () = open.admitted.outlived() => {
-                open.activity.close_to_new();
-                outlived = true;
-                Some(false)
+///
+/// A function that returns its future, not an `async fn`: the future of an `async fn` keeps
+/// its arguments twice, as they came and as the locals they are moved into (256 bytes more
+/// in every connection's task).
+#[allow(clippy::manual_async_fn)]
+fn drive(
+    mut connection: Served,
+    builders: Arc<Builders>,
+    mut open: Open,
+) -> impl std::future::Future<Output = ()> + Send {
+    async move {
+        // The task holds the whole of `open` (its guards too), not only the fields it reads:
+        // a block captures just the places it uses.
+        let open = &mut open;
+        let settings = &builders.settings;
+        // `None`: dropped at once (a peer that takes nothing takes no goodbye either).
+        let mut outlived = false;
+        let closing = async {
+            tokio::select! {
+                _ = open.stop.wait_for(|s| *s) => Some(false),
+                () = open.admitted.outlived() => {
+                    open.activity.close_to_new();
+                    outlived = true;
+                    Some(false)
+                }
+                why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout, settings.write_timeout) => {
+                    open.metrics.connection(match why {
+                        Unused::Idle => ConnectionOutcome::IdleTimeout,
+                        Unused::NoRequest => ConnectionOutcome::FirstRequestTimeout,
+                        Unused::Stalled => ConnectionOutcome::WriteTimeout,
+                    });
+                    (why != Unused::Stalled).then_some(true)
+                }
             }
-            why = open.activity.unused(settings.idle_timeout, settings.header_read_timeout, settings.write_timeout) => {
-                open.metrics.connection(match why {
-                    Unused::Idle => ConnectionOutcome::IdleTimeout,
-                    Unused::NoRequest => ConnectionOutcome::FirstRequestTimeout,
-                    Unused::Stalled => ConnectionOutcome::WriteTimeout,
-                });
-                (why != Unused::Stalled).then_some(true)
+        };
+        let unused = tokio::select! {
+            () = &mut connection => return,
+            unused = closing => unused,
+        };
+        let Some(unused) = unused else {
+            return;
+        };
+        connection.graceful_shutdown();
+        if unused {
+            let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
+        } else if outlived {
+            // Its peer is no longer admitted as it was (network denied, client certificate
+            // verified under trust the reload changed): what runs has `OUTLIVED_GRACE` to finish,
+            // a stream included, then the connection is dropped.
+            tokio::select! {
+                _ = connection => {}
+                // Nothing ran for a while (a peer that never completes the goodbye): closed
+                // as on shutdown.
+                () = open.activity.settled(settings.header_read_timeout) => {}
+                () = tokio::time::sleep(OUTLIVED_GRACE) => {
+                    open.metrics.connection(ConnectionOutcome::Refused(reason::CONNECTION_OUTLIVED));
+                }
             }
-        }
-    };
-    let unused = tokio::select! {
-        () = &mut connection => return,
-        unused = closing => unused,
-    };
-    let Some(unused) = unused else {
-        return;
-    };
-    connection.graceful_shutdown();
-    if unused {
-        let _ = tokio::time::timeout(settings.header_read_timeout, connection).await;
-    } else if outlived {
-        // Its peer is no longer admitted as it was (network denied, client certificate
-        // verified under trust the reload changed): what runs has `OUTLIVED_GRACE` to finish,
-        // a stream included, then the connection is dropped.
-        tokio::select! {
-            _ = connection => {}
-            // Nothing ran for a while (a peer that never completes the goodbye): closed
-            // as on shutdown.
-            () = open.activity.settled(settings.header_read_timeout) => {}
-            () = tokio::time::sleep(OUTLIVED_GRACE) => {
-                open.metrics.connection(ConnectionOutcome::Refused(reason::CONNECTION_OUTLIVED));
-            }
-        }
-    } else {
-        // Shutdown or reload: what runs finishes (on shutdown the server's drain timeout
-        // bounds it; after a reload, each request's and stream's own limits do); once nothing
-        // has run for the header-read timeout, a peer that never completes the goodbye is
-        // dropped rather than holding the drain.
-        tokio::select! {
-            _ = connection => {}
-            () = open.activity.settled(settings.header_read_timeout) => {}
-            () = open.activity.stalled(settings.write_timeout) => {
-                open.metrics.connection(ConnectionOutcome::WriteTimeout);
+        } else {
+            // Shutdown or reload: what runs finishes (on shutdown the server's drain timeout
+            // bounds it; after a reload, each request's and stream's own limits do); once nothing
+            // has run for the header-read timeout, a peer that never completes the goodbye is
+            // dropped rather than holding the drain.
+            tokio::select! {
+                _ = connection => {}
+                () = open.activity.settled(settings.header_read_timeout) => {}
+                () = open.activity.stalled(settings.write_timeout) => {
+                    open.metrics.connection(ConnectionOutcome::WriteTimeout);
+                }
             }
         }
     }
