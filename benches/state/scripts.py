@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What the shared state's LEARN script costs inside Redis, apart from any edge or network.
+"""What the shared state's LEARN and TURN scripts cost inside Redis, apart from any edge or network.
 
-Loads LEARN from src/state/shared.rs (the script the edge runs for every answer), starts a
+Loads LEARN (the script the edge runs for every answer) and TURN from src/state/shared.rs, starts a
 redis-server of its own (free port, temporary directory, no persistence) and runs it N times
 per phase, pipelined over one connection:
 
@@ -10,6 +10,14 @@ per phase, pipelined over one connection:
   new context, at the cap
                 the first again with the owner's `state.max_tasks_per_owner` at CAP
                 (default N / 10): past it each new task takes out the owner's oldest;
+  turn, new context
+                TURN (the script that begins each turn on a context the request names) on a
+                new context id each time: it makes the context and counts it in the owner's
+                expiry index (the `count_bare` path);
+  turn, its context
+                TURN on a context the owner has (one of N made by LEARN first, unmeasured),
+                each once: the check, the lease, and the renewal of the context and of the
+                owner's expiry index;
   floor         a script that only returns 'ok', given the same 15 arguments.
 
 Each phase has an owner of its own; "contexts kept" counts the phase's context keys after it.
@@ -45,17 +53,17 @@ RESULTS = os.environ.get("RESULTS", os.path.join(ROOT, "benches/state/scripts.md
 CAP = int(os.environ.get("CAP", str(max(16, N // 10))))
 
 
-def learn_script(rev=""):
-    """LEARN as in the work tree, or as in git revision `rev`: its `concat!` of `*_lua!()`
-    macros and raw strings, expanded."""
+def script(name, rev=""):
+    """The script `name` (LEARN, TURN) as in the work tree, or as in git revision `rev`: its
+    `concat!` of `*_lua!()` macros and raw strings, expanded."""
     if rev:
         src = subprocess.run(["git", "-C", ROOT, "show", rev + ":src/state/shared.rs"],
                              check=True, capture_output=True, text=True).stdout
     else:
         src = open(os.path.join(ROOT, "src/state/shared.rs"), encoding="utf-8").read()
-    learn = re.search(r"const LEARN: &str = concat!\((.*?)\n\);", src, re.S)
+    learn = re.search(r"const %s: &str = concat!\((.*?)\n\);" % name, src, re.S)
     if not learn:
-        sys.exit("scripts.py: LEARN not found in src/state/shared.rs (its layout changed?)")
+        sys.exit("scripts.py: %s not found in src/state/shared.rs (its layout changed?)" % name)
     text = ""
     for part in re.finditer(r'(\w+)!\(\)|r#"(.*?)"#', learn.group(1), re.S):
         if part.group(2) is not None:
@@ -125,19 +133,37 @@ def stats(r):
     return rows
 
 
-def phase(r, sha, tag, context_of, cap):
-    """N runs of the script `sha`, task i (new) in context_of(i), the owner's cap `cap`;
-    Redis's counts per run."""
+def learns(sha, tag, context_of, cap):
+    """N runs of LEARN `sha`: task i (new) in context_of(i), the owner's cap `cap`."""
     stamp = int(time.time() * 1e6)
-    cmds = [
+    return [
         resp("EVALSHA", sha, 0, "bench:", "alice-%s" % tag, "agent", context_of(i),
              "task-%s-%08d-0123456789abcdef" % (tag, i), "TASK_STATE_COMPLETED", stamp + i,
              "86400000", "", "", "60000", "16", cap, "", "")
         for i in range(N)
     ]
+
+
+def turns(sha, tag, context_of, cap):
+    """N runs of TURN `sha`: a turn on context_of(i), no task named, the owner's cap `cap`."""
+    return [
+        resp("EVALSHA", sha, 0, "bench:", context_of(i), "alice-%s" % tag, "", "-",
+             "token-%08d" % i, "60000", "86400000", "", "agent", cap)
+        for i in range(N)
+    ]
+
+
+def phase(r, tag, context_of, cap, learn=None, turn=None):
+    """N runs of LEARN `learn`, or of TURN `turn` (on the contexts LEARN `learn` made first,
+    unmeasured, when both are given); Redis's counts per run."""
+    if learn and turn:
+        for got in r.pipeline(learns(learn, tag, context_of, cap)):
+            if got != b"ok":
+                sys.exit("scripts.py: LEARN answered %r" % got)
+    cmds = turns(turn, tag, context_of, cap) if turn else learns(learn, tag, context_of, cap)
     r.call("CONFIG", "RESETSTAT")
     for got in r.pipeline(cmds):
-        if got != b"ok":
+        if got != b"ok" and not (isinstance(got, list) and got[0] == b"ok"):
             sys.exit("scripts.py: the script answered %r" % got)
     rows = stats(r)
     run = rows.get("evalsha", (0, 0))[1] / N
@@ -163,28 +189,37 @@ def main():
         r = Redis(port)
         version = r.call("INFO", "server").decode()
         version = re.search(r"redis_version:(\S+)", version).group(1)
-        scripts = [("", r.call("SCRIPT", "LOAD", learn_script()))]
+        # (label, LEARN's sha, TURN's sha)
+        scripts = [("", r.call("SCRIPT", "LOAD", script("LEARN")),
+                    r.call("SCRIPT", "LOAD", script("TURN")))]
         if BASELINE:
-            scripts.append((BASELINE, r.call("SCRIPT", "LOAD", learn_script(BASELINE))))
+            scripts.append((BASELINE, r.call("SCRIPT", "LOAD", script("LEARN", BASELINE)),
+                            r.call("SCRIPT", "LOAD", script("TURN", BASELINE))))
         floor = r.call("SCRIPT", "LOAD", "return 'ok'")
-        # (phase, the context of run i, the owner's cap: each phase has an owner of its own)
+        # (phase, the context of run i, the owner's cap, TURN's phase: each phase has an
+        # owner of its own)
+        each = lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i))
         phases = [
-            ("new context", lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i)), N),
-            ("one context", lambda t: (lambda i: "ctx-%s-one-0123456789abcdef" % t), N),
-            ("new context, at the cap", lambda t: (lambda i: "ctx-%s-%08d-0123456789abcdef" % (t, i)),
-             CAP),
+            ("new context", each, N, None),
+            ("one context", lambda t: (lambda i: "ctx-%s-one-0123456789abcdef" % t), N, None),
+            ("new context, at the cap", each, CAP, None),
+            ("turn, new context", each, N, "new"),
+            ("turn, its context", each, N, "its"),
         ]
         runs = {}  # (phase, script label) -> [(µs per run, inner counts)] over the rounds
         for rnd in range(ROUNDS):
             r.call("FLUSHALL")
-            for n, (name, ctx, cap) in enumerate(phases):
+            for n, (name, ctx, cap, turn) in enumerate(phases):
                 # The order alternates by round (the second runs on a larger keyspace).
-                for label, sha in scripts if rnd % 2 == 0 else scripts[::-1]:
+                for label, learn, turn_sha in scripts if rnd % 2 == 0 else scripts[::-1]:
                     tag = "p%d%d%s" % (n, rnd, "b" if label else "")
-                    runs.setdefault((name, label), []).append(phase(r, sha, tag, ctx(tag), cap))
+                    got = phase(r, tag, ctx(tag), cap,
+                                learn=None if turn == "new" else learn,
+                                turn=turn_sha if turn else None)
+                    runs.setdefault((name, label), []).append(got)
             tag = "f%d" % rnd
             runs.setdefault(("floor", ""), []).append(
-                phase(r, floor, tag, lambda i: "ctx-%08d" % i, N))
+                phase(r, tag, lambda i: "ctx-%08d" % i, N, learn=floor))
         results = []
         for (name, label), got in runs.items():
             got.sort(key=lambda x: x[0])
@@ -195,11 +230,11 @@ def main():
         server.terminate()
         server.wait()
     out = [
-        "# LEARN inside Redis",
+        "# LEARN and TURN inside Redis",
         "",
         "%s · redis-server %s · N = %d per phase · %d rounds%s · `python3 benches/state/scripts.py`"
         % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), version, N, ROUNDS,
-           " · baseline: LEARN of %s" % BASELINE if BASELINE else ""),
+           " · baseline: the scripts of %s" % BASELINE if BASELINE else ""),
         "",
         "µs of Redis's own time per script run (`INFO commandstats`): the run (the median round,"
         " and the range over the rounds), the commands it called (each counted in its own row"
