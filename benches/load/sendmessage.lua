@@ -76,6 +76,21 @@ function response(status, headers, body)
   end
 end
 
+-- The bytes of one request's body: the fixed body, or the conversation shape's mean (each
+-- names its context).
+local function body_bytes()
+  if not (contexts_path and contexts_path ~= "") then
+    return #wrk.body
+  end
+  local sum, n = 0, 0
+  for ctx in io.lines(contexts_path) do
+    if ctx ~= "" then
+      sum, n = sum + #body + #('"contextId":"' .. ctx .. '",'), n + 1
+    end
+  end
+  return n > 0 and math.floor(sum / n + 0.5) or #wrk.body
+end
+
 function done(summary, latency, requests)
   local n2, re = 0, 0
   for _, t in ipairs(threads) do
@@ -92,5 +107,5 @@ function done(summary, latency, requests)
     latency:percentile(50), latency:percentile(90), latency:percentile(99),
     latency.max, latency.mean,
     e.connect, e.read, e.write, e.status, e.timeout,
-    n2, re, #wrk.body))
+    n2, re, body_bytes()))
 end
