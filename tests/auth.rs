@@ -799,10 +799,10 @@ fn expiry_gauge(metrics: &str, certificate: &str) -> Option<u64> {
 
 /// When the served certificate and the client CAs expire is gauged (and logged) at start and
 /// at every reload, for operators to alert on. A reload that brings a certificate past its
-/// `notAfter` (every client would refuse the handshake) is refused while the one in force is
-/// good: it stays, served. A client CA past its `notAfter` is taken, with a warning: it still
-/// admits its clients (rustls-webpki does not check a trust anchor's validity), and the
-/// gauge says so.
+/// `notAfter`, or before its `notBefore` (every client would refuse the handshake), is
+/// refused while the one in force is good: it stays, served. A client CA past its
+/// `notAfter` is taken, with a warning: it still admits its clients (rustls-webpki does not
+/// check a trust anchor's validity), and the gauge says so.
 #[tokio::test]
 async fn certificate_deadlines_are_gauged_and_an_expired_certificate_is_not_reloaded() {
     let (dir, pki, up) = mtls_setup("cert-deadlines").await;
@@ -850,6 +850,19 @@ async fn certificate_deadlines_are_gauged_and_an_expired_certificate_is_not_relo
     let e = proxy.try_reload(&expired).await.unwrap_err();
     assert!(e.contains("expired at") && e.contains("notAfter"), "{e}");
     let mut c = served_with_certificate(&proxy, &pki, Proto::H2).await;
+    let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
+    assert_eq!(status, StatusCode::OK, "the certificate in force is served");
+    // And one not valid before 2090 (every client would refuse it until then, too).
+    let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    p.not_before = rcgen::date_time_ymd(2090, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2100, 1, 1);
+    std::fs::write(&old, p.self_signed(&key).unwrap().pem()).unwrap();
+    let e = proxy.try_reload(&expired).await.unwrap_err();
+    assert!(
+        e.contains("not valid before") && e.contains("notBefore"),
+        "{e}"
+    );
+    let mut c = served_with_certificate(&proxy, &pki, Proto::H1).await;
     let (status, _, _) = c.request("POST", "/", &h(&[]), BODY).await;
     assert_eq!(status, StatusCode::OK, "the certificate in force is served");
     let (_, metrics) = admin_get(&proxy, "/metrics").await;

@@ -290,9 +290,8 @@ struct Acceptor {
     trust: ClientTrust,
     /// Every client must present a certificate (`tls.client_auth = "required"`).
     requires_certificate: bool,
-    /// When the chain it serves stops being valid for clients (seconds since the epoch:
-    /// [`tls::der::served_until`]).
-    certificate_expires: Option<u64>,
+    /// When the chain it serves is valid for clients ([`tls::der::Validity`]).
+    certificate: tls::der::Validity,
 }
 
 /// The TLS acceptor of `policy` (dev certificates generated when missing): certificate, key
@@ -307,7 +306,7 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         ClientAuth::Optional => ClientAuthMode::Optional,
         ClientAuth::Required => ClientAuthMode::Required,
     };
-    let (config, trust, certificate_expires) = server_config_with_client_auth(
+    let (config, trust, certificate) = server_config_with_client_auth(
         &policy.tls.cert_file,
         &policy.tls.key_file,
         mode,
@@ -320,22 +319,33 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
         tls,
         trust,
         requires_certificate: mode == ClientAuthMode::Required,
-        certificate_expires,
+        certificate,
     };
     Ok((acceptor, dev_certs))
 }
 
-/// TLS settings past a deadline: a served certificate past its `notAfter` fails every
-/// handshake a client checks, and client CRLs past their `nextUpdate` refuse every client
-/// certificate. A reload that brings such settings while those in force are still good (or
-/// there were none) is refused: it would cut every client off, and the settings in force
-/// stay. Without good ones to keep (at start, or the ones in force ran out too) they are
-/// taken, and said loudly once in force ([`publish_deadlines`]): refusing would only block
+/// TLS settings out of time: a served certificate past its `notAfter`, or before its
+/// `notBefore` (beyond [`NOT_BEFORE_SKEW_SECS`]), fails every handshake a client checks, and
+/// client CRLs past their `nextUpdate` refuse every client certificate. A reload that brings
+/// such settings while those in force are still good (or have no such deadline) is
+/// refused: it would cut every client off, and the settings in force stay. Without good
+/// ones to keep (at start, or the ones in force ran out too) they are taken, and said loudly once in force ([`publish_deadlines`]): refusing would only block
 /// the reload (or the start) that brings the next policy.
 fn in_time(new: &Acceptor, in_force: Option<&Acceptor>) -> Result<(), StartError> {
+    let now = crate::time::now_secs();
+    if let Some(from) = new.certificate.not_before.filter(|&f| too_early(f, now)) {
+        if in_force.is_some_and(|a| serves_now(a.certificate, now)) {
+            return Err(StartError(format!(
+                "the certificate in tls.cert_file is not valid before {} (its notBefore: \
+                 every client would refuse the handshake until then; reload it then (the \
+                 certificate in force stays))",
+                crate::time::format_http_date(from)
+            )));
+        }
+    }
     past_deadline(
-        new.certificate_expires,
-        in_force.map(|a| a.certificate_expires),
+        new.certificate.not_after,
+        in_force.map(|a| a.certificate.not_after),
         "the certificate in tls.cert_file expired at",
         "its notAfter: every client would refuse the handshake; renew it (the certificate in \
          force stays)",
@@ -347,6 +357,22 @@ fn in_time(new: &Acceptor, in_force: Option<&Acceptor>) -> Result<(), StartError
         "their nextUpdate: every client certificate would be refused; publish the next CRL \
          (the CRLs in force stay)",
     )
+}
+
+/// How far past this clock a served certificate's `notBefore` may be and still count as
+/// valid now: clocks differ, and a certificate just issued by a CA whose clock is a little
+/// ahead would otherwise be refused for seconds.
+const NOT_BEFORE_SKEW_SECS: u64 = 300;
+
+/// Whether a served certificate's `notBefore` (`from`) is still to come at `now`, beyond
+/// [`NOT_BEFORE_SKEW_SECS`].
+fn too_early(from: u64, now: u64) -> bool {
+    from > now.saturating_add(NOT_BEFORE_SKEW_SECS)
+}
+
+/// Whether a served chain valid over `v` is valid for clients at `now`.
+fn serves_now(v: tls::der::Validity, now: u64) -> bool {
+    !v.not_before.is_some_and(|f| too_early(f, now)) && v.not_after.map_or(true, |u| u > now)
 }
 
 /// One deadline of [`in_time`]: `new`'s and, on a reload, the one in force (seconds since
@@ -376,15 +402,25 @@ fn past_deadline(
 fn publish_deadlines(acceptor: &Acceptor, metrics: &Metrics) {
     let trust = &acceptor.trust;
     metrics.set_client_crls_run_out(trust.crls_run_out());
-    metrics.set_certificates_expire(acceptor.certificate_expires, trust.cas_expire());
+    let served = acceptor.certificate;
+    metrics.set_certificates_expire(served.not_after, trust.cas_expire());
     let date = |t: u64| crate::time::format_http_date(t);
     let now = crate::time::now_secs();
     tracing::info!(
         event = "tls_certificates_loaded",
-        not_after = acceptor.certificate_expires.map(date).as_deref(),
+        not_before = served.not_before.map(date).as_deref(),
+        not_after = served.not_after.map(date).as_deref(),
         client_ca_not_after = trust.cas_expire().map(date).as_deref()
     );
-    if let Some(at) = acceptor.certificate_expires.filter(|t| *t <= now) {
+    if let Some(from) = served.not_before.filter(|&f| too_early(f, now)) {
+        tracing::error!(
+            event = "server_certificate_not_yet_valid",
+            not_before = %date(from),
+            "clients refuse the edge's handshake until its notBefore, or a reload that \
+             brings a certificate in time"
+        );
+    }
+    if let Some(at) = served.not_after.filter(|t| *t <= now) {
         tracing::error!(
             event = "server_certificate_expired",
             not_after = %date(at),
@@ -1224,6 +1260,38 @@ mod tests {
     use super::*;
     use crate::policy::tests::GOOD;
     use crate::policy::LoadMode;
+
+    /// Whether a served chain is valid for clients now: within its `notAfter`, and past its
+    /// `notBefore` or within [`NOT_BEFORE_SKEW_SECS`] of it (a clock a little behind the
+    /// issuer's); what was not read bounds nothing.
+    #[test]
+    fn a_served_chain_is_valid_from_its_not_before_within_the_skew_to_its_not_after() {
+        let now = 1_800_000_000;
+        let skew = NOT_BEFORE_SKEW_SECS;
+        let rows = [
+            // (notBefore, notAfter, valid now)
+            (Some(now - 86_400), Some(now + 86_400), true),
+            (Some(now), Some(now + 1), true),
+            (Some(now + 60), Some(now + 86_400), true),
+            (Some(now + skew), Some(now + 86_400), true),
+            (Some(now + skew + 1), Some(now + 86_400), false),
+            (Some(now + 86_400 * 365 * 60), None, false),
+            (Some(now - 86_400), Some(now), false),
+            (Some(now - 86_400), Some(now - 1), false),
+            (None, Some(now + 1), true),
+            (Some(now - 1), None, true),
+            (None, None, true),
+            (Some(u64::MAX), Some(u64::MAX), false),
+        ];
+        for (not_before, not_after, valid) in rows {
+            let v = tls::der::Validity {
+                not_before,
+                not_after,
+            };
+            assert_eq!(serves_now(v, now), valid, "{v:?}");
+        }
+        assert!(!too_early(now + skew, u64::MAX - 1), "no overflow");
+    }
 
     /// A reload that changes what Redis's connections were made with (its password, its CA
     /// certificates) or how connections are counted per IPv6 client names those keys as

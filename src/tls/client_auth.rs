@@ -126,20 +126,20 @@ impl ClientTrust {
 /// `ssl_crl`) does: a revoked certificate fails the handshake, so does one whose issuer has
 /// no CRL in the file (its status is unknown), and so does every certificate once a CRL is
 /// past its `nextUpdate`. Returned with the configuration: its trust, and when the chain it
-/// serves stops being valid for clients ([`super::der::served_until`]).
+/// serves is valid for clients ([`super::der::Validity`]).
 pub fn server_config_with_client_auth(
     cert_file: &Path,
     key_file: &Path,
     mode: ClientAuthMode,
     ca_file: Option<&Path>,
     crl_file: Option<&Path>,
-) -> Result<(Arc<ServerConfig>, ClientTrust, Option<u64>), TlsError> {
+) -> Result<(Arc<ServerConfig>, ClientTrust, super::der::Validity), TlsError> {
     let certs = load_certs(cert_file)?;
-    let served_until = super::der::served_until(&certs, crate::time::now_secs());
+    let served = super::der::Validity::served(&certs, crate::time::now_secs());
     if mode == ClientAuthMode::Off {
         let trust = ClientTrust::new(mode, None, &[], &[]);
         let config = super::server_config_of(certs, cert_file, key_file)?;
-        return Ok((config, trust, served_until));
+        return Ok((config, trust, served));
     }
     let ca_file = ca_file.ok_or_else(|| {
         TlsError("client certificate authentication needs a client CA file".to_string())
@@ -189,7 +189,7 @@ pub fn server_config_with_client_auth(
     // The edge's cipher-suite order wins, not the client's (a client that lists a weaker
     // suite first does not get it while a stronger one is shared).
     cfg.ignore_client_order = true;
-    Ok((Arc::new(cfg), trust, served_until))
+    Ok((Arc::new(cfg), trust, served))
 }
 
 /// The CRLs in a PEM file: at least one. One that does not parse makes the whole file a

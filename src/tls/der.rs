@@ -4,7 +4,8 @@
 //! certificate) and to say when the CRLs in force run out; a CRL's signature by a CA of the
 //! client CA file, checked at load so that a CRL its issuer did not sign is refused then
 //! rather than failing every handshake; and a certificate's `notAfter` (§4.1.2.5), to end a
-//! connection when the client certificate it was admitted by expires. Paths, chains and
+//! connection when the client certificate it was admitted by expires, and its `notBefore`
+//! too, to say when a chain the edge serves is valid for clients. Paths, chains and
 //! revocation per handshake are rustls-webpki's.
 
 use x509_parser::error::X509Error;
@@ -27,6 +28,31 @@ pub fn next_update(der: &[u8]) -> Option<u64> {
 pub fn not_after(der: &[u8]) -> Option<u64> {
     let (_, cert) = parse_x509_certificate(der).ok()?;
     seconds(cert.validity().not_after)
+}
+
+/// A certificate's `notBefore` in seconds since the epoch; `None` when the DER is not a
+/// certificate this reads.
+pub fn not_before(der: &[u8]) -> Option<u64> {
+    let (_, cert) = parse_x509_certificate(der).ok()?;
+    seconds(cert.validity().not_before)
+}
+
+/// When a chain the edge serves is valid for clients (seconds since the epoch; `None`: not
+/// read): from its leaf's `notBefore` until [`served_until`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Validity {
+    pub not_before: Option<u64>,
+    pub not_after: Option<u64>,
+}
+
+impl Validity {
+    /// The served chain's (leaf first), at `now`.
+    pub fn served<C: AsRef<[u8]>>(chain: &[C], now: u64) -> Validity {
+        Validity {
+            not_before: chain.first().and_then(|leaf| not_before(leaf.as_ref())),
+            not_after: served_until(chain, now),
+        }
+    }
 }
 
 /// When a chain the edge serves (leaf first) stops being valid for clients, at `now`
