@@ -992,29 +992,52 @@ async fn a_context_its_turns_keep_after_its_tasks_expire_stays_counted() {
 }
 
 /// An owner idle for a whole retention but for turns on a context it has (no new task, no
-/// new context) keeps that context counted: each turn renews the owner's expiry index with
-/// the context, so the index outlives the task and counts the context when the task goes
-/// (before, the index expired with the task while the context lived on, uncounted).
+/// new context), or answers that name the context and no task, keeps that context counted:
+/// each renews the owner's expiry index with the context, so the index outlives the task
+/// and counts the context when the task goes (before, the index expired with the task while
+/// the context lived on, uncounted).
 #[tokio::test]
-async fn an_owners_turns_keep_its_expiry_index_with_the_context() {
-    let redis = RedisServer::start();
-    let o = owners_with(&redis, Duration::from_millis(1500), 16);
-    learn(&o, "alice", "c-kept", "x-1", STATES[0], 1).await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let v = o.turn("c-kept", "alice", None, None, "tok", None, Some("agent"));
-    assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
-    assert!(o.release("c-kept", "tok").await.unwrap());
-    // (past the task's retention and the index's without the turn; 900 ms to spare)
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let le = format!("{PREFIX}le:5:alice");
-    assert!(!exists(&redis, "t:x-1") && exists(&redis, "c:c-kept"));
-    let ttl = redis.command(&format!("PTTL {le}"));
-    assert!(!ttl.starts_with(":-"), "the index expired: {ttl}");
-    learn(&o, "alice", "c-other", "x-2", STATES[0], 2).await;
-    let members = redis.command(&format!("ZRANGE {le} 0 -1"));
-    let mut members: Vec<&str> = members.lines().collect();
-    members.sort_unstable();
-    assert_eq!(members, ["0:6:c-kept", "3:x-27:c-otherTASK_STATE_WORKING"]);
+async fn what_keeps_a_context_keeps_the_owners_expiry_index() {
+    for keeper in ["a turn", "an answer without a task"] {
+        let redis = RedisServer::start();
+        let o = owners_with(&redis, Duration::from_millis(1500), 16);
+        learn(&o, "alice", "c-kept", "x-1", STATES[0], 1).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        if keeper == "a turn" {
+            let v = o.turn("c-kept", "alice", None, None, "tok", None, Some("agent"));
+            assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+            assert!(o.release("c-kept", "tok").await.unwrap());
+        } else {
+            let n = News {
+                task: None,
+                state: None,
+                ts: None,
+                ..news("c-kept", "", "", 0)
+            };
+            assert!(o
+                .learn("alice", "agent", &n, None, None, None)
+                .await
+                .unwrap());
+        }
+        // (past the task's retention and the index's without the keeper; 900 ms to spare)
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let le = format!("{PREFIX}le:5:alice");
+        assert!(
+            !exists(&redis, "t:x-1") && exists(&redis, "c:c-kept"),
+            "{keeper}"
+        );
+        let ttl = redis.command(&format!("PTTL {le}"));
+        assert!(!ttl.starts_with(":-"), "{keeper}: the index expired: {ttl}");
+        learn(&o, "alice", "c-other", "x-2", STATES[0], 2).await;
+        let members = redis.command(&format!("ZRANGE {le} 0 -1"));
+        let mut members: Vec<&str> = members.lines().collect();
+        members.sort_unstable();
+        assert_eq!(
+            members,
+            ["0:6:c-kept", "3:x-27:c-otherTASK_STATE_WORKING"],
+            "{keeper}"
+        );
+    }
 }
 
 /// A new task whose own context loses its oldest task to the cap counts that context's

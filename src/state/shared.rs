@@ -38,9 +38,10 @@
 //! with the last of its tasks so taken out, or stays as an entry of its own while a turn
 //! holds it (written now), so contexts are bounded with the tasks (before 2026-12-07 every
 //! evicted task's context, and every context without tasks, stayed for the retention).
-//! Every turn renews `le` with the context it keeps, so an owner idle for a whole retention
-//! but for turns on contexts it has (no new task, no new context) keeps them counted
-//! (before 2026-12-07 `le` then expired whole while those contexts lived on, uncounted).
+//! Every turn, and every answer that names a context and no task, renews `le` with the
+//! context it keeps, so an owner idle for a whole retention but for turns on contexts it has
+//! (no new task, no new context) keeps them counted (before 2026-12-07 `le` then expired
+//! whole while those contexts lived on, uncounted).
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -520,6 +521,11 @@ if task ~= '' then
 end
 if #set > 0 then redis.call('HSET', ck, unpack(set)) end
 redis.call('PEXPIRE', ck, ret)
+if task == '' and c[1] then
+  -- The owner's expiry index lives as long as the context this keeps (as a turn's does; a
+  -- task or a new context renews it above).
+  redis.call('PEXPIRE', p .. 'le:' .. #who .. ':' .. who, ret)
+end
 if task ~= '' and ARGV[9] ~= '' and redis.call('GET', bk) == ARGV[9] .. '\n' then
   redis.call('SET', bk, ARGV[9] .. '\n' .. task, 'KEEPTTL')
 end
