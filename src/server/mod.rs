@@ -327,36 +327,66 @@ fn tls_acceptor(policy: &Policy) -> Result<(Acceptor, Option<tls::dev::DevCerts>
 /// TLS settings out of time: a served certificate past its `notAfter`, or before its
 /// `notBefore` (beyond [`NOT_BEFORE_SKEW_SECS`]), fails every handshake a client checks, and
 /// client CRLs past their `nextUpdate` refuse every client certificate. A reload that brings
-/// such settings while those in force are still good (or have no such deadline) is
-/// refused: it would cut every client off, and the settings in force stay. Without good
-/// ones to keep (at start, or the ones in force ran out too) they are taken, and said loudly once in force ([`publish_deadlines`]): refusing would only block
-/// the reload (or the start) that brings the next policy.
+/// such settings while those in force are still good is refused: it would cut every client
+/// off, and the settings in force stay. Without good ones to keep (at start, or the ones in
+/// force ran out too, or serve no client: their certificate is out of time) they are taken,
+/// and said loudly once in force ([`publish_deadlines`]): refusing would only block the
+/// reload (or the start) that brings the next policy.
 fn in_time(new: &Acceptor, in_force: Option<&Acceptor>) -> Result<(), StartError> {
-    let now = crate::time::now_secs();
-    if let Some(from) = new.certificate.not_before.filter(|&f| too_early(f, now)) {
-        if in_force.is_some_and(|a| serves_now(a.certificate, now)) {
-            return Err(StartError(format!(
-                "the certificate in tls.cert_file is not valid before {} (its notBefore: \
-                 every client would refuse the handshake until then; reload it then (the \
-                 certificate in force stays))",
-                crate::time::format_http_date(from)
-            )));
-        }
+    let deadlines = |a: &Acceptor| Deadlines {
+        certificate: a.certificate,
+        crls: a.trust.crls_run_out(),
+    };
+    match out_of_time(
+        deadlines(new),
+        in_force.map(deadlines),
+        crate::time::now_secs(),
+    ) {
+        Some(refusal) => Err(StartError(refusal)),
+        None => Ok(()),
     }
-    past_deadline(
-        new.certificate.not_after,
-        in_force.map(|a| a.certificate.not_after),
-        "the certificate in tls.cert_file expired at",
-        "its notAfter: every client would refuse the handshake; renew it (the certificate in \
-         force stays)",
-    )?;
-    past_deadline(
-        new.trust.crls_run_out(),
-        in_force.map(|a| a.trust.crls_run_out()),
-        "the client CRLs in tls.client_crl_file ran out at",
-        "their nextUpdate: every client certificate would be refused; publish the next CRL \
-         (the CRLs in force stay)",
-    )
+}
+
+/// The deadlines of TLS settings that [`in_time`] checks (seconds since the epoch).
+#[derive(Debug, Clone, Copy)]
+struct Deadlines {
+    /// When the served chain is valid for clients.
+    certificate: tls::der::Validity,
+    /// When the client CRLs run out (their earliest `nextUpdate`; `None`: no CRLs).
+    crls: Option<u64>,
+}
+
+/// Why settings with `new` deadlines may not replace those in force (`in_force`) at `now`
+/// ([`in_time`]), or `None`.
+fn out_of_time(new: Deadlines, in_force: Option<Deadlines>, now: u64) -> Option<String> {
+    // Settings whose certificate serves no client have nothing to keep.
+    let in_force = in_force.filter(|f| serves_now(f.certificate, now))?;
+    let date = crate::time::format_http_date;
+    if let Some(from) = new.certificate.not_before.filter(|&f| too_early(f, now)) {
+        return Some(format!(
+            "the certificate in tls.cert_file is not valid before {} (its notBefore: every \
+             client would refuse the handshake until then; reload it then (the certificate \
+             in force stays))",
+            date(from)
+        ));
+    }
+    if let Some(until) = new.certificate.not_after.filter(|&u| u <= now) {
+        return Some(format!(
+            "the certificate in tls.cert_file expired at {} (its notAfter: every client \
+             would refuse the handshake; renew it (the certificate in force stays))",
+            date(until)
+        ));
+    }
+    let run_out = |crls: Option<u64>| crls.filter(|&u| u <= now);
+    match run_out(new.crls) {
+        Some(at) if run_out(in_force.crls).is_none() => Some(format!(
+            "the client CRLs in tls.client_crl_file ran out at {} (their nextUpdate: every \
+             client certificate would be refused; publish the next CRL (the CRLs in force \
+             stay))",
+            date(at)
+        )),
+        _ => None,
+    }
 }
 
 /// How far past this clock a served certificate's `notBefore` may be and still count as
@@ -373,25 +403,6 @@ fn too_early(from: u64, now: u64) -> bool {
 /// Whether a served chain valid over `v` is valid for clients at `now`.
 fn serves_now(v: tls::der::Validity, now: u64) -> bool {
     !v.not_before.is_some_and(|f| too_early(f, now)) && v.not_after.map_or(true, |u| u > now)
-}
-
-/// One deadline of [`in_time`]: `new`'s and, on a reload, the one in force (seconds since
-/// the epoch; `None`: no deadline).
-fn past_deadline(
-    new: Option<u64>,
-    in_force: Option<Option<u64>>,
-    what: &str,
-    refusal: &str,
-) -> Result<(), StartError> {
-    let now = crate::time::now_secs();
-    let Some(until) = new.filter(|until| *until <= now) else {
-        return Ok(());
-    };
-    if in_force.is_some_and(|u| u.map_or(true, |u| u > now)) {
-        let at = crate::time::format_http_date(until);
-        return Err(StartError(format!("{what} {at} ({refusal})")));
-    }
-    Ok(())
 }
 
 /// Says when the TLS settings now in force run out, in the log and the gauges (operators
@@ -1291,6 +1302,111 @@ mod tests {
             assert_eq!(serves_now(v, now), valid, "{v:?}");
         }
         assert!(!too_early(now + skew, u64::MAX - 1), "no overflow");
+    }
+
+    /// A reload's TLS settings out of time are refused only while those in force serve
+    /// clients: a certificate out of time (either way) or CRLs run out, each against good
+    /// ones in force; settings in force whose certificate serves nobody (before its
+    /// `notBefore`, after its `notAfter`) keep nothing, and neither does a start.
+    #[test]
+    fn settings_out_of_time_are_refused_only_against_settings_that_serve() {
+        let now = 1_800_000_000;
+        let day = 86_400;
+        let at = |not_before: u64, not_after: u64, crls: Option<u64>| Deadlines {
+            certificate: tls::der::Validity {
+                not_before: Some(not_before),
+                not_after: Some(not_after),
+            },
+            crls,
+        };
+        let good = at(now - day, now + day, None);
+        let good_crls = at(now - day, now + day, Some(now + day));
+        let rows = [
+            // (what, new, in force, refused with)
+            ("good over good", good, Some(good), None),
+            (
+                "expired over good",
+                at(now - 2 * day, now - day, None),
+                Some(good),
+                Some("expired at"),
+            ),
+            (
+                "future over good",
+                at(now + day, now + 2 * day, None),
+                Some(good),
+                Some("not valid before"),
+            ),
+            (
+                "within the skew",
+                at(now + 60, now + day, None),
+                Some(good),
+                None,
+            ),
+            (
+                "expired at start",
+                at(now - 2 * day, now - day, None),
+                None,
+                None,
+            ),
+            (
+                "future at start",
+                at(now + day, now + 2 * day, None),
+                None,
+                None,
+            ),
+            (
+                "expired over expired",
+                at(now - 2 * day, now - day, None),
+                Some(at(now - 3 * day, now - 2 * day, None)),
+                None,
+            ),
+            (
+                "expired over future",
+                at(now - 2 * day, now - day, None),
+                Some(at(now + day, now + 2 * day, None)),
+                None,
+            ),
+            (
+                "CRLs run out over future",
+                at(now - day, now + day, Some(now - 1)),
+                Some(at(now + day, now + 2 * day, Some(now + day))),
+                None,
+            ),
+            (
+                "CRLs run out over good",
+                at(now - day, now + day, Some(now - 1)),
+                Some(good_crls),
+                Some("ran out at"),
+            ),
+            (
+                "CRLs run out over none",
+                at(now - day, now + day, Some(now - 1)),
+                Some(good),
+                Some("ran out at"),
+            ),
+            (
+                "CRLs run out over run out",
+                at(now - day, now + day, Some(now - 1)),
+                Some(at(now - day, now + day, Some(now - 2))),
+                None,
+            ),
+            (
+                "good CRLs over run out",
+                good_crls,
+                Some(at(now - day, now + day, Some(now - 2))),
+                None,
+            ),
+        ];
+        for (what, new, in_force, want) in rows {
+            let got = out_of_time(new, in_force, now);
+            match want {
+                None => assert!(got.is_none(), "{what}: {got:?}"),
+                Some(said) => assert!(
+                    got.as_deref().is_some_and(|g| g.contains(said)),
+                    "{what}: {got:?}"
+                ),
+            }
+        }
     }
 
     /// A reload that changes what Redis's connections were made with (its password, its CA
