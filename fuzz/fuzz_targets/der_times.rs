@@ -1,5 +1,6 @@
-//! `tls::der::next_update` and `tls::der::not_after` (the edge's own reads of DER: a CRL's
-//! nextUpdate, a client certificate's notAfter) on arbitrary bytes.
+//! `tls::der::next_update`, `tls::der::not_after` and `tls::der::not_before` (the edge's own
+//! reads of DER: a CRL's nextUpdate, a certificate's notAfter and notBefore) on arbitrary
+//! bytes.
 //!
 //! Properties: never panics; whatever they return came from a UTCTime or GeneralizedTime the
 //! input holds (a value is at most year 9999's last second).
@@ -14,6 +15,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(secs <= LAST, "{secs}");
     }
     if let Some(secs) = a2a_edge::tls::der::not_after(data) {
+        assert!(secs <= LAST, "{secs}");
+    }
+    if let Some(secs) = a2a_edge::tls::der::not_before(data) {
         assert!(secs <= LAST, "{secs}");
     }
 });
