@@ -91,7 +91,8 @@ fn write_dev_policy(dir: &Path) -> std::path::PathBuf {
 
 /// Starts `a2a-edge serve --policy <policy>` in `dir` with a ready file there, waits for that
 /// file (failing at once if the process exits first) and returns the child with what the
-/// ready file says (`listen`, `admin`). `policy` may be relative to `dir`.
+/// ready file says (`listen`, `admin`). `policy` may be relative to `dir`; the log (stderr)
+/// goes to `dir/serve.log`.
 async fn spawn_serve(dir: &Path, policy: &Path, stdout: Stdio) -> (ChildGuard, Value) {
     spawn_serve_with(dir, policy, stdout, &[]).await
 }
@@ -113,7 +114,7 @@ async fn spawn_serve_with(
             .envs(envs.iter().copied())
             .current_dir(dir)
             .stdout(stdout)
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -905,4 +906,79 @@ async fn a_sighup_while_starting_does_not_kill_the_proxy() {
     sigterm(&child.0);
     let status = exited_within(&mut child.0, Duration::from_secs(15), "no drain").await;
     assert_eq!(status.code(), Some(0));
+}
+
+/// At start a served certificate out of time is taken (there is nothing good to keep: a
+/// reload would refuse it) and said loudly in the log, at error level: before its
+/// `notBefore` (by more than the 5 minutes clocks may differ) or past its `notAfter`. One in
+/// time is logged as loaded, with its dates, and nothing more.
+#[tokio::test]
+async fn serve_says_at_start_that_its_certificate_is_out_of_time() {
+    let rows = [
+        // (what, notBefore, notAfter, the error event)
+        ("in time", 2020, 4000, None),
+        (
+            "not yet valid",
+            2090,
+            2100,
+            Some("server_certificate_not_yet_valid"),
+        ),
+        ("expired", 2020, 2021, Some("server_certificate_expired")),
+    ];
+    for (what, from, until, said) in rows {
+        let dir = TempDir::new("cli-cert-time");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        p.not_before = rcgen::date_time_ymd(from, 1, 1);
+        p.not_after = rcgen::date_time_ymd(until, 1, 1);
+        let (cert, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, p.self_signed(&key).unwrap().pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&key_file, private).unwrap();
+        let token = dir.path().join("token");
+        let policy = token_file_policy(dir.path(), "embedded", &token, true).replace(
+            &format!(
+                "dev = true\ndev_dir = \"{}/certs/dev\"\n",
+                dir.path().display()
+            ),
+            &format!(
+                "cert_file = \"{}\"\nkey_file = \"{}\"\n",
+                cert.display(),
+                key_file.display()
+            ),
+        );
+        assert!(policy.contains("cert_file"), "{policy}");
+        let file = dir.path().join("p.toml");
+        std::fs::write(&file, policy).unwrap();
+        let (child, _) = spawn_serve(dir.path(), &file, Stdio::null()).await;
+        // (the log is written by a thread of its own: read until the line is there)
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let log = loop {
+            let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+            if log.contains("tls_certificates_loaded") || Instant::now() > deadline {
+                break log;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        drop(child);
+        let loaded = log
+            .lines()
+            .find(|l| l.contains("tls_certificates_loaded"))
+            .unwrap_or_else(|| panic!("{what}: {log}"));
+        assert!(
+            loaded.contains(&format!("{until}")) && loaded.contains(&format!("{from}")),
+            "{what}: {loaded}"
+        );
+        for event in [
+            "server_certificate_not_yet_valid",
+            "server_certificate_expired",
+        ] {
+            let line = log.lines().find(|l| l.contains(event));
+            assert_eq!(line.is_some(), said == Some(event), "{what}: {log}");
+            if let Some(line) = line {
+                assert!(line.contains("\"level\":\"error\""), "{line}");
+            }
+        }
+    }
 }
