@@ -37,15 +37,19 @@ wrk.body = body
 -- here (wrk sends a fixed request when the script defines none when loaded); the bodies are
 -- built at its first call, once wrk.init has set the Host header that wrk.format writes.
 local contexts_path = os.getenv("BENCH_CONTEXTS")
+-- The body that names context `ctx`.
+local function body_in(ctx)
+  local b, n = body:gsub('"message":{', '"message":{"contextId":"' .. ctx .. '",', 1)
+  assert(n == 1, "the body has no message object")
+  return b
+end
 if contexts_path and contexts_path ~= "" then
   local bodies, next_body = nil, 0
   local function build()
     local out = {}
     for ctx in io.lines(contexts_path) do
       if ctx ~= "" then
-        local b, n = body:gsub('"message":{', '"message":{"contextId":"' .. ctx .. '",', 1)
-        assert(n == 1, "the body has no message object")
-        out[#out + 1] = wrk.format(nil, nil, nil, b)
+        out[#out + 1] = wrk.format(nil, nil, nil, body_in(ctx))
       end
     end
     assert(#out > 0, "no context ids in " .. contexts_path)
@@ -85,7 +89,7 @@ local function body_bytes()
   local sum, n = 0, 0
   for ctx in io.lines(contexts_path) do
     if ctx ~= "" then
-      sum, n = sum + #body + #('"contextId":"' .. ctx .. '",'), n + 1
+      sum, n = sum + #body_in(ctx), n + 1
     end
   end
   return n > 0 and math.floor(sum / n + 0.5) or #wrk.body

@@ -23,18 +23,24 @@ pub fn next_update(der: &[u8]) -> Option<u64> {
     seconds(crl.next_update()?)
 }
 
+/// A certificate's validity, `(notBefore, notAfter)`; `None` when the DER is not a
+/// certificate this reads.
+fn validity(der: &[u8]) -> Option<(x509_parser::time::ASN1Time, x509_parser::time::ASN1Time)> {
+    let (_, cert) = parse_x509_certificate(der).ok()?;
+    let v = cert.validity();
+    Some((v.not_before, v.not_after))
+}
+
 /// A certificate's `notAfter` in seconds since the epoch; `None` when the DER is not a
 /// certificate this reads.
 pub fn not_after(der: &[u8]) -> Option<u64> {
-    let (_, cert) = parse_x509_certificate(der).ok()?;
-    seconds(cert.validity().not_after)
+    seconds(validity(der)?.1)
 }
 
 /// A certificate's `notBefore` in seconds since the epoch; `None` when the DER is not a
 /// certificate this reads.
 pub fn not_before(der: &[u8]) -> Option<u64> {
-    let (_, cert) = parse_x509_certificate(der).ok()?;
-    seconds(cert.validity().not_before)
+    seconds(validity(der)?.0)
 }
 
 /// When a chain the edge serves is valid for clients (seconds since the epoch; `None`: not
