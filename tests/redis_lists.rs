@@ -958,6 +958,97 @@ async fn a_known_task_in_a_context_made_again_is_counted() {
     assert!(!exists(&redis, "t:k-1") && !exists(&redis, "c:c-again"));
 }
 
+/// A turn that names a known task whose small context counts no task (the context's hash
+/// expired before the task and is made again by the turn, or was by a replica before
+/// 2026-12-07) counts the task in it at once, without waiting for an answer. So when the
+/// task expires while turns keep the context, the context is counted as one without
+/// tasks. A large context made again stays large (its tasks are in its sorted sets).
+#[tokio::test]
+async fn a_turn_that_makes_a_known_tasks_context_again_counts_the_task() {
+    let rows = [
+        // (how the context lost its count, tasks, n after the turn)
+        ("its hash expired", 1u64, "1"),
+        ("an older turn made it again", 1, "1"),
+        ("its hash expired, large", SMALL_CONTEXT as u64 + 1, "(nil)"),
+    ];
+    for (how, tasks, n) in rows {
+        let redis = RedisServer::start();
+        let o = owners_with(&redis, Duration::from_secs(600), 100);
+        for i in 0..tasks {
+            learn(&o, "alice", "c-again", &format!("k-{i}"), STATES[0], 1 + i).await;
+        }
+        let ck = format!("{PREFIX}c:c-again");
+        redis.command(&format!("DEL {ck}"));
+        if how == "an older turn made it again" {
+            redis.command(&format!("HSET {ck} o alice w - n 0"));
+        }
+        let v = o.turn(
+            "c-again",
+            "alice",
+            Some("k-0"),
+            None,
+            "tok",
+            None,
+            Some("agent"),
+        );
+        assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+        assert!(o.release("c-again", "tok").await.unwrap());
+        assert_eq!(redis.command(&format!("HGET {ck} n")), n, "{how}");
+        let (ids, _) = pages(&o, "alice", "c-again", "", 0, 100).await;
+        assert_eq!(ids.len() as u64, tasks, "{how}: {ids:?}");
+        if tasks > 1 {
+            continue;
+        }
+        assert_eq!(
+            redis.command(&format!("HGET {ck} t:k-0")),
+            format!("1 {}", STATES[0]),
+            "{how}"
+        );
+        // The task expires (its entry due now) while the context lives on: the owner's next
+        // answer takes the task out and counts the context as one without tasks.
+        let le = format!("{PREFIX}le:5:alice");
+        let member = format!("3:k-07:c-again{}", STATES[0]);
+        redis.command(&format!("ZADD {le} 0 {member}"));
+        redis.command(&format!("DEL {PREFIX}t:k-0"));
+        learn(&o, "alice", "c-other", "x-1", STATES[0], 9).await;
+        assert_eq!(redis.command(&format!("HGET {ck} n")), "0", "{how}");
+        let members = redis.command(&format!("ZRANGE {le} 0 -1"));
+        let mut members: Vec<&str> = members.lines().collect();
+        members.sort_unstable();
+        assert_eq!(
+            members,
+            ["0:7:c-again", "3:x-17:c-otherTASK_STATE_WORKING"],
+            "{how}"
+        );
+    }
+}
+
+/// A context without tasks whose entry in the owner's expiry index was lost (before
+/// 2026-12-07 the index could expire while turns kept the context) is counted again by its
+/// next turn, within the cap.
+#[tokio::test]
+async fn a_turn_counts_again_a_context_without_tasks_that_lost_its_entry() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_secs(600), 100);
+    let le = format!("{PREFIX}le:5:alice");
+    let turn = |token: &'static str| {
+        let v = o.turn("c-bare", "alice", None, None, token, None, Some("agent"));
+        async move {
+            assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+        }
+    };
+    turn("tok-1").await;
+    assert!(o.release("c-bare", "tok-1").await.unwrap());
+    assert_eq!(redis.command(&format!("ZRANGE {le} 0 -1")), "0:6:c-bare");
+    redis.command(&format!("DEL {le}"));
+    turn("tok-2").await;
+    assert!(o.release("c-bare", "tok-2").await.unwrap());
+    assert_eq!(redis.command(&format!("ZRANGE {le} 0 -1")), "0:6:c-bare");
+    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-bare n")), "0");
+    let ttl = int(&redis, &format!("PTTL {le}"));
+    assert!(ttl > 500_000, "the index expires with the context: {ttl}");
+}
+
 /// A context whose tasks expire while its turns keep it (messages answered without a task)
 /// stays counted by the cap: the owner's next answer takes the expired task out and gives
 /// the context an entry of its own, due when the context's key expires.

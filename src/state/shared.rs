@@ -41,7 +41,10 @@
 //! Every turn, and every answer that names a context and no task, renews `le` with the
 //! context it keeps, so an owner idle for a whole retention but for turns on contexts it has
 //! (no new task, no new context) keeps them counted (before 2026-12-07 `le` then expired
-//! whole while those contexts lived on, uncounted).
+//! whole while those contexts lived on, uncounted). A turn that names a task of a small
+//! context whose hash is gone (it expired before the task) counts the task in the hash it
+//! makes again, so that the context is counted when the task expires; and a turn on a
+//! context without tasks that has no entry (lost before 2026-12-07) gives it one.
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -365,12 +368,13 @@ const TURN: &str = concat!(
     r#"
 local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ck = p .. 'c:' .. ctx
-local c = redis.call('HMGET', ck, 'o', 'w', 'u')
+local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n')
 if c[1] and c[1] ~= who then return {'not_found', ''} end
 if c[1] and c[2] and c[2] ~= ARGV[5] then return {'workspace', ''} end
 local u = c[3] or ''
+local t = false
 if task ~= '' then
-  local t = redis.call('HMGET', p .. 't:' .. task, 'o', 'c', 'u')
+  t = redis.call('HMGET', p .. 't:' .. task, 'o', 'c', 'u', 's', 'ts')
   if not t[1] or t[1] ~= who then return {'not_found', ''} end
   if t[2] ~= ctx then return {'mismatch', ''} end
   u = t[3] or u
@@ -395,14 +399,27 @@ if running then
   return {'busy', ''}
 end
 redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
-if c[1] then redis.call('HSET', ck, 'o', who, 'w', ARGV[5])
-else redis.call('HSET', ck, 'o', who, 'w', ARGV[5], 'n', '0') end
-if not c[1] and task == '' then
+local le = p .. 'le:' .. #who .. ':' .. who
+local set = {'o', who, 'w', ARGV[5]}
+if t and (not c[1] or c[4] == '0') and redis.call('EXISTS', p .. 'lc:' .. ctx) == 0 then
+  -- The task's small context counts no task: its hash expired before the task and is made
+  -- again here (or was, by an older replica). The task is counted in it, so that the
+  -- context is counted as one without tasks when the task expires (the cap's entry of the
+  -- context gives way to the task's, which lives).
+  if c[4] == '0' then redis.call('ZREM', le, bare_member(ctx)) end
+  set[5], set[6], set[7], set[8] = 'n', '1', 't:' .. task, (t[5] or '0') .. ' ' .. (t[4] or '')
+elseif not c[1] and not t then
+  set[5], set[6] = 'n', '0'
+end
+redis.call('HSET', ck, unpack(set))
+if task == '' and (not c[1] or (c[4] == '0' and not redis.call('ZSCORE', le, bare_member(ctx)))) then
+  -- A new context without tasks, or one that lost its entry (written before 2026-12-07, when
+  -- the index could expire while the context lived on): counted.
   count_bare(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), ctx)
 else
   -- The owner's expiry index lives as long as any context its turns keep, so that what it
   -- counts is not forgotten while those contexts live on.
-  redis.call('PEXPIRE', p .. 'le:' .. #who .. ':' .. who, ARGV[8])
+  redis.call('PEXPIRE', le, ARGV[8])
 end
 if u == '' and ARGV[10] ~= '' then
   u = ARGV[10]
