@@ -958,44 +958,87 @@ async fn a_known_task_in_a_context_made_again_is_counted() {
     assert!(!exists(&redis, "t:k-1") && !exists(&redis, "c:c-again"));
 }
 
-/// A turn that names a known task whose small context counts no task (the context's hash
-/// expired before the task and is made again by the turn, or was by a replica before
-/// 2026-12-07) counts the task in it at once, without waiting for an answer. So when the
-/// task expires while turns keep the context, the context is counted as one without
-/// tasks. A large context made again stays large (its tasks are in its sorted sets).
+/// A turn, or an answer, that names a known task its small context's hash does not hold
+/// (the hash expired before the task and was made again, by the turn or by a replica before
+/// 2026-12-07, which wrote `n = 0`) writes it there and counts the tasks the hash holds, at
+/// once. So the context is counted as one without tasks only when its last task expires,
+/// and never while a task of it lives. A large context made again stays large (its tasks are
+/// in its sorted sets).
 #[tokio::test]
-async fn a_turn_that_makes_a_known_tasks_context_again_counts_the_task() {
-    let rows = [
-        // (how the context lost its count, tasks, n after the turn)
-        ("its hash expired", 1u64, "1"),
-        ("an older turn made it again", 1, "1"),
-        ("its hash expired, large", SMALL_CONTEXT as u64 + 1, "(nil)"),
+async fn a_turn_or_an_answer_counts_a_known_task_its_context_made_again_lacks() {
+    let older_turn = "HSET l:c:c-again o alice w - n 0";
+    let older_answer = "HSET l:c:c-again o alice w - n 0 t:k-0 \"1 TASK_STATE_WORKING\"";
+    let rows: [(&str, u64, &str, &[&str], &str); 7] = [
+        // (what happened, tasks, the hash made again as, then what names which task, n)
+        ("its hash expired", 1, "", &["turn k-0"], "1"),
+        ("an older turn made it", 1, older_turn, &["turn k-0"], "1"),
+        (
+            "an older answer made it",
+            1,
+            older_answer,
+            &["turn k-0"],
+            "1",
+        ),
+        (
+            "its hash expired, two tasks",
+            2,
+            "",
+            &["turn k-0", "turn k-1"],
+            "2",
+        ),
+        ("then an answer", 2, "", &["turn k-0", "learn k-1"], "2"),
+        (
+            "an older answer, then an answer",
+            2,
+            older_answer,
+            &["learn k-1"],
+            "2",
+        ),
+        (
+            "its hash expired, large",
+            SMALL_CONTEXT as u64 + 1,
+            "",
+            &["turn k-0"],
+            "(nil)",
+        ),
     ];
-    for (how, tasks, n) in rows {
+    for (how, tasks, made, steps, n) in rows {
         let redis = RedisServer::start();
         let o = owners_with(&redis, Duration::from_secs(600), 100);
         for i in 0..tasks {
             learn(&o, "alice", "c-again", &format!("k-{i}"), STATES[0], 1 + i).await;
         }
         let ck = format!("{PREFIX}c:c-again");
+        let le = format!("{PREFIX}le:5:alice");
         redis.command(&format!("DEL {ck}"));
-        if how == "an older turn made it again" {
-            redis.command(&format!("HSET {ck} o alice w - n 0"));
+        if !made.is_empty() {
+            redis.command(made);
+            // (as counted then: an entry of its own)
+            redis.command(&format!("ZADD {le} 99999999999999 0:7:c-again"));
         }
-        let v = o.turn(
-            "c-again",
-            "alice",
-            Some("k-0"),
-            None,
-            "tok",
-            None,
-            Some("agent"),
-        );
-        assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
-        assert!(o.release("c-again", "tok").await.unwrap());
+        for step in steps {
+            let (what, task) = step.split_once(' ').unwrap();
+            if what == "learn" {
+                learn(&o, "alice", "c-again", task, STATES[0], 9).await;
+                continue;
+            }
+            let v = o.turn(
+                "c-again",
+                "alice",
+                Some(task),
+                None,
+                "tok",
+                None,
+                Some("agent"),
+            );
+            assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+            assert!(o.release("c-again", "tok").await.unwrap());
+        }
         assert_eq!(redis.command(&format!("HGET {ck} n")), n, "{how}");
         let (ids, _) = pages(&o, "alice", "c-again", "", 0, 100).await;
         assert_eq!(ids.len() as u64, tasks, "{how}: {ids:?}");
+        let zscore = redis.command(&format!("ZSCORE {le} 0:7:c-again"));
+        assert_eq!(zscore, "(nil)", "{how}: counted as without tasks");
         if tasks > 1 {
             continue;
         }
@@ -1006,7 +1049,6 @@ async fn a_turn_that_makes_a_known_tasks_context_again_counts_the_task() {
         );
         // The task expires (its entry due now) while the context lives on: the owner's next
         // answer takes the task out and counts the context as one without tasks.
-        let le = format!("{PREFIX}le:5:alice");
         let member = format!("3:k-07:c-again{}", STATES[0]);
         redis.command(&format!("ZADD {le} 0 {member}"));
         redis.command(&format!("DEL {PREFIX}t:k-0"));
@@ -1023,30 +1065,46 @@ async fn a_turn_that_makes_a_known_tasks_context_again_counts_the_task() {
     }
 }
 
-/// A context without tasks whose entry in the owner's expiry index was lost (before
-/// 2026-12-07 the index could expire while turns kept the context) is counted again by its
-/// next turn, within the cap.
+/// A turn on `ctx` without a task, leased and released.
+async fn turn_and_release(o: &SharedOwners, ctx: &str, token: &str) {
+    let v = o.turn(ctx, "alice", None, None, token, None, Some("agent"));
+    assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+    assert!(o.release(ctx, token).await.unwrap());
+}
+
+/// A context without tasks whose owner's expiry index was lost (before 2026-12-07 the index
+/// could expire while turns kept the context) is counted again by its next turn, within the
+/// cap; not a context whose hash holds a task (`n = 0` beside it, as a replica before
+/// 2026-12-07 could leave it): that one is not without tasks.
 #[tokio::test]
 async fn a_turn_counts_again_a_context_without_tasks_that_lost_its_entry() {
-    let redis = RedisServer::start();
-    let o = owners_with(&redis, Duration::from_secs(600), 100);
-    let le = format!("{PREFIX}le:5:alice");
-    let turn = |token: &'static str| {
-        let v = o.turn("c-bare", "alice", None, None, token, None, Some("agent"));
-        async move {
-            assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+    let rows = [
+        // (the context, its hash's task field, counted again)
+        ("c-bare", "", true),
+        ("c-task", "t:k-0 \"1 TASK_STATE_WORKING\"", false),
+    ];
+    for (ctx, field, counted) in rows {
+        let redis = RedisServer::start();
+        let o = owners_with(&redis, Duration::from_secs(600), 100);
+        let le = format!("{PREFIX}le:5:alice");
+        let turn = |token| turn_and_release(&o, ctx, token);
+        turn("tok-1").await;
+        let member = format!("0:6:{ctx}");
+        assert_eq!(redis.command(&format!("ZRANGE {le} 0 -1")), member);
+        redis.command(&format!("DEL {le}"));
+        if !field.is_empty() {
+            redis.command(&format!("HSET {PREFIX}c:{ctx} {field}"));
         }
-    };
-    turn("tok-1").await;
-    assert!(o.release("c-bare", "tok-1").await.unwrap());
-    assert_eq!(redis.command(&format!("ZRANGE {le} 0 -1")), "0:6:c-bare");
-    redis.command(&format!("DEL {le}"));
-    turn("tok-2").await;
-    assert!(o.release("c-bare", "tok-2").await.unwrap());
-    assert_eq!(redis.command(&format!("ZRANGE {le} 0 -1")), "0:6:c-bare");
-    assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-bare n")), "0");
-    let ttl = int(&redis, &format!("PTTL {le}"));
-    assert!(ttl > 500_000, "the index expires with the context: {ttl}");
+        turn("tok-2").await;
+        let members = redis.command(&format!("ZRANGE {le} 0 -1"));
+        let expected = if counted { member.as_str() } else { "" };
+        assert_eq!(members, expected, "{ctx}");
+        assert_eq!(redis.command(&format!("HGET {PREFIX}c:{ctx} n")), "0");
+        if counted {
+            let ttl = int(&redis, &format!("PTTL {le}"));
+            assert!(ttl > 500_000, "the index expires with the context: {ttl}");
+        }
+    }
 }
 
 /// A context whose tasks expire while its turns keep it (messages answered without a task)

@@ -41,10 +41,12 @@
 //! Every turn, and every answer that names a context and no task, renews `le` with the
 //! context it keeps, so an owner idle for a whole retention but for turns on contexts it has
 //! (no new task, no new context) keeps them counted (before 2026-12-07 `le` then expired
-//! whole while those contexts lived on, uncounted). A turn that names a task of a small
-//! context whose hash is gone (it expired before the task) counts the task in the hash it
-//! makes again, so that the context is counted when the task expires; and a turn on a
-//! context without tasks that has no entry (lost before 2026-12-07) gives it one.
+//! whole while those contexts lived on, uncounted). A turn or an answer that names a task
+//! its small context's hash does not hold (the hash expired before the task and was made
+//! again) writes it there and counts the tasks the hash holds, so that the context is
+//! counted as one without tasks only when its last task expires; a turn on a context
+//! without tasks that finds the owner's expiry index gone (lost before 2026-12-07) counts
+//! the context again.
 //! Every ListTasks query reads one index that holds exactly the tasks it asks for (the
 //! owner's, one state's of them, a context's, one state's of a context's): a page costs
 //! the tasks it returns and `totalSize` is the index's `ZCARD` or `ZCOUNT`, never a walk of
@@ -165,6 +167,15 @@ local function bare(p, who, ck, ctx)
   if c[1] ~= who then return false end
   if c[2] then return c[2] == '0' end
   return redis.call('EXISTS', p .. 'lc:' .. ctx) == 0
+end
+-- How many tasks a small context's hash `ck` holds (its `t:` fields), whatever its `n`
+-- says: read where `n` is found wrong (a hash made again, or by an older replica).
+local function tasks_in(ck)
+  local n = 0
+  for _, f in ipairs(redis.call('HKEYS', ck)) do
+    if string.sub(f, 1, 2) == 't:' then n = n + 1 end
+  end
+  return n
 end
 -- `emptied` (the cap's eviction): gets the contexts this call leaves without tasks, for the
 -- caller to decide; without it, such a context that lives on (its turns keep it) gets an
@@ -368,7 +379,7 @@ const TURN: &str = concat!(
     r#"
 local p, ctx, who, task = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ck = p .. 'c:' .. ctx
-local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n')
+local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n', 't:' .. task)
 if c[1] and c[1] ~= who then return {'not_found', ''} end
 if c[1] and c[2] and c[2] ~= ARGV[5] then return {'workspace', ''} end
 local u = c[3] or ''
@@ -401,25 +412,29 @@ end
 redis.call('SET', bk, ARGV[6] .. '\n' .. task, 'PX', ARGV[7])
 local le = p .. 'le:' .. #who .. ':' .. who
 local set = {'o', who, 'w', ARGV[5]}
-if t and (not c[1] or c[4] == '0') and redis.call('EXISTS', p .. 'lc:' .. ctx) == 0 then
-  -- The task's small context counts no task: its hash expired before the task and is made
-  -- again here (or was, by an older replica). The task is counted in it, so that the
-  -- context is counted as one without tasks when the task expires (the cap's entry of the
-  -- context gives way to the task's, which lives).
-  if c[4] == '0' then redis.call('ZREM', le, bare_member(ctx)) end
-  set[5], set[6], set[7], set[8] = 'n', '1', 't:' .. task, (t[5] or '0') .. ' ' .. (t[4] or '')
+if t and (not c[5] or c[4] == '0') then
+  -- The task's context does not count it: its hash expired before the task and is made
+  -- again here (small, unless its tasks are in `lc`), or was (by this or an older replica,
+  -- so other tasks of it may be missing too). Counted, with the tasks the hash holds, so
+  -- that the context is counted as one without tasks only when its last task expires.
+  if c[4] or (not c[1] and redis.call('EXISTS', p .. 'lc:' .. ctx) == 0) then
+    if c[4] == '0' then redis.call('ZREM', le, bare_member(ctx)) end
+    local n = (c[1] and tasks_in(ck) or 0) + (c[5] and 0 or 1)
+    set[5], set[6] = 'n', tostring(n)
+    set[7], set[8] = 't:' .. task, (t[5] or '0') .. ' ' .. (t[4] or '')
+  end
 elseif not c[1] and not t then
   set[5], set[6] = 'n', '0'
 end
 redis.call('HSET', ck, unpack(set))
-if task == '' and (not c[1] or (c[4] == '0' and not redis.call('ZSCORE', le, bare_member(ctx)))) then
-  -- A new context without tasks, or one that lost its entry (written before 2026-12-07, when
-  -- the index could expire while the context lived on): counted.
+if not c[1] and not t then
   count_bare(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), ctx)
-else
-  -- The owner's expiry index lives as long as any context its turns keep, so that what it
-  -- counts is not forgotten while those contexts live on.
-  redis.call('PEXPIRE', le, ARGV[8])
+-- The owner's expiry index lives as long as any context its turns keep, so that what it
+-- counts is not forgotten while those contexts live on. Before 2026-12-07 it could expire
+-- while they lived: a context without tasks that finds it gone is counted again.
+elseif redis.call('PEXPIRE', le, ARGV[8]) == 0 and not t and c[4] == '0'
+    and tasks_in(ck) == 0 then
+  count_bare(p, who, now, tonumber(ARGV[8]), tonumber(ARGV[11]), ctx)
 end
 if u == '' and ARGV[10] ~= '' then
   u = ARGV[10]
@@ -457,7 +472,7 @@ if task ~= '' then
   reap(p, who, now)
 end
 local ck = p .. 'c:' .. ctx
-local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n')
+local c = redis.call('HMGET', ck, 'o', 'w', 'u', 'n', 't:' .. task)
 if c[1] and c[1] ~= who then return 'foreign' end
 local tk = p .. 't:' .. task
 local t = {false, false, false, false}
@@ -495,10 +510,11 @@ if task ~= '' then
     if evict(p, who, now, tonumber(ret), tonumber(ARGV[13]), task, ctx) then
       n = tonumber(redis.call('HGET', ck, 'n') or '0') or 0
     end
-  elseif small and (not c[1] or c[4] == '0') then
-    -- A known task in a small context that counts none (its hash expired before the task
-    -- and was made again): counted, so that the context never looks empty while it lives.
-    n = n + 1
+  elseif small and (not c[5] or c[4] == '0') then
+    -- A known task its small context does not count (its hash expired before the task and
+    -- was made again, by this or an older replica): counted, with the tasks the hash holds,
+    -- so that the context never looks empty while a task of it lives.
+    n = (c[1] and tasks_in(ck) or 0) + (c[5] and 0 or 1)
   end
   if small and not t[1] and n >= tonumber(ARGV[12]) then
     promote(p, ck, ctx, ret)
