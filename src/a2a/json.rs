@@ -18,10 +18,13 @@ pub const MAX_DEPTH: usize = 64;
 /// Nesting bound of the agents' answers the edge rebuilds (serde_json's own for its parser).
 const ANSWER_MAX_DEPTH: usize = 128;
 
-/// Most values (each scalar, array and object; keys not counted) one JSON text may hold by
-/// default (`a2a.max_json_values`). A parsed value costs 32 bytes and more where its text
-/// costs as little as two (`0,`): without a bound a 32 MiB body of small values became a
-/// tree of about 1 GiB. 1,048,576 values are at most a few tens of MiB.
+/// Most values (each scalar, array, object and object key) one JSON text may hold by default
+/// (`a2a.max_json_values`). A parsed value costs 72 bytes and more where its text costs as
+/// little as two (`0,`): without a bound a 32 MiB body of small values became a tree of about
+/// 1 GiB. Measured (serde_json with `preserve_order`, which josekit turns on: objects are
+/// `IndexMap`s), 1,048,576 values are a tree of 75 MB as array items, 108 MB as an object's
+/// members (about 206 bytes each, counted as two: before keys were counted, 216 MB), 165 MB
+/// as objects of one member and 189 MB as arrays of one item (the containers' own room).
 pub const DEFAULT_MAX_VALUES: usize = 1 << 20;
 
 /// Why bytes were refused.
@@ -194,6 +197,9 @@ impl<'de> Visitor<'de> for Strict<'_> {
         let inner = self.deeper()?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            // A key is counted too: an object's member costs about three times an array's
+            // item (see [`DEFAULT_MAX_VALUES`]).
+            self.count()?;
             // One lookup per key (the map hashes every key it is asked about).
             match out.entry(key) {
                 Entry::Occupied(mut slot) if self.last_key_wins => {
@@ -249,20 +255,26 @@ mod tests {
         }
     }
 
-    /// Values are counted (every scalar, array and object, keys not), refused past the
+    /// Values are counted (every scalar, array, object and object key), refused past the
     /// bound whatever their shape; an answer keeps a key's last value, a request refuses it.
     #[test]
     fn values_are_counted_and_bounded() {
         let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        let keys = |n: usize| {
+            let members: Vec<String> = (0..n).map(|i| format!(r#""k{i}":0"#)).collect();
+            format!("{{{}}}", members.join(","))
+        };
         // (text, values in it)
         let rows: Vec<(String, usize)> = vec![
             ("0".into(), 1),
             ("[]".into(), 1),
             ("{}".into(), 1),
             (zeros(9), 10),
-            (r#"{"a":[1,{"b":null}],"c":"s"}"#.into(), 6),
+            (r#"{"a":[1,{"b":null}],"c":"s"}"#.into(), 9),
             (r#"[[[[[]]]]]"#.into(), 5),
-            (r#"{"k":true,"l":1.5,"m":-1,"n":"é"}"#.into(), 5),
+            (r#"{"k":true,"l":1.5,"m":-1,"n":"é"}"#.into(), 9),
+            (r#"{"":{"":{"":{}}}}"#.into(), 7),
+            (keys(9), 19),
         ];
         for (text, n) in &rows {
             let b = text.as_bytes();
@@ -286,6 +298,13 @@ mod tests {
             Err(JsonError::TooManyValues)
         );
         assert!(parse_strict(zeros(DEFAULT_MAX_VALUES - 1).as_bytes(), MAX_DEPTH).is_ok());
+        // An object's members: each key counted with its value.
+        let wide = keys(DEFAULT_MAX_VALUES / 2);
+        assert_eq!(
+            parse_strict(wide.as_bytes(), MAX_DEPTH),
+            Err(JsonError::TooManyValues)
+        );
+        assert!(parse_strict(keys(DEFAULT_MAX_VALUES / 2 - 1).as_bytes(), MAX_DEPTH).is_ok());
         // Duplicate keys: refused in a request, the last kept in an answer.
         let dup = br#"{"a":1,"b":{"c":2,"c":3},"a":4}"#;
         assert_eq!(parse_strict(dup, MAX_DEPTH), Err(JsonError::DuplicateKey));

@@ -141,6 +141,7 @@ impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
         self.state.count()?;
         let mut result = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
+            self.state.count()?;
             match &*key {
                 "result" if result.is_none() => result = Some(map.next_value::<&RawValue>()?),
                 "result" | "error" => return Err(fallback()),
@@ -516,6 +517,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         // an `authentication` object.
         let (mut url, mut token, mut authentication) = (false, false, false);
         while let Some(key) = map.next_key_seed(KeySeed)? {
+            self.state.count()?;
             let keys = &self.state.keys[base..];
             if keys.len() >= MAX_KEYS || keys.contains(&key) {
                 return Err(fallback());

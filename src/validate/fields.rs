@@ -37,6 +37,10 @@ fn missing(path: &str, key: &str) -> RpcError {
 /// How many taken keys a [`Fields`] keeps for reuse.
 const SPARE_KEYS: usize = 4;
 
+/// The most fields any object checked here has in A2A 1.0 (`Message` has 8, `SendMessageRequest`
+/// 4): the output's room.
+const MOST_FIELDS: usize = 16;
+
 /// A params object being checked: fields move from `src` to `out` as they pass.
 pub struct Fields {
     src: Map<String, Value>,
@@ -56,8 +60,10 @@ impl Fields {
     /// ([`super::names`]; both spellings of one field: `params.duplicate_field`).
     pub fn new(mut src: Map<String, Value>, path: &'static str) -> Result<Fields, RpcError> {
         super::names::to_json_names(&mut src, path)?;
-        // At most every field passes: `out` never grows.
-        let out = Map::with_capacity(src.len());
+        // Only the fields of the object's message pass (a dozen at most): room for those, not
+        // for every key the caller sent (a million unknown keys would have reserved about
+        // 120 MB here for nothing).
+        let out = Map::with_capacity(src.len().min(MOST_FIELDS));
         Ok(Fields {
             src,
             out,

@@ -189,19 +189,35 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("a number out of range", br#"{"result":{"n":1e400}}"#.to_vec(), false, false),
         ("a bad escape", br#"{"result":{"t":"\q"}}"#.to_vec(), false, false),
         ("truncated", br#"{"result":{"task":{"id":"t""#.to_vec(), false, false),
-        // Values counted as the full pass counts them: the response, `jsonrpc`, `id`, the
-        // array and its items (and values in dropped members too).
-        ("values at the bound", values(MAX_VALUES - 4, ""), false, true),
-        ("values past the bound", values(MAX_VALUES - 3, ""), false, false),
-        ("values past the bound in a dropped member", values(MAX_VALUES - 5, r#""x":[0,0],"#), false, false),
+        // Values counted as the full pass counts them: the response, its three keys,
+        // `jsonrpc`, `id`, the array and its items (and values and keys in dropped members
+        // too).
+        ("values at the bound", values(MAX_VALUES - 7, ""), false, true),
+        ("values past the bound", values(MAX_VALUES - 6, ""), false, false),
+        ("values past the bound in a dropped member", values(MAX_VALUES - 10, r#""x":[0,0],"#), false, false),
+        ("values at the bound with a dropped member", values(MAX_VALUES - 11, r#""x":[0,0],"#), false, true),
+        ("keys past the bound in a dropped member", values(MAX_VALUES - 10, r#""x":{"a":0},"#), false, false),
+        ("keys past the bound in the result", keyed((MAX_VALUES - 7) / 3 + 1), false, false),
+        ("keys at the bound in the result", keyed((MAX_VALUES - 7) / 3), false, true),
     ];
     for (case, bytes, redact_paths, taken) in rows {
         assert_eq!(compare(&bytes, redact_paths), taken, "{case}");
     }
     // Past the bound the full pass refuses it too.
-    let past = values(MAX_VALUES - 3, "");
+    let past = values(MAX_VALUES - 6, "");
     assert!(full(&past, &json!(1), false).is_none());
-    assert!(full(&values(MAX_VALUES - 4, ""), &json!(1), false).is_some());
+    assert!(full(&values(MAX_VALUES - 7, ""), &json!(1), false).is_some());
+}
+
+/// A response whose result is an array of `n` objects of one member: `3 n + 7` values in
+/// all (the response, its three keys, `jsonrpc`, `id`, the array, and per object itself, its
+/// key and its value).
+fn keyed(n: usize) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"a","result":[{}]}}"#,
+        vec![r#"{"k":0}"#; n].join(",")
+    )
+    .into_bytes()
 }
 
 /// A response of `n` zeros in its result's array, `extra` members before the others.
