@@ -102,6 +102,7 @@ reasons! {
     CLIENT_STALLED = "client.stalled",
 
     CONCURRENCY_IN_FLIGHT = "concurrency.in_flight",
+    CONCURRENCY_REQUEST_BYTES = "concurrency.request_bytes",
     CONCURRENCY_STREAMS = "concurrency.streams",
 
     CONNECTION_OUTLIVED = "connection.outlived",
@@ -168,6 +169,8 @@ reasons! {
     METADATA_TYPE = "metadata.type",
 
     NETWORK_DENIED = "network.denied",
+
+    OVERLOAD_REQUEST_BYTES = "overload.request_bytes",
 
     PARAMS_DUPLICATE_FIELD = "params.duplicate_field",
     PARAMS_MISSING = "params.missing",

@@ -1438,3 +1438,160 @@ async fn every_route_keeps_its_connection_after_a_body_it_did_not_need() {
         }
     }
 }
+
+/// A request body of one piece that says nothing of its length.
+struct Unsized(Option<bytes::Bytes>);
+
+impl http_body::Body for Unsized {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.take().map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+/// What requests being read and checked hold, reckoned, per `a2a_edge_request_bytes`.
+async fn request_bytes_held(p: &Proxy) -> u64 {
+    let (_, text) = admin_get(p, "/metrics").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("a2a_edge_request_bytes "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no a2a_edge_request_bytes in {text}"))
+}
+
+/// A TLS connection whose request declares a body of `len` bytes and sends one: the body's
+/// bytes stay reserved while the edge waits for the rest.
+async fn holding(
+    p: &Proxy,
+    token: &str,
+    len: usize,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let before = request_bytes_held(p).await;
+    let mut s = p.raw_tls().await;
+    let head = format!("POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: {token}\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: {len}\r\n\r\n{{");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while request_bytes_held(p).await < before + len as u64 {
+        assert!(Instant::now() < deadline, "the body was never reserved");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s
+}
+
+/// What one principal's requests being read and checked hold together is bounded (429
+/// `concurrency.request_bytes`, before its body is read), and so is everyone's (503
+/// `overload.request_bytes`); the tree parsed from a body counts with it, so a small body of
+/// many values is refused where a body of its size and few values is not. A refused request
+/// never reaches the agent, another principal is served meanwhile, and what a request held
+/// is given back when it ends, however it ends.
+#[tokio::test]
+async fn request_bytes_are_bounded_per_principal_and_in_all() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy: format!("{OTHER}[limits]\nrequest_bytes_per_principal = 200000\nrequest_bytes = 250000\nmin_body_bytes_per_second = 1\nbody_read_timeout_ms = 30000\n"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let alice = "Bearer test-token-0123456789";
+    let send = |n: usize, many: bool| {
+        // A message of one data part: `n` zeros in an array, or one string of `2 n` bytes
+        // (about the same body, a handful of values).
+        let data = if many {
+            Value::Array(vec![Value::from(0); n])
+        } else {
+            Value::String("0,".repeat(n))
+        };
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": format!("m-{n}-{many}"), "role": "ROLE_USER",
+                "parts": [{"data": {"d": data}, "mediaType": "application/json"}]}}})
+        .to_string()
+    };
+    let mut c = p.client(Proto::H1).await;
+    // Alone, either body is within alice's 200,000 bytes (the array: 2 KB and about 925
+    // values, reckoned 2 KB twice and 192 bytes a value: 182 KB).
+    for many in [false, true] {
+        let (status, _, body) = c.request("POST", "/", &h(alice), send(900, many)).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert!(v["result"].is_object(), "{v}");
+    }
+    assert_eq!(up.rpc_requests().len(), 2);
+    let held = holding(&p, alice, 150_000).await;
+    let mut h2 = p.client(Proto::H2).await;
+    // (caller, body, many values, the answer's status and reason)
+    let rows: [(&str, usize, bool, u16, &str); 6] = [
+        ("alice", 900, false, 200, ""),
+        ("alice", 900, true, 429, "concurrency.request_bytes"),
+        ("alice", 30_000, false, 429, "concurrency.request_bytes"),
+        ("other", 900, false, 200, ""),
+        ("other", 900, true, 503, "overload.request_bytes"),
+        ("other", 60_000, false, 503, "overload.request_bytes"),
+    ];
+    let mut reached = 2;
+    for (who, n, many, status, reason) in rows {
+        let token = if who == "alice" { alice } else { OTHER_TOKEN };
+        // (over HTTP/2: a body refused unread ends its stream, not the connection, which an
+        // HTTP/1.1 client may see closed while it still writes the body)
+        let (got, headers, body) = h2.request("POST", "/", &h(token), send(n, many)).await;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(got.as_u16(), status, "{who} {n} {many}: {text}");
+        if status == 200 {
+            reached += 1;
+        } else {
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["reason"], reason, "{who} {n} {many}");
+        }
+        if status == 429 {
+            assert_eq!(headers["retry-after"], "1");
+        }
+        assert_eq!(
+            up.rpc_requests().len(),
+            reached,
+            "{who} {n} {many}: reached the agent"
+        );
+    }
+    // A body that declares no length (HTTP/2) is reserved as it comes: refused midway, not
+    // read whole (and then found not to be JSON).
+    let (mut unsized_h2, _conn) = h2_granting(&p, 1 << 20).await;
+    let req = http::Request::post("https://localhost/")
+        .header("authorization", alice)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(Unsized(Some(bytes::Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","x":"{}"#,
+            "a".repeat(100_000)
+        )))))
+        .unwrap();
+    assert!(req.headers().get("content-length").is_none());
+    let resp = unsized_h2.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&body.to_bytes()).unwrap();
+    assert_eq!(v["reason"], "concurrency.request_bytes");
+    assert_eq!(up.rpc_requests().len(), reached);
+    // What the held body reserved is given back when its connection goes, and then alice's
+    // refused request passes.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while request_bytes_held(&p).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the reservation was never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut c = p.client(Proto::H1).await;
+    let (status, _, _) = c.request("POST", "/", &h(alice), send(30_000, false)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(up.rpc_requests().len(), reached + 1);
+    assert_eq!(request_bytes_held(&p).await, 0, "nothing stays held");
+}

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::json::{parse_strict_within, JsonError, DEFAULT_MAX_VALUES, MAX_DEPTH};
+use super::json::{parse_strict_counted, JsonError, DEFAULT_MAX_VALUES, MAX_DEPTH};
 use super::{Method, RpcError};
 use crate::reason;
 
@@ -35,11 +35,19 @@ impl RpcRequest {
 
     /// [`RpcRequest::parse`] with at most `max_values` JSON values (`a2a.max_json_values`).
     pub fn parse_within(body: &[u8], max_values: usize) -> Result<RpcRequest, EnvelopeError> {
+        Self::parse_counted(body, max_values).map(|(rpc, _)| rpc)
+    }
+
+    /// [`RpcRequest::parse_within`], and how many JSON values the body held.
+    pub fn parse_counted(
+        body: &[u8],
+        max_values: usize,
+    ) -> Result<(RpcRequest, usize), EnvelopeError> {
         let refuse = |id: Value, error: RpcError| EnvelopeError {
             id,
             error: Box::new(error),
         };
-        let value = parse_strict_within(body, MAX_DEPTH, max_values).map_err(|e| {
+        let (value, values) = parse_strict_counted(body, MAX_DEPTH, max_values).map_err(|e| {
             let message = match e {
                 JsonError::Syntax => "Parse error",
                 JsonError::DuplicateKey => "Parse error: duplicate object key",
@@ -127,7 +135,7 @@ impl RpcRequest {
                 ));
             }
         }
-        Ok(RpcRequest { id, method, params })
+        Ok((RpcRequest { id, method, params }, values))
     }
 
     /// The proxy's own serialization of this request.

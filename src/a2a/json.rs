@@ -63,6 +63,16 @@ pub fn parse_strict_within(
     max_depth: usize,
     max_values: usize,
 ) -> Result<Value, JsonError> {
+    parse(bytes, max_depth, max_values, false).map(|(v, _)| v)
+}
+
+/// [`parse_strict_within`], and how many values the tree holds (what its memory is reckoned
+/// by).
+pub fn parse_strict_counted(
+    bytes: &[u8],
+    max_depth: usize,
+    max_values: usize,
+) -> Result<(Value, usize), JsonError> {
     parse(bytes, max_depth, max_values, false)
 }
 
@@ -70,7 +80,7 @@ pub fn parse_strict_within(
 /// value, as the answer's other readers do), nested at most 128 deep (serde_json's own
 /// bound), at most `max_values` values.
 pub fn parse_answer(bytes: &[u8], max_values: usize) -> Result<Value, JsonError> {
-    parse(bytes, ANSWER_MAX_DEPTH, max_values, true)
+    parse(bytes, ANSWER_MAX_DEPTH, max_values, true).map(|(v, _)| v)
 }
 
 fn parse(
@@ -78,7 +88,7 @@ fn parse(
     max_depth: usize,
     max_values: usize,
     last_key_wins: bool,
-) -> Result<Value, JsonError> {
+) -> Result<(Value, usize), JsonError> {
     let failure = Cell::new(None);
     let left = Cell::new(max_values);
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -93,7 +103,7 @@ fn parse(
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v))
         .map_err(|_| failure.get().unwrap_or(JsonError::Syntax))?;
-    Ok(value)
+    Ok((value, max_values - left.get()))
 }
 
 #[derive(Clone, Copy)]

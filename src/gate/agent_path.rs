@@ -34,16 +34,17 @@ impl Gate {
                 });
             }
             let slot = self.slot(&principal.owner_key(), false)?;
-            Ok((principal, slot))
+            let held = self.reserve_body(&principal, &parts.headers, at.body_limits)?;
+            Ok((principal, slot, held))
         };
-        let (principal, slot) = match before_body.await {
+        let (principal, slot, mut held) = match before_body.await {
             Ok(ok) => ok,
             Err(rej) => {
                 drop_unneeded_body(body, &parts.headers, h1_body, trace).await;
                 return Err(rej);
             }
         };
-        let bytes = read_body(body, &parts.headers, at.body_limits).await?;
+        let bytes = read_body(body, &parts.headers, at.body_limits, &mut held).await?;
         let path_and_query = parts
             .uri
             .path_and_query()

@@ -44,11 +44,12 @@ use tracing::{info_span, Instrument};
 pub use body::RequestBody;
 use body::{
     check_framing, check_host, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body,
-    BodyLimits,
+    reckoned_tree, BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
 pub use gates::Gates;
 pub use process::Process;
+use rejection::over_request_budget;
 pub use rejection::Rejection;
 pub use route::{classify, Route, CARD_PATH, CATALOG_PATH, HEALTH_PATH};
 
@@ -61,7 +62,7 @@ use crate::authz::{AuthzPolicy, Grant, Roots};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
-use crate::limits::concurrency::ConcurrencyGuard;
+use crate::limits::concurrency::{ConcurrencyGuard, RequestBytes};
 use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::Limited;
 use crate::policy::CardSource;
@@ -478,21 +479,26 @@ impl Gate {
             let grant = self.grant(agent, &principal, trace)?;
             service::check_content_type(&parts.headers)
                 .map_err(|e| Rejection::rpc(Value::Null, e))?;
-            Ok((principal, grant))
+            let held = self.reserve_body(&principal, &parts.headers, agent.body_limits)?;
+            Ok((principal, grant, held))
         };
-        let (principal, grant) = match before_body.await {
+        let (principal, grant, mut held) = match before_body.await {
             Ok(ok) => ok,
             Err(rej) => {
                 drop_unneeded_body(body, &parts.headers, h1_body, trace).await;
                 return Err(rej);
             }
         };
-        let bytes = read_body(body, &parts.headers, agent.body_limits)
+        let bytes = read_body(body, &parts.headers, agent.body_limits, &mut held)
             .instrument(telemetry::traces::stage_span!("read"))
             .await?;
         let rpc = telemetry::traces::stage_span!("parse").in_scope(|| {
-            let mut rpc = RpcRequest::parse_within(&bytes, agent.requests.max_json_values)
-                .map_err(|e| Rejection::rpc(e.id, e.error))?;
+            let (mut rpc, values) =
+                RpcRequest::parse_counted(&bytes, agent.requests.max_json_values)
+                    .map_err(|e| Rejection::rpc(e.id, e.error))?;
+            // The tree is the request's too, and may hold far more than its body.
+            held.grow(reckoned_tree(bytes.len(), values))
+                .map_err(over_request_budget)?;
             // ProtoJSON names first: every later stage reads one spelling (authorization
             // looks for inline push configs and tenants).
             crate::validate::names::normalize_params(&mut rpc.params)
@@ -1002,6 +1008,25 @@ impl Gate {
             })
     }
 
+    /// Reserves what the request's body will hold (its declared length; one that declares
+    /// none is reserved as it comes, [`read_body`]) in its caller's and everyone's request
+    /// budgets, before it is read.
+    fn reserve_body(
+        &self,
+        principal: &Principal,
+        headers: &HeaderMap,
+        limits: BodyLimits,
+    ) -> Result<RequestBytes, Rejection> {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        let bytes = declared.map_or(0, |n| n.min(limits.cap));
+        self.budgets
+            .concurrency
+            .reserve(&principal.owner_key(), bytes)
+            .map_err(over_request_budget)
+    }
+
     fn unauthorized(&self, reason: Reason) -> Rejection {
         Rejection::Unauthorized {
             reason,
@@ -1165,6 +1190,7 @@ impl Gate {
                 .all(|a| a.card_invalid.load(std::sync::atomic::Ordering::Relaxed)),
             registry: Some(self.owners.registry().stats()),
             state_available: self.budgets.shared.as_ref().map(|s| s.is_available()),
+            request_bytes: self.budgets.concurrency.request_bytes_total(),
         }
     }
 }

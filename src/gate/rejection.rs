@@ -36,6 +36,25 @@ pub enum Rejection {
     },
 }
 
+/// A request past a request budget ([`crate::limits::concurrency::RequestBytes`]): its
+/// caller's (429, as its other concurrency limits) or everyone's (503: the edge is full, not
+/// the caller over its share).
+pub(super) fn over_request_budget(reason: Reason) -> Rejection {
+    if reason == crate::reason::OVERLOAD_REQUEST_BYTES {
+        Rejection::Http {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "Service Unavailable",
+            reason,
+            allow: None,
+        }
+    } else {
+        Rejection::TooManyRequests {
+            reason,
+            retry_after_secs: 1,
+        }
+    }
+}
+
 impl Rejection {
     pub fn rpc(id: Value, error: impl Into<Box<RpcError>>) -> Self {
         Rejection::Rpc {

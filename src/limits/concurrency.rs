@@ -6,6 +6,11 @@
 //! `CancelTask` to manage them. A maximum of 0 admits none of that kind (fail closed); "no limit"
 //! is `usize::MAX`.
 //!
+//! What requests hold while they are read and checked (their bodies, and the JSON trees parsed
+//! from them) is bounded too, in bytes: per principal and for all principals together
+//! ([`ConcurrencyLimits::reserve`]). A request count alone bounds nothing here: one caller's
+//! requests may each hold a 32 MiB body and a tree of 100 MB and more.
+//!
 //! Memory: a principal has an entry only while it holds a guard, so the table never outgrows the
 //! requests in flight. The table is split into shards by a hash of the name so that principals
 //! on different cores rarely meet on one lock; each critical section is a map lookup.
@@ -14,6 +19,7 @@ use std::collections::hash_map::{Entry, RandomState};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::reason::{self, Reason};
@@ -24,6 +30,8 @@ const SHARDS: usize = 16;
 struct Counts {
     in_flight: usize,
     streams: usize,
+    /// What the principal's requests being read and checked hold ([`RequestBytes`]).
+    request_bytes: usize,
     /// The bytes all of the principal's streams may hold queued for it together, and its size
     /// (created with its first stream; queued frames keep it alive after the last guard is
     /// gone; made afresh for the next stream when a reload changed the size).
@@ -38,12 +46,19 @@ impl Counts {
             &mut self.in_flight
         }
     }
+
+    /// Nothing held: the entry can go.
+    fn idle(&self) -> bool {
+        self.in_flight == 0 && self.streams == 0 && self.request_bytes == 0
+    }
 }
 
 /// The counts, shared by every [`ConcurrencyLimits`] carried across reloads and by the guards.
 struct Shared {
     hasher: RandomState,
     shards: [Mutex<HashMap<Box<str>, Counts>>; SHARDS],
+    /// What all principals' requests being read and checked hold.
+    request_bytes: AtomicUsize,
 }
 
 impl Shared {
@@ -63,6 +78,15 @@ pub struct ConcurrencyLimits {
     max_streams: usize,
     /// Size of each principal's shared stream budget; 0: none.
     stream_budget_bytes: usize,
+    /// What one principal's requests being read and checked may hold, and all principals'.
+    request_budget: RequestBudget,
+}
+
+/// `limits.request_bytes_per_principal` and `limits.request_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RequestBudget {
+    per_principal: usize,
+    total: usize,
 }
 
 impl ConcurrencyLimits {
@@ -74,11 +98,54 @@ impl ConcurrencyLimits {
             shared: Arc::new(Shared {
                 hasher: RandomState::new(),
                 shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+                request_bytes: AtomicUsize::new(0),
             }),
             max_in_flight: max_in_flight_per_principal,
             max_streams: max_streams_per_principal,
             stream_budget_bytes: 0,
+            request_budget: RequestBudget {
+                per_principal: usize::MAX,
+                total: usize::MAX,
+            },
         }
+    }
+
+    /// What one principal's requests being read and checked may hold together
+    /// (`per_principal` bytes), and all principals' (`total`).
+    pub fn with_request_budget(mut self, per_principal: usize, total: usize) -> ConcurrencyLimits {
+        self.request_budget = RequestBudget {
+            per_principal,
+            total,
+        };
+        self
+    }
+
+    /// Reserves `bytes` for a request of `principal` being read and checked (its body, the
+    /// tree parsed from it: [`RequestBytes::grow`]), held until the reservation is dropped.
+    /// Refused at once, never queued: `concurrency.request_bytes` past the principal's budget,
+    /// `overload.request_bytes` past everyone's.
+    pub fn reserve(&self, principal: &str, bytes: usize) -> Result<RequestBytes, Reason> {
+        let mut reserved = RequestBytes {
+            shared: Arc::clone(&self.shared),
+            principal: principal.into(),
+            budget: self.request_budget,
+            bytes: 0,
+        };
+        reserved.grow(bytes)?;
+        Ok(reserved)
+    }
+
+    /// What `principal`'s requests being read and checked hold now.
+    pub fn request_bytes(&self, principal: &str) -> usize {
+        self.shared
+            .shard(principal)
+            .get(principal)
+            .map_or(0, |c| c.request_bytes)
+    }
+
+    /// What all principals' requests being read and checked hold now.
+    pub fn request_bytes_total(&self) -> usize {
+        self.shared.request_bytes.load(Ordering::Relaxed)
     }
 
     /// Every principal's streams share a budget of `bytes` queued for it (0: no shared budget).
@@ -100,6 +167,7 @@ impl ConcurrencyLimits {
             max_in_flight: max_in_flight_per_principal,
             max_streams: max_streams_per_principal,
             stream_budget_bytes: self.stream_budget_bytes,
+            request_budget: self.request_budget,
         }
     }
 
@@ -216,7 +284,7 @@ impl Drop for ConcurrencyGuard {
             let counts = e.get_mut();
             let n = counts.of(self.streaming);
             *n = n.saturating_sub(1);
-            if counts.in_flight == 0 && counts.streams == 0 {
+            if counts.idle() {
                 e.remove();
             }
         }
@@ -228,6 +296,86 @@ impl fmt::Debug for ConcurrencyGuard {
         f.debug_struct("ConcurrencyGuard")
             .field("principal", &self.principal)
             .field("streaming", &self.streaming)
+            .finish()
+    }
+}
+
+/// Bytes reserved for one request being read and checked ([`ConcurrencyLimits::reserve`]);
+/// dropping it gives them back.
+pub struct RequestBytes {
+    shared: Arc<Shared>,
+    principal: Box<str>,
+    /// The budgets in force when it was made (a reload does not change a request's).
+    budget: RequestBudget,
+    bytes: usize,
+}
+
+impl RequestBytes {
+    /// Reserves `more` bytes besides those held (the tree parsed from the body); refused as
+    /// [`ConcurrencyLimits::reserve`] is, and then what was held stays held.
+    pub fn grow(&mut self, more: usize) -> Result<(), Reason> {
+        if more == 0 {
+            // (nothing to count: and no entry that nothing would take out)
+            return Ok(());
+        }
+        // The caller's own budget first: past both, it is over its share.
+        let mut shard = self.shared.shard(&self.principal);
+        let held = shard.get(&*self.principal).map_or(0, |c| c.request_bytes);
+        let mine = held
+            .checked_add(more)
+            .filter(|&m| m <= self.budget.per_principal)
+            .ok_or(reason::CONCURRENCY_REQUEST_BYTES)?;
+        let total = self.budget.total;
+        self.shared
+            .request_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                n.checked_add(more).filter(|&m| m <= total)
+            })
+            .map_err(|_| reason::OVERLOAD_REQUEST_BYTES)?;
+        match shard.get_mut(&*self.principal) {
+            Some(c) => c.request_bytes = mine,
+            None => {
+                let c = Counts {
+                    request_bytes: mine,
+                    ..Counts::default()
+                };
+                shard.insert(self.principal.clone(), c);
+            }
+        }
+        self.bytes += more;
+        Ok(())
+    }
+
+    /// The bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for RequestBytes {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        self.shared
+            .request_bytes
+            .fetch_sub(self.bytes, Ordering::AcqRel);
+        let mut shard = self.shared.shard(&self.principal);
+        if let Entry::Occupied(mut e) = shard.entry(std::mem::take(&mut self.principal)) {
+            let counts = e.get_mut();
+            counts.request_bytes = counts.request_bytes.saturating_sub(self.bytes);
+            if counts.idle() {
+                e.remove();
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RequestBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestBytes")
+            .field("principal", &self.principal)
+            .field("bytes", &self.bytes)
             .finish()
     }
 }
@@ -325,6 +473,75 @@ mod tests {
             assert_eq!(limits.streams("alice"), 0);
             assert_eq!(limits.active_principals(), 0, "no entry left behind");
         }
+    }
+
+    /// Request bytes: a principal's reservations together within its budget, everyone's
+    /// within the total; a refused reservation or growth takes nothing; dropped, they give
+    /// back all they held, and no entry stays behind.
+    #[test]
+    fn request_bytes_are_bounded_per_principal_and_in_all() {
+        let limits = ConcurrencyLimits::new(8, 8).with_request_budget(100, 150);
+        // (who, bytes, refusal)
+        let rows: [(&str, usize, Option<Reason>); 9] = [
+            ("alice", 60, None),
+            ("alice", 41, Some(reason::CONCURRENCY_REQUEST_BYTES)),
+            ("alice", 40, None),
+            ("alice", 1, Some(reason::CONCURRENCY_REQUEST_BYTES)),
+            ("bob", 51, Some(reason::OVERLOAD_REQUEST_BYTES)),
+            ("bob", 50, None),
+            ("carol", 1, Some(reason::OVERLOAD_REQUEST_BYTES)),
+            ("carol", 0, None),
+            ("bob", usize::MAX, Some(reason::CONCURRENCY_REQUEST_BYTES)),
+        ];
+        let mut held = Vec::new();
+        for (n, (who, bytes, refusal)) in rows.into_iter().enumerate() {
+            match limits.reserve(who, bytes) {
+                Ok(r) => {
+                    assert_eq!(refusal, None, "row {n}");
+                    assert_eq!(r.bytes(), bytes);
+                    held.push(r);
+                }
+                Err(reason) => assert_eq!(Some(reason), refusal, "row {n}"),
+            }
+        }
+        assert_eq!(limits.request_bytes("alice"), 100);
+        assert_eq!(limits.request_bytes("bob"), 50);
+        assert_eq!(limits.request_bytes_total(), 150);
+        // Growing: refused past either budget, and then it holds what it held.
+        let [alice_60, alice_40, mut bob, carol] = <[RequestBytes; 4]>::try_from(held).unwrap();
+        assert_eq!((&*bob.principal, bob.bytes()), ("bob", 50));
+        assert_eq!(bob.grow(1), Err(reason::OVERLOAD_REQUEST_BYTES));
+        drop(alice_60);
+        assert_eq!(limits.request_bytes_total(), 90);
+        assert_eq!(bob.grow(51), Err(reason::CONCURRENCY_REQUEST_BYTES));
+        assert_eq!(
+            limits.request_bytes_total(),
+            90,
+            "a refused growth takes nothing"
+        );
+        assert_eq!(bob.grow(50), Ok(()));
+        assert_eq!((bob.bytes(), limits.request_bytes("bob")), (100, 100));
+        assert_eq!(limits.request_bytes_total(), 140);
+        drop((alice_40, bob, carol));
+        assert_eq!(limits.request_bytes_total(), 0);
+        assert_eq!(limits.active_principals(), 0, "no entry left behind");
+        // A slot and a reservation share the principal's entry: it goes with the last.
+        let slot = limits.acquire("dave", false).unwrap();
+        let r = limits.reserve("dave", 10).unwrap();
+        drop(slot);
+        assert_eq!(limits.request_bytes("dave"), 10);
+        drop(r);
+        assert_eq!(limits.active_principals(), 0);
+        // New maxima (a reload) keep what is held, and a reservation keeps its own budget.
+        let r = limits.reserve("erin", 100).unwrap();
+        let tighter = limits.with_maxima(8, 8).with_request_budget(50, 60);
+        assert_eq!(tighter.request_bytes("erin"), 100);
+        assert_eq!(
+            tighter.reserve("frank", 1).unwrap_err(),
+            reason::OVERLOAD_REQUEST_BYTES
+        );
+        drop(r);
+        assert!(tighter.reserve("frank", 50).is_ok());
     }
 
     #[test]

@@ -210,6 +210,10 @@ pub struct LimitsSection {
     pub stream_buffer_bytes_per_principal: Option<u64>,
     /// The bytes of tasks one ListTasks page may hold.
     pub list_tasks_page_bytes: Option<u64>,
+    /// What one principal's requests being read and checked may hold together.
+    pub request_bytes_per_principal: Option<u64>,
+    /// What all requests being read and checked may hold together.
+    pub request_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -55,7 +55,19 @@ pub struct LimitsPolicy {
     pub stream_buffer_bytes: usize,
     pub stream_buffer_bytes_per_principal: usize,
     pub list_tasks_page_bytes: usize,
+    /// What one principal's requests being read and checked may hold together (their bodies
+    /// and the trees parsed from them, reckoned), and all principals' requests.
+    pub request_bytes_per_principal: usize,
+    pub request_bytes: usize,
 }
+
+/// `limits.request_bytes_per_principal`'s default: a request at the default bounds, a 32 MiB
+/// body of 1,048,576 values, is reckoned at 256 MiB (the body, its strings, 192 bytes a value).
+const DEFAULT_REQUEST_BYTES_PER_PRINCIPAL: u64 = 256 << 20;
+/// `limits.request_bytes`'s default: four such requests at once.
+const DEFAULT_REQUEST_BYTES: u64 = 1 << 30;
+/// The largest request byte budget (1 TiB).
+const MAX_REQUEST_BYTES: u64 = 1 << 40;
 
 /// A byte budget of 4 KiB to 1 GiB, or `default`.
 fn bytes_between(
@@ -169,6 +181,14 @@ impl Ctx<'_> {
                 None => Ok(default),
             }
         };
+        // At least a request of a few KiB, at most 1 TiB.
+        let request_bytes = |key: &str, v: Option<u64>, default: u64| match v {
+            None => Ok(default as usize),
+            Some(n) if (65536..=MAX_REQUEST_BYTES).contains(&n) => {
+                Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            }
+            Some(_) => self.err(key, None, "must be between 65536 and 1099511627776".into()),
+        };
         let ipv6_prefix = match &l.client_ipv6_prefix {
             None => crate::limits::rate::DEFAULT_IPV6_PREFIX,
             Some(p) if (16..=128).contains(p.get_ref()) => *p.get_ref(),
@@ -253,6 +273,16 @@ impl Ctx<'_> {
                 l.list_tasks_page_bytes,
                 4 * 1024 * 1024,
             )?,
+            request_bytes_per_principal: request_bytes(
+                "limits.request_bytes_per_principal",
+                l.request_bytes_per_principal,
+                DEFAULT_REQUEST_BYTES_PER_PRINCIPAL,
+            )?,
+            request_bytes: request_bytes(
+                "limits.request_bytes",
+                l.request_bytes,
+                DEFAULT_REQUEST_BYTES,
+            )?,
         })
     }
 
@@ -289,6 +319,7 @@ impl super::Policy {
                 l.max_streams_per_principal,
                 l.stream_buffer_bytes_per_principal,
             ),
+            request_bytes: (l.request_bytes_per_principal, l.request_bytes),
         }
     }
 }

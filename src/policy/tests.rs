@@ -32,6 +32,16 @@ fn good_policy_loads_with_defaults() {
     assert_eq!(p.tls.cert_file, PathBuf::from("certs/dev/server.pem"));
     assert_eq!(p.a2a.max_body_bytes, 32 * 1024 * 1024);
     assert_eq!(p.a2a.requests.max_json_values, 1 << 20);
+    assert_eq!(p.limits.request_bytes_per_principal, 256 << 20);
+    assert_eq!(p.limits.request_bytes, 1 << 30);
+    let set = load(&GOOD.replacen(
+        "[auth]\n",
+        "[limits]\nrequest_bytes_per_principal = 65536\nrequest_bytes = 1099511627776\n[auth]\n",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(set.limits.request_bytes_per_principal, 65536);
+    assert_eq!(set.limits.request_bytes, 1 << 40);
     let bounded = load(&GOOD.replacen("[auth]\n", "[a2a]\nmax_json_values = 1024\n[auth]\n", 1));
     assert_eq!(bounded.unwrap().a2a.requests.max_json_values, 1024);
     assert_eq!(p.auth.bearer[0].token_sha256, sha256(b"test"));
@@ -217,6 +227,18 @@ fn errors_name_file_line_and_key() {
             "[a2a]\nmax_json_values = 67108865\n[auth]\n",
             "a2a.max_json_values",
             Some(14),
+        ),
+        (
+            "[auth]\n",
+            "[limits]\nrequest_bytes_per_principal = 65535\n[auth]\n",
+            "limits.request_bytes_per_principal",
+            None,
+        ),
+        (
+            "[auth]\n",
+            "[limits]\nrequest_bytes = 1099511627777\n[auth]\n",
+            "limits.request_bytes",
+            None,
         ),
     ];
     for (from, to, key, line) in cases {

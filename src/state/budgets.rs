@@ -38,6 +38,8 @@ pub struct BudgetSettings {
     pub throttle: (u32, u32, u8),
     /// in flight, streams, stream bytes per principal
     pub concurrency: (usize, usize, usize),
+    /// request bytes per principal, and in all
+    pub request_bytes: (usize, usize),
 }
 
 /// The budgets of the process (cheap to clone: the counters are shared).
@@ -92,13 +94,13 @@ impl Budgets {
             None => Arc::new(FailureThrottle::new(per_minute, burst, prefix)),
         };
         let (in_flight, streams, bytes) = settings.concurrency;
+        let (per_principal, total) = settings.request_bytes;
         let concurrency = match prev {
-            Some((p, _)) => p
-                .concurrency
-                .with_maxima(in_flight, streams)
-                .with_stream_budget(bytes),
-            None => ConcurrencyLimits::new(in_flight, streams).with_stream_budget(bytes),
-        };
+            Some((p, _)) => p.concurrency.with_maxima(in_flight, streams),
+            None => ConcurrencyLimits::new(in_flight, streams),
+        }
+        .with_stream_budget(bytes)
+        .with_request_budget(per_principal, total);
         Ok(Budgets {
             rates,
             method_rates,

@@ -193,6 +193,8 @@ pub struct Snapshot {
     pub registry: Option<RegistryStats>,
     /// With a shared state store: whether it answers.
     pub state_available: Option<bool>,
+    /// What requests being read and checked hold now, reckoned (`limits.request_bytes`).
+    pub request_bytes: usize,
 }
 
 /// The task registry's counts, for metrics and /ready (the registry, `state::registry`,
@@ -508,6 +510,12 @@ impl Metrics {
         );
         gauge(
             &mut r,
+            "a2a_edge_request_bytes",
+            "What requests being read and checked hold now (their bodies and parsed trees, reckoned), against limits.request_bytes",
+            ConstGauge::new(i64::try_from(now.request_bytes).unwrap_or(i64::MAX)),
+        );
+        gauge(
+            &mut r,
             "a2a_edge_card_published",
             "1 when a card is published at /.well-known/agent-card.json (with [[agents]]: some agent's)",
             ConstGauge::new(i64::from(now.card_published)),
@@ -737,8 +745,10 @@ mod tests {
             card_invalid: false,
             registry: None,
             state_available: None,
+            request_bytes: 4096,
         };
         let text = m.render(&now);
+        assert!(text.contains("a2a_edge_request_bytes 4096\n"), "{text}");
         assert!(text.contains("a2a_edge_connections_open 1\n"), "{text}");
         assert!(text.contains("a2a_edge_connections_total{outcome=\"accepted\"} 2\n"));
         assert!(text.contains("a2a_edge_connections_total{outcome=\"network.denied\"} 1\n"));
