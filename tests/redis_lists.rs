@@ -927,17 +927,7 @@ async fn a_known_task_in_a_context_made_again_is_counted() {
     learn(&o, "alice", "c-again", "k-1", STATES[0], 1).await;
     // (by a turn that names the task, or by the task's next answer)
     redis.command(&format!("DEL {PREFIX}c:c-again"));
-    let v = o.turn(
-        "c-again",
-        "alice",
-        Some("k-1"),
-        None,
-        "tok",
-        None,
-        Some("agent"),
-    );
-    assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
-    assert!(o.release("c-again", "tok").await.unwrap());
+    turn_and_release(&o, "c-again", Some("k-1"), "tok").await;
     learn(&o, "alice", "c-again", "k-1", STATES[1], 2).await;
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-again n")), "1");
     redis.command(&format!("DEL {PREFIX}c:c-again"));
@@ -1022,17 +1012,7 @@ async fn a_turn_or_an_answer_counts_a_known_task_its_context_made_again_lacks() 
                 learn(&o, "alice", "c-again", task, STATES[0], 9).await;
                 continue;
             }
-            let v = o.turn(
-                "c-again",
-                "alice",
-                Some(task),
-                None,
-                "tok",
-                None,
-                Some("agent"),
-            );
-            assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
-            assert!(o.release("c-again", "tok").await.unwrap());
+            turn_and_release(&o, "c-again", Some(task), "tok").await;
         }
         assert_eq!(redis.command(&format!("HGET {ck} n")), n, "{how}");
         let (ids, _) = pages(&o, "alice", "c-again", "", 0, 100).await;
@@ -1065,9 +1045,9 @@ async fn a_turn_or_an_answer_counts_a_known_task_its_context_made_again_lacks() 
     }
 }
 
-/// A turn on `ctx` without a task, leased and released.
-async fn turn_and_release(o: &SharedOwners, ctx: &str, token: &str) {
-    let v = o.turn(ctx, "alice", None, None, token, None, Some("agent"));
+/// A turn of alice's on `ctx` (naming `task`), leased and released.
+async fn turn_and_release(o: &SharedOwners, ctx: &str, task: Option<&str>, token: &str) {
+    let v = o.turn(ctx, "alice", task, None, token, None, Some("agent"));
     assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
     assert!(o.release(ctx, token).await.unwrap());
 }
@@ -1087,7 +1067,7 @@ async fn a_turn_counts_again_a_context_without_tasks_that_lost_its_entry() {
         let redis = RedisServer::start();
         let o = owners_with(&redis, Duration::from_secs(600), 100);
         let le = format!("{PREFIX}le:5:alice");
-        let turn = |token| turn_and_release(&o, ctx, token);
+        let turn = |token| turn_and_release(&o, ctx, None, token);
         turn("tok-1").await;
         let member = format!("0:6:{ctx}");
         assert_eq!(redis.command(&format!("ZRANGE {le} 0 -1")), member);

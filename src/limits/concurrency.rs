@@ -68,6 +68,18 @@ impl Shared {
         // one statement), so a poisoned lock is used as is rather than failing every request.
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Gives back what a guard held of `principal`'s counts (`give`), and the entry with the
+    /// last of it.
+    fn release(&self, principal: Box<str>, give: impl FnOnce(&mut Counts)) {
+        let mut shard = self.shard(&principal);
+        if let Entry::Occupied(mut e) = shard.entry(principal) {
+            give(e.get_mut());
+            if e.get().idle() {
+                e.remove();
+            }
+        }
+    }
 }
 
 /// Per-principal maximum in-flight requests and open streams. Cloning shares the counts.
@@ -279,15 +291,12 @@ impl ConcurrencyGuard {
 
 impl Drop for ConcurrencyGuard {
     fn drop(&mut self) {
-        let mut shard = self.shared.shard(&self.principal);
-        if let Entry::Occupied(mut e) = shard.entry(std::mem::take(&mut self.principal)) {
-            let counts = e.get_mut();
-            let n = counts.of(self.streaming);
-            *n = n.saturating_sub(1);
-            if counts.idle() {
-                e.remove();
-            }
-        }
+        let streaming = self.streaming;
+        self.shared
+            .release(std::mem::take(&mut self.principal), |counts| {
+                let n = counts.of(streaming);
+                *n = n.saturating_sub(1);
+            });
     }
 }
 
@@ -360,14 +369,11 @@ impl Drop for RequestBytes {
         self.shared
             .request_bytes
             .fetch_sub(self.bytes, Ordering::AcqRel);
-        let mut shard = self.shared.shard(&self.principal);
-        if let Entry::Occupied(mut e) = shard.entry(std::mem::take(&mut self.principal)) {
-            let counts = e.get_mut();
-            counts.request_bytes = counts.request_bytes.saturating_sub(self.bytes);
-            if counts.idle() {
-                e.remove();
-            }
-        }
+        let bytes = self.bytes;
+        self.shared
+            .release(std::mem::take(&mut self.principal), |counts| {
+                counts.request_bytes = counts.request_bytes.saturating_sub(bytes);
+            });
     }
 }
 
