@@ -585,13 +585,26 @@ async def ph_card(edge: Edge) -> dict:
     return res
 
 
+def values_data(a) -> tuple[str, int, str]:
+    """The data part's JSON for --values-shape, its item count, and what it is."""
+    if a.values_shape == 'zeros':
+        n = max(1, (int(a.body_mb * 1024 * 1024) - 200) // 2)
+        return '[' + ','.join(['0'] * n) + ']', n, f'an array of {n:,} zeros'
+    n = a.values_count
+    if a.values_shape == 'nested':
+        return '[' + ','.join(['[0]'] * n) + ']', n, f'an array of {n:,} one-item arrays `[0]`'
+    return ('{' + ','.join(f'"k{i}":0' for i in range(n)) + '}', n,
+            f'an object of {n:,} members `"k<i>":0`')
+
+
 async def ph_values(edge: Edge) -> dict:
-    """Authenticated SendMessage bodies of small JSON values (a data part `[0,0,...]`): each
-    value a 32-byte tree node where its text costs two bytes."""
+    """Authenticated SendMessage bodies of small JSON values in a data part: `[0,0,...]` (each
+    value a 72-byte tree node where its text costs two bytes), or within the value bound
+    `[[0],[0],...]` or `{"k0":0,...}` (trees of 100 to 190 MB from bodies of a few MB)."""
     a = edge.a
-    n = max(1, (int(a.body_mb * 1024 * 1024) - 200) // 2)
+    data, n, what = values_data(a)
     body = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
-            '"role":"ROLE_USER","parts":[{"data":{"a":[' + ','.join(['0'] * n) + ']}}]}}}').encode()
+            '"role":"ROLE_USER","parts":[{"data":{"a":' + data + '},"mediaType":"application/json"}]}}}').encode()
     win = Window(edge)
     codes: collections.Counter = collections.Counter()
     slowest = 0.0
@@ -618,11 +631,11 @@ async def ph_values(edge: Edge) -> dict:
     total = a.rounds * a.concurrency
     res.update(
         codes=dict(codes),
-        summary=(f'{total} SendMessage bodies of {a.body_mb:g} MiB ({n:,} values each), {a.concurrency} at '
-                 f'once: {dict(sorted(codes.items()))}'),
+        summary=(f'{total} SendMessage bodies of {len(body) / 1048576:.1f} MiB ({a.values_shape}, {n:,} items '
+                 f'each), {a.concurrency} at once: {dict(sorted(codes.items()))}'),
         details=[
             f'{a.rounds} round(s) of {a.concurrency} concurrent requests, each on its own TLS connection; one '
-            f'data part holding an array of {n:,} zeros (the body is refused or checked, never forwarded)',
+            f'data part holding {what} (a body refused is never forwarded)',
             f'slowest answer {slowest:.0f} ms',
         ])
     return res
@@ -772,6 +785,8 @@ def main() -> None:
     ap.add_argument('--meta-children', type=int, default=50_000)
     # values (--concurrency and --rounds are shared with listtasks)
     ap.add_argument('--body-mb', type=float, default=32)
+    ap.add_argument('--values-shape', choices=['zeros', 'nested', 'keys'], default='zeros')
+    ap.add_argument('--values-count', type=int, default=500_000)
     # card
     ap.add_argument('--requests', type=int, default=200)
     ap.add_argument('--bursts', type=int, default=1)

@@ -41,6 +41,9 @@
 #   VALUES_BODY_MB, VALUES_CONCURRENCY, VALUES_ROUNDS
 #                   values: SendMessage bodies of that many MiB of small JSON values (`[0,0,...]`
 #                   in a data part: 32), sent this many at once (4), rounds (3)
+#   VALUES_SHAPE, VALUES_COUNT
+#                   values: zeros (the above), or within the value bound VALUES_COUNT one-item
+#                   arrays `[[0],...]` (nested) or object members `{"k0":0,...}` (keys) (500000)
 #   THROTTLE_REQUESTS, THROTTLE_V6_REQUESTS, THROTTLE_SWEEP_REQUESTS, THROTTLE_WORKERS
 #                   throttle: one-shot IPv4 failures (20000), /64 failures (300), failures from
 #                   new addresses after the block so the limiters sweep (1100: a sweep runs every
@@ -84,19 +87,22 @@ THROTTLE_WORKERS=${THROTTLE_WORKERS:-16}
 VALUES_BODY_MB=${VALUES_BODY_MB:-32}
 VALUES_CONCURRENCY=${VALUES_CONCURRENCY:-4}
 VALUES_ROUNDS=${VALUES_ROUNDS:-3}
+VALUES_SHAPE=${VALUES_SHAPE:-zeros}
+VALUES_COUNT=${VALUES_COUNT:-500000}
 RESULTS=${RESULTS:-$HERE/results.md}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
 
 require_uints LIST_TASKS LIST_CONCURRENCY LIST_ROUNDS STREAMS STREAM_EVENTS STREAM_EVENT_KB \
     STALL_RCVBUF STREAM_IDLE_TIMEOUT_MS META_SEGMENTS META_CHILDREN CLEAN_ANSWERS CLEAN_SENDERS \
     CARD_REQUESTS CARD_BURSTS THROTTLE_REQUESTS THROTTLE_V6_REQUESTS THROTTLE_SWEEP_REQUESTS \
-    THROTTLE_WORKERS VALUES_CONCURRENCY VALUES_ROUNDS READY_TIMEOUT
+    THROTTLE_WORKERS VALUES_CONCURRENCY VALUES_ROUNDS VALUES_COUNT READY_TIMEOUT
+case $VALUES_SHAPE in zeros | nested | keys) ;; *) die "VALUES_SHAPE must be zeros, nested or keys (got '$VALUES_SHAPE')" ;; esac
 for v in AFTER SAMPLE_INTERVAL LIST_TASK_MB LIST_FIT_TASK_MB STALL_SECS HEALTH_SECS VALUES_BODY_MB; do
     [[ ${!v} =~ ^[0-9]*\.?[0-9]+$ ]] || die "$v must be a number (got '${!v}')"
 done
 ((LIST_TASKS > 0 && LIST_CONCURRENCY > 0 && LIST_ROUNDS > 0 && STREAMS > 0 && CLEAN_ANSWERS > 0 &&
     CARD_REQUESTS > 0 && CARD_BURSTS > 0 && THROTTLE_WORKERS > 0 && STREAM_IDLE_TIMEOUT_MS > 0 &&
-    VALUES_CONCURRENCY > 0 && VALUES_ROUNDS > 0)) ||
+    VALUES_CONCURRENCY > 0 && VALUES_ROUNDS > 0 && VALUES_COUNT > 0)) ||
     die "counts must be > 0"
 for p in $PHASES; do
     case $p in listtasks | listtasks_fit | slowreaders | cleaning | card | throttle | values) ;;
@@ -179,7 +185,7 @@ phase_args() { # phase
     slowreaders) echo "--streams $STREAMS --stall-secs $STALL_SECS --rcvbuf $STALL_RCVBUF --events $STREAM_EVENTS --event-kb $STREAM_EVENT_KB" ;;
     cleaning) echo "--answers $CLEAN_ANSWERS --senders $CLEAN_SENDERS --health-secs $HEALTH_SECS --meta-segments $META_SEGMENTS --meta-children $META_CHILDREN" ;;
     card) echo "--requests $CARD_REQUESTS --bursts $CARD_BURSTS" ;;
-    values) echo "--body-mb $VALUES_BODY_MB --concurrency $VALUES_CONCURRENCY --rounds $VALUES_ROUNDS" ;;
+    values) echo "--body-mb $VALUES_BODY_MB --concurrency $VALUES_CONCURRENCY --rounds $VALUES_ROUNDS --values-shape $VALUES_SHAPE --values-count $VALUES_COUNT" ;;
     throttle) echo "--requests $THROTTLE_REQUESTS --v6-requests $THROTTLE_V6_REQUESTS --sweep-requests $THROTTLE_SWEEP_REQUESTS --workers $THROTTLE_WORKERS" ;;
     esac
 }
