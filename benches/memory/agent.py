@@ -18,6 +18,8 @@ reads them directly, never through the proxy). What it does to the proxy:
                  --meta-segments segments (`a.a.a…`) over --meta-children child keys.
     card         the Agent Card is not JSON (every fetch counted); SendMessage as listtasks.
     throttle     a well-behaved agent (the attack is on the proxy's authentication).
+    values       SendMessage: a completed Task, answered after 2 s (the proxy holds each
+                 checked request, and the tree parsed from it, that long).
 
 Every other mode serves a valid card (JSONRPC, streaming). The bound port is written
 (atomically) to --port-file.
@@ -202,6 +204,9 @@ class Handler(BaseHTTPRequestHandler):
         STATS.add(f'rpc.{method}')
         mode = AGENT.a.mode
         if method == 'SendMessage':
+            if mode == 'values':
+                # A slow agent: the proxy holds each checked request while it waits.
+                time.sleep(2)
             tid, ctx = AGENT.next_task()
             if mode == 'cleaning':
                 self.rpc_result(rid, b'{"task":' + AGENT.metadata_task(tid, ctx) + b'}')

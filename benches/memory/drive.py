@@ -585,16 +585,26 @@ async def ph_card(edge: Edge) -> dict:
     return res
 
 
-def values_data(a) -> tuple[str, int, str]:
-    """The data part's JSON for --values-shape, its item count, and what it is."""
+def values_parts(a) -> tuple[str, int, str]:
+    """The message's parts for --values-shape (JSON), its item count, and what they are. Within
+    the value bound the items are split into data parts of at most 1 MB each (the edge's bound
+    of a data part), so that the request is valid and forwarded."""
+    def part(data: str) -> str:
+        return '{"data":{"a":' + data + '},"mediaType":"application/json"}'
     if a.values_shape == 'zeros':
         n = max(1, (int(a.body_mb * 1024 * 1024) - 200) // 2)
-        return '[' + ','.join(['0'] * n) + ']', n, f'an array of {n:,} zeros'
+        return part('[' + ','.join(['0'] * n) + ']'), n, f'one data part of an array of {n:,} zeros'
     n = a.values_count
+    items = ['[0]'] * n if a.values_shape == 'nested' else [f'"k{i}":0' for i in range(n)]
+    per = 1_000_000 // (len(items[-1]) + 1)
+    chunks = [items[i:i + per] for i in range(0, n, per)]
     if a.values_shape == 'nested':
-        return '[' + ','.join(['[0]'] * n) + ']', n, f'an array of {n:,} one-item arrays `[0]`'
-    return ('{' + ','.join(f'"k{i}":0' for i in range(n)) + '}', n,
-            f'an object of {n:,} members `"k<i>":0`')
+        parts = [part('[' + ','.join(c) + ']') for c in chunks]
+        what = f'{len(parts)} data parts of {n:,} one-item arrays `[0]` in all'
+    else:
+        parts = [part('{' + ','.join(c) + '}') for c in chunks]
+        what = f'{len(parts)} data parts of {n:,} object members `"k<i>":0` in all'
+    return ','.join(parts), n, what
 
 
 async def ph_values(edge: Edge) -> dict:
@@ -602,9 +612,9 @@ async def ph_values(edge: Edge) -> dict:
     value a 72-byte tree node where its text costs two bytes), or within the value bound
     `[[0],[0],...]` or `{"k0":0,...}` (trees of 100 to 190 MB from bodies of a few MB)."""
     a = edge.a
-    data, n, what = values_data(a)
+    parts, n, what = values_parts(a)
     body = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",'
-            '"role":"ROLE_USER","parts":[{"data":{"a":' + data + '},"mediaType":"application/json"}]}}}').encode()
+            '"role":"ROLE_USER","parts":[' + parts + ']}}}').encode()
     win = Window(edge)
     codes: collections.Counter = collections.Counter()
     slowest = 0.0
@@ -617,6 +627,8 @@ async def ph_values(edge: Edge) -> dict:
             v = r.json()
             err = v.get('error') if isinstance(v, dict) else None
             reason = (err.get('data') or [{}])[0].get('reason') if isinstance(err, dict) else None
+            if reason is None and isinstance(v, dict) and 'result' not in v:
+                reason = v.get('reason')  # an HTTP refusal: {"error": ..., "reason": ...}
             codes[f'{r.status} {reason or "result"}'] += 1
             slowest = max(slowest, r.ms)
         except (OSError, asyncio.TimeoutError, ssl.SSLError, asyncio.IncompleteReadError) as e:
@@ -634,8 +646,8 @@ async def ph_values(edge: Edge) -> dict:
         summary=(f'{total} SendMessage bodies of {len(body) / 1048576:.1f} MiB ({a.values_shape}, {n:,} items '
                  f'each), {a.concurrency} at once: {dict(sorted(codes.items()))}'),
         details=[
-            f'{a.rounds} round(s) of {a.concurrency} concurrent requests, each on its own TLS connection; one '
-            f'data part holding {what} (a body refused is never forwarded)',
+            f'{a.rounds} round(s) of {a.concurrency} concurrent requests, each on its own TLS connection; a '
+            f'message of {what} (a body refused is never forwarded)',
             f'slowest answer {slowest:.0f} ms',
         ])
     return res
