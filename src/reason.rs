@@ -163,6 +163,7 @@ reasons! {
     MESSAGE_ROLE = "message.role",
 
     METADATA_DENIED_KEY = "metadata.denied_key",
+    METADATA_DOTTED_WORKSPACE = "metadata.dotted_workspace",
     METADATA_KEY_TOO_LONG = "metadata.key_too_long",
     METADATA_TOO_DEEP = "metadata.too_deep",
     METADATA_TOO_MANY_KEYS = "metadata.too_many_keys",

@@ -496,6 +496,20 @@ async fn rejected_requests_get_their_error_and_never_reach_the_agent() {
             "metadata.denied_key",
         ),
         (
+            "dotted workspace key",
+            "SendMessage",
+            msg(json!([{"text": "x"}]), json!({"iac_code.cwd": "/etc"})),
+            -32602,
+            "metadata.dotted_workspace",
+        ),
+        (
+            "dotted workspace key request-level",
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "metadata": {"iac_code": {"cwd.": "/etc"}}}),
+            -32602,
+            "metadata.dotted_workspace",
+        ),
+        (
             "cancel metadata",
             "CancelTask",
             json!({"id": "t", "metadata": {"iac_code": {"iac_code_api_key": "k"}}}),

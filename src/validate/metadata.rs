@@ -13,6 +13,7 @@
 //! | `metadata.too_deep` | objects nested deeper than [`MAX_DEPTH`] levels |
 //! | `metadata.too_many_keys` | more than [`MAX_KEYS`] keys in one metadata object (all levels) |
 //! | `metadata.key_too_long` | a key longer than [`MAX_KEY_BYTES`] bytes |
+//! | `metadata.dotted_workspace` | the workspace key `iac_code.cwd` spelled with a dotted key (`{"iac_code.cwd": …}`, `{"iac_code": {"cwd.x": …}}`): the workspace is checked only where the agent reads it, nested, so a flattening consumer must not find another one |
 //!
 //! Matching rules:
 //! - A pattern is a dotted key path (`iac_code.llm_headers`); a `*` may only be the last
@@ -42,6 +43,9 @@ use serde_json::{Map, Value};
 
 use crate::a2a::RpcError;
 use crate::reason;
+
+/// The path of the workspace key (`metadata.iac_code.cwd`), which the edge checks nested only.
+const WORKSPACE_KEY: [&str; 2] = ["iac_code", "cwd"];
 
 /// The deepest object nesting walked (the metadata object itself is level 1).
 pub const MAX_DEPTH: usize = 32;
@@ -344,6 +348,12 @@ fn walk<'a>(
         }
         let before = path.len();
         path.extend(key.split('.').filter(|s| !s.is_empty()));
+        if before < WORKSPACE_KEY.len() && key.contains('.') && path.starts_with(&WORKSPACE_KEY) {
+            return Err(RpcError::invalid_params(
+                "The workspace key must be written nested (metadata.iac_code.cwd)",
+                reason::METADATA_DOTTED_WORKSPACE,
+            ));
+        }
         match value {
             Value::Object(inner) if !inner.is_empty() => {
                 walk(inner, path, depth + 1, keys, caller, policy)?
@@ -392,6 +402,7 @@ mod tests {
     }
 
     const DENIED: Option<&str> = Some("metadata.denied_key");
+    const DOTTED: Option<&str> = Some("metadata.dotted_workspace");
 
     #[test]
     fn table() {
@@ -470,6 +481,20 @@ mod tests {
             (json!({"iac_code": [{"iac_code_api_key": "x"}]}), None),
             (json!({}), None),
             (Value::Null, None),
+            // The workspace key: nested only (the workspace check reads it there).
+            (json!({"iac_code": {"cwd": "/srv/w"}}), None),
+            (json!({"iac_code.cwd": "/etc"}), DOTTED),
+            (json!({"iac_code..cwd": "/etc"}), DOTTED),
+            (json!({".iac_code.cwd.": "/etc"}), DOTTED),
+            (json!({"iac_code": {"cwd.": "/etc"}}), DOTTED),
+            (json!({"iac_code": {"cwd.x": {"y": 1}}}), DOTTED),
+            (json!({"iac_code.cwd": {"x": "/etc"}}), DOTTED),
+            (json!({"iac_code.cwd": null}), DOTTED),
+            (json!({"iac_code": {"cwd": {"x.y": 1}}}), None),
+            (json!({"iac_code.cwdx": "/etc"}), None),
+            (json!({"iac_code.CWD": "/etc"}), None),
+            (json!({"x.iac_code.cwd": "/etc"}), None),
+            (json!({"iac_code": {"x.cwd": "/etc"}}), None),
             // Not an object.
             (json!("iac_code"), Some("metadata.type")),
             (
