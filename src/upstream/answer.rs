@@ -11,8 +11,8 @@
 //! - an `error` (its text is always rewritten), a `result` given twice, a `result` holding
 //!   `jsonrpc` (a nested response the registry reads differently);
 //! - a duplicate key in any object of the result (the full pass keeps the last value; a byte
-//!   copy would hand the caller both), an object of more than [`MAX_KEYS`] keys, nesting
-//!   deeper than [`MAX_DEPTH`];
+//!   copy would hand the caller both), an object of more than [`MAX_KEYS`] keys, a key
+//!   longer than [`MAX_KEY_BYTES`], nesting deeper than [`MAX_DEPTH`];
 //! - a `metadata` object the metadata policy would redact anything in (decided by
 //!   [`redact_metadata`] itself, on a copy of that object);
 //! - an object with a callback `url` and a `token` or `authentication` (a push config whose
@@ -42,6 +42,10 @@ pub const MAX_DEPTH: usize = 64;
 /// An object with more keys than this goes to the full pass (the duplicate check compares
 /// each key with the object's earlier ones: bounded work per key).
 pub const MAX_KEYS: usize = 64;
+/// A key longer than this sends the answer to the full pass (which hashes it once), so that
+/// the duplicate check's comparisons stay short: without it, 64 keys of length L differing
+/// in their last byte cost about 2,000 L bytes compared.
+pub const MAX_KEY_BYTES: usize = 256;
 
 /// What the cleaning of the answer's route would do: the metadata policy and whether paths
 /// are hidden.
@@ -519,7 +523,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         while let Some(key) = map.next_key_seed(KeySeed)? {
             self.state.count()?;
             let keys = &self.state.keys[base..];
-            if keys.len() >= MAX_KEYS || keys.contains(&key) {
+            if keys.len() >= MAX_KEYS || key.len() > MAX_KEY_BYTES || keys.contains(&key) {
                 return Err(fallback());
             }
             if self.want == Want::Result && key == "jsonrpc" {

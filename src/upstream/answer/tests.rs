@@ -178,6 +178,8 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("a nested response", answer(json!({"jsonrpc": "2.0", "result": {"task": {"id": "t", "contextId": "c"}}})), false, false),
         ("too deep", format!(r#"{{"result":{deep}}}"#).into_bytes(), false, false),
         ("too many keys", answer(json!({"task": task(json!({"wide": wide}))})), false, false),
+        ("a key of 256 bytes", answer(json!({"task": task(json!({"k".repeat(256): 1}))})), false, true),
+        ("a key longer than 256 bytes", answer(json!({"task": task(json!({"k".repeat(257): 1}))})), false, false),
         ("not an object", br#"[{"result":1}]"#.to_vec(), false, false),
         ("trailing bytes", br#"{"result":1} x"#.to_vec(), false, false),
         ("a lone surrogate", br#"{"result":{"t":"\ud800"}}"#.to_vec(), false, false),
