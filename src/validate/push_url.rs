@@ -56,6 +56,15 @@ use crate::reason::{self, Reason};
 pub const MAX_PUSH_URL_LEN: usize = 2048;
 /// How long [`check_resolved`] waits for the resolver.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The most name lookups the process runs at once ([`check_resolved`]). A lookup runs on a
+/// blocking thread that the timeout cannot stop (the system resolver may go on for tens of
+/// seconds against a name server that never answers): each holds one of these until it ends,
+/// so slow names cannot fill the blocking pool that the edge's other checks use. Past them a
+/// lookup waits within its timeout, then fails (`push.resolve_failed`).
+pub const MAX_LOOKUPS: usize = 16;
+
+static LOOKUPS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_LOOKUPS);
 /// The longest host name (DNS limit, without the trailing dot).
 const MAX_HOST_LEN: usize = 253;
 
@@ -434,6 +443,33 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
     Ok(url)
 }
 
+/// The addresses of `domain` by the system resolver, on a blocking thread that holds one of
+/// `lookups`' permits until the resolver returns (whenever that is); `None` when no permit
+/// came, or no answer, within `timeout`, or the name did not resolve.
+async fn lookup(
+    lookups: &'static tokio::sync::Semaphore,
+    domain: &str,
+    port: u16,
+    timeout: Duration,
+) -> Option<Vec<std::net::SocketAddr>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let permit = tokio::time::timeout_at(deadline, lookups.acquire())
+        .await
+        .ok()?
+        .ok()?;
+    let domain = domain.to_owned();
+    let resolving = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        std::net::ToSocketAddrs::to_socket_addrs(&(domain.as_str(), port))
+            .map(|a| a.collect::<Vec<_>>())
+    });
+    tokio::time::timeout_at(deadline, resolving)
+        .await
+        .ok()?
+        .ok()?
+        .ok()
+}
+
 /// With `policy.resolve_names`, resolves the host of a URL that passed [`check_push_url`]
 /// (bounded by [`RESOLVE_TIMEOUT`]) and rejects it if ANY answer is special-purpose, or if the
 /// resolution fails, times out or returns nothing (fail closed). Without `resolve_names` it
@@ -461,10 +497,9 @@ pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), Rpc
         )
     };
     let port = url.port_or_known_default().unwrap_or(443);
-    let answers = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((domain, port)))
+    let answers = lookup(&LOOKUPS, domain, port, RESOLVE_TIMEOUT)
         .await
-        .map_err(|_| failed())?
-        .map_err(|_| failed())?;
+        .ok_or_else(failed)?;
     let mut any = false;
     for addr in answers {
         any = true;
@@ -1080,5 +1115,39 @@ mod tests {
         let url = Url::parse("https://hooks.example.invalid/").unwrap();
         let e = check_resolved(&url, &policy).await.unwrap_err();
         assert_eq!(e.reason, "push.resolve_failed");
+    }
+
+    /// A lookup holds a permit until the resolver returns; with none free within its time it
+    /// fails at once, asking no resolver (so slow names cannot take every blocking thread).
+    #[tokio::test]
+    async fn lookups_are_bounded_by_their_permits() {
+        static NONE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+        static ONE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+        let started = std::time::Instant::now();
+        let got = lookup(&NONE, "localhost", 443, Duration::from_millis(100)).await;
+        assert!(got.is_none());
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        let got = lookup(&ONE, "localhost", 443, Duration::from_secs(2)).await;
+        let addrs = got.expect("localhost resolves");
+        assert!(
+            addrs
+                .iter()
+                .all(|a| a.ip().is_loopback() && a.port() == 443),
+            "{addrs:?}"
+        );
+        assert_eq!(ONE.available_permits(), 1, "the permit is given back");
+        let held = ONE.acquire().await.unwrap();
+        assert!(lookup(&ONE, "localhost", 443, Duration::from_millis(50))
+            .await
+            .is_none());
+        drop(held);
+        assert!(lookup(&ONE, "localhost", 443, Duration::from_secs(2))
+            .await
+            .is_some());
+        assert!(
+            lookup(&ONE, "no-such-name.invalid", 443, Duration::from_secs(2))
+                .await
+                .is_none()
+        );
     }
 }
