@@ -1463,19 +1463,21 @@ async fn request_bytes_held(p: &Proxy) -> u64 {
         .unwrap_or_else(|| panic!("no a2a_edge_request_bytes in {text}"))
 }
 
-/// A TLS connection whose request declares a body of `len` bytes and sends one: the body's
-/// bytes stay reserved while the edge waits for the rest.
+/// A TLS connection whose request declares a body of `len` bytes and sends `sent` of them:
+/// what it sent stays reserved while the edge waits for the rest.
 async fn holding(
     p: &Proxy,
     token: &str,
     len: usize,
+    sent: usize,
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let before = request_bytes_held(p).await;
     let mut s = p.raw_tls().await;
-    let head = format!("POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: {token}\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: {len}\r\n\r\n{{");
+    let head = format!("POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: {token}\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: {len}\r\n\r\n");
     s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&vec![b' '; sent]).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while request_bytes_held(p).await < before + len as u64 {
+    while request_bytes_held(p).await < before + sent as u64 {
         assert!(Instant::now() < deadline, "the body was never reserved");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -1483,18 +1485,20 @@ async fn holding(
 }
 
 /// What one principal's requests being read and checked hold together is bounded (429
-/// `concurrency.request_bytes`, before its body is read), and so is everyone's (503
-/// `overload.request_bytes`); the tree parsed from a body counts with it, so a small body of
-/// many values is refused where a body of its size and few values is not. A refused request
-/// never reaches the agent, another principal is served meanwhile, and what a request held
-/// is given back when it ends, however it ends.
+/// `concurrency.request_bytes`), and so is everyone's (503 `overload.request_bytes`): before
+/// the body is read when its declared length cannot fit, as it arrives when it declares none,
+/// after its parse when its tree does not fit (a small body of many values is refused where a
+/// body of its size and few values is not). What a body holds is what it sent, not what it
+/// declared. A refused request never reaches the agent, another principal is served
+/// meanwhile, and what a request held is given back when it ends, however it ends.
 #[tokio::test]
 async fn request_bytes_are_bounded_per_principal_and_in_all() {
+    // The budgets hold one request at these bounds (2 x 100,000 + 192 x 1,024 = 396,608).
     let (up, p) = Proxy::with_recorder(
         Reply::Echo,
         ProxyOpts {
             extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: format!("{OTHER}[limits]\nrequest_bytes_per_principal = 200000\nrequest_bytes = 250000\nmin_body_bytes_per_second = 1\nbody_read_timeout_ms = 30000\n"),
+            extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nrequest_bytes_per_principal = 420000\nrequest_bytes = 450000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
             ..Default::default()
         },
     )
@@ -1514,8 +1518,8 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
         .to_string()
     };
     let mut c = p.client(Proto::H1).await;
-    // Alone, either body is within alice's 200,000 bytes (the array: 2 KB and about 925
-    // values, reckoned 2 KB twice and 192 bytes a value: 182 KB).
+    // Alone, either body is within alice's budget (the array: 2 KB and about 925 values,
+    // reckoned its buffer, its strings and 192 bytes a value: 182 KB).
     for many in [false, true] {
         let (status, _, body) = c.request("POST", "/", &h(alice), send(900, many)).await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
@@ -1523,16 +1527,34 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
         assert!(v["result"].is_object(), "{v}");
     }
     assert_eq!(up.rpc_requests().len(), 2);
-    let held = holding(&p, alice, 150_000).await;
+    assert_eq!(request_bytes_held(&p).await, 0);
+    // A body holds what it sent (its buffer's room), not what it declared.
+    let little = holding(&p, alice, 100_000, 1_000).await;
+    let reserved = request_bytes_held(&p).await;
+    assert!((1_000..2_048).contains(&reserved), "{reserved}");
+    drop(little);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while request_bytes_held(&p).await > 0 {
+        assert!(Instant::now() < deadline, "never given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Four bodies of alice's that have sent 99,999 of their 100,000 bytes: about 400,000
+    // reserved (each buffer's room, at most the cap), none answered.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(holding(&p, alice, 100_000, 99_999).await);
+    }
+    let reserved = request_bytes_held(&p).await;
+    assert!((399_996..=400_000).contains(&reserved), "{reserved}");
     let mut h2 = p.client(Proto::H2).await;
     // (caller, body, many values, the answer's status and reason)
     let rows: [(&str, usize, bool, u16, &str); 6] = [
         ("alice", 900, false, 200, ""),
         ("alice", 900, true, 429, "concurrency.request_bytes"),
-        ("alice", 30_000, false, 429, "concurrency.request_bytes"),
+        ("alice", 15_000, false, 429, "concurrency.request_bytes"),
         ("other", 900, false, 200, ""),
         ("other", 900, true, 503, "overload.request_bytes"),
-        ("other", 60_000, false, 503, "overload.request_bytes"),
+        ("other", 30_000, false, 503, "overload.request_bytes"),
     ];
     let mut reached = 2;
     for (who, n, many, status, reason) in rows {
@@ -1556,6 +1578,11 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
             reached,
             "{who} {n} {many}: reached the agent"
         );
+        assert_eq!(
+            request_bytes_held(&p).await,
+            reserved,
+            "{who} {n} {many}: given back"
+        );
     }
     // A body that declares no length (HTTP/2) is reserved as it comes: refused midway, not
     // read whole (and then found not to be JSON).
@@ -1566,7 +1593,7 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
         .header("a2a-version", "1.0")
         .body(Unsized(Some(bytes::Bytes::from(format!(
             r#"{{"jsonrpc":"2.0","x":"{}"#,
-            "a".repeat(100_000)
+            "a".repeat(60_000)
         )))))
         .unwrap();
     assert!(req.headers().get("content-length").is_none());
@@ -1578,8 +1605,13 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
     let v: Value = serde_json::from_slice(&body.to_bytes()).unwrap();
     assert_eq!(v["reason"], "concurrency.request_bytes");
     assert_eq!(up.rpc_requests().len(), reached);
-    // What the held body reserved is given back when its connection goes, and then alice's
-    // refused request passes.
+    // The held bodies were never answered (nor refused for their pace); what they reserved is
+    // given back when their connections go, and then alice's refused request passes.
+    for s in &mut held {
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await;
+        assert!(read.is_err(), "a held body was answered: {read:?}");
+    }
     drop(held);
     let deadline = Instant::now() + Duration::from_secs(5);
     while request_bytes_held(&p).await > 0 {
@@ -1590,7 +1622,7 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut c = p.client(Proto::H1).await;
-    let (status, _, _) = c.request("POST", "/", &h(alice), send(30_000, false)).await;
+    let (status, _, _) = c.request("POST", "/", &h(alice), send(15_000, false)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(up.rpc_requests().len(), reached + 1);
     assert_eq!(request_bytes_held(&p).await, 0, "nothing stays held");

@@ -82,16 +82,6 @@ pub(super) fn check_host<B>(req: &http::Request<B>) -> Result<(), Rejection> {
 pub trait RequestBody: http_body::Body<Data = Bytes> + Send + Unpin + 'static {}
 impl<B: http_body::Body<Data = Bytes> + Send + Unpin + 'static> RequestBody for B {}
 
-/// What the JSON tree parsed from a request body of `body` bytes and `values` values is
-/// reckoned to hold, for the request budgets: its strings (at most the body's bytes) and 192
-/// bytes a value (measured: 72 for an array's item, about 103 for an object's member counted
-/// as two, up to 180 for an array of one item with its container's room).
-pub(super) fn reckoned_tree(body: usize, values: usize) -> usize {
-    body.saturating_add(values.saturating_mul(TREE_BYTES_PER_VALUE))
-}
-
-const TREE_BYTES_PER_VALUE: usize = 192;
-
 /// How a request body must arrive.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BodyLimits {
@@ -116,7 +106,8 @@ pub(super) fn declares_h1_body<B>(req: &http::Request<B>) -> bool {
 }
 
 /// The refusals of `read_body` (below) that leave the rest of the body unread: the
-/// connection cannot carry another request after them.
+/// connection cannot carry another request after them. (A request budget's refusal may come
+/// before the body, midway or after its parse: its connection is closed in each case.)
 pub(super) fn leaves_body_unread(reason: Reason) -> bool {
     matches!(
         reason,
@@ -124,6 +115,8 @@ pub(super) fn leaves_body_unread(reason: Reason) -> bool {
             | reason::BODY_TOO_SLOW
             | reason::BODY_READ
             | reason::BODY_CONTENT_LENGTH
+            | reason::CONCURRENCY_REQUEST_BYTES
+            | reason::OVERLOAD_REQUEST_BYTES
     )
 }
 
@@ -220,7 +213,8 @@ pub(super) async fn read_body(
         }
     }
     let started = Instant::now();
-    let mut buf = bytes::BytesMut::new();
+    // (a `Vec`: its room grows exactly as reserved in the budgets)
+    let mut buf: Vec<u8> = Vec::new();
     loop {
         let elapsed = started.elapsed();
         if elapsed >= limits.timeout {
@@ -251,13 +245,19 @@ pub(super) async fn read_body(
             if len > limits.cap {
                 return Err(too_large);
             }
-            // A body that declared no length (HTTP/2 may not) is reserved as it comes.
-            if len > held.bytes() {
-                held.grow(len - held.bytes())
-                    .map_err(super::rejection::over_request_budget)?;
+            // The buffer's room is reserved in the request budgets before it is taken, as the
+            // body arrives (doubling, up to the cap): a caller holds what it sent, never what
+            // it only declared.
+            if len > buf.capacity() {
+                let room = len.max(buf.capacity().saturating_mul(2)).min(limits.cap);
+                if room > held.bytes() {
+                    held.grow(room - held.bytes())
+                        .map_err(super::rejection::over_request_budget)?;
+                }
+                buf.reserve_exact(room - buf.len());
             }
             buf.extend_from_slice(&data);
         }
     }
-    Ok(buf.freeze())
+    Ok(Bytes::from(buf))
 }

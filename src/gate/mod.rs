@@ -44,7 +44,7 @@ use tracing::{info_span, Instrument};
 pub use body::RequestBody;
 use body::{
     check_framing, check_host, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body,
-    reckoned_tree, BodyLimits,
+    BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
 pub use gates::Gates;
@@ -62,7 +62,7 @@ use crate::authz::{AuthzPolicy, Grant, Roots};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
 use crate::card::{self, EdgeFace};
-use crate::limits::concurrency::{ConcurrencyGuard, RequestBytes};
+use crate::limits::concurrency::{reckoned_tree, ConcurrencyGuard, RequestBytes};
 use crate::limits::network::NetworkPolicy;
 use crate::limits::rate::Limited;
 use crate::policy::CardSource;
@@ -544,7 +544,15 @@ impl Gate {
         let heavy =
             default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (mut rpc, checked) = self
-            .check_params(agent, rpc, &principal, grant, heavy, default_cwd, trace)
+            .check_params(
+                agent,
+                rpc,
+                &principal,
+                grant,
+                (heavy, default_cwd),
+                &mut held,
+                trace,
+            )
             .instrument(telemetry::traces::stage_span!("validate"))
             .await?;
         // What the shared store knows of the ids the request names (one round trip, only
@@ -873,8 +881,8 @@ impl Gate {
         rpc: RpcRequest,
         principal: &Principal,
         grant: Arc<Grant>,
-        heavy: bool,
-        default_cwd: bool,
+        (heavy, default_cwd): (bool, bool),
+        held: &mut RequestBytes,
         trace: &Trace,
     ) -> Result<(RpcRequest, Checked), Rejection> {
         let RpcRequest { id, method, params } = rpc;
@@ -916,7 +924,19 @@ impl Gate {
         // Checks that touch the filesystem (workspace, file parts) or decode large parts run
         // on the blocking pool; small, filesystem-free requests are checked in place.
         let checked = if heavy {
-            tokio::task::spawn_blocking(move || check(params)).await
+            // The tree goes to the blocking thread with its share of the budgets: if this
+            // request is dropped (its caller left), the check goes on there and holds both
+            // until it ends.
+            let share = held.take();
+            let (checked, share) =
+                match tokio::task::spawn_blocking(move || (check(params), share)).await {
+                    Ok((checked, share)) => (Ok(checked), Some(share)),
+                    Err(e) => (Err(e), None),
+                };
+            if let Some(share) = share {
+                held.absorb(share);
+            }
+            checked
         } else {
             Ok(check(params))
         };
@@ -1008,9 +1028,10 @@ impl Gate {
             })
     }
 
-    /// Reserves what the request's body will hold (its declared length; one that declares
-    /// none is reserved as it comes, [`read_body`]) in its caller's and everyone's request
-    /// budgets, before it is read.
+    /// The request's share of its caller's and everyone's request budgets, empty: its body
+    /// is reserved as it arrives ([`read_body`]), its tree once parsed. A body whose declared
+    /// length does not fit what is left now is refused before it is read (one past the cap
+    /// is left to the read: 413).
     fn reserve_body(
         &self,
         principal: &Principal,
@@ -1019,12 +1040,14 @@ impl Gate {
     ) -> Result<RequestBytes, Rejection> {
         let declared = headers
             .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-        let bytes = declared.map_or(0, |n| n.min(limits.cap));
-        self.budgets
-            .concurrency
-            .reserve(&principal.owner_key(), bytes)
-            .map_err(over_request_budget)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+            .filter(|&n| n <= limits.cap);
+        let key = principal.owner_key();
+        let budgets = &self.budgets.concurrency;
+        if let Some(n) = declared {
+            budgets.has_room(&key, n).map_err(over_request_budget)?;
+        }
+        budgets.reserve(&key, 0).map_err(over_request_budget)
     }
 
     fn unauthorized(&self, reason: Reason) -> Rejection {

@@ -56,16 +56,18 @@ pub struct LimitsPolicy {
     pub stream_buffer_bytes_per_principal: usize,
     pub list_tasks_page_bytes: usize,
     /// What one principal's requests being read and checked may hold together (their bodies
-    /// and the trees parsed from them, reckoned), and all principals' requests.
+    /// and the trees parsed from them, reckoned), and all principals' requests. 0 until
+    /// [`Ctx::settle_request_bytes`] when the policy leaves them to their defaults.
     pub request_bytes_per_principal: usize,
     pub request_bytes: usize,
 }
 
-/// `limits.request_bytes_per_principal`'s default: a request at the default bounds, a 32 MiB
-/// body of 1,048,576 values, is reckoned at 256 MiB (the body, its strings, 192 bytes a value).
-const DEFAULT_REQUEST_BYTES_PER_PRINCIPAL: u64 = 256 << 20;
-/// `limits.request_bytes`'s default: four such requests at once.
-const DEFAULT_REQUEST_BYTES: u64 = 1 << 30;
+/// `limits.request_bytes_per_principal`'s least default: a request at the default bounds, a
+/// 32 MiB body of 1,048,576 values, is reckoned at 256 MiB (the body, its strings, 192 bytes a
+/// value); a policy with larger bounds gets the largest request it admits.
+const DEFAULT_REQUEST_BYTES_PER_PRINCIPAL: usize = 256 << 20;
+/// `limits.request_bytes`'s least default: four requests at the default bounds at once.
+const DEFAULT_REQUEST_BYTES: usize = 1 << 30;
 /// The largest request byte budget (1 TiB).
 const MAX_REQUEST_BYTES: u64 = 1 << 40;
 
@@ -182,8 +184,8 @@ impl Ctx<'_> {
             }
         };
         // At least a request of a few KiB, at most 1 TiB.
-        let request_bytes = |key: &str, v: Option<u64>, default: u64| match v {
-            None => Ok(default as usize),
+        let request_bytes = |key: &str, v: Option<u64>| match v {
+            None => Ok(0),
             Some(n) if (65536..=MAX_REQUEST_BYTES).contains(&n) => {
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             }
@@ -276,14 +278,49 @@ impl Ctx<'_> {
             request_bytes_per_principal: request_bytes(
                 "limits.request_bytes_per_principal",
                 l.request_bytes_per_principal,
-                DEFAULT_REQUEST_BYTES_PER_PRINCIPAL,
             )?,
-            request_bytes: request_bytes(
-                "limits.request_bytes",
-                l.request_bytes,
-                DEFAULT_REQUEST_BYTES,
-            )?,
+            request_bytes: request_bytes("limits.request_bytes", l.request_bytes)?,
         })
+    }
+
+    /// The request byte budgets once every `[a2a]` is known (`largest`: the largest request
+    /// any of them admits, reckoned as the budgets reckon it): a budget that could not hold
+    /// such a request would refuse it for ever with a 429 its client retries, so an explicit
+    /// one must hold it, the total at least one principal's; a default grows to hold it.
+    pub(super) fn settle_request_bytes(
+        &self,
+        limits: &mut LimitsPolicy,
+        largest: usize,
+    ) -> Result<(), PolicyError> {
+        let at_least = |key: &str, set: usize, least: usize, what: &str| {
+            if set != 0 && set < least {
+                return self.err(key, None, format!("must be at least {least} ({what})"));
+            }
+            Ok(if set == 0 { least } else { set })
+        };
+        limits.request_bytes_per_principal = at_least(
+            "limits.request_bytes_per_principal",
+            limits.request_bytes_per_principal,
+            largest.max(if limits.request_bytes_per_principal == 0 {
+                DEFAULT_REQUEST_BYTES_PER_PRINCIPAL
+            } else {
+                0
+            }),
+            "the largest request the [a2a] bounds admit: twice max_body_bytes and 192 bytes for each of max_json_values",
+        )?;
+        limits.request_bytes = at_least(
+            "limits.request_bytes",
+            limits.request_bytes,
+            limits
+                .request_bytes_per_principal
+                .max(if limits.request_bytes == 0 {
+                    DEFAULT_REQUEST_BYTES
+                } else {
+                    0
+                }),
+            "limits.request_bytes_per_principal",
+        )?;
+        Ok(())
     }
 
     pub(super) fn network(&self, n: file::NetworkSection) -> Result<NetworkPolicy, PolicyError> {

@@ -511,6 +511,17 @@ impl Ctx<'_> {
             method_rates: &limits.rates.per_method,
         };
         let agents = self.agents(agent_sections, &upstreams, globals, mode)?;
+        let largest = std::iter::once(&a2a)
+            .chain(agents.iter().map(|a| &a.a2a))
+            .map(|a| {
+                crate::limits::concurrency::largest_request(
+                    a.max_body_bytes,
+                    a.requests.max_json_values,
+                )
+            })
+            .max()
+            .unwrap_or(0);
+        self.settle_request_bytes(&mut limits, largest)?;
         if !agents.is_empty() {
             // Per-method rates are per agent: keyed `<agent>/<method>`.
             limits.rates.per_method = agents

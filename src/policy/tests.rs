@@ -34,14 +34,6 @@ fn good_policy_loads_with_defaults() {
     assert_eq!(p.a2a.requests.max_json_values, 1 << 20);
     assert_eq!(p.limits.request_bytes_per_principal, 256 << 20);
     assert_eq!(p.limits.request_bytes, 1 << 30);
-    let set = load(&GOOD.replacen(
-        "[auth]\n",
-        "[limits]\nrequest_bytes_per_principal = 65536\nrequest_bytes = 1099511627776\n[auth]\n",
-        1,
-    ))
-    .unwrap();
-    assert_eq!(set.limits.request_bytes_per_principal, 65536);
-    assert_eq!(set.limits.request_bytes, 1 << 40);
     let bounded = load(&GOOD.replacen("[auth]\n", "[a2a]\nmax_json_values = 1024\n[auth]\n", 1));
     assert_eq!(bounded.unwrap().a2a.requests.max_json_values, 1024);
     assert_eq!(p.auth.bearer[0].token_sha256, sha256(b"test"));
@@ -901,6 +893,80 @@ name = "ros"
 public_url = "https://edge.example/agents/ros/"
 upstreams = ["second"]
 "#;
+
+/// The request byte budgets hold the largest request the policy's `[a2a]` bounds admit
+/// (an agent's own included: twice `max_body_bytes` and 192 bytes for each of
+/// `max_json_values`): a default grows to it, an explicit budget below it is refused (it would
+/// answer such a request 429 for ever), and the total holds at least one principal's.
+#[test]
+fn request_budgets_hold_the_largest_request() {
+    const MIB: usize = 1 << 20;
+    let small = "[a2a]\nmax_body_bytes = 4096\nmax_json_values = 1024\n";
+    // (the [a2a] and [limits] sections, per principal and total, or the refused key)
+    type Budgets = Result<(usize, usize), &'static str>;
+    let rows: [(&str, &str, Budgets); 8] = [
+        ("", "", Ok((256 * MIB, 1024 * MIB))),
+        (
+            "[a2a]\nmax_body_bytes = 134217728\n",
+            "",
+            Ok((448 * MIB, 1024 * MIB)),
+        ),
+        (
+            "[a2a]\nmax_json_values = 8388608\n",
+            "",
+            Ok((1600 * MIB, 1600 * MIB)),
+        ),
+        (
+            small,
+            "request_bytes_per_principal = 204800\nrequest_bytes = 204800\n",
+            Ok((204_800, 204_800)),
+        ),
+        (
+            small,
+            "request_bytes_per_principal = 204799\n",
+            Err("limits.request_bytes_per_principal"),
+        ),
+        (
+            "",
+            "request_bytes_per_principal = 268435455\n",
+            Err("limits.request_bytes_per_principal"),
+        ),
+        (
+            "",
+            "request_bytes = 268435455\n",
+            Err("limits.request_bytes"),
+        ),
+        (
+            small,
+            "request_bytes_per_principal = 1048576\nrequest_bytes = 1048575\n",
+            Err("limits.request_bytes"),
+        ),
+    ];
+    for (a2a, limits, want) in rows {
+        let text = GOOD.replacen("[auth]\n", &format!("{a2a}[limits]\n{limits}[auth]\n"), 1);
+        match (load(&text), want) {
+            (Ok(p), Ok(budgets)) => assert_eq!(
+                (p.limits.request_bytes_per_principal, p.limits.request_bytes),
+                budgets,
+                "{a2a}{limits}"
+            ),
+            (Err(e), Err(key)) => {
+                assert_eq!(e.key, key, "{a2a}{limits}: {e}");
+                assert!(e.message.contains("must be at least"), "{e}");
+            }
+            (got, _) => panic!("{a2a}{limits}: {:?}", got.map(|p| p.limits.request_bytes)),
+        }
+    }
+    // An agent's own bounds count too.
+    let own = "[agents.a2a]\nmax_body_bytes = 134217728\n";
+    let agents = TWO_AGENTS.replacen(
+        "upstreams = [\"second\"]\n",
+        &format!("upstreams = [\"second\"]\n{own}"),
+        1,
+    );
+    let p = load(&agents_policy(&agents, "")).unwrap();
+    assert_eq!(p.limits.request_bytes_per_principal, 448 * MIB);
+}
 
 #[test]
 fn agents_load_with_their_own_sections() {
