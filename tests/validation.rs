@@ -641,6 +641,7 @@ async fn service_parameters_and_envelope_are_checked_first() {
         (vec![auth, json_ct, v1, ext], values_body("{}", 1 << 20), -32700, "json.too_many_values"),
         (vec![auth, json_ct, v1, ext], values_body("[]", 1 << 20), -32700, "json.too_many_values"),
         (vec![auth, json_ct, v1, ext], format!("[{ok}]"), -32600, "jsonrpc.batch"),
+        (vec![auth, json_ct, v1, ext], ok.replacen(r#""id":1"#, &format!(r#""id":"{}""#, "i".repeat(257)), 1), -32600, "jsonrpc.id"),
         (vec![auth, json_ct, v1, ext], r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}"#.into(), -32601, "jsonrpc.method"),
     ];
     for (h, body, code, reason) in &cases {

@@ -8,6 +8,12 @@ use super::json::{parse_strict_counted, JsonError, DEFAULT_MAX_VALUES, MAX_DEPTH
 use super::{Method, RpcError};
 use crate::reason;
 
+/// The longest string `id` of a request, in bytes (UTF-8). An id is echoed in every answer
+/// and kept as long as the request's stream runs (an hour by default), outside the request
+/// budgets: callers' ids are counters and UUIDs. A longer one is refused (-32600
+/// `jsonrpc.id`, answered with a null id).
+pub const MAX_RPC_ID_BYTES: usize = 256;
+
 /// A parsed JSON-RPC request. Forwarding re-serializes this value: the upstream never sees
 /// the caller's raw bytes.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +89,15 @@ impl RpcRequest {
         let mut obj = obj;
         let id = match obj.remove("id") {
             None | Some(Value::Null) => Value::Null,
+            Some(Value::String(s)) if s.len() > MAX_RPC_ID_BYTES => {
+                return Err(refuse(
+                    Value::Null,
+                    RpcError::invalid_request(
+                        format!("id must be at most {MAX_RPC_ID_BYTES} bytes"),
+                        reason::JSONRPC_ID,
+                    ),
+                ))
+            }
             Some(Value::String(s)) => Value::String(s),
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n),
             Some(_) => {
@@ -216,6 +231,12 @@ mod tests {
 
     #[test]
     fn envelope_table() {
+        let id_of = |n: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"{}","method":"ListTasks","params":{{}}}}"#,
+                "i".repeat(n)
+            )
+        };
         // (body, expected code or 0 for ok, expected id)
         let cases: &[(&str, i64, Value)] = &[
             (
@@ -275,6 +296,13 @@ mod tests {
                 -32600,
                 Value::Null,
             ),
+            (
+                &id_of(MAX_RPC_ID_BYTES),
+                0,
+                json!("i".repeat(MAX_RPC_ID_BYTES)),
+            ),
+            (&id_of(MAX_RPC_ID_BYTES + 1), -32600, Value::Null),
+            (&id_of(1 << 20), -32600, Value::Null),
             (
                 r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#,
                 -32601,
