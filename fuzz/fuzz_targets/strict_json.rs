@@ -17,11 +17,11 @@ use a2a_edge::a2a::json::{
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-/// The values a parsed value holds, as the bound counts them (keys not counted).
+/// The values a parsed value holds, as the bound counts them (an object's keys too).
 fn values(v: &Value) -> usize {
     1 + match v {
         Value::Array(items) => items.iter().map(values).sum(),
-        Value::Object(map) => map.values().map(values).sum(),
+        Value::Object(map) => map.values().map(|v| 1 + values(v)).sum(),
         _ => 0,
     }
 }

@@ -197,11 +197,13 @@ pub(super) async fn read_body(
         reason: reason::BODY_TOO_SLOW,
         allow: None,
     };
+    // What the body may grow to: its declared length (hyper holds it to that), or the cap.
+    let mut most = limits.cap;
     if let Some(len) = headers.get(header::CONTENT_LENGTH) {
         let declared = len.to_str().ok().and_then(|s| s.parse::<u64>().ok());
         match declared {
             Some(n) if n > limits.cap as u64 => return Err(too_large),
-            Some(_) => {}
+            Some(n) => most = usize::try_from(n).unwrap_or(most),
             None => {
                 return Err(Rejection::Http {
                     status: StatusCode::BAD_REQUEST,
@@ -246,10 +248,10 @@ pub(super) async fn read_body(
                 return Err(too_large);
             }
             // The buffer's room is reserved in the request budgets before it is taken, as the
-            // body arrives (doubling, up to the cap): a caller holds what it sent, never what
-            // it only declared.
+            // body arrives (doubling, up to its declared length or the cap): a caller holds
+            // what it sent, never what it only declared.
             if len > buf.capacity() {
-                let room = len.max(buf.capacity().saturating_mul(2)).min(limits.cap);
+                let room = len.max(buf.capacity().saturating_mul(2)).min(most.max(len));
                 if room > held.bytes() {
                     held.grow(room - held.bytes())
                         .map_err(super::rejection::over_request_budget)?;

@@ -298,11 +298,16 @@ impl Ctx<'_> {
             }
             Ok(if set == 0 { least } else { set })
         };
+        // A default per principal: 256 MiB, within an explicit total.
+        let default = match limits.request_bytes {
+            0 => DEFAULT_REQUEST_BYTES_PER_PRINCIPAL,
+            total => DEFAULT_REQUEST_BYTES_PER_PRINCIPAL.min(total),
+        };
         limits.request_bytes_per_principal = at_least(
             "limits.request_bytes_per_principal",
             limits.request_bytes_per_principal,
             largest.max(if limits.request_bytes_per_principal == 0 {
-                DEFAULT_REQUEST_BYTES_PER_PRINCIPAL
+                default
             } else {
                 0
             }),

@@ -511,8 +511,13 @@ impl Ctx<'_> {
             method_rates: &limits.rates.per_method,
         };
         let agents = self.agents(agent_sections, &upstreams, globals, mode)?;
-        let largest = std::iter::once(&a2a)
-            .chain(agents.iter().map(|a| &a.a2a))
+        // (with [[agents]], each agent's own bounds: the global ones where it keeps them)
+        let bounds: Vec<&A2aPolicy> = match agents.is_empty() {
+            true => vec![&a2a],
+            false => agents.iter().map(|a| &a.a2a).collect(),
+        };
+        let largest = bounds
+            .into_iter()
             .map(|a| {
                 crate::limits::concurrency::largest_request(
                     a.max_body_bytes,

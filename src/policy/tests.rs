@@ -904,7 +904,18 @@ fn request_budgets_hold_the_largest_request() {
     let small = "[a2a]\nmax_body_bytes = 4096\nmax_json_values = 1024\n";
     // (the [a2a] and [limits] sections, per principal and total, or the refused key)
     type Budgets = Result<(usize, usize), &'static str>;
-    let rows: [(&str, &str, Budgets); 8] = [
+    let rows: [(&str, &str, Budgets); 10] = [
+        // (an explicit total bounds the default per principal, and must hold the largest)
+        (
+            small,
+            "request_bytes = 1048576\n",
+            Ok((1_048_576, 1_048_576)),
+        ),
+        (
+            "[a2a]\nmax_body_bytes = 1048576\n",
+            "request_bytes = 134217728\n",
+            Err("limits.request_bytes"),
+        ),
         ("", "", Ok((256 * MIB, 1024 * MIB))),
         (
             "[a2a]\nmax_body_bytes = 134217728\n",
@@ -966,6 +977,22 @@ fn request_budgets_hold_the_largest_request() {
     );
     let p = load(&agents_policy(&agents, "")).unwrap();
     assert_eq!(p.limits.request_bytes_per_principal, 448 * MIB);
+    // With [[agents]] each with bounds of its own, the global ones bind nothing.
+    let own = "[agents.a2a]\nmax_body_bytes = 4096\nmax_json_values = 1024\n";
+    let agents = TWO_AGENTS
+        .replacen(
+            "upstreams = [\"engine\"]\n",
+            &format!("upstreams = [\"engine\"]\n{own}"),
+            1,
+        )
+        .replacen(
+            "upstreams = [\"second\"]\n",
+            &format!("upstreams = [\"second\"]\n{own}"),
+            1,
+        );
+    let limits = "[limits]\nrequest_bytes_per_principal = 204800\n";
+    let p = load(&agents_policy(&agents, limits)).unwrap();
+    assert_eq!(p.limits.request_bytes_per_principal, 204_800);
 }
 
 #[test]

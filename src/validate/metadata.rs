@@ -270,7 +270,7 @@ pub fn check_metadata_object(
 ) -> Result<(), RpcError> {
     let mut path = Vec::new();
     let mut keys = 0;
-    walk(map, &mut path, 1, &mut keys, caller, policy)
+    walk(map, &mut path, (1, true), &mut keys, caller, policy)
 }
 
 /// Replaces, in an agent's answer, every value under a denied key with `"[REDACTED]"`, for
@@ -318,10 +318,12 @@ pub fn redact_metadata(metadata: &mut Value, policy: &MetadataPolicy) -> usize {
     }
 }
 
+/// `plain`: every key of `path` so far is exactly one segment (no `.`, not empty), as the
+/// agent reads the workspace key.
 fn walk<'a>(
     map: &'a Map<String, Value>,
     path: &mut Vec<&'a str>,
-    depth: usize,
+    (depth, plain): (usize, bool),
     keys: &mut usize,
     caller: &MetadataCaller,
     policy: &MetadataPolicy,
@@ -348,7 +350,8 @@ fn walk<'a>(
         }
         let before = path.len();
         path.extend(key.split('.').filter(|s| !s.is_empty()));
-        if before < WORKSPACE_KEY.len() && key.contains('.') && path.starts_with(&WORKSPACE_KEY) {
+        let plain = plain && !key.is_empty() && !key.contains('.');
+        if !plain && before < WORKSPACE_KEY.len() && path.starts_with(&WORKSPACE_KEY) {
             return Err(RpcError::invalid_params(
                 "The workspace key must be written nested (metadata.iac_code.cwd)",
                 reason::METADATA_DOTTED_WORKSPACE,
@@ -356,7 +359,7 @@ fn walk<'a>(
         }
         match value {
             Value::Object(inner) if !inner.is_empty() => {
-                walk(inner, path, depth + 1, keys, caller, policy)?
+                walk(inner, path, (depth + 1, plain), keys, caller, policy)?
             }
             _ => {
                 if let Some(pattern) = policy.denial(path, caller) {
@@ -490,6 +493,13 @@ mod tests {
             (json!({"iac_code": {"cwd.x": {"y": 1}}}), DOTTED),
             (json!({"iac_code.cwd": {"x": "/etc"}}), DOTTED),
             (json!({"iac_code.cwd": null}), DOTTED),
+            (json!({"iac_code.": {"cwd": "/etc"}}), DOTTED),
+            (json!({".iac_code": {"cwd": "/etc"}}), DOTTED),
+            (json!({"": {"iac_code": {"cwd": "/etc"}}}), DOTTED),
+            (json!({"": {"iac_code.cwd": "/etc"}}), DOTTED),
+            (json!({"iac_code": {"": {"cwd": "/etc"}}}), DOTTED),
+            (json!({"": "x", "iac_code": {"cwd": "/srv/w"}}), None),
+            (json!({"foo": {"iac_code.cwd": "/etc"}}), None),
             (json!({"iac_code": {"cwd": {"x.y": 1}}}), None),
             (json!({"iac_code.cwdx": "/etc"}), None),
             (json!({"iac_code.CWD": "/etc"}), None),
