@@ -928,15 +928,12 @@ impl Gate {
             // request is dropped (its caller left), the check goes on there and holds both
             // until it ends.
             let share = held.take();
-            let (checked, share) =
-                match tokio::task::spawn_blocking(move || (check(params), share)).await {
-                    Ok((checked, share)) => (Ok(checked), Some(share)),
-                    Err(e) => (Err(e), None),
-                };
-            if let Some(share) = share {
-                held.absorb(share);
-            }
-            checked
+            tokio::task::spawn_blocking(move || (check(params), share))
+                .await
+                .map(|(checked, share)| {
+                    held.absorb(share);
+                    checked
+                })
         } else {
             Ok(check(params))
         };
@@ -1047,7 +1044,7 @@ impl Gate {
         if let Some(n) = declared {
             budgets.has_room(&key, n).map_err(over_request_budget)?;
         }
-        budgets.reserve(&key, 0).map_err(over_request_budget)
+        Ok(budgets.reservation(&key))
     }
 
     fn unauthorized(&self, reason: Reason) -> Rejection {

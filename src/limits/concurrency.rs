@@ -137,14 +137,19 @@ impl ConcurrencyLimits {
     /// Refused at once, never queued: `concurrency.request_bytes` past the principal's budget,
     /// `overload.request_bytes` past everyone's.
     pub fn reserve(&self, principal: &str, bytes: usize) -> Result<RequestBytes, Reason> {
-        let mut reserved = RequestBytes {
+        let mut reserved = self.reservation(principal);
+        reserved.grow(bytes)?;
+        Ok(reserved)
+    }
+
+    /// An empty reservation for a request of `principal`, to grow as it is read and parsed.
+    pub fn reservation(&self, principal: &str) -> RequestBytes {
+        RequestBytes {
             shared: Arc::clone(&self.shared),
             principal: principal.into(),
             budget: self.request_budget,
             bytes: 0,
-        };
-        reserved.grow(bytes)?;
-        Ok(reserved)
+        }
     }
 
     /// Whether `bytes` more would fit `principal`'s request budget and everyone's now, without
