@@ -20,6 +20,11 @@ pub enum Rejection {
         reason: Reason,
         retry_after_secs: u64,
     },
+    /// 503 with `Retry-After` (seconds): the edge is full, not the caller over its share.
+    Overloaded {
+        reason: Reason,
+        retry_after_secs: u64,
+    },
     /// A non-JSON-RPC route or a failure before a JSON-RPC id is known.
     Http {
         status: StatusCode,
@@ -41,11 +46,9 @@ pub enum Rejection {
 /// the caller over its share).
 pub(super) fn over_request_budget(reason: Reason) -> Rejection {
     if reason == crate::reason::OVERLOAD_REQUEST_BYTES {
-        Rejection::Http {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "Service Unavailable",
+        Rejection::Overloaded {
             reason,
-            allow: None,
+            retry_after_secs: 1,
         }
     } else {
         Rejection::TooManyRequests {
@@ -68,7 +71,9 @@ impl Rejection {
     pub fn reason(&self) -> Reason {
         match self {
             Rejection::Unauthorized { reason, .. } => *reason,
-            Rejection::TooManyRequests { reason, .. } => *reason,
+            Rejection::TooManyRequests { reason, .. } | Rejection::Overloaded { reason, .. } => {
+                *reason
+            }
             Rejection::Http { reason, .. } => *reason,
             Rejection::Rpc { error, .. } => error.reason,
         }
@@ -86,13 +91,11 @@ impl Rejection {
             Rejection::TooManyRequests {
                 reason,
                 retry_after_secs,
-            } => {
-                let body = json!({"error": "Too Many Requests", "reason": reason}).to_string();
-                let mut r = json_response(StatusCode::TOO_MANY_REQUESTS, body);
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
-                r
-            }
+            } => retry_later(StatusCode::TOO_MANY_REQUESTS, reason, retry_after_secs),
+            Rejection::Overloaded {
+                reason,
+                retry_after_secs,
+            } => retry_later(StatusCode::SERVICE_UNAVAILABLE, reason, retry_after_secs),
             Rejection::Http {
                 status,
                 message,
@@ -110,4 +113,14 @@ impl Rejection {
             Rejection::Rpc { status, id, error } => json_response(status, error_body(&id, &error)),
         }
     }
+}
+
+/// `{"error": <status text>, "reason": …}` with `Retry-After` (seconds).
+fn retry_later(status: StatusCode, reason: Reason, secs: u64) -> Response<BoxBody> {
+    let error = status.canonical_reason().unwrap_or("Unavailable");
+    let body = json!({"error": error, "reason": reason}).to_string();
+    let mut r = json_response(status, body);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
 }

@@ -286,6 +286,10 @@ impl Policy {
             self.a2a.requests.max_json_values,
             self.server.max_header_bytes
         ));
+        s.push_str(&format!(
+            "limits   requests being read and checked hold <= {} bytes a caller, {} in all\n",
+            self.limits.request_bytes_per_principal, self.limits.request_bytes
+        ));
         let r = &self.a2a.requests;
         if !r.required_extensions.is_empty() {
             s.push_str(&format!(

@@ -977,6 +977,15 @@ fn request_budgets_hold_the_largest_request() {
     );
     let p = load(&agents_policy(&agents, "")).unwrap();
     assert_eq!(p.limits.request_bytes_per_principal, 448 * MIB);
+    assert!(
+        p.summary().contains(&format!(
+            "limits   requests being read and checked hold <= {} bytes a caller, {} in all\n",
+            448 * MIB,
+            1024 * MIB
+        )),
+        "{}",
+        p.summary()
+    );
     // With [[agents]] each with bounds of its own, the global ones bind nothing.
     let own = "[agents.a2a]\nmax_body_bytes = 4096\nmax_json_values = 1024\n";
     let agents = TWO_AGENTS
