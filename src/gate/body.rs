@@ -82,6 +82,19 @@ pub(super) fn check_host<B>(req: &http::Request<B>) -> Result<(), Rejection> {
 pub trait RequestBody: http_body::Body<Data = Bytes> + Send + Unpin + 'static {}
 impl<B: http_body::Body<Data = Bytes> + Send + Unpin + 'static> RequestBody for B {}
 
+/// The body's `Content-Length`: none, a length, or `Err` when it does not read as one.
+pub(super) fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(())
+        })
+        .transpose()
+}
+
 /// How a request body must arrive.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BodyLimits {
@@ -199,19 +212,17 @@ pub(super) async fn read_body(
     };
     // What the body may grow to: its declared length (hyper holds it to that), or the cap.
     let mut most = limits.cap;
-    if let Some(len) = headers.get(header::CONTENT_LENGTH) {
-        let declared = len.to_str().ok().and_then(|s| s.parse::<u64>().ok());
-        match declared {
-            Some(n) if n > limits.cap as u64 => return Err(too_large),
-            Some(n) => most = usize::try_from(n).unwrap_or(most),
-            None => {
-                return Err(Rejection::Http {
-                    status: StatusCode::BAD_REQUEST,
-                    message: "Invalid Content-Length",
-                    reason: reason::BODY_CONTENT_LENGTH,
-                    allow: None,
-                })
-            }
+    match declared_length(headers) {
+        Ok(Some(n)) if n > limits.cap as u64 => return Err(too_large),
+        Ok(Some(n)) => most = usize::try_from(n).unwrap_or(most),
+        Ok(None) => {}
+        Err(()) => {
+            return Err(Rejection::Http {
+                status: StatusCode::BAD_REQUEST,
+                message: "Invalid Content-Length",
+                reason: reason::BODY_CONTENT_LENGTH,
+                allow: None,
+            })
         }
     }
     let started = Instant::now();

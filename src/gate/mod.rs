@@ -43,8 +43,8 @@ use tracing::{info_span, Instrument};
 
 pub use body::RequestBody;
 use body::{
-    check_framing, check_host, declares_h1_body, drop_unneeded_body, leaves_body_unread, read_body,
-    BodyLimits,
+    check_framing, check_host, declared_length, declares_h1_body, drop_unneeded_body,
+    leaves_body_unread, read_body, BodyLimits,
 };
 use forwarding::{forwarding_headers, principal_header_value};
 pub use gates::Gates;
@@ -1035,9 +1035,10 @@ impl Gate {
         headers: &HeaderMap,
         limits: BodyLimits,
     ) -> Result<RequestBytes, Rejection> {
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        let declared = declared_length(headers)
+            .ok()
+            .flatten()
+            .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n <= limits.cap);
         let key = principal.owner_key();
         let budgets = &self.budgets.concurrency;

@@ -292,11 +292,11 @@ impl Ctx<'_> {
         limits: &mut LimitsPolicy,
         largest: usize,
     ) -> Result<(), PolicyError> {
-        let at_least = |key: &str, set: usize, least: usize, what: &str| {
-            if set != 0 && set < least {
-                return self.err(key, None, format!("must be at least {least} ({what})"));
-            }
-            Ok(if set == 0 { least } else { set })
+        // Unset (0): the default, grown to `least`; set: at least `least`.
+        let at_least = |key: &str, set: usize, least: usize, default: usize, what: &str| match set {
+            0 => Ok(least.max(default)),
+            set if set < least => self.err(key, None, format!("must be at least {least} ({what})")),
+            set => Ok(set),
         };
         // A default per principal: 256 MiB, within an explicit total.
         let default = match limits.request_bytes {
@@ -306,23 +306,15 @@ impl Ctx<'_> {
         limits.request_bytes_per_principal = at_least(
             "limits.request_bytes_per_principal",
             limits.request_bytes_per_principal,
-            largest.max(if limits.request_bytes_per_principal == 0 {
-                default
-            } else {
-                0
-            }),
+            largest,
+            default,
             "the largest request the [a2a] bounds admit: twice max_body_bytes and 192 bytes for each of max_json_values",
         )?;
         limits.request_bytes = at_least(
             "limits.request_bytes",
             limits.request_bytes,
-            limits
-                .request_bytes_per_principal
-                .max(if limits.request_bytes == 0 {
-                    DEFAULT_REQUEST_BYTES
-                } else {
-                    0
-                }),
+            limits.request_bytes_per_principal,
+            DEFAULT_REQUEST_BYTES,
             "limits.request_bytes_per_principal",
         )?;
         Ok(())
