@@ -245,7 +245,28 @@ pub enum CollectError {
 
 /// Reads a whole body, refusing it as soon as it grows beyond `cap` bytes. A body that
 /// arrives in one frame (the usual small JSON answer) is returned as it came, without a copy.
-pub async fn collect_limited<B>(mut body: B, cap: usize) -> Result<Bytes, CollectError>
+pub async fn collect_limited<B>(body: B, cap: usize) -> Result<Bytes, CollectError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BodyError>,
+{
+    let mut left = cap;
+    collect_taking(body, |n| match left.checked_sub(n) {
+        Some(l) => {
+            left = l;
+            true
+        }
+        None => false,
+    })
+    .await
+}
+
+/// Reads a whole body as [`collect_limited`] does, each piece's bytes granted by `take` as it
+/// arrives: refused (`TooLarge`) as soon as `take` grants no more.
+pub async fn collect_taking<B>(
+    mut body: B,
+    mut take: impl FnMut(usize) -> bool,
+) -> Result<Bytes, CollectError>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BodyError>,
@@ -258,8 +279,7 @@ where
             false => CollectError::Read,
         })?;
         if let Ok(data) = frame.into_data() {
-            let held = first.as_ref().map_or(0, Bytes::len) + buf.len();
-            if held + data.len() > cap {
+            if !take(data.len()) {
                 return Err(CollectError::TooLarge);
             }
             if data.is_empty() {

@@ -1498,7 +1498,7 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
         Reply::Echo,
         ProxyOpts {
             extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nrequest_bytes_per_principal = 420000\nrequest_bytes = 450000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
+            extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 450000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
             ..Default::default()
         },
     )
@@ -1632,4 +1632,158 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(up.rpc_requests().len(), reached + 1);
     assert_eq!(request_bytes_held(&p).await, 0, "nothing stays held");
+}
+
+/// A ListTasks page is charged to its caller's request budgets as a request is: each task it
+/// reads holds its bytes twice (read, then written into the answer) and 192 bytes a value of
+/// its tree. The page ends, with a token that resumes after its last task, where the caller's
+/// budget does; a page that cannot hold even its first task while the caller's other requests
+/// hold the budget is refused 429 `concurrency.request_bytes` (its read past what is left, or
+/// its tree), and passes once they end; another caller is served meanwhile; all a page held
+/// is given back once its answer is sent.
+#[tokio::test]
+async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
+    // One request or listed task at these bounds: 2 x 100,000 + 192 x 1,024 = 396,608.
+    let p = Proxy::start(ProxyOpts {
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 2000000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
+        ..Default::default()
+    })
+    .await;
+    let alice = "Bearer test-token-0123456789";
+    let mut c = p.client(Proto::H2).await;
+    // Alice's three tasks of about 960 values each (a data part of 900 zeros): about 2.9 KB
+    // read, reckoned 2 x 2.9 KB + 192 x 960 = 190 KB; two fit her budget, three do not (nor
+    // two beside one held body of 100 KB, nor one beside three).
+    let mut created = Vec::new();
+    for n in 0..3 {
+        let params = serde_json::json!({"message": {"messageId": format!("many-{n}"),
+            "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
+            "mediaType": "application/json"}]}});
+        let v = send_as(&mut c, alice, "SendMessage", params).await;
+        created.push(
+            v["result"]["task"]["id"]
+                .as_str()
+                .expect("a task")
+                .to_string(),
+        );
+    }
+    // The other caller's task: 30 KB of text, a few values.
+    let other_task = send_as(&mut c, OTHER_TOKEN, "SendMessage", big_message(30)).await;
+    let other_task = other_task["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let list = |token: &'static str, page_token: String| {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "ListTasks",
+            "params": {"pageSize": 10, "pageToken": page_token}});
+        (h(token), body.to_string())
+    };
+    // Alice's pages: all her tasks, once each, two to a page.
+    let mut pages = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (headers, body) = list(alice, token);
+        let (status, _, rb) = c.request("POST", "/", &headers, body).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&rb));
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        let ids: Vec<String> = v["result"]["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            v["result"]["tasks"][0]["history"].is_array(),
+            "read whole, not a summary: {v}"
+        );
+        pages.push(ids);
+        token = v["result"]["nextPageToken"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if token.is_empty() || pages.len() > 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        [2, 1],
+        "{pages:?}"
+    );
+    let mut seen: Vec<String> = pages.concat();
+    seen.sort();
+    created.sort();
+    assert_eq!(seen, created, "every task once");
+    let given_back = |want: u64| {
+        let p = &p;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let held = request_bytes_held(p).await;
+                if held == want {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{held} held, {want} wanted");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    given_back(0).await;
+    // (alice's bodies held, alice's page: its tasks, or its refusal)
+    let rows: [(usize, Result<usize, &str>); 2] =
+        [(1, Ok(1)), (3, Err("concurrency.request_bytes"))];
+    for (holds, want) in rows {
+        let mut held = Vec::new();
+        for _ in 0..holds {
+            held.push(holding(&p, alice, 100_000, 99_999).await);
+        }
+        let before = request_bytes_held(&p).await;
+        let (headers, body) = list(alice, String::new());
+        let (status, rh, rb) = c.request("POST", "/", &headers, body).await;
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        match want {
+            Ok(n) => {
+                assert_eq!(status, StatusCode::OK, "{holds}: {v}");
+                let tasks = v["result"]["tasks"].as_array().unwrap();
+                assert_eq!(tasks.len(), n, "{holds}: {v}");
+                assert!(
+                    tasks.iter().all(|t| t["history"].is_array()),
+                    "{holds}: {v}"
+                );
+                assert_ne!(v["result"]["nextPageToken"], "", "{holds}");
+            }
+            Err(reason) => {
+                assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{holds}: {v}");
+                assert_eq!(v["reason"], reason, "{holds}");
+                assert_eq!(rh["retry-after"], "1");
+            }
+        }
+        // Another caller is served meanwhile: its one task, read whole.
+        let (headers, body) = list(OTHER_TOKEN, String::new());
+        let (status, _, rb) = c.request("POST", "/", &headers, body).await;
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["result"]["tasks"][0]["id"], other_task.as_str());
+        assert!(v["result"]["tasks"][0]["history"].is_array(), "{v}");
+        given_back(before).await;
+        drop(held);
+        given_back(0).await;
+    }
+    // The other caller's 30 KB task does not fit what its held bodies leave (about 20 KB):
+    // its read stops there, and the page is refused, not given a summary.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(holding(&p, OTHER_TOKEN, 100_000, 99_999).await);
+    }
+    let (headers, body) = list(OTHER_TOKEN, String::new());
+    let (status, _, rb) = c.request("POST", "/", &headers, body).await;
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(v["reason"], "concurrency.request_bytes");
+    drop(held);
+    given_back(0).await;
+    let (headers, body) = list(OTHER_TOKEN, String::new());
+    let (status, _, rb) = c.request("POST", "/", &headers, body).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&rb));
 }

@@ -80,7 +80,12 @@ pub fn parse_strict_counted(
 /// value, as the answer's other readers do), nested at most 128 deep (serde_json's own
 /// bound), at most `max_values` values.
 pub fn parse_answer(bytes: &[u8], max_values: usize) -> Result<Value, JsonError> {
-    parse(bytes, ANSWER_MAX_DEPTH, max_values, true).map(|(v, _)| v)
+    parse_answer_counted(bytes, max_values).map(|(v, _)| v)
+}
+
+/// [`parse_answer`], and how many values the tree holds.
+pub fn parse_answer_counted(bytes: &[u8], max_values: usize) -> Result<(Value, usize), JsonError> {
+    parse(bytes, ANSWER_MAX_DEPTH, max_values, true)
 }
 
 fn parse(

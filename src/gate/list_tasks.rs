@@ -3,13 +3,25 @@
 //!
 //! What one ListTasks costs is bounded whatever the tasks hold: it keeps the caller's
 //! concurrency slot for the whole fan-out, each task read spends one of the caller's rate
-//! budget (a page stops where the budget does), tasks are read a few at a time, each read is
-//! capped at the page's byte budget (`limits.list_tasks_page_bytes`), and the page ends
+//! budget (a page stops where the budget does), tasks are read a few at a time, the reads
+//! share the page's byte budget (`limits.list_tasks_page_bytes`), and the page ends
 //! (with a `nextPageToken`) before the task that would take it over that budget. A task
 //! larger than the whole budget is listed as what the registry knows of it (id, context,
 //! state): read it whole with GetTask.
+//!
+//! What a page holds is charged to the caller's request budgets as a request's body and tree
+//! are (`limits.request_bytes_per_principal`, `limits.request_bytes`): a batch's reads share
+//! what is left of the page's budget within what the caller's budget has room for, and a read
+//! task holds its bytes twice (read, then written into the answer) and 192 bytes for each
+//! value of its tree. The page ends where the caller's budget does; a page that could hold
+//! not even its first task is refused (429 `concurrency.request_bytes`, 503
+//! `overload.request_bytes`), for the caller's other requests hold its budget.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
+use crate::body::{collect_taking, CollectError};
+use crate::limits::concurrency::values_within;
 use crate::reason;
 
 /// ListTasks reads this many listed tasks from their agents at once.
@@ -38,6 +50,8 @@ fn still_matches(task: &Value, state: &Option<String>, from: u64) -> bool {
 
 enum Read {
     Task(UpstreamId, Bytes),
+    /// Larger than what the batch's reads had left to share.
+    Over,
     /// What the edge knows of it stands in for the agent's answer: the answer is larger
     /// than the page's byte budget, or the agent cannot be asked now (down, removed by a
     /// reload, or its read failed), so that one agent does not fail the caller's page.
@@ -48,7 +62,8 @@ impl Gate {
     /// ListTasks answered for the caller alone (see the module note).
     /// `owner`: the name the registry knows the caller by at this agent. `slot`: the caller's
     /// in-flight slot, held for the whole fan-out and then by the answer's body until it is
-    /// sent.
+    /// sent; `held`: the request's share of the caller's request budgets, which the page's
+    /// reads and tasks grow (see the module note), and then the answer's body holds.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn list_tasks(
         &self,
@@ -58,7 +73,7 @@ impl Gate {
         who: &Principal,
         owner: &str,
         trace: &Trace,
-        slot: ConcurrencyGuard,
+        (slot, mut held): (ConcurrencyGuard, RequestBytes),
     ) -> Result<Response<BoxBody>, Rejection> {
         let principal = owner;
         let p = &rpc.params;
@@ -88,14 +103,17 @@ impl Gate {
             .map_err(|r| refusal(&rpc.id, r))?;
         let budget = self.list_page_bytes;
         let mut tasks: Vec<Value> = Vec::with_capacity(page.tasks.len());
-        let mut held = 0usize;
+        // The bytes read of the page's tasks (its budget's measure).
+        let mut read = 0usize;
+        // What the request and the tasks kept hold of the caller's request budget.
+        let mut kept = held.bytes();
         // Where the page was cut short (the index of the first task left for the next page).
         let mut cut: Option<usize> = None;
         // Batches sized by what is left of the budget and the tasks' size so far (the first
         // read alone), so that what a page reads stays close to what it holds.
         let mut first = 0;
         'batches: while first < page.tasks.len() {
-            let size = match (tasks.len(), held) {
+            let size = match (tasks.len(), read) {
                 (0, _) => 1,
                 (n, h) => {
                     ((budget.saturating_sub(h)) / (h / n).max(1)).clamp(1, LIST_TASKS_CONCURRENCY)
@@ -122,33 +140,83 @@ impl Gate {
                     retry_after_secs: 1,
                 });
             }
-            let reads = self
-                .read_tasks(at, &batch[..allowed], &headers, rpc, who, trace, budget)
-                .await?;
-            for (k, read) in reads.into_iter().enumerate() {
+            // The batch's reads share what is left of the page's budget (all of it for a
+            // page's first task), within what the caller's request budget has room for.
+            let alone = tasks.is_empty();
+            let left = match alone {
+                true => budget,
+                false => budget.saturating_sub(read),
+            };
+            let (granted, short) = held.grow_up_to(left);
+            let pool = Arc::new(Pool(AtomicUsize::new(granted)));
+            let reads = match granted {
+                0 => (0..allowed).map(|_| Some(Read::Over)).collect(),
+                _ => {
+                    self.read_tasks(at, &batch[..allowed], &headers, rpc, who, trace, &pool)
+                        .await?
+                }
+            };
+            // What the reads left is given back.
+            held.shrink_to(held.bytes().saturating_sub(pool.0.load(Ordering::Acquire)));
+            // What the reads not yet looked at hold.
+            let mut pending: usize = reads
+                .iter()
+                .map(|r| match r {
+                    Some(Read::Task(_, bytes)) => bytes.len(),
+                    _ => 0,
+                })
+                .sum();
+            for (k, one) in reads.into_iter().enumerate() {
                 let (task_id, _) = &batch[k];
-                let task = match read {
-                    Some(Read::Task(upstream, bytes)) => {
-                        if held + bytes.len() > budget && !tasks.is_empty() {
-                            cut = Some(first + k);
-                            break 'batches;
+                // Past the page's budget or the caller's: larger than the whole page alone,
+                // listed as what the edge knows of it; the page's first task refused (what
+                // the caller's other requests hold is given back as they end); else the page
+                // ends here.
+                let no_room = |short: Option<Reason>| match short {
+                    Some(r) if alone && first + k == 0 => Err(over_request_budget(r)),
+                    _ => Ok(()),
+                };
+                let task = match one {
+                    Some(Read::Over) if alone && short.is_none() => {
+                        match self.owners.registry().task_summary(principal, task_id) {
+                            Some(summary) => summary,
+                            None => continue,
                         }
-                        held += bytes.len();
+                    }
+                    Some(Read::Over) => {
+                        no_room(short)?;
+                        cut = Some(first + k);
+                        break 'batches;
+                    }
+                    Some(Read::Task(upstream, bytes)) => {
+                        read += bytes.len();
+                        pending -= bytes.len();
                         let listed = self
                             .listed_task(
                                 at,
                                 &bytes,
-                                task_id,
-                                upstream,
+                                &mut held,
+                                (task_id, upstream),
                                 principal,
                                 include_artifacts,
                             )
                             .await;
+                        // A task the page keeps holds what it was charged; any other gives
+                        // it back.
+                        let keep = matches!(&listed,
+                            Ok(Listed::Task(t)) if still_matches(t, &want_state, from));
+                        match keep {
+                            true => kept = held.bytes().saturating_sub(pending),
+                            false => held.shrink_to(kept + pending),
+                        }
                         match listed {
-                            Ok(Listed::Task(task)) if !still_matches(&task, &want_state, from) => {
-                                continue
+                            Ok(Listed::Task(task)) if keep => task,
+                            Ok(Listed::Task(_)) => continue,
+                            Ok(Listed::NoRoom(r)) => {
+                                no_room(Some(r))?;
+                                cut = Some(first + k);
+                                break 'batches;
                             }
-                            Ok(Listed::Task(task)) => task,
                             Ok(Listed::Gone) => continue,
                             // Not this task: what the edge knows of it instead.
                             Ok(Listed::Other) => {
@@ -177,6 +245,7 @@ impl Gate {
             }
             first += batch.len();
         }
+        held.shrink_to(kept);
         let next_page_token = match cut {
             Some(0) | None => page.next_page_token.clone(),
             Some(i) => self.owners.registry().token_after(&page, i - 1),
@@ -187,14 +256,17 @@ impl Gate {
             "pageSize": page_size,
             "totalSize": page.total_size,
         });
+        let body = crate::a2a::result_body(&rpc.id, result);
+        // (what the answer holds while it is sent)
+        held.shrink_to(body.len());
         Ok(crate::body::json_response_holding(
             StatusCode::OK,
-            crate::a2a::result_body(&rpc.id, result),
-            slot,
+            body,
+            (slot, held),
         ))
     }
 
-    /// Reads these tasks from their agents at once, each capped at `cap` bytes; in order.
+    /// Reads these tasks from their agents at once, sharing the bytes of `pool`; in order.
     #[allow(clippy::too_many_arguments)]
     async fn read_tasks(
         &self,
@@ -204,7 +276,7 @@ impl Gate {
         rpc: &RpcRequest,
         who: &Principal,
         trace: &Trace,
-        cap: usize,
+        pool: &Arc<Pool>,
     ) -> Result<Vec<Option<Read>>, Rejection> {
         let mut reads = tokio::task::JoinSet::new();
         let mut out: Vec<Option<Read>> = (0..batch.len()).map(|_| None).collect();
@@ -227,6 +299,7 @@ impl Gate {
             self.caller_headers(&mut headers, &agent.upstream.name, who, &trace.request_id)
                 .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
             let upstream = *upstream;
+            let pool = Arc::clone(pool);
             reads.spawn(async move {
                 let Ok(resp) = agent
                     .send_rpc(
@@ -242,9 +315,23 @@ impl Gate {
                 if !upstream::is_json_ok(&resp) {
                     return (i, Read::Summary);
                 }
-                match collect_limited(resp.into_body(), cap).await {
+                let mut taken = 0;
+                let bytes = collect_taking(resp.into_body(), |n| {
+                    let ok = pool.take(n);
+                    taken += if ok { n } else { 0 };
+                    ok
+                })
+                .await;
+                match bytes {
                     Ok(bytes) => (i, Read::Task(upstream, bytes)),
-                    Err(_) => (i, Read::Summary),
+                    // What it took is the other reads' again.
+                    Err(e) => {
+                        pool.give(taken);
+                        match e {
+                            CollectError::TooLarge => (i, Read::Over),
+                            _ => (i, Read::Summary),
+                        }
+                    }
                 }
             });
         }
@@ -264,19 +351,32 @@ impl Gate {
 
     /// One listed task from the agent's GetTask answer of `task_id`: cleaned and learned
     /// from; `Gone` when the agent no longer has it; `Other` when the answer is not that
-    /// task (a bare Task of another id, another shape: nothing learned from it); an error
-    /// when it names another caller's task.
+    /// task (a bare Task of another id, another shape: nothing learned from it); `NoRoom`
+    /// when its tree does not fit the caller's request budget (`held`, grown by the tree
+    /// otherwise); an error when it names another caller's task.
     async fn listed_task(
         &self,
         at: &AgentGate,
         bytes: &[u8],
-        task_id: &str,
-        upstream: UpstreamId,
+        held: &mut RequestBytes,
+        (task_id, upstream): (&str, UpstreamId),
         principal: &str,
         include_artifacts: bool,
     ) -> Result<Listed, RpcError> {
-        let Ok(mut v) = crate::a2a::json::parse_answer(bytes, at.requests.max_json_values) else {
-            return Ok(Listed::Gone);
+        // The tree is parsed only as far as the budget has room for it.
+        let (room, bound) = held.room();
+        let most = values_within(room, bytes.len()).min(at.requests.max_json_values);
+        let mut v = match crate::a2a::json::parse_answer_counted(bytes, most) {
+            Ok((v, values)) => match held.grow(reckoned_tree(bytes.len(), values)) {
+                Ok(()) => v,
+                Err(r) => return Ok(Listed::NoRoom(r)),
+            },
+            Err(crate::a2a::json::JsonError::TooManyValues)
+                if most < at.requests.max_json_values =>
+            {
+                return Ok(Listed::NoRoom(bound))
+            }
+            Err(_) => return Ok(Listed::Gone),
         };
         // The answer to the edge's own GetTask (id 1), as a relayed answer must echo its id.
         if v.get("id") != Some(&Value::from(1)) {
@@ -323,4 +423,25 @@ enum Listed {
     Task(Value),
     Gone,
     Other,
+    /// Its tree does not fit the caller's request budget.
+    NoRoom(Reason),
+}
+
+/// The bytes one batch's reads share ([`Gate::list_tasks`]).
+struct Pool(AtomicUsize);
+
+impl Pool {
+    /// Takes `n` of the bytes, if that many are left.
+    fn take(&self, n: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(n)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` taken.
+    fn give(&self, n: usize) {
+        self.0.fetch_add(n, Ordering::AcqRel);
+    }
 }

@@ -671,8 +671,10 @@ impl Gate {
                 answer
             }
             Method::ListTasks => {
-                // The slot is held for the whole fan-out, and by the answer until it is sent.
-                Box::pin(self.list_tasks(agent, headers, &rpc, &principal, &name, trace, guard))
+                // The slot and the request's budget are held for the whole fan-out, and by
+                // the answer until it is sent.
+                let held = (guard, held);
+                Box::pin(self.list_tasks(agent, headers, &rpc, &principal, &name, trace, held))
                     .await
             }
             Method::GetExtendedAgentCard => {

@@ -344,6 +344,12 @@ pub fn reckoned_tree(body: usize, values: usize) -> usize {
 
 const TREE_BYTES_PER_VALUE: usize = 192;
 
+/// The most values a tree parsed from `body` bytes may hold within `room` bytes, reckoned as
+/// [`reckoned_tree`] does.
+pub fn values_within(room: usize, body: usize) -> usize {
+    room.saturating_sub(body) / TREE_BYTES_PER_VALUE
+}
+
 /// The most a request within `max_body_bytes` and `max_json_values` is reckoned to hold: its
 /// body's buffer (at most the cap) and its tree.
 pub fn largest_request(max_body_bytes: usize, max_json_values: usize) -> usize {
@@ -382,16 +388,7 @@ impl RequestBytes {
                 n.checked_add(more).filter(|&m| m <= total)
             })
             .map_err(|_| reason::OVERLOAD_REQUEST_BYTES)?;
-        match shard.get_mut(&*self.principal) {
-            Some(c) => c.request_bytes = mine,
-            None => {
-                let c = Counts {
-                    request_bytes: mine,
-                    ..Counts::default()
-                };
-                shard.insert(self.principal.clone(), c);
-            }
-        }
+        set_request_bytes(&mut shard, &self.principal, mine);
         self.bytes += more;
         Ok(())
     }
@@ -399,6 +396,68 @@ impl RequestBytes {
     /// The bytes it holds.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// How many more bytes would fit now (the caller's budget and everyone's), and the reason
+    /// a request for more would be refused.
+    pub fn room(&self) -> (usize, Reason) {
+        let held = self
+            .shared
+            .shard(&self.principal)
+            .get(&*self.principal)
+            .map_or(0, |c| c.request_bytes);
+        let mine = self.budget.per_principal.saturating_sub(held);
+        let all = self
+            .budget
+            .total
+            .saturating_sub(self.shared.request_bytes.load(Ordering::Acquire));
+        match mine <= all {
+            true => (mine, reason::CONCURRENCY_REQUEST_BYTES),
+            false => (all, reason::OVERLOAD_REQUEST_BYTES),
+        }
+    }
+
+    /// Reserves what fits of `most` more bytes (for reads that share them: what they leave is
+    /// given back with [`RequestBytes::shrink_to`]), and says how much; with the reason a
+    /// request for more would have been refused when that is less than `most`.
+    pub fn grow_up_to(&mut self, most: usize) -> (usize, Option<Reason>) {
+        let mut shard = self.shared.shard(&self.principal);
+        let held = shard.get(&*self.principal).map_or(0, |c| c.request_bytes);
+        let mine = self.budget.per_principal.saturating_sub(held);
+        let (want, mut short) = match most <= mine {
+            true => (most, None),
+            false => (mine, Some(reason::CONCURRENCY_REQUEST_BYTES)),
+        };
+        let total = self.budget.total;
+        let mut got = 0;
+        let _ = self
+            .shared
+            .request_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                got = want.min(total.saturating_sub(n));
+                Some(n + got)
+            });
+        if got < want {
+            short = Some(reason::OVERLOAD_REQUEST_BYTES);
+        }
+        if got > 0 {
+            set_request_bytes(&mut shard, &self.principal, held + got);
+            self.bytes += got;
+        }
+        (got, short)
+    }
+
+    /// Gives back what it holds beyond `keep` bytes.
+    pub fn shrink_to(&mut self, keep: usize) {
+        let Some(less) = self.bytes.checked_sub(keep).filter(|&n| n > 0) else {
+            return;
+        };
+        self.shared.request_bytes.fetch_sub(less, Ordering::AcqRel);
+        self.bytes = keep;
+        let principal = self.principal.clone();
+        self.shared.release(principal, |counts| {
+            counts.request_bytes = counts.request_bytes.saturating_sub(less);
+        });
     }
 
     /// Moves what it holds into a reservation of its own (for work that may outlive this
@@ -417,6 +476,20 @@ impl RequestBytes {
     /// Takes back what [`RequestBytes::take`] moved out (`other` holds nothing then).
     pub fn absorb(&mut self, mut other: RequestBytes) {
         self.bytes += std::mem::take(&mut other.bytes);
+    }
+}
+
+/// Sets what `principal`'s requests hold in its shard (an entry made where it has none).
+fn set_request_bytes(shard: &mut HashMap<Box<str>, Counts>, principal: &str, bytes: usize) {
+    match shard.get_mut(principal) {
+        Some(c) => c.request_bytes = bytes,
+        None => {
+            let c = Counts {
+                request_bytes: bytes,
+                ..Counts::default()
+            };
+            shard.insert(principal.into(), c);
+        }
     }
 }
 
@@ -636,6 +709,49 @@ mod tests {
         );
         drop(r);
         assert!(tighter.reserve("frank", 50).is_ok());
+    }
+
+    /// A reservation grown by what fits (reads that share it) takes no more than the
+    /// caller's room and everyone's, says which was short, and gives back what it does not
+    /// keep; its room is the smaller of the two.
+    #[test]
+    fn a_reservation_grows_by_what_fits_and_shrinks() {
+        let limits = ConcurrencyLimits::new(8, 8).with_request_budget(100, 150);
+        let _other = limits.reserve("bob", 30).unwrap();
+        let mut r = limits.reservation("alice");
+        assert_eq!(r.room(), (100, reason::CONCURRENCY_REQUEST_BYTES));
+        // (asked, granted, short, held by alice after)
+        let rows: [(usize, usize, Option<Reason>, usize); 4] = [
+            (0, 0, None, 0),
+            (40, 40, None, 40),
+            (70, 60, Some(reason::CONCURRENCY_REQUEST_BYTES), 100),
+            (1, 0, Some(reason::CONCURRENCY_REQUEST_BYTES), 100),
+        ];
+        for (asked, granted, short, after) in rows {
+            assert_eq!(r.grow_up_to(asked), (granted, short), "{asked}");
+            assert_eq!((r.bytes(), limits.request_bytes("alice")), (after, after));
+        }
+        assert_eq!(r.room(), (0, reason::CONCURRENCY_REQUEST_BYTES));
+        // Shrunk: what it keeps stays held, the rest is everyone's again.
+        r.shrink_to(90);
+        r.shrink_to(95);
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (90, 90));
+        assert_eq!(limits.request_bytes_total(), 120);
+        // Everyone's budget short (150 - 120 = 30 left, alice's own 10).
+        let mut carol = limits.reservation("carol");
+        assert_eq!(carol.room(), (30, reason::OVERLOAD_REQUEST_BYTES));
+        assert_eq!(
+            carol.grow_up_to(50),
+            (30, Some(reason::OVERLOAD_REQUEST_BYTES))
+        );
+        assert_eq!(limits.request_bytes_total(), 150);
+        assert_eq!(r.grow_up_to(5), (0, Some(reason::OVERLOAD_REQUEST_BYTES)));
+        carol.shrink_to(0);
+        assert_eq!(limits.request_bytes("carol"), 0);
+        assert_eq!(r.grow_up_to(5), (5, None));
+        drop((r, carol, _other));
+        assert_eq!(limits.request_bytes_total(), 0);
+        assert_eq!(limits.active_principals(), 0, "no entry left behind");
     }
 
     #[test]

@@ -308,7 +308,7 @@ impl Ctx<'_> {
             limits.request_bytes_per_principal,
             largest,
             default,
-            "the largest request the [a2a] bounds admit: twice max_body_bytes and 192 bytes for each of max_json_values",
+            "the largest request the [a2a] bounds admit, or task a ListTasks page reads: twice max_body_bytes (or limits.list_tasks_page_bytes) and 192 bytes for each of max_json_values",
         )?;
         limits.request_bytes = at_least(
             "limits.request_bytes",

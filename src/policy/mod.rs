@@ -520,13 +520,13 @@ impl Ctx<'_> {
             true => vec![&a2a],
             false => agents.iter().map(|a| &a.a2a).collect(),
         };
+        // (and the largest task a ListTasks page may read of an agent's, held as a request)
         let largest = bounds
             .into_iter()
             .map(|a| {
-                crate::limits::concurrency::largest_request(
-                    a.max_body_bytes,
-                    a.requests.max_json_values,
-                )
+                let values = a.requests.max_json_values;
+                let largest = crate::limits::concurrency::largest_request;
+                largest(a.max_body_bytes, values).max(largest(limits.list_tasks_page_bytes, values))
             })
             .max()
             .unwrap_or(0);

@@ -896,61 +896,81 @@ upstreams = ["second"]
 
 /// The request byte budgets hold the largest request the policy's `[a2a]` bounds admit
 /// (an agent's own included: twice `max_body_bytes` and 192 bytes for each of
-/// `max_json_values`): a default grows to it, an explicit budget below it is refused (it would
+/// `max_json_values`), and the largest task a ListTasks page reads (`list_tasks_page_bytes`
+/// in place of `max_body_bytes`): a default grows to it, an explicit budget below it is refused (it would
 /// answer such a request 429 for ever), and the total holds at least one principal's.
 #[test]
 fn request_budgets_hold_the_largest_request() {
     const MIB: usize = 1 << 20;
     let small = "[a2a]\nmax_body_bytes = 4096\nmax_json_values = 1024\n";
+    // (a ListTasks page of a task as large as such a body)
+    let page = "list_tasks_page_bytes = 4096\n";
     // (the [a2a] and [limits] sections, per principal and total, or the refused key)
     type Budgets = Result<(usize, usize), &'static str>;
-    let rows: [(&str, &str, Budgets); 10] = [
+    let rows: [(&str, String, Budgets); 13] = [
         // (an explicit total bounds the default per principal, and must hold the largest)
         (
             small,
-            "request_bytes = 1048576\n",
+            format!("{page}request_bytes = 1048576\n"),
             Ok((1_048_576, 1_048_576)),
         ),
         (
             "[a2a]\nmax_body_bytes = 1048576\n",
-            "request_bytes = 134217728\n",
+            "request_bytes = 134217728\n".into(),
             Err("limits.request_bytes"),
         ),
-        ("", "", Ok((256 * MIB, 1024 * MIB))),
+        ("", String::new(), Ok((256 * MIB, 1024 * MIB))),
         (
             "[a2a]\nmax_body_bytes = 134217728\n",
-            "",
+            String::new(),
             Ok((448 * MIB, 1024 * MIB)),
         ),
         (
             "[a2a]\nmax_json_values = 8388608\n",
-            "",
+            String::new(),
             Ok((1600 * MIB, 1600 * MIB)),
         ),
         (
             small,
-            "request_bytes_per_principal = 204800\nrequest_bytes = 204800\n",
+            format!("{page}request_bytes_per_principal = 204800\nrequest_bytes = 204800\n"),
             Ok((204_800, 204_800)),
         ),
         (
             small,
-            "request_bytes_per_principal = 204799\n",
+            format!("{page}request_bytes_per_principal = 204799\n"),
             Err("limits.request_bytes_per_principal"),
         ),
         (
             "",
-            "request_bytes_per_principal = 268435455\n",
+            "request_bytes_per_principal = 268435455\n".into(),
             Err("limits.request_bytes_per_principal"),
         ),
         (
             "",
-            "request_bytes = 268435455\n",
+            "request_bytes = 268435455\n".into(),
             Err("limits.request_bytes"),
         ),
         (
             small,
-            "request_bytes_per_principal = 1048576\nrequest_bytes = 1048575\n",
+            format!("{page}request_bytes_per_principal = 1048576\nrequest_bytes = 1048575\n"),
             Err("limits.request_bytes"),
+        ),
+        // A ListTasks page may read a task as large as its budget, held as a request is: the
+        // budgets hold that too (at the default page budget, 4 MiB: 8 MiB and the tree).
+        (
+            small,
+            "request_bytes_per_principal = 1048576\n".into(),
+            Err("limits.request_bytes_per_principal"),
+        ),
+        (
+            small,
+            "list_tasks_page_bytes = 8192\nrequest_bytes_per_principal = 212991\n".into(),
+            Err("limits.request_bytes_per_principal"),
+        ),
+        (
+            "",
+            "list_tasks_page_bytes = 134217728\n".into(),
+            Ok((448 * MIB, 1024 * MIB)),
         ),
     ];
     for (a2a, limits, want) in rows {
@@ -999,7 +1019,7 @@ fn request_budgets_hold_the_largest_request() {
             &format!("upstreams = [\"second\"]\n{own}"),
             1,
         );
-    let limits = "[limits]\nrequest_bytes_per_principal = 204800\n";
+    let limits = "[limits]\nlist_tasks_page_bytes = 4096\nrequest_bytes_per_principal = 204800\n";
     let p = load(&agents_policy(&agents, limits)).unwrap();
     assert_eq!(p.limits.request_bytes_per_principal, 204_800);
 }
