@@ -1640,7 +1640,7 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
 /// budget does; a page that cannot hold even its first task while the caller's other requests
 /// hold the budget is refused 429 `concurrency.request_bytes` (its read past what is left, or
 /// its tree), and passes once they end; another caller is served meanwhile; all a page held
-/// is given back once its answer is sent.
+/// is given back once its answer is sent. An agent's answer to a request is charged alike.
 #[tokio::test]
 async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     // One request or listed task at these bounds: 2 x 100,000 + 192 x 1,024 = 396,608.
@@ -1655,7 +1655,7 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     // Alice's three tasks of about 960 values each (a data part of 900 zeros): about 2.9 KB
     // read, reckoned 2 x 2.9 KB + 192 x 960 = 190 KB; two fit her budget, three do not (nor
     // two beside one held body of 100 KB, nor one beside three).
-    let mut created = Vec::new();
+    let (mut created, mut contexts) = (Vec::new(), Vec::new());
     for n in 0..3 {
         let params = serde_json::json!({"message": {"messageId": format!("many-{n}"),
             "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
@@ -1667,6 +1667,7 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
                 .expect("a task")
                 .to_string(),
         );
+        contexts.push(v["result"]["task"]["contextId"].clone());
     }
     // The other caller's task: 30 KB of text, a few values.
     let other_task = send_as(&mut c, OTHER_TOKEN, "SendMessage", big_message(30)).await;
@@ -1770,6 +1771,35 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
         drop(held);
         given_back(0).await;
     }
+    // A task that could never fit beside its page's own request (here padded to 99 KB:
+    // reckoned 198 KB, leaving 222 KB; the task, about 40 KB read and 965 values: 265 KB) is
+    // listed as what the edge knows of it, not refused for ever.
+    let params = serde_json::json!({"message": {"messageId": "large-and-many",
+        "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
+        "mediaType": "application/json"}, {"text": "y".repeat(20_000)}]}});
+    let v = send_as(&mut c, alice, "SendMessage", params).await;
+    let large = v["result"]["task"].clone();
+    let body = format!(
+        r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,
+        large["contextId"],
+        " ".repeat(99_000)
+    );
+    let (status, _, rb) = c.request("POST", "/", &h(alice), body).await;
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["result"]["tasks"][0]["id"], large["id"], "{v}");
+    assert!(v["result"]["tasks"][0].get("history").is_none(), "{v}");
+    // ... where one that fits, with the same request, is read whole.
+    let body = format!(
+        r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,
+        contexts[0],
+        " ".repeat(99_000)
+    );
+    let (status, _, rb) = c.request("POST", "/", &h(alice), body).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert!(v["result"]["tasks"][0]["history"].is_array(), "{v}");
+    given_back(0).await;
     // The other caller's 30 KB task does not fit what its held bodies leave (about 20 KB):
     // its read stops there, and the page is refused, not given a summary.
     let mut held = Vec::new();
@@ -1781,7 +1811,19 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     let v: Value = serde_json::from_slice(&rb).unwrap();
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{v}");
     assert_eq!(v["reason"], "concurrency.request_bytes");
+    // An agent's answer is charged the same way, as it arrives: the task's 60 KB does not
+    // fit, and the caller is told so (a JSON-RPC error, for the agent has had the request).
+    let get = serde_json::json!({"id": other_task});
+    let v = send_as(&mut c, OTHER_TOKEN, "GetTask", get.clone()).await;
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "concurrency.request_bytes",
+        "{v}"
+    );
     drop(held);
+    given_back(0).await;
+    let v = send_as(&mut c, OTHER_TOKEN, "GetTask", get.clone()).await;
+    assert_eq!(v["result"]["id"], other_task.as_str(), "{v}");
     given_back(0).await;
     let (headers, body) = list(OTHER_TOKEN, String::new());
     let (status, _, rb) = c.request("POST", "/", &headers, body).await;

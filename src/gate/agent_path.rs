@@ -99,24 +99,36 @@ impl Gate {
             return Err(bad_gateway(reason::UPSTREAM_BAD_RESPONSE));
         }
         // Bounded in time with the head (the agent's response timeout).
-        let bytes = collect_limited(resp.into_body(), 64 * 1024 * 1024)
+        // What the answer holds is the caller's, as its request's was (its bytes as they
+        // arrive, the body written from it, its tree): past the caller's request budgets
+        // refused as a request would be (these routes only read).
+        let bytes = upstream::read_answer(resp.into_body(), 64 * 1024 * 1024, &mut held)
             .await
-            .map_err(|e| bad_gateway(UpstreamError::of_body(e).reason()))?;
-        let value = crate::a2a::json::parse_answer(&bytes, at.requests.max_json_values)
-            .map_err(|_| bad_gateway(reason::UPSTREAM_BAD_RESPONSE))?;
+            .map_err(|e| match e {
+                UpstreamError::Refused(r) => over_request_budget(r),
+                e => bad_gateway(e.reason()),
+            })?;
+        held.grow(bytes.len()).map_err(over_request_budget)?;
+        let value = upstream::parse_charged(&bytes, at.requests.max_json_values, &mut held)
+            .map_err(|over| match over {
+                Some(r) => over_request_budget(r),
+                None => bad_gateway(reason::UPSTREAM_BAD_RESPONSE),
+            })?;
         let mut wrapped = json!({ "result": value });
         clean_response(
             &mut wrapped,
             &at.requests.metadata,
             at.requests.redact_paths,
         );
-        let body = wrapped
-            .get("result")
-            .cloned()
-            .unwrap_or(Value::Null)
-            .to_string();
+        let body = wrapped.get("result").unwrap_or(&Value::Null).to_string();
         // The body owns the slot until it is sent (a caller that reads nothing holds no
-        // more answers than its slots).
-        Ok(crate::body::json_response_holding(status, body, slot))
+        // more answers than its slots), and what it holds of the caller's budgets.
+        drop((bytes, wrapped));
+        held.shrink_to(body.len());
+        Ok(crate::body::json_response_holding(
+            status,
+            body,
+            (slot, held),
+        ))
     }
 }

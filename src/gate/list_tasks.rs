@@ -3,25 +3,23 @@
 //!
 //! What one ListTasks costs is bounded whatever the tasks hold: it keeps the caller's
 //! concurrency slot for the whole fan-out, each task read spends one of the caller's rate
-//! budget (a page stops where the budget does), tasks are read a few at a time, the reads
-//! share the page's byte budget (`limits.list_tasks_page_bytes`), and the page ends
+//! budget (a page stops where the budget does), tasks are read a few at a time, each read is
+//! capped at the page's byte budget (`limits.list_tasks_page_bytes`), and the page ends
 //! (with a `nextPageToken`) before the task that would take it over that budget. A task
 //! larger than the whole budget is listed as what the registry knows of it (id, context,
 //! state): read it whole with GetTask.
 //!
 //! What a page holds is charged to the caller's request budgets as a request's body and tree
-//! are (`limits.request_bytes_per_principal`, `limits.request_bytes`): a batch's reads share
-//! what is left of the page's budget within what the caller's budget has room for, and a read
-//! task holds its bytes twice (read, then written into the answer) and 192 bytes for each
-//! value of its tree. The page ends where the caller's budget does; a page that could hold
-//! not even its first task is refused (429 `concurrency.request_bytes`, 503
-//! `overload.request_bytes`), for the caller's other requests hold its budget.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! are (`limits.request_bytes_per_principal`, `limits.request_bytes`): each read as its bytes
+//! arrive, each task its tree (its strings and 192 bytes a value) once parsed, until the
+//! answer is built; the answer's body then holds its own size until it is sent. A task that
+//! does not fit what the caller's budgets have left ends the page there (`nextPageToken`), or,
+//! the page's first, is refused (429 `concurrency.request_bytes`, 503
+//! `overload.request_bytes`: the caller's other requests hold them, and give them back as
+//! they end); one that could never fit beside the page's own request is listed as what the
+//! edge knows of it, as one larger than the page is.
 
 use super::*;
-use crate::body::{collect_taking, CollectError};
-use crate::limits::concurrency::values_within;
 use crate::reason;
 
 /// ListTasks reads this many listed tasks from their agents at once.
@@ -49,9 +47,10 @@ fn still_matches(task: &Value, state: &Option<String>, from: u64) -> bool {
 }
 
 enum Read {
-    Task(UpstreamId, Bytes),
-    /// Larger than what the batch's reads had left to share.
-    Over,
+    /// The agent's answer, and what it holds of the caller's request budgets.
+    Task(UpstreamId, Bytes, RequestBytes),
+    /// Its answer did not fit what the caller's request budgets had left.
+    NoRoom(Reason),
     /// What the edge knows of it stands in for the agent's answer: the answer is larger
     /// than the page's byte budget, or the agent cannot be asked now (down, removed by a
     /// reload, or its read failed), so that one agent does not fail the caller's page.
@@ -140,57 +139,44 @@ impl Gate {
                     retry_after_secs: 1,
                 });
             }
-            // The batch's reads share what is left of the page's budget (all of it for a
-            // page's first task), within what the caller's request budget has room for.
-            let alone = tasks.is_empty();
-            let left = match alone {
-                true => budget,
-                false => budget.saturating_sub(read),
-            };
-            let (granted, short) = held.grow_up_to(left);
-            let pool = Arc::new(Pool(AtomicUsize::new(granted)));
-            let reads = match granted {
-                0 => (0..allowed).map(|_| Some(Read::Over)).collect(),
-                _ => {
-                    self.read_tasks(at, &batch[..allowed], &headers, rpc, who, trace, &pool)
-                        .await?
-                }
-            };
-            // What the reads left is given back.
-            held.shrink_to(held.bytes().saturating_sub(pool.0.load(Ordering::Acquire)));
-            // What the reads not yet looked at hold.
-            let mut pending: usize = reads
-                .iter()
-                .map(|r| match r {
-                    Some(Read::Task(_, bytes)) => bytes.len(),
-                    _ => 0,
-                })
-                .sum();
+            let reads = self
+                .read_tasks(at, &batch[..allowed], &headers, rpc, who, trace, &held)
+                .await?;
             for (k, one) in reads.into_iter().enumerate() {
                 let (task_id, _) = &batch[k];
-                // Past the page's budget or the caller's: larger than the whole page alone,
-                // listed as what the edge knows of it; the page's first task refused (what
-                // the caller's other requests hold is given back as they end); else the page
-                // ends here.
-                let no_room = |short: Option<Reason>| match short {
-                    Some(r) if alone && first + k == 0 => Err(over_request_budget(r)),
-                    _ => Ok(()),
+                // A task that does not fit what the caller's request budgets have left: the
+                // page ends before it, or (its first task) is refused, for the caller's other
+                // requests hold them and give them back as they end; one that could never fit
+                // beside the page's own request (nothing else of the caller's is held) is
+                // listed as what the edge knows of it, as one larger than the page is.
+                let no_room = |held: &RequestBytes, reason: Reason| match (
+                    tasks.is_empty(),
+                    held.others(),
+                    reason,
+                ) {
+                    (false, _, _) => Ok(false),
+                    (true, 0, reason::CONCURRENCY_REQUEST_BYTES) => Ok(true),
+                    (true, _, reason) => Err(over_request_budget(reason)),
                 };
+                let summary = || self.owners.registry().task_summary(principal, task_id);
                 let task = match one {
-                    Some(Read::Over) if alone && short.is_none() => {
-                        match self.owners.registry().task_summary(principal, task_id) {
+                    Some(Read::NoRoom(reason)) => match no_room(&held, reason)? {
+                        true => match summary() {
                             Some(summary) => summary,
                             None => continue,
+                        },
+                        false => {
+                            cut = Some(first + k);
+                            break 'batches;
                         }
-                    }
-                    Some(Read::Over) => {
-                        no_room(short)?;
-                        cut = Some(first + k);
-                        break 'batches;
-                    }
-                    Some(Read::Task(upstream, bytes)) => {
+                    },
+                    Some(Read::Task(upstream, bytes, share)) => {
+                        if read + bytes.len() > budget && !tasks.is_empty() {
+                            cut = Some(first + k);
+                            break 'batches;
+                        }
                         read += bytes.len();
-                        pending -= bytes.len();
+                        held.absorb(share);
                         let listed = self
                             .listed_task(
                                 at,
@@ -206,34 +192,35 @@ impl Gate {
                         let keep = matches!(&listed,
                             Ok(Listed::Task(t)) if still_matches(t, &want_state, from));
                         match keep {
-                            true => kept = held.bytes().saturating_sub(pending),
-                            false => held.shrink_to(kept + pending),
+                            true => kept = held.bytes(),
+                            false => held.shrink_to(kept),
                         }
                         match listed {
                             Ok(Listed::Task(task)) if keep => task,
                             Ok(Listed::Task(_)) => continue,
-                            Ok(Listed::NoRoom(r)) => {
-                                no_room(Some(r))?;
-                                cut = Some(first + k);
-                                break 'batches;
-                            }
-                            Ok(Listed::Gone) => continue,
-                            // Not this task: what the edge knows of it instead.
-                            Ok(Listed::Other) => {
-                                match self.owners.registry().task_summary(principal, task_id) {
+                            Ok(Listed::NoRoom(reason)) => match no_room(&held, reason)? {
+                                true => match summary() {
                                     Some(summary) => summary,
                                     None => continue,
+                                },
+                                false => {
+                                    cut = Some(first + k);
+                                    break 'batches;
                                 }
-                            }
+                            },
+                            Ok(Listed::Gone) => continue,
+                            // Not this task: what the edge knows of it instead.
+                            Ok(Listed::Other) => match summary() {
+                                Some(summary) => summary,
+                                None => continue,
+                            },
                             Err(e) => return Err(Rejection::rpc(rpc.id.clone(), e)),
                         }
                     }
-                    Some(Read::Summary) => {
-                        match self.owners.registry().task_summary(principal, task_id) {
-                            Some(summary) => summary,
-                            None => continue,
-                        }
-                    }
+                    Some(Read::Summary) => match summary() {
+                        Some(summary) => summary,
+                        None => continue,
+                    },
                     // The agent no longer has it: left out of the page.
                     None => continue,
                 };
@@ -266,7 +253,8 @@ impl Gate {
         ))
     }
 
-    /// Reads these tasks from their agents at once, sharing the bytes of `pool`; in order.
+    /// Reads these tasks from their agents at once, each capped at the page's budget and
+    /// charged to the caller's request budgets as it arrives (`held`'s); in order.
     #[allow(clippy::too_many_arguments)]
     async fn read_tasks(
         &self,
@@ -276,8 +264,9 @@ impl Gate {
         rpc: &RpcRequest,
         who: &Principal,
         trace: &Trace,
-        pool: &Arc<Pool>,
+        held: &RequestBytes,
     ) -> Result<Vec<Option<Read>>, Rejection> {
+        let cap = self.list_page_bytes;
         let mut reads = tokio::task::JoinSet::new();
         let mut out: Vec<Option<Read>> = (0..batch.len()).map(|_| None).collect();
         for (i, (task_id, upstream)) in batch.iter().enumerate() {
@@ -299,7 +288,7 @@ impl Gate {
             self.caller_headers(&mut headers, &agent.upstream.name, who, &trace.request_id)
                 .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
             let upstream = *upstream;
-            let pool = Arc::clone(pool);
+            let mut share = held.sibling();
             reads.spawn(async move {
                 let Ok(resp) = agent
                     .send_rpc(
@@ -315,23 +304,11 @@ impl Gate {
                 if !upstream::is_json_ok(&resp) {
                     return (i, Read::Summary);
                 }
-                let mut taken = 0;
-                let bytes = collect_taking(resp.into_body(), |n| {
-                    let ok = pool.take(n);
-                    taken += if ok { n } else { 0 };
-                    ok
-                })
-                .await;
-                match bytes {
-                    Ok(bytes) => (i, Read::Task(upstream, bytes)),
-                    // What it took is the other reads' again.
-                    Err(e) => {
-                        pool.give(taken);
-                        match e {
-                            CollectError::TooLarge => (i, Read::Over),
-                            _ => (i, Read::Summary),
-                        }
-                    }
+                match upstream::read_answer(resp.into_body(), cap, &mut share).await {
+                    Ok(bytes) => (i, Read::Task(upstream, bytes, share)),
+                    Err(UpstreamError::Refused(reason)) => (i, Read::NoRoom(reason)),
+                    // Larger than the whole page, or not read whole.
+                    Err(_) => (i, Read::Summary),
                 }
             });
         }
@@ -363,20 +340,10 @@ impl Gate {
         principal: &str,
         include_artifacts: bool,
     ) -> Result<Listed, RpcError> {
-        // The tree is parsed only as far as the budget has room for it.
-        let (room, bound) = held.room();
-        let most = values_within(room, bytes.len()).min(at.requests.max_json_values);
-        let mut v = match crate::a2a::json::parse_answer_counted(bytes, most) {
-            Ok((v, values)) => match held.grow(reckoned_tree(bytes.len(), values)) {
-                Ok(()) => v,
-                Err(r) => return Ok(Listed::NoRoom(r)),
-            },
-            Err(crate::a2a::json::JsonError::TooManyValues)
-                if most < at.requests.max_json_values =>
-            {
-                return Ok(Listed::NoRoom(bound))
-            }
-            Err(_) => return Ok(Listed::Gone),
+        let mut v = match upstream::parse_charged(bytes, at.requests.max_json_values, held) {
+            Ok(v) => v,
+            Err(Some(reason)) => return Ok(Listed::NoRoom(reason)),
+            Err(None) => return Ok(Listed::Gone),
         };
         // The answer to the edge's own GetTask (id 1), as a relayed answer must echo its id.
         if v.get("id") != Some(&Value::from(1)) {
@@ -425,23 +392,4 @@ enum Listed {
     Other,
     /// Its tree does not fit the caller's request budget.
     NoRoom(Reason),
-}
-
-/// The bytes one batch's reads share ([`Gate::list_tasks`]).
-struct Pool(AtomicUsize);
-
-impl Pool {
-    /// Takes `n` of the bytes, if that many are left.
-    fn take(&self, n: usize) -> bool {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-                left.checked_sub(n)
-            })
-            .is_ok()
-    }
-
-    /// Gives back `n` taken.
-    fn give(&self, n: usize) {
-        self.0.fetch_add(n, Ordering::AcqRel);
-    }
 }

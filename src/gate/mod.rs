@@ -657,6 +657,7 @@ impl Gate {
                 let plan = Plan {
                     agent: upstream,
                     slot: guard,
+                    held,
                     observe,
                     interrupt,
                     size_hint: bytes.len(),
@@ -700,6 +701,7 @@ impl Gate {
                     agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
                     size_hint: bytes.len(),
                     slot: guard,
+                    held,
                     interrupt: None,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
                         clean_response(v, &requests.metadata, requests.redact_paths);
@@ -732,6 +734,7 @@ impl Gate {
                 let plan = Plan {
                     agent: upstream,
                     slot: guard,
+                    held,
                     observe,
                     interrupt: revoked,
                     size_hint: bytes.len(),
@@ -1074,6 +1077,7 @@ impl Gate {
         let Plan {
             agent,
             slot,
+            held,
             observe,
             interrupt,
             size_hint,
@@ -1125,7 +1129,7 @@ impl Gate {
             log,
             fast,
             interrupt,
-            slot,
+            (slot, held),
             observe,
         )
         .instrument(telemetry::traces::stage_span!("relay"))
@@ -1274,6 +1278,9 @@ struct Plan<F> {
     agent: UpstreamId,
     /// The caller's concurrency slot: the answer's until it is sent (a stream: until it ends).
     slot: ConcurrencyGuard,
+    /// The request's share of the caller's request budgets, which a JSON answer grows as it
+    /// is read and built, and then holds until it is sent (`relay_response`).
+    held: RequestBytes,
     /// Cleans and learns from each JSON-RPC response of the answer; owns the turn, which
     /// ends with the answer (a stream: when it ends).
     observe: F,

@@ -398,6 +398,26 @@ impl RequestBytes {
         self.bytes
     }
 
+    /// An empty reservation of the same caller and budgets (for work beside this one's:
+    /// [`RequestBytes::absorb`] takes it in).
+    pub fn sibling(&self) -> RequestBytes {
+        RequestBytes {
+            shared: Arc::clone(&self.shared),
+            principal: self.principal.clone(),
+            budget: self.budget,
+            bytes: 0,
+        }
+    }
+
+    /// What the caller's other reservations hold now.
+    pub fn others(&self) -> usize {
+        self.shared
+            .shard(&self.principal)
+            .get(&*self.principal)
+            .map_or(0, |c| c.request_bytes)
+            .saturating_sub(self.bytes)
+    }
+
     /// How many more bytes would fit now (the caller's budget and everyone's), and the reason
     /// a request for more would be refused.
     pub fn room(&self) -> (usize, Reason) {
@@ -454,10 +474,17 @@ impl RequestBytes {
         };
         self.shared.request_bytes.fetch_sub(less, Ordering::AcqRel);
         self.bytes = keep;
-        let principal = self.principal.clone();
-        self.shared.release(principal, |counts| {
-            counts.request_bytes = counts.request_bytes.saturating_sub(less);
-        });
+        let mut shard = self.shared.shard(&self.principal);
+        let idle = match shard.get_mut(&*self.principal) {
+            Some(c) => {
+                c.request_bytes = c.request_bytes.saturating_sub(less);
+                c.idle()
+            }
+            None => false,
+        };
+        if idle {
+            shard.remove(&*self.principal);
+        }
     }
 
     /// Moves what it holds into a reservation of its own (for work that may outlive this

@@ -20,7 +20,10 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use headers::{forwarded_headers, strip_hop_by_hop};
-pub use relay::{is_json, is_json_ok, relay_response, Interrupt, Refused, RelayLimits, StreamLog};
+pub use relay::{
+    is_json, is_json_ok, parse_charged, read_answer, relay_response, Interrupt, Refused,
+    RelayLimits, StreamLog,
+};
 
 use crate::a2a::code::{INTERNAL_ERROR, INVALID_AGENT_RESPONSE};
 use crate::body::BoxBody;
@@ -80,6 +83,12 @@ impl UpstreamError {
             UpstreamError::BadResponse => "Upstream agent sent an invalid response",
             UpstreamError::Refused(reason::STATE_UNAVAILABLE) => {
                 crate::state::ownership::STATE_UNAVAILABLE_MESSAGE
+            }
+            UpstreamError::Refused(reason::CONCURRENCY_REQUEST_BYTES) => {
+                "The agent's answer does not fit the caller's request byte budget now (the agent has acted on the request)"
+            }
+            UpstreamError::Refused(reason::OVERLOAD_REQUEST_BYTES) => {
+                "The agent's answer does not fit the edge's request byte budget now (the agent has acted on the request)"
             }
             UpstreamError::Refused(_) => "Upstream agent sent an answer the edge refuses",
         }

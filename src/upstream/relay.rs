@@ -27,7 +27,8 @@ use super::answer::{self, Cleaning};
 use super::UpstreamError;
 use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
 use crate::a2a::{error_body, write, RpcError};
-use crate::body::{collect_limited, sse_response, BoxBody};
+use crate::body::{collect_taking, sse_response, BodyError, BoxBody};
+use crate::limits::concurrency::{reckoned_tree, values_within, RequestBytes};
 use crate::reason::{self, Reason};
 use crate::stream_body::budgeted;
 use crate::telemetry::metrics::{Metrics, StreamOutcome};
@@ -136,17 +137,70 @@ enum Failed {
     Refused(Refused),
 }
 
+/// Reads an agent's whole answer of at most `cap` bytes, its bytes charged to the caller's
+/// request budgets (`held`) as they arrive: past those, refused with the budget's reason
+/// (`concurrency.request_bytes`, `overload.request_bytes`).
+pub async fn read_answer<B>(
+    body: B,
+    cap: usize,
+    held: &mut RequestBytes,
+) -> Result<bytes::Bytes, UpstreamError>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: Into<BodyError>,
+{
+    let mut left = cap;
+    let mut over = None;
+    let read = collect_taking(body, |n| {
+        let Some(l) = left.checked_sub(n) else {
+            return false;
+        };
+        left = l;
+        held.grow(n).map_err(|r| over = Some(r)).is_ok()
+    })
+    .await;
+    match (read, over) {
+        (Err(_), Some(reason)) => Err(UpstreamError::Refused(reason)),
+        (read, _) => read.map_err(UpstreamError::of_body),
+    }
+}
+
+/// An agent's whole answer as a tree, parsed only as far as the caller's request budgets
+/// (`held`) have room for it, and then charged to them (its strings and 192 bytes a value, as
+/// a request's tree is): `Err(Some(reason))` past them, `Err(None)` when it is not JSON of at
+/// most `max_values` values.
+pub fn parse_charged(
+    text: &[u8],
+    max_values: usize,
+    held: &mut RequestBytes,
+) -> Result<Value, Option<Reason>> {
+    let (room, bound) = held.room();
+    let most = values_within(room, text.len()).min(max_values);
+    match crate::a2a::json::parse_answer_counted(text, most) {
+        Ok((v, values)) => {
+            held.grow(reckoned_tree(text.len(), values)).map_err(Some)?;
+            Ok(v)
+        }
+        Err(crate::a2a::json::JsonError::TooManyValues) if most < max_values => Err(Some(bound)),
+        Err(_) => Err(None),
+    }
+}
+
 /// One JSON-RPC response of the agent made the caller's: shaped, seen by the observer,
 /// written. With `fast` (the route's cleaning), the answer's fast pass ([`super::answer`])
 /// goes first: when the cleaning would change nothing, the agent's `result` is relayed as
 /// it came and the observer sees its projection (what the registry reads); else the whole
 /// response is built, cleaned and written again. Returns the caller's JSON, whether it is an
-/// error, and the observer's pending write.
+/// error, and the observer's pending write. With `held` (a JSON answer's, not a stream
+/// event's: the stream budgets bound those), the whole response's tree is charged to the
+/// caller's request budgets (its strings and 192 bytes a value), and parsed only as far as
+/// they have room.
 fn one_response<F, P>(
     text: &[u8],
     id: &Value,
     fast: Option<&RequestPolicy>,
     observe: &mut F,
+    held: Option<&mut RequestBytes>,
 ) -> Result<(Vec<u8>, bool, Option<P>), Failed>
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
@@ -170,36 +224,19 @@ where
     // The whole answer as a tree: as many values as a request may hold, no more (a tree
     // costs 32 bytes and more per value, where the text may spend two).
     let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
-    let v = crate::a2a::json::parse_answer(text, max_values).map_err(|_| Failed::Bad)?;
+    let v = match held {
+        Some(held) => parse_charged(text, max_values, held).map_err(|over| match over {
+            Some(reason) => Failed::Refused(reason),
+            None => Failed::Bad,
+        })?,
+        None => crate::a2a::json::parse_answer(text, max_values).map_err(|_| Failed::Bad)?,
+    };
     let mut v = shape(v, id).map_err(|_| Failed::Bad)?;
     let pending = observe(&mut v).map_err(Failed::Refused)?;
     let error = v.get("error").is_some();
     Ok((write::to_vec_sized(&v, text.len() + 64), error, pending))
 }
 
-/// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
-/// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
-/// agent sends (the one JSON answer, or each SSE event's), and an answer's end that no
-/// response of the agent ends ([`end_of_answer`]: the edge's error frame, a stream's end, one
-/// JSON answer to a stream); it is dropped when the answer has
-/// been sent (a JSON answer's last piece taken by the connection, a stream's end), or
-/// dropped unsent, so whatever it owns (a concurrency slot, a running turn) lives exactly as
-/// long: a caller that reads nothing holds no more answers than its slots.
-/// `streaming`: the caller asked for a stream (SendStreamingMessage, SubscribeToTask); an
-/// agent answering any other method with a stream is refused (it would hold the caller's
-/// request slot for as long as it liked, outside the stream limits, and hand the caller a
-/// stream it did not ask for).
-/// What the observer returns may be a write to finish before the answer is relayed (the
-/// shared state's record of a new task): it is awaited first, and its refusal ends the answer
-/// like the observer's own. `fast` is the request policy whose cleaning the observer applies
-/// (`clean_response` with its metadata policy and `redact_paths`): with it, responses that
-/// cleaning would leave as they are take the fast pass, and the observer sees their
-/// projection ([`one_response`]); `None` builds and cleans every response whole.
-/// `interrupt`, when it resolves, ends a stream with an error frame at once, without waiting
-/// for the agent's next event (a JSON answer is its observer's alone to refuse). `slot` (the
-/// caller's concurrency slot) is the answer's: a JSON answer's body holds it until it has
-/// been sent, a stream until it ends; `observe` (and the turn it owns) goes once the JSON
-/// answer is built, or when the stream ends.
 /// The media type of a response (`Content-Type` without its parameters), lowercased.
 fn media_type(headers: &http::HeaderMap) -> String {
     let content_type = headers
@@ -226,6 +263,31 @@ pub fn is_json(headers: &http::HeaderMap) -> bool {
     media_type(headers) == "application/json"
 }
 
+/// Turns the agent's response into the caller's. `id` is the JSON-RPC id of the request,
+/// used for an error frame if the stream breaks. `observe` sees every JSON-RPC response the
+/// agent sends (the one JSON answer, or each SSE event's), and an answer's end that no
+/// response of the agent ends ([`end_of_answer`]: the edge's error frame, a stream's end, one
+/// JSON answer to a stream); it is dropped when the answer has
+/// been sent (a JSON answer's last piece taken by the connection, a stream's end), or
+/// dropped unsent, so whatever it owns (a concurrency slot, a running turn) lives exactly as
+/// long: a caller that reads nothing holds no more answers than its slots.
+/// `streaming`: the caller asked for a stream (SendStreamingMessage, SubscribeToTask); an
+/// agent answering any other method with a stream is refused (it would hold the caller's
+/// request slot for as long as it liked, outside the stream limits, and hand the caller a
+/// stream it did not ask for).
+/// What the observer returns may be a write to finish before the answer is relayed (the
+/// shared state's record of a new task): it is awaited first, and its refusal ends the answer
+/// like the observer's own. `fast` is the request policy whose cleaning the observer applies
+/// (`clean_response` with its metadata policy and `redact_paths`): with it, responses that
+/// cleaning would leave as they are take the fast pass, and the observer sees their
+/// projection ([`one_response`]); `None` builds and cleans every response whole.
+/// `interrupt`, when it resolves, ends a stream with an error frame at once, without waiting
+/// for the agent's next event (a JSON answer is its observer's alone to refuse). `slot` (the
+/// caller's concurrency slot) is the answer's: a JSON answer's body holds it until it has
+/// been sent, a stream until it ends; `observe` (and the turn it owns) goes once the JSON
+/// answer is built, or when the stream ends. `held` (the request's share of the caller's
+/// request budgets) is grown by a JSON answer as it is read and built ([`read_answer`]), and
+/// then holds what the answer's body holds until it is sent; a stream lets it go.
 #[allow(clippy::too_many_arguments)]
 pub async fn relay_response<F, P, S>(
     upstream: Response<BoxBody>,
@@ -235,7 +297,7 @@ pub async fn relay_response<F, P, S>(
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
     interrupt: Option<Interrupt>,
-    slot: S,
+    (slot, mut held): (S, RequestBytes),
     mut observe: F,
 ) -> Result<Response<BoxBody>, UpstreamError>
 where
@@ -266,16 +328,20 @@ where
             observe,
         )),
         "application/json" => {
-            // Bounded in time with the head ([`super::Upstream`]'s response timeout).
-            let bytes = collect_limited(upstream.into_body(), limits.max_json_bytes)
-                .await
-                .map_err(UpstreamError::of_body)?;
-            let (json, error, pending) = one_response(&bytes, id, fast.as_deref(), &mut observe)
-                .map_err(|f| match f {
-                    Failed::Bad => UpstreamError::BadResponse,
-                    Failed::Refused(r) => UpstreamError::Refused(r),
-                })?;
+            // Bounded in time with the head ([`super::Upstream`]'s response timeout), and in
+            // bytes by the caller's request budgets: the answer read, the answer written for
+            // the caller (about as large) and a tree where one is built.
+            let bytes = read_answer(upstream.into_body(), limits.max_json_bytes, &mut held).await?;
+            held.grow(bytes.len()).map_err(UpstreamError::Refused)?;
+            let answered = one_response(&bytes, id, fast.as_deref(), &mut observe, Some(&mut held));
+            let (json, error, pending) = answered.map_err(|f| match f {
+                Failed::Bad => UpstreamError::BadResponse,
+                Failed::Refused(r) => UpstreamError::Refused(r),
+            })?;
             drop(bytes);
+            // (what the answer holds while it is sent)
+            held.shrink_to(json.len());
+            let slot = (slot, held);
             if let Some(pending) = pending {
                 pending.await.map_err(UpstreamError::Refused)?;
             }
@@ -418,7 +484,13 @@ where
                         continue;
                     };
                     let (json, error, pending) =
-                        match one_response(data.as_bytes(), &id, fast.as_deref(), &mut observe) {
+                        match one_response(
+                            data.as_bytes(),
+                            &id,
+                            fast.as_deref(),
+                            &mut observe,
+                            None,
+                        ) {
                             Ok(answered) => answered,
                             Err(Failed::Bad) => return Err(reason::UPSTREAM_BAD_STREAM),
                             Err(Failed::Refused(reason)) => return Err(reason),
