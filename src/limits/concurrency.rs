@@ -437,36 +437,6 @@ impl RequestBytes {
         }
     }
 
-    /// Reserves what fits of `most` more bytes (for reads that share them: what they leave is
-    /// given back with [`RequestBytes::shrink_to`]), and says how much; with the reason a
-    /// request for more would have been refused when that is less than `most`.
-    pub fn grow_up_to(&mut self, most: usize) -> (usize, Option<Reason>) {
-        let mut shard = self.shared.shard(&self.principal);
-        let held = shard.get(&*self.principal).map_or(0, |c| c.request_bytes);
-        let mine = self.budget.per_principal.saturating_sub(held);
-        let (want, mut short) = match most <= mine {
-            true => (most, None),
-            false => (mine, Some(reason::CONCURRENCY_REQUEST_BYTES)),
-        };
-        let total = self.budget.total;
-        let mut got = 0;
-        let _ = self
-            .shared
-            .request_bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                got = want.min(total.saturating_sub(n));
-                Some(n + got)
-            });
-        if got < want {
-            short = Some(reason::OVERLOAD_REQUEST_BYTES);
-        }
-        if got > 0 {
-            set_request_bytes(&mut shard, &self.principal, held + got);
-            self.bytes += got;
-        }
-        (got, short)
-    }
-
     /// Gives back what it holds beyond `keep` bytes.
     pub fn shrink_to(&mut self, keep: usize) {
         let Some(less) = self.bytes.checked_sub(keep).filter(|&n| n > 0) else {
@@ -738,45 +708,35 @@ mod tests {
         assert!(tighter.reserve("frank", 50).is_ok());
     }
 
-    /// A reservation grown by what fits (reads that share it) takes no more than the
-    /// caller's room and everyone's, says which was short, and gives back what it does not
-    /// keep; its room is the smaller of the two.
+    /// A reservation's room is the smaller of the caller's and everyone's, its siblings
+    /// count against the same caller (and are its `others`), and a shrunk reservation gives
+    /// back what it does not keep.
     #[test]
-    fn a_reservation_grows_by_what_fits_and_shrinks() {
+    fn a_reservation_has_room_siblings_and_shrinks() {
         let limits = ConcurrencyLimits::new(8, 8).with_request_budget(100, 150);
-        let _other = limits.reserve("bob", 30).unwrap();
-        let mut r = limits.reservation("alice");
-        assert_eq!(r.room(), (100, reason::CONCURRENCY_REQUEST_BYTES));
-        // (asked, granted, short, held by alice after)
-        let rows: [(usize, usize, Option<Reason>, usize); 4] = [
-            (0, 0, None, 0),
-            (40, 40, None, 40),
-            (70, 60, Some(reason::CONCURRENCY_REQUEST_BYTES), 100),
-            (1, 0, Some(reason::CONCURRENCY_REQUEST_BYTES), 100),
-        ];
-        for (asked, granted, short, after) in rows {
-            assert_eq!(r.grow_up_to(asked), (granted, short), "{asked}");
-            assert_eq!((r.bytes(), limits.request_bytes("alice")), (after, after));
-        }
-        assert_eq!(r.room(), (0, reason::CONCURRENCY_REQUEST_BYTES));
+        let _bob = limits.reserve("bob", 30).unwrap();
+        let mut r = limits.reserve("alice", 40).unwrap();
+        assert_eq!(r.room(), (60, reason::CONCURRENCY_REQUEST_BYTES));
+        assert_eq!(r.others(), 0);
+        let mut share = r.sibling();
+        assert_eq!(share.bytes(), 0);
+        assert_eq!(share.grow(61), Err(reason::CONCURRENCY_REQUEST_BYTES));
+        assert_eq!(share.grow(50), Ok(()));
+        assert_eq!((r.others(), share.others()), (50, 40));
+        assert_eq!(r.room(), (10, reason::CONCURRENCY_REQUEST_BYTES));
+        r.absorb(share);
+        assert_eq!((r.bytes(), r.others()), (90, 0));
         // Shrunk: what it keeps stays held, the rest is everyone's again.
-        r.shrink_to(90);
+        r.shrink_to(60);
         r.shrink_to(95);
-        assert_eq!((r.bytes(), limits.request_bytes("alice")), (90, 90));
-        assert_eq!(limits.request_bytes_total(), 120);
-        // Everyone's budget short (150 - 120 = 30 left, alice's own 10).
-        let mut carol = limits.reservation("carol");
-        assert_eq!(carol.room(), (30, reason::OVERLOAD_REQUEST_BYTES));
-        assert_eq!(
-            carol.grow_up_to(50),
-            (30, Some(reason::OVERLOAD_REQUEST_BYTES))
-        );
-        assert_eq!(limits.request_bytes_total(), 150);
-        assert_eq!(r.grow_up_to(5), (0, Some(reason::OVERLOAD_REQUEST_BYTES)));
-        carol.shrink_to(0);
-        assert_eq!(limits.request_bytes("carol"), 0);
-        assert_eq!(r.grow_up_to(5), (5, None));
-        drop((r, carol, _other));
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (60, 60));
+        assert_eq!(limits.request_bytes_total(), 90);
+        // Everyone's is the smaller room (150 - 90 = 60 left, carol's own 100).
+        let carol = limits.reservation("carol");
+        assert_eq!(carol.room(), (60, reason::OVERLOAD_REQUEST_BYTES));
+        r.shrink_to(0);
+        assert_eq!(limits.request_bytes("alice"), 0);
+        drop((r, carol, _bob));
         assert_eq!(limits.request_bytes_total(), 0);
         assert_eq!(limits.active_principals(), 0, "no entry left behind");
     }
