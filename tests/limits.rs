@@ -1828,4 +1828,110 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     let (headers, body) = list(OTHER_TOKEN, String::new());
     let (status, _, rb) = c.request("POST", "/", &headers, body).await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&rb));
+    // An answer larger than the caller's whole budget (a task of three 40 KB messages, read
+    // and written: about 500 KB of 420 KB) is relayed to a caller with nothing else held,
+    // for the agent has acted on the request; refused while another request holds the
+    // budget.
+    let v = send_as(&mut c, alice, "SendMessage", big_message(40)).await;
+    let (task, context) = (
+        &v["result"]["task"]["id"],
+        &v["result"]["task"]["contextId"],
+    );
+    for _ in 0..2 {
+        let mut more = big_message(40);
+        more["message"]["taskId"] = task.clone();
+        more["message"]["contextId"] = context.clone();
+        let v = send_as(&mut c, alice, "SendMessage", more).await;
+        assert_eq!(v["result"]["task"]["id"], *task, "{v}");
+    }
+    let get = serde_json::json!({"id": task});
+    let v = send_as(&mut c, alice, "GetTask", get.clone()).await;
+    assert_eq!(
+        v["result"]["id"],
+        *task,
+        "{}",
+        &v.to_string()[..200.min(v.to_string().len())]
+    );
+    let raw = v.to_string().len();
+    assert!(2 * raw > 420_000, "{raw}");
+    given_back(0).await;
+    let hold = holding(&p, alice, 100_000, 10).await;
+    let v = send_as(&mut c, alice, "GetTask", get).await;
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "concurrency.request_bytes",
+        "{v}"
+    );
+    drop(hold);
+    given_back(0).await;
+}
+
+/// An agent's stream is charged to its caller's request budgets as its events are read and
+/// checked (their text, and a tree where the edge rebuilds an event whole): an event that
+/// does not fit what the caller's other requests leave ends the stream with an error event
+/// (-32603 `concurrency.request_bytes`), where the same stream passes whole otherwise; what
+/// the stream held is given back as it ends.
+#[tokio::test]
+async fn a_streams_events_are_charged_to_the_callers_request_bytes() {
+    // One event: a working task whose metadata holds 950 zeros under a key longer than the
+    // fast pass reads (256 bytes), so that the event is rebuilt whole: about 2.3 KB read,
+    // reckoned 2 x 2.3 KB + 192 x 960 = 189 KB.
+    let raw = format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"id\":{{id}},\"result\":{{\"task\":{{\"id\":\"t1\",\"contextId\":\"c1\",\"status\":{{\"state\":\"TASK_STATE_WORKING\"}},\"metadata\":{{\"{}\":{:?}}}}}}}}}\n\n",
+        "k".repeat(300),
+        vec![0; 950]
+    );
+    let raw: &'static str = Box::leak(raw.into_boxed_str());
+    let (_up, p) = Proxy::with_recorder(
+        Reply::RawStream(raw),
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy: "[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 2000000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let alice = "Bearer test-token-0123456789";
+    let message = |n: usize| {
+        serde_json::json!({"message": {"messageId": format!("m-{n}"), "role": "ROLE_USER",
+            "parts": [{"text": "hi"}]}})
+    };
+    // (alice's bodies held, whether the event reaches her)
+    for (n, (holds, passes)) in [(0, true), (3, false), (1, true)].into_iter().enumerate() {
+        let mut held = Vec::new();
+        for _ in 0..holds {
+            held.push(holding(&p, alice, 100_000, 99_999).await);
+        }
+        let before = request_bytes_held(&p).await;
+        let mut c = p.client(Proto::H2).await;
+        let events = EventReader::new(c.rpc_stream("SendStreamingMessage", message(n)).await)
+            .rest()
+            .await;
+        assert_eq!(events.len(), 1, "{holds}: {events:?}");
+        let (kind, v) = &events[0];
+        if passes {
+            assert_eq!(kind.as_deref(), None, "{holds}: {v}");
+            assert_eq!(v["result"]["task"]["id"], "t1", "{holds}: {v}");
+        } else {
+            assert_eq!(kind.as_deref(), Some("error"), "{holds}: {v}");
+            assert_eq!(v["error"]["code"], -32603, "{v}");
+            assert_eq!(
+                v["error"]["data"][0]["reason"], "concurrency.request_bytes",
+                "{v}"
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while request_bytes_held(&p).await != before {
+            assert!(Instant::now() < deadline, "{holds}: never given back");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(held);
+        while request_bytes_held(&p).await != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{holds}: the held bodies never given back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }

@@ -58,6 +58,14 @@ pub struct SseEvent {
     pub data: Option<String>,
 }
 
+impl SseEvent {
+    /// The bytes it holds (its raw text and its fields).
+    pub fn held(&self) -> usize {
+        let field = |f: &Option<String>| f.as_ref().map_or(0, String::len);
+        self.raw.len() + field(&self.event) + field(&self.data)
+    }
+}
+
 /// The decoder refused the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SseError {

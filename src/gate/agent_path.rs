@@ -100,20 +100,16 @@ impl Gate {
         }
         // Bounded in time with the head (the agent's response timeout).
         // What the answer holds is the caller's, as its request's was (its bytes as they
-        // arrive, the body written from it, its tree): past the caller's request budgets
-        // refused as a request would be (these routes only read).
+        // arrive, the body written from it, its tree), as a JSON-RPC answer's is: past the
+        // caller's request budgets while its other requests hold them, or past everyone's,
+        // 502 with the budget's reason (the agent has had the request: not a 429 or 503).
+        held.answering();
         let bytes = upstream::read_answer(resp.into_body(), 64 * 1024 * 1024, &mut held)
             .await
-            .map_err(|e| match e {
-                UpstreamError::Refused(r) => over_request_budget(r),
-                e => bad_gateway(e.reason()),
-            })?;
-        held.grow(bytes.len()).map_err(over_request_budget)?;
+            .map_err(|e| bad_gateway(e.reason()))?;
+        held.grow(bytes.len()).map_err(bad_gateway)?;
         let value = upstream::parse_charged(&bytes, at.requests.max_json_values, &mut held)
-            .map_err(|over| match over {
-                Some(r) => over_request_budget(r),
-                None => bad_gateway(reason::UPSTREAM_BAD_RESPONSE),
-            })?;
+            .map_err(|over| bad_gateway(over.unwrap_or(reason::UPSTREAM_BAD_RESPONSE)))?;
         let mut wrapped = json!({ "result": value });
         clean_response(
             &mut wrapped,

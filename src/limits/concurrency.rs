@@ -149,6 +149,7 @@ impl ConcurrencyLimits {
             principal: principal.into(),
             budget: self.request_budget,
             bytes: 0,
+            lone: false,
         }
     }
 
@@ -364,6 +365,9 @@ pub struct RequestBytes {
     /// The budgets in force when it was made (a reload does not change a request's).
     budget: RequestBudget,
     bytes: usize,
+    /// It may grow past its caller's own budget while it is all the caller holds
+    /// ([`RequestBytes::answering`]).
+    lone: bool,
 }
 
 impl RequestBytes {
@@ -377,9 +381,10 @@ impl RequestBytes {
         // The caller's own budget first: past both, it is over its share.
         let mut shard = self.shared.shard(&self.principal);
         let held = shard.get(&*self.principal).map_or(0, |c| c.request_bytes);
+        let alone = self.lone && held == self.bytes;
         let mine = held
             .checked_add(more)
-            .filter(|&m| m <= self.budget.per_principal)
+            .filter(|&m| m <= self.budget.per_principal || alone)
             .ok_or(reason::CONCURRENCY_REQUEST_BYTES)?;
         let total = self.budget.total;
         self.shared
@@ -398,6 +403,14 @@ impl RequestBytes {
         self.bytes
     }
 
+    /// From now on it may grow past its caller's own budget while it is all the caller holds
+    /// (everyone's budget still binds): for an agent's answer, which the agent has acted on,
+    /// refused for the caller's budget only while the caller's other requests hold it, so
+    /// that a caller with one request at a time always gets its answer.
+    pub fn answering(&mut self) {
+        self.lone = true;
+    }
+
     /// An empty reservation of the same caller and budgets (for work beside this one's:
     /// [`RequestBytes::absorb`] takes it in).
     pub fn sibling(&self) -> RequestBytes {
@@ -406,6 +419,7 @@ impl RequestBytes {
             principal: self.principal.clone(),
             budget: self.budget,
             bytes: 0,
+            lone: false,
         }
     }
 
@@ -426,7 +440,10 @@ impl RequestBytes {
             .shard(&self.principal)
             .get(&*self.principal)
             .map_or(0, |c| c.request_bytes);
-        let mine = self.budget.per_principal.saturating_sub(held);
+        let mine = match self.lone && held == self.bytes {
+            true => usize::MAX,
+            false => self.budget.per_principal.saturating_sub(held),
+        };
         let all = self
             .budget
             .total
@@ -434,6 +451,18 @@ impl RequestBytes {
         match mine <= all {
             true => (mine, reason::CONCURRENCY_REQUEST_BYTES),
             false => (all, reason::OVERLOAD_REQUEST_BYTES),
+        }
+    }
+
+    /// Holds `bytes` from now: grown to them (refused as [`RequestBytes::grow`] is) or
+    /// shrunk.
+    pub fn resize(&mut self, bytes: usize) -> Result<(), Reason> {
+        match bytes.checked_sub(self.bytes) {
+            Some(more) => self.grow(more),
+            None => {
+                self.shrink_to(bytes);
+                Ok(())
+            }
         }
     }
 
@@ -467,6 +496,7 @@ impl RequestBytes {
             principal: self.principal.clone(),
             budget: self.budget,
             bytes,
+            lone: self.lone,
         }
     }
 
@@ -736,6 +766,19 @@ mod tests {
         assert_eq!(carol.room(), (60, reason::OVERLOAD_REQUEST_BYTES));
         r.shrink_to(0);
         assert_eq!(limits.request_bytes("alice"), 0);
+        // An answer's reservation may pass its caller's own budget while it is all the
+        // caller holds (everyone's still binds), and not while another request holds some.
+        let mut answer = limits.reservation("dora");
+        answer.answering();
+        assert_eq!(answer.room(), (120, reason::OVERLOAD_REQUEST_BYTES));
+        assert_eq!(answer.grow(121), Err(reason::OVERLOAD_REQUEST_BYTES));
+        assert_eq!(answer.grow(60), Ok(()));
+        assert_eq!(answer.grow(41), Ok(()), "past dora's 100, alone");
+        answer.shrink_to(10);
+        let other = limits.reserve("dora", 5).unwrap();
+        assert_eq!(answer.room(), (85, reason::CONCURRENCY_REQUEST_BYTES));
+        assert_eq!(answer.grow(86), Err(reason::CONCURRENCY_REQUEST_BYTES));
+        drop((answer, other));
         drop((r, carol, _bob));
         assert_eq!(limits.request_bytes_total(), 0);
         assert_eq!(limits.active_principals(), 0, "no entry left behind");

@@ -114,6 +114,12 @@ pub fn stream_end_message(reason: Reason) -> &'static str {
     match reason {
         reason::AUTH_REVOKED => "Access revoked by a policy reload",
         reason::CONTEXT_LEASE_LOST => "The turn lost its lease on the context",
+        reason::CONCURRENCY_REQUEST_BYTES => {
+            "The agent's event does not fit the caller's request byte budget now"
+        }
+        reason::OVERLOAD_REQUEST_BYTES => {
+            "The agent's event does not fit the edge's request byte budget now"
+        }
         _ => "Upstream stream failed",
     }
 }

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::answer::{self, Cleaning};
 use super::UpstreamError;
-use crate::a2a::sse::{comment, data_event, error_event, SseDecoder};
+use crate::a2a::sse::{comment, data_event, error_event, SseDecoder, SseEvent};
 use crate::a2a::{error_body, write, RpcError};
 use crate::body::{collect_taking, sse_response, BodyError, BoxBody};
 use crate::limits::concurrency::{reckoned_tree, values_within, RequestBytes};
@@ -305,6 +305,9 @@ where
     P: Future<Output = Result<(), Refused>> + Send,
     S: Send + Unpin + 'static,
 {
+    // (the agent has acted on the request: its answer is refused for the caller's budget only
+    // while the caller's other requests hold it)
+    held.answering();
     if upstream.status() != StatusCode::OK {
         tracing::warn!(
             event = "upstream_status",
@@ -324,7 +327,7 @@ where
             log,
             fast,
             interrupt,
-            slot,
+            (slot, held),
             observe,
         )),
         "application/json" => {
@@ -380,7 +383,7 @@ fn relay_sse<F, P, S>(
     log: StreamLog,
     fast: Option<Arc<RequestPolicy>>,
     interrupt: Option<Interrupt>,
-    slot: S,
+    (slot, mut held): (S, RequestBytes),
     mut observe: F,
 ) -> Response<BoxBody>
 where
@@ -393,6 +396,11 @@ where
     // left), not only while the agent's stream lasts: what is queued for a slow reader stays
     // counted against its principal.
     tx.hold(slot);
+    // What the stream holds of the agent's events while they are read and checked (the
+    // decoder's unfinished event, the events out of it, a tree where one is built) is the
+    // caller's, as its requests' is: past its request budgets the stream ends (what is queued
+    // for the caller has the stream budgets). The request's own share goes with it.
+    held.shrink_to(0);
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();
         let _open = log.metrics.open_stream();
@@ -468,6 +476,8 @@ where
                 let Ok(decoded) = decoded else {
                     return Err(reason::UPSTREAM_BAD_STREAM);
                 };
+                let reading: usize = decoded.iter().map(SseEvent::held).sum();
+                held.resize(decoder.pending() + reading)?;
                 // Only a whole event is the agent's word (its own keep-alive, a comment and
                 // its blank line, included): one that sends an event's bytes one at a time,
                 // never ending it, is as silent as one that sends nothing.
@@ -477,25 +487,29 @@ where
                 for ev in decoded {
                     // Only what is relayed is kept while the caller is waited for: the raw
                     // event, its text and the parsed value are dropped first.
-                    let crate::a2a::sse::SseEvent { event, data, .. } = ev;
+                    let size = ev.held();
+                    let SseEvent { event, data, .. } = ev;
                     // A comment (the agent's own keep-alive) is not relayed: its text is the
                     // agent's, unchecked; the edge sends keep-alives of its own.
                     let Some(data) = data else {
                         continue;
                     };
-                    let (json, error, pending) =
-                        match one_response(
-                            data.as_bytes(),
-                            &id,
-                            fast.as_deref(),
-                            &mut observe,
-                            None,
-                        ) {
-                            Ok(answered) => answered,
-                            Err(Failed::Bad) => return Err(reason::UPSTREAM_BAD_STREAM),
-                            Err(Failed::Refused(reason)) => return Err(reason),
-                        };
+                    let before = held.bytes();
+                    let answered = one_response(
+                        data.as_bytes(),
+                        &id,
+                        fast.as_deref(),
+                        &mut observe,
+                        Some(&mut held),
+                    );
+                    let (json, error, pending) = match answered {
+                        Ok(answered) => answered,
+                        Err(Failed::Bad) => return Err(reason::UPSTREAM_BAD_STREAM),
+                        Err(Failed::Refused(reason)) => return Err(reason),
+                    };
                     drop(data);
+                    // (its tree and its text are gone)
+                    held.shrink_to(before.saturating_sub(size));
                     // The event's facts written to the shared state (bounded by its
                     // timeout) are waited for even past an interrupt or the caller's
                     // leaving: a task learned there is the caller's to read afterwards.
