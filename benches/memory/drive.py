@@ -21,6 +21,7 @@ import asyncio
 import collections
 import json
 import os
+import re
 import socket
 import ssl
 import statistics
@@ -371,8 +372,10 @@ async def ph_listtasks(edge: Edge) -> dict:
     return res
 
 
-def raw_subscriber(edge: Edge, tid: str, i: int, rcvbuf: int) -> ssl.SSLSocket:
-    """A TLS connection that sends SubscribeToTask and never reads a byte of the answer."""
+def raw_subscriber(edge: Edge, tid: str, i: int, rcvbuf: int,
+                   method: str = 'SubscribeToTask') -> ssl.SSLSocket:
+    """A TLS connection that sends SubscribeToTask (or `method` of the task) and never reads a
+    byte of the answer."""
     u = urllib.parse.urlsplit(edge.url)
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if rcvbuf:
@@ -380,7 +383,7 @@ def raw_subscriber(edge: Edge, tid: str, i: int, rcvbuf: int) -> ssl.SSLSocket:
     s.settimeout(10)
     s.connect((u.hostname, u.port))
     ss = edge.ctx.wrap_socket(s, server_hostname=u.hostname)
-    body = json.dumps({'jsonrpc': '2.0', 'id': i, 'method': 'SubscribeToTask', 'params': {'id': tid}}).encode()
+    body = json.dumps({'jsonrpc': '2.0', 'id': i, 'method': method, 'params': {'id': tid}}).encode()
     head = (f'POST {u.path or "/"} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\n'
             f'Authorization: Bearer {edge.a.token}\r\nContent-Type: application/json\r\n'
             f'Accept: text/event-stream\r\nA2A-Version: 1.0\r\nContent-Length: {len(body)}\r\n\r\n')
@@ -458,6 +461,72 @@ async def ph_slowreaders(edge: Edge) -> dict:
             f'honest SubscribeToTask of the same principal after the drop (stalled connections still open): '
             f'HTTP {honest.get("status")}, {honest.get("events", 0)} events, {honest.get("bytes", 0)} bytes in '
             f'{honest.get("ms", 0):.0f} ms' + (' (ended with an error frame)' if honest.get('error_frame') else ''),
+        ])
+    return res
+
+
+def first_bytes(s: ssl.SSLSocket, limit: int = 1 << 16, wait: float = 5) -> bytes:
+    """What a socket's answer starts with: its head and the body's first 256 bytes (or all of a
+    shorter body)."""
+    s.settimeout(wait)
+    got = b''
+    try:
+        while len(got) < limit:
+            piece = s.recv(limit - len(got))
+            if not piece:
+                break
+            got += piece
+            head, sep, body = got.partition(b'\r\n\r\n')
+            m = re.search(rb'(?i)\r\ncontent-length: *(\d+)', head)
+            if sep and len(body) >= min(256, int(m.group(1)) if m else 256):
+                break
+    except (socket.timeout, OSError):
+        pass
+    return got
+
+
+async def ph_slowgets(edge: Edge) -> dict:
+    """Concurrent GetTask of one ~12 MB task from clients that never read: what the proxy
+    holds of the answers while it waits for them."""
+    a = edge.a
+    c = edge.conn()
+    tid = task_of(await edge.rpc(c, 'SendMessage', send_params()))['id']
+    c.close()
+    stats0 = agent_stats(a.agent)
+    win = Window(edge)
+    socks = [raw_subscriber(edge, tid, i, a.rcvbuf, 'GetTask') for i in range(a.streams)]
+    await asyncio.sleep(a.stall_secs)
+    rss_held = rss_kb(edge.pid)
+    stats_held = agent_stats(a.agent)
+    answers = collections.Counter()
+    for s in socks:
+        got = first_bytes(s)
+        status = got[9:12].decode('ascii', 'replace') if got.startswith(b'HTTP/1.1 ') else '?'
+        body = got.partition(b'\r\n\r\n')[2]
+        if b'"result"' in body[:256]:
+            kind = 'result'
+        elif b'"error"' in body:
+            m = re.search(rb'"reason":"([^"]+)"', body)
+            kind = 'error ' + (m.group(1).decode() if m else '?')
+        else:
+            kind = 'nothing'
+        answers[f'HTTP {status} {kind}'] += 1
+        s.close()
+    await asyncio.sleep(a.after)
+    res = win.close()
+    gets = stats_held.get('rpc.GetTask', 0) - stats0.get('rpc.GetTask', 0)
+    res.update(
+        rss_held_kb=rss_held, answers=dict(answers),
+        summary=(f"{a.streams} GetTask of a ~{a.task_mb:g} MB task, clients not reading: "
+                 f"RSS {mib(rss_held)} held after {a.stall_secs:g} s; answers {dict(answers)}"),
+        details=[
+            f'one task whose GetTask answer is ~{a.task_mb:g} MB; {a.streams} TLS connections each send '
+            f'GetTask of it and read nothing for {a.stall_secs:g} s (SO_RCVBUF {a.rcvbuf or "default"}), '
+            f'then read the start of their answer',
+            f'agent: {gets:.0f} GetTask answered while the clients waited',
+            f'answers (status and what the body starts with): {dict(answers)}',
+            f'RSS at the end of the wait {mib(rss_held)}; after the clients closed (+{a.after:g} s): '
+            f'{mib(res["after_kb"])}',
         ])
     return res
 
@@ -718,7 +787,8 @@ async def ph_throttle(edge: Edge) -> dict:
     return res
 
 
-PHASES = {'listtasks': ph_listtasks, 'listtasks_fit': ph_listtasks, 'slowreaders': ph_slowreaders, 'cleaning': ph_cleaning,
+PHASES = {'listtasks': ph_listtasks, 'listtasks_fit': ph_listtasks, 'slowreaders': ph_slowreaders,
+          'slowgets': ph_slowgets, 'cleaning': ph_cleaning,
           'card': ph_card, 'throttle': ph_throttle, 'values': ph_values}
 
 
@@ -728,6 +798,7 @@ TITLES = {
     'listtasks': 'listtasks: 10 concurrent ListTasks over ~12 MB tasks',
     'listtasks_fit': 'listtasks_fit: the same over tasks just under the 4 MiB page budget',
     'slowreaders': 'slowreaders: stalled SSE subscribers',
+    'slowgets': 'slowgets: concurrent GetTask of a large task, clients not reading',
     'cleaning': 'cleaning: answer metadata with a huge dotted key',
     'values': 'values: request bodies of small JSON values',
     'card': 'card: invalid upstream card, public GET burst',

@@ -9,6 +9,8 @@
 #   listtasks_fit the same with tasks just under the 4 MiB page budget (4 texts of 1 MiB - 256
 #                bytes): one per page, pages end with a nextPageToken, listings followed to the end
 #   slowreaders  20 SubscribeToTask streams of ~12 MB whose clients never read
+#   slowgets     64 concurrent GetTask of one ~12 MB task whose clients never read (what the
+#                proxy holds of unary answers; not in the default PHASES)
 #   cleaning     answers whose metadata holds one ~100k-segment dotted key over ~50k child keys:
 #                proxy CPU per answer, /health latency during 2 concurrent answers
 #   card         the agent's card is not JSON; 200 concurrent public GETs of the card
@@ -33,6 +35,7 @@
 #                   slowreaders: streams (20), events per stream (12) of KiB (1024), how long the
 #                   stalled clients stay connected (12 s), their SO_RCVBUF (0: the default)
 #   STREAM_IDLE_TIMEOUT_MS  the proxy's [limits] stream_idle_timeout_ms (5000)
+#   SLOW_GETS       slowgets: concurrent GetTask (64); the task is LIST_TASK_MB, the wait STALL_SECS
 #   META_SEGMENTS, META_CHILDREN, CLEAN_ANSWERS, CLEAN_SENDERS, HEALTH_SECS
 #                   cleaning: dotted key segments (100000), child keys (50000), answers timed one
 #                   after another (10), concurrent answer loops while /health is probed (2) and
@@ -68,6 +71,7 @@ LIST_ROUNDS=${LIST_ROUNDS:-3}
 LIST_FRESH_TIMESTAMPS=${LIST_FRESH_TIMESTAMPS:-0}
 LIST_FIT_TASK_MB=${LIST_FIT_TASK_MB:-4}
 STREAMS=${STREAMS:-20}
+SLOW_GETS=${SLOW_GETS:-64}
 STREAM_EVENTS=${STREAM_EVENTS:-12}
 STREAM_EVENT_KB=${STREAM_EVENT_KB:-1024}
 STALL_SECS=${STALL_SECS:-12}
@@ -100,13 +104,13 @@ case $VALUES_SHAPE in zeros | nested | keys) ;; *) die "VALUES_SHAPE must be zer
 for v in AFTER SAMPLE_INTERVAL LIST_TASK_MB LIST_FIT_TASK_MB STALL_SECS HEALTH_SECS VALUES_BODY_MB; do
     [[ ${!v} =~ ^[0-9]*\.?[0-9]+$ ]] || die "$v must be a number (got '${!v}')"
 done
-((LIST_TASKS > 0 && LIST_CONCURRENCY > 0 && LIST_ROUNDS > 0 && STREAMS > 0 && CLEAN_ANSWERS > 0 &&
+((LIST_TASKS > 0 && LIST_CONCURRENCY > 0 && LIST_ROUNDS > 0 && STREAMS > 0 && SLOW_GETS > 0 && CLEAN_ANSWERS > 0 &&
     CARD_REQUESTS > 0 && CARD_BURSTS > 0 && THROTTLE_WORKERS > 0 && STREAM_IDLE_TIMEOUT_MS > 0 &&
     VALUES_CONCURRENCY > 0 && VALUES_ROUNDS > 0 && VALUES_COUNT > 0)) ||
     die "counts must be > 0"
 for p in $PHASES; do
-    case $p in listtasks | listtasks_fit | slowreaders | cleaning | card | throttle | values) ;;
-    *) die "unknown phase '$p' in PHASES (listtasks listtasks_fit slowreaders cleaning card throttle values)" ;;
+    case $p in listtasks | listtasks_fit | slowreaders | slowgets | cleaning | card | throttle | values) ;;
+    *) die "unknown phase '$p' in PHASES (listtasks listtasks_fit slowreaders slowgets cleaning card throttle values)" ;;
     esac
 done
 
@@ -153,14 +157,16 @@ list_task_mb() { if [[ $1 == listtasks_fit ]]; then echo "$LIST_FIT_TASK_MB"; el
 start_agent() { # phase dir
     local -a knobs=()
     case $1 in
-    listtasks | listtasks_fit)
+    listtasks | listtasks_fit | slowgets)
         knobs=(--task-mb "$(list_task_mb "$1")")
         [[ $LIST_FRESH_TIMESTAMPS != 1 ]] || knobs+=(--fresh-timestamps)
         ;;
     slowreaders) knobs=(--events "$STREAM_EVENTS" --event-kb "$STREAM_EVENT_KB") ;;
     cleaning) knobs=(--meta-segments "$META_SEGMENTS" --meta-children "$META_CHILDREN") ;;
     esac
-    python3 "$HERE/agent.py" --mode "${1%_fit}" --port-file "$2/agent.port" "${knobs[@]}" >"$2/agent.log" 2>&1 &
+    local mode=${1%_fit}
+    [[ $mode != slowgets ]] || mode=listtasks
+    python3 "$HERE/agent.py" --mode "$mode" --port-file "$2/agent.port" "${knobs[@]}" >"$2/agent.log" 2>&1 &
     AGENT_PID=$!
     track "$AGENT_PID" 2
     for _ in $(seq 1 300); do
@@ -183,6 +189,7 @@ phase_args() { # phase
     case $1 in
     listtasks | listtasks_fit) echo "--tasks $LIST_TASKS --task-mb $(list_task_mb "$1") --concurrency $LIST_CONCURRENCY --rounds $LIST_ROUNDS" ;;
     slowreaders) echo "--streams $STREAMS --stall-secs $STALL_SECS --rcvbuf $STALL_RCVBUF --events $STREAM_EVENTS --event-kb $STREAM_EVENT_KB" ;;
+    slowgets) echo "--streams $SLOW_GETS --stall-secs $STALL_SECS --rcvbuf $STALL_RCVBUF --task-mb $LIST_TASK_MB" ;;
     cleaning) echo "--answers $CLEAN_ANSWERS --senders $CLEAN_SENDERS --health-secs $HEALTH_SECS --meta-segments $META_SEGMENTS --meta-children $META_CHILDREN" ;;
     card) echo "--requests $CARD_REQUESTS --bursts $CARD_BURSTS" ;;
     values) echo "--body-mb $VALUES_BODY_MB --concurrency $VALUES_CONCURRENCY --rounds $VALUES_ROUNDS --values-shape $VALUES_SHAPE --values-count $VALUES_COUNT" ;;
