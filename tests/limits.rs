@@ -1935,3 +1935,51 @@ async fn a_streams_events_are_charged_to_the_callers_request_bytes() {
         }
     }
 }
+
+/// An agent path's answer is charged to its caller's request budgets as a JSON-RPC answer is:
+/// one larger than the caller's whole budget (a 150 KB document read, written and parsed:
+/// about 450 KB of 420 KB) is relayed to a caller with nothing else held, for the agent has
+/// had the request, and answered 502 with the budget's reason while another request of the
+/// caller holds the budget; what it held is given back.
+#[tokio::test]
+async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
+    let raw: &'static str =
+        Box::leak(format!("{{\"ready\":\"{}\"}}", "r".repeat(150_000)).into_boxed_str());
+    let (up, p) = Proxy::with_recorder(
+        Reply::Raw(raw),
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\nagent_paths = [\"/iac-code/readiness\"]\n".into(),
+            extra_policy: "[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 2000000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let alice = "Bearer test-token-0123456789";
+    let mut c = p.client(Proto::H2).await;
+    let auth = [("authorization", alice)];
+    let reached = || {
+        up.requests()
+            .iter()
+            .filter(|r| r.path == "/iac-code/readiness")
+            .count()
+    };
+    let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.len(), raw.len());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while request_bytes_held(&p).await != 0 {
+        assert!(Instant::now() < deadline, "never given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let hold = holding(&p, alice, 100_000, 10).await;
+    let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["reason"], "concurrency.request_bytes", "{v}");
+    assert_eq!(reached(), 2, "the agent had both");
+    drop(hold);
+    while request_bytes_held(&p).await != 0 {
+        assert!(Instant::now() < deadline, "never given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

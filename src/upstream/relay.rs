@@ -191,10 +191,9 @@ pub fn parse_charged(
 /// goes first: when the cleaning would change nothing, the agent's `result` is relayed as
 /// it came and the observer sees its projection (what the registry reads); else the whole
 /// response is built, cleaned and written again. Returns the caller's JSON, whether it is an
-/// error, and the observer's pending write. With `held` (a JSON answer's, not a stream
-/// event's: the stream budgets bound those), the whole response's tree is charged to the
-/// caller's request budgets (its strings and 192 bytes a value), and parsed only as far as
-/// they have room.
+/// error, and the observer's pending write. With `held` (the answer's share of the caller's
+/// request budgets), the whole response's tree is charged to them (its strings and 192 bytes
+/// a value), and parsed only as far as they have room.
 fn one_response<F, P>(
     text: &[u8],
     id: &Value,
@@ -287,7 +286,8 @@ pub fn is_json(headers: &http::HeaderMap) -> bool {
 /// been sent, a stream until it ends; `observe` (and the turn it owns) goes once the JSON
 /// answer is built, or when the stream ends. `held` (the request's share of the caller's
 /// request budgets) is grown by a JSON answer as it is read and built ([`read_answer`]), and
-/// then holds what the answer's body holds until it is sent; a stream lets it go.
+/// then holds what the answer's body holds until it is sent; a stream's, what its events hold
+/// while each is read and checked.
 #[allow(clippy::too_many_arguments)]
 pub async fn relay_response<F, P, S>(
     upstream: Response<BoxBody>,
