@@ -8,11 +8,14 @@
 //! The value bound (`a2a.max_json_values`): an accepted text parses alike within exactly as
 //! many values as its value holds and is refused (`TooManyValues`) within one fewer. The
 //! answers' parser (`parse_answer`: duplicate keys keep the last value) reads what
-//! serde_json reads, to the same value, but for nesting past its bound.
+//! serde_json reads, to the same value, but for nesting past its bound; counting an answer
+//! without its tree (`count_answer`) gives the tree's count, or the tree parse's error, at
+//! any bound.
 #![no_main]
 
 use a2a_edge::a2a::json::{
-    parse_answer, parse_strict, parse_strict_within, JsonError, DEFAULT_MAX_VALUES, MAX_DEPTH,
+    count_answer, parse_answer, parse_answer_counted, parse_strict, parse_strict_within, JsonError,
+    DEFAULT_MAX_VALUES, MAX_DEPTH,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -27,6 +30,15 @@ fn values(v: &Value) -> usize {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // (a bound from the input itself, so that both sides of it are reached)
+    let bound = data.first().map_or(0, |&b| usize::from(b) * 4);
+    for max in [usize::MAX, bound] {
+        assert_eq!(
+            count_answer(data, max),
+            parse_answer_counted(data, max).map(|(_, n)| n),
+            "counting without the tree differs (bound {max})"
+        );
+    }
     let lax = serde_json::from_slice::<Value>(data);
     match (parse_answer(data, usize::MAX), &lax) {
         (Ok(v), Ok(l)) => assert_eq!(&v, l, "the answer parser reads another value"),

@@ -88,6 +88,26 @@ pub fn parse_answer_counted(bytes: &[u8], max_values: usize) -> Result<(Value, u
     parse(bytes, ANSWER_MAX_DEPTH, max_values, true)
 }
 
+/// How many values an agent's answer holds, counted and bounded as [`parse_answer`] counts
+/// them, without building its tree: what tells an answer over `max_values` (or not JSON) from
+/// one whose tree a budget stopped building.
+pub fn count_answer(bytes: &[u8], max_values: usize) -> Result<usize, JsonError> {
+    let failure = Cell::new(None);
+    let left = Cell::new(max_values);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let seed = Counting(Strict {
+        depth: 0,
+        max_depth: ANSWER_MAX_DEPTH,
+        failure: &failure,
+        left: &left,
+        last_key_wins: true,
+    });
+    seed.deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|_| failure.get().unwrap_or(JsonError::Syntax))?;
+    Ok(max_values - left.get())
+}
+
 fn parse(
     bytes: &[u8],
     max_depth: usize,
@@ -230,6 +250,62 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 }
 
+/// [`Strict`]'s counting and nesting, nothing kept.
+#[derive(Clone, Copy)]
+struct Counting<'a>(Strict<'a>);
+
+impl<'de> DeserializeSeed<'de> for Counting<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Counting<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.0.count()
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        self.0.count()
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        self.0.count()
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        self.0.count()?;
+        match v.is_finite() {
+            true => Ok(()),
+            false => Err(self.0.fail(JsonError::Syntax)),
+        }
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        self.0.count()
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.0.count()
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.count()?;
+        let inner = Counting(self.0.deeper()?);
+        while seq.next_element_seed(inner)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.0.count()?;
+        let inner = Counting(self.0.deeper()?);
+        while map.next_key::<de::IgnoredAny>()?.is_some() {
+            self.0.count()?;
+            map.next_value_seed(inner)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +381,29 @@ mod tests {
                 Err(JsonError::TooManyValues),
                 "{text}"
             );
+            // Counted alike without a tree.
+            assert_eq!(count_answer(b, *n), Ok(*n), "{text}");
+            assert_eq!(count_answer(b, n + 5), Ok(*n), "{text}");
+            assert_eq!(
+                count_answer(b, n - 1),
+                Err(JsonError::TooManyValues),
+                "{text}"
+            );
+        }
+        // What the tree parse refuses, the count refuses as well.
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        let failures: [&[u8]; 6] = [
+            b"[1,",
+            b"{\"a\":\"\xff\"}",
+            br#"{"a":"\ud800"}"#,
+            b"1e400",
+            b"[1] x",
+            deep.as_bytes(),
+        ];
+        for text in failures {
+            let tree = parse_answer(text, 1000).err();
+            assert!(tree.is_some(), "{text:?}");
+            assert_eq!(count_answer(text, 1000).err(), tree, "{text:?}");
         }
         // The default: a body of a million small values and more is refused early.
         let many = zeros(DEFAULT_MAX_VALUES);

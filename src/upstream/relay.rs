@@ -168,7 +168,7 @@ where
 /// An agent's whole answer as a tree, parsed only as far as the caller's request budgets
 /// (`held`) have room for it, and then charged to them (its strings and 192 bytes a value, as
 /// a request's tree is): `Err(Some(reason))` past them, `Err(None)` when it is not JSON of at
-/// most `max_values` values.
+/// most `max_values` values (whether or not it would fit).
 pub fn parse_charged(
     text: &[u8],
     max_values: usize,
@@ -181,7 +181,14 @@ pub fn parse_charged(
             held.grow(reckoned_tree(text.len(), values)).map_err(Some)?;
             Ok(v)
         }
-        Err(crate::a2a::json::JsonError::TooManyValues) if most < max_values => Err(Some(bound)),
+        // Stopped by the budget, or over the bound (or not JSON) all the same: counted to
+        // tell, without a tree.
+        Err(crate::a2a::json::JsonError::TooManyValues) if most < max_values => {
+            match crate::a2a::json::count_answer(text, max_values) {
+                Ok(_) => Err(Some(bound)),
+                Err(_) => Err(None),
+            }
+        }
         Err(_) => Err(None),
     }
 }
@@ -585,6 +592,36 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::concurrency::ConcurrencyLimits;
+
+    /// An answer's tree is charged to the caller's budget (its text and 192 bytes a value);
+    /// one the budget stopped building is refused with the budget's reason, one over the
+    /// value bound (or not JSON) as a bad answer whatever the budget; a refusal holds nothing.
+    #[test]
+    fn an_answers_tree_is_charged_or_told_apart() {
+        let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
+        // (text, the caller's budget, bound: Ok(bytes charged) or the refusal)
+        let rows: [(String, usize, Result<usize, Option<Reason>>); 6] = [
+            (zeros(99), 100_000, Ok(199 + 100 * 192)),
+            (
+                zeros(99),
+                19_000,
+                Err(Some(reason::CONCURRENCY_REQUEST_BYTES)),
+            ),
+            (zeros(200), 19_000, Err(None)),
+            (zeros(200), 100_000, Err(None)),
+            (format!("{}x", zeros(150)), 19_000, Err(None)),
+            ("[1,".to_string(), 100_000, Err(None)),
+        ];
+        for (text, budget, want) in rows {
+            let limits = ConcurrencyLimits::new(8, 8).with_request_budget(budget, 1 << 30);
+            let mut held = limits.reservation("alice");
+            let got = parse_charged(text.as_bytes(), 150, &mut held).map(|_| held.bytes());
+            assert_eq!(got, want, "{} values, budget {budget}", text.len() / 2);
+            drop(held);
+            assert_eq!(limits.request_bytes_total(), 0);
+        }
+    }
 
     /// A whole answer is read only when its media type is `application/json` itself.
     #[test]
