@@ -1784,11 +1784,23 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
         large["contextId"],
         " ".repeat(99_000)
     );
-    let (status, _, rb) = c.request("POST", "/", &h(alice), body).await;
-    let v: Value = serde_json::from_slice(&rb).unwrap();
-    assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(v["result"]["tasks"][0]["id"], large["id"], "{v}");
-    assert!(v["result"]["tasks"][0].get("history").is_none(), "{v}");
+    // (the same whether or not another request of the caller holds a little of the budget)
+    for busy in [false, true] {
+        let hold = match busy {
+            true => Some(holding(&p, alice, 100_000, 10).await),
+            false => None,
+        };
+        let (status, _, rb) = c.request("POST", "/", &h(alice), body.clone()).await;
+        let v: Value = serde_json::from_slice(&rb).unwrap();
+        assert_eq!(status, StatusCode::OK, "{busy}: {v}");
+        assert_eq!(v["result"]["tasks"][0]["id"], large["id"], "{busy}: {v}");
+        assert!(
+            v["result"]["tasks"][0].get("history").is_none(),
+            "{busy}: {v}"
+        );
+        drop(hold);
+        given_back(0).await;
+    }
     // ... where one that fits, with the same request, is read whole.
     let body = format!(
         r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,

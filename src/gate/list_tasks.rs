@@ -106,6 +106,7 @@ impl Gate {
         let mut read = 0usize;
         // What the request and the tasks kept hold of the caller's request budget.
         let mut kept = held.bytes();
+        let per_principal = held.per_principal();
         // Where the page was cut short (the index of the first task left for the next page).
         let mut cut: Option<usize> = None;
         // Batches sized by what is left of the budget and the tasks' size so far (the first
@@ -147,20 +148,17 @@ impl Gate {
                 // A task that does not fit what the caller's request budgets have left: the
                 // page ends before it, or (its first task) is refused, for the caller's other
                 // requests hold them and give them back as they end; one that could never fit
-                // beside the page's own request (nothing else of the caller's is held) is
-                // listed as what the edge knows of it, as one larger than the page is.
-                let no_room = |held: &RequestBytes, reason: Reason| match (
-                    tasks.is_empty(),
-                    held.others(),
-                    reason,
-                ) {
-                    (false, _, _) => Ok(false),
-                    (true, 0, reason::CONCURRENCY_REQUEST_BYTES) => Ok(true),
-                    (true, _, reason) => Err(over_request_budget(reason)),
+                // beside the page's own request (`need`: what the two would hold) is listed as
+                // what the edge knows of it, as one larger than the page is.
+                let no_room = |reason: Reason, need: usize| match (tasks.is_empty(), reason) {
+                    (false, _) => Ok(false),
+                    (true, reason::CONCURRENCY_REQUEST_BYTES) if need > per_principal => Ok(true),
+                    (true, reason) => Err(over_request_budget(reason)),
                 };
                 let summary = || self.owners.registry().task_summary(principal, task_id);
                 let task = match one {
-                    Some(Read::NoRoom(reason)) => match no_room(&held, reason)? {
+                    // (stopped midway: it may be as large as the page)
+                    Some(Read::NoRoom(reason)) => match no_room(reason, kept + budget)? {
                         true => match summary() {
                             Some(summary) => summary,
                             None => continue,
@@ -198,7 +196,8 @@ impl Gate {
                         match listed {
                             Ok(Listed::Task(task)) if keep => task,
                             Ok(Listed::Task(_)) => continue,
-                            Ok(Listed::NoRoom(reason)) => match no_room(&held, reason)? {
+                            Ok(Listed::NoRoom(reason, need)) => match no_room(reason, kept + need)?
+                            {
                                 true => match summary() {
                                     Some(summary) => summary,
                                     None => continue,
@@ -342,7 +341,13 @@ impl Gate {
     ) -> Result<Listed, RpcError> {
         let mut v = match upstream::parse_charged(bytes, at.requests.max_json_values, held) {
             Ok(v) => v,
-            Err(Some(reason)) => return Ok(Listed::NoRoom(reason)),
+            Err(Some(reason)) => {
+                // (what it would hold: its bytes read, and its tree as counted without one)
+                let values = crate::a2a::json::count_answer(bytes, at.requests.max_json_values)
+                    .unwrap_or(at.requests.max_json_values);
+                let need = bytes.len() + reckoned_tree(bytes.len(), values);
+                return Ok(Listed::NoRoom(reason, need));
+            }
             Err(None) => return Ok(Listed::Gone),
         };
         // The answer to the edge's own GetTask (id 1), as a relayed answer must echo its id.
@@ -390,6 +395,6 @@ enum Listed {
     Task(Value),
     Gone,
     Other,
-    /// Its tree does not fit the caller's request budget.
-    NoRoom(Reason),
+    /// Its tree does not fit the caller's request budget; what it would hold.
+    NoRoom(Reason, usize),
 }

@@ -423,13 +423,9 @@ impl RequestBytes {
         }
     }
 
-    /// What the caller's other reservations hold now.
-    pub fn others(&self) -> usize {
-        self.shared
-            .shard(&self.principal)
-            .get(&*self.principal)
-            .map_or(0, |c| c.request_bytes)
-            .saturating_sub(self.bytes)
+    /// The caller's own budget (`limits.request_bytes_per_principal` when it was made).
+    pub fn per_principal(&self) -> usize {
+        self.budget.per_principal
     }
 
     /// How many more bytes would fit now (the caller's budget and everyone's), and the reason
@@ -739,23 +735,23 @@ mod tests {
     }
 
     /// A reservation's room is the smaller of the caller's and everyone's, its siblings
-    /// count against the same caller (and are its `others`), and a shrunk reservation gives
-    /// back what it does not keep.
+    /// count against the same caller, and a shrunk reservation gives back what it does not
+    /// keep.
     #[test]
     fn a_reservation_has_room_siblings_and_shrinks() {
         let limits = ConcurrencyLimits::new(8, 8).with_request_budget(100, 150);
         let _bob = limits.reserve("bob", 30).unwrap();
         let mut r = limits.reserve("alice", 40).unwrap();
         assert_eq!(r.room(), (60, reason::CONCURRENCY_REQUEST_BYTES));
-        assert_eq!(r.others(), 0);
+        assert_eq!(r.per_principal(), 100);
         let mut share = r.sibling();
         assert_eq!(share.bytes(), 0);
         assert_eq!(share.grow(61), Err(reason::CONCURRENCY_REQUEST_BYTES));
         assert_eq!(share.grow(50), Ok(()));
-        assert_eq!((r.others(), share.others()), (50, 40));
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (40, 90));
         assert_eq!(r.room(), (10, reason::CONCURRENCY_REQUEST_BYTES));
         r.absorb(share);
-        assert_eq!((r.bytes(), r.others()), (90, 0));
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (90, 90));
         // Shrunk: what it keeps stays held, the rest is everyone's again.
         r.shrink_to(60);
         r.shrink_to(95);
