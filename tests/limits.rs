@@ -1995,3 +1995,38 @@ async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A ListTasks page's first task that could never fit beside the page's own request is
+/// listed as what the edge knows of it even when everyone's budget is the one with the
+/// smaller room (here everyone's budget is one caller's, and another caller holds a little of
+/// it): never 503 for ever.
+#[tokio::test]
+async fn a_task_that_never_fits_is_a_summary_whichever_budget_is_short() {
+    let p = Proxy::start(ProxyOpts {
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 420000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
+        ..Default::default()
+    })
+    .await;
+    let alice = "Bearer test-token-0123456789";
+    let mut c = p.client(Proto::H2).await;
+    // (as in `list_tasks_pages_are_charged_to_the_callers_request_bytes`: 265 KB beside a
+    // request of 198 KB)
+    let params = serde_json::json!({"message": {"messageId": "large-and-many",
+        "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
+        "mediaType": "application/json"}, {"text": "y".repeat(20_000)}]}});
+    let v = send_as(&mut c, alice, "SendMessage", params).await;
+    let large = v["result"]["task"].clone();
+    let body = format!(
+        r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,
+        large["contextId"],
+        " ".repeat(99_000)
+    );
+    let hold = holding(&p, OTHER_TOKEN, 100_000, 10).await;
+    let (status, _, rb) = c.request("POST", "/", &h(alice), body).await;
+    let v: Value = serde_json::from_slice(&rb).unwrap();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["result"]["tasks"][0]["id"], large["id"], "{v}");
+    assert!(v["result"]["tasks"][0].get("history").is_none(), "{v}");
+    drop(hold);
+}

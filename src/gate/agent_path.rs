@@ -109,7 +109,7 @@ impl Gate {
             .map_err(|e| bad_gateway(e.reason()))?;
         held.grow(bytes.len()).map_err(bad_gateway)?;
         let value = upstream::parse_charged(&bytes, at.requests.max_json_values, &mut held)
-            .map_err(|over| bad_gateway(over.unwrap_or(reason::UPSTREAM_BAD_RESPONSE)))?;
+            .map_err(|over| bad_gateway(over.map_or(reason::UPSTREAM_BAD_RESPONSE, |(r, _)| r)))?;
         let mut wrapped = json!({ "result": value });
         clean_response(
             &mut wrapped,

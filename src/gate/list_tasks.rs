@@ -150,10 +150,12 @@ impl Gate {
                 // requests hold them and give them back as they end; one that could never fit
                 // beside the page's own request (`need`: what the two would hold) is listed as
                 // what the edge knows of it, as one larger than the page is.
-                let no_room = |reason: Reason, need: usize| match (tasks.is_empty(), reason) {
-                    (false, _) => Ok(false),
-                    (true, reason::CONCURRENCY_REQUEST_BYTES) if need > per_principal => Ok(true),
-                    (true, reason) => Err(over_request_budget(reason)),
+                // (past the caller's budget it could not fit everyone's either: whichever
+                // budget had the smaller room this time)
+                let no_room = |reason: Reason, need: usize| match tasks.is_empty() {
+                    false => Ok(false),
+                    true if need > per_principal => Ok(true),
+                    true => Err(over_request_budget(reason)),
                 };
                 let summary = || self.owners.registry().task_summary(principal, task_id);
                 let task = match one {
@@ -341,13 +343,8 @@ impl Gate {
     ) -> Result<Listed, RpcError> {
         let mut v = match upstream::parse_charged(bytes, at.requests.max_json_values, held) {
             Ok(v) => v,
-            Err(Some(reason)) => {
-                // (what it would hold: its bytes read, and its tree as counted without one)
-                let values = crate::a2a::json::count_answer(bytes, at.requests.max_json_values)
-                    .unwrap_or(at.requests.max_json_values);
-                let need = bytes.len() + reckoned_tree(bytes.len(), values);
-                return Ok(Listed::NoRoom(reason, need));
-            }
+            // (what it would hold: its bytes read, and its tree)
+            Err(Some((reason, tree))) => return Ok(Listed::NoRoom(reason, bytes.len() + tree)),
             Err(None) => return Ok(Listed::Gone),
         };
         // The answer to the edge's own GetTask (id 1), as a relayed answer must echo its id.

@@ -167,25 +167,27 @@ where
 
 /// An agent's whole answer as a tree, parsed only as far as the caller's request budgets
 /// (`held`) have room for it, and then charged to them (its strings and 192 bytes a value, as
-/// a request's tree is): `Err(Some(reason))` past them, `Err(None)` when it is not JSON of at
-/// most `max_values` values (whether or not it would fit).
+/// a request's tree is): `Err(Some((reason, tree)))` past them (`tree`: what its tree would
+/// have been charged), `Err(None)` when it is not JSON of at most `max_values` values (whether
+/// or not it would fit).
 pub fn parse_charged(
     text: &[u8],
     max_values: usize,
     held: &mut RequestBytes,
-) -> Result<Value, Option<Reason>> {
+) -> Result<Value, Option<(Reason, usize)>> {
     let (room, bound) = held.room();
     let most = values_within(room, text.len()).min(max_values);
     match crate::a2a::json::parse_answer_counted(text, most) {
         Ok((v, values)) => {
-            held.grow(reckoned_tree(text.len(), values)).map_err(Some)?;
+            let tree = reckoned_tree(text.len(), values);
+            held.grow(tree).map_err(|reason| Some((reason, tree)))?;
             Ok(v)
         }
         // Stopped by the budget, or over the bound (or not JSON) all the same: counted to
         // tell, without a tree.
         Err(crate::a2a::json::JsonError::TooManyValues) if most < max_values => {
             match crate::a2a::json::count_answer(text, max_values) {
-                Ok(_) => Err(Some(bound)),
+                Ok(values) => Err(Some((bound, reckoned_tree(text.len(), values)))),
                 Err(_) => Err(None),
             }
         }
@@ -232,7 +234,7 @@ where
     let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
     let v = match held {
         Some(held) => parse_charged(text, max_values, held).map_err(|over| match over {
-            Some(reason) => Failed::Refused(reason),
+            Some((reason, _)) => Failed::Refused(reason),
             None => Failed::Bad,
         })?,
         None => crate::a2a::json::parse_answer(text, max_values).map_err(|_| Failed::Bad)?,
@@ -601,12 +603,12 @@ mod tests {
     fn an_answers_tree_is_charged_or_told_apart() {
         let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
         // (text, the caller's budget, bound: Ok(bytes charged) or the refusal)
-        let rows: [(String, usize, Result<usize, Option<Reason>>); 6] = [
+        let rows: [(String, usize, Result<usize, Option<(Reason, usize)>>); 6] = [
             (zeros(99), 100_000, Ok(199 + 100 * 192)),
             (
                 zeros(99),
                 19_000,
-                Err(Some(reason::CONCURRENCY_REQUEST_BYTES)),
+                Err(Some((reason::CONCURRENCY_REQUEST_BYTES, 199 + 100 * 192))),
             ),
             (zeros(200), 19_000, Err(None)),
             (zeros(200), 100_000, Err(None)),
