@@ -1454,6 +1454,30 @@ impl http_body::Body for Unsized {
     }
 }
 
+/// The request byte budgets of the answer tests: one request, answer or listed task at these
+/// bounds is reckoned at most 2 x 100,000 + 192 x 1,024 = 396,608 bytes of a caller's 420,000;
+/// everyone's `total`.
+fn budgets(total: usize) -> String {
+    format!("[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = {total}\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n")
+}
+
+/// Alice's task that could never fit beside a ListTasks request padded to 99 KB (reckoned
+/// 198 KB, leaving 222 KB of her 420 KB; the task, about 40 KB read and 965 values: 265 KB),
+/// and that request, listing its context.
+async fn a_task_too_large_beside_a_padded_page(c: &mut Client, alice: &str) -> (Value, String) {
+    let params = serde_json::json!({"message": {"messageId": "large-and-many",
+        "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
+        "mediaType": "application/json"}, {"text": "y".repeat(20_000)}]}});
+    let v = send_as(c, alice, "SendMessage", params).await;
+    let large = v["result"]["task"].clone();
+    let body = format!(
+        r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,
+        large["contextId"],
+        " ".repeat(99_000)
+    );
+    (large, body)
+}
+
 /// What requests being read and checked hold, reckoned, per `a2a_edge_request_bytes`.
 async fn request_bytes_held(p: &Proxy) -> u64 {
     let (_, text) = admin_get(p, "/metrics").await;
@@ -1646,7 +1670,7 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     // One request or listed task at these bounds: 2 x 100,000 + 192 x 1,024 = 396,608.
     let p = Proxy::start(ProxyOpts {
         extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-        extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 2000000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
+        extra_policy: format!("{OTHER}{}", budgets(2_000_000)),
         ..Default::default()
     })
     .await;
@@ -1771,19 +1795,9 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
         drop(held);
         given_back(0).await;
     }
-    // A task that could never fit beside its page's own request (here padded to 99 KB:
-    // reckoned 198 KB, leaving 222 KB; the task, about 40 KB read and 965 values: 265 KB) is
-    // listed as what the edge knows of it, not refused for ever.
-    let params = serde_json::json!({"message": {"messageId": "large-and-many",
-        "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
-        "mediaType": "application/json"}, {"text": "y".repeat(20_000)}]}});
-    let v = send_as(&mut c, alice, "SendMessage", params).await;
-    let large = v["result"]["task"].clone();
-    let body = format!(
-        r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,
-        large["contextId"],
-        " ".repeat(99_000)
-    );
+    // A task that could never fit beside its page's own request is listed as what the edge
+    // knows of it, not refused for ever.
+    let (large, body) = a_task_too_large_beside_a_padded_page(&mut c, alice).await;
     // (the same whether or not another request of the caller holds a little of the budget)
     for busy in [false, true] {
         let hold = match busy {
@@ -1898,7 +1912,7 @@ async fn a_streams_events_are_charged_to_the_callers_request_bytes() {
         Reply::RawStream(raw),
         ProxyOpts {
             extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: "[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 2000000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n".into(),
+            extra_policy: budgets(2_000_000),
             ..Default::default()
         },
     )
@@ -1960,8 +1974,9 @@ async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
     let (up, p) = Proxy::with_recorder(
         Reply::Raw(raw),
         ProxyOpts {
-            extra_server: "admin_listen = \"127.0.0.1:0\"\nagent_paths = [\"/iac-code/readiness\"]\n".into(),
-            extra_policy: "[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 2000000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n".into(),
+            extra_server:
+                "admin_listen = \"127.0.0.1:0\"\nagent_paths = [\"/iac-code/readiness\"]\n".into(),
+            extra_policy: budgets(2_000_000),
             ..Default::default()
         },
     )
@@ -2004,24 +2019,13 @@ async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
 async fn a_task_that_never_fits_is_a_summary_whichever_budget_is_short() {
     let p = Proxy::start(ProxyOpts {
         extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-        extra_policy: format!("{OTHER}[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = 420000\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n"),
+        extra_policy: format!("{OTHER}{}", budgets(420_000)),
         ..Default::default()
     })
     .await;
     let alice = "Bearer test-token-0123456789";
     let mut c = p.client(Proto::H2).await;
-    // (as in `list_tasks_pages_are_charged_to_the_callers_request_bytes`: 265 KB beside a
-    // request of 198 KB)
-    let params = serde_json::json!({"message": {"messageId": "large-and-many",
-        "role": "ROLE_USER", "parts": [{"data": {"d": vec![0; 900]},
-        "mediaType": "application/json"}, {"text": "y".repeat(20_000)}]}});
-    let v = send_as(&mut c, alice, "SendMessage", params).await;
-    let large = v["result"]["task"].clone();
-    let body = format!(
-        r#"{{"jsonrpc": "2.0", "id": 5, "method": "ListTasks", "params": {{"contextId": {}}}}}{}"#,
-        large["contextId"],
-        " ".repeat(99_000)
-    );
+    let (large, body) = a_task_too_large_beside_a_padded_page(&mut c, alice).await;
     let hold = holding(&p, OTHER_TOKEN, 100_000, 10).await;
     let (status, _, rb) = c.request("POST", "/", &h(alice), body).await;
     let v: Value = serde_json::from_slice(&rb).unwrap();

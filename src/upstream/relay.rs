@@ -603,7 +603,8 @@ mod tests {
     fn an_answers_tree_is_charged_or_told_apart() {
         let zeros = |n: usize| format!("[{}]", vec!["0"; n].join(","));
         // (text, the caller's budget, bound: Ok(bytes charged) or the refusal)
-        let rows: [(String, usize, Result<usize, Option<(Reason, usize)>>); 6] = [
+        type Charged = Result<usize, Option<(Reason, usize)>>;
+        let rows: [(String, usize, Charged); 6] = [
             (zeros(99), 100_000, Ok(199 + 100 * 192)),
             (
                 zeros(99),
