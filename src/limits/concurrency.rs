@@ -9,7 +9,10 @@
 //! What requests hold while they are read and checked (their bodies, and the JSON trees parsed
 //! from them) is bounded too, in bytes: per principal and for all principals together
 //! ([`ConcurrencyLimits::reserve`]). A request count alone bounds nothing here: one caller's
-//! requests may each hold a 32 MiB body and a tree of 100 MB and more.
+//! requests may each hold a 32 MiB body and a tree of 100 MB and more. So do the agents'
+//! answers to them (a 64 MiB answer, written again, and a tree where one is built), the tasks
+//! a ListTasks page reads and a stream's events while each is checked: they grow the same
+//! reservations ([`RequestBytes::grow`], [`RequestBytes::answering`]).
 //!
 //! Memory: a principal has an entry only while it holds a guard, so the table never outgrows the
 //! requests in flight. The table is split into shards by a hash of the name so that principals
