@@ -21,8 +21,26 @@ use governor::Quota;
 use super::rate::{client_key, ipv6_prefix_len, Keyed, SWEEP_EVERY};
 
 /// Most addresses remembered as blocked; past this, expired entries are dropped first and,
-/// if still full, the oldest block is forgotten (the governor budget still applies).
+/// if still full, the blocks that end soonest are forgotten, a sixteenth at once (the governor
+/// budget still applies to them).
 const MAX_BLOCKED: usize = 100_000;
+
+/// Makes room in a full blocked map: the expired entries go, and if it is still full, the
+/// sixteenth of the blocks that end soonest. One pass over the map is paid once per
+/// `MAX_BLOCKED / 16` new blocks, not once per failure: a map kept full by addresses from a
+/// large IPv6 range made every failure scan it twice under the lock.
+fn make_room(blocked: &mut HashMap<IpAddr, Instant>, now: Instant) {
+    if blocked.len() < MAX_BLOCKED {
+        return;
+    }
+    blocked.retain(|_, until| *until > now);
+    if blocked.len() < MAX_BLOCKED {
+        return;
+    }
+    let mut ends: Vec<Instant> = blocked.values().copied().collect();
+    let (_, &mut cut, _) = ends.select_nth_unstable(MAX_BLOCKED / 16);
+    blocked.retain(|_, until| *until > cut);
+}
 
 pub struct FailureThrottle {
     budget: Keyed<IpAddr>,
@@ -99,7 +117,7 @@ impl FailureThrottle {
         let outcome = self.budget.check(&key);
         let now = Instant::now();
         let mut blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
-        if swept || blocked.len() >= MAX_BLOCKED {
+        if swept {
             let before = blocked.len();
             blocked.retain(|_, until| *until > now);
             if blocked.len() < before / 2 {
@@ -110,11 +128,7 @@ impl FailureThrottle {
             Ok(()) => return None,
             Err(wait) => wait.max(Duration::from_secs(1)),
         };
-        if blocked.len() >= MAX_BLOCKED {
-            if let Some(oldest) = blocked.iter().min_by_key(|(_, u)| **u).map(|(k, _)| *k) {
-                blocked.remove(&oldest);
-            }
-        }
+        make_room(&mut blocked, now);
         blocked.insert(key, now + wait);
         self.blocks.fetch_add(1, Ordering::Release);
         Some(wait)
@@ -132,14 +146,10 @@ impl FailureThrottle {
     pub fn block(&self, ip: IpAddr, wait: Duration) {
         let key = client_key(ip, self.ipv6_prefix);
         let mut blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
-        if blocked.len() >= MAX_BLOCKED {
-            let now = Instant::now();
-            blocked.retain(|_, until| *until > now);
-        }
-        if blocked.len() < MAX_BLOCKED {
-            blocked.insert(key, Instant::now() + wait);
-            self.blocks.fetch_add(1, Ordering::Release);
-        }
+        let now = Instant::now();
+        make_room(&mut blocked, now);
+        blocked.insert(key, now + wait);
+        self.blocks.fetch_add(1, Ordering::Release);
     }
 
     /// Addresses (or prefixes) with a budget or a block held now.
@@ -235,6 +245,55 @@ mod tests {
             );
             assert_eq!(carried.blocks(), t.blocks(), "the count of blocks goes on");
         }
+    }
+
+    /// A blocked map kept full of live blocks forgets the sixteenth that ends soonest at once
+    /// (so the next sixteenth of new blocks costs no pass over it), keeps the later ones, and
+    /// takes every new block: from a failure and from a shared store alike.
+    #[test]
+    fn a_full_blocked_map_makes_room_a_sixteenth_at_once() {
+        let t = FailureThrottle::new(1, 1, 0);
+        let now = Instant::now();
+        let ip = |i: u32| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+        {
+            let mut blocked = t.blocked.lock().unwrap();
+            for i in 0..MAX_BLOCKED as u32 {
+                // (the lower the address, the sooner its block ends)
+                blocked.insert(ip(i), now + Duration::from_secs(600 + u64::from(i)));
+            }
+        }
+        let late = ip(MAX_BLOCKED as u32 - 1);
+        let newcomer = ip(MAX_BLOCKED as u32 + 1);
+        t.record_failure(newcomer);
+        assert!(t.record_failure(newcomer).is_some(), "blocked");
+        let left = t.tracked().1;
+        let sixteenth = MAX_BLOCKED / 16;
+        assert!(
+            (MAX_BLOCKED - sixteenth..=MAX_BLOCKED - sixteenth + 1).contains(&left),
+            "{left}"
+        );
+        assert!(t.retry_after(newcomer).is_some());
+        assert!(t.retry_after(late).is_some(), "a later block is kept");
+        assert!(t.retry_after(ip(0)).is_none(), "the soonest is forgotten");
+        // Until the map is full again, new blocks only add.
+        for i in 0..100 {
+            t.block(ip(MAX_BLOCKED as u32 + 10 + i), Duration::from_secs(60));
+        }
+        assert_eq!(t.tracked().1, left + 100);
+        // A shared store's block into a full map is taken too.
+        {
+            let mut blocked = t.blocked.lock().unwrap();
+            for i in 0..(MAX_BLOCKED - blocked.len()) as u32 {
+                blocked.insert(
+                    ip(2 * MAX_BLOCKED as u32 + i),
+                    now + Duration::from_secs(900),
+                );
+            }
+        }
+        let shared = ip(4 * MAX_BLOCKED as u32);
+        t.block(shared, Duration::from_secs(60));
+        assert!(t.retry_after(shared).is_some(), "taken into a full map");
+        assert!(t.tracked().1 < MAX_BLOCKED);
     }
 
     #[test]
