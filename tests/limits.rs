@@ -1487,6 +1487,22 @@ async fn request_bytes_held(p: &Proxy) -> u64 {
         .unwrap_or_else(|| panic!("no a2a_edge_request_bytes in {text}"))
 }
 
+/// Waits (up to 5 s) until what requests hold, per `a2a_edge_request_bytes`, is `want`.
+async fn request_bytes_become(p: &Proxy, want: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let held = request_bytes_held(p).await;
+        if held == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {held} held, {want} wanted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A TLS connection whose request declares a body of `len` bytes and sends `sent` of them:
 /// what it sent stays reserved while the edge waits for the rest.
 async fn holding(
@@ -1740,20 +1756,7 @@ async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     seen.sort();
     created.sort();
     assert_eq!(seen, created, "every task once");
-    let given_back = |want: u64| {
-        let p = &p;
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                let held = request_bytes_held(p).await;
-                if held == want {
-                    return;
-                }
-                assert!(Instant::now() < deadline, "{held} held, {want} wanted");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
+    let given_back = |want: u64| request_bytes_become(&p, want, "given back");
     given_back(0).await;
     // (alice's bodies held, alice's page: its tasks, or its refusal)
     let rows: [(usize, Result<usize, &str>); 2] =
@@ -1946,19 +1949,9 @@ async fn a_streams_events_are_charged_to_the_callers_request_bytes() {
                 "{v}"
             );
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while request_bytes_held(&p).await != before {
-            assert!(Instant::now() < deadline, "{holds}: never given back");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        request_bytes_become(&p, before, &format!("{holds}: the stream's")).await;
         drop(held);
-        while request_bytes_held(&p).await != 0 {
-            assert!(
-                Instant::now() < deadline,
-                "{holds}: the held bodies never given back"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        request_bytes_become(&p, 0, &format!("{holds}: the held bodies")).await;
     }
 }
 
@@ -1993,11 +1986,7 @@ async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
     let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body.len(), raw.len());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while request_bytes_held(&p).await != 0 {
-        assert!(Instant::now() < deadline, "never given back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    request_bytes_become(&p, 0, "the answer's").await;
     let hold = holding(&p, alice, 100_000, 10).await;
     let (status, _, body) = c.request("GET", "/iac-code/readiness", &auth, "").await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
@@ -2005,10 +1994,7 @@ async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
     assert_eq!(v["reason"], "concurrency.request_bytes", "{v}");
     assert_eq!(reached(), 2, "the agent had both");
     drop(hold);
-    while request_bytes_held(&p).await != 0 {
-        assert!(Instant::now() < deadline, "never given back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    request_bytes_become(&p, 0, "the held body's").await;
 }
 
 /// A ListTasks page's first task that could never fit beside the page's own request is

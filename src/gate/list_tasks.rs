@@ -161,10 +161,7 @@ impl Gate {
                 let task = match one {
                     // (stopped midway: it may be as large as the page)
                     Some(Read::NoRoom(reason)) => match no_room(reason, kept + budget)? {
-                        true => match summary() {
-                            Some(summary) => summary,
-                            None => continue,
-                        },
+                        true => summary(),
                         false => {
                             cut = Some(first + k);
                             break 'batches;
@@ -196,36 +193,27 @@ impl Gate {
                             false => held.shrink_to(kept),
                         }
                         match listed {
-                            Ok(Listed::Task(task)) if keep => task,
-                            Ok(Listed::Task(_)) => continue,
+                            Ok(Listed::Task(task)) if keep => Some(task),
+                            // (no longer matching the query, or gone from the agent)
+                            Ok(Listed::Task(_)) | Ok(Listed::Gone) => None,
                             Ok(Listed::NoRoom(reason, need)) => match no_room(reason, kept + need)?
                             {
-                                true => match summary() {
-                                    Some(summary) => summary,
-                                    None => continue,
-                                },
+                                true => summary(),
                                 false => {
                                     cut = Some(first + k);
                                     break 'batches;
                                 }
                             },
-                            Ok(Listed::Gone) => continue,
                             // Not this task: what the edge knows of it instead.
-                            Ok(Listed::Other) => match summary() {
-                                Some(summary) => summary,
-                                None => continue,
-                            },
+                            Ok(Listed::Other) => summary(),
                             Err(e) => return Err(Rejection::rpc(rpc.id.clone(), e)),
                         }
                     }
-                    Some(Read::Summary) => match summary() {
-                        Some(summary) => summary,
-                        None => continue,
-                    },
+                    Some(Read::Summary) => summary(),
                     // The agent no longer has it: left out of the page.
-                    None => continue,
+                    None => None,
                 };
-                tasks.push(task);
+                tasks.extend(task);
             }
             if allowed < batch.len() {
                 cut = Some(first + allowed);
