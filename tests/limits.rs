@@ -2020,3 +2020,54 @@ async fn a_task_that_never_fits_is_a_summary_whichever_budget_is_short() {
     assert!(v["result"]["tasks"][0].get("history").is_none(), "{v}");
     drop(hold);
 }
+
+/// The extended card is read again from the agent's answer to be rewritten and signed: that
+/// copy and its tree are the caller's too. A card of 150 KB and about 940 values (in an extension's params) (its tree
+/// reckoned at some 330 KB, beside its 150 KB read: more than the caller's 420 KB) is served
+/// to a caller with nothing else held, and refused -32603 with the budget's reason while
+/// another request of the caller holds the budget, though the relay's own pass over the
+/// answer (its bytes read and written, 300 KB) fits; what it held is given back. A card
+/// past the bound is not read further.
+#[tokio::test]
+async fn the_extended_cards_copy_is_charged_to_the_callers_request_bytes() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy: budgets(2_000_000),
+            ..Default::default()
+        },
+    )
+    .await;
+    {
+        let mut card = up.card.lock().unwrap();
+        card["description"] = serde_json::json!("d".repeat(150_000));
+        // (the recorder's extended card has skills of its own: the values go in an
+        // extension's params)
+        card["capabilities"]["extensions"] =
+            serde_json::json!([{"uri": "urn:x", "params": {"v": vec![0; 900]}}]);
+    }
+    let alice = "Bearer test-token-0123456789";
+    let mut c = p.client(Proto::H2).await;
+    let v = rpc_as(&mut c, alice, "GetExtendedAgentCard", serde_json::json!({})).await;
+    let card = &v["result"];
+    assert_eq!(card["skills"][0]["id"], "secret-skill", "{}", v["error"]);
+    assert_eq!(card["description"].as_str().map(str::len), Some(150_000));
+    assert!(!v.to_string().contains("10.1.2.3"), "rewritten");
+    request_bytes_become(&p, 0, "the card's").await;
+    let hold = holding(&p, alice, 100_000, 10).await;
+    let v = rpc_as(&mut c, alice, "GetExtendedAgentCard", serde_json::json!({})).await;
+    assert_eq!(v["error"]["code"], -32603, "{}", v["error"]);
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "concurrency.request_bytes",
+        "{v}"
+    );
+    drop(hold);
+    request_bytes_become(&p, 0, "the held body's").await;
+    // A card past its bound (1 MiB) is not read further: the agent's card is invalid.
+    up.card.lock().unwrap()["description"] = serde_json::json!("d".repeat(1_100_000));
+    let v = rpc_as(&mut c, alice, "GetExtendedAgentCard", serde_json::json!({})).await;
+    assert_eq!(v["error"]["code"], -32006, "{}", v["error"]);
+    assert_eq!(v["error"]["data"][0]["reason"], "card.extended_invalid");
+    request_bytes_become(&p, 0, "the large card's").await;
+}

@@ -271,11 +271,19 @@ impl AgentGate {
         Ok(serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?)
     }
 
-    /// The agent's extended card, verified, rewritten and signed like the public one.
+    /// The agent's extended card, verified, rewritten and signed like the public one. `relayed`
+    /// is the relay's answer (read within [`MAX_CARD_BYTES`], cleaned, its share of the
+    /// caller's budgets its own); the card read from it, its tree and the card written again
+    /// are the caller's in `held` (an empty reservation of the request's), which the answer's
+    /// body owns with the caller's `slot` until it is sent. An agent's answer that is not a
+    /// card the edge can serve is -32006 `card.extended_invalid`; one past the caller's
+    /// budgets while its other requests hold them (or past everyone's), -32603 with the
+    /// budget's reason, as any answer is.
     pub(super) async fn extended_card(
         &self,
-        resp: Response<BoxBody>,
+        relayed: Result<Response<BoxBody>, UpstreamError>,
         id: &Value,
+        (slot, mut held): (ConcurrencyGuard, RequestBytes),
     ) -> Result<Response<BoxBody>, Rejection> {
         let broken = || {
             Rejection::rpc(
@@ -287,17 +295,43 @@ impl AgentGate {
                 ),
             )
         };
+        let over = |reason| Rejection::rpc(id.clone(), UpstreamError::Refused(reason).rpc_error());
+        let resp = match relayed {
+            Ok(resp) => resp,
+            // Not a JSON-RPC answer within the card's bound.
+            Err(UpstreamError::BadResponse) => return Err(broken()),
+            Err(e) => return Err(Rejection::rpc(id.clone(), e.rpc_error())),
+        };
+        // (the relayed body, and what it holds, are gone once read: the card's copy is then
+        // charged in their place)
         let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
             .await
             .map_err(|_| broken())?;
-        let mut v: Value = serde_json::from_slice(&bytes).map_err(|_| broken())?;
+        held.answering();
+        held.grow(bytes.len()).map_err(over)?;
+        let max_values = self.requests.max_json_values;
+        let mut v = crate::upstream::parse_charged(&bytes, max_values, &mut held)
+            .map_err(|e| e.map_or_else(broken, |(reason, _)| over(reason)))?;
         let Some(result) = v.get_mut("result") else {
             // A JSON-RPC error from the agent passes as it is.
-            return Ok(json_response(StatusCode::OK, bytes));
+            drop(v);
+            held.shrink_to(bytes.len());
+            return Ok(crate::body::json_response_holding(
+                StatusCode::OK,
+                bytes,
+                (slot, held),
+            ));
         };
         let card = self.card.prepare(result.take()).map_err(|_| broken())?;
         *result = card;
-        Ok(json_response(StatusCode::OK, v.to_string()))
+        let body = v.to_string();
+        drop((v, bytes));
+        held.shrink_to(body.len());
+        Ok(crate::body::json_response_holding(
+            StatusCode::OK,
+            body,
+            (slot, held),
+        ))
     }
 }
 

@@ -1121,11 +1121,23 @@ impl Gate {
         // `clean_response` alone for the extended card), so the relay may take the fast pass.
         let fast = Some(at.requests.clone());
         let streaming = rpc.method.is_streaming();
+        // The extended card is read again from the relayed answer, to be rewritten and
+        // signed: the relay reads no more than a card may be, and the card's answer owns the
+        // slot and what it holds of the caller's budgets (`extended_card`).
+        let card = rpc.method == Method::GetExtendedAgentCard;
+        let mut limits = self.relay_limits;
+        let (slot, card_slot) = match card {
+            true => {
+                limits.max_json_bytes = limits.max_json_bytes.min(card_routes::MAX_CARD_BYTES);
+                (None, Some((slot, held.sibling())))
+            }
+            false => (Some(slot), None),
+        };
         let relayed = relay_response(
             resp,
             &rpc.id,
             streaming,
-            self.relay_limits,
+            limits,
             log,
             fast,
             interrupt,
@@ -1133,12 +1145,11 @@ impl Gate {
             observe,
         )
         .instrument(telemetry::traces::stage_span!("relay"))
-        .await
-        .map_err(upstream_error)?;
-        if rpc.method == Method::GetExtendedAgentCard {
-            return at.extended_card(relayed, &rpc.id).await;
+        .await;
+        match card_slot {
+            Some(holds) => at.extended_card(relayed, &rpc.id, holds).await,
+            None => relayed.map_err(upstream_error),
         }
-        Ok(relayed)
     }
 
     /// Every agent's fleet, for the health checker.
