@@ -2071,3 +2071,56 @@ async fn the_extended_cards_copy_is_charged_to_the_callers_request_bytes() {
     assert_eq!(v["error"]["data"][0]["reason"], "card.extended_invalid");
     request_bytes_become(&p, 0, "the large card's").await;
 }
+
+/// The copy of a request sent to the agent is the caller's while the connection holds it: an
+/// agent that starts its stream before it has read the request (16 MB, more than the sockets
+/// and its HTTP/2 window take) leaves the copy with the edge, charged to the caller's budget
+/// after the stream has started and the rest of the request's share is given back; given back
+/// once the agent has read it, while the stream goes on. Over HTTP/1.1 and HTTP/2 to the agent.
+#[tokio::test]
+async fn the_copy_sent_to_the_agent_is_charged_until_the_connection_takes_it() {
+    use http_body_util::BodyExt;
+    for http2 in [false, true] {
+        let go = std::sync::Arc::new(tokio::sync::Notify::new());
+        let up = match http2 {
+            false => RecordingUpstream::start(Reply::Unread(go.clone())).await,
+            true => RecordingUpstream::start_h2(Reply::Unread(go.clone())).await,
+        };
+        let p = Proxy::start(ProxyOpts {
+            upstream_url: up.url.clone(),
+            extra_upstream: format!("http2 = {http2}\n"),
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            ..Default::default()
+        })
+        .await;
+        let text = "x".repeat(16_000_000);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": {"messageId": "m-large", "role": "ROLE_USER",
+            "parts": [{"text": text}]}}})
+        .to_string();
+        let mut c = p.client(Proto::H2).await;
+        let req = http::Request::post("https://localhost/")
+            .header("authorization", "Bearer test-token-0123456789")
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body.clone())))
+            .unwrap();
+        let mut resp = c.send(req).await;
+        assert_eq!(resp.status(), StatusCode::OK, "http2 = {http2}");
+        let first = resp.body_mut().frame().await.unwrap().unwrap();
+        let first = String::from_utf8_lossy(first.data_ref().unwrap()).to_string();
+        assert!(first.contains("t-unread"), "http2 = {http2}: {first}");
+        // (the event's own charge is given back as it is relayed: what stays is the copy's,
+        // the request as the edge wrote it, a few bytes more than the caller's here)
+        let held = request_bytes_held(&p).await;
+        assert!(
+            (16_000_000..=body.len() as u64 + 1024).contains(&held),
+            "http2 = {http2}: {held} held of a {} byte request",
+            body.len()
+        );
+        go.notify_one();
+        request_bytes_become(&p, 0, "the copy's, once the agent has read it").await;
+        assert_eq!(up.rpc_requests().len(), 1, "http2 = {http2}");
+        drop(resp);
+    }
+}

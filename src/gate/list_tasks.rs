@@ -282,7 +282,7 @@ impl Gate {
                 let Ok(resp) = agent
                     .send_rpc(
                         headers,
-                        Bytes::from(get.to_bytes()),
+                        upstream::Sent::new(get.to_bytes(), None),
                         upstream::Answer::Whole,
                     )
                     .await

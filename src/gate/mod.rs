@@ -505,6 +505,10 @@ impl Gate {
                 .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
             Ok::<_, Rejection>(rpc)
         })?;
+        // The tree owns what it needs of the body: the body's buffer goes, and its share of
+        // the caller's budget stands for the copy sent to the agent (`forward`).
+        let body_len = bytes.len();
+        drop(bytes);
         trace.method = Some(rpc.method.as_str());
         telemetry::traces::stage_span!("authorize")
             .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
@@ -541,8 +545,7 @@ impl Gate {
                 Method::SendMessage | Method::SendStreamingMessage
             )
             && !names_cwd(&rpc.params);
-        let heavy =
-            default_cwd || bytes.len() > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
+        let heavy = default_cwd || body_len > INLINE_CHECK_BYTES || touches_filesystem(&rpc.params);
         let (mut rpc, checked) = self
             .check_params(
                 agent,
@@ -660,7 +663,7 @@ impl Gate {
                     held,
                     observe,
                     interrupt,
-                    size_hint: bytes.len(),
+                    size_hint: body_len,
                 };
                 let answer =
                     Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await;
@@ -699,7 +702,7 @@ impl Gate {
                 let upstream = agent.card_agent(self.owners.registry());
                 let plan = Plan {
                     agent: upstream.ok_or_else(|| unavailable(&rpc.id))?,
-                    size_hint: bytes.len(),
+                    size_hint: body_len,
                     slot: guard,
                     held,
                     interrupt: None,
@@ -737,7 +740,7 @@ impl Gate {
                     held,
                     observe,
                     interrupt: revoked,
-                    size_hint: bytes.len(),
+                    size_hint: body_len,
                 };
                 Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
             }
@@ -1077,7 +1080,7 @@ impl Gate {
         let Plan {
             agent,
             slot,
-            held,
+            mut held,
             observe,
             interrupt,
             size_hint,
@@ -1100,10 +1103,15 @@ impl Gate {
             upstream = agent.upstream.name.as_str()
         );
         telemetry::traces::inject(&span, &mut headers);
+        // The copy sent is charged as the request's body was (the body itself is gone by now):
+        // its share goes with it, and is given back when the connection has taken it, which
+        // may be after a stream has started and the rest of the request's share is given back.
+        let copy = rpc.to_bytes_sized(size_hint);
+        let share = held.split(copy.len());
         let resp = agent
             .send_rpc(
                 headers,
-                Bytes::from(rpc.to_bytes_sized(size_hint)),
+                upstream::Sent::new(copy, Some(share)),
                 upstream::Answer::to(rpc.method),
             )
             .instrument(span)

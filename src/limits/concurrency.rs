@@ -489,7 +489,15 @@ impl RequestBytes {
     /// one's holder: a check on a blocking thread goes on after its request is dropped, and
     /// holds the tree until it ends); [`RequestBytes::absorb`] takes it back.
     pub fn take(&mut self) -> RequestBytes {
-        let bytes = std::mem::take(&mut self.bytes);
+        self.split(self.bytes)
+    }
+
+    /// Moves `bytes` of what it holds (all it holds, if less) into a reservation of their
+    /// own, charged nothing more: for a part of the request that goes its own way (the copy
+    /// sent to the agent, given back when the connection has taken it).
+    pub fn split(&mut self, bytes: usize) -> RequestBytes {
+        let bytes = bytes.min(self.bytes);
+        self.bytes -= bytes;
         RequestBytes {
             shared: Arc::clone(&self.shared),
             principal: self.principal.clone(),
@@ -738,8 +746,8 @@ mod tests {
     }
 
     /// A reservation's room is the smaller of the caller's and everyone's, its siblings
-    /// count against the same caller, and a shrunk reservation gives back what it does not
-    /// keep.
+    /// count against the same caller, a shrunk reservation gives back what it does not
+    /// keep, and a part split off is given back with it.
     #[test]
     fn a_reservation_has_room_siblings_and_shrinks() {
         let limits = ConcurrencyLimits::new(8, 8).with_request_budget(100, 150);
@@ -763,6 +771,15 @@ mod tests {
         // Everyone's is the smaller room (150 - 90 = 60 left, carol's own 100).
         let carol = limits.reservation("carol");
         assert_eq!(carol.room(), (60, reason::OVERLOAD_REQUEST_BYTES));
+        // Split: part of what it holds goes its own way, charged nothing more, and is given
+        // back with it (at most what it holds).
+        let part = r.split(25);
+        assert_eq!((r.bytes(), part.bytes()), (35, 25));
+        assert_eq!(limits.request_bytes("alice"), 60);
+        drop(part);
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (35, 35));
+        assert_eq!(r.split(50).bytes(), 35);
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (0, 0));
         r.shrink_to(0);
         assert_eq!(limits.request_bytes("alice"), 0);
         // An answer's reservation may pass its caller's own budget while it is all the

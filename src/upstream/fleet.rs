@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::settings::{UpstreamPolicy, UpstreamTarget};
@@ -48,7 +47,7 @@ impl Agent {
     pub async fn send_rpc(
         &self,
         headers: HeaderMap,
-        body: Bytes,
+        body: super::Sent,
         answer: super::Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         // Counted until the answer's head, or until the caller gives up (the future dropped).

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
@@ -27,6 +27,7 @@ pub use relay::{
 
 use crate::a2a::code::{INTERNAL_ERROR, INVALID_AGENT_RESPONSE};
 use crate::body::BoxBody;
+use crate::limits::concurrency::RequestBytes;
 use crate::reason::{self, Reason};
 use settings::{UpstreamPolicy, UpstreamTarget};
 
@@ -124,7 +125,13 @@ pub fn stream_end_message(reason: Reason) -> &'static str {
     }
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Sent>;
+
+/// A request's body for an agent, with what it holds of the caller's request budgets (the
+/// copy's share, [`RequestBytes::split`]): given back when the connection has taken its last
+/// piece, or has dropped it unsent, however long after the answer began (an agent may answer,
+/// or start a stream, before it has read the request).
+pub type Sent = crate::body::Holding<Option<RequestBytes>>;
 
 enum Target {
     Embedded(Arc<dyn LocalAgent>),
@@ -253,7 +260,7 @@ impl Upstream {
     pub async fn send_rpc(
         &self,
         mut headers: HeaderMap,
-        body: Bytes,
+        body: Sent,
         answer: Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         headers.insert(
@@ -297,7 +304,7 @@ impl Upstream {
             Method::GET,
             uri,
             headers,
-            Bytes::new(),
+            Sent::new(Bytes::new(), None),
             within,
             Answer::Whole,
         )
@@ -327,7 +334,7 @@ impl Upstream {
             method,
             uri,
             headers,
-            body,
+            Sent::new(body, None),
             self.response_timeout,
             Answer::Whole,
         )
@@ -345,7 +352,7 @@ impl Upstream {
         method: Method,
         uri: Uri,
         mut headers: HeaderMap,
-        body: Bytes,
+        body: Sent,
         timeout: Duration,
         answer: Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
@@ -359,23 +366,29 @@ impl Upstream {
         *req.headers_mut() = headers;
         let exchange = async {
             match &self.target {
-                Target::Embedded(engine) => Ok(engine.handle(req).await),
+                Target::Embedded(engine) => {
+                    // (the engine reads the whole body before it answers)
+                    let (req, held) = split_body(req);
+                    let resp = engine.handle(req).await;
+                    drop(held);
+                    Ok(resp)
+                }
                 Target::Http { via, .. } => {
                     let sent = match via {
                         Via::Http1(clients) => clients[crate::runtime::slot(clients.len())]
-                            .request(req.map(Full::new))
+                            .request(req)
                             .await
                             .map(|resp| resp.map(box_body))
                             .map_err(|e| e.to_string()),
                         // Boxed: the h2 pool's request future is 1.3 KiB, and every
                         // future that holds this one (send, send_rpc, forward: each copied
                         // whole where it is made) would carry it for HTTP/1.1 agents too.
-                        Via::Http2(pools) => Box::pin(
-                            pools[crate::runtime::slot(pools.len())].request(req.map(Full::new)),
-                        )
-                        .await
-                        .map(|resp| resp.map(box_body))
-                        .map_err(|e| e.to_string()),
+                        Via::Http2(pools) => {
+                            Box::pin(pools[crate::runtime::slot(pools.len())].request(req))
+                                .await
+                                .map(|resp| resp.map(box_body))
+                                .map_err(|e| e.to_string())
+                        }
                     };
                     sent.map_err(|e| {
                         tracing::warn!(
@@ -396,6 +409,13 @@ impl Upstream {
         }
         Ok(resp.map(|body| crate::body::Deadline::new(body, deadline).boxed()))
     }
+}
+
+/// A request's bytes for a taker of whole bodies, and what its body held.
+fn split_body(req: Request<Sent>) -> (Request<Bytes>, Option<RequestBytes>) {
+    let (parts, body) = req.into_parts();
+    let (bytes, held) = body.into_parts();
+    (Request::from_parts(parts, bytes), held.flatten())
 }
 
 /// What a request to an agent asks for: one whole answer, or a stream of events (the
@@ -463,8 +483,11 @@ mod tests {
     fn a_request_does_not_carry_a_new_connection() {
         for http2 in [false, true] {
             let up = Upstream::from_policy(&agent(http2), None).unwrap();
-            let size =
-                std::mem::size_of_val(&up.send_rpc(HeaderMap::new(), Bytes::new(), Answer::Whole));
+            let size = std::mem::size_of_val(&up.send_rpc(
+                HeaderMap::new(),
+                Sent::new(Bytes::new(), None),
+                Answer::Whole,
+            ));
             assert!(size < 4096, "http2 = {http2}: {size} bytes");
         }
     }

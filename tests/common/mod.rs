@@ -502,6 +502,10 @@ pub enum Reply {
     /// Answers a stream with its head at once and its one event (a working task) this long
     /// after, then ends it.
     Late(Duration),
+    /// Answers a JSON-RPC request (its id taken to be 1) with a stream at once, one working
+    /// task event, before it has read the request's body; reads the body once notified (then
+    /// records the request and ends the stream).
+    Unread(Arc<tokio::sync::Notify>),
     /// Answers a SendMessage with a completed task named by the message's text, `task
     /// context [STATE]` (`-`: no `contextId`; `STATE`, e.g. `WORKING`, instead of
     /// `COMPLETED`): an agent that mixes callers up (or is told to) names whatever ids it is
@@ -580,6 +584,9 @@ impl RecordingUpstream {
                         let card = card.lock().unwrap().clone();
                         async move {
                             let (parts, body) = req.into_parts();
+                            if let (Reply::Unread(go), &Method::POST) = (&reply, &parts.method) {
+                                return Ok(unread(go.clone(), parts, body, seen));
+                            }
                             let body = body.collect().await.unwrap().to_bytes();
                             seen.lock().unwrap().push(Recorded {
                                 version: parts.version,
@@ -627,6 +634,34 @@ impl RecordingUpstream {
 }
 
 type TestBody = a2a_edge::body::BoxBody;
+
+/// [`Reply::Unread`]'s answer.
+fn unread(
+    go: Arc<tokio::sync::Notify>,
+    parts: http::request::Parts,
+    body: Incoming,
+    seen: Arc<Mutex<Vec<Recorded>>>,
+) -> Response<TestBody> {
+    let (tx, events) = a2a_edge::body::ChannelBody::new(1);
+    tokio::spawn(async move {
+        let event = json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t-unread",
+            "contextId": "c-unread", "status": {"state": "TASK_STATE_WORKING"}}}});
+        let _ = tx.send(Ok(Bytes::from(format!("data: {event}\n\n")))).await;
+        go.notified().await;
+        let body = body.collect().await.unwrap().to_bytes();
+        seen.lock().unwrap().push(Recorded {
+            version: parts.version,
+            method: parts.method.clone(),
+            path: parts.uri.path().to_string(),
+            headers: parts.headers.clone(),
+            body,
+        });
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(events.boxed())
+        .unwrap()
+}
 
 /// The simplest A2A 1.0 result of the request's method: a Message whose one part is the text
 /// `echo` (no context: it names nothing) to a message or anything unknown, the task asked
@@ -682,7 +717,10 @@ async fn answer(reply: Reply, card: Value, uri: &http::Uri, body: &Bytes) -> Res
         return json(json!({"jsonrpc": "2.0", "id": id, "result": extended}));
     }
     match reply {
-        Reply::Echo => json(json!({"jsonrpc": "2.0", "id": id, "result": echo_result(body)})),
+        // (a POST never comes here: `unread` answers it)
+        Reply::Echo | Reply::Unread(_) => {
+            json(json!({"jsonrpc": "2.0", "id": id, "result": echo_result(body)}))
+        }
         Reply::Leaky
             if method == Some(json!("SendMessage")) || method == Some(json!("GetTask")) =>
         {
