@@ -971,7 +971,7 @@ impl Gate {
             }
         };
         if let Some(url) = &checked.push_url {
-            check_resolved(url, &agent.requests.push)
+            check_resolved(url, &agent.requests.push, &principal.owner_key())
                 .await
                 .map_err(|e| Rejection::rpc(id.clone(), e))?;
         }

@@ -63,8 +63,63 @@ pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 /// so slow names cannot fill the blocking pool that the edge's other checks use. Past them a
 /// lookup waits within its timeout, then fails (`push.resolve_failed`).
 pub const MAX_LOOKUPS: usize = 16;
+/// The most lookups one caller runs at once, of [`MAX_LOOKUPS`]: a caller whose callback
+/// names hang holds a quarter of them, and the others' lookups go on. Past it a lookup fails
+/// at once (`push.resolve_failed`).
+pub const MAX_LOOKUPS_PER_CALLER: usize = 4;
 
-static LOOKUPS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_LOOKUPS);
+static LOOKUPS: Lookups = Lookups::new(MAX_LOOKUPS, MAX_LOOKUPS_PER_CALLER);
+
+/// The lookups in progress: everyone's (permits) and each caller's (counts).
+struct Lookups {
+    all: tokio::sync::Semaphore,
+    callers: std::sync::Mutex<std::collections::BTreeMap<Box<str>, usize>>,
+    per_caller: usize,
+}
+
+impl Lookups {
+    const fn new(all: usize, per_caller: usize) -> Lookups {
+        Lookups {
+            all: tokio::sync::Semaphore::const_new(all),
+            callers: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            per_caller,
+        }
+    }
+
+    /// One more of `caller`'s lookups, unless it runs its share already.
+    fn enter(&'static self, caller: &str) -> Option<CallersLookup> {
+        let mut callers = self.callers.lock().ok()?;
+        let n = callers.entry(caller.into()).or_insert(0);
+        if *n >= self.per_caller {
+            return None;
+        }
+        *n += 1;
+        Some(CallersLookup {
+            lookups: self,
+            caller: caller.into(),
+        })
+    }
+}
+
+/// One of a caller's lookups in progress, counted until dropped.
+struct CallersLookup {
+    lookups: &'static Lookups,
+    caller: Box<str>,
+}
+
+impl Drop for CallersLookup {
+    fn drop(&mut self) {
+        let Ok(mut callers) = self.lookups.callers.lock() else {
+            return;
+        };
+        if let Some(n) = callers.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                callers.remove(&self.caller);
+            }
+        }
+    }
+}
 /// The longest host name (DNS limit, without the trailing dot).
 const MAX_HOST_LEN: usize = 253;
 
@@ -444,22 +499,25 @@ pub fn check_push_url(raw: &str, policy: &PushUrlPolicy) -> Result<Url, RpcError
 }
 
 /// The addresses of `domain` by the system resolver, on a blocking thread that holds one of
-/// `lookups`' permits until the resolver returns (whenever that is); `None` when no permit
-/// came, or no answer, within `timeout`, or the name did not resolve.
+/// `lookups`' permits, and counts as one of `caller`'s lookups, until the resolver returns
+/// (whenever that is); `None` when the caller runs its share of lookups already, when no
+/// permit came, or no answer, within `timeout`, or when the name did not resolve.
 async fn lookup(
-    lookups: &'static tokio::sync::Semaphore,
+    lookups: &'static Lookups,
+    caller: &str,
     domain: &str,
     port: u16,
     timeout: Duration,
 ) -> Option<Vec<std::net::SocketAddr>> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let permit = tokio::time::timeout_at(deadline, lookups.acquire())
+    let mine = lookups.enter(caller)?;
+    let permit = tokio::time::timeout_at(deadline, lookups.all.acquire())
         .await
         .ok()?
         .ok()?;
     let domain = domain.to_owned();
     let resolving = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
+        let _held = (permit, mine);
         std::net::ToSocketAddrs::to_socket_addrs(&(domain.as_str(), port))
             .map(|a| a.collect::<Vec<_>>())
     });
@@ -471,11 +529,15 @@ async fn lookup(
 }
 
 /// With `policy.resolve_names`, resolves the host of a URL that passed [`check_push_url`]
-/// (bounded by [`RESOLVE_TIMEOUT`]) and rejects it if ANY answer is special-purpose, or if the
+/// (bounded by [`RESOLVE_TIMEOUT`], as one of `caller`'s lookups: [`MAX_LOOKUPS_PER_CALLER`]) and rejects it if ANY answer is special-purpose, or if the
 /// resolution fails, times out or returns nothing (fail closed). Without `resolve_names` it
 /// does nothing. IP literals are judged without DNS. Only the local resolver is asked; no
 /// traffic goes to the host itself.
-pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), RpcError> {
+pub async fn check_resolved(
+    url: &Url,
+    policy: &PushUrlPolicy,
+    caller: &str,
+) -> Result<(), RpcError> {
     if !policy.resolve_names {
         return Ok(());
     }
@@ -497,7 +559,7 @@ pub async fn check_resolved(url: &Url, policy: &PushUrlPolicy) -> Result<(), Rpc
         )
     };
     let port = url.port_or_known_default().unwrap_or(443);
-    let answers = lookup(&LOOKUPS, domain, port, RESOLVE_TIMEOUT)
+    let answers = lookup(&LOOKUPS, caller, domain, port, RESOLVE_TIMEOUT)
         .await
         .ok_or_else(failed)?;
     let mut any = false;
@@ -1028,10 +1090,13 @@ mod tests {
             ..Default::default()
         };
         let ok = Url::parse("https://10.20.1.2/").unwrap();
-        check_resolved(&ok, &policy).await.unwrap();
+        check_resolved(&ok, &policy, "alice").await.unwrap();
         let bad = Url::parse("https://10.30.1.2/").unwrap();
         assert_eq!(
-            check_resolved(&bad, &policy).await.unwrap_err().reason,
+            check_resolved(&bad, &policy, "alice")
+                .await
+                .unwrap_err()
+                .reason,
             "push.private_address"
         );
     }
@@ -1074,7 +1139,7 @@ mod tests {
             ..Default::default()
         };
         let url = Url::parse("https://localhost/").unwrap();
-        let e = check_resolved(&url, &policy).await.unwrap_err();
+        let e = check_resolved(&url, &policy, "alice").await.unwrap_err();
         // Loopback on any host with /etc/hosts; a resolver that fails is rejected too.
         assert!(
             e.reason == PRIVATE || e.reason == "push.resolve_failed",
@@ -1082,7 +1147,7 @@ mod tests {
         );
         assert!(!e.message.contains("localhost"), "{e}");
         // Without resolve_names nothing is looked up.
-        assert!(check_resolved(&url, &PushUrlPolicy::default())
+        assert!(check_resolved(&url, &PushUrlPolicy::default(), "alice")
             .await
             .is_ok());
     }
@@ -1095,11 +1160,14 @@ mod tests {
             ..Default::default()
         };
         let public = check_push_url("https://8.8.8.8/x", &policy).unwrap();
-        assert!(check_resolved(&public, &policy).await.is_ok());
+        assert!(check_resolved(&public, &policy, "alice").await.is_ok());
         // A literal is judged again even if the URL did not come from check_push_url.
         let private = Url::parse("https://10.1.2.3/").unwrap();
         assert_eq!(
-            check_resolved(&private, &policy).await.unwrap_err().reason,
+            check_resolved(&private, &policy, "alice")
+                .await
+                .unwrap_err()
+                .reason,
             PRIVATE
         );
     }
@@ -1113,7 +1181,7 @@ mod tests {
         };
         // `.invalid` never resolves (RFC 6761); the local resolver answers NXDOMAIN or fails.
         let url = Url::parse("https://hooks.example.invalid/").unwrap();
-        let e = check_resolved(&url, &policy).await.unwrap_err();
+        let e = check_resolved(&url, &policy, "alice").await.unwrap_err();
         assert_eq!(e.reason, "push.resolve_failed");
     }
 
@@ -1121,13 +1189,13 @@ mod tests {
     /// fails at once, asking no resolver (so slow names cannot take every blocking thread).
     #[tokio::test]
     async fn lookups_are_bounded_by_their_permits() {
-        static NONE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
-        static ONE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+        static NONE: Lookups = Lookups::new(0, 4);
+        static ONE: Lookups = Lookups::new(1, 4);
         let started = std::time::Instant::now();
-        let got = lookup(&NONE, "localhost", 443, Duration::from_millis(100)).await;
+        let got = lookup(&NONE, "a", "localhost", 443, Duration::from_millis(100)).await;
         assert!(got.is_none());
         assert!(started.elapsed() >= Duration::from_millis(100));
-        let got = lookup(&ONE, "localhost", 443, Duration::from_secs(2)).await;
+        let got = lookup(&ONE, "a", "localhost", 443, Duration::from_secs(2)).await;
         let addrs = got.expect("localhost resolves");
         assert!(
             addrs
@@ -1135,19 +1203,57 @@ mod tests {
                 .all(|a| a.ip().is_loopback() && a.port() == 443),
             "{addrs:?}"
         );
-        assert_eq!(ONE.available_permits(), 1, "the permit is given back");
-        let held = ONE.acquire().await.unwrap();
-        assert!(lookup(&ONE, "localhost", 443, Duration::from_millis(50))
-            .await
-            .is_none());
-        drop(held);
-        assert!(lookup(&ONE, "localhost", 443, Duration::from_secs(2))
-            .await
-            .is_some());
+        assert_eq!(ONE.all.available_permits(), 1, "the permit is given back");
+        let held = ONE.all.acquire().await.unwrap();
         assert!(
-            lookup(&ONE, "no-such-name.invalid", 443, Duration::from_secs(2))
+            lookup(&ONE, "a", "localhost", 443, Duration::from_millis(50))
                 .await
                 .is_none()
         );
+        drop(held);
+        assert!(lookup(&ONE, "a", "localhost", 443, Duration::from_secs(2))
+            .await
+            .is_some());
+        assert!(lookup(
+            &ONE,
+            "a",
+            "no-such-name.invalid",
+            443,
+            Duration::from_secs(2)
+        )
+        .await
+        .is_none());
+        assert!(
+            ONE.callers.lock().unwrap().is_empty(),
+            "no count left behind"
+        );
+    }
+
+    /// A caller runs at most its share of lookups at once: past it its next fails at once,
+    /// asking no resolver and waiting for no permit, while another caller's goes on; a
+    /// lookup that ends gives its share back.
+    #[tokio::test]
+    async fn a_caller_runs_its_share_of_lookups_and_no_more() {
+        static SHARED: Lookups = Lookups::new(16, 4);
+        let hung: Vec<_> = (0..4).map(|_| SHARED.enter("mallory").unwrap()).collect();
+        let started = std::time::Instant::now();
+        assert!(
+            lookup(&SHARED, "mallory", "localhost", 443, Duration::from_secs(2))
+                .await
+                .is_none()
+        );
+        assert!(started.elapsed() < Duration::from_secs(1), "failed at once");
+        assert!(
+            lookup(&SHARED, "alice", "localhost", 443, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
+        drop(hung);
+        assert!(
+            lookup(&SHARED, "mallory", "localhost", 443, Duration::from_secs(2))
+                .await
+                .is_some()
+        );
+        assert!(SHARED.callers.lock().unwrap().is_empty());
     }
 }
