@@ -2124,3 +2124,39 @@ async fn the_copy_sent_to_the_agent_is_charged_until_the_connection_takes_it() {
         drop(resp);
     }
 }
+
+/// A unary request gives back what it holds of the caller's budget once the agent has it:
+/// its body's buffer goes after the parse, its tree once it is written for the agent, and the
+/// copy once the connection has taken it, so a turn that takes minutes (here: an agent that
+/// never answers) holds nothing of the budget while it runs.
+#[tokio::test]
+async fn a_request_the_agent_has_holds_none_of_the_budget_while_it_works() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Hang,
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let params = serde_json::json!({"message": {"messageId": "m-long", "role": "ROLE_USER",
+        "parts": [{"text": "x".repeat(1_000_000)}]}});
+    let turn = tokio::spawn(async move {
+        send_as(
+            &mut c,
+            "Bearer test-token-0123456789",
+            "SendMessage",
+            params,
+        )
+        .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while up.rpc_requests().is_empty() {
+        assert!(Instant::now() < deadline, "the agent never had the request");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    request_bytes_become(&p, 0, "the request the agent works on").await;
+    assert!(!turn.is_finished(), "the turn goes on");
+    turn.abort();
+}

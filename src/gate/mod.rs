@@ -666,7 +666,7 @@ impl Gate {
                     size_hint: body_len,
                 };
                 let answer =
-                    Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await;
+                    Box::pin(self.forward(agent, headers, rpc, &principal, trace, plan)).await;
                 // The edge's error instead of the agent's answer ends the turn too.
                 let end = answer.is_err().then(|| ending.end()).flatten();
                 if let Some(end) = end {
@@ -711,7 +711,7 @@ impl Gate {
                         Ok(None)
                     },
                 };
-                Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
+                Box::pin(self.forward(agent, headers, rpc, &principal, trace, plan)).await
             }
             _ => {
                 let key = match rpc.method {
@@ -742,7 +742,7 @@ impl Gate {
                     interrupt: revoked,
                     size_hint: body_len,
                 };
-                Box::pin(self.forward(agent, headers, &rpc, &principal, trace, plan)).await
+                Box::pin(self.forward(agent, headers, rpc, &principal, trace, plan)).await
             }
         }
     }
@@ -1069,7 +1069,7 @@ impl Gate {
         &self,
         at: &AgentGate,
         mut headers: HeaderMap,
-        rpc: &RpcRequest,
+        mut rpc: RpcRequest,
         who: &Principal,
         trace: &Trace,
         plan: Plan<F>,
@@ -1108,6 +1108,10 @@ impl Gate {
         // may be after a stream has started and the rest of the request's share is given back.
         let copy = rpc.to_bytes_sized(size_hint);
         let share = held.split(copy.len());
+        // The request's tree is done with once written: what it held of the caller's budget
+        // is given back, not held through a turn that may take minutes.
+        drop(std::mem::take(&mut rpc.params));
+        held.shrink_to(0);
         let resp = agent
             .send_rpc(
                 headers,
