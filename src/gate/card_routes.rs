@@ -304,7 +304,8 @@ impl AgentGate {
         };
         // (the relayed body, and what it holds, are gone once read: the card's copy is then
         // charged in their place)
-        let bytes = collect_limited(resp.into_body(), MAX_CARD_BYTES)
+        // (the relay read at most the bound; what it wrote may be a little larger)
+        let bytes = collect_limited(resp.into_body(), 2 * MAX_CARD_BYTES)
             .await
             .map_err(|_| broken())?;
         held.answering();

@@ -153,6 +153,8 @@ impl ConcurrencyLimits {
             budget: self.request_budget,
             bytes: 0,
             lone: false,
+            parts: None,
+            part_of: None,
         }
     }
 
@@ -369,8 +371,13 @@ pub struct RequestBytes {
     budget: RequestBudget,
     bytes: usize,
     /// It may grow past its caller's own budget while it is all the caller holds
-    /// ([`RequestBytes::answering`]).
+    /// ([`RequestBytes::answering`]), its parts split off included.
     lone: bool,
+    /// What its parts split off ([`RequestBytes::split`]) still hold: theirs is its own when
+    /// it asks whether it is all the caller holds. Changed under the caller's shard lock.
+    parts: Option<Arc<AtomicUsize>>,
+    /// For a part split off: its reservation's `parts`, which it leaves as it gives back.
+    part_of: Option<Arc<AtomicUsize>>,
 }
 
 impl RequestBytes {
@@ -384,7 +391,7 @@ impl RequestBytes {
         // The caller's own budget first: past both, it is over its share.
         let mut shard = self.shared.shard(&self.principal);
         let held = shard.get(&*self.principal).map_or(0, |c| c.request_bytes);
-        let alone = self.lone && held == self.bytes;
+        let alone = self.lone && held == self.bytes + self.parts();
         let mine = held
             .checked_add(more)
             .filter(|&m| m <= self.budget.per_principal || alone)
@@ -398,6 +405,9 @@ impl RequestBytes {
             .map_err(|_| reason::OVERLOAD_REQUEST_BYTES)?;
         set_request_bytes(&mut shard, &self.principal, mine);
         self.bytes += more;
+        if let Some(p) = &self.part_of {
+            p.fetch_add(more, Ordering::AcqRel);
+        }
         Ok(())
     }
 
@@ -423,6 +433,20 @@ impl RequestBytes {
             budget: self.budget,
             bytes: 0,
             lone: false,
+            parts: None,
+            part_of: None,
+        }
+    }
+
+    /// What its parts split off still hold.
+    fn parts(&self) -> usize {
+        self.parts.as_ref().map_or(0, |p| p.load(Ordering::Acquire))
+    }
+
+    /// A part split off gives back `less` of its bytes (under the caller's shard lock).
+    fn leave_parts(&self, less: usize) {
+        if let Some(p) = &self.part_of {
+            p.fetch_sub(less, Ordering::AcqRel);
         }
     }
 
@@ -439,7 +463,7 @@ impl RequestBytes {
             .shard(&self.principal)
             .get(&*self.principal)
             .map_or(0, |c| c.request_bytes);
-        let mine = match self.lone && held == self.bytes {
+        let mine = match self.lone && held == self.bytes + self.parts() {
             true => usize::MAX,
             false => self.budget.per_principal.saturating_sub(held),
         };
@@ -473,6 +497,7 @@ impl RequestBytes {
         self.shared.request_bytes.fetch_sub(less, Ordering::AcqRel);
         self.bytes = keep;
         let mut shard = self.shared.shard(&self.principal);
+        self.leave_parts(less);
         let idle = match shard.get_mut(&*self.principal) {
             Some(c) => {
                 c.request_bytes = c.request_bytes.saturating_sub(less);
@@ -489,27 +514,36 @@ impl RequestBytes {
     /// one's holder: a check on a blocking thread goes on after its request is dropped, and
     /// holds the tree until it ends); [`RequestBytes::absorb`] takes it back.
     pub fn take(&mut self) -> RequestBytes {
-        self.split(self.bytes)
+        let bytes = std::mem::take(&mut self.bytes);
+        self.leave_parts(bytes);
+        let mut moved = self.sibling();
+        (moved.bytes, moved.lone) = (bytes, self.lone);
+        moved
     }
 
-    /// Moves `bytes` of what it holds (all it holds, if less) into a reservation of their
-    /// own, charged nothing more: for a part of the request that goes its own way (the copy
-    /// sent to the agent, given back when the connection has taken it).
+    /// Moves `bytes` of what it holds (all it holds, if less) into a part of its own,
+    /// charged nothing more, which gives them back when dropped: for a part of the request
+    /// that goes its own way (the copy sent to the agent, given back when the connection has
+    /// taken it). While the part holds them they count as this one's when it asks whether it
+    /// is all the caller holds ([`RequestBytes::answering`]).
     pub fn split(&mut self, bytes: usize) -> RequestBytes {
         let bytes = bytes.min(self.bytes);
+        let parts = Arc::clone(self.parts.get_or_insert_with(Arc::default));
+        // (under the shard lock, as every change of what the caller holds)
+        let shard = self.shared.shard(&self.principal);
         self.bytes -= bytes;
-        RequestBytes {
-            shared: Arc::clone(&self.shared),
-            principal: self.principal.clone(),
-            budget: self.budget,
-            bytes,
-            lone: self.lone,
-        }
+        parts.fetch_add(bytes, Ordering::AcqRel);
+        drop(shard);
+        let mut part = self.sibling();
+        (part.bytes, part.part_of) = (bytes, Some(parts));
+        part
     }
 
     /// Takes back what [`RequestBytes::take`] moved out (`other` holds nothing then).
     pub fn absorb(&mut self, mut other: RequestBytes) {
-        self.bytes += std::mem::take(&mut other.bytes);
+        let bytes = std::mem::take(&mut other.bytes);
+        other.leave_parts(bytes);
+        self.bytes += bytes;
     }
 }
 
@@ -536,9 +570,13 @@ impl Drop for RequestBytes {
             .request_bytes
             .fetch_sub(self.bytes, Ordering::AcqRel);
         let bytes = self.bytes;
+        let part_of = self.part_of.take();
         self.shared
             .release(std::mem::take(&mut self.principal), |counts| {
                 counts.request_bytes = counts.request_bytes.saturating_sub(bytes);
+                if let Some(p) = part_of {
+                    p.fetch_sub(bytes, Ordering::AcqRel);
+                }
             });
     }
 }
@@ -795,6 +833,23 @@ mod tests {
         assert_eq!(answer.room(), (85, reason::CONCURRENCY_REQUEST_BYTES));
         assert_eq!(answer.grow(86), Err(reason::CONCURRENCY_REQUEST_BYTES));
         drop((answer, other));
+        // A part split off counts as its reservation's own when it asks whether it is all
+        // the caller holds (an answer that starts while its request's copy is still sent).
+        let mut request = limits.reserve("erin", 30).unwrap();
+        let copy = request.split(20);
+        request.answering();
+        assert_eq!(
+            request.grow(80),
+            Ok(()),
+            "past erin's 100, alone with its part"
+        );
+        request.shrink_to(10);
+        let other = limits.reserve("erin", 5).unwrap();
+        assert_eq!(request.grow(70), Err(reason::CONCURRENCY_REQUEST_BYTES));
+        drop((copy, other));
+        assert_eq!(limits.request_bytes("erin"), 10);
+        assert_eq!(request.grow(95), Ok(()), "alone again");
+        drop(request);
         drop((r, carol, _bob));
         assert_eq!(limits.request_bytes_total(), 0);
         assert_eq!(limits.active_principals(), 0, "no entry left behind");

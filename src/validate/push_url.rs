@@ -1204,6 +1204,10 @@ mod tests {
             "{addrs:?}"
         );
         assert_eq!(ONE.all.available_permits(), 1, "the permit is given back");
+        assert!(
+            ONE.callers.lock().unwrap().is_empty(),
+            "and the caller's count"
+        );
         let held = ONE.all.acquire().await.unwrap();
         assert!(
             lookup(&ONE, "a", "localhost", 443, Duration::from_millis(50))
@@ -1223,10 +1227,6 @@ mod tests {
         )
         .await
         .is_none());
-        assert!(
-            ONE.callers.lock().unwrap().is_empty(),
-            "no count left behind"
-        );
     }
 
     /// A caller runs at most its share of lookups at once: past it its next fails at once,

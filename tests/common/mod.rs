@@ -560,7 +560,14 @@ impl RecordingUpstream {
     }
 
     async fn start_with(reply: Reply, h2: bool) -> RecordingUpstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        if let Reply::Unread(_) = reply {
+            // (what it leaves unread stays with the edge, whatever the host's default socket
+            // buffers: the accepted sockets inherit this one's)
+            socket.set_recv_buffer_size(64 * 1024).unwrap();
+        }
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(1024).unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
         let seen2 = seen.clone();
