@@ -2164,3 +2164,51 @@ async fn a_request_the_agent_has_holds_none_of_the_budget_while_it_works() {
     assert!(!turn.is_finished(), "the turn goes on");
     turn.abort();
 }
+
+/// An agent that never reads the rest of a request it has started to answer loses its
+/// connection once a write has waited its response timeout (here 1.5 s; HTTP/1.1): the
+/// stream ends with an error event, and the copy's charge goes with the connection.
+#[tokio::test]
+async fn an_agent_that_never_reads_the_request_loses_its_connection() {
+    use http_body_util::BodyExt;
+    let go = std::sync::Arc::new(tokio::sync::Notify::new());
+    let up = RecordingUpstream::start(Reply::Unread(go.clone())).await;
+    let p = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        extra_upstream: "response_timeout_ms = 1500\n".into(),
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        ..Default::default()
+    })
+    .await;
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m-large", "role": "ROLE_USER",
+        "parts": [{"text": "x".repeat(16_000_000)}]}}})
+    .to_string();
+    let mut c = p.client(Proto::H2).await;
+    let req = http::Request::post("https://localhost/")
+        .header("authorization", "Bearer test-token-0123456789")
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let started = Instant::now();
+    let resp = c.send(req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(
+        request_bytes_held(&p).await >= 16_000_000,
+        "the copy is charged"
+    );
+    let events = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
+        .await
+        .expect("the stream ends")
+        .map(|b| String::from_utf8_lossy(&b.to_bytes()).to_string())
+        .unwrap_or_default();
+    assert!(events.contains("t-unread"), "{events}");
+    assert!(
+        events.contains("\"error\""),
+        "ends with an error event: {events}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    request_bytes_become(&p, 0, "the copy's, with the connection").await;
+    assert!(up.rpc_requests().is_empty(), "the agent never read it");
+}

@@ -1106,12 +1106,11 @@ impl Gate {
         // The copy sent is charged as the request's body was (the body itself is gone by now):
         // its share goes with it, and is given back when the connection has taken it, which
         // may be after a stream has started and the rest of the request's share is given back.
-        let copy = rpc.to_bytes_sized(size_hint);
-        let share = held.split(copy.len());
         // The request's tree is done with once written: what it held of the caller's budget
         // is given back, not held through a turn that may take minutes.
+        let copy = rpc.to_bytes_sized(size_hint);
         drop(std::mem::take(&mut rpc.params));
-        held.shrink_to(0);
+        let share = held.hand_off(copy.len());
         let resp = agent
             .send_rpc(
                 headers,

@@ -494,9 +494,15 @@ impl RequestBytes {
         let Some(less) = self.bytes.checked_sub(keep).filter(|&n| n > 0) else {
             return;
         };
+        let shared = Arc::clone(&self.shared);
+        let mut shard = shared.shard(&self.principal);
+        self.give_back(&mut shard, less);
+    }
+
+    /// Gives back `less` of what it holds, under the caller's shard lock (`shard`).
+    fn give_back(&mut self, shard: &mut HashMap<Box<str>, Counts>, less: usize) {
         self.shared.request_bytes.fetch_sub(less, Ordering::AcqRel);
-        self.bytes = keep;
-        let mut shard = self.shared.shard(&self.principal);
+        self.bytes -= less;
         self.leave_parts(less);
         let idle = match shard.get_mut(&*self.principal) {
             Some(c) => {
@@ -522,20 +528,25 @@ impl RequestBytes {
     }
 
     /// Moves `bytes` of what it holds (all it holds, if less) into a part of its own,
-    /// charged nothing more, which gives them back when dropped: for a part of the request
-    /// that goes its own way (the copy sent to the agent, given back when the connection has
-    /// taken it). While the part holds them they count as this one's when it asks whether it
-    /// is all the caller holds ([`RequestBytes::answering`]).
-    pub fn split(&mut self, bytes: usize) -> RequestBytes {
-        let bytes = bytes.min(self.bytes);
+    /// charged nothing more, which gives them back when dropped, and gives back the rest: for
+    /// the part of a request that goes its own way once the rest is done with (the copy sent
+    /// to the agent, given back when the connection has taken it). While the part holds them
+    /// they count as this one's when it asks whether it is all the caller holds
+    /// ([`RequestBytes::answering`]).
+    pub fn hand_off(&mut self, bytes: usize) -> RequestBytes {
+        let moved = bytes.min(self.bytes);
         let parts = Arc::clone(self.parts.get_or_insert_with(Arc::default));
         // (under the shard lock, as every change of what the caller holds)
-        let shard = self.shared.shard(&self.principal);
-        self.bytes -= bytes;
-        parts.fetch_add(bytes, Ordering::AcqRel);
+        let shared = Arc::clone(&self.shared);
+        let mut shard = shared.shard(&self.principal);
+        self.bytes -= moved;
+        parts.fetch_add(moved, Ordering::AcqRel);
+        if self.bytes > 0 {
+            self.give_back(&mut shard, self.bytes);
+        }
         drop(shard);
         let mut part = self.sibling();
-        (part.bytes, part.part_of) = (bytes, Some(parts));
+        (part.bytes, part.part_of) = (moved, Some(parts));
         part
     }
 
@@ -809,15 +820,17 @@ mod tests {
         // Everyone's is the smaller room (150 - 90 = 60 left, carol's own 100).
         let carol = limits.reservation("carol");
         assert_eq!(carol.room(), (60, reason::OVERLOAD_REQUEST_BYTES));
-        // Split: part of what it holds goes its own way, charged nothing more, and is given
-        // back with it (at most what it holds).
-        let part = r.split(25);
-        assert_eq!((r.bytes(), part.bytes()), (35, 25));
-        assert_eq!(limits.request_bytes("alice"), 60);
+        // Handed off: part of what it holds goes its own way, charged nothing more, and is
+        // given back with it (at most what it holds); the rest is given back at once.
+        let part = r.hand_off(25);
+        assert_eq!((r.bytes(), part.bytes()), (0, 25));
+        assert_eq!(limits.request_bytes("alice"), 25);
         drop(part);
-        assert_eq!((r.bytes(), limits.request_bytes("alice")), (35, 35));
-        assert_eq!(r.split(50).bytes(), 35);
         assert_eq!((r.bytes(), limits.request_bytes("alice")), (0, 0));
+        r.grow(35).unwrap();
+        assert_eq!(r.hand_off(50).bytes(), 35);
+        assert_eq!((r.bytes(), limits.request_bytes("alice")), (0, 0));
+        r.grow(60).unwrap();
         r.shrink_to(0);
         assert_eq!(limits.request_bytes("alice"), 0);
         // An answer's reservation may pass its caller's own budget while it is all the
@@ -836,14 +849,15 @@ mod tests {
         // A part split off counts as its reservation's own when it asks whether it is all
         // the caller holds (an answer that starts while its request's copy is still sent).
         let mut request = limits.reserve("erin", 30).unwrap();
-        let copy = request.split(20);
+        let copy = request.hand_off(20);
         request.answering();
         assert_eq!(
-            request.grow(80),
+            request.grow(90),
             Ok(()),
             "past erin's 100, alone with its part"
         );
-        request.shrink_to(10);
+        request.shrink_to(0);
+        request.grow(10).unwrap();
         let other = limits.reserve("erin", 5).unwrap();
         assert_eq!(request.grow(70), Err(reason::CONCURRENCY_REQUEST_BYTES));
         drop((copy, other));

@@ -52,6 +52,9 @@ pub struct Dial {
     pub keepalive: (Duration, Duration),
     /// How long a connection may carry nothing before the pool closes it.
     pub idle_close: Duration,
+    /// How long a write may wait for the agent to take anything before the connection fails
+    /// ([`super::stall`]; the agent's response timeout).
+    pub write_stall: Duration,
 }
 
 impl Dial {
@@ -86,6 +89,7 @@ impl Dial {
             max_streams: max_streams.clamp(1, MAX_STREAMS),
             keepalive: (KEEPALIVE, KEEPALIVE_TIMEOUT),
             idle_close: IDLE_CLOSE,
+            write_stall: Duration::from_secs(300),
         })
     }
 }
@@ -285,7 +289,7 @@ async fn connect(dial: &Dial) -> Result<SendRequest<super::Sent>, H2Error> {
         .keep_alive_timeout(dial.keepalive.1)
         .keep_alive_while_idle(true);
     match &dial.tls {
-        None => handshake(&builder, tcp).await,
+        None => handshake(&builder, tcp, dial.write_stall).await,
         Some(tls) => {
             let name = ServerName::try_from(dial.host.clone())
                 .map_err(|_| fail("not a valid server name".into()))?;
@@ -296,7 +300,7 @@ async fn connect(dial: &Dial) -> Result<SendRequest<super::Sent>, H2Error> {
             if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                 return Err(fail("the agent did not choose h2 by ALPN".into()));
             }
-            handshake(&builder, stream).await
+            handshake(&builder, stream, dial.write_stall).await
         }
     }
 }
@@ -305,12 +309,13 @@ async fn connect(dial: &Dial) -> Result<SendRequest<super::Sent>, H2Error> {
 async fn handshake<T>(
     builder: &Builder<TokioExecutor>,
     io: T,
+    write_stall: Duration,
 ) -> Result<SendRequest<super::Sent>, H2Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, conn) = builder
-        .handshake(TokioIo::new(io))
+        .handshake(super::stall::Stalling::new(TokioIo::new(io), write_stall))
         .await
         .map_err(H2Error::Http)?;
     tokio::spawn(async move {

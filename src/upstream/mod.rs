@@ -8,6 +8,7 @@ pub mod h2;
 pub mod headers;
 mod relay;
 pub mod settings;
+mod stall;
 pub mod trace_context;
 
 use std::sync::Arc;
@@ -125,7 +126,7 @@ pub fn stream_end_message(reason: Reason) -> &'static str {
     }
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Sent>;
+type HttpClient = Client<stall::StallLimit<hyper_rustls::HttpsConnector<HttpConnector>>, Sent>;
 
 /// A request's body for an agent, with what it holds of the caller's request budgets (the
 /// copy's share, [`RequestBytes::split`]): given back when the connection has taken its last
@@ -195,8 +196,11 @@ impl Upstream {
                 .map_err(|e| format!("upstreams {:?}: {e}", p.name))?;
                 let via = if p.http2 {
                     let tls = (uri.scheme_str() == Some("https")).then_some(tls);
-                    let dial = h2::Dial::new(uri, tls, p.connect_timeout, p.http2_max_streams)
+                    let mut dial = h2::Dial::new(uri, tls, p.connect_timeout, p.http2_max_streams)
                         .map_err(|e| format!("upstreams {:?}: {e}", p.name))?;
+                    // An agent that stops taking what is written to it (a request it never
+                    // reads) loses its connection after the response timeout.
+                    dial.write_stall = p.response_timeout;
                     Via::Http2(
                         (0..=crate::runtime::workers())
                             .map(|_| h2::Pool::new(dial.clone()))
@@ -213,6 +217,9 @@ impl Upstream {
                         .https_or_http()
                         .enable_http1()
                         .wrap_connector(connector);
+                    // An agent that stops taking what is written to it (a request it never
+                    // reads) loses its connection after the response timeout.
+                    let connector = stall::StallLimit::new(connector, p.response_timeout);
                     Via::Http1(
                         (0..=crate::runtime::workers())
                             .map(|_| {
