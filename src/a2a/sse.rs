@@ -95,6 +95,8 @@ pub struct SseDecoder {
     /// The last event ended with a CR (its blank line's), so a LF that comes next, maybe in
     /// the next chunk, is that CR's CRLF: it is dropped, not taken as a blank line of its own.
     skip_lf: bool,
+    /// An event was split off `buf` since it was last made to hold only what is pending.
+    split: bool,
 }
 
 impl SseDecoder {
@@ -107,6 +109,7 @@ impl SseDecoder {
             data_only: false,
             started: false,
             skip_lf: false,
+            split: false,
         }
     }
 
@@ -119,10 +122,21 @@ impl SseDecoder {
         }
     }
 
-    /// Adds a chunk and returns every event it completed.
+    /// Adds a chunk and returns every event it completed ([`SseDecoder::feed`], then
+    /// [`SseDecoder::next_event`] until none is left).
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
-        self.buf.extend_from_slice(chunk);
+        self.feed(chunk)?;
         let mut out = Vec::new();
+        while let Some(event) = self.next_event()? {
+            out.push(event);
+        }
+        Ok(out)
+    }
+
+    /// Adds a chunk; its events are taken out one at a time ([`SseDecoder::next_event`]), so
+    /// that a chunk of many small events never stands as many events at once.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), SseError> {
+        self.buf.extend_from_slice(chunk);
         if !self.started {
             const BOM: &[u8] = b"\xEF\xBB\xBF";
             if self.buf.len() < BOM.len() && BOM.starts_with(&self.buf) {
@@ -130,12 +144,22 @@ impl SseDecoder {
                 if self.buf.len() > self.max_event_bytes {
                     return Err(SseError::EventTooLarge);
                 }
-                return Ok(out);
+                return Ok(());
             }
             if self.buf.starts_with(BOM) {
                 let _ = self.buf.split_to(BOM.len());
             }
             self.started = true;
+        }
+        Ok(())
+    }
+
+    /// The next complete event of what was fed, if any (with [`SseDecoder::data_only`], the
+    /// next with data). When none is left, what is pending (an unfinished event) must be
+    /// within the event limit.
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        if !self.started {
+            return Ok(None);
         }
         loop {
             if self.skip_lf && !self.buf.is_empty() {
@@ -156,9 +180,10 @@ impl SseDecoder {
             self.scanned = 0;
             self.line_start = 0;
             self.skip_lf = raw.last() == Some(&b'\r');
+            self.split = true;
             let event = parse_event(raw)?;
             if !self.data_only || event.data.is_some() {
-                out.push(event);
+                return Ok(Some(event));
             }
         }
         if self.buf.len() > self.max_event_bytes {
@@ -170,10 +195,11 @@ impl SseDecoder {
         // event's buffer would live as long as the stream: keep only what is pending.
         if self.buf.is_empty() {
             self.buf = BytesMut::new();
-        } else if !out.is_empty() && self.buf.capacity() > RETAIN_BYTES {
+        } else if self.split && self.buf.capacity() > RETAIN_BYTES {
             self.buf = BytesMut::from(&self.buf[..]);
         }
-        Ok(out)
+        self.split = false;
+        Ok(None)
     }
 
     /// The end of the stream. Every complete event was returned by [`SseDecoder::push`] as
@@ -184,7 +210,8 @@ impl SseDecoder {
         Ok(Vec::new())
     }
 
-    /// Bytes received that do not yet form a whole event.
+    /// Bytes received and not yet taken out as events (an unfinished event, once
+    /// [`SseDecoder::next_event`] has found none left).
     pub fn pending(&self) -> usize {
         self.buf.len()
     }
@@ -268,6 +295,30 @@ mod tests {
     fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut d = SseDecoder::new(1 << 20);
         chunks.iter().flat_map(|c| d.push(c).unwrap()).collect()
+    }
+
+    /// A chunk of many events is taken out one event at a time: what stands decoded is one
+    /// event, the rest stays the chunk's bytes (counted as pending) until it is asked for.
+    #[test]
+    fn a_chunk_of_many_events_is_taken_out_one_at_a_time() {
+        let chunk = "data: x\n\n".repeat(10_000);
+        let mut d = SseDecoder::data_only(1024);
+        d.feed(chunk.as_bytes()).unwrap();
+        assert_eq!(d.pending(), chunk.len());
+        for n in 1..=10_000 {
+            let ev = d.next_event().unwrap().expect("an event");
+            assert_eq!(ev.data.as_deref(), Some("x"));
+            assert_eq!(d.pending(), chunk.len() - 9 * n);
+        }
+        assert_eq!(d.next_event(), Ok(None));
+        assert_eq!(d.pending(), 0);
+        // The event limit binds what is left unfinished, not a chunk of whole events.
+        d.feed(format!("{}data: {}", "data: y\n\n".repeat(200), "z".repeat(2000)).as_bytes())
+            .unwrap();
+        for _ in 0..200 {
+            assert!(d.next_event().unwrap().is_some());
+        }
+        assert_eq!(d.next_event(), Err(SseError::EventTooLarge));
     }
 
     #[test]

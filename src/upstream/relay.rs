@@ -473,27 +473,31 @@ where
                     reason = &mut interrupt => return Err(reason),
                 };
                 let arrived = tokio::time::Instant::now();
-                let (decoded, end) = match frame {
-                    // The end of the agent's stream (`push` gave every complete event).
-                    None => (decoder.finish(), true),
+                let end = match frame {
+                    // The end of the agent's stream (every complete event was taken out
+                    // as it came).
+                    None => true,
                     Some(Ok(f)) => match f.into_data() {
-                        Ok(data) => (decoder.push(&data), false),
+                        Ok(data) => {
+                            decoder.feed(&data).map_err(|_| reason::UPSTREAM_BAD_STREAM)?;
+                            false
+                        }
                         Err(_) => continue, // trailers carry nothing for SSE
                     },
                     Some(Err(_)) => return Err(reason::UPSTREAM_STREAM_BROKEN),
                 };
-                let Ok(decoded) = decoded else {
-                    return Err(reason::UPSTREAM_BAD_STREAM);
-                };
-                let reading: usize = decoded.iter().map(SseEvent::held).sum();
-                held.resize(decoder.pending() + reading)?;
-                // Only a whole event is the agent's word (its own keep-alive, a comment and
-                // its blank line, included): one that sends an event's bytes one at a time,
-                // never ending it, is as silent as one that sends nothing.
-                if !decoded.is_empty() || decoder.pending() == 0 {
-                    last_upstream = arrived;
-                }
-                for ev in decoded {
+                held.resize(decoder.pending())?;
+                // The chunk's events one at a time: a chunk of many small events never
+                // stands as many events at once.
+                let mut any = false;
+                loop {
+                    let ev = match decoder.next_event() {
+                        Ok(Some(ev)) => ev,
+                        Ok(None) => break,
+                        Err(_) => return Err(reason::UPSTREAM_BAD_STREAM),
+                    };
+                    any = true;
+                    held.resize(decoder.pending() + ev.held())?;
                     // Only what is relayed is kept while the caller is waited for: the raw
                     // event, its text and the parsed value are dropped first.
                     let size = ev.held();
@@ -544,6 +548,14 @@ where
                         return Ok(StreamOutcome::Ended(reason::UPSTREAM_ERROR_EVENT));
                     }
                 }
+                // Only a whole event is the agent's word (its own keep-alive, a comment and
+                // its blank line, included): one that sends an event's bytes one at a time,
+                // never ending it, is as silent as one that sends nothing. (Each event
+                // relayed counts from when it was sent: the caller's wait is not the agent's.)
+                if any || decoder.pending() == 0 {
+                    last_upstream = last_upstream.max(arrived);
+                }
+                held.resize(decoder.pending())?;
                 if end {
                     break;
                 }
