@@ -77,11 +77,6 @@ impl<H: Send + Unpin + 'static> Holding<H> {
     pub fn boxed(self) -> BoxBody {
         UnsyncBoxBody::new(self)
     }
-
-    /// The bytes not yet handed out, and what it holds (for a taker of whole bodies).
-    pub fn into_parts(self) -> (Bytes, Option<H>) {
-        (self.rest, self.held)
-    }
 }
 
 impl<H: Unpin> Body for Holding<H> {

@@ -2076,11 +2076,14 @@ async fn the_extended_cards_copy_is_charged_to_the_callers_request_bytes() {
 /// agent that starts its stream before it has read the request (16 MB, more than the sockets
 /// and its HTTP/2 window take) leaves the copy with the edge, charged to the caller's budget
 /// after the stream has started and the rest of the request's share is given back; given back
-/// once the agent has read it, while the stream goes on. Over HTTP/1.1 and HTTP/2 to the agent.
+/// once the agent has read it, while the stream goes on. Over HTTP/1.1 and HTTP/2 to the
+/// agent; over HTTP/2 also once the caller has left (the stream to the agent is reset, the
+/// copy with it; over HTTP/1.1 the connection goes on writing it until the agent reads or the
+/// write waits the response timeout: `an_agent_that_never_reads_the_request_loses_its_connection`).
 #[tokio::test]
 async fn the_copy_sent_to_the_agent_is_charged_until_the_connection_takes_it() {
     use http_body_util::BodyExt;
-    for http2 in [false, true] {
+    for (http2, leaves) in [(false, false), (true, false), (true, true)] {
         let go = std::sync::Arc::new(tokio::sync::Notify::new());
         let up = match http2 {
             false => RecordingUpstream::start(Reply::Unread(go.clone())).await,
@@ -2118,6 +2121,13 @@ async fn the_copy_sent_to_the_agent_is_charged_until_the_connection_takes_it() {
             "http2 = {http2}: {held} held of a {} byte request",
             body.len()
         );
+        if leaves {
+            drop(resp);
+            let what = format!("http2 = {http2}: the copy's, once the caller has left");
+            request_bytes_become(&p, 0, &what).await;
+            assert!(up.rpc_requests().is_empty(), "http2 = {http2}: never read");
+            continue;
+        }
         go.notify_one();
         let deadline = Instant::now() + Duration::from_secs(10);
         while up.rpc_requests().is_empty() {
@@ -2166,7 +2176,7 @@ async fn a_request_the_agent_has_holds_none_of_the_budget_while_it_works() {
 }
 
 /// An agent that never reads the rest of a request it has started to answer loses its
-/// connection once a write has waited its response timeout (here 1.5 s; HTTP/1.1): the
+/// connection once a write has waited its response timeout (here 3 s; HTTP/1.1): the
 /// stream ends with an error event, and the copy's charge goes with the connection.
 #[tokio::test]
 async fn an_agent_that_never_reads_the_request_loses_its_connection() {
@@ -2175,7 +2185,7 @@ async fn an_agent_that_never_reads_the_request_loses_its_connection() {
     let up = RecordingUpstream::start(Reply::Unread(go.clone())).await;
     let p = Proxy::start(ProxyOpts {
         upstream_url: up.url.clone(),
-        extra_upstream: "response_timeout_ms = 1500\n".into(),
+        extra_upstream: "response_timeout_ms = 3000\n".into(),
         extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
         ..Default::default()
     })
@@ -2208,7 +2218,7 @@ async fn an_agent_that_never_reads_the_request_loses_its_connection() {
         events.contains("\"error\""),
         "ends with an error event: {events}"
     );
-    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert!(started.elapsed() >= Duration::from_millis(3000));
     request_bytes_become(&p, 0, "the copy's, with the connection").await;
     assert!(up.rpc_requests().is_empty(), "the agent never read it");
 }

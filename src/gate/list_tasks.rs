@@ -282,7 +282,7 @@ impl Gate {
                 let Ok(resp) = agent
                     .send_rpc(
                         headers,
-                        upstream::Sent::new(get.to_bytes(), None),
+                        Bytes::from(get.to_bytes()),
                         upstream::Answer::Whole,
                     )
                     .await

@@ -1114,7 +1114,7 @@ impl Gate {
         let resp = agent
             .send_rpc(
                 headers,
-                upstream::Sent::new(copy, Some(share)),
+                upstream::charged(copy, share),
                 upstream::Answer::to(rpc.method),
             )
             .instrument(span)

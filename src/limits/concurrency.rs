@@ -373,7 +373,7 @@ pub struct RequestBytes {
     /// It may grow past its caller's own budget while it is all the caller holds
     /// ([`RequestBytes::answering`]), its parts split off included.
     lone: bool,
-    /// What its parts split off ([`RequestBytes::split`]) still hold: theirs is its own when
+    /// What its parts handed off ([`RequestBytes::hand_off`]) still hold: theirs is its own when
     /// it asks whether it is all the caller holds. Changed under the caller's shard lock.
     parts: Option<Arc<AtomicUsize>>,
     /// For a part split off: its reservation's `parts`, which it leaves as it gives back.
@@ -458,12 +458,12 @@ impl RequestBytes {
     /// How many more bytes would fit now (the caller's budget and everyone's), and the reason
     /// a request for more would be refused.
     pub fn room(&self) -> (usize, Reason) {
-        let held = self
-            .shared
-            .shard(&self.principal)
-            .get(&*self.principal)
-            .map_or(0, |c| c.request_bytes);
-        let mine = match self.lone && held == self.bytes + self.parts() {
+        let shard = self.shared.shard(&self.principal);
+        let held = shard.get(&*self.principal).map_or(0, |c| c.request_bytes);
+        // (its parts change under the lock too)
+        let alone = self.lone && held == self.bytes + self.parts();
+        drop(shard);
+        let mine = match alone {
             true => usize::MAX,
             false => self.budget.per_principal.saturating_sub(held),
         };
@@ -541,6 +541,8 @@ impl RequestBytes {
         let mut shard = shared.shard(&self.principal);
         self.bytes -= moved;
         parts.fetch_add(moved, Ordering::AcqRel);
+        // (a part's part: what moves on is no longer this one's)
+        self.leave_parts(moved);
         if self.bytes > 0 {
             self.give_back(&mut shard, self.bytes);
         }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::settings::{UpstreamPolicy, UpstreamTarget};
@@ -47,7 +48,7 @@ impl Agent {
     pub async fn send_rpc(
         &self,
         headers: HeaderMap,
-        body: super::Sent,
+        body: Bytes,
         answer: super::Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         // Counted until the answer's head, or until the caller gives up (the future dropped).

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::{Builder, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -96,7 +97,7 @@ impl Dial {
 
 /// One connection and the requests it carries now.
 struct Conn {
-    tx: SendRequest<super::Sent>,
+    tx: SendRequest<Full<Bytes>>,
     streams: Arc<Use>,
 }
 
@@ -207,7 +208,7 @@ impl Pool {
 
     /// A place on an open connection with room, if any (closed connections are forgotten,
     /// and those that carried nothing for `idle_close` are closed: their last sender goes).
-    fn take_open(&self) -> Option<(SendRequest<super::Sent>, Slot)> {
+    fn take_open(&self) -> Option<(SendRequest<Full<Bytes>>, Slot)> {
         let mut conns = self.lock();
         let idle = self.dial.idle_close;
         conns.retain(|c| !c.tx.is_closed() && !c.streams.idle_for(idle));
@@ -227,7 +228,7 @@ impl Pool {
     /// and an HTTP/2 handshake: ~7.7 KiB) is boxed where it is awaited, so the request's own
     /// future, moved and copied on every request, does not carry it for the rare new
     /// connection.
-    async fn take_new(&self) -> Result<(SendRequest<super::Sent>, Slot), H2Error> {
+    async fn take_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
         let tx = connect(&self.dial).await?;
         let streams = Arc::new(Use::new(self.epoch));
         self.lock().push(Conn {
@@ -240,7 +241,7 @@ impl Pool {
     /// Sends a request (absolute URI) and returns the response head; its body holds the
     /// request's place on the connection until dropped. A request the connection could not
     /// take (it was closing) goes once more on a new connection.
-    pub async fn request(&self, req: Request<super::Sent>) -> Result<Response<Counted>, H2Error> {
+    pub async fn request(&self, req: Request<Full<Bytes>>) -> Result<Response<Counted>, H2Error> {
         let (mut tx, slot) = match self.take_open() {
             Some(taken) => taken,
             None => Box::pin(self.take_new()).await?,
@@ -269,7 +270,7 @@ fn counted(resp: Response<Incoming>, slot: Slot) -> Response<Counted> {
 
 /// Opens a connection (TCP, TLS with ALPN `h2` for https, the HTTP/2 handshake) and spawns
 /// its task on this worker.
-async fn connect(dial: &Dial) -> Result<SendRequest<super::Sent>, H2Error> {
+async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
     let fail = |m: String| H2Error::Connect(m);
     let tcp = tokio::time::timeout(
         dial.connect_timeout,
@@ -310,7 +311,7 @@ async fn handshake<T>(
     builder: &Builder<TokioExecutor>,
     io: T,
     write_stall: Duration,
-) -> Result<SendRequest<super::Sent>, H2Error>
+) -> Result<SendRequest<Full<Bytes>>, H2Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -362,10 +363,10 @@ mod tests {
         addr
     }
 
-    fn get(addr: std::net::SocketAddr, path: &str) -> Request<crate::upstream::Sent> {
+    fn get(addr: std::net::SocketAddr, path: &str) -> Request<Full<Bytes>> {
         Request::builder()
             .uri(format!("http://{addr}{path}"))
-            .body(crate::upstream::Sent::new(Bytes::new(), None))
+            .body(Full::new(Bytes::new()))
             .unwrap()
     }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
@@ -126,13 +126,35 @@ pub fn stream_end_message(reason: Reason) -> &'static str {
     }
 }
 
-type HttpClient = Client<stall::StallLimit<hyper_rustls::HttpsConnector<HttpConnector>>, Sent>;
+/// HTTP/1.1 request bodies are handed to the connection in pieces ([`crate::body::Holding`]):
+/// it takes them as the agent reads, and never copies a whole large body into its buffer.
+type HttpClient = Client<
+    stall::StallLimit<hyper_rustls::HttpsConnector<HttpConnector>>,
+    crate::body::Holding<()>,
+>;
 
-/// A request's body for an agent, with what it holds of the caller's request budgets (the
-/// copy's share, [`RequestBytes::split`]): given back when the connection has taken its last
-/// piece, or has dropped it unsent, however long after the answer began (an agent may answer,
-/// or start a stream, before it has read the request).
-pub type Sent = crate::body::Holding<Option<RequestBytes>>;
+/// A copy of a request for an agent whose bytes own what they hold of the caller's request
+/// budgets (`share`, [`RequestBytes::hand_off`]): given back when the last of them is gone,
+/// written by the connection or dropped unsent, however long after the answer began (an
+/// agent may answer, or start a stream, before it has read the request; the embedded engine
+/// keeps a request until it answers).
+pub fn charged(copy: Vec<u8>, share: RequestBytes) -> Bytes {
+    Bytes::from_owner(Charged {
+        copy,
+        _share: share,
+    })
+}
+
+struct Charged {
+    copy: Vec<u8>,
+    _share: RequestBytes,
+}
+
+impl AsRef<[u8]> for Charged {
+    fn as_ref(&self) -> &[u8] {
+        &self.copy
+    }
+}
 
 enum Target {
     Embedded(Arc<dyn LocalAgent>),
@@ -267,7 +289,7 @@ impl Upstream {
     pub async fn send_rpc(
         &self,
         mut headers: HeaderMap,
-        body: Sent,
+        body: Bytes,
         answer: Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
         headers.insert(
@@ -311,7 +333,7 @@ impl Upstream {
             Method::GET,
             uri,
             headers,
-            Sent::new(Bytes::new(), None),
+            Bytes::new(),
             within,
             Answer::Whole,
         )
@@ -341,7 +363,7 @@ impl Upstream {
             method,
             uri,
             headers,
-            Sent::new(body, None),
+            body,
             self.response_timeout,
             Answer::Whole,
         )
@@ -359,7 +381,7 @@ impl Upstream {
         method: Method,
         uri: Uri,
         mut headers: HeaderMap,
-        body: Sent,
+        body: Bytes,
         timeout: Duration,
         answer: Answer,
     ) -> Result<Response<BoxBody>, UpstreamError> {
@@ -373,29 +395,23 @@ impl Upstream {
         *req.headers_mut() = headers;
         let exchange = async {
             match &self.target {
-                Target::Embedded(engine) => {
-                    // (the engine reads the whole body before it answers)
-                    let (req, held) = split_body(req);
-                    let resp = engine.handle(req).await;
-                    drop(held);
-                    Ok(resp)
-                }
+                Target::Embedded(engine) => Ok(engine.handle(req).await),
                 Target::Http { via, .. } => {
                     let sent = match via {
                         Via::Http1(clients) => clients[crate::runtime::slot(clients.len())]
-                            .request(req)
+                            .request(req.map(|b| crate::body::Holding::new(b, ())))
                             .await
                             .map(|resp| resp.map(box_body))
                             .map_err(|e| e.to_string()),
                         // Boxed: the h2 pool's request future is 1.3 KiB, and every
                         // future that holds this one (send, send_rpc, forward: each copied
                         // whole where it is made) would carry it for HTTP/1.1 agents too.
-                        Via::Http2(pools) => {
-                            Box::pin(pools[crate::runtime::slot(pools.len())].request(req))
-                                .await
-                                .map(|resp| resp.map(box_body))
-                                .map_err(|e| e.to_string())
-                        }
+                        Via::Http2(pools) => Box::pin(
+                            pools[crate::runtime::slot(pools.len())].request(req.map(Full::new)),
+                        )
+                        .await
+                        .map(|resp| resp.map(box_body))
+                        .map_err(|e| e.to_string()),
                     };
                     sent.map_err(|e| {
                         tracing::warn!(
@@ -416,13 +432,6 @@ impl Upstream {
         }
         Ok(resp.map(|body| crate::body::Deadline::new(body, deadline).boxed()))
     }
-}
-
-/// A request's bytes for a taker of whole bodies, and what its body held.
-fn split_body(req: Request<Sent>) -> (Request<Bytes>, Option<RequestBytes>) {
-    let (parts, body) = req.into_parts();
-    let (bytes, held) = body.into_parts();
-    (Request::from_parts(parts, bytes), held.flatten())
 }
 
 /// What a request to an agent asks for: one whole answer, or a stream of events (the
@@ -490,11 +499,8 @@ mod tests {
     fn a_request_does_not_carry_a_new_connection() {
         for http2 in [false, true] {
             let up = Upstream::from_policy(&agent(http2), None).unwrap();
-            let size = std::mem::size_of_val(&up.send_rpc(
-                HeaderMap::new(),
-                Sent::new(Bytes::new(), None),
-                Answer::Whole,
-            ));
+            let size =
+                std::mem::size_of_val(&up.send_rpc(HeaderMap::new(), Bytes::new(), Answer::Whole));
             assert!(size < 4096, "http2 = {http2}: {size} bytes");
         }
     }

@@ -23,8 +23,10 @@ use tokio::time::Sleep;
 pub struct Stalling<T> {
     io: T,
     limit: Duration,
-    /// Since when a write has waited for the agent (none while writes go through).
-    waiting: Option<Pin<Box<Sleep>>>,
+    /// When the write that waits for the agent fails (made once, reset for each wait).
+    timer: Option<Pin<Box<Sleep>>>,
+    /// Whether a write waits now (the timer runs).
+    waiting: bool,
 }
 
 impl<T> Stalling<T> {
@@ -33,7 +35,8 @@ impl<T> Stalling<T> {
         Stalling {
             io,
             limit,
-            waiting: None,
+            timer: None,
+            waiting: false,
         }
     }
 
@@ -45,14 +48,23 @@ impl<T> Stalling<T> {
         polled: Poll<io::Result<R>>,
     ) -> Poll<io::Result<R>> {
         if polled.is_ready() {
-            self.waiting = None;
+            self.waiting = false;
             return polled;
         }
-        let limit = self.limit;
-        let waiting = self
-            .waiting
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match waiting.as_mut().poll(cx) {
+        let deadline = tokio::time::Instant::now() + self.limit;
+        let timer = match &mut self.timer {
+            Some(timer) => {
+                if !self.waiting {
+                    timer.as_mut().reset(deadline);
+                }
+                timer
+            }
+            None => self
+                .timer
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        self.waiting = true;
+        match timer.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the agent took nothing written to it for too long",
@@ -152,31 +164,63 @@ mod tests {
     use super::*;
     use hyper_util::rt::TokioIo;
 
-    /// A write the peer takes goes through however long the connection lives; one the peer
-    /// leaves waiting fails once it has waited the limit, not before.
+    /// Writes `chunk` once (however long that waits).
+    async fn write(
+        io: &mut Stalling<TokioIo<tokio::net::TcpStream>>,
+        chunk: &[u8],
+    ) -> io::Result<usize> {
+        std::future::poll_fn(|cx| Pin::new(&mut *io).poll_write(cx, chunk)).await
+    }
+
+    /// Writes to a peer that reads in bursts, pausing shorter than the limit, go through for
+    /// several times the limit (each wait is timed afresh); once the peer stops reading, the
+    /// write that waits fails when it has waited the limit, not before.
     #[tokio::test]
     async fn a_write_that_waits_past_the_limit_fails() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        use tokio::io::AsyncReadExt;
+        let limit = Duration::from_millis(400);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let peer = tokio::spawn(async move { listener.accept().await.unwrap().0 });
+        let pulsing = std::sync::Arc::new(AtomicBool::new(true));
+        let pulse = pulsing.clone();
+        tokio::spawn(async move {
+            let (mut peer, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            while pulse.load(SeqCst) {
+                // Reads for 50 ms, then pauses 150 ms (less than the limit).
+                let until = tokio::time::Instant::now() + Duration::from_millis(50);
+                while let Ok(read) = tokio::time::timeout_at(until, peer.read(&mut buf)).await {
+                    if !matches!(read, Ok(n) if n > 0) {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            std::future::pending::<()>().await;
+        });
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let _peer = peer.await.unwrap();
-        let mut io = Stalling::new(TokioIo::new(tcp), Duration::from_millis(300));
+        let mut io = Stalling::new(TokioIo::new(tcp), limit);
         let chunk = vec![0u8; 64 * 1024];
         let started = tokio::time::Instant::now();
-        let mut sent = 0usize;
+        while started.elapsed() < limit * 4 {
+            write(&mut io, &chunk)
+                .await
+                .expect("a peer that pauses less than the limit takes every write");
+        }
+        pulsing.store(false, SeqCst);
         let error = loop {
-            match std::future::poll_fn(|cx| Pin::new(&mut io).poll_write(cx, &chunk)).await {
-                Ok(n) => sent += n,
-                Err(e) => break e,
+            let began = tokio::time::Instant::now();
+            if let Err(e) = write(&mut io, &chunk).await {
+                assert!(
+                    began.elapsed() >= limit,
+                    "failed after {:?}",
+                    began.elapsed()
+                );
+                break e;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{sent} bytes written, never stalled"
-            );
+            assert!(started.elapsed() < Duration::from_secs(20), "never failed");
         };
         assert_eq!(error.kind(), io::ErrorKind::TimedOut);
-        assert!(sent > 0, "the socket's buffers took some first");
-        assert!(started.elapsed() >= Duration::from_millis(300));
     }
 }
