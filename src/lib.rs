@@ -29,3 +29,4 @@ pub mod time;
 pub mod tls;
 pub mod upstream;
 pub mod validate;
+pub mod write_stall;

@@ -2072,6 +2072,22 @@ async fn the_extended_cards_copy_is_charged_to_the_callers_request_bytes() {
     request_bytes_become(&p, 0, "the large card's").await;
 }
 
+/// A SendStreamingMessage of Alice's with a 16 MB text part, and its body's length.
+fn a_16_mb_stream_request() -> (usize, http::Request<http_body_util::Full<bytes::Bytes>>) {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m-large", "role": "ROLE_USER",
+        "parts": [{"text": "x".repeat(16_000_000)}]}}})
+    .to_string();
+    let len = body.len();
+    let req = http::Request::post("https://localhost/")
+        .header("authorization", "Bearer test-token-0123456789")
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    (len, req)
+}
+
 /// The copy of a request sent to the agent is the caller's while the connection holds it: an
 /// agent that starts its stream before it has read the request (16 MB, more than the sockets
 /// and its HTTP/2 window take) leaves the copy with the edge, charged to the caller's budget
@@ -2096,18 +2112,8 @@ async fn the_copy_sent_to_the_agent_is_charged_until_the_connection_takes_it() {
             ..Default::default()
         })
         .await;
-        let text = "x".repeat(16_000_000);
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-            "params": {"message": {"messageId": "m-large", "role": "ROLE_USER",
-            "parts": [{"text": text}]}}})
-        .to_string();
         let mut c = p.client(Proto::H2).await;
-        let req = http::Request::post("https://localhost/")
-            .header("authorization", "Bearer test-token-0123456789")
-            .header("content-type", "application/json")
-            .header("a2a-version", "1.0")
-            .body(http_body_util::Full::new(bytes::Bytes::from(body.clone())))
-            .unwrap();
+        let (len, req) = a_16_mb_stream_request();
         let mut resp = c.send(req).await;
         assert_eq!(resp.status(), StatusCode::OK, "http2 = {http2}");
         let first = resp.body_mut().frame().await.unwrap().unwrap();
@@ -2117,9 +2123,8 @@ async fn the_copy_sent_to_the_agent_is_charged_until_the_connection_takes_it() {
         // the request as the edge wrote it, a few bytes more than the caller's here)
         let held = request_bytes_held(&p).await;
         assert!(
-            (16_000_000..=body.len() as u64 + 1024).contains(&held),
-            "http2 = {http2}: {held} held of a {} byte request",
-            body.len()
+            (16_000_000..=len as u64 + 1024).contains(&held),
+            "http2 = {http2}: {held} held of a {len} byte request"
         );
         if leaves {
             drop(resp);
@@ -2190,17 +2195,8 @@ async fn an_agent_that_never_reads_the_request_loses_its_connection() {
         ..Default::default()
     })
     .await;
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-        "params": {"message": {"messageId": "m-large", "role": "ROLE_USER",
-        "parts": [{"text": "x".repeat(16_000_000)}]}}})
-    .to_string();
     let mut c = p.client(Proto::H2).await;
-    let req = http::Request::post("https://localhost/")
-        .header("authorization", "Bearer test-token-0123456789")
-        .header("content-type", "application/json")
-        .header("a2a-version", "1.0")
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .unwrap();
+    let (_, req) = a_16_mb_stream_request();
     let started = Instant::now();
     let resp = c.send(req).await;
     assert_eq!(resp.status(), StatusCode::OK);

@@ -70,7 +70,7 @@ pub async fn serve(
                 let resp = answer(&req, &gates.load(), &metrics);
                 async move { Ok::<_, Infallible>(resp) }
             });
-            let io = super::write_stall::WriteStall::new(tcp, WRITE_TIMEOUT);
+            let io = crate::write_stall::WriteStall::new(tcp, WRITE_TIMEOUT);
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)

@@ -5,7 +5,6 @@
 mod activity;
 mod admin;
 pub mod workers;
-mod write_stall;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -739,7 +738,7 @@ type Held = (
 
 /// The stream a connection is served over: the bytes a sniff read first, then the TLS
 /// stream, whose peer loses the connection if it takes nothing for the write timeout.
-type Stream = TokioIo<crate::sniff::Prefixed<write_stall::WriteStall<TlsStream>>>;
+type Stream = TokioIo<crate::sniff::Prefixed<crate::write_stall::WriteStall<TlsStream>>>;
 type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
 /// Serves one connection after its TLS handshake, until it closes, in a task of its own on
@@ -822,7 +821,7 @@ fn serve(
 
 /// The stream over the TLS stream, after `prefix` (what a sniff read).
 fn stream(tls: TlsStream, prefix: Bytes, builders: &Builders) -> Stream {
-    let io = write_stall::WriteStall::new(tls, builders.settings.write_timeout);
+    let io = crate::write_stall::WriteStall::new(tls, builders.settings.write_timeout);
     TokioIo::new(crate::sniff::Prefixed::new(prefix, io))
 }
 

@@ -54,7 +54,7 @@ pub struct Dial {
     /// How long a connection may carry nothing before the pool closes it.
     pub idle_close: Duration,
     /// How long a write may wait for the agent to take anything before the connection fails
-    /// ([`super::stall`]; the agent's response timeout).
+    /// ([`crate::write_stall`]; the agent's response timeout).
     pub write_stall: Duration,
 }
 
@@ -316,7 +316,10 @@ where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, conn) = builder
-        .handshake(super::stall::Stalling::new(TokioIo::new(io), write_stall))
+        .handshake(TokioIo::new(crate::write_stall::WriteStall::new(
+            io,
+            write_stall,
+        )))
         .await
         .map_err(H2Error::Http)?;
     tokio::spawn(async move {

@@ -471,6 +471,18 @@ pub struct Recorded {
     pub body: Bytes,
 }
 
+impl Recorded {
+    fn of(parts: &http::request::Parts, body: Bytes) -> Recorded {
+        Recorded {
+            version: parts.version,
+            method: parts.method.clone(),
+            path: parts.uri.path().to_string(),
+            headers: parts.headers.clone(),
+            body,
+        }
+    }
+}
+
 /// How the recording upstream answers.
 #[derive(Clone)]
 pub enum Reply {
@@ -595,13 +607,9 @@ impl RecordingUpstream {
                                 return Ok(unread(go.clone(), parts, body, seen));
                             }
                             let body = body.collect().await.unwrap().to_bytes();
-                            seen.lock().unwrap().push(Recorded {
-                                version: parts.version,
-                                method: parts.method.clone(),
-                                path: parts.uri.path().to_string(),
-                                headers: parts.headers.clone(),
-                                body: body.clone(),
-                            });
+                            seen.lock()
+                                .unwrap()
+                                .push(Recorded::of(&parts, body.clone()));
                             Ok::<_, Infallible>(answer(reply, card, &parts.uri, &body).await)
                         }
                     });
@@ -656,13 +664,7 @@ fn unread(
         let _ = tx.send(Ok(Bytes::from(format!("data: {event}\n\n")))).await;
         go.notified().await;
         let body = body.collect().await.unwrap().to_bytes();
-        seen.lock().unwrap().push(Recorded {
-            version: parts.version,
-            method: parts.method.clone(),
-            path: parts.uri.path().to_string(),
-            headers: parts.headers.clone(),
-            body,
-        });
+        seen.lock().unwrap().push(Recorded::of(&parts, body));
     });
     Response::builder()
         .header("content-type", "text/event-stream")
