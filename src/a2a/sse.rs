@@ -202,10 +202,11 @@ impl SseDecoder {
         Ok(None)
     }
 
-    /// The end of the stream. Every complete event was returned by [`SseDecoder::push`] as
-    /// soon as its blank line came in (a CR-only blank line included), so there is none left
-    /// to complete: what is pending ([`SseDecoder::pending`]) is an unfinished event, which
-    /// the end of the stream discards (WHATWG).
+    /// The end of the stream. Every complete event could be taken out
+    /// ([`SseDecoder::push`], [`SseDecoder::next_event`]) as soon as its blank line came in (a
+    /// CR-only blank line included), so there is none left to complete: what is pending
+    /// ([`SseDecoder::pending`]) is an unfinished event, which the end of the stream discards
+    /// (WHATWG).
     pub fn finish(&mut self) -> Result<Vec<SseEvent>, SseError> {
         Ok(Vec::new())
     }

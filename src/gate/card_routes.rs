@@ -303,8 +303,8 @@ impl AgentGate {
             Err(e) => return Err(Rejection::rpc(id.clone(), e.rpc_error())),
         };
         // (the relayed body, and what it holds, are gone once read: the card's copy is then
-        // charged in their place)
-        // (the relay read at most the bound; what it wrote may be a little larger)
+        // charged in their place; the relay read at most the bound, and what it wrote may be a
+        // little larger)
         let bytes = collect_limited(resp.into_body(), 2 * MAX_CARD_BYTES)
             .await
             .map_err(|_| broken())?;

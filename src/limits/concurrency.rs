@@ -371,12 +371,12 @@ pub struct RequestBytes {
     budget: RequestBudget,
     bytes: usize,
     /// It may grow past its caller's own budget while it is all the caller holds
-    /// ([`RequestBytes::answering`]), its parts split off included.
+    /// ([`RequestBytes::answering`]), its parts handed off included.
     lone: bool,
     /// What its parts handed off ([`RequestBytes::hand_off`]) still hold: theirs is its own when
     /// it asks whether it is all the caller holds. Changed under the caller's shard lock.
     parts: Option<Arc<AtomicUsize>>,
-    /// For a part split off: its reservation's `parts`, which it leaves as it gives back.
+    /// For a part handed off: its reservation's `parts`, which it leaves as it gives back.
     part_of: Option<Arc<AtomicUsize>>,
 }
 
@@ -438,12 +438,12 @@ impl RequestBytes {
         }
     }
 
-    /// What its parts split off still hold.
+    /// What its parts handed off still hold.
     fn parts(&self) -> usize {
         self.parts.as_ref().map_or(0, |p| p.load(Ordering::Acquire))
     }
 
-    /// A part split off gives back `less` of its bytes (under the caller's shard lock).
+    /// A part handed off gives back `less` of its bytes (under the caller's shard lock).
     fn leave_parts(&self, less: usize) {
         if let Some(p) = &self.part_of {
             p.fetch_sub(less, Ordering::AcqRel);
@@ -798,7 +798,7 @@ mod tests {
 
     /// A reservation's room is the smaller of the caller's and everyone's, its siblings
     /// count against the same caller, a shrunk reservation gives back what it does not
-    /// keep, and a part split off is given back with it.
+    /// keep, and a part handed off is given back with it.
     #[test]
     fn a_reservation_has_room_siblings_and_shrinks() {
         let limits = ConcurrencyLimits::new(8, 8).with_request_budget(100, 150);
@@ -848,7 +848,7 @@ mod tests {
         assert_eq!(answer.room(), (85, reason::CONCURRENCY_REQUEST_BYTES));
         assert_eq!(answer.grow(86), Err(reason::CONCURRENCY_REQUEST_BYTES));
         drop((answer, other));
-        // A part split off counts as its reservation's own when it asks whether it is all
+        // A part handed off counts as its reservation's own when it asks whether it is all
         // the caller holds (an answer that starts while its request's copy is still sent).
         let mut request = limits.reserve("erin", 30).unwrap();
         let copy = request.hand_off(20);

@@ -120,6 +120,7 @@ impl Drop for CallersLookup {
         }
     }
 }
+
 /// The longest host name (DNS limit, without the trailing dot).
 const MAX_HOST_LEN: usize = 253;
 
@@ -529,8 +530,9 @@ async fn lookup(
 }
 
 /// With `policy.resolve_names`, resolves the host of a URL that passed [`check_push_url`]
-/// (bounded by [`RESOLVE_TIMEOUT`], as one of `caller`'s lookups: [`MAX_LOOKUPS_PER_CALLER`]) and rejects it if ANY answer is special-purpose, or if the
-/// resolution fails, times out or returns nothing (fail closed). Without `resolve_names` it
+/// (bounded by [`RESOLVE_TIMEOUT`], as one of `caller`'s lookups: [`MAX_LOOKUPS_PER_CALLER`])
+/// and rejects it if ANY answer is special-purpose, or if the resolution fails, times out or
+/// returns nothing (fail closed). Without `resolve_names` it
 /// does nothing. IP literals are judged without DNS. Only the local resolver is asked; no
 /// traffic goes to the host itself.
 pub async fn check_resolved(
