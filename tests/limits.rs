@@ -2022,12 +2022,12 @@ async fn a_task_that_never_fits_is_a_summary_whichever_budget_is_short() {
 }
 
 /// The extended card is read again from the agent's answer to be rewritten and signed: that
-/// copy and its tree are the caller's too. A card of 150 KB and about 940 values (in an extension's params) (its tree
-/// reckoned at some 330 KB, beside its 150 KB read: more than the caller's 420 KB) is served
-/// to a caller with nothing else held, and refused -32603 with the budget's reason while
-/// another request of the caller holds the budget, though the relay's own pass over the
-/// answer (its bytes read and written, 300 KB) fits; what it held is given back. A card
-/// past the bound is not read further.
+/// copy and its tree are the caller's too. A card of 150 KB and about 940 values, most in an
+/// extension's params (its tree reckoned at some 330 KB, beside its 150 KB read: more than
+/// the caller's 420 KB), is served to a caller with nothing else held, and refused -32603
+/// with the budget's reason while another request of the caller holds the budget, though the
+/// relay's own pass over the answer (its bytes read and written, 300 KB) fits; what it held
+/// is given back. A card past the bound is not read further.
 #[tokio::test]
 async fn the_extended_cards_copy_is_charged_to_the_callers_request_bytes() {
     let (up, p) = Proxy::with_recorder(
