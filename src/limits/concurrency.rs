@@ -494,15 +494,15 @@ impl RequestBytes {
         let Some(less) = self.bytes.checked_sub(keep).filter(|&n| n > 0) else {
             return;
         };
-        let shared = Arc::clone(&self.shared);
-        let mut shard = shared.shard(&self.principal);
-        self.give_back(&mut shard, less);
+        let mut shard = self.shared.shard(&self.principal);
+        self.bytes -= less;
+        self.gave_back(&mut shard, less);
     }
 
-    /// Gives back `less` of what it holds, under the caller's shard lock (`shard`).
-    fn give_back(&mut self, shard: &mut HashMap<Box<str>, Counts>, less: usize) {
+    /// Counts `less` of its bytes as given back (its own count already lowered), under the
+    /// caller's shard lock (`shard`).
+    fn gave_back(&self, shard: &mut HashMap<Box<str>, Counts>, less: usize) {
         self.shared.request_bytes.fetch_sub(less, Ordering::AcqRel);
-        self.bytes -= less;
         self.leave_parts(less);
         let idle = match shard.get_mut(&*self.principal) {
             Some(c) => {
@@ -537,14 +537,14 @@ impl RequestBytes {
         let moved = bytes.min(self.bytes);
         let parts = Arc::clone(self.parts.get_or_insert_with(Arc::default));
         // (under the shard lock, as every change of what the caller holds)
-        let shared = Arc::clone(&self.shared);
-        let mut shard = shared.shard(&self.principal);
-        self.bytes -= moved;
+        let mut shard = self.shared.shard(&self.principal);
+        let rest = self.bytes - moved;
+        self.bytes = 0;
         parts.fetch_add(moved, Ordering::AcqRel);
         // (a part's part: what moves on is no longer this one's)
         self.leave_parts(moved);
-        if self.bytes > 0 {
-            self.give_back(&mut shard, self.bytes);
+        if rest > 0 {
+            self.gave_back(&mut shard, rest);
         }
         drop(shard);
         let mut part = self.sibling();
