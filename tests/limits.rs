@@ -2218,3 +2218,176 @@ async fn an_agent_that_never_reads_the_request_loses_its_connection() {
     request_bytes_become(&p, 0, "the copy's, with the connection").await;
     assert!(up.rpc_requests().is_empty(), "the agent never read it");
 }
+
+/// A task the agent made for a caller whose answer does not fit what the caller's other
+/// requests leave of its request budget (-32603 `concurrency.request_bytes`) is still that
+/// caller's: learned from the answer's projection, which holds nothing of the budget, so that
+/// once the budget has room the caller lists the task and reads it (its GetTask reaches the
+/// agent), and another caller still cannot (never forwarded). Whichever step of the answer is
+/// refused: its written copy (a 60 KB task the fast pass takes, beside 330 KB held), its tree
+/// (a 2 KB task whose metadata needs the full pass, 950 values reckoned 189 KB, beside 300 KB
+/// held), one stream event's text (an 80 KB event, its text and data 160 KB) or its tree.
+#[tokio::test]
+async fn a_task_its_busy_caller_cannot_be_given_is_still_its_own() {
+    fn task(id: &str, extra: &str) -> String {
+        format!(
+            r#"{{"id":"{id}","contextId":"ctx-{id}","status":{{"state":"TASK_STATE_WORKING"}}{extra}}}"#
+        )
+    }
+    let text = format!(
+        r#","artifacts":[{{"artifactId":"a","parts":[{{"text":"{}"}}]}}]"#,
+        "x".repeat(60_000)
+    );
+    let values = format!(
+        r#","metadata":{{"{}":{:?}}}"#,
+        "k".repeat(300),
+        vec![0; 950]
+    );
+    let event = |t: String| -> &'static str {
+        Box::leak(
+            format!("data: {{\"jsonrpc\":\"2.0\",\"id\":{{id}},\"result\":{{\"task\":{t}}}}}\n\n")
+                .into_boxed_str(),
+        )
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let long_text = text.replace(&"x".repeat(60_000), &"x".repeat(80_000));
+    // (case, the agent's answer, the task's id, the method, whether the answer is an SSE
+    // stream, bytes alice's other requests hold)
+    let send = "SendMessage";
+    let stream = "SendStreamingMessage";
+    type Row<'a> = (&'a str, Reply, &'a str, &'a str, bool, Vec<usize>);
+    let rows: Vec<Row> = vec![
+        (
+            "the copy",
+            Reply::Task(leak(task("t-copy", &text))),
+            "t-copy",
+            send,
+            false,
+            vec![99_999, 99_999, 99_999, 30_000],
+        ),
+        (
+            "the tree",
+            Reply::Task(leak(task("t-tree", &values))),
+            "t-tree",
+            send,
+            false,
+            vec![99_999; 3],
+        ),
+        // (an agent's one JSON answer to a stream: refused as JSON, as the edge's refusals
+        // of streams are)
+        (
+            "a streamed answer's tree",
+            Reply::Task(leak(task("t-one", &values))),
+            "t-one",
+            stream,
+            false,
+            vec![99_999; 3],
+        ),
+        (
+            "an event's text",
+            Reply::RawStream(event(task("t-text", &long_text))),
+            "t-text",
+            stream,
+            true,
+            vec![99_999; 3],
+        ),
+        (
+            "an event's tree",
+            Reply::RawStream(event(task("t-event", &values))),
+            "t-event",
+            stream,
+            true,
+            vec![99_999; 3],
+        ),
+    ];
+    let alice = "Bearer test-token-0123456789";
+    // With the state in Redis, what was learned is read through another replica.
+    let redis = RedisServer::start();
+    std::env::set_var(
+        "A2A_EDGE_TEST_BUSY_SECRET",
+        "a-page-token-secret-of-at-least-32-bytes",
+    );
+    let rows = [false, true]
+        .into_iter()
+        .flat_map(|shared| rows.iter().map(move |row| (shared, row)));
+    for (n, (shared, (case, reply, id, method, sse, holds))) in rows.enumerate() {
+        let (case, id, method, sse) = (&format!("{case}, {n}"), *id, *method, *sse);
+        // (an agent that answers GetTask and ListTasks' reads with the task)
+        let reads = matches!(reply, Reply::Task(_));
+        let state = match shared {
+            false => String::new(),
+            true => format!("[state]\nbackend = \"redis\"\nredis_url = \"{}\"\nkey_prefix = \"b{n}:\"\ntimeout_ms = 1000\npage_token_secret_env = \"A2A_EDGE_TEST_BUSY_SECRET\"\n", redis.url()),
+        };
+        let opts = || ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy: format!("{OTHER}{}{state}", budgets(2_000_000)),
+            ..Default::default()
+        };
+        let (up, p) = Proxy::with_recorder(reply.clone(), opts()).await;
+        let other = match shared {
+            false => None,
+            true => Some(
+                Proxy::start(ProxyOpts {
+                    upstream_url: up.url.clone(),
+                    ..opts()
+                })
+                .await,
+            ),
+        };
+        let mut held = Vec::new();
+        for &sent in holds {
+            held.push(holding(&p, alice, 100_000, sent).await);
+        }
+        let mut c = p.client(Proto::H2).await;
+        let message = serde_json::json!({"message": {"messageId": format!("m-{id}"),
+            "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+        let v = match sse {
+            false => send_as(&mut c, alice, method, message).await,
+            true => {
+                let events = EventReader::new(c.rpc_stream(method, message).await)
+                    .rest()
+                    .await;
+                assert_eq!(events.len(), 1, "{case}: {events:?}");
+                assert_eq!(events[0].0.as_deref(), Some("error"), "{case}: {events:?}");
+                events[0].1.clone()
+            }
+        };
+        assert_eq!(v["error"]["code"], -32603, "{case}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "concurrency.request_bytes",
+            "{case}: {v}"
+        );
+        drop(held);
+        request_bytes_become(&p, 0, case).await;
+        let p = other.as_ref().unwrap_or(&p);
+        let mut c = p.client(Proto::H2).await;
+        let reached = |id: &str| {
+            up.rpc_requests()
+                .iter()
+                .filter(|r| {
+                    let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                    v["method"] == "GetTask" && v["params"]["id"] == id
+                })
+                .count()
+        };
+        let get = serde_json::json!({"id": id});
+        let v = send_as(&mut c, OTHER_TOKEN, "GetTask", get.clone()).await;
+        assert_eq!(v["error"]["code"], -32001, "{case}: another caller's: {v}");
+        assert_eq!(
+            reached(id),
+            0,
+            "{case}: another caller's GetTask was forwarded"
+        );
+        let v = send_as(&mut c, alice, "GetTask", get).await;
+        assert_eq!(
+            reached(id),
+            1,
+            "{case}: alice's GetTask never reached the agent: {v}"
+        );
+        if reads {
+            assert_eq!(v["result"]["id"], id, "{case}: {v}");
+            let v = send_as(&mut c, alice, "ListTasks", serde_json::json!({})).await;
+            assert_eq!(v["result"]["tasks"][0]["id"], id, "{case}: {v}");
+        }
+    }
+}

@@ -8,13 +8,16 @@
 //! reads the same `id`, the registry reads the same facts from the projection as from the
 //! whole result, no `contextId` the caller's view could rewrite (an alias) is in it, and
 //! the relayed bytes framed as an SSE event decode to one event of the same JSON.
+//! `upstream::answer::project` (the projection of an answer its caller is not given) too: it
+//! takes whatever the scan takes, with the same projection and `id`, and whatever it takes
+//! the full pass accepts, with the same `id` and, both cleaned, the same facts.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use a2a_edge::a2a::sse::{data_event, SseDecoder};
 use a2a_edge::state::registry::{facts_of, is_context_alias};
-use a2a_edge::upstream::answer::{respond, scan, Cleaning};
+use a2a_edge::upstream::answer::{project, respond, scan, Cleaning};
 use a2a_edge::upstream::clean::clean_response;
 use a2a_edge::validate::metadata::MetadataPolicy;
 use libfuzzer_sys::fuzz_target;
@@ -54,17 +57,41 @@ fuzz_target!(|data: &[u8]| {
     };
     let started = Instant::now();
     let fast = scan(bytes, cleaning);
-    let budget = Duration::from_millis(200) + Duration::from_micros(5) * bytes.len() as u32;
+    let projected = project(bytes, max_values);
+    let budget = Duration::from_millis(400) + Duration::from_micros(10) * bytes.len() as u32;
     assert!(
         started.elapsed() < budget,
         "{:?} for {} bytes",
         started.elapsed(),
         bytes.len()
     );
+    let id = json!("caller-1");
+    if let Some((projection, theirs)) = &projected {
+        let v = a2a_edge::a2a::json::parse_answer(bytes, max_values)
+            .expect("the full pass parses what was projected");
+        let Value::Object(mut map) = v else {
+            panic!("projected a response that is not an object");
+        };
+        assert_eq!(theirs.as_ref(), map.get("id"), "the projected id differs");
+        let result = match (map.remove("result"), map.remove("error")) {
+            (Some(r), None) => r,
+            other => panic!("projected a response without one result: {other:?}"),
+        };
+        let mut full = json!({"result": result});
+        clean_response(&mut full, &policy, redact_paths);
+        let mut projected = json!({"result": projection});
+        clean_response(&mut projected, &policy, redact_paths);
+        assert_eq!(
+            facts_of(&projected["result"]),
+            facts_of(&full["result"]),
+            "projected facts differ"
+        );
+    }
     let Some(fast) = fast else {
         return;
     };
-    let id = json!("caller-1");
+    let (projection, theirs) = projected.expect("projected what the scan took");
+    assert_eq!((&projection, &theirs), (&fast.projection, &fast.id));
     let v = a2a_edge::a2a::json::parse_answer(bytes, max_values)
         .expect("the full pass parses what the scan took");
     let Value::Object(mut map) = v else {

@@ -3,7 +3,9 @@
 //! ([`crate::state::registry::TaskRegistry::client_view`]) would change anything in it, and
 //! picks out what the registry learns from it. When nothing would change, the agent's
 //! `result` is relayed as the bytes it came in (after this strict parse of every one of
-//! them) instead of being built into a tree, cleaned, and written out again.
+//! them) instead of being built into a tree, cleaned, and written out again. The same scan
+//! without the cleaning's rules ([`project`]) gives the projection of an answer the caller
+//! is not given (past its request budgets), so that what the agent did is learned still.
 //!
 //! The scan is deliberately conservative: whatever could need a change sends the answer to
 //! the full pass, which then decides exactly (and gives the precise error for a bad answer).
@@ -70,12 +72,33 @@ pub struct Untouched<'a> {
 
 /// Scans one JSON-RPC response of an agent. `None`: the full pass must take it.
 pub fn scan<'a>(bytes: &'a [u8], cleaning: Cleaning<'_>) -> Option<Untouched<'a>> {
+    scan_as(bytes, Some(cleaning), cleaning.max_values)
+}
+
+/// The registry's projection of one JSON-RPC response of an agent and its `id`, whatever the
+/// cleaning would change in it (nothing of it is relayed): for an answer its caller cannot be
+/// given, so that what the agent did is still learned. It reads the answer as strictly as
+/// [`scan`] does and builds no more than the projection (a `metadata` object is skipped, not
+/// built, and keys are compared only in the objects it builds or checks); `None` where
+/// [`scan`] falls back for the answer's own shape (an `error`, a duplicate key, too many or
+/// too long keys where compared, too many values, too deep, a Message or Artifact the full
+/// pass refuses, not JSON).
+pub fn project(bytes: &[u8], max_values: usize) -> Option<(Value, Option<Value>)> {
+    scan_as(bytes, None, max_values).map(|u| (u.projection, u.id))
+}
+
+/// [`scan`] with the route's cleaning, or [`project`] without.
+fn scan_as<'a>(
+    bytes: &'a [u8],
+    cleaning: Option<Cleaning<'_>>,
+    max_values: usize,
+) -> Option<Untouched<'a>> {
     // serde_json skips what it ignores without checking its UTF-8: the whole text first.
     let text = std::str::from_utf8(bytes).ok()?;
     let mut state = State {
         cleaning,
         keys: Vec::new(),
-        left: cleaning.max_values,
+        left: max_values,
     };
     let mut id = None;
     let mut de = serde_json::Deserializer::from_str(text);
@@ -203,7 +226,8 @@ impl<'de> Visitor<'de> for KeySeed {
 /// The scan's state: the rules, and the keys of the objects being read (one stack for the
 /// whole answer: an object's keys are its slice from where it started).
 struct State<'c, 'de> {
-    cleaning: Cleaning<'c>,
+    /// `None`: only the projection is wanted ([`project`]), whatever cleaning would change.
+    cleaning: Option<Cleaning<'c>>,
     keys: Vec<Cow<'de, str>>,
     /// Values the response may still hold (counted as the full pass counts them).
     left: usize,
@@ -422,11 +446,13 @@ impl<'de> DeserializeSeed<'de> for Node<'_, '_, 'de> {
 
 impl Node<'_, '_, '_> {
     fn string<E: de::Error>(&self, s: &str) -> Result<Out, E> {
-        if self.context_id && is_context_alias(s) {
-            return Err(fallback());
-        }
-        if self.state.cleaning.redact_paths && s.contains('/') && without_paths(s).is_some() {
-            return Err(fallback());
+        if let Some(cleaning) = &self.state.cleaning {
+            if self.context_id && is_context_alias(s) {
+                return Err(fallback());
+            }
+            if cleaning.redact_paths && s.contains('/') && without_paths(s).is_some() {
+                return Err(fallback());
+            }
         }
         let kind = if s.is_empty() {
             Kind::EmptyString
@@ -520,16 +546,23 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         // The push-config shape (`redact_push_config`): a string `url` beside a `token` or
         // an `authentication` object.
         let (mut url, mut token, mut authentication) = (false, false, false);
+        // Keys are compared where a duplicate could change what is relayed or projected: in
+        // every object the scan reads, and only in those [`project`] builds or checks.
+        let compared = self.state.cleaning.is_some() || self.want != Want::Skip;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             self.state.count()?;
             let keys = &self.state.keys[base..];
-            if keys.len() >= MAX_KEYS || key.len() > MAX_KEY_BYTES || keys.contains(&key) {
+            if compared
+                && (keys.len() >= MAX_KEYS || key.len() > MAX_KEY_BYTES || keys.contains(&key))
+            {
                 return Err(fallback());
             }
             if self.want == Want::Result && key == "jsonrpc" {
                 return Err(fallback());
             }
-            let metadata_root = !self.in_metadata && key == "metadata";
+            // (without cleaning, `metadata` is read as any other member: no redaction to decide)
+            let metadata_root =
+                self.state.cleaning.is_some() && !self.in_metadata && key == "metadata";
             let want = if metadata_root {
                 Want::All
             } else {
@@ -552,9 +585,9 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             }
             members.note(self.want, &key, out.kind);
             let mut value = out.value;
-            if metadata_root {
+            if let (true, Some(cleaning)) = (metadata_root, &self.state.cleaning) {
                 if let Some(v @ Value::Object(_)) = &mut value {
-                    if redact_metadata(v, self.state.cleaning.metadata) > 0 {
+                    if redact_metadata(v, cleaning.metadata) > 0 {
                         return Err(fallback());
                     }
                 }
@@ -565,10 +598,12 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             if let (Some(obj), Some(v)) = (built.as_mut(), value) {
                 obj.insert(key.to_string(), v);
             }
-            self.state.keys.push(key);
+            if compared {
+                self.state.keys.push(key);
+            }
         }
         self.state.keys.truncate(base);
-        if url && (token || authentication) {
+        if url && (token || authentication) && self.state.cleaning.is_some() {
             return Err(fallback());
         }
         if matches!(self.want, Want::Message | Want::Artifact) && !members.hold(self.want) {

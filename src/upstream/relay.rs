@@ -130,11 +130,57 @@ where
 }
 
 /// Why one response of the agent was not relayed.
-enum Failed {
+enum Failed<P> {
     /// Not a JSON-RPC response the edge accepts.
     Bad,
     /// The observer refused it.
     Refused(Refused),
+    /// Past the caller's request budgets, with the observer's pending write of what it
+    /// learned of it nonetheless ([`learn_unrelayed`]), to finish before the refusal is.
+    Over(Reason, Option<P>),
+}
+
+impl<P: Future<Output = Result<(), Refused>>> Failed<P> {
+    /// The caller's error, once what was learned of the answer is written.
+    async fn settled(self) -> UpstreamError {
+        match self {
+            Failed::Bad => UpstreamError::BadResponse,
+            Failed::Refused(r) => UpstreamError::Refused(r),
+            Failed::Over(reason, pending) => {
+                if let Some(pending) = pending {
+                    let _ = pending.await;
+                }
+                UpstreamError::Refused(reason)
+            }
+        }
+    }
+}
+
+/// What the agent did, learned from one of its responses that the caller is not given for
+/// the caller's request budgets: the observer sees the response's projection
+/// ([`answer::project`], which builds no tree and holds nothing of the budgets), so that a
+/// task the agent made for the caller is still the caller's, to find with ListTasks and read
+/// once its budgets have room. What the projection cannot be taken of (an `error`, a
+/// response the scan leaves to the full pass for its shape), or what the observer refuses,
+/// is not learned. Returns the observer's pending write.
+fn learn_unrelayed<F, P>(
+    text: &[u8],
+    id: &Value,
+    fast: Option<&RequestPolicy>,
+    observe: &mut F,
+) -> Option<P>
+where
+    F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
+{
+    let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
+    let (projection, theirs) = answer::project(text, max_values)?;
+    let mut response = serde_json::Map::new();
+    response.insert("result".into(), projection);
+    if let Some(theirs) = theirs {
+        response.insert("id".into(), theirs);
+    }
+    let mut v = shape(Value::Object(response), id).ok()?;
+    observe(&mut v).ok().flatten()
 }
 
 /// Reads an agent's whole answer of at most `cap` bytes, its bytes charged to the caller's
@@ -209,7 +255,7 @@ fn one_response<F, P>(
     fast: Option<&RequestPolicy>,
     observe: &mut F,
     held: Option<&mut RequestBytes>,
-) -> Result<(Vec<u8>, bool, Option<P>), Failed>
+) -> Result<(Vec<u8>, bool, Option<P>), Failed<P>>
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
 {
@@ -234,7 +280,7 @@ where
     let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
     let v = match held {
         Some(held) => parse_charged(text, max_values, held).map_err(|over| match over {
-            Some((reason, _)) => Failed::Refused(reason),
+            Some((reason, _)) => Failed::Over(reason, learn_unrelayed(text, id, fast, observe)),
             None => Failed::Bad,
         })?,
         None => crate::a2a::json::parse_answer(text, max_values).map_err(|_| Failed::Bad)?,
@@ -344,12 +390,15 @@ where
             // bytes by the caller's request budgets: the answer read, the answer written for
             // the caller (about as large) and a tree where one is built.
             let bytes = read_answer(upstream.into_body(), limits.max_json_bytes, &mut held).await?;
-            held.grow(bytes.len()).map_err(UpstreamError::Refused)?;
+            if let Err(reason) = held.grow(bytes.len()) {
+                let pending = learn_unrelayed(&bytes, id, fast.as_deref(), &mut observe);
+                return Err(Failed::Over(reason, pending).settled().await);
+            }
             let answered = one_response(&bytes, id, fast.as_deref(), &mut observe, Some(&mut held));
-            let (json, error, pending) = answered.map_err(|f| match f {
-                Failed::Bad => UpstreamError::BadResponse,
-                Failed::Refused(r) => UpstreamError::Refused(r),
-            })?;
+            let (json, error, pending) = match answered {
+                Ok(answered) => answered,
+                Err(failed) => return Err(failed.settled().await),
+            };
             drop(bytes);
             // (what the answer holds while it is sent)
             held.shrink_to(json.len());
@@ -497,7 +546,11 @@ where
                         Err(_) => return Err(reason::UPSTREAM_BAD_STREAM),
                     };
                     any = true;
-                    held.resize(decoder.pending() + ev.held())?;
+                    if let Err(reason) = held.resize(decoder.pending() + ev.held()) {
+                        let text = ev.data.as_deref().unwrap_or_default().as_bytes();
+                        let pending = learn_unrelayed(text, &id, fast.as_deref(), &mut observe);
+                        return Err(Failed::Over(reason, pending).settled().await.reason());
+                    }
                     // Only what is relayed is kept while the caller is waited for: the raw
                     // event, its text and the parsed value are dropped first.
                     let size = ev.held();
@@ -518,7 +571,7 @@ where
                     let (json, error, pending) = match answered {
                         Ok(answered) => answered,
                         Err(Failed::Bad) => return Err(reason::UPSTREAM_BAD_STREAM),
-                        Err(Failed::Refused(reason)) => return Err(reason),
+                        Err(failed) => return Err(failed.settled().await.reason()),
                     };
                     drop(data);
                     // (its tree and its text are gone)

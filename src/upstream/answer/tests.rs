@@ -174,6 +174,7 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("an alias context id", answer(json!({"task": task(json!({"contextId": alias.clone()}))})), false, false),
         ("an alias context id in history", answer(json!({"task": task(json!({"history": [{"messageId": "m", "contextId": alias}]}))})), false, false),
         ("a path, hidden", answer(json!({"task": task(json!({"note": "wrote /tmp/w/x.tf"}))})), true, false),
+        ("a task id that is a path, hidden", answer(json!({"task": task(json!({"id": "/tmp/w/t"}))})), true, false),
         ("a path in a key's value deep down", answer(json!({"task": task(json!({"artifacts": [{"parts": [{"text": "see /home/a/b"}]}]}))})), true, false),
         ("a nested response", answer(json!({"jsonrpc": "2.0", "result": {"task": {"id": "t", "contextId": "c"}}})), false, false),
         ("too deep", format!(r#"{{"result":{deep}}}"#).into_bytes(), false, false),
@@ -202,8 +203,42 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("keys past the bound in the result", keyed((MAX_VALUES - 7) / 3 + 1), false, false),
         ("keys at the bound in the result", keyed((MAX_VALUES - 7) / 3), false, true),
     ];
+    // What [`project`] takes besides what the scan takes: what the scan leaves to the full
+    // pass only because cleaning would change it (nothing of a projected answer is relayed)...
+    let cleaned = [
+        "a denied metadata key",
+        "a denied key, dotted",
+        "a denied key, by prefix",
+        "metadata too deep",
+        "metadata inside an array under metadata",
+        "a push config's token",
+        "a push config's token first",
+        "a push config's credentials",
+        "a push config in metadata",
+        "an alias context id",
+        "a path, hidden",
+        "a task id that is a path, hidden",
+        // ... and keys compared only where it builds or checks an object: not in what it
+        // skips.
+        "a duplicate metadata key",
+        "too many keys",
+    ];
     for (case, bytes, redact_paths, taken) in rows {
         assert_eq!(compare(&bytes, redact_paths), taken, "{case}");
+        let projected = project(&bytes, MAX_VALUES);
+        assert_eq!(
+            projected.is_some(),
+            taken || cleaned.contains(&case),
+            "projected: {case}"
+        );
+        // ... with the facts the full pass reads, once the observer has cleaned both.
+        if let Some((projection, _)) = projected {
+            let full = full(&bytes, &json!(1), redact_paths).expect(case);
+            let mut projected = json!({"result": projection});
+            clean_response(&mut projected, &policy(), redact_paths);
+            let facts = facts_of(&projected["result"]);
+            assert_eq!(facts, facts_of(&full["result"]), "{case}");
+        }
     }
     // Past the bound the full pass refuses it too.
     let past = values(MAX_VALUES - 6, "");
@@ -253,4 +288,36 @@ fn the_relayed_result_is_the_agents_bytes() {
         respond(fast.result, &json!(42)),
         br#"{"result":{"task":{"id":"t","contextId":"c","note":"caf\u00e9"}},"jsonrpc":"2.0","id":42}"#
     );
+}
+
+/// [`project`] builds the projection alone: the ids and states the registry reads, never a
+/// `metadata` object (which [`scan`] builds whole to decide its redaction), nor a push
+/// config's secrets; the response's own `id` as it came.
+#[test]
+fn the_projection_of_an_unrelayed_answer_holds_what_the_registry_reads() {
+    let metadata: Value = (0..20).map(|i| (format!("k{i}"), json!([i, i]))).collect();
+    let bytes = answer(json!({"task": task(json!({"metadata": metadata,
+        "contextId": format!("c-{}", "ab12".repeat(8)), "note": "wrote /tmp/w/x.tf"}))}));
+    let (projection, id) = project(&bytes, MAX_VALUES).expect("projected");
+    assert_eq!(id, Some(json!("agent-id")));
+    assert_eq!(
+        projection,
+        json!({"task": {"id": "6f1c7e0a-3b52", "contextId": format!("c-{}", "ab12".repeat(8)),
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-12-01T12:00:00.000000Z"}}})
+    );
+    let config = answer(
+        json!({"id": "p", "taskId": "t", "url": "https://h/x", "token": "secret",
+        "authentication": {"scheme": "Bearer", "credentials": "s"}}),
+    );
+    let (projection, _) = project(&config, MAX_VALUES).expect("projected");
+    assert_eq!(
+        projection,
+        json!({"id": "p", "taskId": "t", "url": "https://h/x"})
+    );
+    // The values are bounded as the full pass bounds them, metadata's too.
+    let over: Value = (0..MAX_VALUES)
+        .map(|i| (format!("k{i}"), json!(i)))
+        .collect();
+    let over = answer(json!({"task": task(json!({"metadata": over}))}));
+    assert!(project(&over, MAX_VALUES).is_none());
 }
