@@ -2299,6 +2299,23 @@ async fn a_task_its_busy_caller_cannot_be_given_is_still_its_own() {
             true,
             vec![99_999; 3],
         ),
+        // (a small event and a 20 KB one in the agent's first chunk, about 5 KB left: the
+        // small one is learned, though it and what follows it do not fit)
+        (
+            "an event before a large one",
+            Reply::RawStream(leak(format!(
+                "{}{}",
+                event(task("t-first", "")),
+                event(task(
+                    "t-first",
+                    &text.replace(&"x".repeat(60_000), &"x".repeat(20_000))
+                ))
+            ))),
+            "t-first",
+            stream,
+            true,
+            vec![99_999, 99_999, 99_999, 99_999, 15_000],
+        ),
     ];
     let alice = "Bearer test-token-0123456789";
     // With the state in Redis, what was learned is read through another replica.
@@ -2336,7 +2353,8 @@ async fn a_task_its_busy_caller_cannot_be_given_is_still_its_own() {
         };
         let mut held = Vec::new();
         for &sent in holds {
-            held.push(holding(&p, alice, 100_000, sent).await);
+            // (each body declares one byte more than it sends: it holds what it sent)
+            held.push(holding(&p, alice, sent + 1, sent).await);
         }
         let mut c = p.client(Proto::H2).await;
         let message = serde_json::json!({"message": {"messageId": format!("m-{id}"),
@@ -2344,12 +2362,17 @@ async fn a_task_its_busy_caller_cannot_be_given_is_still_its_own() {
         let v = match sse {
             false => send_as(&mut c, alice, method, message).await,
             true => {
-                let events = EventReader::new(c.rpc_stream(method, message).await)
+                let mut events = EventReader::new(c.rpc_stream(method, message).await)
                     .rest()
                     .await;
-                assert_eq!(events.len(), 1, "{case}: {events:?}");
-                assert_eq!(events[0].0.as_deref(), Some("error"), "{case}: {events:?}");
-                events[0].1.clone()
+                let (kind, last) = events.pop().expect("an event");
+                assert_eq!(kind.as_deref(), Some("error"), "{case}: {last}");
+                // (before it, only what fitted)
+                assert!(
+                    events.iter().all(|(k, _)| k.is_none()),
+                    "{case}: {events:?}"
+                );
+                last
             }
         };
         assert_eq!(v["error"]["code"], -32603, "{case}: {v}");
@@ -2390,4 +2413,54 @@ async fn a_task_its_busy_caller_cannot_be_given_is_still_its_own() {
             assert_eq!(v["result"]["tasks"][0]["id"], id, "{case}: {v}");
         }
     }
+}
+
+/// An answer refused for its caller's busy request budget that names another caller's task
+/// is refused for that (`upstream.foreign_task`, as it would be with room for it), not for
+/// the budget, and teaches nothing: the task stays its owner's.
+#[tokio::test]
+async fn an_unrelayed_answer_naming_another_callers_task_says_so() {
+    let task = r#"{"id":"t-bobs","contextId":"ctx-bobs","status":{"state":"TASK_STATE_WORKING"},"metadata":{"KEY":[VALUES]}}"#;
+    let task: &'static str = Box::leak(
+        task.replace("KEY", &"k".repeat(300))
+            .replace("VALUES", &vec!["0"; 950].join(","))
+            .into_boxed_str(),
+    );
+    let (up, p) = Proxy::with_recorder(
+        Reply::Task(task),
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy: format!("{OTHER}{}", budgets(2_000_000)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let alice = "Bearer test-token-0123456789";
+    let mut c = p.client(Proto::H2).await;
+    let message = |n: &str| serde_json::json!({"message": {"messageId": n, "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+    let v = send_as(&mut c, OTHER_TOKEN, "SendMessage", message("m-1")).await;
+    assert_eq!(v["result"]["task"]["id"], "t-bobs", "{v}");
+    // Alice's other requests leave less than the answer's tree (189 KB reckoned).
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(holding(&p, alice, 100_000, 99_999).await);
+    }
+    let v = send_as(&mut c, alice, "SendMessage", message("m-2")).await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.foreign_task",
+        "{v}"
+    );
+    drop(held);
+    request_bytes_become(&p, 0, "the held bodies").await;
+    let get = serde_json::json!({"id": "t-bobs"});
+    let v = send_as(&mut c, alice, "GetTask", get.clone()).await;
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let v = send_as(&mut c, OTHER_TOKEN, "GetTask", get).await;
+    assert_eq!(v["result"]["id"], "t-bobs", "{v}");
+    assert_eq!(
+        up.rpc_requests().len(),
+        3,
+        "alice's GetTask never reached the agent"
+    );
 }

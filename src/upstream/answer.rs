@@ -48,6 +48,13 @@ pub const MAX_KEYS: usize = 64;
 /// the duplicate check's comparisons stay short: without it, 64 keys of length L differing
 /// in their last byte cost about 2,000 L bytes compared.
 pub const MAX_KEY_BYTES: usize = 256;
+/// The most values the scan builds (the projection, the response's `id`, a `metadata` object
+/// for its redaction check), and the most bytes of their strings and keys: past either, the
+/// full pass decides, which charges its tree to the caller's budgets (what the scan builds is
+/// not charged: without the bound, an agent's `id` or metadata of a million values would be
+/// built whole beside them).
+pub const MAX_BUILT_VALUES: usize = 4096;
+pub const MAX_BUILT_BYTES: usize = 256 * 1024;
 
 /// What the cleaning of the answer's route would do: the metadata policy and whether paths
 /// are hidden.
@@ -79,10 +86,10 @@ pub fn scan<'a>(bytes: &'a [u8], cleaning: Cleaning<'_>) -> Option<Untouched<'a>
 /// cleaning would change in it (nothing of it is relayed): for an answer its caller cannot be
 /// given, so that what the agent did is still learned. It reads the answer as strictly as
 /// [`scan`] does and builds no more than the projection (a `metadata` object is skipped, not
-/// built, and keys are compared only in the objects it builds or checks); `None` where
-/// [`scan`] falls back for the answer's own shape (an `error`, a duplicate key, too many or
-/// too long keys where compared, too many values, too deep, a Message or Artifact the full
-/// pass refuses, not JSON).
+/// built, and only the keys it builds or checks are compared: a handful of names per
+/// object); `None` where [`scan`] falls back for the answer's own shape (an `error`, one of
+/// those keys twice, too many values, too deep, more to build than [`MAX_BUILT_VALUES`] or
+/// [`MAX_BUILT_BYTES`], a Message or Artifact the full pass refuses, not JSON).
 pub fn project(bytes: &[u8], max_values: usize) -> Option<(Value, Option<Value>)> {
     scan_as(bytes, None, max_values).map(|u| (u.projection, u.id))
 }
@@ -99,6 +106,8 @@ fn scan_as<'a>(
         cleaning,
         keys: Vec::new(),
         left: max_values,
+        built: MAX_BUILT_VALUES,
+        built_bytes: MAX_BUILT_BYTES,
     };
     let mut id = None;
     let mut de = serde_json::Deserializer::from_str(text);
@@ -231,12 +240,29 @@ struct State<'c, 'de> {
     keys: Vec<Cow<'de, str>>,
     /// Values the response may still hold (counted as the full pass counts them).
     left: usize,
+    /// Values the scan may still build, and bytes of their strings and keys
+    /// ([`MAX_BUILT_VALUES`], [`MAX_BUILT_BYTES`]).
+    built: usize,
+    built_bytes: usize,
 }
 
 impl State<'_, '_> {
     /// Counts one value; past the bound the full pass decides (and refuses).
     fn count<E: de::Error>(&mut self) -> Result<(), E> {
         self.left = self.left.checked_sub(1).ok_or_else(fallback)?;
+        Ok(())
+    }
+
+    /// Counts one value built, with `bytes` of string or key; past the bounds the full pass
+    /// decides.
+    fn build<E: de::Error>(&mut self, bytes: usize) -> Result<(), E> {
+        self.built = self.built.checked_sub(1).ok_or_else(fallback)?;
+        self.build_bytes(bytes)
+    }
+
+    /// Counts `bytes` of a string built.
+    fn build_bytes<E: de::Error>(&mut self, bytes: usize) -> Result<(), E> {
+        self.built_bytes = self.built_bytes.checked_sub(bytes).ok_or_else(fallback)?;
         Ok(())
     }
 }
@@ -445,7 +471,7 @@ impl<'de> DeserializeSeed<'de> for Node<'_, '_, 'de> {
 }
 
 impl Node<'_, '_, '_> {
-    fn string<E: de::Error>(&self, s: &str) -> Result<Out, E> {
+    fn string<E: de::Error>(&mut self, s: &str) -> Result<Out, E> {
         if let Some(cleaning) = &self.state.cleaning {
             if self.context_id && is_context_alias(s) {
                 return Err(fallback());
@@ -461,16 +487,25 @@ impl Node<'_, '_, '_> {
         } else {
             Kind::String
         };
-        self.scalar(kind, || Value::from(s))
+        let out = self.scalar(kind, || Value::from(s))?;
+        // (its text is built only where it is projected as it is)
+        if matches!(out.value, Some(Value::String(_))) {
+            self.state.build_bytes(s.len())?;
+        }
+        Ok(out)
     }
 
     /// A value that is no object nor array, as `want` has it built; where a Message, an
     /// Artifact or a list of them is wanted, the full pass decides (and refuses).
-    fn scalar<E: de::Error>(&self, kind: Kind, v: impl FnOnce() -> Value) -> Result<Out, E> {
+    fn scalar<E: de::Error>(&mut self, kind: Kind, v: impl FnOnce() -> Value) -> Result<Out, E> {
         if self.want.checks_structure() {
             return Err(fallback());
         }
-        Ok(Out::scalar(self.want, kind, v))
+        let out = Out::scalar(self.want, kind, v);
+        if out.value.is_some() {
+            self.state.build(0)?;
+        }
+        Ok(out)
     }
 }
 
@@ -481,27 +516,27 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Out, E> {
+    fn visit_bool<E: de::Error>(mut self, v: bool) -> Result<Out, E> {
         self.scalar(Kind::Other, || Value::Bool(v))
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Out, E> {
+    fn visit_i64<E: de::Error>(mut self, v: i64) -> Result<Out, E> {
         self.scalar(Kind::Other, || Value::from(v))
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Out, E> {
+    fn visit_u64<E: de::Error>(mut self, v: u64) -> Result<Out, E> {
         self.scalar(Kind::Other, || Value::from(v))
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Out, E> {
+    fn visit_f64<E: de::Error>(mut self, v: f64) -> Result<Out, E> {
         self.scalar(Kind::Other, || Value::from(v))
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Out, E> {
+    fn visit_unit<E: de::Error>(mut self) -> Result<Out, E> {
         self.scalar(Kind::Other, || Value::Null)
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Out, E> {
+    fn visit_str<E: de::Error>(mut self, v: &str) -> Result<Out, E> {
         self.string(v)
     }
 
@@ -530,6 +565,9 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             w if w.builds_array() => Some(Value::Array(items)),
             _ => Some(Value::Null),
         };
+        if value.is_some() {
+            self.state.build(0)?;
+        }
         Ok(Out {
             kind: Kind::Array,
             value,
@@ -546,11 +584,20 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
         // The push-config shape (`redact_push_config`): a string `url` beside a `token` or
         // an `authentication` object.
         let (mut url, mut token, mut authentication) = (false, false, false);
-        // Keys are compared where a duplicate could change what is relayed or projected: in
-        // every object the scan reads, and only in those [`project`] builds or checks.
-        let compared = self.state.cleaning.is_some() || self.want != Want::Skip;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             self.state.count()?;
+            // (without cleaning, `metadata` is read as any other member: no redaction to decide)
+            let metadata_root =
+                self.state.cleaning.is_some() && !self.in_metadata && key == "metadata";
+            let want = if metadata_root {
+                Want::All
+            } else {
+                self.want.child(&key)
+            };
+            // Keys are compared where a duplicate could change what is relayed or projected:
+            // every key the scan reads; only the keys [`project`] builds or checks (a handful
+            // of names per object, so a duplicate is found among a few).
+            let compared = self.state.cleaning.is_some() || want != Want::Skip;
             let keys = &self.state.keys[base..];
             if compared
                 && (keys.len() >= MAX_KEYS || key.len() > MAX_KEY_BYTES || keys.contains(&key))
@@ -560,14 +607,6 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             if self.want == Want::Result && key == "jsonrpc" {
                 return Err(fallback());
             }
-            // (without cleaning, `metadata` is read as any other member: no redaction to decide)
-            let metadata_root =
-                self.state.cleaning.is_some() && !self.in_metadata && key == "metadata";
-            let want = if metadata_root {
-                Want::All
-            } else {
-                self.want.child(&key)
-            };
             let child = Node {
                 state: &mut *self.state,
                 depth: self.depth + 1,
@@ -596,6 +635,7 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
                 }
             }
             if let (Some(obj), Some(v)) = (built.as_mut(), value) {
+                self.state.build(key.len())?;
                 obj.insert(key.to_string(), v);
             }
             if compared {
@@ -615,6 +655,9 @@ impl<'de> Visitor<'de> for Node<'_, '_, 'de> {
             w if !w.projected() => None,
             _ => Some(built.map_or(Value::Null, Value::Object)),
         };
+        if value.is_some() {
+            self.state.build(0)?;
+        }
         Ok(Out {
             kind: Kind::Object,
             value,

@@ -135,52 +135,59 @@ enum Failed<P> {
     Bad,
     /// The observer refused it.
     Refused(Refused),
-    /// Past the caller's request budgets, with the observer's pending write of what it
-    /// learned of it nonetheless ([`learn_unrelayed`]), to finish before the refusal is.
-    Over(Reason, Option<P>),
+    /// Past the caller's request budgets, with what the observer made of it nonetheless
+    /// ([`learn_unrelayed`]): its pending write, to finish before the refusal is relayed, or
+    /// its own refusal.
+    Over(Reason, Result<Option<P>, Refused>),
 }
 
 impl<P: Future<Output = Result<(), Refused>>> Failed<P> {
-    /// The caller's error, once what was learned of the answer is written.
+    /// The caller's error, once what was learned of the answer is written. What the
+    /// observer refuses in the answer, or its write's failure, is the caller's error (as it
+    /// would have been with room for the answer: the shared state unavailable, another
+    /// caller's task), else the budget's.
     async fn settled(self) -> UpstreamError {
         match self {
             Failed::Bad => UpstreamError::BadResponse,
-            Failed::Refused(r) => UpstreamError::Refused(r),
-            Failed::Over(reason, pending) => {
-                if let Some(pending) = pending {
-                    let _ = pending.await;
-                }
-                UpstreamError::Refused(reason)
-            }
+            Failed::Refused(r) | Failed::Over(_, Err(r)) => UpstreamError::Refused(r),
+            Failed::Over(reason, Ok(pending)) => match pending {
+                Some(pending) => UpstreamError::Refused(pending.await.err().unwrap_or(reason)),
+                None => UpstreamError::Refused(reason),
+            },
         }
     }
 }
 
 /// What the agent did, learned from one of its responses that the caller is not given for
 /// the caller's request budgets: the observer sees the response's projection
-/// ([`answer::project`], which builds no tree and holds nothing of the budgets), so that a
+/// ([`answer::project`]: its ids and states, no tree, at most [`answer::MAX_BUILT_VALUES`]
+/// values and [`answer::MAX_BUILT_BYTES`], not charged to the budgets), so that a
 /// task the agent made for the caller is still the caller's, to find with ListTasks and read
 /// once its budgets have room. What the projection cannot be taken of (an `error`, a
-/// response the scan leaves to the full pass for its shape), or what the observer refuses,
-/// is not learned. Returns the observer's pending write.
+/// response the scan leaves to the full pass for its shape or size) is not learned; what the
+/// observer refuses is not either, and is returned. Returns the observer's pending write.
 fn learn_unrelayed<F, P>(
     text: &[u8],
     id: &Value,
     fast: Option<&RequestPolicy>,
     observe: &mut F,
-) -> Option<P>
+) -> Result<Option<P>, Refused>
 where
     F: FnMut(&mut Value) -> Result<Option<P>, Refused>,
 {
     let max_values = fast.map_or(crate::a2a::json::DEFAULT_MAX_VALUES, |r| r.max_json_values);
-    let (projection, theirs) = answer::project(text, max_values)?;
+    let Some((projection, theirs)) = answer::project(text, max_values) else {
+        return Ok(None);
+    };
     let mut response = serde_json::Map::new();
     response.insert("result".into(), projection);
     if let Some(theirs) = theirs {
         response.insert("id".into(), theirs);
     }
-    let mut v = shape(Value::Object(response), id).ok()?;
-    observe(&mut v).ok().flatten()
+    match shape(Value::Object(response), id) {
+        Ok(mut v) => observe(&mut v),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Reads an agent's whole answer of at most `cap` bytes, its bytes charged to the caller's
@@ -535,9 +542,11 @@ where
                     },
                     Some(Err(_)) => return Err(reason::UPSTREAM_STREAM_BROKEN),
                 };
-                held.resize(decoder.pending())?;
-                // The chunk's events one at a time: a chunk of many small events never
-                // stands as many events at once.
+                // The chunk's events one at a time (a chunk of many small events never
+                // stands as many events at once), each charged with what was fed after it;
+                // what ends no event is charged after them (nothing is awaited before
+                // either): an event that ends in the chunk is learned from even when what
+                // follows it does not fit.
                 let mut any = false;
                 loop {
                     let ev = match decoder.next_event() {

@@ -181,6 +181,9 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         ("too many keys", answer(json!({"task": task(json!({"wide": wide}))})), false, false),
         ("a key of 256 bytes", answer(json!({"task": task(json!({"k".repeat(256): 1}))})), false, true),
         ("a key longer than 256 bytes", answer(json!({"task": task(json!({"k".repeat(257): 1}))})), false, false),
+        ("a duplicate key in a part", br#"{"result":{"task":{"id":"a","contextId":"c","artifacts":[{"artifactId":"x","parts":[{"text":"x","text":"y"}]}]}}}"#.to_vec(), false, false),
+        ("an alias context id in a whole message", answer(json!({"task": task(json!({"history": [{"messageId": "m", "role": "ROLE_USER", "parts": [], "contextId": format!("c-{}", "ab12".repeat(8))}]}))})), false, false),
+        ("a duplicate id in a status", br#"{"result":{"task":{"id":"a","contextId":"c","status":{"state":"TASK_STATE_WORKING","state":"TASK_STATE_FAILED"}}}}"#.to_vec(), false, false),
         ("not an object", br#"[{"result":1}]"#.to_vec(), false, false),
         ("trailing bytes", br#"{"result":1} x"#.to_vec(), false, false),
         ("a lone surrogate", br#"{"result":{"t":"\ud800"}}"#.to_vec(), false, false),
@@ -218,10 +221,12 @@ fn takes_what_needs_no_cleaning_and_falls_back_on_the_rest() {
         "an alias context id",
         "a path, hidden",
         "a task id that is a path, hidden",
-        // ... and keys compared only where it builds or checks an object: not in what it
-        // skips.
+        "an alias context id in a whole message",
+        // ... and only the keys it builds or checks are compared: not the members it skips.
         "a duplicate metadata key",
         "too many keys",
+        "a key longer than 256 bytes",
+        "a duplicate key in a part",
     ];
     for (case, bytes, redact_paths, taken) in rows {
         assert_eq!(compare(&bytes, redact_paths), taken, "{case}");
@@ -320,4 +325,108 @@ fn the_projection_of_an_unrelayed_answer_holds_what_the_registry_reads() {
         .collect();
     let over = answer(json!({"task": task(json!({"metadata": over}))}));
     assert!(project(&over, MAX_VALUES).is_none());
+}
+
+/// What the scan builds (the projection, the response's `id`, a `metadata` object for its
+/// redaction check) is bounded whatever the value bound: past [`MAX_BUILT_VALUES`] values or
+/// [`MAX_BUILT_BYTES`] of strings and keys, the full pass decides (and [`project`] learns
+/// nothing); what it skips is not built.
+#[test]
+fn what_the_scan_builds_is_bounded() {
+    let p = policy();
+    let cleaning = Cleaning {
+        metadata: &p,
+        redact_paths: false,
+        max_values: 1_000_000,
+    };
+    let zeros = |n: usize| vec![0; n];
+    let keys = |n: usize| -> Value { (0..n).map(|i| (format!("k{i}"), json!(1))).collect() };
+    let config = json!({"id": "c", "taskId": "t", "url": "https://h/x"});
+    let big = |n: usize| "x".repeat(n);
+    let at = MAX_BUILT_BYTES - 1024;
+    // (case, answer, taken by the scan, projected)
+    let rows: Vec<(&str, Vec<u8>, bool, bool)> = vec![
+        (
+            "an id of many values",
+            json!({"id": zeros(MAX_BUILT_VALUES), "result": {}})
+                .to_string()
+                .into_bytes(),
+            false,
+            false,
+        ),
+        (
+            "an id of a few values",
+            json!({"id": zeros(8), "result": {}})
+                .to_string()
+                .into_bytes(),
+            true,
+            true,
+        ),
+        (
+            "a long string id",
+            json!({"id": big(MAX_BUILT_BYTES + 1), "result": {}})
+                .to_string()
+                .into_bytes(),
+            false,
+            false,
+        ),
+        (
+            "metadata of many values",
+            answer(json!({"task": task(json!({"metadata": {"a": zeros(MAX_BUILT_VALUES)}}))})),
+            false,
+            true,
+        ),
+        (
+            "metadata of a few members",
+            answer(json!({"task": task(json!({"metadata": keys(50)}))})),
+            true,
+            true,
+        ),
+        (
+            "a metadata string within the bytes",
+            answer(json!({"task": task(json!({"metadata": {"note": big(at)}}))})),
+            true,
+            true,
+        ),
+        (
+            "a metadata string past the bytes",
+            answer(json!({"task": task(json!({"metadata": {"note": big(MAX_BUILT_BYTES)}}))})),
+            false,
+            true,
+        ),
+        (
+            "a task id past the bytes",
+            answer(json!({"task": task(json!({"id": big(MAX_BUILT_BYTES)}))})),
+            false,
+            false,
+        ),
+        (
+            "a large text, skipped",
+            answer(
+                json!({"task": task(json!({"artifacts": [{"artifactId": "a", "parts": [{"text": big(4 * MAX_BUILT_BYTES)}]}]}))}),
+            ),
+            true,
+            true,
+        ),
+        (
+            "many configs",
+            answer(json!({"configs": vec![config.clone(); MAX_BUILT_VALUES / 4]})),
+            false,
+            false,
+        ),
+        (
+            "a few configs",
+            answer(json!({"configs": vec![config; 16]})),
+            true,
+            true,
+        ),
+    ];
+    for (case, bytes, taken, projected) in rows {
+        assert_eq!(scan(&bytes, cleaning).is_some(), taken, "{case}");
+        assert_eq!(
+            project(&bytes, 1_000_000).is_some(),
+            projected,
+            "projected: {case}"
+        );
+    }
 }
