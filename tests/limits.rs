@@ -1461,6 +1461,16 @@ fn budgets(total: usize) -> String {
     format!("[a2a]\nmax_body_bytes = 100000\nmax_json_values = 1024\n[limits]\nlist_tasks_page_bytes = 100000\nrequest_bytes_per_principal = 420000\nrequest_bytes = {total}\nrequests_per_second = 1000\nburst = 1000\nmin_body_bytes_per_second = 0\nbody_read_timeout_ms = 30000\n")
 }
 
+/// A proxy with the admin listener (its metrics), the other principal, and [`budgets`] with
+/// everyone's 2 MB.
+fn budgeted() -> ProxyOpts {
+    ProxyOpts {
+        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+        extra_policy: format!("{OTHER}{}", budgets(2_000_000)),
+        ..Default::default()
+    }
+}
+
 /// Alice's task that could never fit beside a ListTasks request padded to 99 KB (reckoned
 /// 198 KB, leaving 222 KB of her 420 KB; the task, about 40 KB read and 965 values: 265 KB),
 /// and that request, listing its context.
@@ -1684,12 +1694,7 @@ async fn request_bytes_are_bounded_per_principal_and_in_all() {
 #[tokio::test]
 async fn list_tasks_pages_are_charged_to_the_callers_request_bytes() {
     // One request or listed task at these bounds: 2 x 100,000 + 192 x 1,024 = 396,608.
-    let p = Proxy::start(ProxyOpts {
-        extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-        extra_policy: format!("{OTHER}{}", budgets(2_000_000)),
-        ..Default::default()
-    })
-    .await;
+    let p = Proxy::start(budgeted()).await;
     let alice = "Bearer test-token-0123456789";
     let mut c = p.client(Proto::H2).await;
     // Alice's three tasks of about 960 values each (a data part of 900 zeros): about 2.9 KB
@@ -1911,15 +1916,7 @@ async fn a_streams_events_are_charged_to_the_callers_request_bytes() {
         vec![0; 950]
     );
     let raw: &'static str = Box::leak(raw.into_boxed_str());
-    let (_up, p) = Proxy::with_recorder(
-        Reply::RawStream(raw),
-        ProxyOpts {
-            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: budgets(2_000_000),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (_up, p) = Proxy::with_recorder(Reply::RawStream(raw), budgeted()).await;
     let alice = "Bearer test-token-0123456789";
     let message = |n: usize| {
         serde_json::json!({"message": {"messageId": format!("m-{n}"), "role": "ROLE_USER",
@@ -1969,8 +1966,7 @@ async fn an_agent_paths_answer_is_charged_to_the_callers_request_bytes() {
         ProxyOpts {
             extra_server:
                 "admin_listen = \"127.0.0.1:0\"\nagent_paths = [\"/iac-code/readiness\"]\n".into(),
-            extra_policy: budgets(2_000_000),
-            ..Default::default()
+            ..budgeted()
         },
     )
     .await;
@@ -2030,15 +2026,7 @@ async fn a_task_that_never_fits_is_a_summary_whichever_budget_is_short() {
 /// is given back. A card past the bound is not read further.
 #[tokio::test]
 async fn the_extended_cards_copy_is_charged_to_the_callers_request_bytes() {
-    let (up, p) = Proxy::with_recorder(
-        Reply::Echo,
-        ProxyOpts {
-            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: budgets(2_000_000),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (up, p) = Proxy::with_recorder(Reply::Echo, budgeted()).await;
     {
         let mut card = up.card.lock().unwrap();
         card["description"] = serde_json::json!("d".repeat(150_000));
@@ -2335,10 +2323,10 @@ async fn a_task_its_busy_caller_cannot_be_given_is_still_its_own() {
             false => String::new(),
             true => format!("[state]\nbackend = \"redis\"\nredis_url = \"{}\"\nkey_prefix = \"b{n}:\"\ntimeout_ms = 1000\npage_token_secret_env = \"A2A_EDGE_TEST_BUSY_SECRET\"\n", redis.url()),
         };
-        let opts = || ProxyOpts {
-            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: format!("{OTHER}{}{state}", budgets(2_000_000)),
-            ..Default::default()
+        let opts = || {
+            let mut o = budgeted();
+            o.extra_policy.push_str(&state);
+            o
         };
         let (up, p) = Proxy::with_recorder(reply.clone(), opts()).await;
         let other = match shared {
@@ -2426,15 +2414,7 @@ async fn an_unrelayed_answer_naming_another_callers_task_says_so() {
             .replace("VALUES", &vec!["0"; 950].join(","))
             .into_boxed_str(),
     );
-    let (up, p) = Proxy::with_recorder(
-        Reply::Task(task),
-        ProxyOpts {
-            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: format!("{OTHER}{}", budgets(2_000_000)),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (up, p) = Proxy::with_recorder(Reply::Task(task), budgeted()).await;
     let alice = "Bearer test-token-0123456789";
     let mut c = p.client(Proto::H2).await;
     let message = |n: &str| serde_json::json!({"message": {"messageId": n, "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
