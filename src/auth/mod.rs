@@ -126,6 +126,16 @@ const fn reject(reason: Reason) -> AuthRejection {
     AuthRejection { reason }
 }
 
+impl AuthRejection {
+    /// The credential could not be checked (`auth.overloaded`: no Basic password check slot
+    /// free in time; `auth.internal`: the check's worker failed): no guess was made, so the
+    /// failure throttle does not count it, and the caller is told to come back (503), not
+    /// that its credential is wrong.
+    pub fn unchecked(&self) -> bool {
+        self.reason == reason::AUTH_OVERLOADED || self.reason == reason::AUTH_INTERNAL
+    }
+}
+
 /// The principal behind a request, and what else the request presented that failed.
 #[derive(Debug, Clone)]
 pub struct Authenticated {
@@ -396,7 +406,9 @@ impl Authenticator {
                 Ok(p) => return Ok((p, None)),
                 Err(e) => {
                     refusal.get_or_insert(e);
-                    failed = Some(e);
+                    if !e.unchecked() {
+                        failed = Some(e);
+                    }
                 }
             },
         }
@@ -462,6 +474,16 @@ impl Authenticator {
             .unwrap_or(Err(reject(reason::AUTH_INTERNAL)));
         }
         Err(reject(reason::AUTH_UNSUPPORTED_SCHEME))
+    }
+
+    /// Holds every Basic password check slot (tests: the checks a request waits for).
+    #[cfg(test)]
+    pub(crate) async fn hold_password_checks(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let all = MAX_CONCURRENT_PASSWORD_CHECKS as u32;
+        match self.basic_permits.clone().acquire_many_owned(all).await {
+            Ok(p) => p,
+            Err(_) => panic!("the password check slots are closed"),
+        }
     }
 
     /// What a stream keeps to be proven again at a reload ([`Authenticator::proves_again`]):
@@ -574,11 +596,7 @@ impl Authenticator {
                         Err(_) => ProvesAgain::No,
                     }
                 }
-                Err(r)
-                    if r.reason == reason::AUTH_OVERLOADED || r.reason == reason::AUTH_INTERNAL =>
-                {
-                    ProvesAgain::Unsure
-                }
+                Err(r) if r.unchecked() => ProvesAgain::Unsure,
                 Err(_) => ProvesAgain::No,
             },
         }

@@ -172,6 +172,31 @@ async fn credential_table() {
     }
 }
 
+/// A Basic credential that could not be checked (every password check slot busy for the
+/// whole wait) is `auth.overloaded`, and no failure: beside a valid API key the caller is in
+/// with nothing failed (a wrong password there is one).
+#[tokio::test(start_paused = true)]
+async fn a_password_never_checked_is_not_a_failed_credential() {
+    let a = Authenticator::new(&policy(false), None).await.unwrap();
+    let good_basic = basic("alice:s3cret:x");
+    let wrong_basic = basic("alice:nope");
+    let busy = a.hold_password_checks().await;
+    let alone = headers(&[("authorization", &good_basic)]);
+    let r = a.authenticate(&alone, ConnCredentials::default()).await;
+    let r = r.unwrap_err();
+    assert_eq!(r.reason, "auth.overloaded");
+    assert!(r.unchecked());
+    let beside = headers(&[("authorization", &good_basic), ("x-my-key", b"key-abc")]);
+    let ok = a.authenticate(&beside, ConnCredentials::default()).await;
+    let ok = ok.unwrap();
+    assert_eq!((ok.principal.name.as_str(), ok.failed), ("robot", None));
+    drop(busy);
+    let wrong = headers(&[("authorization", &wrong_basic), ("x-my-key", b"key-abc")]);
+    let ok = a.authenticate(&wrong, ConnCredentials::default()).await;
+    let failed = ok.unwrap().failed.map(|f| <&str>::from(f.reason));
+    assert_eq!(failed, Some("auth.invalid"));
+}
+
 #[tokio::test]
 async fn client_certificates_and_anonymous() {
     let a = Authenticator::new(&policy(true), None).await.unwrap();

@@ -857,23 +857,17 @@ impl Gate {
         let Some(workspace) = workspace else {
             return true;
         };
-        // The caller's roots as a request would resolve them now (off the reactor: they may
-        // touch the filesystem), against the path a request would compare: where the
-        // filesystem is checked, the workspace's real path now (symlinks changed since, or
-        // a policy that did not check the filesystem at admission), else the lexical one.
+        // The caller's roots now, and where the workspace is now (off the reactor: it may
+        // touch the filesystem), as a request's would be resolved (nothing outside the roots
+        // looked up, within the walk's budget).
         let allowed = at.requests.workspace.clone();
-        let (logical, real) = (workspace.logical.clone(), workspace.real.clone());
+        let workspace = workspace.clone();
         tokio::task::spawn_blocking(move || {
-            let path = if allowed.check_filesystem {
-                std::fs::canonicalize(&logical).unwrap_or(real)
-            } else {
-                logical
-            };
             let roots = match &grant {
                 Some(g) => g.workspace(&allowed),
                 None => allowed,
             };
-            roots.contains(&path)
+            workspace.still_within(&roots)
         })
         .await
         // (the check panicked: fail closed)
@@ -1002,6 +996,14 @@ impl Gate {
         };
         let (found, failed) = match self.auth.authenticate(headers, creds).await {
             Ok(a) => (Ok(a.principal), a.failed),
+            // No check ran (the password checks are all busy): nothing was guessed.
+            Err(r) if r.unchecked() => {
+                let busy = Rejection::Overloaded {
+                    reason: r.reason,
+                    retry_after_secs: 1,
+                };
+                (Err(busy), None)
+            }
             Err(r) => (Err(self.unauthorized(r.reason)), Some(r)),
         };
         // Every failed credential is counted, also one beside a credential that succeeded

@@ -469,3 +469,54 @@ async fn a_request_on_a_closing_connection_is_refused_and_counted() {
     );
     assert!(agent.seen.lock().unwrap().is_empty());
 }
+
+/// A Basic caller whose password could not be checked (every check slot busy for the whole
+/// wait) is told to come back (503 `auth.overloaded` with `Retry-After`), not that its
+/// password is wrong (401), and no failure is counted against its address: past the failure
+/// burst (10) it is served once a slot is free, where a wrong password is throttled.
+#[tokio::test(start_paused = true)]
+async fn a_password_never_checked_is_no_failure() {
+    use base64::Engine as _;
+    let home = std::env::var("HOME").expect("HOME is set");
+    let text = format!(
+        "{}[[auth.basic]]\nusername = \"alice\"\npassword_env = \"HOME\"\n",
+        policy_text()
+    );
+    let (gate, agent) = gate_with(&text).await;
+    let basic = |password: &str| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("alice:{password}"));
+        format!("Basic {b64}")
+    };
+    let send = |authorization: String| {
+        let body = send_message("hi");
+        let req = Request::post("/")
+            .version(http::Version::HTTP_2)
+            .header("authorization", authorization)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(Full::new(Bytes::from(body)))
+            .expect("a request");
+        gate.handle(conn(), req)
+    };
+    let busy = gate.auth.hold_password_checks().await;
+    for _ in 0..12 {
+        let resp = send(basic(&home)).await;
+        let status = resp.status();
+        let retry = resp.headers().get(http::header::RETRY_AFTER).cloned();
+        let (_, v) = answer(resp).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+        assert_eq!(v["reason"], "auth.overloaded", "{v}");
+        assert!(retry.is_some(), "no Retry-After");
+    }
+    drop(busy);
+    let (status, v) = answer(send(basic(&home)).await).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(agent.seen.lock().unwrap().len(), 1);
+    // (wrong passwords, checked, are failures: the burst runs out)
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        statuses.push(send(basic("wrong")).await.status());
+    }
+    assert_eq!(statuses[0], StatusCode::UNAUTHORIZED);
+    assert_eq!(statuses[11], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
+}

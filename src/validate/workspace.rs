@@ -157,6 +157,14 @@ impl WorkspacePolicy {
     pub fn contains(&self, path: &Path) -> bool {
         within_any(path, &self.roots)
     }
+
+    /// What a request's paths may be resolved through: the roots, what is in them, and the
+    /// directories above them on the way down (nothing outside them is looked up).
+    fn area(&self, c: &Path) -> bool {
+        self.roots
+            .iter()
+            .any(|r| c.starts_with(r) || r.starts_with(c))
+    }
 }
 
 fn roots_from_env(value: Option<&OsStr>, cwd: Option<PathBuf>, temp: PathBuf) -> Vec<PathBuf> {
@@ -189,6 +197,23 @@ impl Workspace {
     /// came from a JSON string, so it is UTF-8 and the conversion is lossless.
     pub fn forward_cwd(&self) -> String {
         self.logical.to_string_lossy().into_owned()
+    }
+
+    /// Whether this workspace, admitted earlier, is within `roots` now (a reload's check of
+    /// a running stream): with the filesystem checked, its path resolved again as a
+    /// request's is ([`resolve_cwd`]: looking up nothing outside the roots, within the walk's
+    /// budget), or, when it is missing now under one of the roots, where it was at admission;
+    /// a path that now leads outside them through a symlink, or cannot be resolved, is not.
+    /// Without the filesystem, its lexical path.
+    pub fn still_within(&self, roots: &WorkspacePolicy) -> bool {
+        if !roots.check_filesystem {
+            return roots.contains(&self.logical);
+        }
+        match resolve_within(&self.logical, &|c| roots.area(c)) {
+            Resolved::Real(real) => roots.contains(&real),
+            missing if missing.missing_within(|a| roots.contains(a)) => roots.contains(&self.real),
+            _ => false,
+        }
     }
 }
 
@@ -262,13 +287,7 @@ pub fn resolve_cwd(value: &Value, policy: &WorkspacePolicy) -> Result<Workspace,
     }
     // Nothing outside the roots is looked up (only the roots, what is in them, and the
     // directories above them on the way down).
-    let area = |c: &Path| {
-        policy
-            .roots
-            .iter()
-            .any(|r| c.starts_with(r) || r.starts_with(c))
-    };
-    let real = match resolve_within(&logical, &area) {
+    let real = match resolve_within(&logical, &|c| policy.area(c)) {
         Resolved::Real(real) => real,
         // No existence oracle outside the roots: "missing" only under an ancestor inside one.
         unresolved => {

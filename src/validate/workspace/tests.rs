@@ -638,3 +638,49 @@ fn resolve_work_is_bounded() {
         }
     );
 }
+
+/// A workspace admitted earlier is within the roots at a reload only as a request's would be
+/// now: resolved again without looking outside the roots (a symlink put in its place that
+/// leads outside is not, whether or not its target exists: no existence oracle), where it
+/// was when it is missing now under a root, never outside roots that changed.
+#[test]
+fn a_workspace_is_still_within_the_roots_as_a_request_would_be() {
+    let dir = TestDir::new("still");
+    let ws = dir.mkdir("ws");
+    dir.mkdir("ws/p");
+    dir.mkdir("ws/r");
+    dir.mkdir("outside/q");
+    let policy = WorkspacePolicy::new(vec![ws.clone()], true).unwrap();
+    let cwd = Value::from(dir.join("ws/p").to_str().unwrap());
+    let admitted = resolve_cwd(&cwd, &policy).unwrap();
+    let elsewhere = WorkspacePolicy::new(vec![dir.join("outside")], true).unwrap();
+    let lexical = WorkspacePolicy::new(vec![ws.clone()], false).unwrap();
+    assert!(admitted.still_within(&policy), "unchanged");
+    assert!(!admitted.still_within(&elsewhere), "the roots changed");
+    assert!(admitted.still_within(&lexical), "lexically");
+    // (what is put in its place, whether it is within the roots then)
+    let rows: [(&str, Option<PathBuf>, bool); 4] = [
+        ("missing now", None, true),
+        (
+            "a link to a place outside",
+            Some(dir.join("outside/q")),
+            false,
+        ),
+        (
+            "a link to nothing outside",
+            Some(dir.join("outside/none")),
+            false,
+        ),
+        ("a link to a place inside", Some(dir.join("ws/r")), true),
+    ];
+    std::fs::remove_dir(dir.join("ws/p")).unwrap();
+    for (case, link, within) in rows {
+        if let Some(target) = &link {
+            dir.symlink(target, "ws/p");
+        }
+        assert_eq!(admitted.still_within(&policy), within, "{case}");
+        if link.is_some() {
+            std::fs::remove_file(dir.join("ws/p")).unwrap();
+        }
+    }
+}
