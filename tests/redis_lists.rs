@@ -1089,9 +1089,16 @@ async fn a_turn_counts_again_a_context_without_tasks_that_lost_its_entry() {
 
 /// A context whose tasks expire while its turns keep it (messages answered without a task)
 /// stays counted by the cap: the owner's next answer takes the expired task out and gives
-/// the context an entry of its own, due when the context's key expires.
+/// the context an entry of its own, due when the context's key expires; also when a listing
+/// of the context took the expired task out of it first.
 #[tokio::test]
 async fn a_context_its_turns_keep_after_its_tasks_expire_stays_counted() {
+    for listed in [false, true] {
+        a_context_kept_after_its_tasks_expire(listed).await;
+    }
+}
+
+async fn a_context_kept_after_its_tasks_expire(listed: bool) {
     let redis = RedisServer::start();
     let o = owners_with(&redis, Duration::from_millis(2000), 16);
     learn(&o, "alice", "c-kept", "x-1", STATES[0], 1).await;
@@ -1104,6 +1111,11 @@ async fn a_context_its_turns_keep_after_its_tasks_expire_stays_counted() {
     // (past the task's retention, not the context's: 800 ms to spare)
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(!exists(&redis, "t:x-1") && exists(&redis, "c:c-kept"));
+    if listed {
+        let page = o.list("alice", "c-kept", "", 0, None, 10).await.unwrap();
+        assert!(page.rows.is_empty(), "{listed}");
+        assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-kept n")), "0");
+    }
     learn(&o, "alice", "c-other", "x-2", STATES[0], 2).await;
     let le = format!("{PREFIX}le:5:alice");
     let members = redis.command(&format!("ZRANGE {le} 0 -1"));
@@ -1115,7 +1127,8 @@ async fn a_context_its_turns_keep_after_its_tasks_expire_stays_counted() {
             "0:6:c-kept",
             "3:x-07:c-otherTASK_STATE_WORKING",
             "3:x-27:c-otherTASK_STATE_WORKING"
-        ]
+        ],
+        "{listed}"
     );
     assert_eq!(redis.command(&format!("HGET {PREFIX}c:c-kept n")), "0");
 }

@@ -206,12 +206,14 @@ local function reap(p, who, now, emptied)
           redis.call('ZREM', p .. 'ls:' .. owner .. ':' .. mst, id)
         end
         if redis.call('HGET', ck, 'o') == who then
-          local lc = p .. 'lc:' .. mctx
-          local empty = redis.call('ZREM', lc, id) == 1 and redis.call('EXISTS', lc) == 0
+          redis.call('ZREM', p .. 'lc:' .. mctx, id)
           redis.call('ZREM', p .. 'lcs:' .. #mctx .. ':' .. mctx .. ':' .. mst, id)
           if redis.call('HDEL', ck, 't:' .. id) == 1 and redis.call('HEXISTS', ck, 'n') == 1 then
-            empty = redis.call('HINCRBY', ck, 'n', -1) == 0
+            redis.call('HINCRBY', ck, 'n', -1)
           end
+          -- Left without tasks, by this removal or a listing's before it (a listing takes
+          -- expired ids out of the context it lists, with no entry for the context).
+          local empty = bare(p, who, ck, mctx)
           if empty and emptied then emptied[#emptied + 1] = mctx
           elseif empty then due_again(le, ck, now, bare_member(mctx)) end
         end
