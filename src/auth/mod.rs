@@ -417,9 +417,12 @@ impl Authenticator {
             match api.authenticate(headers) {
                 None => {}
                 Some(Ok(p)) => return Ok((p, failed)),
-                Some(Err(e)) => {
-                    refusal.get_or_insert(e);
-                }
+                // A wrong key was checked: a failure, even beside a password that could not
+                // be (else a busy password check would hide unthrottled key guesses).
+                Some(Err(e)) => match refusal {
+                    Some(r) if !r.unchecked() => {}
+                    _ => refusal = Some(e),
+                },
             }
         }
 

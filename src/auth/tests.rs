@@ -174,7 +174,8 @@ async fn credential_table() {
 
 /// A Basic credential that could not be checked (every password check slot busy for the
 /// whole wait) is `auth.overloaded`, and no failure: beside a valid API key the caller is in
-/// with nothing failed (a wrong password there is one).
+/// with nothing failed; beside a wrong key, the key's refusal counts (a wrong password beside
+/// a valid key is a failure too).
 #[tokio::test(start_paused = true)]
 async fn a_password_never_checked_is_not_a_failed_credential() {
     let a = Authenticator::new(&policy(false), None).await.unwrap();
@@ -190,6 +191,12 @@ async fn a_password_never_checked_is_not_a_failed_credential() {
     let ok = a.authenticate(&beside, ConnCredentials::default()).await;
     let ok = ok.unwrap();
     assert_eq!((ok.principal.name.as_str(), ok.failed), ("robot", None));
+    // ... but a wrong key beside it was checked: a failed credential.
+    let guess = headers(&[("authorization", &good_basic), ("x-my-key", b"key-guess")]);
+    let r = a.authenticate(&guess, ConnCredentials::default()).await;
+    let r = r.unwrap_err();
+    assert_eq!(r.reason, "auth.invalid");
+    assert!(!r.unchecked());
     drop(busy);
     let wrong = headers(&[("authorization", &wrong_basic), ("x-my-key", b"key-abc")]);
     let ok = a.authenticate(&wrong, ConnCredentials::default()).await;
