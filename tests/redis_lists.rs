@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_edge::state::redis::{RedisConfig, RedisStore};
-use a2a_edge::state::shared::{News, SharedOwners, TurnVerdict, SMALL_CONTEXT};
+use a2a_edge::state::shared::{
+    News, SharedOwners, TurnVerdict, SMALL_CONTEXT, TOMBSTONES_PER_ENTRY,
+};
 use common::RedisServer;
 
 const PREFIX: &str = "l:";
@@ -1320,4 +1322,96 @@ async fn a_released_lease_is_taken_again_only_where_no_other_task_runs() {
         let held = redis.command("HEXISTS l:bf:C new") == ":1";
         assert_eq!(held, follower, "row {n}: {what}");
     }
+}
+
+/// An id the per-owner cap took out stays its owner's for as long as its key would have
+/// lived (every replica's cache may hold it as the owner's until then): another owner's
+/// answer naming the task or its context is refused ('foreign'), its owner's takes it up
+/// again; the marks an owner leaves are bounded (as many as the cap and 31 more, the oldest
+/// go).
+#[tokio::test]
+async fn what_the_cap_takes_out_stays_its_owners() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_secs(60), 2);
+    for i in 1..=3 {
+        learn(
+            &o,
+            "alice",
+            &format!("c-{i}"),
+            &format!("x-{i}"),
+            STATES[0],
+            i,
+        )
+        .await;
+    }
+    assert!(!exists(&redis, "t:x-1") && !exists(&redis, "c:c-1"));
+    assert!(exists(&redis, "xt:x-1") && exists(&redis, "xc:c-1"));
+    let ttl = int(&redis, &format!("PTTL {PREFIX}xt:x-1"));
+    assert!(ttl > 50_000 && ttl <= 60_000, "a retention: {ttl}");
+    for (ctx, task) in [("c-bob", "x-1"), ("c-1", "x-bob")] {
+        let n = news(ctx, task, STATES[0], 4);
+        let learned = o.learn("bob", "agent", &n, None, None, None).await;
+        assert!(!learned.unwrap(), "bob took up {ctx} {task}");
+    }
+    assert!(!exists(&redis, "t:x-bob") && !exists(&redis, "c:c-bob"));
+    learn(&o, "alice", "c-1", "x-1", STATES[0], 5).await;
+    // (each new task takes out a task and its context: two marks)
+    for i in 10..60 {
+        let (ctx, task) = (format!("c-{i}"), format!("x-{i}"));
+        learn(&o, "alice", &ctx, &task, STATES[0], i).await;
+    }
+    let marks = int(&redis, &format!("ZCARD {PREFIX}lx:5:alice"));
+    let most = 2 * TOMBSTONES_PER_ENTRY + 31;
+    assert!(
+        (2..=most).contains(&marks),
+        "at most the cap's number and 31: {marks}"
+    );
+    let keys = redis.command(&format!("KEYS {PREFIX}x*"));
+    assert_eq!(keys.lines().count() as u64, marks, "{keys}");
+    // The newest are kept.
+    assert!(exists(&redis, "xt:x-57") && !exists(&redis, "xt:x-2"));
+}
+
+/// A large context (its tasks in a sorted set, without a count) left without tasks while its
+/// turns keep it gets an entry of its own in the owner's expiry index; a new task in it
+/// takes that entry out, as in a small one (before, the cap counted such a context twice
+/// until the entry came due).
+#[tokio::test]
+async fn a_large_context_emptied_and_used_again_is_counted_once() {
+    let redis = RedisServer::start();
+    let o = owners_with(&redis, Duration::from_millis(2000), 1000);
+    let n = SMALL_CONTEXT as u64 + 1;
+    for i in 0..n {
+        learn(&o, "alice", "c-big", &format!("x-{i}"), STATES[0], i + 1).await;
+    }
+    assert!(exists(&redis, "lc:c-big"));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let v = o.turn("c-big", "alice", None, None, "tok", None, Some("agent"));
+    assert_eq!(v.await.unwrap(), TurnVerdict::Leased(Some("agent".into())));
+    assert!(o.release("c-big", "tok").await.unwrap());
+    // (past the tasks' retention, not the context's: 800 ms to spare)
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(!exists(&redis, "t:x-0") && exists(&redis, "c:c-big"));
+    // Each answer takes out up to 4 expired tasks.
+    for i in 0..n / 4 + 2 {
+        learn(
+            &o,
+            "alice",
+            "c-other",
+            &format!("y-{i}"),
+            STATES[0],
+            100 + i,
+        )
+        .await;
+    }
+    let le = format!("{PREFIX}le:5:alice");
+    let members = || redis.command(&format!("ZRANGE {le} 0 -1"));
+    assert!(!exists(&redis, "lc:c-big"), "{}", members());
+    assert!(members().lines().any(|m| m == "0:5:c-big"), "{}", members());
+    learn(&o, "alice", "c-big", "x-new", STATES[0], 500).await;
+    assert!(
+        !members().lines().any(|m| m == "0:5:c-big"),
+        "{}",
+        members()
+    );
 }

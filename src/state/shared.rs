@@ -15,6 +15,8 @@
 //! | `lc:{context}` | zset | a context's tasks, once it has more than [`SMALL_CONTEXT`] |
 //! | `lcs:{n}:{context}:{state}` | zset | the same, per state (`n`: the context id's length) |
 //! | `le:{n}:{owner}` | zset | the owner's tasks by when their keys expire (ms, Redis's clock); a member is `{len}:{task}{len}:{context}{state}`; and its contexts without tasks, `0:{len}:{context}` |
+//! | `xt:{task}`, `xc:{context}` | string, PX retention | the owner of a task or context the per-owner cap took out ([`TOMBSTONES_PER_ENTRY`]) |
+//! | `lx:{n}:{owner}` | zset | the owner's `xt:`/`xc:` keys, oldest first, at most [`TOMBSTONES_PER_ENTRY`] × the cap (and 31 more) |
 //!
 //! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
 //! finished task's owner is remembered that long, then forgotten with its ids: an id is
@@ -38,6 +40,14 @@
 //! with the last of its tasks so taken out, or stays as an entry of its own while a turn
 //! holds it (written now), so contexts are bounded with the tasks (before 2026-12-07 every
 //! evicted task's context, and every context without tasks, stayed for the retention).
+//! What the cap takes out leaves its owner behind (`xt:`, `xc:`) for a retention, so that
+//! another owner's answer naming that id is refused ('foreign'), as while the key lived:
+//! every replica's cache may still hold the id as its owner's until the key would have
+//! expired (as the memory registry remembers the owners of the ids it evicts). At most
+//! [`TOMBSTONES_PER_ENTRY`] × the cap of them per owner (and 31 more: trimmed 32 at a
+//! time; twice that while marks outlive their list, whose life is renewed when it is trimmed);
+//! past that the oldest go. Their cost: one `MGET` in every LEARN that brings a new task or
+//! context, and 3–4 commands more per id the cap takes out.
 //! Every turn, and every answer that names a context and no task, renews `le` with the
 //! context it keeps, so an owner idle for a whole retention but for turns on contexts it has
 //! (no new task, no new context) keeps them counted (before 2026-12-07 `le` then expired
@@ -88,6 +98,13 @@ pub const REAP_PER_LEARN: usize = 4;
 /// `state.max_tasks_per_owner` (each new one adds one, and [`REAP_PER_LEARN`] bounds what
 /// the same script reaps).
 pub const EVICT_PER_LEARN: usize = 4;
+
+/// How many owners of ids the cap took out (`xt:`, `xc:`) are kept per entry an owner may
+/// have (`state.max_tasks_per_owner`), as the memory registry's forgotten owners (which
+/// keeps 4 per entry in 16 bytes each; a Redis key and its `lx:` entry take about 150, so
+/// one here: about 15 % more than the entries themselves). The scripts' `take_out` keeps
+/// `cap` of them, and up to 31 more (it trims 32 at a time).
+pub const TOMBSTONES_PER_ENTRY: u64 = 1;
 
 /// Lua shared by LEARN and LIST: `entry` reads a small context's task field (`t:{task}` =
 /// `{ts} {state}`); `promote` moves those tasks from its hash to its sorted sets, and drops
@@ -236,13 +253,33 @@ end
 macro_rules! evict_lua {
     () => {
         r#"
+-- Deletes `key` of the owner's, which the cap takes out, leaving its owner in `mark` for a
+-- retention (another owner's answer naming the id is refused until then); at most `cap`
+-- marks per owner (trimmed 32 at a time past it), the oldest go.
+local function take_out(p, who, now, ret, cap, key, mark)
+  redis.call('DEL', key)
+  redis.call('SET', mark, who, 'PX', ret)
+  local lx = p .. 'lx:' .. #who .. ':' .. who
+  redis.call('ZADD', lx, now, mark)
+  local n = redis.call('ZCARD', lx)
+  -- (the list's own life is renewed when it is made and trimmed: it may expire before the
+  -- last marks, which then go by their own expiry, uncounted: at most twice the bound)
+  if n == 1 then redis.call('PEXPIRE', lx, ret) end
+  local over = n - cap
+  if over >= 32 then
+    local old = redis.call('ZRANGE', lx, 0, over - 1)
+    redis.call('DEL', unpack(old))
+    redis.call('ZREMRANGEBYRANK', lx, 0, over - 1)
+    redis.call('PEXPIRE', lx, ret)
+  end
+end
 -- Deletes the owner's context `ctx` when it has no tasks left; true when a turn holds it
 -- (then it stays).
-local function context_gone(p, who, ctx)
+local function context_gone(p, who, now, ret, cap, ctx)
   local ck = p .. 'c:' .. ctx
   if not bare(p, who, ck, ctx) then return false end
   if redis.call('EXISTS', p .. 'b:' .. ctx, p .. 'bf:' .. ctx) > 0 then return true end
-  redis.call('DEL', ck)
+  take_out(p, who, now, ret, cap, ck, p .. 'xc:' .. ctx)
   return false
 end
 local function evict(p, who, now, ret, cap, task, ctx)
@@ -256,7 +293,7 @@ local function evict(p, who, now, ret, cap, task, ctx)
       -- A context without tasks goes (its entry with `reap`), unless a turn holds it: then
       -- it counts as written now, behind the others.
       if mctx ~= ctx then
-        local held = context_gone(p, who, mctx)
+        local held = context_gone(p, who, now, ret, cap, mctx)
         redis.call('ZADD', le, held and now + ret or 0, m)
       end
     elseif id ~= task then
@@ -264,7 +301,7 @@ local function evict(p, who, now, ret, cap, task, ctx)
       -- since): `reap` takes the entry out either way.
       local cur = redis.call('HMGET', p .. 't:' .. id, 'o', 'c')
       if cur[1] == who and cur[2] == mctx then
-        redis.call('DEL', p .. 't:' .. id)
+        take_out(p, who, now, ret, cap, p .. 't:' .. id, p .. 'xt:' .. id)
         evicted[mctx] = true
       end
       redis.call('ZADD', le, 0, m)
@@ -278,7 +315,7 @@ local function evict(p, who, now, ret, cap, task, ctx)
   for _, c in ipairs(emptied) do
     if c ~= ctx then
       if not evicted[c] then due_again(le, p .. 'c:' .. c, now, bare_member(c))
-      elseif context_gone(p, who, c) then redis.call('ZADD', le, now + ret, bare_member(c)) end
+      elseif context_gone(p, who, now, ret, cap, c) then redis.call('ZADD', le, now + ret, bare_member(c)) end
     end
   end
   return true
@@ -482,6 +519,16 @@ if task ~= '' then
   t = redis.call('HMGET', tk, 'o', 'c', 's', 'ts')
   if t[1] and (t[1] ~= who or t[2] ~= ctx) then return 'foreign' end
 end
+-- An id the cap took out of another owner's is that owner's while its key would have
+-- lived (one read for both ids, only for what is new).
+local marks = {}
+if not c[1] and ctx ~= '' then marks[#marks + 1] = p .. 'xc:' .. ctx end
+if task ~= '' and not t[1] then marks[#marks + 1] = p .. 'xt:' .. task end
+if #marks > 0 then
+  for _, was in ipairs(redis.call('MGET', unpack(marks))) do
+    if was and was ~= who then return 'foreign' end
+  end
+end
 -- What the context lacks, in one write: its owner, its agent, the workspace it is bound to;
 -- and while it is small (a new context is), its task count and the task.
 local set = {}
@@ -504,8 +551,11 @@ if task ~= '' then
   local ts = ARGV[7] ~= '' and ARGV[7] or (t[4] or '0')
   local owner = #who .. ':' .. who
   local lt = p .. 'lt:' .. owner
-  -- The context's entry as one without tasks gives way to its task's.
-  if c[4] == '0' then redis.call('ZREM', p .. 'le:' .. owner, bare_member(ctx)) end
+  -- The context's entry as one without tasks gives way to its task's (a large context
+  -- keeps no count: one whose tasks a listing and `reap` took out has such an entry too).
+  if c[4] == '0' or (not small and not t[1]) then
+    redis.call('ZREM', p .. 'le:' .. owner, bare_member(ctx))
+  end
   if not t[1] then
     -- Past the owner's cap, its least recently written go: an owner's share of Redis is
     -- bounded. (What went may include tasks of this context: its count is read again.)
