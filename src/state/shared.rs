@@ -15,8 +15,8 @@
 //! | `lc:{context}` | zset | a context's tasks, once it has more than [`SMALL_CONTEXT`] |
 //! | `lcs:{n}:{context}:{state}` | zset | the same, per state (`n`: the context id's length) |
 //! | `le:{n}:{owner}` | zset | the owner's tasks by when their keys expire (ms, Redis's clock); a member is `{len}:{task}{len}:{context}{state}`; and its contexts without tasks, `0:{len}:{context}` |
-//! | `xt:{task}`, `xc:{context}` | string, PX retention | the owner of a task or context the per-owner cap took out ([`TOMBSTONES_PER_ENTRY`]) |
-//! | `lx:{n}:{owner}` | zset | the owner's `xt:`/`xc:` keys, oldest first, at most [`TOMBSTONES_PER_ENTRY`] × the cap (and 31 more) |
+//! | `xt:{task}`, `xc:{context}` | string, PX retention | the owner of a task or context the per-owner cap took out |
+//! | `lx:{n}:{owner}` | zset | the owner's `xt:`/`xc:` keys by when they were written, at most as many as the cap (and 31 more) |
 //!
 //! Tasks, contexts and the indexes expire `task_retention_ms` after their last write (so a
 //! finished task's owner is remembered that long, then forgotten with its ids: an id is
@@ -44,9 +44,11 @@
 //! another owner's answer naming that id is refused ('foreign'), as while the key lived:
 //! every replica's cache may still hold the id as its owner's until the key would have
 //! expired (as the memory registry remembers the owners of the ids it evicts). At most
-//! [`TOMBSTONES_PER_ENTRY`] × the cap of them per owner (and 31 more: trimmed 32 at a
-//! time; twice that while marks outlive their list, whose life is renewed when it is trimmed);
-//! past that the oldest go. Their cost: one `MGET` in every LEARN that brings a new task or
+//! as many as the cap per owner (and 31 more: trimmed 32 at a time; twice that while marks
+//! outlive their list, whose life is renewed when it is trimmed); past that the oldest go
+//! (as the memory registry keeps 4 per entry in 16 bytes each; a Redis key and its `lx:`
+//! entry take about 150). Only the task and context an answer brings are checked against
+//! them (an id an answer only refers to, without a context, is not). Their cost: one `MGET` in every LEARN that brings a new task or
 //! context, and 3–4 commands more per id the cap takes out.
 //! Every turn, and every answer that names a context and no task, renews `le` with the
 //! context it keeps, so an owner idle for a whole retention but for turns on contexts it has
@@ -98,13 +100,6 @@ pub const REAP_PER_LEARN: usize = 4;
 /// `state.max_tasks_per_owner` (each new one adds one, and [`REAP_PER_LEARN`] bounds what
 /// the same script reaps).
 pub const EVICT_PER_LEARN: usize = 4;
-
-/// How many owners of ids the cap took out (`xt:`, `xc:`) are kept per entry an owner may
-/// have (`state.max_tasks_per_owner`), as the memory registry's forgotten owners (which
-/// keeps 4 per entry in 16 bytes each; a Redis key and its `lx:` entry take about 150, so
-/// one here: about 15 % more than the entries themselves). The scripts' `take_out` keeps
-/// `cap` of them, and up to 31 more (it trims 32 at a time).
-pub const TOMBSTONES_PER_ENTRY: u64 = 1;
 
 /// Lua shared by LEARN and LIST: `entry` reads a small context's task field (`t:{task}` =
 /// `{ts} {state}`); `promote` moves those tasks from its hash to its sorted sets, and drops
@@ -265,11 +260,16 @@ local function take_out(p, who, now, ret, cap, key, mark)
   -- (the list's own life is renewed when it is made and trimmed: it may expire before the
   -- last marks, which then go by their own expiry, uncounted: at most twice the bound)
   if n == 1 then redis.call('PEXPIRE', lx, ret) end
-  local over = n - cap
-  if over >= 32 then
-    local old = redis.call('ZRANGE', lx, 0, over - 1)
-    redis.call('DEL', unpack(old))
-    redis.call('ZREMRANGEBYRANK', lx, 0, over - 1)
+  if n - cap >= 32 then
+    -- Marks older than a retention went by themselves (their names may be another
+    -- owner's marks by now): out of the list first. Then the oldest, 256 at most per call
+    -- (a cap lowered since shrinks the list over several calls).
+    redis.call('ZREMRANGEBYSCORE', lx, '-inf', '(' .. (now - ret))
+    local over = math.min(redis.call('ZCARD', lx) - cap, 256)
+    if over > 0 then
+      redis.call('DEL', unpack(redis.call('ZRANGE', lx, 0, over - 1)))
+      redis.call('ZREMRANGEBYRANK', lx, 0, over - 1)
+    end
     redis.call('PEXPIRE', lx, ret)
   end
 end
