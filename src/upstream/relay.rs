@@ -179,15 +179,25 @@ where
     let Some((projection, theirs)) = answer::project(text, max_values) else {
         return Ok(None);
     };
+    match shape_projection(projection, theirs, id) {
+        Ok(mut v) => observe(&mut v),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A response's projection (its `result`'s, and the agent's `id`) as the observer sees it:
+/// shaped as the whole response would be ([`shape`]).
+fn shape_projection(
+    projection: Value,
+    theirs: Option<Value>,
+    id: &Value,
+) -> Result<Value, Refused> {
     let mut response = serde_json::Map::new();
     response.insert("result".into(), projection);
     if let Some(theirs) = theirs {
         response.insert("id".into(), theirs);
     }
-    match shape(Value::Object(response), id) {
-        Ok(mut v) => observe(&mut v),
-        Err(_) => Ok(None),
-    }
+    shape(Value::Object(response), id)
 }
 
 /// Reads an agent's whole answer of at most `cap` bytes, its bytes charged to the caller's
@@ -272,12 +282,8 @@ where
         max_values: r.max_json_values,
     });
     if let Some(untouched) = cleaning.and_then(|c| answer::scan(text, c)) {
-        let mut projection = serde_json::Map::new();
-        projection.insert("result".into(), untouched.projection);
-        if let Some(theirs) = untouched.id {
-            projection.insert("id".into(), theirs);
-        }
-        let mut v = shape(Value::Object(projection), id).map_err(|_| Failed::Bad)?;
+        let mut v =
+            shape_projection(untouched.projection, untouched.id, id).map_err(|_| Failed::Bad)?;
         let pending = observe(&mut v).map_err(Failed::Refused)?;
         let id = v.get("id").unwrap_or(&Value::Null);
         return Ok((answer::respond(untouched.result, id), false, pending));
