@@ -1538,15 +1538,86 @@ async fn a_turn_that_lost_its_lease_ends_while_its_caller_does_not_read() {
         !closed.load(std::sync::atomic::Ordering::SeqCst),
         "the stream ended before its lease was lost"
     );
-    // (the caller's alias of the context, and the agent's own id for it)
+    // (the turn's own context: not the other context the agent's events name, which the
+    // turn's lease does not hold)
     let keys = redis.command("KEYS *b:c-*");
-    assert_eq!(keys.lines().count(), 2, "{keys}");
+    assert_eq!(keys.lines().count(), 1, "{keys}");
     for key in keys.lines() {
         redis.command(&format!("DEL {key}"));
     }
     let lost = "the turn that lost its lease went on while its caller did not read";
     until_set(&closed, Duration::from_secs(4), lost).await;
     drop(resp);
+}
+
+/// A streaming turn on a context the caller names, answered in another context the agent
+/// names (its own id for the conversation), leaves that context free once it ends, as with
+/// the memory backend: only the turn's own context is leased, renewed and released (before,
+/// the agent's context was leased with the turn's token by a non-final event's write and
+/// never renewed nor released: the caller's next turn there was `context.busy` for
+/// `busy_lease_ms`, on every replica).
+#[tokio::test]
+async fn the_context_an_agent_answers_in_is_free_once_the_turn_ends() {
+    let turn = |text: &str, context: &str| message(text, json!({"contextId": context}));
+    // (a stream whose one event is the task WORKING, in the agent's context)
+    async fn stream_turn(c: &mut Client) {
+        let resp = c
+            .rpc_stream(
+                "SendStreamingMessage",
+                message("t-a1 c-agent WORKING", json!({"contextId": "c-asked"})),
+            )
+            .await;
+        assert_eq!(resp.status(), 200);
+        let mut events = EventReader::new(resp);
+        let (_, first) = events.next().await.expect("an event");
+        assert_eq!(first["result"]["task"]["contextId"], "c-agent", "{first}");
+        assert!(events.next().await.is_none(), "one event");
+    }
+    let (fleet, mut c1, mut c2) = NamedPair::start("").await;
+    stream_turn(&mut c1).await;
+    // The caller goes on where the agent said, through each replica (the turn's own
+    // context is released when its stream ends, maybe just after the caller saw it end).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = rpc_as(
+            &mut c2,
+            ALICE,
+            "SendMessage",
+            turn("t-a2 c-agent", "c-agent"),
+        )
+        .await;
+        if v["result"]["task"]["id"] == "t-a2" {
+            break;
+        }
+        assert_eq!(reason(&v), "context.busy", "{v}");
+        assert!(
+            Instant::now() < deadline,
+            "the agent's context still busy: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let v = rpc_as(
+        &mut c1,
+        ALICE,
+        "SendMessage",
+        turn("t-a3 c-agent", "c-agent"),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a3", "{v}");
+    let keys = fleet.redis.command("KEYS r:b:*");
+    assert_eq!(keys, "", "leases left after the turns");
+    // The memory backend, alike.
+    let (_up, p) = Proxy::with_recorder(Reply::Named, ProxyOpts::default()).await;
+    let mut c = p.client(Proto::H1).await;
+    stream_turn(&mut c).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        turn("t-a2 c-agent", "c-agent"),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a2", "{v}");
 }
 
 /// Two agents behind two replicas: a context a caller names is bound to its agent when its

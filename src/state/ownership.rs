@@ -623,10 +623,17 @@ impl OwnedTurn {
                 }
                 None => None,
             };
-            // (none once the turn's last answer released it)
+            // The turn's lease goes with what the answer teaches about the turn's own
+            // context (its task is written into the lease; a follow-up takes the lease once
+            // the turn it follows released it) or one the turn adopts (leased to it), none
+            // once the turn's last answer released it. Another context the agent names (its
+            // own id for the conversation the caller named) is not the turn's: leased, it
+            // would be neither renewed nor released, and stay busy after the turn (the
+            // memory backend keeps only the turn's own context busy too).
             let token = lease
                 .as_ref()
-                .filter(|l| !news.inferred_context && !l.is_released())
+                .filter(|l| !l.is_released())
+                .filter(|l| adopting || news.context.as_deref().is_some_and(|c| l.holds(c)))
                 .map(|l| l.inner.token());
             // Only a context the agent names for this turn is bound to its workspace here
             // (a named one was bound when the turn began).
@@ -791,6 +798,16 @@ impl Lease {
         if held.is_none() && !self.is_released() {
             *held = Some((context.to_string(), asked));
         }
+    }
+
+    /// Whether the lease is held on `context` (the turn's own).
+    fn holds(&self, context: &str) -> bool {
+        self.inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|(c, _)| c == context)
     }
 
     fn is_released(&self) -> bool {
