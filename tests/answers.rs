@@ -564,6 +564,16 @@ async fn answers_naming_a_task_in_a_shape_that_cannot_be_checked_are_refused() {
         "{v}"
     );
     assert!(!text.contains("t-a1"), "{text}");
+    // A task id longer than any the edge records (or a request names), in Alice's context:
+    // refused, not relayed as nobody's with its context unchecked.
+    let long = format!("{} c-a1", "x".repeat(300));
+    let (v, text) = rpc_as(&mut c, MALLORY_TOKEN, "SendMessage", message(&long)).await;
+    assert_eq!(v["error"]["code"], -32006, "{v}");
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "upstream.bad_response",
+        "{v}"
+    );
+    assert!(!text.contains("c-a1"), "{text}");
 
     let two = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_WORKING"}},"artifactUpdate":{"taskId":"t-2","contextId":"c-2","artifact":{"artifactId":"a","parts":[{"text":"x"}]}}}}"#;
     let null_task = r#"{"jsonrpc":"2.0","id":{id},"result":{"task":null}}"#;

@@ -158,12 +158,13 @@ impl<'a> Fact<'a> {
     }
 }
 
-/// A task's id where one is required: `Err` unless a non-empty string; `None` when longer
-/// than [`MAX_OBSERVED_ID_LEN`] (never recorded, so nobody's: relayed, learned from by no one).
+/// A task's id where one is required: `Err` unless a non-empty string of at most
+/// [`MAX_OBSERVED_ID_LEN`] bytes. A longer one could never be recorded (nor named by a
+/// request, whose ids are shorter): read as none, it dropped the whole fact, the answer's
+/// `contextId` with it, and an answer naming another caller's context was relayed unchecked.
 fn task_id(v: Option<&Value>) -> Result<Option<&str>, Malformed> {
     match v.and_then(Value::as_str) {
-        Some(t) if t.len() > MAX_OBSERVED_ID_LEN => Ok(None),
-        Some(t) if !t.is_empty() => Ok(Some(t)),
+        Some(t) if !t.is_empty() && t.len() <= MAX_OBSERVED_ID_LEN => Ok(Some(t)),
         _ => Err(Malformed),
     }
 }

@@ -655,14 +655,6 @@ fn observe_reads_every_result_shape() {
         ),
         ("ListTasks result", list, false, false, "", 0),
         ("error", error, false, false, "", 0),
-        (
-            "overlong id",
-            task(&long, "c", "TASK_STATE_WORKING", None),
-            false,
-            false,
-            "",
-            0,
-        ),
         ("not an object", json!(["t", "c"]), false, false, "", 0),
         (
             "bad timestamp",
@@ -689,6 +681,13 @@ fn observe_reads_every_result_shape() {
             "bare task, no context",
             json!({"id": "t", "status": {"state": "TASK_STATE_WORKING"}}),
         ),
+        // (an id no one could record nor name: refused, its context unchecked otherwise)
+        ("overlong id", task(&long, "c", "TASK_STATE_WORKING", None)),
+        (
+            "overlong update id",
+            json!({"statusUpdate": {"taskId": long, "contextId": "c"}}),
+        ),
+        ("overlong bare id", json!({"id": long, "contextId": "c"})),
     ] {
         let reg = TaskRegistry::new(10);
         assert!(reg.observe(A, 7, &result).is_err(), "{name}");
