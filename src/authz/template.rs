@@ -1,6 +1,7 @@
 //! Workspace root templates: an absolute path with `{tenant}` and `{principal}`, expanded per
-//! caller. A value is substituted only when it is one plain path component, so no tenant or
-//! principal name can climb out of, or reach across, the directory the template names.
+//! caller. A value is substituted only when it is one plain path component, and a component
+//! of the template holds at most one placeholder, so no tenant or principal name can climb
+//! out of, or reach across, the directory the template names, nor two callers share one.
 
 use std::path::PathBuf;
 
@@ -27,7 +28,8 @@ pub struct RootTemplate {
 
 impl RootTemplate {
     /// Parses a template: absolute, no NUL or control character, `{` and `}` only as the two
-    /// placeholders, no `.` or `..` component (the template is written normalized).
+    /// placeholders, at most one of them per component, no `.` or `..` component (the
+    /// template is written normalized).
     pub fn parse(text: &str) -> Result<RootTemplate, String> {
         if !text.starts_with('/') {
             return Err("must be an absolute path".into());
@@ -64,6 +66,17 @@ impl RootTemplate {
         }
         if !rest.is_empty() {
             pieces.push(Piece::Text(rest.to_string()));
+        }
+        // Two placeholders in one component (`{tenant}-{principal}`) would give two callers
+        // one directory: tenant `acme` with `dev-alice`, tenant `acme-dev` with `alice`.
+        if text
+            .split('/')
+            .any(|c| c.matches("{tenant}").count() + c.matches("{principal}").count() > 1)
+        {
+            return Err(
+                "must hold at most one placeholder per path component (e.g. {tenant}/{principal})"
+                    .into(),
+            );
         }
         let t = RootTemplate {
             text: text.to_string(),

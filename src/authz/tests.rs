@@ -378,6 +378,8 @@ fn template_parsing() {
         "/srv/{tenant}/{principal}/x",
         "/srv/ws/shared",
         "/srv/ws/team-{tenant}",
+        "/srv/{tenant}/{principal}",
+        "/srv/{tenant}/{tenant}-home",
     ] {
         assert!(RootTemplate::parse(ok).is_ok(), "{ok}");
     }
@@ -392,6 +394,11 @@ fn template_parsing() {
         "/srv//ws/{tenant}",
         "/srv/ws/{tenant}/..",
         "/srv/ws/\n{tenant}",
+        // (two callers would share one directory: `acme` + `dev-alice`, `acme-dev` + `alice`)
+        "/srv/ws/{tenant}-{principal}",
+        "/srv/ws/{tenant}{principal}",
+        "/srv/ws/{principal}.{principal}/x",
+        "/srv/{tenant}/x{tenant}y{principal}",
     ] {
         assert!(RootTemplate::parse(bad).is_err(), "{bad:?}");
     }
