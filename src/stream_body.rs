@@ -1,7 +1,8 @@
 //! A streaming response body bounded by bytes, not frames: the producer waits while what it
 //! queued and the connection has not yet taken holds more than the stream's budget, and (when
 //! given) more than a budget shared by every stream of one principal. A slow reader thus
-//! holds at most its budgets (plus one frame) however large the events it is sent.
+//! holds at most its budgets (plus one frame, which the relay keeps charged to the caller's
+//! request budget until it is queued) however large the events it is sent.
 //!
 //! The connection is handed a frame in pieces of at most [`PIECE_BYTES`], so it asks for the
 //! next piece as the caller reads (hyper buffers a bounded amount ahead of the socket): a

@@ -890,6 +890,48 @@ async fn flooded_stream(
     (closed, up, p, s)
 }
 
+/// An event the relay has made into its frame and waits to queue (its caller reads
+/// nothing, its stream's buffer is full) stays charged to the caller's request budget: a
+/// caller's unread streams hold no uncounted frames of up to `max_event_bytes` each (64
+/// streams of 16 MiB were a GiB no budget saw). Here the agent floods 64 KiB events.
+#[tokio::test]
+async fn a_frame_waiting_for_its_caller_is_charged() {
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (_up, p) = Proxy::with_recorder(
+        Reply::Flood(closed.clone()),
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy: "[limits]\nstream_buffer_bytes = 4096\nstream_idle_timeout_ms = 600000\nwrite_timeout_ms = 600000\n".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut s = p.raw_tls().await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
+    let req = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    // Nothing read: the socket's buffers fill, then the stream's, then a frame waits.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let held = request_bytes_held(&p).await;
+        if held >= 64 << 10 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting frame is not charged: {held} held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!closed.load(std::sync::atomic::Ordering::SeqCst));
+    drop(s);
+    // The caller gone, its frame goes with its charge.
+    request_bytes_become(&p, 0, "after the caller left").await;
+}
+
 /// A stream its caller stopped reading for `stream_idle_timeout_ms` is ended without its
 /// last chunk (HTTP/1.1): the caller that reads again gets what was written, then the
 /// connection's end, never a complete-looking end of a stream whose events were dropped.

@@ -589,8 +589,14 @@ where
                         Err(failed) => return Err(failed.settled().await.reason()),
                     };
                     drop(data);
-                    // (its tree and its text are gone)
-                    held.shrink_to(before.saturating_sub(size));
+                    // (its tree and its text are gone) What is relayed stays charged until
+                    // it is queued, which waits for the caller's reading (up to the stall
+                    // limit): its text, then its frame.
+                    let keep = before.saturating_sub(size);
+                    if let Err(reason) = held.resize(keep + json.len()) {
+                        let failed = Failed::Over(reason, Ok(pending));
+                        return Err(failed.settled().await.reason());
+                    }
                     // The event's facts written to the shared state (bounded by its
                     // timeout) are waited for even past an interrupt or the caller's
                     // leaving: a task learned there is the caller's to read afterwards.
@@ -608,7 +614,10 @@ where
                         data_event(&json)
                     };
                     drop(json);
+                    held.resize(keep + frame.len())?;
                     send!(frame);
+                    // (queued: charged to the stream's buffer now)
+                    held.shrink_to(keep);
                     // Time spent waiting for the caller is not the agent's silence.
                     last_upstream = tokio::time::Instant::now();
                     events += 1;
