@@ -387,6 +387,73 @@ async fn a_push_config_sent_with_a_message_names_only_the_callers_task() {
     assert_eq!(v["result"]["task"]["id"], "t-a2", "her own task: {v}");
 }
 
+/// With `resolve_names`, a push callback's host is looked up only once the task the callback
+/// is for is known to be the caller's: a request naming a task that does not exist or is
+/// another caller's gets the same task-not-found whatever the name resolves to (before, the
+/// lookup ran first: a caller with no task at all learned, from `push.resolve_failed` or a
+/// private address's kind, what the edge's resolver answers for any name). The caller's own
+/// task is looked up as before.
+#[tokio::test]
+async fn a_push_callback_is_looked_up_only_for_the_callers_own_task() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Named,
+        ProxyOpts {
+            extra_policy: format!("{MALLORY_ENTRY}[a2a.push]\nresolve_names = true\n"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut c = p.client(Proto::H1).await;
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "SendMessage",
+        message("t-a1 c-a1", json!({})),
+    )
+    .await;
+    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    // (a name that never resolves)
+    let url = "https://hooks.example.invalid/x";
+    let create = |task: &str| json!({"taskId": task, "url": url});
+    let inline = |task: &str| {
+        let mut m = message("t-m1 c-m1", json!({}));
+        m["configuration"] = json!({"taskPushNotificationConfig": {"taskId": task, "url": url}});
+        m
+    };
+    let before = up.seen.lock().unwrap().len();
+    let rows = [
+        ("CreateTaskPushNotificationConfig", create("no-such")),
+        ("CreateTaskPushNotificationConfig", create("t-a1")),
+        ("SendMessage", inline("no-such")),
+        ("SendMessage", inline("t-a1")),
+    ];
+    for (method, params) in rows {
+        let v = rpc_as(&mut c, MALLORY, method, params.clone()).await;
+        assert_eq!(v["error"]["code"], -32001, "{method} {params}: {v}");
+        assert_eq!(
+            v["error"]["data"][0]["reason"], "TASK_NOT_FOUND",
+            "{method} {params}: {v}"
+        );
+    }
+    assert_eq!(
+        up.seen.lock().unwrap().len(),
+        before,
+        "a refused request reached the agent"
+    );
+    // Alice's own task: the name is looked up, and refused.
+    let v = rpc_as(
+        &mut c,
+        ALICE,
+        "CreateTaskPushNotificationConfig",
+        create("t-a1"),
+    )
+    .await;
+    assert_eq!(
+        v["error"]["data"][0]["reason"], "push.resolve_failed",
+        "{v}"
+    );
+}
+
 /// A context id a caller chooses is its own name: another caller who used the same name first
 /// neither blocks it nor learns of it. The agent knows each such context by an alias per
 /// caller (`c-` and 32 hex digits); the caller sees its own name in every answer.

@@ -578,6 +578,17 @@ impl Gate {
         let deny = |d: Denial| Rejection::rpc(rpc.id.clone(), d.rpc_error());
         let owners = self.owners.clone();
         let registry = owners.registry().clone();
+        // A push callback's host name is looked up (`resolve_names`) only once the tasks the
+        // request names for it are known to be the caller's: no lookup, nor its verdict (an
+        // oracle of the edge's DNS), for a request refused anyway.
+        if let Some(url) = &checked.push_url {
+            for t in push_tasks(&rpc).into_iter().flatten() {
+                registry.authorize_task(&name, t).map_err(deny)?;
+            }
+            check_resolved(url, &agent.requests.push, &principal.owner_key())
+                .await
+                .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
+        }
         // A stream ends when a reload no longer admits it (`auth.revoked`).
         let revoked = rpc
             .method
@@ -964,11 +975,6 @@ impl Gate {
                 ))
             }
         };
-        if let Some(url) = &checked.push_url {
-            check_resolved(url, &agent.requests.push, &principal.owner_key())
-                .await
-                .map_err(|e| Rejection::rpc(id.clone(), e))?;
-        }
         Ok((RpcRequest { id, method, params }, checked))
     }
 
@@ -1349,6 +1355,21 @@ fn inline_push_task(rpc: &RpcRequest) -> Option<&str> {
         .get("taskId")?
         .as_str()
         .filter(|s| !s.is_empty())
+}
+
+/// The tasks a request's push callback is for: a config's `taskId`; a message's inline
+/// config's and the message's own.
+fn push_tasks(rpc: &RpcRequest) -> [Option<&str>; 2] {
+    fn text(v: Option<&Value>) -> Option<&str> {
+        v.and_then(Value::as_str).filter(|s| !s.is_empty())
+    }
+    match rpc.method {
+        Method::SendMessage | Method::SendStreamingMessage => [
+            inline_push_task(rpc),
+            text(rpc.params.get("message").and_then(|m| m.get("taskId"))),
+        ],
+        _ => [text(rpc.params.get("taskId")), None],
+    }
 }
 
 /// The task ids and the context ids a request names (the ownership stage's to check).
