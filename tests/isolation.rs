@@ -412,8 +412,8 @@ async fn a_push_callback_is_looked_up_only_for_the_callers_own_task() {
     )
     .await;
     assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
-    // (a name that never resolves)
-    let url = "https://hooks.example.invalid/x";
+    // (a public name that resolves to nothing: IANA's example.com has no such host)
+    let url = "https://no-such-host.example.com/x";
     let create = |task: &str| json!({"taskId": task, "url": url});
     let inline = |task: &str| {
         let mut m = message("t-m1 c-m1", json!({}));

@@ -94,7 +94,7 @@ async fn every_method_works_through_the_proxy() {
             for (m, p) in [
                 (
                     "CreateTaskPushNotificationConfig",
-                    json!({"taskId": task_id, "url": "https://hooks.example/x"}),
+                    json!({"taskId": task_id, "url": "https://hooks.example.com/x"}),
                 ),
                 (
                     "GetTaskPushNotificationConfig",

@@ -17,7 +17,7 @@
 //! | `push.url_userinfo` | a user name or password is present (`https://user:pw@host/`) |
 //! | `push.url_host` | no host, an empty label (`a..b`), a host longer than 253 bytes |
 //! | `push.localhost` | `localhost` or `*.localhost`, after lower-casing and stripping one trailing dot |
-//! | `push.local_name` | a single-label name (`http://metadata/`, `https://redis/`: resolved through the search domains of the agent's host), a name under a local-only suffix (`.local`, `.internal`, `.arpa`, `.localdomain`, `.lan`, `.home`, `.corp`, `.intranet`, Kubernetes' `.svc`, `.cluster` and `.default`), or one whose last label cannot be a top-level domain (digits or a hyphen, as in a Kubernetes namespace `redis.kube-system`: resolved through the search domains too) |
+//! | `push.local_name` | a single-label name (`http://metadata/`, `https://redis/`: resolved through the search domains of the agent's host), a name under a local-only suffix (`.local`, `.internal`, `.arpa`, `.localdomain`, `.lan`, `.home`, `.corp`, `.intranet`, Kubernetes' `.svc`, `.cluster` and `.default`), or one whose last label is no delegated top-level domain (the ICANN section of the Public Suffix List, `tlds.rs`: a Kubernetes namespace as in `vault.vault` or `redis.kube-system`, `.consul`, `.docker`, `.test`; resolved through the search domains too) |
 //! | `push.private_address` | an IP literal (or, with `resolve_names`, a resolved address) that reaches the host itself or a private network: unspecified/"this network", loopback, RFC 1918, CGNAT, link-local, unique-local, site-local, and the IPv6 forms that embed such an IPv4 |
 //! | `push.special_address` | any other special-purpose address: documentation, benchmarking, multicast, reserved, broadcast, IETF protocol assignments, 6to4 relay, Teredo, discard-only, SRv6 SIDs, IPv4-mapped/-compatible forms, and IPv6 outside the global unicast block 2000::/3 |
 //! | `push.resolve_failed` | with `resolve_names`: the name did not resolve, resolved to nothing, or took longer than 2 s |
@@ -51,6 +51,8 @@ use url::{Host, Url};
 
 use crate::a2a::RpcError;
 use crate::reason::{self, Reason};
+
+mod tlds;
 
 /// The longest push URL accepted, raw and normalized, in bytes.
 pub const MAX_PUSH_URL_LEN: usize = 2048;
@@ -424,10 +426,10 @@ fn check_domain(domain: &str, policy: &PushUrlPolicy) -> Result<(), RpcError> {
         ));
     }
     let tld = name.rsplit('.').next().unwrap_or(name.as_str());
-    // A top-level domain is letters (or an IDNA `xn--` label): a last label with digits or
-    // a hyphen is no public name, but one the agent's search domains complete (a
-    // Kubernetes namespace: `redis.kube-system`).
-    let public_tld = tld.starts_with("xn--") || tld.bytes().all(|b| b.is_ascii_lowercase());
+    // A last label that is no delegated top-level domain makes no public name, but one the
+    // agent's search domains complete: a Kubernetes namespace (`vault.vault`,
+    // `redis.kube-system`), `.consul`, `.docker`, `.test`.
+    let public_tld = tlds::TLDS.binary_search(&tld).is_ok();
     if !name.contains('.') || !public_tld || LOCAL_SUFFIXES.contains(&tld) {
         return Err(host_error(
             "Push notification URL must use a public, fully qualified host name",
@@ -681,9 +683,29 @@ mod tests {
             false,
             Some("push.local_name"),
         ),
-        // Public names pass (an IDNA top-level domain too).
+        // A last label that is no delegated top-level domain: a Kubernetes namespace of
+        // letters only, other internal zones (resolved through the search domains).
+        ("https://vault.vault:8200/", false, Some("push.local_name")),
+        (
+            "https://prometheus.monitoring:9090/",
+            false,
+            Some("push.local_name"),
+        ),
+        ("https://x.service.consul/", false, Some("push.local_name")),
+        ("https://api.docker/", false, Some("push.local_name")),
+        (
+            "https://hooks.example.test/",
+            false,
+            Some("push.local_name"),
+        ),
+        ("https://hooks.xn--zzzzz/", false, Some("push.local_name")),
+        // Public names pass (an IDNA top-level domain too, spelled either way).
         ("https://hooks.example.co.uk/", false, None),
         ("https://hooks.xn--p1ai/", false, None),
+        ("https://hooks.\u{440}\u{444}/", false, None),
+        ("https://hooks.\u{4e2d}\u{56fd}/", false, None),
+        ("https://hooks.example.dev/", false, None),
+        ("https://hooks.example.google/", false, None),
         ("https://my-hooks.example.com/", false, None),
         (
             "https://localhost.localdomain/",
@@ -777,8 +799,20 @@ mod tests {
         ("https://[2606:4700::1111]/", false, None),
         ("https://[64:ff9b::808:808]/", false, None),
         ("http://hooks.example.com/", true, None),
-        ("https://b\u{fc}cher.example/", false, None),
+        ("https://b\u{fc}cher.example.com/", false, None),
     ];
+
+    #[test]
+    fn the_top_level_domains_are_sorted_and_spelled_as_the_parser_spells_them() {
+        assert!(
+            tlds::TLDS.windows(2).all(|w| w[0] < w[1]),
+            "sorted, once each"
+        );
+        for tld in tlds::TLDS {
+            let url = Url::parse(&format!("https://hooks.{tld}/")).expect(tld);
+            assert_eq!(url.host_str(), Some(format!("hooks.{tld}").as_str()));
+        }
+    }
 
     #[test]
     fn spellings_table() {
@@ -827,10 +861,13 @@ mod tests {
             url.as_ref().map(Url::as_str),
             Ok("https://hooks.example.com./a2a")
         );
-        let url = check_push_url("https://b\u{fc}cher.example/", &PushUrlPolicy::default());
+        let url = check_push_url(
+            "https://b\u{fc}cher.example.com/",
+            &PushUrlPolicy::default(),
+        );
         assert_eq!(
             url.as_ref().map(Url::as_str),
-            Ok("https://xn--bcher-kva.example/")
+            Ok("https://xn--bcher-kva.example.com/")
         );
         let url = check_push_url(
             "https://[2606:4700:0:0::1111]:443/",
