@@ -100,6 +100,49 @@ async fn streams_past_http2_max_streams_open_another_connection_and_none_waits()
     assert_eq!(v["result"]["id"], "t-endless", "{v}");
 }
 
+/// An agent that allows fewer streams on a connection (its `SETTINGS_MAX_CONCURRENT_STREAMS`,
+/// here 1) than `http2_max_streams` (the default 100): a request past its limit would wait
+/// on the connection until a stream ends (a long stream: for up to an hour, every caller's
+/// request behind it timing out); the edge opens another connection instead.
+#[tokio::test]
+async fn an_agent_that_allows_fewer_streams_gets_more_connections_and_none_waits() {
+    let closed = Arc::new(AtomicBool::new(false));
+    let up = RecordingUpstream::start_h2_allowing(Reply::Endless(closed.clone()), 1).await;
+    let proxy = Proxy::start(h2_upstream(&up.url, "")).await;
+    let before = up.connections.load(Ordering::SeqCst);
+    let mut clients = Vec::new();
+    let mut streams = Vec::new();
+    for i in 0..3 {
+        let mut c = proxy.client(Proto::H2).await;
+        let resp = c
+            .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
+            .await;
+        let mut events = EventReader::new(resp);
+        let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+            .await
+            .expect("the stream's first event came without waiting");
+        assert!(first.is_some(), "stream {i} ended early");
+        streams.push(events);
+        clients.push(c);
+    }
+    // A unary request beside them is answered at once too.
+    let mut c = proxy.client(Proto::H1).await;
+    let v = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        c.rpc("GetTask", json!({"id": "t-endless"})),
+    )
+    .await
+    .expect("the request beside the streams did not wait");
+    assert_eq!(v["result"]["id"], "t-endless", "{v}");
+    let opened = up.connections.load(Ordering::SeqCst) - before;
+    assert!(
+        opened >= 4,
+        "three streams and a request on {opened} connections"
+    );
+    drop(streams);
+    drop(clients);
+}
+
 #[tokio::test]
 async fn an_agent_that_does_not_speak_http2_fails_the_request_clearly() {
     // An HTTP/1.1-only agent: the h2c preface is not a request it can read.

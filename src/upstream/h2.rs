@@ -3,9 +3,11 @@
 //! over `https://` the agent must choose `h2` by ALPN (else the connection is refused).
 //!
 //! One pool per worker thread, like the HTTP/1.1 clients. A connection carries at most
-//! `max_streams` requests at once (counted by the edge: from the request until its response
-//! body is dropped); beyond, the next request opens another connection rather than wait for
-//! a slot, so a long stream never holds up another caller's request. Flow control cannot
+//! `max_streams` requests at once, and no more than the agent allows on it (its
+//! `SETTINGS_MAX_CONCURRENT_STREAMS`: [`super::peer_settings`]), counted by the edge from the
+//! request until its response body is dropped; beyond, the next request opens another
+//! connection rather than wait for a slot, so a long stream never holds up another caller's
+//! request. Flow control cannot
 //! couple streams either: the connection's receive window is the sum of its streams' windows,
 //! so streams that a slow caller has filled leave the others their whole window.
 
@@ -99,6 +101,9 @@ impl Dial {
 struct Conn {
     tx: SendRequest<Full<Bytes>>,
     streams: Arc<Use>,
+    /// The most the agent allows on it (its `SETTINGS_MAX_CONCURRENT_STREAMS`; unlimited
+    /// until it says): [`super::peer_settings`].
+    allowed: Arc<AtomicUsize>,
 }
 
 /// The requests a connection carries, and since when it carries none.
@@ -213,11 +218,14 @@ impl Pool {
         let idle = self.dial.idle_close;
         conns.retain(|c| !c.tx.is_closed() && !c.streams.idle_for(idle));
         conns.iter().find_map(|c| {
+            // (past what the agent allows, a request waits on the connection until one of
+            // its streams ends: another connection takes it instead)
+            let room = self.dial.max_streams.min(c.allowed.load(Ordering::Relaxed));
             let taken = c
                 .streams
                 .count
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                    (n < self.dial.max_streams).then_some(n + 1)
+                    (n < room).then_some(n + 1)
                 })
                 .is_ok();
             taken.then(|| (c.tx.clone(), Slot(c.streams.clone())))
@@ -229,11 +237,13 @@ impl Pool {
     /// future, moved and copied on every request, does not carry it for the rare new
     /// connection.
     async fn take_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
-        let tx = connect(&self.dial).await?;
+        let allowed = Arc::new(AtomicUsize::new(usize::MAX));
+        let tx = connect(&self.dial, allowed.clone()).await?;
         let streams = Arc::new(Use::new(self.epoch));
         self.lock().push(Conn {
             tx: tx.clone(),
             streams: streams.clone(),
+            allowed,
         });
         Ok((tx, Slot(streams)))
     }
@@ -269,8 +279,11 @@ fn counted(resp: Response<Incoming>, slot: Slot) -> Response<Counted> {
 }
 
 /// Opens a connection (TCP, TLS with ALPN `h2` for https, the HTTP/2 handshake) and spawns
-/// its task on this worker.
-async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
+/// its task on this worker; `allowed` follows the agent's stream limit.
+async fn connect(
+    dial: &Dial,
+    allowed: Arc<AtomicUsize>,
+) -> Result<SendRequest<Full<Bytes>>, H2Error> {
     let fail = |m: String| H2Error::Connect(m);
     let tcp = tokio::time::timeout(
         dial.connect_timeout,
@@ -290,7 +303,7 @@ async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
         .keep_alive_timeout(dial.keepalive.1)
         .keep_alive_while_idle(true);
     match &dial.tls {
-        None => handshake(&builder, tcp, dial.write_stall).await,
+        None => handshake(&builder, tcp, dial.write_stall, allowed).await,
         Some(tls) => {
             let name = ServerName::try_from(dial.host.clone())
                 .map_err(|_| fail("not a valid server name".into()))?;
@@ -301,7 +314,7 @@ async fn connect(dial: &Dial) -> Result<SendRequest<Full<Bytes>>, H2Error> {
             if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                 return Err(fail("the agent did not choose h2 by ALPN".into()));
             }
-            handshake(&builder, stream, dial.write_stall).await
+            handshake(&builder, stream, dial.write_stall, allowed).await
         }
     }
 }
@@ -311,14 +324,15 @@ async fn handshake<T>(
     builder: &Builder<TokioExecutor>,
     io: T,
     write_stall: Duration,
+    allowed: Arc<AtomicUsize>,
 ) -> Result<SendRequest<Full<Bytes>>, H2Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let io = crate::write_stall::WriteStall::new(io, write_stall);
     let (tx, conn) = builder
-        .handshake(TokioIo::new(crate::write_stall::WriteStall::new(
-            io,
-            write_stall,
+        .handshake(TokioIo::new(super::peer_settings::PeerSettings::new(
+            io, allowed,
         )))
         .await
         .map_err(H2Error::Http)?;

@@ -6,6 +6,7 @@ pub mod clean;
 pub mod fleet;
 pub mod h2;
 pub mod headers;
+mod peer_settings;
 mod relay;
 pub mod settings;
 mod stall;

@@ -563,15 +563,21 @@ pub fn recorder_card() -> Value {
 impl RecordingUpstream {
     /// Over HTTP/1.1.
     pub async fn start(reply: Reply) -> RecordingUpstream {
-        Self::start_with(reply, false).await
+        Self::start_with(reply, false, None).await
     }
 
     /// Over HTTP/2 only (h2c with prior knowledge): an HTTP/1.1 request fails.
     pub async fn start_h2(reply: Reply) -> RecordingUpstream {
-        Self::start_with(reply, true).await
+        Self::start_with(reply, true, None).await
     }
 
-    async fn start_with(reply: Reply, h2: bool) -> RecordingUpstream {
+    /// [`RecordingUpstream::start_h2`] allowing at most `streams` at once on a connection
+    /// (its `SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub async fn start_h2_allowing(reply: Reply, streams: u32) -> RecordingUpstream {
+        Self::start_with(reply, true, Some(streams)).await
+    }
+
+    async fn start_with(reply: Reply, h2: bool, streams: Option<u32>) -> RecordingUpstream {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         if let Reply::Unread(_) = reply {
             // (what it leaves unread stays with the edge, whatever the host's default socket
@@ -614,11 +620,13 @@ impl RecordingUpstream {
                         }
                     });
                     if h2 {
-                        let _ = hyper::server::conn::http2::Builder::new(
+                        let mut builder = hyper::server::conn::http2::Builder::new(
                             hyper_util::rt::TokioExecutor::new(),
-                        )
-                        .serve_connection(TokioIo::new(tcp), svc)
-                        .await;
+                        );
+                        if streams.is_some() {
+                            builder.max_concurrent_streams(streams);
+                        }
+                        let _ = builder.serve_connection(TokioIo::new(tcp), svc).await;
                     } else {
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(tcp), svc)
