@@ -222,16 +222,37 @@ fn check(opts: Opts) -> Result<(), String> {
                 caller.groups = a.groups.clone();
             }
         }
-        let r = &policy.a2a.requests;
-        print!(
-            "{}",
-            explain::explain(
-                policy.authz.as_deref(),
-                &caller,
-                &r.workspace,
-                &r.metadata.allowed_for(&caller.name),
-            )
-        );
+        if policy.agents.is_empty() {
+            let r = &policy.a2a.requests;
+            print!(
+                "{}",
+                explain::explain(
+                    policy.authz.as_deref(),
+                    &caller,
+                    None,
+                    &r.workspace,
+                    &r.metadata.allowed_for(&caller.name),
+                )
+            );
+        }
+        // With `[[agents]]`, what the caller may do at each: a rule limited to some agents
+        // counts only there, and each agent has its own roots and metadata exceptions.
+        for (i, agent) in policy.agents.iter().enumerate() {
+            let r = &agent.a2a.requests;
+            if i > 0 {
+                println!();
+            }
+            print!(
+                "{}",
+                explain::explain(
+                    policy.authz.as_deref(),
+                    &caller,
+                    Some(&agent.name),
+                    &r.workspace,
+                    &r.metadata.allowed_for(&caller.name),
+                )
+            );
+        }
         return Ok(());
     }
     // What `serve` would refuse or ignore of the exporter's environment, said here too.

@@ -467,6 +467,42 @@ fn explain_prints_what_the_readme_shows() {
     assert!(!bad.status.success());
 }
 
+/// With `[[agents]]`, `--explain` says what the caller may do at each agent: a rule limited
+/// to some agents counts only there (before, every rule was shown as applying everywhere).
+#[test]
+fn explain_says_what_a_caller_may_do_at_each_agent() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let policy = std::fs::read_to_string(root.join("policies/agents.toml"))
+        .unwrap()
+        .replace(
+            "# [[authz.rules]]\n# name = \"reviewers read ROS reviews\"\n# groups = [\"reviewers\"]\n# agents = [\"ros-review\"]\n# methods = [\"read\", \"write\"]",
+            "[[authz.rules]]\nname = \"reviewers read ROS reviews\"\ngroups = [\"reviewers\"]\nagents = [\"ros-review\"]\nmethods = [\"read\", \"write\"]",
+        );
+    assert!(
+        policy.contains("\nagents = [\"ros-review\"]"),
+        "the example rule"
+    );
+    let dir = TempDir::new("cli-explain-agents");
+    let path = dir.path().join("agents.toml");
+    std::fs::write(&path, policy).unwrap();
+    let out = stdout_of_success(
+        check_cmd(&path)
+            .args(["--explain", "rita,groups=reviewers"])
+            .current_dir(root),
+    );
+    let blocks: Vec<&str> = out.split("\n\n").collect();
+    assert_eq!(blocks.len(), 3, "one block per agent: {out}");
+    for block in blocks {
+        let at_review = block.contains("agent    ros-review\n");
+        assert_eq!(
+            block.contains("rules    reviewers read ROS reviews\n"),
+            at_review,
+            "{block}"
+        );
+        assert_eq!(block.contains("methods  none"), !at_review, "{block}");
+    }
+}
+
 /// The connections are served by `A2A_EDGE_WORKERS` worker threads (named `a2a-edge-wN`), each
 /// taking its share of the connections; a value outside 1..=256 stops `serve` with an error
 /// that names the variable.

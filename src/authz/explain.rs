@@ -34,10 +34,12 @@ pub fn parse_caller(spec: &str) -> Result<Principal, String> {
 }
 
 /// What `p` may do: methods, workspace roots (expanded and resolved), metadata exceptions,
-/// push, tenant.
+/// push, tenant. `agent`: at that agent of a policy with `[[agents]]` (only the rules that
+/// apply there; `allowed` and `allowed_for` its own), `None` for a policy without.
 pub fn explain(
     authz: Option<&AuthzPolicy>,
     p: &Principal,
+    agent: Option<&str>,
     allowed: &WorkspacePolicy,
     allowed_for: &[&str],
 ) -> String {
@@ -55,6 +57,9 @@ pub fn explain(
         ),
     };
     s.push_str(&format!("caller   {}{attrs}\n", p.name));
+    if let Some(a) = agent {
+        s.push_str(&format!("agent    {a}\n"));
+    }
     let grant = match authz {
         None => {
             s.push_str(
@@ -62,7 +67,7 @@ pub fn explain(
             );
             Grant::everything()
         }
-        Some(a) => match a.grant(p) {
+        Some(a) => match a.grant_at(p, agent) {
             Err(r) => {
                 s.push_str(&format!(
                     "refused  every request ({}): a workspace template cannot take this caller's tenant or name (not one plain path component)\n",
