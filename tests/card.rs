@@ -96,6 +96,49 @@ async fn setup(active: &str, extra: &str) -> Setup {
     }
 }
 
+/// With `a2a.redact_paths`, the public card (anyone may read it) is cleaned as the extended
+/// card and every answer are: an agent's local paths are hidden (before, only the extended
+/// card was cleaned). Its links stay.
+#[tokio::test]
+async fn with_redact_paths_the_public_card_holds_no_local_path() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    {
+        let mut card = up.card.lock().unwrap();
+        card["description"] = json!("works in /srv/workspaces/team-a/x");
+        card["skills"] = json!([{"id": "s", "name": "s", "tags": [],
+            "description": "reads /etc/iac/config.yaml"}]);
+    }
+    for (redact, hidden) in [(false, false), (true, true)] {
+        let p = Proxy::start(ProxyOpts {
+            upstream_url: up.url.clone(),
+            extra_policy: format!("[a2a]\nredact_paths = {redact}\n"),
+            ..Default::default()
+        })
+        .await;
+        let mut c = p.client(Proto::H1).await;
+        let (status, _, body) = fetch(&mut c, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        let card: Value = serde_json::from_slice(&body).unwrap();
+        let text = card.to_string();
+        for path in ["/srv/workspaces", "/etc/iac"] {
+            assert_eq!(
+                !text.contains(path),
+                hidden,
+                "redact_paths = {redact}: {text}"
+            );
+        }
+        if hidden {
+            assert_eq!(card["description"], "works in [PATH]", "{card}");
+        }
+        assert!(
+            card["supportedInterfaces"][0]["url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("https://")),
+            "{card}"
+        );
+    }
+}
+
 async fn fetch(
     c: &mut Client,
     headers: &[(&str, &str)],

@@ -105,7 +105,14 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
     // An upstream signature no longer covers the rewritten card.
     card.remove("signatures");
     require_extensions(&mut card, &face.required_extensions);
-    // Callers authenticate to the edge, not to the agent.
+    // Callers authenticate to the edge, not to the agent: a skill's own requirements name
+    // the agent's schemes (not served) and go; the edge's apply to every skill.
+    if let Some(Value::Array(skills)) = card.get_mut("skills") {
+        for skill in skills.iter_mut().filter_map(Value::as_object_mut) {
+            skill.remove("securityRequirements");
+            skill.remove("security");
+        }
+    }
     let names: Vec<String> = face.security_schemes.keys().cloned().collect();
     if names.is_empty() {
         card.remove("securitySchemes");
@@ -246,6 +253,32 @@ mod tests {
             out.extend(chars);
             out
         })
+    }
+
+    /// A skill's own security requirements name the agent's schemes, which the edge does not
+    /// serve: they go, by either name (0.3's `security` too), and the edge's requirements
+    /// apply to every skill.
+    #[test]
+    fn a_skills_own_security_requirements_are_dropped() {
+        let agent_req = json!([{"schemes": {"agent_key": {"list": ["admin"]}}}]);
+        for member in ["securityRequirements", "security_requirements", "security"] {
+            let card = json!({"name": "n", "version": "1", "skills": [
+                {"id": "s", "name": "s", "description": "d", "tags": [], member: agent_req},
+                {"id": "t", "name": "t", "description": "d", "tags": []}
+            ]});
+            let out = rewritten(card);
+            for skill in out["skills"].as_array().unwrap() {
+                for gone in ["securityRequirements", "security_requirements", "security"] {
+                    assert!(skill.get(gone).is_none(), "{member}: {skill}");
+                }
+            }
+            assert_eq!(out["skills"][0]["id"], "s", "{member}: the skill stays");
+            assert_eq!(
+                out["securityRequirements"],
+                json!([{"schemes": {"bearerAuth": {"list": []}}}]),
+                "{member}"
+            );
+        }
     }
 
     /// Links to the agent's own origin are not published, by either name; others are,

@@ -268,7 +268,16 @@ impl AgentGate {
                 CollectError::TimedOut => reason::UPSTREAM_TIMEOUT,
                 _ => reason::CARD_UPSTREAM_BODY,
             })?;
-        Ok(serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?)
+        let card: Value = serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?;
+        // Cleaned as the extended card is (an agent's local paths with `redact_paths`,
+        // secrets in metadata): anyone may read this one.
+        let mut envelope = json!({ "result": card });
+        clean_response(
+            &mut envelope,
+            &self.requests.metadata,
+            self.requests.redact_paths,
+        );
+        Ok(envelope["result"].take())
     }
 
     /// The agent's extended card, verified, rewritten and signed like the public one. `relayed`
