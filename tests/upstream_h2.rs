@@ -100,6 +100,35 @@ async fn streams_past_http2_max_streams_open_another_connection_and_none_waits()
     assert_eq!(v["result"]["id"], "t-endless", "{v}");
 }
 
+/// A TCP relay to the agent at `url` that holds what the agent sends on each connection for
+/// `hold` before passing it on (what the edge sends passes at once); its URL.
+async fn late_settings_relay(url: &str, hold: std::time::Duration) -> String {
+    let to = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((edge, _)) = listener.accept().await {
+            let to = to.clone();
+            tokio::spawn(async move {
+                let Ok(agent) = tokio::net::TcpStream::connect(&to).await else {
+                    return;
+                };
+                let (mut from_edge, mut to_edge) = edge.into_split();
+                let (mut from_agent, mut to_agent) = agent.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_edge, &mut to_agent).await;
+                });
+                tokio::time::sleep(hold).await;
+                let _ = tokio::io::copy(&mut from_agent, &mut to_edge).await;
+            });
+        }
+    });
+    relay
+}
+
 /// An agent that allows fewer streams on a connection (its `SETTINGS_MAX_CONCURRENT_STREAMS`,
 /// here 1) than `http2_max_streams` (the default 100): a request past its limit would wait
 /// on the connection until a stream ends (a long stream: for up to an hour, every caller's
@@ -108,20 +137,34 @@ async fn streams_past_http2_max_streams_open_another_connection_and_none_waits()
 async fn an_agent_that_allows_fewer_streams_gets_more_connections_and_none_waits() {
     let closed = Arc::new(AtomicBool::new(false));
     let up = RecordingUpstream::start_h2_allowing(Reply::Endless(closed.clone()), 1).await;
-    let proxy = Proxy::start(h2_upstream(&up.url, "")).await;
+    // (its SETTINGS, the first thing it sends on a connection, arrive 300 ms late)
+    let relay = late_settings_relay(&up.url, std::time::Duration::from_millis(300)).await;
+    let proxy = Proxy::start(h2_upstream(&relay, "")).await;
     let before = up.connections.load(Ordering::SeqCst);
-    let mut clients = Vec::new();
-    let mut streams = Vec::new();
-    for i in 0..3 {
-        let mut c = proxy.client(Proto::H2).await;
-        let resp = c
-            .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
-            .await;
-        let mut events = EventReader::new(resp);
-        let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
-            .await
-            .expect("the stream's first event came without waiting");
-        assert!(first.is_some(), "stream {i} ended early");
+    // Three at once, while no new connection knows the agent's limit yet (one takes
+    // requests once it does; a stream sent past a limit not yet known would be refused by
+    // the agent, REFUSED_STREAM, and go again on another connection), then three more one
+    // by one.
+    let open = |i: usize| {
+        let proxy = &proxy;
+        async move {
+            let mut c = proxy.client(Proto::H2).await;
+            let resp = c
+                .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
+                .await;
+            let mut events = EventReader::new(resp);
+            let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+                .await
+                .expect("the stream's first event came without waiting");
+            assert!(first.is_some(), "stream {i} ended early");
+            (c, events)
+        }
+    };
+    let (a, b, c) = tokio::join!(open(0), open(1), open(2));
+    let mut clients = vec![a.0, b.0, c.0];
+    let mut streams = vec![a.1, b.1, c.1];
+    for i in 3..6 {
+        let (c, events) = open(i).await;
         streams.push(events);
         clients.push(c);
     }

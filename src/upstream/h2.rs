@@ -97,6 +97,13 @@ impl Dial {
     }
 }
 
+impl Dial {
+    /// A write's stall limit, and how long the connection may take to be ready.
+    fn timeouts(&self) -> (Duration, Duration) {
+        (self.write_stall, self.connect_timeout)
+    }
+}
+
 /// One connection and the requests it carries now.
 struct Conn {
     tx: SendRequest<Full<Bytes>>,
@@ -303,7 +310,7 @@ async fn connect(
         .keep_alive_timeout(dial.keepalive.1)
         .keep_alive_while_idle(true);
     match &dial.tls {
-        None => handshake(&builder, tcp, dial.write_stall, allowed).await,
+        None => handshake(&builder, tcp, dial.timeouts(), allowed).await,
         Some(tls) => {
             let name = ServerName::try_from(dial.host.clone())
                 .map_err(|_| fail("not a valid server name".into()))?;
@@ -314,32 +321,43 @@ async fn connect(
             if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                 return Err(fail("the agent did not choose h2 by ALPN".into()));
             }
-            handshake(&builder, stream, dial.write_stall, allowed).await
+            handshake(&builder, stream, dial.timeouts(), allowed).await
         }
     }
 }
 
-/// The HTTP/2 handshake on `io`; the connection's task runs on this worker until it closes.
+/// The HTTP/2 handshake on `io`, ready once the agent's first SETTINGS are read; the
+/// connection's task runs on this worker until it closes.
 async fn handshake<T>(
     builder: &Builder<TokioExecutor>,
     io: T,
-    write_stall: Duration,
+    (write_stall, connect_timeout): (Duration, Duration),
     allowed: Arc<AtomicUsize>,
 ) -> Result<SendRequest<Full<Bytes>>, H2Error>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let io = crate::write_stall::WriteStall::new(io, write_stall);
+    let (settled, mut known) = tokio::sync::watch::channel(false);
     let (tx, conn) = builder
         .handshake(TokioIo::new(super::peer_settings::PeerSettings::new(
-            io, allowed,
+            io, allowed, settled,
         )))
         .await
         .map_err(H2Error::Http)?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    Ok(tx)
+    // The connection takes requests once the agent's first SETTINGS are read (its first
+    // frame, one round trip): before, a burst could put more on it than the agent allows.
+    let ready = tokio::time::timeout(connect_timeout, known.wait_for(|k| *k))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    if ready {
+        Ok(tx)
+    } else {
+        Err(H2Error::Connect("the agent sent no HTTP/2 settings".into()))
+    }
 }
 
 #[cfg(test)]

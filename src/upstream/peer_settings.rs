@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
 
 /// The frame type of SETTINGS (RFC 9113 §6.5).
 const SETTINGS: u8 = 0x4;
@@ -36,6 +37,8 @@ pub struct FrameReader {
     settings: bool,
     entry: [u8; 6],
     entry_have: usize,
+    /// A whole SETTINGS frame (with settings) has been read.
+    settled: bool,
 }
 
 impl FrameReader {
@@ -56,6 +59,7 @@ impl FrameReader {
                     self.settings = h[3] == SETTINGS && h[4] & ACK == 0 && stream == 0;
                     self.entry_have = 0;
                     if self.left == 0 {
+                        self.settled |= self.settings;
                         self.have = 0;
                     }
                 }
@@ -78,26 +82,36 @@ impl FrameReader {
             self.left -= n;
             bytes = &bytes[n..];
             if self.left == 0 {
+                self.settled |= self.settings;
                 self.have = 0;
             }
         }
     }
+
+    /// Whether a whole SETTINGS frame of the peer's has been read (its first frame: the
+    /// limits it sets are known from then on).
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
 }
 
 /// A connection whose reads pass through a [`FrameReader`]; `limit` holds the peer's last
-/// `SETTINGS_MAX_CONCURRENT_STREAMS` (`usize::MAX` until it sets one: unlimited).
+/// `SETTINGS_MAX_CONCURRENT_STREAMS` (`usize::MAX` while it sets none: unlimited), and
+/// `settled` turns true once its first SETTINGS frame has been read.
 pub struct PeerSettings<T> {
     inner: T,
     frames: FrameReader,
     limit: Arc<AtomicUsize>,
+    settled: Option<watch::Sender<bool>>,
 }
 
 impl<T> PeerSettings<T> {
-    pub fn new(inner: T, limit: Arc<AtomicUsize>) -> PeerSettings<T> {
+    pub fn new(inner: T, limit: Arc<AtomicUsize>, settled: watch::Sender<bool>) -> PeerSettings<T> {
         PeerSettings {
             inner,
             frames: FrameReader::default(),
             limit,
+            settled: Some(settled),
         }
     }
 }
@@ -116,6 +130,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for PeerSettings<T> {
             this.frames.read(&buf.filled()[before..], |n| {
                 limit.store(usize::try_from(n).unwrap_or(usize::MAX), Ordering::Relaxed);
             });
+            if this.frames.settled() {
+                if let Some(settled) = this.settled.take() {
+                    settled.send_replace(true);
+                }
+            }
         }
         polled
     }
@@ -177,6 +196,29 @@ mod tests {
             r.read(chunk, |n| got.push(n));
         }
         got
+    }
+
+    /// Settled once a whole SETTINGS frame with settings is read (an empty one too), not by
+    /// an ACK, another frame, or part of one.
+    #[test]
+    fn the_peers_settings_are_known_once_its_first_settings_frame_is_whole() {
+        let whole = frame(SETTINGS, 0, 0, &setting(MAX_CONCURRENT_STREAMS, 5));
+        let rows: Vec<(&str, Vec<u8>, bool)> = vec![
+            ("whole", whole.clone(), true),
+            ("empty", frame(SETTINGS, 0, 0, &[]), true),
+            ("part", whole[..whole.len() - 1].to_vec(), false),
+            ("an ACK", frame(SETTINGS, ACK, 0, &[]), false),
+            ("a PING", frame(0x6, 0, 0, &[0; 8]), false),
+        ];
+        for (name, bytes, settled) in rows {
+            for piece in [1, 4, bytes.len().max(1)] {
+                let mut r = FrameReader::default();
+                for chunk in bytes.chunks(piece) {
+                    r.read(chunk, |_| {});
+                }
+                assert_eq!(r.settled(), settled, "{name} in pieces of {piece}");
+            }
+        }
     }
 
     #[test]
@@ -242,8 +284,9 @@ mod tests {
                 .await;
         });
         let limit = Arc::new(AtomicUsize::new(usize::MAX));
+        let (settled, mut known) = watch::channel(false);
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let io = TokioIo::new(PeerSettings::new(tcp, limit.clone()));
+        let io = TokioIo::new(PeerSettings::new(tcp, limit.clone(), settled));
         let (mut tx, conn) = hyper::client::conn::http2::handshake::<
             _,
             _,
@@ -252,6 +295,8 @@ mod tests {
         .await
         .unwrap();
         tokio::spawn(conn);
+        known.wait_for(|k| *k).await.unwrap();
+        assert_eq!(limit.load(Ordering::Relaxed), 7, "known before any request");
         let req = http::Request::get(format!("http://{addr}/"))
             .body(http_body_util::Empty::new())
             .unwrap();
