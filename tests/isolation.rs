@@ -421,11 +421,16 @@ async fn a_push_callback_is_looked_up_only_for_the_callers_own_task() {
         m
     };
     let before = up.seen.lock().unwrap().len();
+    // (a new turn's inline config naming no task, its message referring to Alice's)
+    let mut referring = message("t-m1 c-m1", json!({}));
+    referring["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
+    referring["message"]["referenceTaskIds"] = json!(["t-a1"]);
     let rows = [
         ("CreateTaskPushNotificationConfig", create("no-such")),
         ("CreateTaskPushNotificationConfig", create("t-a1")),
         ("SendMessage", inline("no-such")),
         ("SendMessage", inline("t-a1")),
+        ("SendMessage", referring),
     ];
     for (method, params) in rows {
         let v = rpc_as(&mut c, MALLORY, method, params.clone()).await;
@@ -440,7 +445,8 @@ async fn a_push_callback_is_looked_up_only_for_the_callers_own_task() {
         before,
         "a refused request reached the agent"
     );
-    // Alice's own task: the name is looked up, and refused.
+    // Alice's own task: the name is looked up (refused where the resolver answers it with
+    // nothing, as DNS does; a resolver that makes up an answer would let it through).
     let v = rpc_as(
         &mut c,
         ALICE,
@@ -448,9 +454,10 @@ async fn a_push_callback_is_looked_up_only_for_the_callers_own_task() {
         create("t-a1"),
     )
     .await;
-    assert_eq!(
-        v["error"]["data"][0]["reason"], "push.resolve_failed",
-        "{v}"
+    let reason = v["error"]["data"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason == "push.resolve_failed" || v.get("result").is_some(),
+        "her own task: {v}"
     );
 }
 

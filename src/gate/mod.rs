@@ -579,10 +579,12 @@ impl Gate {
         let owners = self.owners.clone();
         let registry = owners.registry().clone();
         // A push callback's host name is looked up (`resolve_names`) only once the tasks the
-        // request names for it are known to be the caller's: no lookup, nor its verdict (an
-        // oracle of the edge's DNS), for a request refused anyway.
+        // request names are known to be the caller's: no lookup, nor its verdict (an oracle
+        // of the edge's DNS), for a request naming another caller's task or none that exists.
+        // (A new turn's callback is looked up before the turn is begun: a caller granted push
+        // callbacks may have a name looked up that way.)
         if let Some(url) = &checked.push_url {
-            for t in push_tasks(&rpc).into_iter().flatten() {
+            for t in push_tasks(&rpc) {
                 registry.authorize_task(&name, t).map_err(deny)?;
             }
             check_resolved(url, &agent.requests.push, &principal.owner_key())
@@ -1357,18 +1359,29 @@ fn inline_push_task(rpc: &RpcRequest) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
-/// The tasks a request's push callback is for: a config's `taskId`; a message's inline
-/// config's and the message's own.
-fn push_tasks(rpc: &RpcRequest) -> [Option<&str>; 2] {
+/// The tasks a request with a push callback names, each the caller's to be before the
+/// callback's name is looked up: a config's `taskId`; a message's inline config's, the
+/// message's own and those it refers to.
+fn push_tasks(rpc: &RpcRequest) -> Vec<&str> {
     fn text(v: Option<&Value>) -> Option<&str> {
         v.and_then(Value::as_str).filter(|s| !s.is_empty())
     }
     match rpc.method {
-        Method::SendMessage | Method::SendStreamingMessage => [
-            inline_push_task(rpc),
-            text(rpc.params.get("message").and_then(|m| m.get("taskId"))),
-        ],
-        _ => [text(rpc.params.get("taskId")), None],
+        Method::SendMessage | Method::SendStreamingMessage => {
+            let message = rpc.params.get("message");
+            let references = message
+                .and_then(|m| m.get("referenceTaskIds"))
+                .and_then(Value::as_array);
+            [
+                inline_push_task(rpc),
+                text(message.and_then(|m| m.get("taskId"))),
+            ]
+            .into_iter()
+            .flatten()
+            .chain(references.into_iter().flatten().filter_map(Value::as_str))
+            .collect()
+        }
+        _ => text(rpc.params.get("taskId")).into_iter().collect(),
     }
 }
 

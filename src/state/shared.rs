@@ -958,7 +958,8 @@ pub struct News {
     /// A Message's `taskId` (checked in this replica's cache, not written to Redis).
     pub referenced: Option<String>,
     /// `context` is the known task's, not named by the answer (a Task or update without
-    /// `contextId`): written to Redis, never adopted by a turn nor leased.
+    /// `contextId`): written to Redis, never adopted by a turn (nor leased, unless it is the
+    /// turn's own context, whose lease then records the task).
     pub inferred_context: bool,
 }
 

@@ -17,7 +17,7 @@
 //! | `push.url_userinfo` | a user name or password is present (`https://user:pw@host/`) |
 //! | `push.url_host` | no host, an empty label (`a..b`), a host longer than 253 bytes |
 //! | `push.localhost` | `localhost` or `*.localhost`, after lower-casing and stripping one trailing dot |
-//! | `push.local_name` | a single-label name (`http://metadata/`, `https://redis/`: resolved through the search domains of the agent's host), a name under a local-only suffix (`.local`, `.internal`, `.arpa`, `.localdomain`, `.lan`, `.home`, `.corp`, `.intranet`, Kubernetes' `.svc`, `.cluster` and `.default`), or one whose last label is no delegated top-level domain (the ICANN section of the Public Suffix List, `tlds.rs`: a Kubernetes namespace as in `vault.vault` or `redis.kube-system`, `.consul`, `.docker`, `.test`; resolved through the search domains too) |
+//! | `push.local_name` | a single-label name (`http://metadata/`, `https://redis/`: resolved through the search domains of the agent's host), a name under a local-only suffix (`.local`, `.internal`, `.arpa`, `.localdomain`, `.lan`, `.home`, `.corp`, `.intranet`, Kubernetes' `.svc`, `.cluster` and `.default`), or one whose last label is no delegated top-level domain (the ICANN section of the Public Suffix List, `tlds.rs`: a Kubernetes namespace as in `vault.vault` or `redis.kube-system`, `.consul`, `.docker`, `.test`; resolved through the search domains too). A partial defence: a namespace named like a delegated domain (`redis.prod`, `vault.security`) passes, and a domain delegated after the list's date is refused (`allowed_hosts` admits a name); `resolve_names` judges what a name resolves to |
 //! | `push.private_address` | an IP literal (or, with `resolve_names`, a resolved address) that reaches the host itself or a private network: unspecified/"this network", loopback, RFC 1918, CGNAT, link-local, unique-local, site-local, and the IPv6 forms that embed such an IPv4 |
 //! | `push.special_address` | any other special-purpose address: documentation, benchmarking, multicast, reserved, broadcast, IETF protocol assignments, 6to4 relay, Teredo, discard-only, SRv6 SIDs, IPv4-mapped/-compatible forms, and IPv6 outside the global unicast block 2000::/3 |
 //! | `push.resolve_failed` | with `resolve_names`: the name did not resolve, resolved to nothing, or took longer than 2 s |
@@ -142,6 +142,8 @@ const LOCAL_SUFFIXES: &[&str] = &[
     "svc",
     "cluster",
     "default",
+    // RFC 7686: reached through Tor, never by a webhook sender's resolver.
+    "onion",
 ];
 
 /// What the push URL check allows beyond the safe default.
@@ -706,6 +708,14 @@ mod tests {
         ("https://hooks.\u{4e2d}\u{56fd}/", false, None),
         ("https://hooks.example.dev/", false, None),
         ("https://hooks.example.google/", false, None),
+        (
+            "https://hooks.example.onion/",
+            false,
+            Some("push.local_name"),
+        ),
+        // The list's limit: a namespace named like a delegated top-level domain passes the
+        // name rules (`resolve_names`, or the agent's own check at delivery, must judge it).
+        ("https://redis.prod/", false, None),
         ("https://my-hooks.example.com/", false, None),
         (
             "https://localhost.localdomain/",

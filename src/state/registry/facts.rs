@@ -11,8 +11,9 @@
 
 use serde_json::Value;
 
-/// Ids longer than this from an agent are not recorded (the owner then gets NotFound: fail
-/// closed). Client ids are capped at 128 by the validator; agents use UUIDs.
+/// Ids longer than this from an agent are never recorded: an answer naming a task (or a push
+/// config's task) by one is refused (fail closed); a longer context id is no one's. Client
+/// ids are capped at 128 by the validator; agents use UUIDs.
 pub(super) const MAX_OBSERVED_ID_LEN: usize = 256;
 /// Longer state strings are not kept (the proto names are at most 25 bytes).
 const MAX_STATE_LEN: usize = 64;
@@ -81,7 +82,7 @@ impl<'a> Fact<'a> {
         }
         // A push config: its `id` is the config's; it names its task in `taskId`.
         if obj.contains_key("taskId") {
-            return Ok(id(obj.get("taskId")).map(|t| Fact {
+            return Ok(config_task(obj.get("taskId"))?.map(|t| Fact {
                 referenced_task: Some(t),
                 ..Fact::default()
             }));
@@ -90,12 +91,17 @@ impl<'a> Fact<'a> {
         // An agent may answer with other tasks' configs (one that ignores the request's
         // `taskId`): entries naming two tasks cannot be one caller's list.
         if let Some(Value::Array(configs)) = obj.get("configs") {
-            let mut named = configs.iter().filter_map(|c| id(c.get("taskId")));
-            let Some(first) = named.next() else {
+            // (a config naming its task by an id no one could record: refused, not skipped)
+            let mut named = configs
+                .iter()
+                .filter_map(|c| config_task(c.get("taskId")).transpose());
+            let Some(first) = named.next().transpose()? else {
                 return Ok(None);
             };
-            if named.any(|t| t != first) {
-                return Err(Malformed);
+            for t in named {
+                if t? != first {
+                    return Err(Malformed);
+                }
             }
             return Ok(Some(Fact {
                 referenced_task: Some(first),
@@ -166,6 +172,16 @@ fn task_id(v: Option<&Value>) -> Result<Option<&str>, Malformed> {
     match v.and_then(Value::as_str) {
         Some(t) if !t.is_empty() && t.len() <= MAX_OBSERVED_ID_LEN => Ok(Some(t)),
         _ => Err(Malformed),
+    }
+}
+
+/// A push config's task: `None` unless a non-empty string; `Err` when longer than
+/// [`MAX_OBSERVED_ID_LEN`] (a task no one could own: the answer is refused, not relayed with
+/// the config unchecked).
+fn config_task(v: Option<&Value>) -> Result<Option<&str>, Malformed> {
+    match v.and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        Some(t) if t.len() > MAX_OBSERVED_ID_LEN => Err(Malformed),
+        t => Ok(t),
     }
 }
 

@@ -688,6 +688,16 @@ fn observe_reads_every_result_shape() {
             json!({"statusUpdate": {"taskId": long, "contextId": "c"}}),
         ),
         ("overlong bare id", json!({"id": long, "contextId": "c"})),
+        (
+            "overlong push config task",
+            json!({"id": "cfg", "taskId": long, "url": "https://h.example.com/"}),
+        ),
+        (
+            "configs, one with an overlong task",
+            json!({"configs": [
+                {"id": "a", "taskId": "t", "url": "https://h.example.com/"},
+                {"id": "b", "taskId": long, "url": "https://h.example.com/"}]}),
+        ),
     ] {
         let reg = TaskRegistry::new(10);
         assert!(reg.observe(A, 7, &result).is_err(), "{name}");
