@@ -80,6 +80,9 @@ pub struct BasicScheme {
     users: Vec<Entry>,
     /// The cost every attempt pays when some user has an argon2id hash.
     decoy: Option<PasswordHash>,
+    /// Checks run (tests: which requests were checked).
+    #[cfg(test)]
+    pub(crate) checks: std::sync::atomic::AtomicUsize,
 }
 
 impl fmt::Debug for BasicScheme {
@@ -171,6 +174,8 @@ impl BasicScheme {
         Ok(BasicScheme {
             users: entries,
             decoy,
+            #[cfg(test)]
+            checks: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -181,6 +186,9 @@ impl BasicScheme {
     /// `credentials` is the base64 part after `Basic `. CPU- and memory-heavy when argon2id
     /// hashes are configured: the caller runs it in `spawn_blocking`.
     pub fn authenticate(&self, credentials: &str) -> Result<Principal, AuthRejection> {
+        #[cfg(test)]
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let creds = parse_credentials(credentials)?;
         let (user, password) = (creds.user(), creds.password());
         let user_digest = sha256(user.as_bytes());

@@ -153,6 +153,21 @@ pub struct ConnCredentials<'a> {
     pub client_cert: bool,
     /// Its identity, if usable.
     pub identity: Option<&'a str>,
+    /// Asked once a password check slot is taken, right before the check: whether the
+    /// caller's address may still have it (not blocked by the failure throttle while it
+    /// waited). `None`: always.
+    pub admitted: Option<StillAdmitted<'a>>,
+}
+
+/// Whether a request waiting for a password check may still have it
+/// ([`ConnCredentials::admitted`]).
+#[derive(Clone, Copy)]
+pub struct StillAdmitted<'a>(pub &'a (dyn Fn() -> bool + Sync));
+
+impl std::fmt::Debug for StillAdmitted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StillAdmitted")
+    }
 }
 
 /// Checks credentials against the policy.
@@ -402,7 +417,7 @@ impl Authenticator {
             (None, _) => {}
             // Two Authorization headers are ambiguous between parsers: refuse outright.
             (Some(_), Some(_)) => return Err(reject(reason::AUTH_MULTIPLE_HEADERS)),
-            (Some(value), None) => match self.authorization(value).await {
+            (Some(value), None) => match self.authorization(value, conn.admitted).await {
                 Ok(p) => return Ok((p, None)),
                 Err(e) => {
                     refusal.get_or_insert(e);
@@ -435,7 +450,11 @@ impl Authenticator {
         }
     }
 
-    async fn authorization(&self, value: &HeaderValue) -> Result<Principal, AuthRejection> {
+    async fn authorization(
+        &self,
+        value: &HeaderValue,
+        admitted: Option<StillAdmitted<'_>>,
+    ) -> Result<Principal, AuthRejection> {
         let (scheme, credentials) = split_authorization(value)?;
         if scheme.eq_ignore_ascii_case("bearer") {
             if self.bearer.is_enabled() {
@@ -467,6 +486,12 @@ impl Authenticator {
             let Ok(Ok(permit)) = permit else {
                 return Err(reject(reason::AUTH_OVERLOADED));
             };
+            // The address was blocked while this request waited (a burst of guesses queued
+            // behind the slots): the check is not run, and the gate answers as it would
+            // have had the request come now (429).
+            if admitted.is_some_and(|still| !(still.0)()) {
+                return Err(reject(reason::AUTH_OVERLOADED));
+            }
             let basic = basic.clone();
             let credentials = credentials.to_string();
             return tokio::task::spawn_blocking(move || {
@@ -477,6 +502,14 @@ impl Authenticator {
             .unwrap_or(Err(reject(reason::AUTH_INTERNAL)));
         }
         Err(reject(reason::AUTH_UNSUPPORTED_SCHEME))
+    }
+
+    /// How many Basic password checks ran (tests).
+    #[cfg(test)]
+    pub(crate) fn password_checks(&self) -> usize {
+        self.basic
+            .as_ref()
+            .map_or(0, |b| b.checks.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Holds every Basic password check slot (tests: the checks a request waits for).

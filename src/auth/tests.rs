@@ -222,6 +222,7 @@ async fn client_certificates_and_anonymous() {
     let cert = ConnCredentials {
         client_cert: true,
         identity: Some("spiffe://example.org/ci"),
+        admitted: None,
     };
     let p = a.authenticate(&none, cert).await.unwrap().principal;
     assert_eq!(p.name, "mtls:spiffe://example.org/ci");
@@ -230,6 +231,7 @@ async fn client_certificates_and_anonymous() {
     let nameless = ConnCredentials {
         client_cert: true,
         identity: None,
+        admitted: None,
     };
     let r = a.authenticate(&none, nameless.clone()).await;
     assert_eq!(r.unwrap_err().reason, "auth.mtls_no_identity");
@@ -246,6 +248,7 @@ async fn attributes_follow_the_scheme_and_name() {
     let cert = |id: &'static str| ConnCredentials {
         client_cert: true,
         identity: Some(id),
+        admitted: None,
     };
     let alice = basic("alice:s3cret:x");
     let rows: Vec<(HeaderMap, ConnCredentials, &str, Attributes)> = vec![
@@ -331,10 +334,12 @@ async fn presents_credential_matches_what_authenticate_would_check() {
     let cert = ConnCredentials {
         client_cert: true,
         identity: Some("spiffe://example.org/ci"),
+        admitted: None,
     };
     let nameless = ConnCredentials {
         client_cert: true,
         identity: None,
+        admitted: None,
     };
     let cases: Vec<(HeaderMap, ConnCredentials<'_>, bool)> = vec![
         (headers(&[]), ConnCredentials::default(), false),
@@ -426,6 +431,7 @@ async fn a_streams_proof_keeps_no_secret_it_does_not_need() {
     let cert = ConnCredentials {
         client_cert: true,
         identity: Some("spiffe://example.org/team-c/ci"),
+        admitted: None,
     };
     let mtls = Principal::new("mtls:spiffe://example.org/team-c/ci", Scheme::Mtls);
     match a.proves_again(&a.proof(&mtls, &h), &mtls.name, cert).await {

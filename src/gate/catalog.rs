@@ -120,6 +120,7 @@ impl Gate {
         let creds = crate::auth::ConnCredentials {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),
+            admitted: None,
         };
         // No credential at all: the public catalog. Anything else is authenticated as usual,
         // once (a wrong credential is 401 and counts against the address; an address that

@@ -57,7 +57,7 @@ use crate::policy::routes::AgentRoutes;
 use agent_gate::AgentGate;
 
 use crate::a2a::{Method, RpcError, RpcRequest};
-use crate::auth::{Authenticator, ConnCredentials, Principal};
+use crate::auth::{Authenticator, ConnCredentials, Principal, StillAdmitted};
 use crate::authz::{AuthzPolicy, Grant, Roots};
 use crate::body::{collect_limited, json_response, BoxBody};
 use crate::card::service::CardService;
@@ -846,6 +846,7 @@ impl Gate {
         let creds = ConnCredentials {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),
+            admitted: None,
         };
         let p = match self.auth.proves_again(proof, &admitted.name, creds).await {
             crate::auth::ProvesAgain::Yes(p) => p,
@@ -998,14 +999,23 @@ impl Gate {
         if let Some(wait) = self.budgets.retry_after(ip) {
             return Err(throttled(wait));
         }
+        // (one atomic load while no address was blocked meanwhile, as nearly always)
+        let still_admitted =
+            || self.budgets.blocks() == blocks || self.budgets.retry_after(ip).is_none();
         let creds = ConnCredentials {
             client_cert: conn.client_cert,
             identity: conn.client_identity.as_deref(),
+            admitted: Some(StillAdmitted(&still_admitted)),
         };
         let (found, failed) = match self.auth.authenticate(headers, creds).await {
             Ok(a) => (Ok(a.principal), a.failed),
-            // No check ran (the password checks are all busy): nothing was guessed.
+            // No check ran: the address was blocked while the request waited for a password
+            // check (a burst of guesses: refused as if it came now), or the password checks
+            // are all busy (nothing was guessed).
             Err(r) if r.unchecked() => {
+                if let Some(wait) = self.budgets.retry_after(ip) {
+                    return Err(throttled(wait));
+                }
                 let busy = Rejection::Overloaded {
                     reason: r.reason,
                     retry_after_secs: 1,

@@ -520,3 +520,50 @@ async fn a_password_never_checked_is_no_failure() {
     assert_eq!(statuses[0], StatusCode::UNAUTHORIZED);
     assert_eq!(statuses[11], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
 }
+
+/// A burst of password guesses from one address that queued for the password checks while
+/// the address got blocked (its failures spent) is not checked once a slot comes free: each
+/// is refused as a request that came now would be (429 `auth.throttled`), without its
+/// argon2 work (before, every queued guess ran its check: a few hundred checks per burst,
+/// the CPU the workers need, honest Basic callers queued behind them).
+#[tokio::test]
+async fn guesses_queued_while_their_address_got_blocked_are_not_checked() {
+    use base64::Engine as _;
+    let text = format!(
+        "{}[[auth.basic]]\nusername = \"alice\"\npassword_env = \"HOME\"\n",
+        policy_text()
+    );
+    let (gate, agent) = gate_with(&text).await;
+    let gate = Arc::new(gate);
+    let wrong = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("alice:wrong")
+    );
+    let busy = gate.auth.hold_password_checks().await;
+    let mut waves = Vec::new();
+    for _ in 0..20 {
+        let (gate, wrong) = (gate.clone(), wrong.clone());
+        waves.push(tokio::spawn(async move {
+            let req = Request::post("/")
+                .version(http::Version::HTTP_2)
+                .header("authorization", wrong)
+                .header("content-type", "application/json")
+                .header("a2a-version", "1.0")
+                .body(Full::new(Bytes::from(send_message("hi"))))
+                .expect("a request");
+            gate.handle(conn(), req).await.status()
+        }));
+    }
+    // (all twenty wait for a slot) The address's failures are spent meanwhile.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let ip = conn().peer.ip();
+    while gate.budgets.retry_after(ip).is_none() {
+        let _ = gate.budgets.record_failure(ip).await;
+    }
+    drop(busy);
+    for w in waves {
+        assert_eq!(w.await.expect("a status"), StatusCode::TOO_MANY_REQUESTS);
+    }
+    assert_eq!(gate.auth.password_checks(), 0, "a queued guess was checked");
+    assert!(agent.seen.lock().unwrap().is_empty());
+}
