@@ -520,6 +520,53 @@ async fn the_text_format_writes_readable_lines() {
     );
 }
 
+/// Connections that fail before they prove anything (here: TLS handshakes of plain HTTP) are
+/// logged at most 50 a second after a burst of 200, so that a flood of them cannot crowd the
+/// lines of callers who got in out of the log buffer; the first line after some were left out
+/// says how many. A request's own line is written as ever.
+#[tokio::test]
+async fn a_flood_of_failed_handshakes_is_logged_in_part() {
+    use tokio::io::AsyncWriteExt;
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, "").await;
+    let started = Instant::now();
+    for _ in 0..600 {
+        let mut tcp = tokio::net::TcpStream::connect(e.addr).await.unwrap();
+        let _ = tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await;
+        let _ = tcp.shutdown().await;
+        drop(tcp);
+    }
+    // (the edge's last handshake is over once a real client gets in after them)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut c = e.client().await;
+    let (status, _, _) = c.request("GET", "/nope", &[], "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    drop(c);
+    // A line after the flood, within the budget again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut tcp = tokio::net::TcpStream::connect(e.addr).await.unwrap();
+    let _ = tcp.write_all(b"GET / HTTP/1.1\r\n\r\n").await;
+    drop(tcp);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let secs = started.elapsed().as_secs_f64();
+    let log = e.stop().await;
+    let failed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("tls_handshake_failed"))
+        .collect();
+    let most = 200.0 + 50.0 * secs + 5.0;
+    assert!(
+        (failed.len() as f64) <= most && failed.len() < 600,
+        "{} handshake lines in {secs:.1} s",
+        failed.len()
+    );
+    assert!(
+        failed.iter().any(|l| l.contains("\"suppressed\"")),
+        "no line says how many were left out"
+    );
+    assert!(log.contains("route.not_found"), "the request's line");
+}
+
 /// `n` SendMessages on one connection, each with `traceparent` when given; all answered 200.
 async fn send(e: &Edge, n: usize, traceparent: Option<&str>) {
     let mut c = e.client().await;

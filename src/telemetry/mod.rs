@@ -6,6 +6,7 @@
 pub mod format;
 pub mod metrics;
 pub mod request_id;
+pub mod sampled;
 pub mod settings;
 pub mod sink;
 pub mod traces;
