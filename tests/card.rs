@@ -96,6 +96,33 @@ async fn setup(active: &str, extra: &str) -> Setup {
     }
 }
 
+/// The served card holds only what its schema knows, so every member of it is covered by
+/// its signature: an agent's own members (here an internal admin address, at the top and in
+/// a skill) are not published.
+#[tokio::test]
+async fn the_served_card_holds_only_what_its_signature_covers() {
+    let up = RecordingUpstream::start(Reply::Echo).await;
+    {
+        let mut card = up.card.lock().unwrap();
+        card["adminEndpoint"] = json!("http://10.9.8.7:8000/admin");
+        card["skills"] = json!([{"id": "s", "name": "s", "description": "d", "tags": [],
+            "endpoint": "http://10.9.8.7:9000/"}]);
+    }
+    let p = Proxy::start(ProxyOpts {
+        upstream_url: up.url.clone(),
+        ..Default::default()
+    })
+    .await;
+    let mut c = p.client(Proto::H2).await;
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8_lossy(&body);
+    assert!(!text.contains("10.9.8.7"), "{text}");
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(card["skills"][0]["id"], "s", "{card}");
+    assert!(card.get("adminEndpoint").is_none(), "{card}");
+}
+
 /// With `a2a.redact_paths`, the public card (anyone may read it) is cleaned as the extended
 /// card and every answer are: an agent's local paths are hidden (before, only the extended
 /// card was cleaned). Its links stay.

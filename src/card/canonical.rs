@@ -79,6 +79,39 @@ pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
     }
 }
 
+/// Removes every member the `AgentCard` message tree does not know, at every level (of a card
+/// in JSON names: [`to_json_names`] first), except the top-level members in `keep`: what is
+/// served is what its signatures cover (an unknown member is outside the canonical form, so
+/// anyone between the edge and a verifier could change it, and it may carry what the agent
+/// should not publish, such as an internal address). Map keys (scheme names) and extension
+/// `params` (a free-form `Struct`, signed) are kept as they are.
+pub fn drop_unknown(card: &mut Map<String, Value>, keep: &[&str]) {
+    drop_unknown_in(card, &AGENT_CARD, keep);
+}
+
+fn drop_unknown_in(obj: &mut Map<String, Value>, msg: &'static Message, keep: &[&str]) {
+    obj.retain(|k, _| keep.contains(&k.as_str()) || msg.fields.iter().any(|f| f.json == k));
+    for field in msg.fields {
+        let Some(value) = obj.get_mut(field.json) else {
+            continue;
+        };
+        match (field.kind, value) {
+            (Kind::Msg(m), Value::Object(o)) => drop_unknown_in(o, m, &[]),
+            (Kind::RepMsg(m), Value::Array(items)) => {
+                for o in items.iter_mut().filter_map(Value::as_object_mut) {
+                    drop_unknown_in(o, m, &[]);
+                }
+            }
+            (Kind::MapMsg(m), Value::Object(entries)) => {
+                for o in entries.values_mut().filter_map(Value::as_object_mut) {
+                    drop_unknown_in(o, m, &[]);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Renames the members of `obj` (the object at `path`) named by the proto name of a
 /// `(proto, json)` pair to its JSON name, in place (each keeps its position among the others);
 /// an object with both names of one pair is refused and left as it was.

@@ -51,6 +51,10 @@ const LEGACY_NAMES: [(&str, &str); 2] = [
     ("preferred_transport", "preferredTransport"),
 ];
 
+/// The A2A 0.3 members [`rewrite`] keeps, set to the edge's values (0.3 clients read them; no
+/// 1.0 signature covers them, and they say nothing of the agent).
+const LEGACY_KEPT: [&str; 2] = ["url", "preferredTransport"];
+
 /// Puts an agent's card in ProtoJSON JSON names, at every level the `AgentCard` schema knows
 /// ([`canonical::to_json_names`]) and for the legacy members the rewrite touches; refused
 /// when a member is given by both names. Done before anything reads the card.
@@ -75,6 +79,9 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
         }
     }
     drop_internal_links(&mut card, face);
+    // Only what the card's schema knows is served (and signed): the legacy members the
+    // rewrite sets besides.
+    canonical::drop_unknown(&mut card, &LEGACY_KEPT);
     // Only the JSON-RPC binding of A2A 1.x is served by the edge; other interfaces (REST,
     // gRPC, 0.3) would bypass it or fail, so they are not advertised.
     let mut iface = json!({
@@ -253,6 +260,35 @@ mod tests {
             out.extend(chars);
             out
         })
+    }
+
+    /// What the card's schema does not know is not served, at any level (it is outside what
+    /// the signature covers, and may hold an internal address); extension `params` (a
+    /// free-form `Struct`, signed) and the legacy `url` (set to the edge's) stay.
+    #[test]
+    fn members_the_schema_does_not_know_are_not_served() {
+        let card = json!({"name": "n", "version": "1", "url": "http://10.0.0.5:8000/",
+            "adminEndpoint": "http://10.0.0.5:8000/admin", "protocolVersion": "0.3.0",
+            "capabilities": {"streaming": true, "x-debug": "http://10.0.0.5:9/",
+                "extensions": [{"uri": "urn:x:e", "params": {"any": {"inside": 1}}, "extra": 1}]},
+            "skills": [{"id": "s", "name": "s", "description": "d", "tags": [],
+                "endpoint": "http://10.0.0.5:9000/"}],
+            "provider": {"organization": "o", "url": "https://example.com/", "internal": "x"}});
+        let out = rewritten(card);
+        let text = out.to_string();
+        assert!(!text.contains("10.0.0.5"), "{text}");
+        assert!(out.get("protocolVersion").is_none(), "{text}");
+        for gone in ["adminEndpoint", "x-debug", "endpoint", "internal", "extra"] {
+            assert!(!text.contains(&format!("\"{gone}\"")), "{gone}: {text}");
+        }
+        assert_eq!(out["url"], "https://edge.example/");
+        assert_eq!(out["capabilities"]["streaming"], true);
+        assert_eq!(
+            out["capabilities"]["extensions"][0]["params"],
+            json!({"any": {"inside": 1}})
+        );
+        assert_eq!(out["provider"]["organization"], "o");
+        assert_eq!(out["skills"][0]["id"], "s");
     }
 
     /// A skill's own security requirements name the agent's schemes, which the edge does not
