@@ -360,6 +360,32 @@ async fn the_agents_signature_is_checked_before_the_card_is_trusted() {
     assert_eq!(again, body);
 }
 
+/// With `a2a.redact_paths` and `card.upstream_keys`, an agent's signed card with a path in it
+/// is verified as the agent signed it, then cleaned: served with `[PATH]` and the edge's own
+/// signature (cleaned first, it failed the agent's signature and was never served).
+#[tokio::test]
+async fn a_signed_agent_card_is_cleaned_after_its_signature_is_verified() {
+    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_CARD_SECRET", "agent-card-secret");
+    let s = setup(
+        "e1",
+        "[card.upstream_keys]\nsecrets_env = { agent = \"A2A_EDGE_TEST_UPSTREAM_CARD_SECRET\" }\n[a2a]\nredact_paths = true",
+    )
+    .await;
+    let mut signed = recorder_card();
+    signed["description"] = json!("works in /srv/ws/team-a/x");
+    let key = SigningKey::hs256("agent", b"agent-card-secret").unwrap();
+    sign_card(&mut signed, &key, &SignOptions::default()).unwrap();
+    *s.up.card.lock().unwrap() = signed;
+    let mut c = s.proxy.client(Proto::H1).await;
+    // (the recorder's first card, unsigned, was refused: a 1 s backoff before the next fetch)
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, _, body) = fetch(&mut c, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let card: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(card["description"], "works in [PATH]", "{card}");
+    assert!(verify_card(&card, &jwks_keys(&mut c).await).is_valid());
+}
+
 #[tokio::test]
 async fn the_extended_card_is_rewritten_and_signed_too() {
     let s = setup("e2", "").await;

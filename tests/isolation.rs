@@ -332,21 +332,19 @@ async fn referenced_tasks_must_be_the_callers() {
     assert!(v.get("result").is_some(), "{v}");
 }
 
-/// A push config given with a message (`configuration.taskPushNotificationConfig`) names
-/// its task like any other field: another caller's task there is refused with the error of
-/// a task that does not exist, before any agent sees it (an agent honouring the config would
-/// send that task's updates to the caller's URL); the caller's own task passes.
-#[tokio::test]
-async fn a_push_config_sent_with_a_message_names_only_the_callers_task() {
+/// An agent that names the ids it is told ([`Reply::Named`]) behind an edge with Mallory as
+/// a second caller and these policy lines; Alice's task `t-a1` (context `c-a1`) made through
+/// a client of `proto`, which is returned.
+async fn alice_has_a_task(extra: &str, proto: Proto) -> (RecordingUpstream, Proxy, Client) {
     let (up, p) = Proxy::with_recorder(
         Reply::Named,
         ProxyOpts {
-            extra_policy: MALLORY_ENTRY.into(),
+            extra_policy: format!("{MALLORY_ENTRY}{extra}"),
             ..Default::default()
         },
     )
     .await;
-    let mut c = p.client(Proto::H2).await;
+    let mut c = p.client(proto).await;
     let v = rpc_as(
         &mut c,
         ALICE,
@@ -355,6 +353,16 @@ async fn a_push_config_sent_with_a_message_names_only_the_callers_task() {
     )
     .await;
     assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    (up, p, c)
+}
+
+/// A push config given with a message (`configuration.taskPushNotificationConfig`) names
+/// its task like any other field: another caller's task there is refused with the error of
+/// a task that does not exist, before any agent sees it (an agent honouring the config would
+/// send that task's updates to the caller's URL); the caller's own task passes.
+#[tokio::test]
+async fn a_push_config_sent_with_a_message_names_only_the_callers_task() {
+    let (up, _p, mut c) = alice_has_a_task("", Proto::H2).await;
     let with_push = |text: &str, task: &str| {
         let mut m = message(text, json!({}));
         m["configuration"] = json!({"taskPushNotificationConfig":
@@ -395,23 +403,7 @@ async fn a_push_config_sent_with_a_message_names_only_the_callers_task() {
 /// task is looked up as before.
 #[tokio::test]
 async fn a_push_callback_is_looked_up_only_for_the_callers_own_task() {
-    let (up, p) = Proxy::with_recorder(
-        Reply::Named,
-        ProxyOpts {
-            extra_policy: format!("{MALLORY_ENTRY}[a2a.push]\nresolve_names = true\n"),
-            ..Default::default()
-        },
-    )
-    .await;
-    let mut c = p.client(Proto::H1).await;
-    let v = rpc_as(
-        &mut c,
-        ALICE,
-        "SendMessage",
-        message("t-a1 c-a1", json!({})),
-    )
-    .await;
-    assert_eq!(v["result"]["task"]["id"], "t-a1", "{v}");
+    let (up, _p, mut c) = alice_has_a_task("[a2a.push]\nresolve_names = true\n", Proto::H1).await;
     // (a public name that resolves to nothing: IANA's example.com has no such host)
     let url = "https://no-such-host.example.com/x";
     let create = |task: &str| json!({"taskId": task, "url": url});

@@ -871,10 +871,24 @@ async fn flooded_stream(
     Proxy,
     tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
 ) {
+    flooded_stream_with(limits, "").await
+}
+
+/// [`flooded_stream`] with these `[server]` lines too.
+async fn flooded_stream_with(
+    limits: &str,
+    server: &str,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    RecordingUpstream,
+    Proxy,
+    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) {
     let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (up, p) = Proxy::with_recorder(
         Reply::Flood(closed.clone()),
         ProxyOpts {
+            extra_server: server.into(),
             extra_policy: format!("[limits]\n{limits}"),
             ..Default::default()
         },
@@ -896,23 +910,11 @@ async fn flooded_stream(
 /// streams of 16 MiB were a GiB no budget saw). Here the agent floods 64 KiB events.
 #[tokio::test]
 async fn a_frame_waiting_for_its_caller_is_charged() {
-    let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (_up, p) = Proxy::with_recorder(
-        Reply::Flood(closed.clone()),
-        ProxyOpts {
-            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
-            extra_policy: "[limits]\nstream_buffer_bytes = 4096\nstream_idle_timeout_ms = 600000\nwrite_timeout_ms = 600000\n".into(),
-            ..Default::default()
-        },
+    let (closed, _up, p, s) = flooded_stream_with(
+        "stream_buffer_bytes = 4096\nstream_idle_timeout_ms = 600000\nwrite_timeout_ms = 600000\n",
+        "admin_listen = \"127.0.0.1:0\"\n",
     )
     .await;
-    let mut s = p.raw_tls().await;
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"flood me"}]}}}"#;
-    let req = format!(
-        "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
     // Nothing read: the socket's buffers fill, then the stream's, then a frame waits.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

@@ -35,6 +35,9 @@ pub struct EdgeFace {
     /// The agents' own URLs (the policy's `[[upstreams]]`): links to their origins are not
     /// published ([`rewrite`]).
     pub agent_urls: Vec<String>,
+    /// How a card is cleaned once its signature is verified, as agents' answers are
+    /// (`a2a.metadata`, `a2a.redact_paths`); `None`: not cleaned.
+    pub cleaning: Option<(crate::validate::metadata::MetadataPolicy, bool)>,
 }
 
 pub use canonical::CardError;
@@ -240,6 +243,7 @@ mod tests {
             security_schemes: schemes,
             required_extensions: vec!["urn:x:req".into()],
             agent_urls: vec!["http://10.1.2.3:9000/".into()],
+            cleaning: None,
         }
     }
 

@@ -165,6 +165,13 @@ impl CardService {
         let mut agent_card = agent_card;
         super::to_json_names(&mut agent_card)
             .map_err(|e| Refused::new(reason::CARD_INVALID, e.0))?;
+        // Cleaned as the agent's answers are (its local paths with `redact_paths`, secrets in
+        // metadata), once its signature is verified: anyone may read the public card.
+        if let Some((metadata, redact_paths)) = &self.face.cleaning {
+            let mut envelope = serde_json::json!({ "result": agent_card });
+            crate::upstream::clean::clean_response(&mut envelope, metadata, *redact_paths);
+            agent_card = envelope["result"].take();
+        }
         let mut card = rewrite(agent_card, &self.face)?;
         // Only an A2A 1.0 AgentCard is published (an SDK refuses a whole card for one
         // missing field); an incomplete optional `provider` is dropped first.
@@ -224,6 +231,7 @@ mod tests {
             security_schemes,
             required_extensions: Vec::new(),
             agent_urls: Vec::new(),
+            cleaning: None,
         };
         CardService::new(policy, face)
     }

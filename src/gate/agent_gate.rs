@@ -112,6 +112,7 @@ impl AgentGate {
                             crate::policy::UpstreamTarget::Embedded => None,
                         })
                         .collect(),
+                    cleaning: Some((a2a.requests.metadata.clone(), a2a.requests.redact_paths)),
                 },
             ),
             fleet: Fleet::from_policy(upstreams, s.registry, previous.map(|g| &g.fleet), s.local)?,

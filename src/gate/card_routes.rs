@@ -268,16 +268,8 @@ impl AgentGate {
                 CollectError::TimedOut => reason::UPSTREAM_TIMEOUT,
                 _ => reason::CARD_UPSTREAM_BODY,
             })?;
-        let card: Value = serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?;
-        // Cleaned as the extended card is (an agent's local paths with `redact_paths`,
-        // secrets in metadata): anyone may read this one.
-        let mut envelope = json!({ "result": card });
-        clean_response(
-            &mut envelope,
-            &self.requests.metadata,
-            self.requests.redact_paths,
-        );
-        Ok(envelope["result"].take())
+        // (cleaned once its signature is verified: `CardService::prepare`)
+        Ok(serde_json::from_slice(&bytes).map_err(|_| reason::CARD_UPSTREAM_JSON)?)
     }
 
     /// The agent's extended card, verified, rewritten and signed like the public one. `relayed`

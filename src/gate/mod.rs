@@ -606,10 +606,7 @@ impl Gate {
                 let message = rpc.params.get("message");
                 // A task the message refers to must be the caller's own, like any task it names
                 // (an agent that reads referred tasks would hand another caller's over).
-                let references = message
-                    .and_then(|m| m.get("referenceTaskIds"))
-                    .and_then(Value::as_array);
-                for r in references.into_iter().flatten() {
+                for r in referenced_tasks(message) {
                     registry
                         .authorize_task(&name, r.as_str().unwrap_or(""))
                         .map_err(deny)?;
@@ -720,7 +717,12 @@ impl Gate {
                     held,
                     interrupt: None,
                     observe: move |v: &mut Value| -> Result<Option<Pending>, upstream::Refused> {
-                        clean_response(v, &requests.metadata, requests.redact_paths);
+                        // An error is cleaned here; a card once its signature is verified
+                        // (`CardService::prepare`: cleaned before, a signed card with a path
+                        // in it would fail the agent's signature under `redact_paths`).
+                        if v.get("result").is_none() {
+                            clean_response(v, &requests.metadata, requests.redact_paths);
+                        }
                         Ok(None)
                     },
                 };
@@ -1369,6 +1371,15 @@ fn inline_push_task(rpc: &RpcRequest) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The ids a message refers to (`referenceTaskIds`).
+fn referenced_tasks(message: Option<&Value>) -> impl Iterator<Item = &Value> {
+    message
+        .and_then(|m| m.get("referenceTaskIds"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
 /// The tasks a request with a push callback names, each the caller's to be before the
 /// callback's name is looked up: a config's `taskId`; a message's inline config's, the
 /// message's own and those it refers to.
@@ -1379,16 +1390,13 @@ fn push_tasks(rpc: &RpcRequest) -> Vec<&str> {
     match rpc.method {
         Method::SendMessage | Method::SendStreamingMessage => {
             let message = rpc.params.get("message");
-            let references = message
-                .and_then(|m| m.get("referenceTaskIds"))
-                .and_then(Value::as_array);
             [
                 inline_push_task(rpc),
                 text(message.and_then(|m| m.get("taskId"))),
             ]
             .into_iter()
             .flatten()
-            .chain(references.into_iter().flatten().filter_map(Value::as_str))
+            .chain(referenced_tasks(message).filter_map(Value::as_str))
             .collect()
         }
         _ => text(rpc.params.get("taskId")).into_iter().collect(),

@@ -1179,20 +1179,20 @@ async fn accept_loop(
                 let policy = Policed::now(&gates, &acceptors);
                 // Denied networks are dropped before any TLS work.
                 if !gates.load().permits(peer.ip()) {
-                    crate::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::NETWORK_DENIED.as_str());
+                    crate::telemetry::sampled::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::NETWORK_DENIED.as_str());
                     metrics.connection(ConnectionOutcome::Refused(reason::NETWORK_DENIED));
                     drop(tcp);
                     continue;
                 }
                 // Over the connection limit: refuse at once rather than queue.
                 let Some(client_slot) = per_client.acquire(peer.ip()) else {
-                    crate::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
+                    crate::telemetry::sampled::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
                     metrics.connection(ConnectionOutcome::Refused(reason::LIMITS_CONNECTIONS_PER_CLIENT));
                     drop(tcp);
                     continue;
                 };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    crate::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS.as_str());
+                    crate::telemetry::sampled::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS.as_str());
                     metrics.connection(ConnectionOutcome::Refused(reason::LIMITS_CONNECTIONS));
                     drop(tcp);
                     continue;
@@ -1234,12 +1234,12 @@ async fn accept_loop(
                         Ok(Err(e)) => {
                             // (rustls' own words: a revoked or unknown client certificate,
                             // a protocol error; no bytes of the peer's)
-                            crate::connection_line!(event = "tls_handshake_failed", client = %peer.ip(), error = %e);
+                            crate::telemetry::sampled::connection_line!(event = "tls_handshake_failed", client = %peer.ip(), error = %e);
                             metrics.connection(ConnectionOutcome::Refused(reason::TLS_HANDSHAKE_FAILED));
                             return;
                         }
                         Err(_) => {
-                            crate::connection_line!(event = "tls_handshake_timeout", client = %peer.ip());
+                            crate::telemetry::sampled::connection_line!(event = "tls_handshake_timeout", client = %peer.ip());
                             metrics.connection(ConnectionOutcome::Refused(reason::TLS_HANDSHAKE_TIMEOUT));
                             return;
                         }

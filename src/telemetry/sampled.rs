@@ -55,15 +55,15 @@ pub fn connections() -> &'static Sampled {
 
 /// Writes a connection line (`tracing::info!` with these fields) within the process's budget;
 /// the first line after some were left out carries `suppressed` (how many).
-#[macro_export]
 macro_rules! connection_line {
     ($($field:tt)*) => {
         if let Some(suppressed) = $crate::telemetry::sampled::connections().admit() {
             let suppressed = (suppressed > 0).then_some(suppressed);
-            tracing::info!($($field)*, suppressed);
+            ::tracing::info!($($field)*, suppressed);
         }
     };
 }
+pub(crate) use connection_line;
 
 #[cfg(test)]
 mod tests {
