@@ -8,13 +8,14 @@ Usage: python3 packaging/gen-tlds.py [/usr/share/publicsuffix/public_suffix_list
 """
 import os
 import sys
+import time
 
 src = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/publicsuffix/public_suffix_list.dat"
 text = open(src, encoding="utf-8").read()
 version = next(
     (l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("// VERSION:")),
     None,
-) or "of " + __import__("time").strftime("%Y-%m-%d", __import__("time").gmtime(os.path.getmtime(src)))
+) or "of " + time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(src)))
 tlds, icann = set(), False
 for line in text.splitlines():
     if "===BEGIN ICANN DOMAINS===" in line:

@@ -36,8 +36,18 @@ pub struct EdgeFace {
     /// published ([`rewrite`]).
     pub agent_urls: Vec<String>,
     /// How a card is cleaned once its signature is verified, as agents' answers are
-    /// (`a2a.metadata`, `a2a.redact_paths`); `None`: not cleaned.
-    pub cleaning: Option<(crate::validate::metadata::MetadataPolicy, bool)>,
+    /// (`a2a.metadata`, `a2a.redact_paths`: the gate's cleaning); `None`: not cleaned.
+    pub cleaning: Option<Cleaning>,
+}
+
+/// Cleans a card (in JSON names) in place: given by the gate, which knows the policy.
+#[derive(Clone)]
+pub struct Cleaning(pub std::sync::Arc<dyn Fn(&mut Value) + Send + Sync>);
+
+impl std::fmt::Debug for Cleaning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cleaning")
+    }
 }
 
 pub use canonical::CardError;
@@ -83,7 +93,8 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
     }
     drop_internal_links(&mut card, face);
     // Only what the card's schema knows is served (and signed): the legacy members the
-    // rewrite sets besides.
+    // rewrite sets besides. (So an upstream signature, which no longer covers the rewritten
+    // card, 0.3's `additionalInterfaces` and `security`, go too.)
     canonical::drop_unknown(&mut card, &LEGACY_KEPT);
     // Only the JSON-RPC binding of A2A 1.x is served by the edge; other interfaces (REST,
     // gRPC, 0.3) would bypass it or fail, so they are not advertised.
@@ -111,23 +122,18 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
     if card.contains_key("preferredTransport") {
         card.insert("preferredTransport".into(), Value::from("JSONRPC"));
     }
-    card.remove("additionalInterfaces");
-    // An upstream signature no longer covers the rewritten card.
-    card.remove("signatures");
     require_extensions(&mut card, &face.required_extensions);
     // Callers authenticate to the edge, not to the agent: a skill's own requirements name
     // the agent's schemes (not served) and go; the edge's apply to every skill.
     if let Some(Value::Array(skills)) = card.get_mut("skills") {
         for skill in skills.iter_mut().filter_map(Value::as_object_mut) {
             skill.remove("securityRequirements");
-            skill.remove("security");
         }
     }
     let names: Vec<String> = face.security_schemes.keys().cloned().collect();
     if names.is_empty() {
         card.remove("securitySchemes");
         card.remove("securityRequirements");
-        card.remove("security");
     } else {
         card.insert(
             "securitySchemes".into(),
@@ -138,7 +144,6 @@ pub fn rewrite(card: Value, face: &EdgeFace) -> Result<Value, Reason> {
             .map(|n| json!({"schemes": {n.clone(): {"list": []}}}))
             .collect();
         card.insert("securityRequirements".into(), Value::Array(reqs));
-        card.remove("security");
     }
     Ok(Value::Object(card))
 }

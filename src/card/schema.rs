@@ -7,8 +7,8 @@
 //! Decisions: a REQUIRED string must be a non-empty string; a REQUIRED repeated field, when
 //! present, must be an array, and may be absent or empty (ProtoJSON omits an empty list, as
 //! the a2a-sdk signer does), except `supportedInterfaces`, which needs one interface to be
-//! usable at all; unknown fields
-//! are left alone (the rewrite has dropped them from an agent's card: [`super::rewrite`]). [`repair`] drops an incomplete
+//! usable at all; unknown fields are left alone (the rewrite has dropped them from an agent's
+//! card: [`super::rewrite`]). [`repair`] drops an incomplete
 //! `provider` (an optional field whose required `url` or `organization` is missing, as
 //! iac-code 0.16.0's card has it) before the check, since the card is valid without it.
 

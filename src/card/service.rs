@@ -167,10 +167,8 @@ impl CardService {
             .map_err(|e| Refused::new(reason::CARD_INVALID, e.0))?;
         // Cleaned as the agent's answers are (its local paths with `redact_paths`, secrets in
         // metadata), once its signature is verified: anyone may read the public card.
-        if let Some((metadata, redact_paths)) = &self.face.cleaning {
-            let mut envelope = serde_json::json!({ "result": agent_card });
-            crate::upstream::clean::clean_response(&mut envelope, metadata, *redact_paths);
-            agent_card = envelope["result"].take();
+        if let Some(clean) = &self.face.cleaning {
+            (clean.0)(&mut agent_card);
         }
         let mut card = rewrite(agent_card, &self.face)?;
         // Only an A2A 1.0 AgentCard is published (an SDK refuses a whole card for one

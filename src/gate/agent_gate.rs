@@ -112,7 +112,7 @@ impl AgentGate {
                             crate::policy::UpstreamTarget::Embedded => None,
                         })
                         .collect(),
-                    cleaning: Some((a2a.requests.metadata.clone(), a2a.requests.redact_paths)),
+                    cleaning: Some(card_cleaning(&a2a.requests)),
                 },
             ),
             fleet: Fleet::from_policy(upstreams, s.registry, previous.map(|g| &g.fleet), s.local)?,
@@ -154,4 +154,15 @@ impl AgentGate {
     pub(super) fn label(&self) -> &Arc<str> {
         &self.label
     }
+}
+
+/// A card cleaned as an agent's answers are (`a2a.metadata`, `a2a.redact_paths`), for the
+/// card service to run once the agent's signature is verified.
+fn card_cleaning(requests: &crate::validate::request::RequestPolicy) -> crate::card::Cleaning {
+    let (metadata, redact_paths) = (requests.metadata.clone(), requests.redact_paths);
+    crate::card::Cleaning(Arc::new(move |card: &mut Value| {
+        let mut envelope = serde_json::json!({ "result": card.take() });
+        crate::upstream::clean::clean_response(&mut envelope, &metadata, redact_paths);
+        *card = envelope["result"].take();
+    }))
 }

@@ -273,8 +273,9 @@ impl AgentGate {
     }
 
     /// The agent's extended card, verified, rewritten and signed like the public one. `relayed`
-    /// is the relay's answer (read within [`MAX_CARD_BYTES`], cleaned, its share of the
-    /// caller's budgets its own); the card read from it, its tree and the card written again
+    /// is the relay's answer (read within [`MAX_CARD_BYTES`], an error cleaned, a card
+    /// cleaned once verified by [`CardService::prepare`], its share of the caller's budgets
+    /// its own); the card read from it, its tree and the card written again
     /// are the caller's in `held` (an empty reservation of the request's), which the answer's
     /// body owns with the caller's `slot` until it is sent. An agent's answer that is not a
     /// card the edge can serve is -32006 `card.extended_invalid`; one past the caller's

@@ -1150,8 +1150,9 @@ impl Gate {
             metrics: self.metrics.clone(),
             shared_budget: slot.stream_budget(),
         };
-        // Every plan's observer cleans with this agent's request policy (`one_answer`, or
-        // `clean_response` alone for the extended card), so the relay may take the fast pass.
+        // Every plan's observer cleans with this agent's request policy (`one_answer`, or for
+        // the extended card `clean_response` of an error, its card cleaned by
+        // `CardService::prepare` once verified), so the relay may take the fast pass.
         let fast = Some(at.requests.clone());
         let streaming = rpc.method.is_streaming();
         // The extended card is read again from the relayed answer, to be rewritten and

@@ -95,9 +95,7 @@ impl Dial {
             write_stall: Duration::from_secs(300),
         })
     }
-}
 
-impl Dial {
     /// A write's stall limit, and how long the connection may take to be ready.
     fn timeouts(&self) -> (Duration, Duration) {
         (self.write_stall, self.connect_timeout)

@@ -33,11 +33,11 @@ pub struct FrameReader {
     have: usize,
     /// Bytes of the current frame's payload still to come.
     left: usize,
-    /// The current frame is a SETTINGS frame with settings.
+    /// The current frame is a SETTINGS frame on stream 0 that is not an ACK.
     settings: bool,
     entry: [u8; 6],
     entry_have: usize,
-    /// A whole SETTINGS frame (with settings) has been read.
+    /// A whole SETTINGS frame on stream 0 that is not an ACK has been read.
     settled: bool,
 }
 
@@ -198,8 +198,8 @@ mod tests {
         got
     }
 
-    /// Settled once a whole SETTINGS frame with settings is read (an empty one too), not by
-    /// an ACK, another frame, or part of one.
+    /// Settled once a whole SETTINGS frame on stream 0 that is not an ACK is read (an empty
+    /// one too), not by an ACK, another frame, or part of one.
     #[test]
     fn the_peers_settings_are_known_once_its_first_settings_frame_is_whole() {
         let whole = frame(SETTINGS, 0, 0, &setting(MAX_CONCURRENT_STREAMS, 5));

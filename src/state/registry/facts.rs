@@ -118,9 +118,7 @@ impl<'a> Fact<'a> {
     /// A Task: its `id` is required (a usable one: see [`task_id`]); its `contextId` may be
     /// missing (then only a task the registry knows is relayed: `State::learn_checked`).
     fn task(task: &'a Value) -> Result<Option<Fact<'a>>, Malformed> {
-        let Some(t) = task_id(task.get("id"))? else {
-            return Ok(None);
-        };
+        let t = task_id(task.get("id"))?;
         let (state, timestamp) = status(task.get("status"));
         Ok(Some(Fact {
             task: Some(t),
@@ -132,9 +130,7 @@ impl<'a> Fact<'a> {
     }
 
     fn update(update: &'a Value, has_status: bool) -> Result<Option<Fact<'a>>, Malformed> {
-        let Some(t) = task_id(update.get("taskId"))? else {
-            return Ok(None);
-        };
+        let t = task_id(update.get("taskId"))?;
         let (state, timestamp) = if has_status {
             status(update.get("status"))
         } else {
@@ -168,9 +164,9 @@ impl<'a> Fact<'a> {
 /// [`MAX_OBSERVED_ID_LEN`] bytes. A longer one could never be recorded (nor named by a
 /// request, whose ids are shorter): read as none, it dropped the whole fact, the answer's
 /// `contextId` with it, and an answer naming another caller's context was relayed unchecked.
-fn task_id(v: Option<&Value>) -> Result<Option<&str>, Malformed> {
+fn task_id(v: Option<&Value>) -> Result<&str, Malformed> {
     match v.and_then(Value::as_str) {
-        Some(t) if !t.is_empty() && t.len() <= MAX_OBSERVED_ID_LEN => Ok(Some(t)),
+        Some(t) if !t.is_empty() && t.len() <= MAX_OBSERVED_ID_LEN => Ok(t),
         _ => Err(Malformed),
     }
 }
