@@ -419,11 +419,13 @@ impl Authenticator {
             (Some(_), Some(_)) => return Err(reject(reason::AUTH_MULTIPLE_HEADERS)),
             (Some(value), None) => match self.authorization(value, conn.admitted).await {
                 Ok(p) => return Ok((p, None)),
+                // A password that could not be checked outweighs a certificate without an
+                // identity (the only refusal before it: no credential, no guess): the caller
+                // is told to come back, not refused.
+                Err(e) if e.unchecked() => refusal = Some(e),
                 Err(e) => {
                     refusal.get_or_insert(e);
-                    if !e.unchecked() {
-                        failed = Some(e);
-                    }
+                    failed = Some(e);
                 }
             },
         }

@@ -187,6 +187,15 @@ async fn a_password_never_checked_is_not_a_failed_credential() {
     let r = r.unwrap_err();
     assert_eq!(r.reason, "auth.overloaded");
     assert!(r.unchecked());
+    // Beside a client certificate without a usable identity (no credential, no guess): the
+    // password that could not be checked decides (come back), not the certificate (401).
+    let nameless = ConnCredentials {
+        client_cert: true,
+        ..ConnCredentials::default()
+    };
+    let r = a.authenticate(&alone, nameless).await.unwrap_err();
+    assert_eq!(r.reason, "auth.overloaded");
+    assert!(r.unchecked());
     let beside = headers(&[("authorization", &good_basic), ("x-my-key", b"key-abc")]);
     let ok = a.authenticate(&beside, ConnCredentials::default()).await;
     let ok = ok.unwrap();
