@@ -203,14 +203,16 @@ impl Workspace {
     /// a running stream): with the filesystem checked, its path resolved again as a
     /// request's is ([`resolve_cwd`]: looking up nothing outside the roots, within the walk's
     /// budget), or, when it is missing now under one of the roots, where it was at admission;
-    /// a path that now leads outside them through a symlink, or cannot be resolved, is not.
+    /// a path that now leads outside them through a symlink, is no directory (a file put in
+    /// its place), or cannot be resolved, is not.
     /// Without the filesystem, its lexical path.
     pub fn still_within(&self, roots: &WorkspacePolicy) -> bool {
         if !roots.check_filesystem {
             return roots.contains(&self.logical);
         }
         match resolve_within(&self.logical, &|c| roots.area(c)) {
-            Resolved::Real(real) => roots.contains(&real),
+            // (a directory, as a request's cwd must be: a file put in its place is not held)
+            Resolved::Real(real) => roots.contains(&real) && real.is_dir(),
             missing if missing.missing_within(|a| roots.contains(a)) => roots.contains(&self.real),
             _ => false,
         }

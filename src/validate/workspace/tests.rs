@@ -683,4 +683,12 @@ fn a_workspace_is_still_within_the_roots_as_a_request_would_be() {
             std::fs::remove_file(dir.join("ws/p")).unwrap();
         }
     }
+    // A file in its place, or a link to one inside: no workspace now (a request's cwd must
+    // be a directory).
+    std::fs::write(dir.join("ws/p"), b"x").unwrap();
+    assert!(!admitted.still_within(&policy), "a file");
+    std::fs::remove_file(dir.join("ws/p")).unwrap();
+    std::fs::write(dir.join("ws/f"), b"x").unwrap();
+    dir.symlink(&dir.join("ws/f"), "ws/p");
+    assert!(!admitted.still_within(&policy), "a link to a file inside");
 }
