@@ -689,6 +689,6 @@ fn a_workspace_is_still_within_the_roots_as_a_request_would_be() {
     assert!(!admitted.still_within(&policy), "a file");
     std::fs::remove_file(dir.join("ws/p")).unwrap();
     std::fs::write(dir.join("ws/f"), b"x").unwrap();
-    dir.symlink(&dir.join("ws/f"), "ws/p");
+    dir.symlink(dir.join("ws/f"), "ws/p");
     assert!(!admitted.still_within(&policy), "a link to a file inside");
 }
