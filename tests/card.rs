@@ -328,22 +328,28 @@ async fn hs256_signatures_verify_with_the_shared_secret() {
     assert_eq!(verify_card(&card, &wrong), Verdict::SignatureMismatch);
 }
 
+/// `[card]` lines that trust the agent's own card signature (HS256 key `agent`), then `more`.
+fn trusting_the_agent(more: &str) -> String {
+    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_CARD_SECRET", "agent-card-secret");
+    format!("[card.upstream_keys]\nsecrets_env = {{ agent = \"A2A_EDGE_TEST_UPSTREAM_CARD_SECRET\" }}{more}")
+}
+
+/// `card` signed by the agent with the key [`trusting_the_agent`] trusts.
+fn signed_by_the_agent(mut card: Value) -> Value {
+    let key = SigningKey::hs256("agent", b"agent-card-secret").unwrap();
+    sign_card(&mut card, &key, &SignOptions::default()).unwrap();
+    card
+}
+
 #[tokio::test]
 async fn the_agents_signature_is_checked_before_the_card_is_trusted() {
-    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_CARD_SECRET", "agent-card-secret");
-    let s = setup(
-        "e1",
-        "[card.upstream_keys]\nsecrets_env = { agent = \"A2A_EDGE_TEST_UPSTREAM_CARD_SECRET\" }",
-    )
-    .await;
+    let s = setup("e1", &trusting_the_agent("")).await;
     let mut c = s.proxy.client(Proto::H1).await;
     // The recorder's card is unsigned: refused, nothing is served.
     let (status, _, _) = fetch(&mut c, &[]).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     // Signed by the agent with the expected key: verified, rewritten, re-signed by the edge.
-    let mut signed = recorder_card();
-    let key = SigningKey::hs256("agent", b"agent-card-secret").unwrap();
-    sign_card(&mut signed, &key, &SignOptions::default()).unwrap();
+    let mut signed = signed_by_the_agent(recorder_card());
     *s.up.card.lock().unwrap() = signed.clone();
     // (After the failed fetch, public requests wait out a 1 s backoff before fetching again.)
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -365,17 +371,10 @@ async fn the_agents_signature_is_checked_before_the_card_is_trusted() {
 /// signature (cleaned first, it failed the agent's signature and was never served).
 #[tokio::test]
 async fn a_signed_agent_card_is_cleaned_after_its_signature_is_verified() {
-    std::env::set_var("A2A_EDGE_TEST_UPSTREAM_CARD_SECRET", "agent-card-secret");
-    let s = setup(
-        "e1",
-        "[card.upstream_keys]\nsecrets_env = { agent = \"A2A_EDGE_TEST_UPSTREAM_CARD_SECRET\" }\n[a2a]\nredact_paths = true",
-    )
-    .await;
-    let mut signed = recorder_card();
-    signed["description"] = json!("works in /srv/ws/team-a/x");
-    let key = SigningKey::hs256("agent", b"agent-card-secret").unwrap();
-    sign_card(&mut signed, &key, &SignOptions::default()).unwrap();
-    *s.up.card.lock().unwrap() = signed;
+    let s = setup("e1", &trusting_the_agent("\n[a2a]\nredact_paths = true")).await;
+    let mut card = recorder_card();
+    card["description"] = json!("works in /srv/ws/team-a/x");
+    *s.up.card.lock().unwrap() = signed_by_the_agent(card);
     let mut c = s.proxy.client(Proto::H1).await;
     // (the recorder's first card, unsigned, was refused: a 1 s backoff before the next fetch)
     tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -53,6 +53,21 @@ async fn requests_reach_an_http2_agent_over_a_few_shared_connections() {
         .all(|r| r.headers.get("authorization").is_none() && !r.body.is_empty()));
 }
 
+/// A client of `proto` and the stream `s{i}` it opened, its first event read (within 10 s:
+/// none waits for a place).
+async fn open_stream(proxy: &Proxy, proto: Proto, i: usize) -> (Client, EventReader) {
+    let mut c = proxy.client(proto).await;
+    let resp = c
+        .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
+        .await;
+    let mut events = EventReader::new(resp);
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+        .await
+        .expect("the stream's first event came without waiting");
+    assert!(first.is_some(), "stream {i} ended early");
+    (c, events)
+}
+
 #[tokio::test]
 async fn streams_past_http2_max_streams_open_another_connection_and_none_waits() {
     let closed = Arc::new(AtomicBool::new(false));
@@ -63,15 +78,7 @@ async fn streams_past_http2_max_streams_open_another_connection_and_none_waits()
     let mut clients = Vec::new();
     let mut streams = Vec::new();
     for i in 0..5 {
-        let mut c = proxy.client(Proto::H1).await;
-        let resp = c
-            .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
-            .await;
-        let mut events = EventReader::new(resp);
-        let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
-            .await
-            .expect("the stream's first event came without waiting");
-        assert!(first.is_some(), "stream {i} ended early");
+        let (c, events) = open_stream(&proxy, Proto::H1, i).await;
         streams.push(events);
         clients.push(c);
     }
@@ -145,21 +152,7 @@ async fn an_agent_that_allows_fewer_streams_gets_more_connections_and_none_waits
     // requests once it does; a stream sent past a limit not yet known would be refused by
     // the agent, REFUSED_STREAM, and go again on another connection), then three more one
     // by one.
-    let open = |i: usize| {
-        let proxy = &proxy;
-        async move {
-            let mut c = proxy.client(Proto::H2).await;
-            let resp = c
-                .rpc_stream("SendStreamingMessage", message(&format!("s{i}"), json!({})))
-                .await;
-            let mut events = EventReader::new(resp);
-            let first = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
-                .await
-                .expect("the stream's first event came without waiting");
-            assert!(first.is_some(), "stream {i} ended early");
-            (c, events)
-        }
-    };
+    let open = |i: usize| open_stream(&proxy, Proto::H2, i);
     let (a, b, c) = tokio::join!(open(0), open(1), open(2));
     let mut clients = vec![a.0, b.0, c.0];
     let mut streams = vec![a.1, b.1, c.1];
