@@ -582,6 +582,12 @@ async fn a_caller_that_hangs_up_leaves_no_request_in_flight() {
         }
     };
     gauge_reaches(6.0).await;
+    // The gauge counts a request once the edge has sent it; the agent records it once it has
+    // read it, a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while up.rpc_requests().len() < 6 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
         up.rpc_requests().len(),
         6,
