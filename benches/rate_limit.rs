@@ -20,6 +20,7 @@ fn limits() -> RateLimits {
     RateLimits::new(RateLimitsConfig {
         per_principal: Some(plenty),
         per_client_ip: Some(plenty),
+        per_client_connection: Some(plenty),
         per_method: [("SendMessage".to_owned(), plenty)].into(),
         principal_overrides: [("ops".to_owned(), plenty)].into(),
         ipv6_prefix: 64,

@@ -154,6 +154,7 @@ reasons! {
     JWT_UNKNOWN_KID = "jwt.unknown_kid",
 
     LIMITS_CONNECTIONS = "limits.connections",
+    LIMITS_CONNECTION_RATE = "limits.connection_rate",
     LIMITS_CONNECTIONS_PER_CLIENT = "limits.connections_per_client",
 
     LIST_PAGE_TOKEN = "list.page_token",

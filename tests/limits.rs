@@ -513,27 +513,48 @@ async fn an_http2_rapid_reset_burst_does_not_take_the_edge_down() {
     eprintln!("rapid reset: attacker connection closed by the edge: {attacker_cut}");
 }
 
+/// A TLS connection (HTTP/1.1 by ALPN) to the edge from the loopback address `local`
+/// (127.0.0.2 is another client), or None when the edge closed it before the handshake ended.
+async fn connect_from(
+    p: &Proxy,
+    local: &str,
+) -> Option<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    let tcp = sock.connect(p.addr).await.unwrap();
+    let cfg = a2a_edge::tls::client_config(&p.ca, &[b"http/1.1"]).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok)
+}
+
+/// One HTTP/1.1 request on a TLS connection of [`connect_from`]; its status line.
+async fn status_line(
+    s: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    request: &str,
+) -> String {
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(2).any(|w| w == b"\r\n") {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
 #[tokio::test]
 async fn one_client_cannot_take_every_connection_slot() {
     let p = proxy("max_connections = 100\nmax_connections_per_client = 4", "").await;
-    let connect_from = |local: &'static str| {
-        let addr = p.addr;
-        let ca = p.ca.clone();
-        async move {
-            let sock = tokio::net::TcpSocket::new_v4().unwrap();
-            sock.bind(format!("{local}:0").parse().unwrap()).unwrap();
-            let tcp = sock.connect(addr).await.unwrap();
-            let cfg = a2a_edge::tls::client_config(&ca, &[b"http/1.1"]).unwrap();
-            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-            tokio::time::timeout(
-                Duration::from_secs(5),
-                tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
-            )
-            .await
-            .ok()
-            .and_then(Result::ok)
-        }
-    };
+    let connect_from = |local: &'static str| connect_from(&p, local);
     // A slow client (127.0.0.1) holds as many connections as it can.
     let mut held = Vec::new();
     for _ in 0..10 {
@@ -551,6 +572,62 @@ async fn one_client_cannot_take_every_connection_slot() {
         .unwrap();
     let answer = read_all(&mut s, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// A client may open `client_ip_connections_per_second` new connections a second after a
+/// burst of `client_ip_connection_burst`: past it, each is closed at accept, before any TLS
+/// work (`limits.connection_rate`), and none of its requests can reach the agent. The
+/// connections it holds keep working; another address is not affected.
+#[tokio::test]
+async fn a_client_opening_connections_too_fast_is_closed_before_tls() {
+    let (up, p) = Proxy::with_recorder(
+        Reply::Echo,
+        ProxyOpts {
+            extra_server: "admin_listen = \"127.0.0.1:0\"\n".into(),
+            extra_policy:
+                "[limits]\nclient_ip_connections_per_second = 0.1\nclient_ip_connection_burst = 3\n"
+                    .into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let send = "POST / HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer test-token-0123456789\r\ncontent-type: application/json\r\na2a-version: 1.0\r\ncontent-length: {}\r\n\r\n";
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-rate-1","role":"ROLE_USER","parts":[{"text":"hello from a fast client"}]}}}"#;
+    let request = format!("{}{body}", send.replace("{}", &body.len().to_string()));
+    let mut held = Vec::new();
+    for i in 0..6 {
+        match connect_from(&p, "127.0.0.1").await {
+            Some(s) => {
+                assert!(i < 3, "connection {i} past the burst was admitted");
+                held.push(s);
+            }
+            None => assert!(i >= 3, "connection {i} within the burst was refused"),
+        }
+    }
+    assert_eq!(held.len(), 3);
+    // The held connections are served: the rate is of new connections.
+    for s in &mut held {
+        let line = status_line(s, &request).await;
+        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    }
+    assert_eq!(
+        up.rpc_requests().len(),
+        3,
+        "only the admitted connections' requests reached the agent"
+    );
+    // Another address has its own budget.
+    let mut other = connect_from(&p, "127.0.0.2")
+        .await
+        .expect("another client was refused");
+    let line = status_line(&mut other, &request).await;
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    let (_, metrics) = admin_get(&p, "/metrics").await;
+    let refused = "a2a_edge_connections_total{outcome=\"limits.connection_rate\"} 3";
+    assert!(metrics.contains(refused), "{metrics}");
+    assert!(
+        !metrics.contains("outcome=\"tls.handshake_failed\""),
+        "no handshake was begun for them: {metrics}"
+    );
 }
 
 #[tokio::test]

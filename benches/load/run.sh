@@ -280,6 +280,8 @@ edge_policy() {
 burst = 1000000
 client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
+client_ip_connections_per_second = 1000000
+client_ip_connection_burst = 1000000
 max_in_flight_per_principal = 100000"
         (($# == 0)) || printf '%s\n' "$@"
     } >"$dir/policy.toml"

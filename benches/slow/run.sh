@@ -101,6 +101,8 @@ body_read_timeout_ms = $BODY_READ_TIMEOUT_MS
 min_body_bytes_per_second = $MIN_BODY_BYTES_PER_SECOND
 client_ip_requests_per_second = 100000
 client_ip_burst = 100000
+client_ip_connections_per_second = 100000
+client_ip_connection_burst = 100000
 requests_per_second = 100000
 burst = 100000"
 {

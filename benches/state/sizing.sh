@@ -56,6 +56,8 @@ requests_per_second = 1000000
 burst = 1000000
 client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
+client_ip_connections_per_second = 1000000
+client_ip_connection_burst = 1000000
 
 [state]
 backend = "redis"

@@ -136,6 +136,8 @@ LIMITS="requests_per_second = 1000000
 burst = 1000000
 client_ip_requests_per_second = 1000000
 client_ip_burst = 1000000
+client_ip_connections_per_second = 1000000
+client_ip_connection_burst = 1000000
 max_connections = $LIMIT
 max_connections_per_client = $LIMIT
 max_in_flight_per_principal = $LIMIT

@@ -1272,6 +1272,12 @@ impl Gate {
     pub fn permits(&self, ip: IpAddr) -> bool {
         self.network.permits(ip)
     }
+
+    /// Whether a new connection from this address is within its rate
+    /// (`limits.client_ip_connections_per_second`).
+    pub fn admits_connection(&self, ip: IpAddr) -> bool {
+        self.budgets.rates.check_connection(ip).is_ok()
+    }
 }
 
 /// Replaces the `contextId` of a SendMessage's message, or of a ListTasks filter, with the id

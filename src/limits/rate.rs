@@ -1,5 +1,6 @@
 //! Request rate limits (governor, GCRA): per client address (before authentication), per
-//! principal (with per-principal overrides) and per (principal, method).
+//! principal (with per-principal overrides) and per (principal, method); and the rate of new
+//! connections per client address (at accept).
 //!
 //! Each limit is one governor limiter whose state is a single timestamp per key, so a check is a
 //! hash lookup and a compare-and-swap, with no timer and no background task.
@@ -59,6 +60,8 @@ pub struct RateLimitsConfig {
     pub per_principal: Option<Rate>,
     /// Each client address's rate (IPv4 address or IPv6 /64), checked before authentication.
     pub per_client_ip: Option<Rate>,
+    /// Each client address's new connections, checked at accept, before any TLS work.
+    pub per_client_connection: Option<Rate>,
     /// Per A2A method name (exact, case-sensitive): a rate for each (principal, method).
     pub per_method: BTreeMap<String, Rate>,
     /// A principal's own rate in place of `per_principal` (applies even when that is off).
@@ -70,7 +73,8 @@ pub struct RateLimitsConfig {
 /// A refusal: which limit, and how long until the next request of this key would pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limited {
-    /// `rate.client_ip`, `rate.principal` or `rate.method`.
+    /// `rate.client_ip`, `rate.principal`, `rate.method` or (at accept)
+    /// `limits.connection_rate`.
     pub reason: Reason,
     /// Exact wait (sub-second precision); see [`Limited::retry_after_secs`] for the header.
     pub retry_after: Duration,
@@ -95,6 +99,7 @@ impl Limited {
 pub struct RateLimits {
     config: RateLimitsConfig,
     client_ip: Option<Arc<Keyed<IpAddr>>>,
+    client_connection: Option<Arc<Keyed<IpAddr>>>,
     ipv6_prefix: u8,
     principal: Option<Arc<Keyed<String>>>,
     /// One limiter per overridden principal name, keyed by owner ([`override_name`]): a JWT
@@ -128,6 +133,20 @@ impl RateLimits {
                     })
                     .and_then(|p| p.client_ip.as_ref());
                 kept_or_new(kept, || Ok(Keyed::new(quota("per_client_ip", rate)?)))
+            })
+            .transpose()?;
+        let client_connection = cfg
+            .per_client_connection
+            .map(|rate| {
+                let kept = previous
+                    .filter(|p| {
+                        p.config.per_client_connection == Some(rate)
+                            && p.config.ipv6_prefix == cfg.ipv6_prefix
+                    })
+                    .and_then(|p| p.client_connection.as_ref());
+                kept_or_new(kept, || {
+                    Ok(Keyed::new(quota("per_client_connection", rate)?))
+                })
             })
             .transpose()?;
         let principal = cfg
@@ -165,6 +184,7 @@ impl RateLimits {
             ipv6_prefix: cfg.ipv6_prefix,
             config: cfg,
             client_ip,
+            client_connection,
             principal,
             overrides,
             methods,
@@ -180,6 +200,22 @@ impl RateLimits {
                     .check(&client_key(ip, self.ipv6_prefix))
                     .map_err(|retry_after| Limited {
                         reason: reason::RATE_CLIENT_IP,
+                        retry_after,
+                    })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A new connection from `ip`, at accept (keyed as [`RateLimits::check_client_ip`]): a
+    /// client cannot make the edge do TLS handshakes faster than this.
+    pub fn check_connection(&self, ip: IpAddr) -> Result<(), Limited> {
+        match &self.client_connection {
+            Some(limiter) => {
+                limiter
+                    .check(&client_key(ip, self.ipv6_prefix))
+                    .map_err(|retry_after| Limited {
+                        reason: reason::LIMITS_CONNECTION_RATE,
                         retry_after,
                     })
             }
@@ -216,6 +252,7 @@ impl RateLimits {
     /// Keys held across all keyed limiters (for metrics; see the module note on memory).
     pub fn tracked_keys(&self) -> usize {
         self.client_ip.as_ref().map_or(0, |k| k.len())
+            + self.client_connection.as_ref().map_or(0, |k| k.len())
             + self.principal.as_ref().map_or(0, |k| k.len())
             + self.methods.values().map(|k| k.len()).sum::<usize>()
     }
@@ -521,6 +558,32 @@ mod tests {
         }
     }
 
+    /// New connections are keyed as the client address's requests (an IPv4-mapped address
+    /// is its IPv4 address, IPv6 by its prefix) and spend a budget of their own.
+    #[test]
+    fn new_connections_have_their_own_budget_per_address() {
+        let limits = RateLimits::new(RateLimitsConfig {
+            per_client_ip: Some(rate(0.001, 5)),
+            per_client_connection: Some(rate(0.001, 2)),
+            ipv6_prefix: 64,
+            ..Default::default()
+        })
+        .unwrap();
+        // (the address spending the burst, one that shares its budget, one that does not)
+        let rows = [
+            ("192.0.2.1", "::ffff:192.0.2.1", "192.0.2.2"),
+            ("2001:db8:0:1::1", "2001:db8:0:1:ffff::9", "2001:db8:0:2::1"),
+        ];
+        for (first, same, other) in rows {
+            let refused = exhaust(2, || limits.check_connection(ip(first)));
+            assert_eq!(refused.reason, "limits.connection_rate", "{first}");
+            assert!(limits.check_connection(ip(same)).is_err(), "{same}");
+            assert_eq!(limits.check_connection(ip(other)), Ok(()), "{other}");
+            // The address's requests are another budget.
+            assert_eq!(limits.check_client_ip(ip(first)), Ok(()), "{first}");
+        }
+    }
+
     #[test]
     fn the_budget_refills_after_retry_after() {
         let limits = RateLimits::new(RateLimitsConfig {
@@ -667,6 +730,7 @@ mod tests {
         let before = RateLimitsConfig {
             per_principal: Some(rate(0.001, 1)),
             per_client_ip: Some(rate(0.001, 1)),
+            per_client_connection: Some(rate(0.001, 1)),
             per_method: [("SendMessage".to_owned(), rate(0.001, 1))].into(),
             // bob's own rate is ample: only his method's rate is spent.
             principal_overrides: [
@@ -678,43 +742,49 @@ mod tests {
         };
         let spend = |limits: &RateLimits| {
             let _ = limits.check_client_ip(ip("192.0.2.1"));
+            let _ = limits.check_connection(ip("192.0.2.1"));
             let _ = limits.check_principal("alice", None);
             let _ = limits.check_principal("bob", Some("SendMessage"));
             let _ = limits.check_principal("vip", None);
         };
         // (what the reload changes, client address spent, alice spent, bob's method spent,
-        // vip spent)
+        // vip spent, the client address's connections spent)
         type Change = fn(&mut RateLimitsConfig);
-        let rows: [(&str, Change, [bool; 4]); 7] = [
-            ("nothing", |_| {}, [true; 4]),
+        let rows: [(&str, Change, [bool; 5]); 8] = [
+            ("nothing", |_| {}, [true; 5]),
             (
                 "a new override for someone else",
                 |c| {
                     c.principal_overrides.insert("carol".into(), rate(1.0, 1));
                 },
-                [true; 4],
+                [true; 5],
             ),
             (
                 "a new method rate",
                 |c| {
                     c.per_method.insert("GetTask".into(), rate(1.0, 1));
                 },
-                [true; 4],
+                [true; 5],
             ),
             (
                 "the per-principal rate",
                 |c| c.per_principal = Some(rate(0.002, 1)),
-                [true, false, true, true],
+                [true, false, true, true, true],
             ),
             (
                 "the client address rate",
                 |c| c.per_client_ip = Some(rate(0.002, 1)),
-                [false, true, true, true],
+                [false, true, true, true, true],
+            ),
+            (
+                "the client address's connection rate",
+                |c| c.per_client_connection = Some(rate(0.002, 1)),
+                [true, true, true, true, false],
             ),
             (
                 "the IPv6 prefix",
                 |c| c.ipv6_prefix = 48,
-                [false, true, true, true],
+                [false, true, true, true, false],
             ),
             (
                 "the method's and the override's rates",
@@ -722,7 +792,7 @@ mod tests {
                     c.per_method.insert("SendMessage".into(), rate(0.002, 1));
                     c.principal_overrides.insert("vip".into(), rate(0.002, 1));
                 },
-                [true, true, false, false],
+                [true, true, false, false, true],
             ),
         ];
         for (what, change, spent) in rows {
@@ -736,6 +806,7 @@ mod tests {
                 new.check_principal("alice", None).is_err(),
                 new.check_principal("bob", Some("SendMessage")).is_err(),
                 new.check_principal("vip", None).is_err(),
+                new.check_connection(ip("192.0.2.1")).is_err(),
             ];
             assert_eq!(now, spent, "{what}");
         }
@@ -746,6 +817,7 @@ mod tests {
         let limits = RateLimits::new(RateLimitsConfig::default()).unwrap();
         for _ in 0..10_000 {
             assert_eq!(limits.check_client_ip(ip("192.0.2.1")), Ok(()));
+            assert_eq!(limits.check_connection(ip("192.0.2.1")), Ok(()));
             assert_eq!(limits.check_principal("alice", Some("SendMessage")), Ok(()));
         }
         assert_eq!(limits.tracked_keys(), 0);

@@ -173,6 +173,9 @@ pub struct LimitsSection {
     /// Per client address (before authentication).
     pub client_ip_requests_per_second: Option<f64>,
     pub client_ip_burst: Option<u32>,
+    /// New connections per client address (at accept, before TLS).
+    pub client_ip_connections_per_second: Option<f64>,
+    pub client_ip_connection_burst: Option<u32>,
     /// IPv6 clients are keyed by this prefix for rates and the failure throttle.
     pub client_ipv6_prefix: Option<Spanned<u8>>,
     /// Per principal and JSON-RPC method, e.g. `SendMessage = { requests_per_second = 2, burst = 5 }`.

@@ -100,11 +100,7 @@ impl Ctx<'_> {
                 (None, None) => Ok(default),
                 (Some(r), b) => {
                     if !(r.is_finite() && r > 0.0) {
-                        return self.err(
-                            key,
-                            None,
-                            "requests_per_second must be a positive number".into(),
-                        );
+                        return self.err(key, None, "the rate must be a positive number".into());
                     }
                     let burst = b.unwrap_or_else(|| (r.ceil() as u32).max(1));
                     if burst == 0 {
@@ -115,7 +111,7 @@ impl Ctx<'_> {
                         burst,
                     }))
                 }
-                (None, Some(_)) => self.err(key, None, "burst needs requests_per_second".into()),
+                (None, Some(_)) => self.err(key, None, "a burst needs its rate".into()),
             }
         };
         let per_principal = rate(
@@ -131,6 +127,16 @@ impl Ctx<'_> {
             "limits.client_ip_requests_per_second",
             l.client_ip_requests_per_second,
             l.client_ip_burst,
+            Some(Rate {
+                per_second: 200.0,
+                burst: 400,
+            }),
+        )?;
+        // A client may open a connection per request at the rate its requests are allowed.
+        let per_client_connection = rate(
+            "limits.client_ip_connections_per_second",
+            l.client_ip_connections_per_second,
+            l.client_ip_connection_burst,
             Some(Rate {
                 per_second: 200.0,
                 burst: 400,
@@ -206,6 +212,7 @@ impl Ctx<'_> {
             rates: RateLimitsConfig {
                 per_principal,
                 per_client_ip,
+                per_client_connection,
                 per_method,
                 principal_overrides,
                 ipv6_prefix,
@@ -339,6 +346,7 @@ impl super::Policy {
             method_rates: RateLimitsConfig {
                 per_principal: None,
                 per_client_ip: None,
+                per_client_connection: None,
                 per_method: l.rates.per_method.clone(),
                 principal_overrides: Default::default(),
                 ipv6_prefix: l.rates.ipv6_prefix,

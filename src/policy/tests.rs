@@ -1325,3 +1325,44 @@ fn the_otlp_sample_ratio_is_a_fraction_beside_an_endpoint() {
         assert!(e.to_string().contains("expected f64"), "{lines}: {e}");
     }
 }
+
+/// `limits.client_ip_connections_per_second` and `client_ip_connection_burst`: on by default
+/// (the client-address request rate's 200 a second, burst 400), a burst alone defaults to the
+/// rate rounded up, and a rate that is no positive number, a zero burst, or a burst without its
+/// rate are refused with the key named.
+#[test]
+fn the_connection_rate_of_a_client_address() {
+    let rate = |per_second: f64, burst: u32| Some(crate::limits::rate::Rate { per_second, burst });
+    let rows = [
+        ("", Ok(rate(200.0, 400))),
+        ("client_ip_connections_per_second = 2.5\n", Ok(rate(2.5, 3))),
+        (
+            "client_ip_connections_per_second = 1\nclient_ip_connection_burst = 10\n",
+            Ok(rate(1.0, 10)),
+        ),
+        ("client_ip_connections_per_second = 0\n", Err("positive")),
+        ("client_ip_connections_per_second = -5\n", Err("positive")),
+        ("client_ip_connections_per_second = nan\n", Err("positive")),
+        ("client_ip_connections_per_second = inf\n", Err("positive")),
+        (
+            "client_ip_connections_per_second = 1\nclient_ip_connection_burst = 0\n",
+            Err("at least 1"),
+        ),
+        ("client_ip_connection_burst = 10\n", Err("needs its rate")),
+    ];
+    for (limits, want) in rows {
+        let text = GOOD.replacen("[auth]\n", &format!("[limits]\n{limits}[auth]\n"), 1);
+        match (load(&text), want) {
+            (Ok(p), Ok(rate)) => {
+                assert_eq!(p.limits.rates.per_client_connection, rate, "{limits}");
+                // Edge-wide, never a method's rate.
+                assert_eq!(p.budgets().method_rates.per_client_connection, None);
+            }
+            (Err(e), Err(words)) => {
+                assert_eq!(e.key, "limits.client_ip_connections_per_second", "{limits}");
+                assert!(e.message.contains(words), "{limits}: {e}");
+            }
+            (got, _) => panic!("{limits}: {:?}", got.map(|p| p.limits.rates)),
+        }
+    }
+}

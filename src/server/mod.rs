@@ -1184,6 +1184,13 @@ async fn accept_loop(
                     drop(tcp);
                     continue;
                 }
+                // Faster than its connection rate: no TLS handshake for it.
+                if !gates.load().admits_connection(peer.ip()) {
+                    crate::telemetry::sampled::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTION_RATE.as_str());
+                    metrics.connection(ConnectionOutcome::Refused(reason::LIMITS_CONNECTION_RATE));
+                    drop(tcp);
+                    continue;
+                }
                 // Over the connection limit: refuse at once rather than queue.
                 let Some(client_slot) = per_client.acquire(peer.ip()) else {
                     crate::telemetry::sampled::connection_line!(event = "connection_refused", client = %peer.ip(), reason = reason::LIMITS_CONNECTIONS_PER_CLIENT.as_str());
