@@ -2565,3 +2565,59 @@ async fn an_unrelayed_answer_naming_another_callers_task_says_so() {
         "alice's GetTask never reached the agent"
     );
 }
+
+/// Behind a trusted proxy that writes `X-Forwarded-For`, a guesser adds a `Forwarded` header
+/// of its own that disagrees. With `network.client_address_header = "x-forwarded-for"` that
+/// header is never read: the guesser is counted as itself, blocked after its failures
+/// whatever it adds, and the proxy's own address (its health checks) keeps its budget.
+/// Unnamed, both headers are read and must agree: the disagreeing guesses are counted as the
+/// proxy, whose own requests are then blocked (the risk the setting removes).
+#[tokio::test]
+async fn a_forged_forwarded_header_buys_no_second_budget_when_the_header_is_named() {
+    for named in [true, false] {
+        let header = if named {
+            "client_address_header = \"x-forwarded-for\"\n"
+        } else {
+            ""
+        };
+        let p = Proxy::start(ProxyOpts {
+            extra_auth: "failures_per_minute = 1\nfailures_burst = 3\n".into(),
+            extra_policy: format!("[network]\ntrusted_proxies = [\"127.0.0.1/32\"]\n{header}"),
+            ..Default::default()
+        })
+        .await;
+        let mut c = p.client(Proto::H2).await;
+        let mut statuses = Vec::new();
+        for forwarded in ["for=unknown", "for=198.51.100.7", "for=\"broken", "for=_x"] {
+            for _ in 0..2 {
+                let mut headers = h("Bearer wrong");
+                headers.push(("x-forwarded-for", "192.0.2.9"));
+                headers.push(("forwarded", forwarded));
+                statuses.push(c.request("POST", "/", &headers, BODY).await.0);
+            }
+        }
+        // The proxy's own request (a health check through it, a client it cannot name).
+        let (proxy_own, _, body) = c
+            .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
+            .await;
+        let body = String::from_utf8_lossy(&body);
+        let throttled = statuses
+            .iter()
+            .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+            .count();
+        if named {
+            assert_eq!(throttled, 5, "the guesser is one client: {statuses:?}");
+            assert_eq!(proxy_own, StatusCode::OK, "{body}");
+            // Its own address stays blocked, without any Forwarded header too.
+            let mut headers = h("Bearer test-token-0123456789");
+            headers.push(("x-forwarded-for", "192.0.2.9"));
+            let (status, _, body) = c.request("POST", "/", &headers, BODY).await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+            assert!(String::from_utf8_lossy(&body).contains("auth.throttled"));
+        } else {
+            assert_eq!(throttled, 5, "counted as the proxy: {statuses:?}");
+            assert_eq!(proxy_own, StatusCode::TOO_MANY_REQUESTS, "{body}");
+            assert!(body.contains("auth.throttled"), "{body}");
+        }
+    }
+}

@@ -20,8 +20,10 @@
 //!   element without `for=`), reached before an untrusted address;
 //! - a `Forwarded` header line that does not parse (RFC 7239 grammar, strict), when the walk
 //!   needs an element from it;
-//! - more than [`MAX_HOPS`] entries considered, or more than [`MAX_HEADER_BYTES`] in all the
-//!   lines of the header (whatever their content: the bound is checked before any parsing);
+//! - more than [`MAX_HOPS`] entries considered, or more than [`MAX_HEADER_BYTES`] of the
+//!   header walked (from the right: the bytes a client wrote to the left of its own hop are
+//!   never read, so a client cannot make its header too long to be read; a `Forwarded` line is
+//!   parsed whole, so one line over the bound is unusable);
 //! - every hop trusted (the request came from inside).
 //!
 //! `X-Forwarded-For` entries are bare addresses; an entry with a port is accepted when the port is
@@ -30,11 +32,16 @@
 //! an address and a port. `Forwarded` follows RFC 7239: IPv6 in brackets and quotes, optional
 //! (possibly obfuscated) port, `unknown` and `_obfuscated` nodes (which end the walk).
 //!
-//! When both headers are present, `Forwarded` is preferred only if `X-Forwarded-For` names the
-//! same client; if they disagree, or either cannot name one, the peer is the answer. A proxy that
-//! appends to one of them usually passes the other through from the client untouched (nginx's
-//! `$proxy_add_x_forwarded_for` does not touch `Forwarded`), so believing either one alone would
-//! let a client behind such a proxy choose its own address.
+//! Which header the trusted proxies write is `network.client_address_header`
+//! ([`ClientAddressHeader`]): with one named, only that header is read and the other is
+//! ignored, whatever it says. Unnamed, both are read, and when both are present `Forwarded` is
+//! believed only if `X-Forwarded-For` names the same client; if they disagree, or either
+//! cannot name one, the peer is the answer. A proxy that appends to one of them usually passes
+//! the other through from the client untouched (nginx's `$proxy_add_x_forwarded_for` does not
+//! touch `Forwarded`), so believing either one alone, unnamed, would let a client behind such a
+//! proxy choose its own address; but then a client can make itself counted as its proxy (a
+//! `Forwarded` header of its own that disagrees), spending the budgets of everyone behind that
+//! proxy: name the header where the proxies are known.
 //!
 //! A trusted proxy must append to (or overwrite) the header it forwards; one that passes a
 //! client's header through unchanged makes that header the client's word, and no parsing here
@@ -52,6 +59,29 @@ pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
+/// Which forwarding header the trusted proxies write (`network.client_address_header`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClientAddressHeader {
+    /// Unnamed: both are read, and must agree when both are present.
+    #[default]
+    Both,
+    /// Only `X-Forwarded-For` (`"x-forwarded-for"`).
+    XForwardedFor,
+    /// Only RFC 7239 `Forwarded` (`"forwarded"`).
+    Forwarded,
+}
+
+impl ClientAddressHeader {
+    /// The setting's value, or None when it names no header the edge reads.
+    pub fn from_setting(name: &str) -> Option<ClientAddressHeader> {
+        match name.to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Some(ClientAddressHeader::XForwardedFor),
+            "forwarded" => Some(ClientAddressHeader::Forwarded),
+            _ => None,
+        }
+    }
+}
+
 /// Allowed and denied networks, and the proxies whose forwarding headers are believed.
 /// Lists are scanned linearly: they are meant to hold tens of entries, not thousands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,6 +89,7 @@ pub struct NetworkPolicy {
     allow: Vec<IpNet>,
     deny: Vec<IpNet>,
     trusted_proxies: Vec<IpNet>,
+    header: ClientAddressHeader,
 }
 
 /// What walking one forwarding header found.
@@ -87,7 +118,13 @@ impl NetworkPolicy {
             allow: parse_networks("allow", allow)?,
             deny: parse_networks("deny", deny)?,
             trusted_proxies: parse_networks("trusted_proxies", trusted_proxies)?,
+            header: ClientAddressHeader::Both,
         })
+    }
+
+    /// The same policy, reading only `header` from trusted proxies.
+    pub fn reading(self, header: ClientAddressHeader) -> NetworkPolicy {
+        NetworkPolicy { header, ..self }
     }
 
     /// Whether a connection from this address may proceed (IPv4-mapped IPv6 addresses
@@ -110,8 +147,10 @@ impl NetworkPolicy {
         if !self.is_trusted_proxy(peer) {
             return peer;
         }
-        let has_forwarded = headers.contains_key(FORWARDED);
-        let has_xff = headers.contains_key(&X_FORWARDED_FOR);
+        let has_forwarded =
+            self.header != ClientAddressHeader::XForwardedFor && headers.contains_key(FORWARDED);
+        let has_xff =
+            self.header != ClientAddressHeader::Forwarded && headers.contains_key(&X_FORWARDED_FOR);
         let walk = match (has_forwarded, has_xff) {
             (false, false) => return peer,
             (true, false) => self.walk_forwarded(headers),
@@ -128,12 +167,15 @@ impl NetworkPolicy {
     }
 
     fn walk_xff(&self, headers: &HeaderMap) -> Walk {
-        let Some(lines) = header_lines(headers, &X_FORWARDED_FOR) else {
-            return Walk::Unusable;
-        };
-        let mut hops = 0;
+        let lines = header_lines(headers, &X_FORWARDED_FOR);
+        let (mut hops, mut walked) = (0, 0usize);
         for line in lines.iter().rev() {
             for entry in line.rsplit(|b| *b == b',') {
+                // Each entry and its comma (a line its end): many empty entries count too.
+                walked = walked.saturating_add(entry.len() + 1);
+                if walked > MAX_HEADER_BYTES + 1 {
+                    return Walk::Unusable;
+                }
                 let entry = trim_ows(entry);
                 // Empty list elements are no hop (RFC 9110, 5.6.1).
                 if entry.is_empty() {
@@ -154,13 +196,15 @@ impl NetworkPolicy {
     }
 
     fn walk_forwarded(&self, headers: &HeaderMap) -> Walk {
-        let Some(lines) = header_lines(headers, &FORWARDED) else {
-            return Walk::Unusable;
-        };
-        let mut hops = 0;
-        // A line is parsed only when the walk reaches it: a broken line to the left of the
-        // client's hop was written by the client and does not matter.
+        let lines = header_lines(headers, &FORWARDED);
+        let (mut hops, mut walked) = (0, 0usize);
+        // A line is parsed only when the walk reaches it: a broken (or long) line to the left
+        // of the client's hop was written by the client and does not matter.
         for line in lines.iter().rev() {
+            walked = walked.saturating_add(line.len() + 1);
+            if walked > MAX_HEADER_BYTES + 1 {
+                return Walk::Unusable;
+            }
             let Some(elements) = parse_forwarded(line) else {
                 return Walk::Unusable;
             };
@@ -231,19 +275,9 @@ fn canonical_network(net: IpNet) -> IpNet {
     net
 }
 
-/// All lines of a header, or None when together they exceed [`MAX_HEADER_BYTES`].
-fn header_lines<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<Vec<&'h [u8]>> {
-    let mut total = 0usize;
-    let mut lines = Vec::new();
-    for value in headers.get_all(name) {
-        // Each line also counts one byte, so many empty lines are bounded too.
-        total = total.saturating_add(value.len() + 1);
-        if total > MAX_HEADER_BYTES + 1 {
-            return None;
-        }
-        lines.push(value.as_bytes());
-    }
-    Some(lines)
+/// All lines of a header (as many as the request's header count allows), in order.
+fn header_lines<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Vec<&'h [u8]> {
+    headers.get_all(name).iter().map(|v| v.as_bytes()).collect()
 }
 
 fn is_ows(b: u8) -> bool {
@@ -574,6 +608,12 @@ mod tests {
         let many_trusted = |n: usize| format!("6.6.6.6, 1.2.3.4{}", ", 10.0.0.3".repeat(n));
         let (hops_64, hops_65) = (many_trusted(63), many_trusted(64));
         let long_fwd = format!("for=1.2.3.4{}", ", for=10.0.0.3".repeat(600));
+        // What a client wrote to the left of its own hop is never read, however long.
+        let long_left = format!("{}1.2.3.4, 10.0.0.2", "9.9.9.9, ".repeat(1000));
+        let long_garbage = "x".repeat(9000);
+        let empties_right = format!("1.2.3.4{}", ",".repeat(9000));
+        let long_hop = format!("1.2.3.4, {long_garbage}");
+        let long_fwd_line = format!("for={long_garbage}, for=1.2.3.4");
         // (why, peer, header lines, expected client)
         #[rustfmt::skip]
         let cases: Vec<(&str, &str, Lines, &str)> = vec![
@@ -618,8 +658,12 @@ mod tests {
             ("every hop trusted", PROXY, vec![(XFF, b"10.0.0.5, 192.0.2.7, fd00::3")], PROXY),
             ("64 hops considered", PROXY, vec![(XFF, hops_64.as_bytes())], "1.2.3.4"),
             ("65 hops needed", PROXY, vec![(XFF, hops_65.as_bytes())], PROXY),
-            ("overlong XFF", PROXY, vec![(XFF, long_xff.as_bytes())], PROXY),
-            ("overlong over lines", PROXY, vec![(XFF, half_long.as_bytes()), (XFF, half_long.as_bytes()), (XFF, b"1.2.3.4")], PROXY),
+            ("long on the left of the nearest hop", PROXY, vec![(XFF, long_xff.as_bytes())], "1.2.3.4"),
+            ("long over lines on the left", PROXY, vec![(XFF, half_long.as_bytes()), (XFF, half_long.as_bytes()), (XFF, b"1.2.3.4")], "1.2.3.4"),
+            ("long on the left of one line", PROXY, vec![(XFF, long_left.as_bytes())], "1.2.3.4"),
+            ("long garbage line on the left", PROXY, vec![(XFF, long_garbage.as_bytes()), (XFF, b"1.2.3.4, 10.0.0.2")], "1.2.3.4"),
+            ("empty elements past the bytes walked", PROXY, vec![(XFF, empties_right.as_bytes())], PROXY),
+            ("a long hop past the bytes walked", PROXY, vec![(XFF, long_hop.as_bytes())], PROXY),
             // RFC 7239
             ("Forwarded", PROXY, vec![(FWD, b"for=1.2.3.4")], "1.2.3.4"),
             ("Forwarded, quoted IPv6 with port", PROXY, vec![(FWD, b"for=\"[2001:db8::1]:4711\"")], "2001:db8::1"),
@@ -650,6 +694,8 @@ mod tests {
             ("Forwarded, no pair", PROXY, vec![(FWD, b"1.2.3.4")], PROXY),
             ("Forwarded, every hop trusted", PROXY, vec![(FWD, b"for=10.0.0.9, for=\"[fd00::1]:80\"")], PROXY),
             ("Forwarded, overlong", PROXY, vec![(FWD, long_fwd.as_bytes())], PROXY),
+            ("Forwarded, long line on the left", PROXY, vec![(FWD, long_garbage.as_bytes()), (FWD, b"for=1.2.3.4")], "1.2.3.4"),
+            ("Forwarded, long line the client's hop is in", PROXY, vec![(FWD, long_fwd_line.as_bytes())], PROXY),
             // Both headers
             ("both agree", PROXY, vec![(FWD, b"for=1.2.3.4"), (XFF, b"1.2.3.4")], "1.2.3.4"),
             ("both agree after trusted hops", PROXY, vec![(FWD, b"for=1.2.3.4, for=10.0.0.2"), (XFF, b"6.6.6.6, 1.2.3.4, 10.0.0.2")], "1.2.3.4"),
@@ -662,6 +708,52 @@ mod tests {
         for (why, peer, lines, want) in cases {
             let got = policy.client_address(ip(peer), &headers(&lines));
             assert_eq!(got, ip(want), "{why}");
+        }
+    }
+
+    /// `network.client_address_header` names the one header the proxies write: the other is
+    /// never read, so a client cannot make itself counted as its proxy with a header of its own
+    /// that disagrees; unnamed, both are read and must agree.
+    #[test]
+    fn the_header_the_proxies_write() {
+        use ClientAddressHeader::{Both, Forwarded, XForwardedFor};
+        let nines = "9".repeat(9000);
+        // (why, which header, header lines, expected client)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, ClientAddressHeader, Lines, &str)> = vec![
+            ("XFF, a forged Forwarded ignored", XForwardedFor, vec![(FWD, b"for=6.6.6.6"), (XFF, b"1.2.3.4")], "1.2.3.4"),
+            ("XFF, Forwarded unknown ignored", XForwardedFor, vec![(FWD, b"for=unknown"), (XFF, b"1.2.3.4")], "1.2.3.4"),
+            ("XFF, a broken Forwarded ignored", XForwardedFor, vec![(FWD, b"for=\"broken"), (XFF, b"1.2.3.4")], "1.2.3.4"),
+            ("XFF, Forwarded alone is not read", XForwardedFor, vec![(FWD, b"for=1.2.3.4")], PROXY),
+            ("XFF, its own chain", XForwardedFor, vec![(XFF, b"6.6.6.6, 1.2.3.4, 10.0.0.2")], "1.2.3.4"),
+            ("XFF, its own unknown hop", XForwardedFor, vec![(XFF, b"1.2.3.4, unknown")], PROXY),
+            ("Forwarded, a forged XFF ignored", Forwarded, vec![(FWD, b"for=1.2.3.4"), (XFF, b"6.6.6.6")], "1.2.3.4"),
+            ("Forwarded, an overlong XFF ignored", Forwarded, vec![(FWD, b"for=1.2.3.4"), (XFF, nines.as_bytes())], "1.2.3.4"),
+            ("Forwarded, XFF alone is not read", Forwarded, vec![(XFF, b"1.2.3.4")], PROXY),
+            ("Forwarded, its own chain", Forwarded, vec![(FWD, b"for=6.6.6.6, for=1.2.3.4, for=10.0.0.2")], "1.2.3.4"),
+            ("both: disagreeing headers name the peer", Both, vec![(FWD, b"for=unknown"), (XFF, b"1.2.3.4")], PROXY),
+            ("both: either alone", Both, vec![(XFF, b"1.2.3.4")], "1.2.3.4"),
+        ];
+        for (why, header, lines, want) in cases {
+            let policy = proxied().reading(header);
+            let got = policy.client_address(ip(PROXY), &headers(&lines));
+            assert_eq!(got, ip(want), "{why}");
+            // An untrusted peer is itself, whichever header is named.
+            assert_eq!(
+                policy.client_address(ip(STRANGER), &headers(&lines)),
+                ip(STRANGER)
+            );
+        }
+        // The setting's spellings.
+        for (name, want) in [
+            ("x-forwarded-for", Some(XForwardedFor)),
+            ("X-Forwarded-For", Some(XForwardedFor)),
+            ("forwarded", Some(Forwarded)),
+            ("x-real-ip", None),
+            ("both", None),
+            ("", None),
+        ] {
+            assert_eq!(ClientAddressHeader::from_setting(name), want, "{name}");
         }
     }
 

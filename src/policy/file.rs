@@ -228,6 +228,9 @@ pub struct NetworkSection {
     pub deny: Vec<String>,
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// Which header the trusted proxies write: "x-forwarded-for" or "forwarded" (default:
+    /// both read, and they must agree).
+    pub client_address_header: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

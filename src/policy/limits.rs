@@ -8,7 +8,7 @@ use super::file;
 use super::{Ctx, PolicyError};
 use crate::a2a::Method;
 use crate::auth::settings::AuthPolicy;
-use crate::limits::network::NetworkPolicy;
+use crate::limits::network::{ClientAddressHeader, NetworkPolicy};
 use crate::limits::rate::{Rate, RateLimitsConfig};
 use crate::state::BudgetSettings;
 
@@ -328,7 +328,21 @@ impl Ctx<'_> {
     }
 
     pub(super) fn network(&self, n: file::NetworkSection) -> Result<NetworkPolicy, PolicyError> {
+        let header = match &n.client_address_header {
+            None => ClientAddressHeader::Both,
+            Some(name) => match ClientAddressHeader::from_setting(name.get_ref()) {
+                Some(h) => h,
+                None => {
+                    return self.spanned_err(
+                        "network.client_address_header",
+                        name,
+                        "must be \"x-forwarded-for\" or \"forwarded\"",
+                    )
+                }
+            },
+        };
         NetworkPolicy::new(&n.allow, &n.deny, &n.trusted_proxies)
+            .map(|p| p.reading(header))
             .or_else(|m| self.err("network", None, m))
     }
 }

@@ -1366,3 +1366,35 @@ fn the_connection_rate_of_a_client_address() {
         }
     }
 }
+
+/// `network.client_address_header`: the header the trusted proxies write, in any case;
+/// anything else is refused with the key named.
+#[test]
+fn the_client_address_header() {
+    use crate::limits::network::ClientAddressHeader;
+    let with = |value: &str| {
+        GOOD.replacen(
+            "[auth]\n",
+            &format!(
+                "[network]\ntrusted_proxies = [\"10.0.0.0/8\"]\nclient_address_header = {value}\n[auth]\n"
+            ),
+            1,
+        )
+    };
+    let unset = load(GOOD).unwrap().network;
+    assert_eq!(unset, unset.clone().reading(ClientAddressHeader::Both));
+    for (value, header) in [
+        ("\"x-forwarded-for\"", ClientAddressHeader::XForwardedFor),
+        ("\"Forwarded\"", ClientAddressHeader::Forwarded),
+    ] {
+        let p = load(&with(value)).unwrap();
+        let proxies =
+            crate::limits::network::NetworkPolicy::new(&[], &[], &["10.0.0.0/8".to_owned()])
+                .unwrap();
+        assert_eq!(p.network, proxies.reading(header), "{value}");
+    }
+    for value in ["\"x-real-ip\"", "\"both\"", "\"\""] {
+        let e = load(&with(value)).unwrap_err();
+        assert_eq!(e.key, "network.client_address_header", "{value}: {e}");
+    }
+}
