@@ -570,6 +570,59 @@ async fn a_flood_of_failed_handshakes_is_logged_in_part() {
     assert!(log.contains("route.not_found"), "the request's line");
 }
 
+/// Request lines without a principal (here 404s, which anyone can send as fast as a
+/// connection carries them) are logged at most 50 a second after a burst of 200, and the
+/// first line after some were left out says how many; the line of every request that proved
+/// a credential is written whatever the flood (and the metrics count every request).
+#[tokio::test]
+async fn a_flood_of_requests_without_a_credential_is_logged_in_part() {
+    let agent = RecordingUpstream::start(Reply::Echo).await;
+    let e = edge(&agent.url, "").await;
+    let started = Instant::now();
+    let mut c = e.client().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+    let mut honest = 0;
+    for i in 0..900 {
+        if i % 150 == 0 {
+            let (status, _, _) = c
+                .request("POST", "/", &rpc_headers(), body.to_string())
+                .await;
+            assert_eq!(status, StatusCode::OK);
+            honest += 1;
+        }
+        let (status, _, _) = c.request("GET", "/nope", &[], "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+    let (_, metrics) = admin_get_at(e.admin, "/metrics").await;
+    let secs = started.elapsed().as_secs_f64();
+    let log = e.stop().await;
+    let not_found: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"event\":\"request\"") && l.contains("route.not_found"))
+        .collect();
+    let most = 200.0 + 50.0 * secs + 5.0;
+    assert!(
+        (not_found.len() as f64) <= most && not_found.len() < 900,
+        "{} lines of 404 in {secs:.1} s",
+        not_found.len()
+    );
+    assert!(
+        not_found.iter().any(|l| l.contains("\"suppressed\"")),
+        "no line says how many were left out"
+    );
+    let proven = log
+        .lines()
+        .filter(|l| l.contains("\"event\":\"request\"") && l.contains("\"principal\":\"tester\""))
+        .count();
+    assert_eq!(proven, honest, "every proven request's line");
+    let counted = metrics.lines().any(|l| {
+        l.starts_with("a2a_edge_requests_total{")
+            && l.contains("status=\"404\"")
+            && l.ends_with(" 900")
+    });
+    assert!(counted, "the metrics count every 404: {metrics}");
+}
+
 /// `n` SendMessages on one connection, each with `traceparent` when given; all answered 200.
 async fn send(e: &Edge, n: usize, traceparent: Option<&str>) {
     let mut c = e.client().await;

@@ -393,7 +393,16 @@ impl Gate {
             reason,
             started.elapsed(),
         );
-        // The log line of the request (field order as written).
+        // The log line of the request (field order as written). Without a principal (refused
+        // before or by authentication, or a public route) it is one anyone can make the edge
+        // write: within the budget of such lines.
+        let written = match trace.principal {
+            None => crate::telemetry::sampled::unproven_requests().admit(),
+            Some(_) => Some(0),
+        };
+        let Some(suppressed) = written else {
+            return resp;
+        };
         tracing::info!(
             event = "request",
             request_id = trace.request_id.as_str(),
@@ -409,6 +418,7 @@ impl Gate {
             reason = reason.map(Reason::as_str),
             status = resp.status().as_u16(),
             ms = started.elapsed().as_millis() as u64,
+            suppressed = (suppressed > 0).then_some(suppressed),
         );
         resp
     }

@@ -1,9 +1,11 @@
-//! Log lines anyone can make the edge write by opening connections, before proving anything
-//! (a refused connection, a failed or timed-out TLS handshake): at most [`PER_SECOND`] a second
-//! after a burst of [`BURST`], so that a flood of them cannot fill the log buffer
-//! ([`super::sink`]) and crowd out the lines of callers who got in (requests, audit lines).
-//! A line written after some were left out says how many (`suppressed`); the connection
-//! metrics count every one of them regardless.
+//! Log lines anyone can make the edge write before proving anything: by opening connections
+//! (a refused connection, a failed or timed-out TLS handshake), and by sending requests that
+//! carry no credential the edge took (refused before or by authentication: 404, 401, the
+//! client address's 429; the public routes). Each kind has its own budget of at most
+//! [`PER_SECOND`] lines a second after a burst of [`BURST`], so that a flood of them cannot
+//! fill the log buffer ([`super::sink`]) and crowd out the lines of callers who got in
+//! (their requests, audit lines). A line written after some were left out says how many
+//! (`suppressed`); the metrics count every one of them regardless.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +32,14 @@ impl Sampled {
         }
     }
 
+    /// [`PER_SECOND`] after a burst of [`BURST`].
+    fn default_budget() -> Sampled {
+        Sampled::new(
+            NonZeroU32::new(PER_SECOND).unwrap_or(NonZeroU32::MIN),
+            NonZeroU32::new(BURST).unwrap_or(NonZeroU32::MIN),
+        )
+    }
+
     /// `Some(n)` when a line may be written now, `n` the lines left out since the last one
     /// written; `None` when this one is left out (and counted).
     pub fn admit(&self) -> Option<u64> {
@@ -45,12 +55,13 @@ impl Sampled {
 /// The process's budget of connection lines.
 pub fn connections() -> &'static Sampled {
     static LINES: OnceLock<Sampled> = OnceLock::new();
-    LINES.get_or_init(|| {
-        Sampled::new(
-            NonZeroU32::new(PER_SECOND).unwrap_or(NonZeroU32::MIN),
-            NonZeroU32::new(BURST).unwrap_or(NonZeroU32::MIN),
-        )
-    })
+    LINES.get_or_init(Sampled::default_budget)
+}
+
+/// The process's budget of request lines without a principal.
+pub fn unproven_requests() -> &'static Sampled {
+    static LINES: OnceLock<Sampled> = OnceLock::new();
+    LINES.get_or_init(Sampled::default_budget)
 }
 
 /// Writes a connection line (`tracing::info!` with these fields) within the process's budget;

@@ -474,7 +474,7 @@ where
     held.shrink_to(0);
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();
-        let _open = log.metrics.open_stream();
+        let open = log.metrics.open_stream();
         let mut events = 0u64;
         let ended: Result<StreamOutcome, Reason> = async {
             let mut decoder = SseDecoder::data_only(limits.max_event_bytes);
@@ -668,6 +668,8 @@ where
         };
         // The turn ends with the agent's stream (the caller's slot with the body).
         drop(observe);
+        // Closed before it is counted as ended: a scrape that sees the end sees it closed.
+        drop(open);
         log.metrics.stream_ended(outcome);
         tracing::info!(
             event = "stream_end",
