@@ -502,23 +502,47 @@ impl Gate {
         let bytes = read_body(body, &parts.headers, agent.body_limits, &mut held)
             .instrument(telemetry::traces::stage_span!("read"))
             .await?;
-        let rpc = telemetry::traces::stage_span!("parse").in_scope(|| {
-            let (mut rpc, values) =
-                RpcRequest::parse_counted(&bytes, agent.requests.max_json_values)
-                    .map_err(|e| Rejection::rpc(e.id, e.error))?;
-            // The tree is the request's too, and may hold far more than its body.
-            held.grow(reckoned_tree(bytes.len(), values))
-                .map_err(over_request_budget)?;
-            // ProtoJSON names first: every later stage reads one spelling (authorization
-            // looks for inline push configs and tenants).
-            crate::validate::names::normalize_params(&mut rpc.params)
-                .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
-            Ok::<_, Rejection>(rpc)
-        })?;
-        // The tree owns what it needs of the body: the body's buffer goes, and its share of
-        // the caller's budget stands for the copy sent to the agent (`forward`).
+        // The tree owns what it needs of the body: the body's buffer goes once it is parsed, and
+        // its share of the caller's budget stands for the copy sent to the agent (`forward`).
         let body_len = bytes.len();
-        drop(bytes);
+        let max_values = agent.requests.max_json_values;
+        let span = telemetry::traces::stage_span!("parse");
+        let parsed = if body_len > INLINE_CHECK_BYTES {
+            // A large body's parse would hold this connection's worker thread, and every
+            // connection it serves, for as long as it takes: it runs on the blocking pool,
+            // as many at once as there are workers (as many trees being built as when they
+            // ran on the workers). The body goes with its share of the budgets: if the caller
+            // leaves, the parse ends there and holds both until then.
+            let Ok(slot) = large_parses().clone().acquire_owned().await else {
+                return Err(Rejection::rpc(
+                    Value::Null,
+                    RpcError::internal(reason::VALIDATE_PANICKED),
+                ));
+            };
+            let share = held.take();
+            let parse = move || {
+                let parsed = span.in_scope(|| parse_request(&bytes, max_values));
+                drop((bytes, slot));
+                (parsed, share)
+            };
+            match tokio::task::spawn_blocking(parse).await {
+                Ok((parsed, share)) => {
+                    held.absorb(share);
+                    parsed
+                }
+                // (the parse panicked: fail closed)
+                Err(_) => Err(Rejection::rpc(
+                    Value::Null,
+                    RpcError::internal(reason::VALIDATE_PANICKED),
+                )),
+            }
+        } else {
+            span.in_scope(|| parse_request(&bytes, max_values))
+        };
+        let (rpc, values) = parsed?;
+        // The tree is the request's too, and may hold far more than its body.
+        held.grow(reckoned_tree(body_len, values))
+            .map_err(over_request_budget)?;
         trace.method = Some(rpc.method.as_str());
         telemetry::traces::stage_span!("authorize")
             .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
@@ -1461,6 +1485,23 @@ fn refusal(id: &Value, r: Refusal) -> Rejection {
 
 /// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
 const INLINE_CHECK_BYTES: usize = 64 * 1024;
+
+/// The large bodies being parsed at once on the blocking pool: one per worker thread.
+fn large_parses() -> &'static Arc<tokio::sync::Semaphore> {
+    static SLOTS: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(crate::runtime::workers())))
+}
+
+/// A request body parsed (within `max_values` values, counted) and its params' ProtoJSON
+/// names normalized: every later stage reads one spelling (authorization looks for inline
+/// push configs and tenants).
+fn parse_request(body: &[u8], max_values: usize) -> Result<(RpcRequest, usize), Rejection> {
+    let (mut rpc, values) =
+        RpcRequest::parse_counted(body, max_values).map_err(|e| Rejection::rpc(e.id, e.error))?;
+    crate::validate::names::normalize_params(&mut rpc.params)
+        .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
+    Ok((rpc, values))
+}
 
 /// Whether checking these params reads the filesystem: a workspace (`iac_code.cwd` in the
 /// request's or the message's metadata) or a file part.
