@@ -171,7 +171,8 @@ mod tests {
         let err = w.write_all(&[2; 64]).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert!(started.elapsed() >= Duration::from_millis(200));
-        // A reader that keeps taking, slowly, never trips it.
+        // A reader that keeps taking, slowly, never trips it (its 20 ms steps far below a
+        // limit of 1 s, which a stalled thread of a loaded machine does not reach).
         let (a, mut b2) = tokio::io::duplex(64);
         let reader = tokio::spawn(async move {
             use tokio::io::AsyncReadExt;
@@ -182,7 +183,7 @@ mod tests {
                 total += b2.read(&mut buf).await.unwrap();
             }
         });
-        let mut w = WriteStall::new(a, Duration::from_millis(200));
+        let mut w = WriteStall::new(a, Duration::from_secs(1));
         w.write_all(&[3; 1024]).await.unwrap();
         reader.await.unwrap();
         drop(b);
@@ -204,7 +205,9 @@ mod tests {
     async fn each_wait_is_timed_afresh_and_the_one_past_the_limit_fails() {
         use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
         use tokio::io::AsyncReadExt;
-        let limit = Duration::from_millis(400);
+        // (well above the peer's 150 ms pauses, so that a stalled thread of a loaded machine
+        // does not make one of them reach it)
+        let limit = Duration::from_secs(1);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pulsing = std::sync::Arc::new(AtomicBool::new(true));

@@ -1370,7 +1370,7 @@ async fn a_reload_that_revokes_a_caller_ends_its_streams() {
                     v["error"]["data"][0]["reason"], "auth.revoked",
                     "{why}, {name} {proto:?}: {v}"
                 );
-                assert!(started.elapsed() < Duration::from_secs(2), "{why}, {name}");
+                assert!(started.elapsed() < Duration::from_secs(5), "{why}, {name}");
             }
         }
     }

@@ -301,12 +301,22 @@ async fn the_served_card_is_signed_after_every_rewrite_and_stays_stable() {
     assert_eq!(again, body);
     assert_eq!(h2["etag"], h1["etag"]);
     assert_eq!(h2["last-modified"], h1["last-modified"]);
-    // A real change is picked up, with a new ETag, and signed again.
+    // A real change is picked up by the periodic refresh, with a new ETag, and signed again.
     s.up.card.lock().unwrap()["description"] = json!("changed");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let (_, h3, changed) = fetch(&mut c, &[]).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (h3, card) = loop {
+        let (_, h3, changed) = fetch(&mut c, &[]).await;
+        let card: Value = serde_json::from_slice(&changed).unwrap();
+        if card["description"] == "changed" {
+            break (h3, card);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the changed card was not served within 10 s: {card}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_ne!(h3["etag"], h1["etag"]);
-    let card: Value = serde_json::from_slice(&changed).unwrap();
     assert_eq!(card["description"], "changed");
     assert!(verify_card(&card, &keys).is_valid());
 }
@@ -577,14 +587,26 @@ async fn public_card_requests_do_not_hammer_the_agent() {
         statuses.iter().any(|s| *s == 429),
         "the address's rate applies to public routes"
     );
-    // Once the agent's card is good again, the backoff passes and the card is served.
+    // Once the agent's card is good again, the backoff passes and the card is served. The
+    // backoff doubles after each failed fetch (there may have been two), and the address's
+    // rate refills at one request a second, so the card is asked for a little more slowly
+    // than that until it is served.
     *up.card.lock().unwrap() = recorder_card();
-    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     let mut c = p.client(Proto::H2).await;
-    let (status, _, _) = c
-        .request("GET", "/.well-known/agent-card.json", &[], String::new())
-        .await;
-    assert_eq!(status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let (status, _, _) = c
+            .request("GET", "/.well-known/agent-card.json", &[], String::new())
+            .await;
+        if status == 200 || std::time::Instant::now() >= deadline {
+            break status;
+        }
+    };
+    assert_eq!(
+        status, 200,
+        "the card was not served within 10 s of the agent's card being good again"
+    );
 }
 
 /// The protected header of the card's signature by `kid`.

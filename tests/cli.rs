@@ -988,11 +988,16 @@ async fn serve_says_at_start_that_its_certificate_is_out_of_time() {
         let file = dir.path().join("p.toml");
         std::fs::write(&file, policy).unwrap();
         let (child, _) = spawn_serve(dir.path(), &file, Stdio::null()).await;
-        // (the log is written by a thread of its own: read until the line is there)
+        // (the log is written by a thread of its own: read until the lines are there, each
+        // whole, the error event's too when one is expected, as it may come in a later write)
+        let whole_line =
+            |log: &str, event: &str| log.find(event).is_some_and(|at| log[at..].contains('\n'));
         let deadline = Instant::now() + Duration::from_secs(10);
         let log = loop {
             let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
-            if log.contains("tls_certificates_loaded") || Instant::now() > deadline {
+            let written = whole_line(&log, "tls_certificates_loaded")
+                && said.map_or(true, |event| whole_line(&log, event));
+            if written || Instant::now() > deadline {
                 break log;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -45,7 +45,8 @@ async fn read_all(s: &mut (impl AsyncReadExt + Unpin), limit: Duration) -> Strin
 
 #[tokio::test]
 async fn a_burst_over_the_rate_gets_429_while_another_principal_is_unaffected() {
-    let p = proxy("requests_per_second = 1\nburst = 5\nclient_ip_requests_per_second = 1000\nclient_ip_burst = 1000", "").await;
+    // (One request per 100 s: no refill within the test, however slow the machine.)
+    let p = proxy("requests_per_second = 0.01\nburst = 5\nclient_ip_requests_per_second = 1000\nclient_ip_burst = 1000", "").await;
     let mut c = p.client(Proto::H2).await;
     let token = "Bearer test-token-0123456789";
     let mut statuses = Vec::new();
@@ -79,8 +80,9 @@ async fn a_burst_over_the_rate_gets_429_while_another_principal_is_unaffected() 
 
 #[tokio::test]
 async fn per_method_rates_and_forged_forwarding_headers() {
+    // (One request per 100 s: no refill within the test, however slow the machine.)
     let p = proxy(
-        "client_ip_requests_per_second = 1\nclient_ip_burst = 4\n[limits.methods]\nGetTask = { requests_per_second = 1, burst = 1 }",
+        "client_ip_requests_per_second = 0.01\nclient_ip_burst = 4\n[limits.methods]\nGetTask = { requests_per_second = 0.01, burst = 1 }",
         "",
     )
     .await;
@@ -204,9 +206,19 @@ async fn a_connection_flood_beyond_the_maximum_is_refused_while_an_honest_client
         .await;
     assert_eq!(status, StatusCode::OK);
     drop(flood);
-    // Slots free again once the flood is gone.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut late = p.client(Proto::H2).await;
+    // Slots free again once the flood is gone (as soon as the edge has seen its connections
+    // close, which a loaded machine may take a while to do).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut late = loop {
+        match Client::try_connect(p.addr, &p.ca, Proto::H2, None).await {
+            Ok(c) => break c,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "no slot was free 5 s after the flood left: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let (status, _, _) = late.request("GET", "/health", &[], "").await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -632,23 +644,25 @@ async fn a_client_opening_connections_too_fast_is_closed_before_tls() {
 
 #[tokio::test]
 async fn idle_connections_are_closed_but_busy_ones_and_running_streams_are_not() {
-    let p = proxy("idle_timeout_ms = 400\n", "").await;
+    let p = proxy("idle_timeout_ms = 1000\n", "").await;
     for proto in PROTOS {
         let mut c = p.client(proto).await;
-        // A stream that outlasts the idle timeout runs to its end: a stream is activity.
+        // A stream that outlasts the idle timeout (5 chunks 300 ms apart) runs to its end: a
+        // stream is activity.
         let resp = c
             .rpc_stream(
                 "SendStreamingMessage",
                 serde_json::json!({"message": {"messageId": "m-idle", "role": "ROLE_USER",
-                    "parts": [{"text": "[[slow:250]] [[chunks:4]] long"}]}}),
+                    "parts": [{"text": "[[slow:300]] [[chunks:5]] long"}]}}),
             )
             .await;
         let events = EventReader::new(resp).rest().await;
-        assert!(events.len() >= 4, "{proto:?}: {events:?}");
+        assert!(events.len() >= 5, "{proto:?}: {events:?}");
         assert!(events.iter().all(|(name, _)| name.is_none()), "{events:?}");
-        // Requests closer together than the timeout keep the connection open.
+        // Requests closer together than the timeout keep the connection open (five, 300 ms
+        // apart, outlast it).
         for _ in 0..5 {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
             let (status, _, _) = c
                 .request("POST", "/", &h("Bearer test-token-0123456789"), BODY)
                 .await;
@@ -677,9 +691,11 @@ async fn a_connection_that_never_starts_a_request_is_closed() {
         s.write_all(first_bytes).await.unwrap();
         s.flush().await.unwrap();
         let started = Instant::now();
-        let got = read_all(&mut s, Duration::from_secs(5)).await;
+        // Closed by the 500 ms timer, well before the read gives up at 10 s (no other timer
+        // of this policy closes a connection sooner: the idle timeout is 120 s).
+        let got = read_all(&mut s, Duration::from_secs(10)).await;
         assert!(
-            started.elapsed() < Duration::from_secs(4),
+            started.elapsed() < Duration::from_secs(5),
             "{first_bytes:?}: still open after {:?} ({got:?})",
             started.elapsed()
         );
@@ -1109,11 +1125,13 @@ async fn an_http2_caller_that_grants_no_window_is_dropped() {
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .unwrap()
     };
-    // The stingy caller: the head comes, the body never can.
+    // The stingy caller: the head comes, the body never can. (The time is taken before the
+    // request is sent: the edge's write timer cannot start before that, so however late the
+    // head arrives here, the drop comes at least the write timeout after it.)
     let (mut stingy, stingy_conn) = h2_granting(&p, 0).await;
+    let started = Instant::now();
     let resp = stingy.send_request(card()).await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    let started = Instant::now();
     let dropped = tokio::time::timeout(Duration::from_secs(10), stingy_conn).await;
     assert!(dropped.is_ok(), "the stingy connection was kept");
     assert!(started.elapsed() >= Duration::from_millis(400));

@@ -293,7 +293,9 @@ async fn list_tasks_holds_each_fresh_task_to_the_filter() {
         m["configuration"] = json!({"returnImmediately": true});
         let v = c.rpc("SendMessage", m).await;
         let second = v["result"]["task"]["id"].as_str().unwrap().to_string();
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        // (no way to wait for the agent without teaching the edge: a wide margin over the
+        // turn's 150 ms)
+        tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
         let v = c.rpc("ListTasks", json!({"status": first})).await;
         let listed: Vec<&Value> = v["result"]["tasks"].as_array().unwrap().iter().collect();
         assert!(

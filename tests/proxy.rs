@@ -1097,10 +1097,12 @@ async fn an_agent_that_trickles_one_event_is_idle() {
         let mut body = resp.into_body();
         let started = Instant::now();
         let mut raw = String::new();
-        // An idle stream ends within about the idle timeout; a pinging one is still open
-        // at three times that.
-        while started.elapsed() < Duration::from_secs(3) {
-            let left = Duration::from_secs(3).saturating_sub(started.elapsed());
+        // An idle stream ends within about the idle timeout (up to 5 s allowed for a slow
+        // machine: nothing else in this policy ends a stream within the hour); a pinging one
+        // is still open at three times that.
+        let window = Duration::from_secs(if idle { 5 } else { 3 });
+        while started.elapsed() < window {
+            let left = window.saturating_sub(started.elapsed());
             match tokio::time::timeout(left, http_body_util::BodyExt::frame(&mut body)).await {
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
@@ -1118,7 +1120,7 @@ async fn an_agent_that_trickles_one_event_is_idle() {
             started.elapsed()
         );
         if idle {
-            assert!(started.elapsed() < Duration::from_millis(2500), "{raw}");
+            assert!(started.elapsed() < Duration::from_secs(5), "{raw}");
         }
     }
 }

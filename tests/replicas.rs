@@ -754,17 +754,14 @@ async fn racing_turns_on_one_context_have_exactly_one_winner() {
             let ctx = format!("race-{batch}-{i}");
             let (ca, cb) = (ca.clone(), cb.clone());
             races.spawn(async move {
-                let send = |addr, ca: std::path::PathBuf, ctx: String| async move {
-                    let mut c = Client::connect(addr, &ca, Proto::H2).await;
-                    rpc_as(
-                        &mut c,
-                        ALICE,
-                        "SendMessage",
-                        message("[[slow:100]] race", json!({"contextId": ctx})),
-                    )
-                    .await
-                };
-                let (x, y) = tokio::join!(send(a, ca, ctx.clone()), send(b, cb, ctx));
+                // Both connections are made first, so that only the two turns race.
+                let mut cx = Client::connect(a, &ca, Proto::H2).await;
+                let mut cy = Client::connect(b, &cb, Proto::H2).await;
+                let turn = || message("[[slow:100]] race", json!({"contextId": ctx.as_str()}));
+                let (x, y) = tokio::join!(
+                    rpc_as(&mut cx, ALICE, "SendMessage", turn()),
+                    rpc_as(&mut cy, ALICE, "SendMessage", turn()),
+                );
                 (x, y)
             });
         }
@@ -1018,6 +1015,10 @@ async fn a_replica_killed_mid_turn_frees_the_context_after_its_lease() {
     }
     let info: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
+    // Replica 2 is started and connected to first, so that only its request falls in the
+    // time measured from the kill.
+    let r2 = Proxy::start(opts(&redis, &agent, lease)).await;
+    let mut c2 = r2.client(Proto::H2).await;
     let mut c1 = Client::connect(addr, &dir.path().join("certs/ca.pem"), Proto::H2).await;
     let resp = c1
         .rpc_stream(
@@ -1033,9 +1034,7 @@ async fn a_replica_killed_mid_turn_frees_the_context_after_its_lease() {
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     let killed_at = Instant::now();
-    // Replica 2: the dead replica's lease still holds the context...
-    let r2 = Proxy::start(opts(&redis, &agent, lease)).await;
-    let mut c2 = r2.client(Proto::H2).await;
+    // On replica 2, the dead replica's lease still holds the context...
     let v = rpc_as(
         &mut c2,
         ALICE,
@@ -1190,6 +1189,10 @@ async fn ownership_expires_after_the_retention() {
     let retention = "task_retention_ms = 1500\n";
     let first = Proxy::start(opts(&redis, &agent, retention)).await;
     let mut c = first.client(Proto::H2).await;
+    // The second replica is started and connected to before the task is written, so that
+    // only the requests fall within the retention.
+    let second = Proxy::start(opts(&redis, &agent, retention)).await;
+    let mut c2 = second.client(Proto::H2).await;
     let v = rpc_as(
         &mut c,
         ALICE,
@@ -1199,8 +1202,6 @@ async fn ownership_expires_after_the_retention() {
     .await;
     let task = v["result"]["task"]["id"].as_str().unwrap().to_string();
     // Within the retention, a replica that never saw it finds it...
-    let second = Proxy::start(opts(&redis, &agent, retention)).await;
-    let mut c2 = second.client(Proto::H2).await;
     let v = rpc_as(&mut c2, ALICE, "GetTask", json!({"id": task})).await;
     assert_eq!(v["result"]["id"], task.as_str(), "{v}");
     tokio::time::sleep(Duration::from_millis(2500)).await;
