@@ -503,6 +503,60 @@ fn explain_says_what_a_caller_may_do_at_each_agent() {
     }
 }
 
+/// A large body is parsed off the worker threads: with one worker, while a body of a
+/// million values is parsed (and refused for them), a request on another connection of the
+/// same worker is answered. Before, that connection waited for the parse to end.
+#[tokio::test]
+async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
+    let dir = TempDir::new("cli-parse");
+    let file = write_dev_policy(dir.path());
+    let (child, info) = spawn_serve_with(
+        dir.path(),
+        &file,
+        Stdio::null(),
+        &[("A2A_EDGE_WORKERS", "1")],
+    )
+    .await;
+    let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
+    let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
+    let auth = format!("Bearer {}", token.trim());
+    let ca = dir.path().join("certs/dev/ca.pem");
+    let mut big = Client::connect(addr, &ca, Proto::H2).await;
+    let mut other = Client::connect(addr, &ca, Proto::H1).await;
+    let zeros = "0,".repeat(1_100_000);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m-big","role":"ROLE_USER","parts":[{{"text":"hi"}}],"metadata":{{"x":[{zeros}0]}}}}}}}}"#
+    );
+    let headers = vec![
+        ("authorization", auth.clone()),
+        ("content-type", "application/json".to_string()),
+        ("a2a-version", "1.0".to_string()),
+    ];
+    let parse = tokio::spawn(async move {
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, _, body) = big.request("POST", "/", &h, body).await;
+        (
+            status,
+            String::from_utf8_lossy(&body).into_owned(),
+            Instant::now(),
+        )
+    });
+    // (the body is on its way; the health request comes while it is parsed)
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, _, _) = other.request("GET", "/health", &[], "").await;
+    let health_answered = Instant::now();
+    assert_eq!(status, StatusCode::OK);
+    let (status, body, parse_answered) = parse.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("json.too_many_values"), "{body}");
+    assert!(
+        health_answered < parse_answered,
+        "the health request waited for the parse ({:?} after it)",
+        health_answered - parse_answered
+    );
+    sigterm(&child.0);
+}
+
 /// The connections are served by `A2A_EDGE_WORKERS` worker threads (named `a2a-edge-wN`), each
 /// taking its share of the connections; a value outside 1..=256 stops `serve` with an error
 /// that names the variable.
