@@ -527,7 +527,7 @@ async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"m-big","role":"ROLE_USER","parts":[{{"text":"hi"}}],"metadata":{{"x":[{zeros}0]}}}}}}}}"#
     );
-    let headers = vec![
+    let headers = [
         ("authorization", auth.clone()),
         ("content-type", "application/json".to_string()),
         ("a2a-version", "1.0".to_string()),
