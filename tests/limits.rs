@@ -120,6 +120,41 @@ async fn per_method_rates_and_forged_forwarding_headers() {
     );
 }
 
+/// Every request spends its client address's rate, whatever its route: the public ones
+/// (health, card, JWKS), a path that does not exist (404) and a method a route does not take
+/// (405) alike. Past the burst, each is 429 `rate.client_ip` with `Retry-After`.
+#[tokio::test]
+async fn every_route_spends_the_client_address_rate() {
+    // (method, path, the answer within the burst)
+    let rows = [
+        ("GET", "/health", StatusCode::OK),
+        ("GET", "/.well-known/agent-card.json", StatusCode::OK),
+        ("GET", "/nope", StatusCode::NOT_FOUND),
+        ("DELETE", "/health", StatusCode::METHOD_NOT_ALLOWED),
+        ("GET", "/", StatusCode::METHOD_NOT_ALLOWED),
+    ];
+    for (method, path, within) in rows {
+        let p = proxy(
+            "client_ip_requests_per_second = 0.01\nclient_ip_burst = 2",
+            "",
+        )
+        .await;
+        let mut c = p.client(Proto::H2).await;
+        for _ in 0..2 {
+            let (status, _, _) = c.request(method, path, &[], "").await;
+            assert_eq!(status, within, "{method} {path}");
+        }
+        let (status, headers, body) = c.request(method, path, &[], "").await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{method} {path}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&body).unwrap()["reason"],
+            "rate.client_ip",
+            "{method} {path}"
+        );
+        assert!(headers.contains_key("retry-after"), "{method} {path}");
+    }
+}
+
 #[tokio::test]
 async fn slowloris_and_slow_post_are_cut_while_an_honest_client_is_served() {
     let p = proxy("header_read_timeout_ms = 800\nmin_body_bytes_per_second = 1000\nbody_read_timeout_ms = 20000", "").await;

@@ -345,18 +345,21 @@ impl Gate {
                 Route::Catalog => {
                     Box::pin(self.catalog(&conn, client, headers, head, &mut trace)).await
                 }
-                Route::NotFound => Err(Rejection::Http {
+                // A wrong route spends the client address's rate too, as every request does.
+                Route::NotFound => Err(self.client_rate(client).unwrap_or(Rejection::Http {
                     status: StatusCode::NOT_FOUND,
                     message: "Not found",
                     reason: reason::ROUTE_NOT_FOUND,
                     allow: None,
-                }),
-                Route::MethodNotAllowed(allow) => Err(Rejection::Http {
-                    status: StatusCode::METHOD_NOT_ALLOWED,
-                    message: "Method not allowed",
-                    reason: reason::ROUTE_METHOD_NOT_ALLOWED,
-                    allow: Some(allow),
-                }),
+                })),
+                Route::MethodNotAllowed(allow) => {
+                    Err(self.client_rate(client).unwrap_or(Rejection::Http {
+                        status: StatusCode::METHOD_NOT_ALLOWED,
+                        message: "Method not allowed",
+                        reason: reason::ROUTE_METHOD_NOT_ALLOWED,
+                        allow: Some(allow),
+                    }))
+                }
                 _ => Box::pin(self.public_route(route, agent, headers, head, client)).await,
             };
             // These routes take no body: what a request declared anyway is read and dropped
@@ -421,6 +424,15 @@ impl Gate {
             suppressed = (suppressed > 0).then_some(suppressed),
         );
         resp
+    }
+
+    /// The client address's rate refusal, when it is past it (a request spent from it).
+    fn client_rate(&self, client: IpAddr) -> Option<Rejection> {
+        self.budgets
+            .rates
+            .check_client_ip(client)
+            .err()
+            .map(too_many)
     }
 
     /// The unauthenticated routes: they spend the client address's rate like every other.
