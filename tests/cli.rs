@@ -724,6 +724,61 @@ fn every_command_has_help_and_clear_usage_errors() {
     );
 }
 
+/// `card sign` says which members of the card its signature does not cover (those outside the
+/// AgentCard schema, which anyone between the agent and a verifier could change, at any
+/// level); it keeps them in the card it writes, and says nothing of a card without them.
+#[test]
+fn card_sign_names_what_its_signature_does_not_cover() {
+    let dir = TempDir::new("cli-card-sign");
+    let base = json!({
+        "name": "a", "description": "d", "version": "1",
+        "supportedInterfaces": [{"url": "https://a.example/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": []
+    });
+    let mut extra = base.clone();
+    extra["url"] = json!("https://a.example/");
+    extra["x-vendor"] = json!({"internal": "10.0.0.5"});
+    extra["capabilities"]["note"] = json!(1);
+    // (the card, what the warning names; None: no warning)
+    let rows = [
+        (base, None),
+        (extra, Some("url, x-vendor, capabilities.note")),
+    ];
+    for (card, named) in rows {
+        let file = dir.path().join("card.json");
+        std::fs::write(&file, card.to_string()).unwrap();
+        let out = Command::new(BIN)
+            .args([
+                "card",
+                "sign",
+                "--kid",
+                "k1",
+                "--secret-env",
+                "A2A_EDGE_TEST_SIGN",
+            ])
+            .arg("--in")
+            .arg(&file)
+            .env("A2A_EDGE_TEST_SIGN", "a-secret-of-at-least-32-bytes-long!!")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let signed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(signed["signatures"].as_array().map(Vec::len), Some(1));
+        match named {
+            Some(names) => {
+                assert!(
+                    stderr.contains("not covered by the signature") && stderr.contains(names),
+                    "{stderr}"
+                );
+                assert_eq!(signed["x-vendor"], card["x-vendor"], "kept");
+            }
+            None => assert!(!stderr.contains("not covered"), "{stderr}"),
+        }
+    }
+}
+
 /// `A2A_EDGE_POLICY` is the policy when `--policy` is not given; `--policy` wins over it.
 #[test]
 fn the_policy_comes_from_a2a_edge_policy_unless_given() {

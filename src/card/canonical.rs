@@ -85,26 +85,56 @@ pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
 /// anyone between the edge and a verifier could change it, and it may carry what the agent
 /// should not publish, such as an internal address). Map keys (scheme names) and extension
 /// `params` (a free-form `Struct`, signed) are kept as they are.
-pub fn drop_unknown(card: &mut Map<String, Value>, keep: &[&str]) {
-    drop_unknown_in(card, &AGENT_CARD, keep);
+/// Returns where each dropped member was (`x-vendor`, `skills[0].extra`,
+/// `securitySchemes.bearer.x`).
+pub fn drop_unknown(card: &mut Map<String, Value>, keep: &[&str]) -> Vec<String> {
+    let mut dropped = Vec::new();
+    drop_unknown_in(card, &AGENT_CARD, keep, "", &mut dropped);
+    dropped
 }
 
-fn drop_unknown_in(obj: &mut Map<String, Value>, msg: &'static Message, keep: &[&str]) {
-    obj.retain(|k, _| keep.contains(&k.as_str()) || msg.fields.iter().any(|f| f.json == k));
+/// The members [`drop_unknown`] would drop from `card`, where each is.
+pub fn unknown_members(card: &Map<String, Value>, keep: &[&str]) -> Vec<String> {
+    drop_unknown(&mut card.clone(), keep)
+}
+
+fn drop_unknown_in(
+    obj: &mut Map<String, Value>,
+    msg: &'static Message,
+    keep: &[&str],
+    path: &str,
+    dropped: &mut Vec<String>,
+) {
+    let at = |k: &str| match path {
+        "" => k.to_owned(),
+        p => format!("{p}.{k}"),
+    };
+    obj.retain(|k, _| {
+        let known = keep.contains(&k.as_str()) || msg.fields.iter().any(|f| f.json == k);
+        if !known {
+            dropped.push(at(k));
+        }
+        known
+    });
     for field in msg.fields {
         let Some(value) = obj.get_mut(field.json) else {
             continue;
         };
+        let here = at(field.json);
         match (field.kind, value) {
-            (Kind::Msg(m), Value::Object(o)) => drop_unknown_in(o, m, &[]),
+            (Kind::Msg(m), Value::Object(o)) => drop_unknown_in(o, m, &[], &here, dropped),
             (Kind::RepMsg(m), Value::Array(items)) => {
-                for o in items.iter_mut().filter_map(Value::as_object_mut) {
-                    drop_unknown_in(o, m, &[]);
+                for (i, item) in items.iter_mut().enumerate() {
+                    if let Value::Object(o) = item {
+                        drop_unknown_in(o, m, &[], &format!("{here}[{i}]"), dropped);
+                    }
                 }
             }
             (Kind::MapMsg(m), Value::Object(entries)) => {
-                for o in entries.values_mut().filter_map(Value::as_object_mut) {
-                    drop_unknown_in(o, m, &[]);
+                for (name, entry) in entries.iter_mut() {
+                    if let Value::Object(o) = entry {
+                        drop_unknown_in(o, m, &[], &format!("{here}.{name}"), dropped);
+                    }
                 }
             }
             _ => {}

@@ -30,7 +30,8 @@ USAGE:
   sign      adds (or, for the same kid, replaces) a signature over the card's canonical
             form and writes the card to --out (default: standard output). --secret-env
             names the environment variable holding the HS256 secret. --jku-null writes
-            \"jku\":null into the header, as iac-code does.
+            \"jku\":null into the header, as iac-code does. Members outside the
+            AgentCard schema are kept but not signed: a warning names them.
   verify    prints the verdict: valid, unsigned, missing-signature, malformed-signature,
             unsupported-algorithm, missing-key, unknown-key, ambiguous-key,
             signature-mismatch. Exit status 0 only for valid, 1 otherwise.
@@ -261,6 +262,20 @@ fn sign(o: Opts, env: Env<'_>, out: &mut dyn Write) -> Result<u8, Failure> {
     }
     let key = o.signing_key(env)?;
     let mut card = read_json(input)?;
+    // Members outside the AgentCard schema are outside the signature too: anyone between the
+    // agent and a verifier could change them (and the edge does not serve them).
+    let mut names = card.clone();
+    if super::to_json_names(&mut names).is_ok() {
+        if let Value::Object(o) = &names {
+            let unsigned = super::canonical::unknown_members(o, &[]);
+            if !unsigned.is_empty() {
+                eprintln!(
+                    "a2a-edge card: warning: not covered by the signature (not AgentCard members): {}",
+                    unsigned.join(", ")
+                );
+            }
+        }
+    }
     let options = SignOptions {
         jku: o.jku.clone(),
         jku_null: o.jku_null,

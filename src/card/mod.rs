@@ -79,6 +79,15 @@ pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
     Ok(())
 }
 
+/// The members of a card (in JSON names, [`to_json_names`]) the edge would not serve: outside
+/// the `AgentCard` schema, but for the legacy members it sets (where each is).
+pub fn unserved_members(card: &Value) -> Vec<String> {
+    match card {
+        Value::Object(o) => canonical::unknown_members(o, &LEGACY_KEPT),
+        _ => Vec::new(),
+    }
+}
+
 /// Rewrites an agent's card for the edge; refused when it is no object or lacks a name or a
 /// version. The card's members are in their JSON names ([`to_json_names`]): a member
 /// spelled otherwise is not looked at.

@@ -63,6 +63,21 @@ impl Ctx<'_> {
                                 format!("not an A2A 1.0 AgentCard: {e}"),
                             );
                         }
+                        // Only what the schema knows is served (and signed): a member it does
+                        // not know would be dropped unseen, so it is refused here, as an
+                        // unknown key of the policy is.
+                        let unserved = crate::card::unserved_members(&probe);
+                        if !unserved.is_empty() {
+                            return self.spanned_err(
+                                "card.static",
+                                t,
+                                format!(
+                                    "not members of an A2A 1.0 AgentCard (the edge would not \
+                                     serve them): {}",
+                                    unserved.join(", ")
+                                ),
+                            );
+                        }
                         if let Some(m) = probe.as_object_mut() {
                             m.entry("supportedInterfaces").or_insert_with(|| {
                                 serde_json::json!([{"url": "https://edge.invalid/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])

@@ -184,6 +184,8 @@ fn errors_name_file_line_and_key() {
         ("[auth]\n", "[card]\nsource = \"static\"\n[card.static]\nname = \"x\"\n[auth]\n", "card.static", None),
         // ... checked by JSON names, as the edge publishes it: one member by both names is refused.
         ("[auth]\n", "[card]\nsource = \"static\"\n[card.static]\nname = \"x\"\ndescription = \"d\"\nversion = \"1\"\ndocumentationUrl = \"https://docs.example/\"\ndocumentation_url = \"http://10.0.0.5:8000/\"\n[card.static.capabilities]\n[auth]\n", "is given twice", None),
+        // ... and only what the schema knows is served: a member it does not know is named.
+        ("[auth]\n", "[card]\nsource = \"static\"\n[card.static]\nname = \"x\"\ndescription = \"d\"\nversion = \"1\"\ninternalUrl = \"http://10.0.0.5:8000/\"\n[card.static.capabilities]\nstreaming = true\nx-vendor = 1\n[auth]\n", "internalUrl, capabilities.x-vendor", None),
         ("[server]\n", "[server]\nadmin_listen = \"0.0.0.0:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"[::]:9901\"\n", "server.admin_listen", Some(3)),
         ("[server]\n", "[server]\nadmin_listen = \"10.0.0.1:9901\"\n", "server.admin_listen", Some(3)),

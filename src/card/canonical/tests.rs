@@ -475,3 +475,57 @@ fn what_is_not_a_proto_name_of_its_place_keeps_its_name() {
         "card.skills[1].inputModes is given twice (as inputModes and as input_modes)"
     );
 }
+
+/// `drop_unknown` names where each member it drops was, at every level the schema knows
+/// (objects, lists of messages, maps of messages), and keeps what it is told to at the top.
+#[test]
+fn dropped_members_are_named_where_they_were() {
+    let card = json!({
+        "name": "a", "version": "1", "url": "https://legacy.example/",
+        "x-vendor": {"internal": "10.0.0.5"},
+        "capabilities": {"streaming": true, "extra": 1},
+        "skills": [{"id": "s", "name": "n", "more": []}, {"id": "t", "name": "m"}],
+        "securitySchemes": {"bearer": {"httpAuthSecuritySchemeX": {}}},
+        "provider": {"organization": "o", "url": "https://o.example/", "note": "x"}
+    });
+    let Value::Object(obj) = card else {
+        unreachable!()
+    };
+    // (what is kept at the top, the members named)
+    let rows: [(&[&str], &[&str]); 2] = [
+        (
+            &["url"],
+            &[
+                "x-vendor",
+                "capabilities.extra",
+                "skills[0].more",
+                "securitySchemes.bearer.httpAuthSecuritySchemeX",
+                "provider.note",
+            ],
+        ),
+        (
+            &[],
+            &[
+                "url",
+                "x-vendor",
+                "capabilities.extra",
+                "skills[0].more",
+                "securitySchemes.bearer.httpAuthSecuritySchemeX",
+                "provider.note",
+            ],
+        ),
+    ];
+    for (keep, named) in rows {
+        let mut names = unknown_members(&obj, keep);
+        names.sort();
+        let mut want: Vec<String> = named.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(names, want, "{keep:?}");
+        let mut dropped = obj.clone();
+        let mut gone = drop_unknown(&mut dropped, keep);
+        gone.sort();
+        assert_eq!(gone, want, "{keep:?}");
+        assert!(unknown_members(&dropped, keep).is_empty(), "{keep:?}");
+        assert_eq!(dropped.contains_key("url"), !keep.is_empty());
+    }
+}
