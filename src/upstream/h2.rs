@@ -146,6 +146,11 @@ impl Use {
 pub struct Pool {
     dial: Dial,
     conns: Mutex<Vec<Conn>>,
+    /// One new connection is dialed at a time: requests that find no room wait for it and
+    /// take their place on it, rather than each dialing its own (a cold burst of a hundred
+    /// requests made a hundred connections). Holds when the last dial failed, and why: those
+    /// that waited for it fail with it rather than each dialing again in turn.
+    dialing: tokio::sync::Mutex<Option<(Instant, String)>>,
     epoch: Instant,
 }
 
@@ -207,6 +212,7 @@ impl Pool {
         Pool {
             dial,
             conns: Mutex::new(Vec::new()),
+            dialing: tokio::sync::Mutex::new(None),
             epoch: Instant::now(),
         }
     }
@@ -242,6 +248,35 @@ impl Pool {
     /// future, moved and copied on every request, does not carry it for the rare new
     /// connection.
     async fn take_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
+        let asked = Instant::now();
+        let mut failed = self.dialing.lock().await;
+        // A connection dialed while this request waited may have room for it.
+        if let Some(taken) = self.take_open() {
+            return Ok(taken);
+        }
+        if let Some((at, why)) = &*failed {
+            if *at >= asked {
+                return Err(H2Error::Connect(why.clone()));
+            }
+        }
+        match self.dial_new().await {
+            Ok(taken) => {
+                *failed = None;
+                Ok(taken)
+            }
+            Err(e) => {
+                let why = match &e {
+                    H2Error::Connect(m) => m.clone(),
+                    H2Error::Http(e) => e.to_string(),
+                };
+                *failed = Some((Instant::now(), why));
+                Err(e)
+            }
+        }
+    }
+
+    /// Dials a new connection and takes the first place on it.
+    async fn dial_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
         let allowed = Arc::new(AtomicUsize::new(usize::MAX));
         let tx = connect(&self.dial, allowed.clone()).await?;
         let streams = Arc::new(Use::new(self.epoch));
@@ -530,6 +565,97 @@ mod tests {
             out.push(pool.request(get(addr, "/flood")).await.unwrap());
         }
         out
+    }
+
+    /// Requests at once on a cold pool share one dial: the first dials, the others wait for
+    /// that connection and take their places on it (before, each dialed its own).
+    #[tokio::test]
+    async fn a_cold_burst_makes_one_connection() {
+        let addr = h2_server().await;
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        let pool = Arc::new(Pool::new(
+            Dial::new(&uri, None, Duration::from_secs(5), 10).unwrap(),
+        ));
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..6 {
+            let pool = pool.clone();
+            burst.spawn(async move { pool.request(get(addr, "/flood")).await.map(drop) });
+        }
+        while let Some(done) = burst.join_next().await {
+            assert!(done.unwrap().is_ok());
+        }
+        assert_eq!(pool.lock().len(), 1, "one connection for the burst");
+        // Past what one connection carries, the next waiter dials the next one.
+        let pool = Arc::new(Pool::new(
+            Dial::new(&uri, None, Duration::from_secs(5), 2).unwrap(),
+        ));
+        let mut held = tokio::task::JoinSet::new();
+        let (release, released) = tokio::sync::watch::channel(false);
+        for _ in 0..5 {
+            let (pool, mut released) = (pool.clone(), released.clone());
+            held.spawn(async move {
+                let resp = pool.request(get(addr, "/flood")).await;
+                let _ = released.wait_for(|r| *r).await;
+                resp.map(drop)
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pool
+            .lock()
+            .iter()
+            .map(|c| c.streams.count.load(Ordering::Relaxed))
+            .sum::<usize>()
+            < 5
+        {
+            assert!(Instant::now() < deadline, "the five never got their places");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(pool.lock().len(), 3, "two places a connection");
+        let _ = release.send(true);
+        while let Some(done) = held.join_next().await {
+            assert!(done.unwrap().is_ok());
+        }
+    }
+
+    /// A dial that fails fails the requests that waited for it, at once: an agent that takes
+    /// connections and never speaks HTTP/2 costs a burst one connect timeout, not one each in
+    /// turn.
+    #[tokio::test]
+    async fn those_that_waited_for_a_failed_dial_fail_with_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            let mut silent = Vec::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                silent.push(tcp);
+            }
+        });
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        let pool = Arc::new(Pool::new(
+            Dial::new(&uri, None, Duration::from_secs(1), 10).unwrap(),
+        ));
+        let started = Instant::now();
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let pool = pool.clone();
+            burst.spawn(async move { pool.request(get(addr, "/10")).await.map(drop) });
+        }
+        while let Some(done) = burst.join_next().await {
+            assert!(done.unwrap().is_err());
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one dial for the four");
+        // (four dials in turn would take 4 s)
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        // A request after the failure dials again.
+        assert!(pool.request(get(addr, "/10")).await.is_err());
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 
     /// A connection carries at most `max_streams` requests: the next opens another, and a
