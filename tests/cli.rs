@@ -509,7 +509,14 @@ fn explain_says_what_a_caller_may_do_at_each_agent() {
 #[tokio::test]
 async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
     let dir = TempDir::new("cli-parse");
-    let file = write_dev_policy(dir.path());
+    let token = dir.path().join("certs/dev/bearer-token");
+    let file = dir.path().join("p.toml");
+    let policy = token_file_policy(dir.path(), "embedded", &token, true).replacen(
+        "[server]\n",
+        "[server]\nadmin_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&file, policy).unwrap();
     let (child, info) = spawn_serve_with(
         dir.path(),
         &file,
@@ -518,6 +525,7 @@ async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
     )
     .await;
     let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
+    let admin: std::net::SocketAddr = info["admin"].as_str().unwrap().parse().unwrap();
     let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
     let auth = format!("Bearer {}", token.trim());
     let ca = dir.path().join("certs/dev/ca.pem");
@@ -532,6 +540,7 @@ async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
         ("content-type", "application/json".to_string()),
         ("a2a-version", "1.0".to_string()),
     ];
+    let body_len = body.len() as f64;
     let parse = tokio::spawn(async move {
         let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let (status, _, body) = big.request("POST", "/", &h, body).await;
@@ -541,8 +550,24 @@ async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
             Instant::now(),
         )
     });
-    // (the body is on its way; the health request comes while it is parsed)
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Once the edge holds the whole body (the admin listener answers off the workers), its
+    // parse begins: the health request comes while it runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = admin_get_at(admin, "/metrics").await;
+        let held: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("a2a_edge_request_bytes ")?.parse().ok())
+            .unwrap_or(0.0);
+        if held >= body_len {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the body was never held: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let (status, _, _) = other.request("GET", "/health", &[], "").await;
     let health_answered = Instant::now();
     assert_eq!(status, StatusCode::OK);

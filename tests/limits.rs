@@ -675,6 +675,24 @@ async fn a_client_opening_connections_too_fast_is_closed_before_tls() {
         !metrics.contains("outcome=\"tls.handshake_failed\""),
         "no handshake was begun for them: {metrics}"
     );
+    // A trusted proxy carries many clients: it is not held to one client's connection rate.
+    let p = Proxy::start(ProxyOpts {
+        extra_policy: "[limits]\nclient_ip_connections_per_second = 0.1\nclient_ip_connection_burst = 3\n[network]\ntrusted_proxies = [\"127.0.0.1/32\"]\n".into(),
+        ..Default::default()
+    })
+    .await;
+    for i in 0..6 {
+        let mut s = connect_from(&p, "127.0.0.1")
+            .await
+            .unwrap_or_else(|| panic!("connection {i} from the proxy was refused"));
+        let line = status_line(&mut s, "GET /health HTTP/1.1\r\nhost: localhost\r\n\r\n").await;
+        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    }
+    // Another address is still held to it.
+    for i in 0..4 {
+        let admitted = connect_from(&p, "127.0.0.2").await.is_some();
+        assert_eq!(admitted, i < 3, "connection {i} from 127.0.0.2");
+    }
 }
 
 #[tokio::test]

@@ -1867,9 +1867,18 @@ async fn a_caller_that_leaves_before_redis_answers_its_turn_leaves_the_context_f
         let params = message(&format!("t-u{i}c {ctx}"), json!({"contextId": ctx}));
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
         leave_once_held(&p, proto, &relay, &body).await;
-        // The release follows the TURN on its connection; then both go to Redis.
+        // The release follows the TURN on its connection; then both go to Redis, and the
+        // lease is gone well before it would expire (5 s).
         relay.until_held(2).await;
         relay.let_go();
+        let released = Instant::now();
+        while !redis.command("KEYS r:b*").is_empty() {
+            assert!(
+                released.elapsed() < Duration::from_secs(2),
+                "{proto:?}: lease kept"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let next = format!("t-u{i}d {ctx}");
         let v = say_in(&mut c, &next, ctx).await;
         assert!(v.get("result").is_some(), "{proto:?}: {v}");

@@ -183,9 +183,19 @@ async fn edge(upstream: &str, telemetry: &str) -> Edge {
 
 /// A policy in front of `upstream` with `telemetry` lines, written to `dir/p.toml`.
 fn policy_file(dir: &TempDir, upstream: &str, telemetry: &str) -> std::path::PathBuf {
+    policy_file_with(dir, upstream, "", telemetry)
+}
+
+/// [`policy_file`] with `auth` lines in `[auth]`.
+fn policy_file_with(
+    dir: &TempDir,
+    upstream: &str,
+    auth: &str,
+    telemetry: &str,
+) -> std::path::PathBuf {
     let token_sha = hex(&a2a_edge::policy::sha256(TOKEN.as_bytes()));
     let policy = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{d}/certs\"\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{upstream}\"\n[auth]\n[[auth.bearer]]\nprincipal = \"tester\"\ntoken_sha256 = \"{token_sha}\"\n[telemetry]\n{telemetry}\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\npublic_url = \"https://127.0.0.1:0/\"\n[tls]\ndev = true\ndev_dir = \"{d}/certs\"\n[[upstreams]]\nname = \"agent-1\"\nurl = \"{upstream}\"\n[auth]\n{auth}[[auth.bearer]]\nprincipal = \"tester\"\ntoken_sha256 = \"{token_sha}\"\n[telemetry]\n{telemetry}\n",
         d = dir.path().display()
     );
     let file = dir.path().join("p.toml");
@@ -194,8 +204,13 @@ fn policy_file(dir: &TempDir, upstream: &str, telemetry: &str) -> std::path::Pat
 }
 
 async fn edge_with_env(upstream: &str, telemetry: &str, env: &[(&str, &str)]) -> Edge {
+    edge_with(upstream, "", telemetry, env).await
+}
+
+/// [`edge_with_env`] with `auth` lines in `[auth]`.
+async fn edge_with(upstream: &str, auth: &str, telemetry: &str, env: &[(&str, &str)]) -> Edge {
     let dir = TempDir::new("telemetry");
-    let file = policy_file(&dir, upstream, telemetry);
+    let file = policy_file_with(&dir, upstream, auth, telemetry);
     let ready = dir.path().join("ready.json");
     let child = Command::new(env!("CARGO_BIN_EXE_a2a-edge"))
         .envs(env.iter().copied())
@@ -570,59 +585,107 @@ async fn a_flood_of_failed_handshakes_is_logged_in_part() {
     assert!(log.contains("route.not_found"), "the request's line");
 }
 
-/// Request lines without a principal (here 404s, which anyone can send as fast as a
-/// connection carries them) are logged at most 50 a second after a burst of 200, and the
-/// first line after some were left out says how many; the line of every request that proved
-/// a credential is written whatever the flood (and the metrics count every request).
+/// Request lines without a credential (404s, which anyone can send as fast as a connection
+/// carries them; `anonymous` callers where they are allowed) are logged at most 50 a second
+/// after a burst of 200, and the first line after some were left out says how many; the line
+/// of every request that proved a credential is written whatever the flood (and the metrics
+/// count every request).
 #[tokio::test]
 async fn a_flood_of_requests_without_a_credential_is_logged_in_part() {
     let agent = RecordingUpstream::start(Reply::Echo).await;
-    // (the client address's rate, which 404s spend too, out of the way)
-    let limits = "[limits]\nclient_ip_requests_per_second = 100000\nclient_ip_burst = 100000\n";
-    let e = edge(&agent.url, limits).await;
-    let started = Instant::now();
-    let mut c = e.client().await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
-    let mut honest = 0;
-    for i in 0..900 {
-        if i % 150 == 0 {
+    // (the client address's rate, which every request spends, out of the way)
+    let limits = "[limits]\nclient_ip_requests_per_second = 100000\nclient_ip_burst = 100000\nrequests_per_second = 100000\nburst = 100000\n";
+    // (a body that is no JSON: refused at once, after authentication)
+    let list = "not json";
+    // (the [auth] lines, the flood's request, its status, what its log lines hold)
+    /// (method, path, body)
+    type Flood<'a> = (&'a str, &'a str, &'a str);
+    let rows: [(&str, Flood, StatusCode, &str); 2] = [
+        (
+            "",
+            ("GET", "/nope", ""),
+            StatusCode::NOT_FOUND,
+            "route.not_found",
+        ),
+        (
+            "allow_anonymous = true\n",
+            ("POST", "/", list),
+            StatusCode::OK,
+            "\"principal\":\"anonymous\"",
+        ),
+    ];
+    for (auth, (method, path, flood_body), status_of_flood, marks) in rows {
+        let e = edge_with(&agent.url, auth, limits, &[]).await;
+        let started = Instant::now();
+        // The flood: 900 requests from 30 connections at once (a request with a body takes
+        // this test client tens of milliseconds), beside 6 of a caller with a credential.
+        let mut flood = tokio::task::JoinSet::new();
+        for _ in 0..30 {
+            let mut c = e.client().await;
+            flood.spawn(async move {
+                let headers: &[(&str, &str)] = if method == "POST" {
+                    &[("content-type", "application/json"), ("a2a-version", "1.0")]
+                } else {
+                    &[]
+                };
+                for _ in 0..30 {
+                    let (status, _, b) = c.request(method, path, headers, flood_body).await;
+                    assert_eq!(status, status_of_flood, "{}", String::from_utf8_lossy(&b));
+                }
+            });
+        }
+        let mut c = e.client().await;
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", json!({}))});
+        let honest = 6;
+        for _ in 0..honest {
             let (status, _, _) = c
                 .request("POST", "/", &rpc_headers(), body.to_string())
                 .await;
             assert_eq!(status, StatusCode::OK);
-            honest += 1;
         }
-        let (status, _, _) = c.request("GET", "/nope", &[], "").await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
+        while let Some(done) = flood.join_next().await {
+            done.unwrap();
+        }
+        let (_, metrics) = admin_get_at(e.admin, "/metrics").await;
+        let secs = started.elapsed().as_secs_f64();
+        let log = e.stop().await;
+        let flood: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("\"event\":\"request\"") && l.contains(marks))
+            .collect();
+        let most = 200.0 + 50.0 * secs + 5.0;
+        assert!(
+            (flood.len() as f64) <= most && flood.len() < 900,
+            "{marks}: {} lines in {secs:.1} s",
+            flood.len()
+        );
+        assert!(
+            flood.iter().any(|l| l.contains("\"suppressed\"")),
+            "{marks}: no line says how many were left out"
+        );
+        let proven = log
+            .lines()
+            .filter(|l| {
+                l.contains("\"event\":\"request\"") && l.contains("\"principal\":\"tester\"")
+            })
+            .count();
+        assert_eq!(proven, honest, "{marks}: every proven request's line");
+        let counted: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("a2a_edge_requests_total{"))
+            .filter(|l| l.contains(&format!("status=\"{}\"", status_of_flood.as_u16())))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        let sent_with_that_status = if status_of_flood == StatusCode::OK {
+            900 + honest
+        } else {
+            900
+        };
+        assert_eq!(
+            counted, sent_with_that_status as f64,
+            "{marks}: the metrics count every request: {metrics}"
+        );
     }
-    let (_, metrics) = admin_get_at(e.admin, "/metrics").await;
-    let secs = started.elapsed().as_secs_f64();
-    let log = e.stop().await;
-    let not_found: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("\"event\":\"request\"") && l.contains("route.not_found"))
-        .collect();
-    let most = 200.0 + 50.0 * secs + 5.0;
-    assert!(
-        (not_found.len() as f64) <= most && not_found.len() < 900,
-        "{} lines of 404 in {secs:.1} s",
-        not_found.len()
-    );
-    assert!(
-        not_found.iter().any(|l| l.contains("\"suppressed\"")),
-        "no line says how many were left out"
-    );
-    let proven = log
-        .lines()
-        .filter(|l| l.contains("\"event\":\"request\"") && l.contains("\"principal\":\"tester\""))
-        .count();
-    assert_eq!(proven, honest, "every proven request's line");
-    let counted = metrics.lines().any(|l| {
-        l.starts_with("a2a_edge_requests_total{")
-            && l.contains("status=\"404\"")
-            && l.ends_with(" 900")
-    });
-    assert!(counted, "the metrics count every 404: {metrics}");
 }
 
 /// `n` SendMessages on one connection, each with `traceparent` when given; all answered 200.

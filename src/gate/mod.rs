@@ -396,12 +396,15 @@ impl Gate {
             reason,
             started.elapsed(),
         );
-        // The log line of the request (field order as written). Without a principal (refused
-        // before or by authentication, or a public route) it is one anyone can make the edge
-        // write: within the budget of such lines.
-        let written = match trace.principal {
-            None => crate::telemetry::sampled::unproven_requests().admit(),
-            Some(_) => Some(0),
+        // The log line of the request (field order as written). Without a credential (refused
+        // before or by authentication, a public route, or `anonymous` where it is allowed) it
+        // is one anyone can make the edge write: within the budget of such lines.
+        let proven = trace.principal.is_some()
+            && trace.scheme != Some(crate::auth::Scheme::Anonymous.as_str());
+        let written = if proven {
+            Some(0)
+        } else {
+            crate::telemetry::sampled::unproven_requests().admit()
         };
         let Some(suppressed) = written else {
             return resp;
@@ -531,9 +534,10 @@ impl Gate {
                     RpcError::internal(reason::VALIDATE_PANICKED),
                 ));
             };
-            let share = held.take();
+            let mut share = held.take();
             let parse = move || {
-                let parsed = span.in_scope(|| parse_request(&bytes, max_values));
+                let parsed = span.in_scope(|| parse_request(&bytes, max_values, &mut share));
+                // (a tree refused for the budget is dropped here too, off the worker)
                 drop((bytes, slot));
                 (parsed, share)
             };
@@ -549,12 +553,11 @@ impl Gate {
                 )),
             }
         } else {
-            span.in_scope(|| parse_request(&bytes, max_values))
+            let parsed = span.in_scope(|| parse_request(&bytes, max_values, &mut held));
+            drop(bytes);
+            parsed
         };
-        let (rpc, values) = parsed?;
-        // The tree is the request's too, and may hold far more than its body.
-        held.grow(reckoned_tree(body_len, values))
-            .map_err(over_request_budget)?;
+        let rpc = parsed?;
         trace.method = Some(rpc.method.as_str());
         telemetry::traces::stage_span!("authorize")
             .in_scope(|| self.authorize(&grant, &principal, &rpc, trace))?;
@@ -1320,9 +1323,11 @@ impl Gate {
     }
 
     /// Whether a new connection from this address is within its rate
-    /// (`limits.client_ip_connections_per_second`).
+    /// (`limits.client_ip_connections_per_second`). A trusted proxy is not held to it: it
+    /// carries many clients, each held to its own request rate once its address is read
+    /// (and a proxy that opens a connection per request would otherwise cap them all).
     pub fn admits_connection(&self, ip: IpAddr) -> bool {
-        self.budgets.rates.check_connection(ip).is_ok()
+        self.network.is_trusted_proxy(ip) || self.budgets.rates.check_connection(ip).is_ok()
     }
 }
 
@@ -1504,15 +1509,22 @@ fn large_parses() -> &'static Arc<tokio::sync::Semaphore> {
     SLOTS.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(crate::runtime::workers())))
 }
 
-/// A request body parsed (within `max_values` values, counted) and its params' ProtoJSON
-/// names normalized: every later stage reads one spelling (authorization looks for inline
-/// push configs and tenants).
-fn parse_request(body: &[u8], max_values: usize) -> Result<(RpcRequest, usize), Rejection> {
+/// A request body parsed (within `max_values` values), its tree charged to `held` (it is
+/// the request's too, and may hold far more than its body) and its params' ProtoJSON names
+/// normalized: every later stage reads one spelling (authorization looks for inline push
+/// configs and tenants).
+fn parse_request(
+    body: &[u8],
+    max_values: usize,
+    held: &mut RequestBytes,
+) -> Result<RpcRequest, Rejection> {
     let (mut rpc, values) =
         RpcRequest::parse_counted(body, max_values).map_err(|e| Rejection::rpc(e.id, e.error))?;
+    held.grow(reckoned_tree(body.len(), values))
+        .map_err(over_request_budget)?;
     crate::validate::names::normalize_params(&mut rpc.params)
         .map_err(|e| Rejection::rpc(rpc.id.clone(), e))?;
-    Ok((rpc, values))
+    Ok(rpc)
 }
 
 /// Whether checking these params reads the filesystem: a workspace (`iac_code.cwd` in the

@@ -54,7 +54,8 @@ use ipnet::{IpNet, Ipv4Net};
 
 /// The most entries of a forwarding header walked before giving up (→ the peer).
 pub const MAX_HOPS: usize = 64;
-/// The most bytes of a forwarding header (all its lines together) looked at (→ the peer).
+/// The most bytes of a forwarding header walked from the right (the entries of
+/// `X-Forwarded-For`, the whole lines of `Forwarded`) before giving up (→ the peer).
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
