@@ -194,33 +194,35 @@ impl RateLimits {
     /// Before authentication (cheap; keyed by address: IPv4 address, IPv6 /64, an IPv4-mapped
     /// IPv6 address as its IPv4 address).
     pub fn check_client_ip(&self, ip: IpAddr) -> Result<(), Limited> {
-        match &self.client_ip {
-            Some(limiter) => {
-                limiter
-                    .check(&client_key(ip, self.ipv6_prefix))
-                    .map_err(|retry_after| Limited {
-                        reason: reason::RATE_CLIENT_IP,
-                        retry_after,
-                    })
-            }
-            None => Ok(()),
-        }
+        self.check_address(self.client_ip.as_deref(), ip, reason::RATE_CLIENT_IP)
     }
 
     /// A new connection from `ip`, at accept (keyed as [`RateLimits::check_client_ip`]): a
     /// client cannot make the edge do TLS handshakes faster than this.
     pub fn check_connection(&self, ip: IpAddr) -> Result<(), Limited> {
-        match &self.client_connection {
-            Some(limiter) => {
-                limiter
-                    .check(&client_key(ip, self.ipv6_prefix))
-                    .map_err(|retry_after| Limited {
-                        reason: reason::LIMITS_CONNECTION_RATE,
-                        retry_after,
-                    })
-            }
-            None => Ok(()),
-        }
+        self.check_address(
+            self.client_connection.as_deref(),
+            ip,
+            reason::LIMITS_CONNECTION_RATE,
+        )
+    }
+
+    /// `ip`'s budget in `limiter` (none: no limit), keyed by its client key.
+    fn check_address(
+        &self,
+        limiter: Option<&Keyed<IpAddr>>,
+        ip: IpAddr,
+        reason: Reason,
+    ) -> Result<(), Limited> {
+        let Some(limiter) = limiter else {
+            return Ok(());
+        };
+        limiter
+            .check(&client_key(ip, self.ipv6_prefix))
+            .map_err(|retry_after| Limited {
+                reason,
+                retry_after,
+            })
     }
 
     /// After authentication: the principal's own rate (its override if any), then the
