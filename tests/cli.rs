@@ -765,12 +765,17 @@ fn card_sign_names_what_its_signature_does_not_cover() {
     extra["url"] = json!("https://a.example/");
     extra["x-vendor"] = json!({"internal": "10.0.0.5"});
     extra["capabilities"]["note"] = json!(1);
-    // (the card, what the warning names; None: no warning)
+    // (a card signed before by another key: its signature is no news, and is kept)
+    let mut signed_before = base.clone();
+    signed_before["signatures"] =
+        json!([{"protected": "eyJhbGciOiJIUzI1NiIsImtpZCI6Im90aGVyIn0", "signature": "AA"}]);
+    // (the card, what the warning names (None: no warning), the signatures it then has)
     let rows = [
-        (base, None),
-        (extra, Some("url, x-vendor, capabilities.note")),
+        (base, None, 1),
+        (extra, Some("url, x-vendor, capabilities.note"), 1),
+        (signed_before, None, 2),
     ];
-    for (card, named) in rows {
+    for (card, named, signatures) in rows {
         let file = dir.path().join("card.json");
         std::fs::write(&file, card.to_string()).unwrap();
         let out = Command::new(BIN)
@@ -790,7 +795,10 @@ fn card_sign_names_what_its_signature_does_not_cover() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         let signed: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(signed["signatures"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            signed["signatures"].as_array().map(Vec::len),
+            Some(signatures)
+        );
         match named {
             Some(names) => {
                 assert!(

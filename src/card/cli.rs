@@ -267,7 +267,8 @@ fn sign(o: Opts, env: Env<'_>, out: &mut dyn Write) -> Result<u8, Failure> {
     let mut names = card.clone();
     if super::to_json_names(&mut names).is_ok() {
         if let Value::Object(o) = &names {
-            let unsigned = super::canonical::unknown_members(o, &[]);
+            // (the signatures themselves, outside what they sign by nature, are no news)
+            let unsigned = super::canonical::unknown_members(o, &["signatures"]);
             if !unsigned.is_empty() {
                 eprintln!(
                     "a2a-edge card: warning: not covered by the signature (not AgentCard members): {}",

@@ -80,10 +80,15 @@ pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
 }
 
 /// The members of a card (in JSON names, [`to_json_names`]) the edge would not serve: outside
-/// the `AgentCard` schema, but for the legacy members it sets (where each is).
+/// the `AgentCard` schema, but for the legacy members it sets and `signatures` (which no
+/// signature covers, and which the edge replaces with its own) (where each is).
 pub fn unserved_members(card: &Value) -> Vec<String> {
     match card {
-        Value::Object(o) => canonical::unknown_members(o, &LEGACY_KEPT),
+        Value::Object(o) => {
+            let mut kept = LEGACY_KEPT.to_vec();
+            kept.push("signatures");
+            canonical::unknown_members(o, &kept)
+        }
         _ => Vec::new(),
     }
 }

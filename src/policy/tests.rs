@@ -1400,3 +1400,15 @@ fn the_client_address_header() {
         assert_eq!(e.key, "network.client_address_header", "{value}: {e}");
     }
 }
+
+/// A static card that carries `signatures` (checked against `[card.upstream_keys]`) loads:
+/// no signature covers itself, and the edge serves its own.
+#[test]
+fn a_static_card_may_carry_its_signatures() {
+    let card = "[card]\nsource = \"static\"\n[card.static]\nname = \"x\"\ndescription = \"d\"\nversion = \"1\"\ndefaultInputModes = [\"text/plain\"]\ndefaultOutputModes = [\"text/plain\"]\nskills = []\nsignatures = [{ protected = \"e30\", signature = \"AA\" }]\n[card.static.capabilities]\nstreaming = true\n";
+    let text = GOOD.replacen("[auth]\n", &format!("{card}[auth]\n"), 1);
+    load(&text).unwrap();
+    let unknown = text.replacen("signatures = ", "signaturez = ", 1);
+    let e = load(&unknown).unwrap_err();
+    assert!(e.message.contains("signaturez"), "{e}");
+}
