@@ -1156,7 +1156,6 @@ impl Gate {
             interrupt,
             size_hint,
         } = plan;
-        let upstream_error = |e: UpstreamError| Rejection::rpc(rpc.id.clone(), e.rpc_error());
         // The agent that owns the context or task; if it is down, say so (never move the
         // request to an agent that does not know it).
         let agent = at
@@ -1179,8 +1178,30 @@ impl Gate {
         // may be after a stream has started and the rest of the request's share is given back.
         // The request's tree is done with once written: what it held of the caller's budget
         // is given back, not held through a turn that may take minutes.
-        let copy = rpc.to_bytes_sized(size_hint);
-        drop(std::mem::take(&mut rpc.params));
+        let (copy, rpc) = if size_hint > INLINE_CHECK_BYTES {
+            // A large request's writing and its tree's drop would hold the worker thread as
+            // its parse would have: the blocking pool, as parses do.
+            let Ok(slot) = large_parses().clone().acquire_owned().await else {
+                return Err(Rejection::rpc(
+                    rpc.id.clone(),
+                    RpcError::internal(reason::VALIDATE_PANICKED),
+                ));
+            };
+            let id = rpc.id.clone();
+            let write = move || {
+                let copy = rpc.to_bytes_sized(size_hint);
+                drop((std::mem::take(&mut rpc.params), slot));
+                (copy, rpc)
+            };
+            tokio::task::spawn_blocking(write)
+                .await
+                .map_err(|_| Rejection::rpc(id, RpcError::internal(reason::VALIDATE_PANICKED)))?
+        } else {
+            let copy = rpc.to_bytes_sized(size_hint);
+            drop(std::mem::take(&mut rpc.params));
+            (copy, rpc)
+        };
+        let upstream_error = |e: UpstreamError| Rejection::rpc(rpc.id.clone(), e.rpc_error());
         let share = held.hand_off(copy.len());
         let resp = agent
             .send_rpc(
