@@ -152,6 +152,9 @@ pub struct Pool {
     /// Those that waited for a dial that failed fail with it, rather than each dialing again
     /// in turn.
     dialing: Mutex<Vec<Arc<UnderWay>>>,
+    /// The places a new connection is expected to have: `max_streams`, or fewer once a
+    /// connection has shown the agent allows fewer (so that only a first burst guesses).
+    expected_room: AtomicUsize,
     epoch: Instant,
 }
 
@@ -228,6 +231,7 @@ impl Drop for Slot {
 impl Pool {
     pub fn new(dial: Dial) -> Pool {
         Pool {
+            expected_room: AtomicUsize::new(dial.max_streams),
             dial,
             conns: Mutex::new(Vec::new()),
             dialing: Mutex::new(Vec::new()),
@@ -265,10 +269,11 @@ impl Pool {
         })
     }
 
-    /// A place on a new connection, which joins the pool. Its future (a TCP connect, a TLS
-    /// and an HTTP/2 handshake: ~7.7 KiB) is boxed where it is awaited, so the request's own
-    /// future, moved and copied on every request, does not carry it for the rare new
-    /// connection.
+    /// A place on a connection that is not open yet: on one being dialed with places left
+    /// ([`UnderWay`]), else on one this request dials ([`Pool::dial_shared`]), which joins the
+    /// pool. Boxed where it is awaited (a TCP connect, a TLS and an HTTP/2 handshake), so the
+    /// request's own future, moved and copied on every request, does not carry it for the
+    /// rare new connection.
     async fn take_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
         loop {
             if let Some(taken) = self.take_open() {
@@ -300,7 +305,9 @@ impl Pool {
     async fn dial_shared(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
         let (end, ended) = tokio::sync::watch::channel(None);
         let under_way = Arc::new(UnderWay {
-            unclaimed: AtomicUsize::new(self.dial.max_streams.saturating_sub(1)),
+            unclaimed: AtomicUsize::new(
+                self.expected_room.load(Ordering::Relaxed).saturating_sub(1),
+            ),
             ended,
         });
         self.dials().push(under_way.clone());
@@ -319,6 +326,9 @@ impl Pool {
     async fn dial_new(&self) -> Result<(SendRequest<Full<Bytes>>, Slot), H2Error> {
         let allowed = Arc::new(AtomicUsize::new(usize::MAX));
         let tx = connect(&self.dial, allowed.clone()).await?;
+        // (its first SETTINGS are read: what the agent allows is known)
+        let room = self.dial.max_streams.min(allowed.load(Ordering::Relaxed));
+        self.expected_room.store(room.max(1), Ordering::Relaxed);
         let streams = Arc::new(Use::new(self.epoch));
         self.lock().push(Conn {
             tx: tx.clone(),
@@ -448,6 +458,11 @@ mod tests {
     /// [`h2_server`] that starts HTTP/2 on each connection `delay` after accepting it (an
     /// agent slow to answer a new connection).
     async fn h2_server_after(delay: Duration) -> std::net::SocketAddr {
+        h2_server_allowing(delay, 1000).await
+    }
+
+    /// [`h2_server_after`] that allows `streams` at once on a connection.
+    async fn h2_server_allowing(delay: Duration, streams: u32) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -471,6 +486,7 @@ mod tests {
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .max_concurrent_streams(streams)
                         .serve_connection(TokioIo::new(tcp), svc)
                         .await
                 });
@@ -633,7 +649,8 @@ mod tests {
             assert!(done.unwrap().is_ok());
         }
         assert_eq!(pool.lock().len(), 1, "one connection for the burst");
-        // Past what one connection carries, the next waiter dials the next one.
+        // Past the places of the dials under way, the next request dials another at once
+        // (two places a connection: five requests, three dials).
         let pool = Arc::new(Pool::new(
             Dial::new(&uri, None, Duration::from_secs(5), 2).unwrap(),
         ));
@@ -697,6 +714,43 @@ mod tests {
             started.elapsed()
         );
         assert_eq!(pool.lock().len(), 4);
+    }
+
+    /// The places a new connection will have are those the agent allows, once a connection
+    /// has shown them: with an agent that allows one stream (`max_streams` 10), a burst of
+    /// three after a first request dials three connections side by side (about one dial's
+    /// 600 ms), not in waves of waiters that claimed places the connection never had (1.8 s).
+    #[tokio::test]
+    async fn a_burst_expects_the_places_the_agent_allows() {
+        let addr = h2_server_allowing(Duration::from_millis(600), 1).await;
+        let uri: Uri = format!("http://{addr}/").parse().unwrap();
+        let pool = Arc::new(Pool::new(
+            Dial::new(&uri, None, Duration::from_secs(5), 10).unwrap(),
+        ));
+        // (a first request: its connection shows what the agent allows, and stays busy)
+        let first = pool.request(get(addr, "/flood")).await.unwrap();
+        assert_eq!(pool.expected_room.load(Ordering::Relaxed), 1);
+        let started = Instant::now();
+        let all_in = Arc::new(tokio::sync::Barrier::new(3));
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..3 {
+            let (pool, all_in) = (pool.clone(), all_in.clone());
+            burst.spawn(async move {
+                let answer = pool.request(get(addr, "/flood")).await;
+                all_in.wait().await;
+                answer.map(drop)
+            });
+        }
+        while let Some(done) = burst.join_next().await {
+            assert!(done.unwrap().is_ok());
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(pool.lock().len(), 4);
+        drop(first);
     }
 
     /// A dial that fails fails the requests that waited for it, at once: an agent that takes
