@@ -483,7 +483,8 @@ async fn streams_are_counted_by_how_they_end() {
     assert_eq!(sample(&text, "a2a_edge_streams_open"), 1.0, "{text}");
     drop(reader);
     let gone = "a2a_edge_streams_total{outcome=\"client_gone\"}";
-    // (The stream may be counted as ended a moment before it is no longer counted open.)
+    // (The relay closes a stream in the gauge before counting it ended; both are waited for
+    // all the same.)
     let text = metrics_when(addr, |t| {
         sample(t, gone) >= 1.0 && sample(t, "a2a_edge_streams_open") == 0.0
     })
@@ -535,7 +536,8 @@ async fn a_caller_that_leaves_while_its_stream_waits_for_the_shared_budget_ends_
     drop(waiting);
     drop(second);
     let gone = "a2a_edge_streams_total{outcome=\"client_gone\"}";
-    // (The stream may be counted as ended a moment before it is no longer counted open.)
+    // (The relay closes a stream in the gauge before counting it ended; both are waited for
+    // all the same.)
     let text = metrics_when(addr, |t| {
         sample(t, gone) >= 1.0 && sample(t, "a2a_edge_streams_open") == 1.0
     })

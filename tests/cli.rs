@@ -526,7 +526,7 @@ async fn a_large_parse_does_not_hold_the_other_connections_of_its_worker() {
     .await;
     let addr: std::net::SocketAddr = info["listen"].as_str().unwrap().parse().unwrap();
     let admin: std::net::SocketAddr = info["admin"].as_str().unwrap().parse().unwrap();
-    let token = std::fs::read_to_string(dir.path().join("certs/dev/bearer-token")).unwrap();
+    let token = std::fs::read_to_string(&token).unwrap();
     let auth = format!("Bearer {}", token.trim());
     let ca = dir.path().join("certs/dev/ca.pem");
     let mut big = Client::connect(addr, &ca, Proto::H2).await;
@@ -751,7 +751,8 @@ fn every_command_has_help_and_clear_usage_errors() {
 
 /// `card sign` says which members of the card its signature does not cover (those outside the
 /// AgentCard schema, which anyone between the agent and a verifier could change, at any
-/// level); it keeps them in the card it writes, and says nothing of a card without them.
+/// level); it keeps them in the card it writes, and says nothing of a card without them, nor
+/// of the signatures a card already carries.
 #[test]
 fn card_sign_names_what_its_signature_does_not_cover() {
     let dir = TempDir::new("cli-card-sign");

@@ -601,17 +601,16 @@ async fn status_line(
 #[tokio::test]
 async fn one_client_cannot_take_every_connection_slot() {
     let p = proxy("max_connections = 100\nmax_connections_per_client = 4", "").await;
-    let connect_from = |local: &'static str| connect_from(&p, local);
     // A slow client (127.0.0.1) holds as many connections as it can.
     let mut held = Vec::new();
     for _ in 0..10 {
-        if let Some(s) = connect_from("127.0.0.1").await {
+        if let Some(s) = connect_from(&p, "127.0.0.1").await {
             held.push(s);
         }
     }
     assert_eq!(held.len(), 4, "per-client cap");
     // Another client (127.0.0.2) still gets in and is served.
-    let mut s = connect_from("127.0.0.2")
+    let mut s = connect_from(&p, "127.0.0.2")
         .await
         .expect("another client was refused");
     s.write_all(b"GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
@@ -2679,7 +2678,7 @@ async fn a_forged_forwarded_header_buys_no_second_budget_when_the_header_is_name
         if named {
             assert_eq!(throttled, 5, "the guesser is one client: {statuses:?}");
             assert_eq!(proxy_own, StatusCode::OK, "{body}");
-            // Its own address stays blocked, without any Forwarded header too.
+            // The guesser's address stays blocked, without any Forwarded header too.
             let mut headers = h("Bearer test-token-0123456789");
             headers.push(("x-forwarded-for", "192.0.2.9"));
             let (status, _, body) = c.request("POST", "/", &headers, BODY).await;

@@ -596,7 +596,7 @@ async fn a_flood_of_requests_without_a_credential_is_logged_in_part() {
     // (the client address's rate, which every request spends, out of the way)
     let limits = "[limits]\nclient_ip_requests_per_second = 100000\nclient_ip_burst = 100000\nrequests_per_second = 100000\nburst = 100000\n";
     // (a body that is no JSON: refused at once, after authentication)
-    let list = "not json";
+    let not_json = "not json";
     // (the [auth] lines, the flood's request, its status, what its log lines hold)
     /// (method, path, body)
     type Flood<'a> = (&'a str, &'a str, &'a str);
@@ -609,12 +609,14 @@ async fn a_flood_of_requests_without_a_credential_is_logged_in_part() {
         ),
         (
             "allow_anonymous = true\n",
-            ("POST", "/", list),
+            ("POST", "/", not_json),
             StatusCode::OK,
             "\"principal\":\"anonymous\"",
         ),
     ];
     for (auth, (method, path, flood_body), status_of_flood, marks) in rows {
+        // (the [limits] table follows the empty [telemetry] one: the telemetry lines end the
+        // file)
         let e = edge_with(&agent.url, auth, limits, &[]).await;
         let started = Instant::now();
         // The flood: 900 requests from 30 connections at once (a request with a body takes

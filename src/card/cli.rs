@@ -263,7 +263,8 @@ fn sign(o: Opts, env: Env<'_>, out: &mut dyn Write) -> Result<u8, Failure> {
     let key = o.signing_key(env)?;
     let mut card = read_json(input)?;
     // Members outside the AgentCard schema are outside the signature too: anyone between the
-    // agent and a verifier could change them (and the edge does not serve them).
+    // agent and a verifier could change them (and the edge does not serve them as the card has
+    // them).
     let mut names = card.clone();
     if super::to_json_names(&mut names).is_ok() {
         if let Value::Object(o) = &names {

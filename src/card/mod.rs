@@ -79,9 +79,9 @@ pub fn to_json_names(card: &mut Value) -> Result<(), CardError> {
     Ok(())
 }
 
-/// The members of a card (in JSON names, [`to_json_names`]) the edge would not serve: outside
-/// the `AgentCard` schema, but for the legacy members it sets and `signatures` (which no
-/// signature covers, and which the edge replaces with its own) (where each is).
+/// Where each member of a card (in JSON names, [`to_json_names`]) the edge would not serve is:
+/// those outside the `AgentCard` schema, but for the legacy members it sets and `signatures`
+/// (which no signature covers, and which the edge replaces with its own).
 pub fn unserved_members(card: &Value) -> Vec<String> {
     match card {
         Value::Object(o) => {

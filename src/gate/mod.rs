@@ -345,7 +345,8 @@ impl Gate {
                 Route::Catalog => {
                     Box::pin(self.catalog(&conn, client, headers, head, &mut trace)).await
                 }
-                // A wrong route spends the client address's rate too, as every request does.
+                // A wrong route spends the client address's rate too, as every routed request
+                // does.
                 Route::NotFound => Err(self.client_rate(client).unwrap_or(Rejection::Http {
                     status: StatusCode::NOT_FOUND,
                     message: "Not found",
@@ -527,27 +528,21 @@ impl Gate {
             // connection it serves, for as long as it takes: it runs on the blocking pool,
             // as many at once as there are workers (as many trees being built as when they
             // ran on the workers). The body goes with its share of the budgets: if the caller
-            // leaves, the parse ends there and holds both until then.
-            let Ok(slot) = large_parses().clone().acquire_owned().await else {
-                return Err(Rejection::rpc(
-                    Value::Null,
-                    RpcError::internal(reason::VALIDATE_PANICKED),
-                ));
-            };
+            // leaves, the parse still runs to its end on the pool, holding both until then.
             let mut share = held.take();
             let parse = move || {
                 let parsed = span.in_scope(|| parse_request(&bytes, max_values, &mut share));
                 // (a tree refused for the budget is dropped here too, off the worker)
-                drop((bytes, slot));
+                drop(bytes);
                 (parsed, share)
             };
-            match tokio::task::spawn_blocking(parse).await {
-                Ok((parsed, share)) => {
+            match on_large_pool(parse).await {
+                Some((parsed, share)) => {
                     held.absorb(share);
                     parsed
                 }
                 // (the parse panicked: fail closed)
-                Err(_) => Err(Rejection::rpc(
+                None => Err(Rejection::rpc(
                     Value::Null,
                     RpcError::internal(reason::VALIDATE_PANICKED),
                 )),
@@ -1181,21 +1176,15 @@ impl Gate {
         let (copy, rpc) = if size_hint > INLINE_CHECK_BYTES {
             // A large request's writing and its tree's drop would hold the worker thread as
             // its parse would have: the blocking pool, as parses do.
-            let Ok(slot) = large_parses().clone().acquire_owned().await else {
-                return Err(Rejection::rpc(
-                    rpc.id.clone(),
-                    RpcError::internal(reason::VALIDATE_PANICKED),
-                ));
-            };
             let id = rpc.id.clone();
             let write = move || {
                 let copy = rpc.to_bytes_sized(size_hint);
-                drop((std::mem::take(&mut rpc.params), slot));
+                drop(std::mem::take(&mut rpc.params));
                 (copy, rpc)
             };
-            tokio::task::spawn_blocking(write)
+            on_large_pool(write)
                 .await
-                .map_err(|_| Rejection::rpc(id, RpcError::internal(reason::VALIDATE_PANICKED)))?
+                .ok_or_else(|| Rejection::rpc(id, RpcError::internal(reason::VALIDATE_PANICKED)))?
         } else {
             let copy = rpc.to_bytes_sized(size_hint);
             drop(std::mem::take(&mut rpc.params));
@@ -1521,13 +1510,28 @@ fn refusal(id: &Value, r: Refusal) -> Rejection {
     }
 }
 
-/// Bodies above this size are checked on the blocking pool (base64 decoding of large parts).
+/// Bodies above this size are parsed, checked (base64 decoding of large parts) and written for
+/// the agent on the blocking pool.
 const INLINE_CHECK_BYTES: usize = 64 * 1024;
 
-/// The large bodies being parsed at once on the blocking pool: one per worker thread.
+/// The large requests being parsed, or written for the agent, at once on the blocking pool:
+/// as many as there are worker threads.
 fn large_parses() -> &'static Arc<tokio::sync::Semaphore> {
     static SLOTS: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
     SLOTS.get_or_init(|| Arc::new(tokio::sync::Semaphore::new(crate::runtime::workers())))
+}
+
+/// Runs `f` on the blocking pool once one of [`large_parses`]' places is free, the place
+/// held until `f` returns; None when `f` panicked.
+async fn on_large_pool<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let permit = large_parses().clone().acquire_owned().await.ok()?;
+    tokio::task::spawn_blocking(move || {
+        let out = f();
+        drop(permit);
+        out
+    })
+    .await
+    .ok()
 }
 
 /// A request body parsed (within `max_values` values), its tree charged to `held` (it is

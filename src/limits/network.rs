@@ -168,10 +168,9 @@ impl NetworkPolicy {
     }
 
     fn walk_xff(&self, headers: &HeaderMap) -> Walk {
-        let lines = header_lines(headers, &X_FORWARDED_FOR);
         let (mut hops, mut walked) = (0, 0usize);
-        for line in lines.iter().rev() {
-            for entry in line.rsplit(|b| *b == b',') {
+        for line in headers.get_all(&X_FORWARDED_FOR).iter().rev() {
+            for entry in line.as_bytes().rsplit(|b| *b == b',') {
                 // Each entry and its comma (a line its end): many empty entries count too.
                 walked = walked.saturating_add(entry.len() + 1);
                 if walked > MAX_HEADER_BYTES + 1 {
@@ -197,11 +196,11 @@ impl NetworkPolicy {
     }
 
     fn walk_forwarded(&self, headers: &HeaderMap) -> Walk {
-        let lines = header_lines(headers, &FORWARDED);
         let (mut hops, mut walked) = (0, 0usize);
         // A line is parsed only when the walk reaches it: a broken (or long) line to the left
         // of the client's hop was written by the client and does not matter.
-        for line in lines.iter().rev() {
+        for line in headers.get_all(FORWARDED).iter().rev() {
+            let line = line.as_bytes();
             walked = walked.saturating_add(line.len() + 1);
             if walked > MAX_HEADER_BYTES + 1 {
                 return Walk::Unusable;
@@ -274,11 +273,6 @@ fn canonical_network(net: IpNet) -> IpNet {
         }
     }
     net
-}
-
-/// All lines of a header (as many as the request's header count allows), in order.
-fn header_lines<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Vec<&'h [u8]> {
-    headers.get_all(name).iter().map(|v| v.as_bytes()).collect()
 }
 
 fn is_ows(b: u8) -> bool {

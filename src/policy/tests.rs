@@ -1329,9 +1329,9 @@ fn the_otlp_sample_ratio_is_a_fraction_beside_an_endpoint() {
 }
 
 /// `limits.client_ip_connections_per_second` and `client_ip_connection_burst`: on by default
-/// (the client-address request rate's 200 a second, burst 400), a burst alone defaults to the
-/// rate rounded up, and a rate that is no positive number, a zero burst, or a burst without its
-/// rate are refused with the key named.
+/// (the client-address request rate's 200 a second, burst 400), a rate alone has a burst of
+/// the rate rounded up, and a rate that is no positive number, a zero burst, or a burst
+/// without its rate are refused with the key named.
 #[test]
 fn the_connection_rate_of_a_client_address() {
     let rate = |per_second: f64, burst: u32| Some(crate::limits::rate::Rate { per_second, burst });
@@ -1401,7 +1401,8 @@ fn the_client_address_header() {
     }
 }
 
-/// A static card that carries `signatures` (checked against `[card.upstream_keys]`) loads:
+/// A static card that carries `signatures` (checked against `[card.upstream_keys]` when they
+/// are set; none here) loads:
 /// no signature covers itself, and the edge serves its own.
 #[test]
 fn a_static_card_may_carry_its_signatures() {

@@ -1,7 +1,7 @@
 //! Log lines anyone can make the edge write before proving anything: by opening connections
 //! (a refused connection, a failed or timed-out TLS handshake), and by sending requests that
-//! carry no credential the edge took (refused before or by authentication: 404, 401, the
-//! client address's 429; the public routes). Each kind has its own budget of at most
+//! prove no credential (refused before or by authentication: 404, 405, 401, the client
+//! address's 429; the public routes; `anonymous` callers where they are allowed). Each kind has its own budget of at most
 //! [`PER_SECOND`] lines a second after a burst of [`BURST`], so that a flood of them cannot
 //! fill the log buffer ([`super::sink`]) and crowd out the lines of callers who got in
 //! (their requests, audit lines). A line written after some were left out says how many
@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
-/// Connection lines a second, in the long run...
+/// Lines a second of each budget, in the long run...
 pub const PER_SECOND: u32 = 50;
 /// ... and at once.
 pub const BURST: u32 = 200;
@@ -58,7 +58,8 @@ pub fn connections() -> &'static Sampled {
     LINES.get_or_init(Sampled::default_budget)
 }
 
-/// The process's budget of request lines without a principal.
+/// The process's budget of request lines without a proven credential (no principal, or
+/// `anonymous`).
 pub fn unproven_requests() -> &'static Sampled {
     static LINES: OnceLock<Sampled> = OnceLock::new();
     LINES.get_or_init(Sampled::default_budget)
