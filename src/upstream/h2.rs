@@ -682,6 +682,26 @@ mod tests {
         }
     }
 
+    /// `n` requests at once, each keeping its place until all have answers (no place is freed
+    /// for another): how long until they all had one.
+    async fn held_burst(pool: &Arc<Pool>, addr: std::net::SocketAddr, n: usize) -> Duration {
+        let started = Instant::now();
+        let all_in = Arc::new(tokio::sync::Barrier::new(n));
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let (pool, all_in) = (pool.clone(), all_in.clone());
+            burst.spawn(async move {
+                let answer = pool.request(get(addr, "/flood")).await;
+                all_in.wait().await;
+                answer.map(drop)
+            });
+        }
+        while let Some(done) = burst.join_next().await {
+            assert!(done.unwrap().is_ok());
+        }
+        started.elapsed()
+    }
+
     /// Past the places a connection being dialed will have, the next request dials its own at
     /// once rather than waiting for that dial to end: four requests at one stream a
     /// connection to an agent that takes 500 ms to answer a new connection are all answered
@@ -693,26 +713,8 @@ mod tests {
         let pool = Arc::new(Pool::new(
             Dial::new(&uri, None, Duration::from_secs(5), 1).unwrap(),
         ));
-        let started = Instant::now();
-        // (each keeps its place until all four have answers: no place is freed for another)
-        let all_in = Arc::new(tokio::sync::Barrier::new(4));
-        let mut burst = tokio::task::JoinSet::new();
-        for _ in 0..4 {
-            let (pool, all_in) = (pool.clone(), all_in.clone());
-            burst.spawn(async move {
-                let answer = pool.request(get(addr, "/flood")).await;
-                all_in.wait().await;
-                answer.map(drop)
-            });
-        }
-        while let Some(done) = burst.join_next().await {
-            assert!(done.unwrap().is_ok());
-        }
-        assert!(
-            started.elapsed() < Duration::from_millis(1500),
-            "{:?}",
-            started.elapsed()
-        );
+        let took = held_burst(&pool, addr, 4).await;
+        assert!(took < Duration::from_millis(1500), "{took:?}");
         assert_eq!(pool.lock().len(), 4);
     }
 
@@ -730,25 +732,8 @@ mod tests {
         // (a first request: its connection shows what the agent allows, and stays busy)
         let first = pool.request(get(addr, "/flood")).await.unwrap();
         assert_eq!(pool.expected_room.load(Ordering::Relaxed), 1);
-        let started = Instant::now();
-        let all_in = Arc::new(tokio::sync::Barrier::new(3));
-        let mut burst = tokio::task::JoinSet::new();
-        for _ in 0..3 {
-            let (pool, all_in) = (pool.clone(), all_in.clone());
-            burst.spawn(async move {
-                let answer = pool.request(get(addr, "/flood")).await;
-                all_in.wait().await;
-                answer.map(drop)
-            });
-        }
-        while let Some(done) = burst.join_next().await {
-            assert!(done.unwrap().is_ok());
-        }
-        assert!(
-            started.elapsed() < Duration::from_millis(1200),
-            "{:?}",
-            started.elapsed()
-        );
+        let took = held_burst(&pool, addr, 3).await;
+        assert!(took < Duration::from_millis(1200), "{took:?}");
         assert_eq!(pool.lock().len(), 4);
         drop(first);
     }
