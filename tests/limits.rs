@@ -1005,30 +1005,24 @@ async fn a_reload_that_changes_other_budgets_keeps_these() {
     .await;
 }
 
-/// A proxy with these `[limits]` before an agent that floods a stream ([`Reply::Flood`]:
-/// its flag set when the stream is closed), and a raw HTTP/1.1 TLS connection on which a
-/// SendStreamingMessage was sent and nothing is read yet.
-async fn flooded_stream(
-    limits: &str,
-) -> (
+/// What [`flooded_stream`] gives: the agent's flag set when the stream is closed, the agent,
+/// the proxy, and the caller's unread connection.
+type FloodedStream = (
     std::sync::Arc<std::sync::atomic::AtomicBool>,
     RecordingUpstream,
     Proxy,
     tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-) {
+);
+
+/// A proxy with these `[limits]` before an agent that floods a stream ([`Reply::Flood`]:
+/// its flag set when the stream is closed), and a raw HTTP/1.1 TLS connection on which a
+/// SendStreamingMessage was sent and nothing is read yet.
+async fn flooded_stream(limits: &str) -> FloodedStream {
     flooded_stream_with(limits, "").await
 }
 
 /// [`flooded_stream`] with these `[server]` lines too.
-async fn flooded_stream_with(
-    limits: &str,
-    server: &str,
-) -> (
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    RecordingUpstream,
-    Proxy,
-    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-) {
+async fn flooded_stream_with(limits: &str, server: &str) -> FloodedStream {
     let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (up, p) = Proxy::with_recorder(
         Reply::Flood(closed.clone()),

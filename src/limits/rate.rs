@@ -123,32 +123,21 @@ impl RateLimits {
         cfg: RateLimitsConfig,
         previous: Option<&RateLimits>,
     ) -> Result<RateLimits, String> {
-        let client_ip = cfg
-            .per_client_ip
-            .map(|rate| {
-                let kept = previous
-                    .filter(|p| {
-                        p.config.per_client_ip == Some(rate)
-                            && p.config.ipv6_prefix == cfg.ipv6_prefix
-                    })
-                    .and_then(|p| p.client_ip.as_ref());
-                kept_or_new(kept, || Ok(Keyed::new(quota("per_client_ip", rate)?)))
-            })
-            .transpose()?;
-        let client_connection = cfg
-            .per_client_connection
-            .map(|rate| {
-                let kept = previous
-                    .filter(|p| {
-                        p.config.per_client_connection == Some(rate)
-                            && p.config.ipv6_prefix == cfg.ipv6_prefix
-                    })
-                    .and_then(|p| p.client_connection.as_ref());
-                kept_or_new(kept, || {
-                    Ok(Keyed::new(quota("per_client_connection", rate)?))
-                })
-            })
-            .transpose()?;
+        let client_ip = address_limiter(
+            "per_client_ip",
+            cfg.per_client_ip,
+            cfg.ipv6_prefix,
+            previous.map(|p| (p.config.per_client_ip, p.config.ipv6_prefix, &p.client_ip)),
+        )?;
+        let client_connection = address_limiter(
+            "per_client_connection",
+            cfg.per_client_connection,
+            cfg.ipv6_prefix,
+            previous.map(|p| {
+                let c = &p.config;
+                (c.per_client_connection, c.ipv6_prefix, &p.client_connection)
+            }),
+        )?;
         let principal = cfg
             .per_principal
             .map(|rate| {
@@ -286,6 +275,26 @@ fn kept_or_new<T>(
         Some(kept) => Ok(Arc::clone(kept)),
         None => new().map(Arc::new),
     }
+}
+
+/// A limiter keyed by client address, if that limit is on.
+type AddressLimiter = Option<Arc<Keyed<IpAddr>>>;
+
+/// A limiter keyed by client address at `rate` (None: no limit), the previous one (its rate,
+/// its IPv6 prefix, itself) kept when its rate and the prefix are what they were.
+fn address_limiter(
+    what: &str,
+    rate: Option<Rate>,
+    prefix: u8,
+    previous: Option<(Option<Rate>, u8, &AddressLimiter)>,
+) -> Result<AddressLimiter, String> {
+    rate.map(|rate| {
+        let kept = previous
+            .filter(|(r, p, _)| *r == Some(rate) && *p == prefix)
+            .and_then(|(_, _, k)| k.as_ref());
+        kept_or_new(kept, || Ok(Keyed::new(quota(what, rate)?)))
+    })
+    .transpose()
 }
 
 /// The IPv6 prefix length a setting means (0: [`DEFAULT_IPV6_PREFIX`]; at most 128).
